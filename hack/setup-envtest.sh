@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Installs the test assets (kube-apiserver, etcd, kubectl, helm) into a
+# versioned cache outside the repository, building them from the Go module
+# proxy. Nothing but Go modules is downloaded; no binary is committed.
+#
+#   hack/setup-envtest.sh            # build what is missing, print the bin dir
+#   KUBEBUILDER_ASSETS=/some/dir hack/setup-envtest.sh
+#
+# Idempotent: when the cache is complete it returns at once.
+#
+# The versions are pinned in hack/envtest.env (also read by pkg/envtest);
+# environment variables of the same names override them.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=envtest.env
+PINNED_K8S="$(sed -n 's/^K8S_VERSION=//p' "$HERE/envtest.env")"
+PINNED_ETCD="$(sed -n 's/^ETCD_VERSION=//p' "$HERE/envtest.env")"
+PINNED_HELM="$(sed -n 's/^HELM_VERSION=//p' "$HERE/envtest.env")"
+K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
+ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
+HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
+
+CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
+BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
+STAMP="$BIN_DIR/.complete"
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm)
+
+complete() {
+  [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
+  local a
+  for a in "${ASSETS[@]}"; do [[ -x "$BIN_DIR/$a" ]] || return 1; done
+}
+
+if complete; then
+  echo "$BIN_DIR"
+  exit 0
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "setup-envtest: Go is not installed (needed to build kube-apiserver, etcd, kubectl and helm from the Go module proxy); install Go >= 1.24 and re-run" >&2
+  exit 1
+fi
+
+mkdir -p "$BIN_DIR" "$CACHE_ROOT/src"
+export GOWORK=off CGO_ENABLED=0 GOFLAGS="-buildvcs=false -trimpath"
+START=$(date +%s)
+
+log() { printf '[setup-envtest +%3ss] %s\n' "$(( $(date +%s) - START ))" "$*" >&2; }
+# Never fail silently: name the command and line that failed.
+trap 'log "FAILED (line $LINENO): $BASH_COMMAND"' ERR
+
+# Runs a long command while printing a heartbeat, so the first build
+# (10-20 minutes on 2 cores) visibly makes progress.
+with_heartbeat() {
+  local what="$1"; shift
+  local logf="$CACHE_ROOT/src/${what// /_}.log"
+  "$@" >"$logf" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 20
+    kill -0 "$pid" 2>/dev/null && log "  ... still ${what}"
+  done
+  if ! wait "$pid"; then
+    log "FAILED: ${what}; last lines of $logf:"
+    tail -n 30 "$logf" >&2
+    exit 1
+  fi
+}
+
+# --- kube-apiserver and kubectl -------------------------------------------
+# `go install k8s.io/kubernetes/...@v` is refused because kubernetes' go.mod
+# replaces every k8s.io/* staging module with a local path. A throwaway
+# wrapper module requires k8s.io/kubernetes and replaces each of those staging
+# modules with its published v0.<minor>.<patch> release instead; the list is
+# read from the upstream go.mod so it never needs hand maintenance.
+build_kubernetes() {
+  local dir="$CACHE_ROOT/src/kubernetes-wrapper"
+  local staging_ver="v0.${K8S_VERSION#1.}"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cd "$dir"
+  log "fetching k8s.io/kubernetes@v${K8S_VERSION} go.mod"
+  local info upstream_mod
+  if ! info=$(go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" 2>&1); then
+    log "could not download k8s.io/kubernetes@v${K8S_VERSION} from the Go module proxy:"
+    echo "$info" >&2
+    exit 1
+  fi
+  upstream_mod=$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p' <<<"$info")
+  {
+    echo "module hossted.local/envtest-kubernetes"
+    echo
+    echo "go $(sed -n 's/^go \([0-9.]*\).*/\1/p' "$upstream_mod")"
+    echo
+    echo "require k8s.io/kubernetes v${K8S_VERSION}"
+    echo
+    echo "replace ("
+    grep -E '^[[:space:]]*k8s\.io/[^ ]+ => \./staging/' "$upstream_mod" \
+      | awk -v v="$staging_ver" '{print "\t" $1 " => " $1 " " v}'
+    echo ")"
+  } > go.mod
+  log "wrapper module replaces $(grep -c '=> k8s.io' go.mod) staging modules with ${staging_ver}"
+  with_heartbeat "resolving kubernetes modules" go get "k8s.io/kubernetes/cmd/kube-apiserver@v${K8S_VERSION}" "k8s.io/kubernetes/cmd/kubectl@v${K8S_VERSION}"
+  log "building kube-apiserver v${K8S_VERSION} (first build takes several minutes)"
+  with_heartbeat "building kube-apiserver" go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}" -o "$BIN_DIR/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  log "building kubectl v${K8S_VERSION}"
+  with_heartbeat "building kubectl" go build -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION}" -o "$BIN_DIR/kubectl" k8s.io/kubernetes/cmd/kubectl
+}
+
+# --- etcd -------------------------------------------------------------------
+# etcd's server module also replaces its siblings with local paths, so the
+# same wrapper trick applies (the siblings share the server's version).
+build_etcd() {
+  local dir="$CACHE_ROOT/src/etcd-wrapper"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cd "$dir"
+  printf 'module hossted.local/envtest-etcd\n\ngo 1.24\n' > go.mod
+  with_heartbeat "resolving etcd modules" go get "go.etcd.io/etcd/server/v3@v${ETCD_VERSION}"
+  log "building etcd v${ETCD_VERSION}"
+  with_heartbeat "building etcd" go build -ldflags "-s -w" -o "$BIN_DIR/etcd" go.etcd.io/etcd/server/v3
+}
+
+# --- helm -------------------------------------------------------------------
+build_helm() {
+  log "building helm v${HELM_VERSION}"
+  local gobin="$CACHE_ROOT/src/helm-gobin"
+  mkdir -p "$gobin"
+  with_heartbeat "building helm" env GOBIN="$gobin" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v${HELM_VERSION}" "helm.sh/helm/v3/cmd/helm@v${HELM_VERSION}"
+  mv "$gobin/helm" "$BIN_DIR/helm"
+}
+
+rm -f "$STAMP"
+log "installing test assets into $BIN_DIR ($WANT_STAMP)"
+[[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
+[[ -x "$BIN_DIR/helm" && "$("$BIN_DIR/helm" version --short 2>/dev/null)" == "v${HELM_VERSION}"* ]] || build_helm
+if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
+  build_kubernetes
+fi
+echo "$WANT_STAMP" > "$STAMP"
+log "done: $(cd "$BIN_DIR" && ls | tr '\n' ' ')"
+echo "$BIN_DIR"

@@ -1,0 +1,102 @@
+//! `envtest up`: starts a control plane, prints its kubeconfig path and keeps
+//! it running until SIGINT/SIGTERM, then tears it down. Used by
+//! `hack/run-local.sh` and handy for poking at the test cluster by hand.
+//!
+//! ```text
+//! envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]
+//! ```
+//! `--kubeconfig-out` copies the admin kubeconfig to PATH once the control
+//! plane is ready (written atomically, so a script may wait for the file).
+//! `--once` stops right after it is ready (to time start-up).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+const USAGE: &str = "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]";
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let mut args = std::env::args().skip(1);
+    if args.next().as_deref() != Some("up") {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    }
+    let mut kubeconfig_out: Option<PathBuf> = None;
+    let mut once = false;
+    let mut builder = envtest::ControlPlane::builder();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--kubeconfig-out" => match args.next() {
+                Some(p) => kubeconfig_out = Some(p.into()),
+                None => return usage_error("--kubeconfig-out needs a path"),
+            },
+            "--apiserver-arg" => match args.next() {
+                Some(a) => builder = builder.apiserver_arg(a),
+                None => return usage_error("--apiserver-arg needs a flag"),
+            },
+            "--once" => once = true,
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => return usage_error(&format!("unknown argument {other}")),
+        }
+    }
+
+    let started = Instant::now();
+    eprintln!(
+        "envtest: starting etcd + kube-apiserver v{} ...",
+        envtest::kubernetes_version()
+    );
+    let cp = match builder.start().await {
+        Ok(cp) => cp,
+        Err(e) => {
+            eprintln!("envtest: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (etcd_pid, apiserver_pid) = cp.pids();
+    println!(
+        "envtest: ready in {:.2}s at {} (etcd pid {etcd_pid}, kube-apiserver pid {})",
+        started.elapsed().as_secs_f64(),
+        cp.server_url(),
+        apiserver_pid.map(|p| p.to_string()).unwrap_or_default()
+    );
+    let mut kubeconfig = cp.kubeconfig_path().to_path_buf();
+    if let Some(out) = kubeconfig_out {
+        let tmp = out.with_extension("tmp");
+        if let Err(e) =
+            std::fs::copy(cp.kubeconfig_path(), &tmp).and_then(|_| std::fs::rename(&tmp, &out))
+        {
+            eprintln!("envtest: cannot write {}: {e}", out.display());
+            return ExitCode::FAILURE;
+        }
+        kubeconfig = out;
+    }
+    println!("KUBECONFIG={}", kubeconfig.display());
+    if once {
+        return ExitCode::SUCCESS;
+    }
+
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("envtest: cannot listen for SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    eprintln!("envtest: stopping");
+    drop(cp);
+    ExitCode::SUCCESS
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("envtest: {msg}\n{USAGE}");
+    ExitCode::from(2)
+}

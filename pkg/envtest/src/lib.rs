@@ -1,0 +1,615 @@
+//! A real Kubernetes control plane for tests: `etcd` and `kube-apiserver`
+//! started on 127.0.0.1 with free ports and a private temporary directory.
+//!
+//! The binaries come from `hack/setup-envtest.sh`, which builds them from the
+//! Go module proxy into a versioned cache (see [`Assets`]). There is no
+//! kubelet and no controller-manager: pods never start by themselves and
+//! garbage collection does not run, so tests set pod status through the
+//! status subresource themselves.
+//!
+//! What a started [`ControlPlane`] gives a test:
+//! - an admin [`kube::Client`] (static token, group `system:masters`) and a
+//!   kubeconfig file for it, for `kubectl` and `helm`;
+//! - clients that authenticate as a ServiceAccount (a real bound token from
+//!   the TokenRequest API) or as a user (a client certificate signed by the
+//!   cluster CA), with RBAC enforced (`--authorization-mode=RBAC`);
+//! - `kubectl` and `helm` commands pre-pointed at it.
+//!
+//! Dropping it kills both processes and removes the directory, also when the
+//! test panics; if the whole test binary dies abruptly the kernel kills the
+//! children (`PR_SET_PDEATHSIG`), so no process outlives a test run.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), envtest::Error> {
+//! use k8s_openapi::api::core::v1::Namespace;
+//! let cp = envtest::ControlPlane::start().await?;
+//! let namespaces: kube::Api<Namespace> = kube::Api::all(cp.client());
+//! assert!(namespaces.get_opt("default").await?.is_some());
+//! let status = cp.kubectl().args(["get", "ns"]).status()?;
+//! assert!(status.success());
+//! # Ok(()) }
+//! ```
+
+mod assets;
+mod kubeconfig;
+mod pki;
+mod process;
+
+use std::fmt;
+use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+pub use assets::{Assets, kubernetes_version};
+use kubeconfig::Credentials;
+use process::{Spawner, Supervised};
+
+/// How long a process may take to become ready by default. Generous: a
+/// 2-core machine starting several control planes at once is slow.
+const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// Lines of a failed process's output carried in [`Error::StartFailed`].
+const OUTPUT_TAIL_LINES: usize = 25;
+/// Attempts with fresh ports when a port taken meanwhile makes a start fail.
+const PORT_ATTEMPTS: usize = 3;
+
+/// Why a control plane could not be started or used.
+#[derive(thiserror::Error)]
+pub enum Error {
+    /// A binary is not in the asset directory.
+    #[error(
+        "test asset `{name}` not found in {dir}: run hack/setup-envtest.sh to build the test control plane (or point KUBEBUILDER_ASSETS at a directory holding it)"
+    )]
+    AssetMissing { name: &'static str, dir: PathBuf },
+    /// A process exited or never became ready; `output` is the tail of what it printed.
+    #[error(
+        "{process} did not start: {reason}\n----- last lines of {process}'s output -----\n{output}\n-----"
+    )]
+    StartFailed {
+        process: &'static str,
+        reason: String,
+        output: String,
+    },
+    #[error("envtest I/O: {0}")]
+    Io(#[from] io::Error),
+    #[error("generating certificates: {0}")]
+    Certificate(#[from] rcgen::Error),
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+// `expect()` prints Debug: make that the readable message, with the real
+// line breaks of a process's output.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl From<kube::config::KubeconfigError> for Error {
+    fn from(e: kube::config::KubeconfigError) -> Self {
+        Error::Kubeconfig(e.to_string())
+    }
+}
+
+/// Options for starting a [`ControlPlane`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    assets: Assets,
+    apiserver_args: Vec<String>,
+    etcd_args: Vec<String>,
+    start_timeout: Duration,
+}
+
+impl Builder {
+    /// Adds a `kube-apiserver` flag (e.g. `--watch-cache-sizes=pods#10`);
+    /// a later flag overrides an earlier one of the same name.
+    pub fn apiserver_arg(mut self, arg: impl Into<String>) -> Self {
+        self.apiserver_args.push(arg.into());
+        self
+    }
+
+    /// Adds an `etcd` flag.
+    pub fn etcd_arg(mut self, arg: impl Into<String>) -> Self {
+        self.etcd_args.push(arg.into());
+        self
+    }
+
+    /// How long each process may take to become ready (default 120 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Takes binaries from `assets` instead of [`Assets::locate`].
+    pub fn assets(mut self, assets: Assets) -> Self {
+        self.assets = assets;
+        self
+    }
+
+    /// Starts etcd and kube-apiserver and waits until the apiserver's
+    /// `/readyz` passes and the `default` namespace exists.
+    pub async fn start(self) -> Result<ControlPlane, Error> {
+        ControlPlane::start_with(self).await
+    }
+}
+
+/// A running etcd + kube-apiserver; see the [crate docs](crate).
+pub struct ControlPlane {
+    // Processes first: `Drop` kills them before the directory goes.
+    apiserver: Option<Supervised>,
+    etcd: Supervised,
+    spawner: Spawner,
+    assets: Assets,
+    ca: pki::Ca,
+    apiserver_bin: PathBuf,
+    apiserver_args: Vec<String>,
+    start_timeout: Duration,
+    server: String,
+    etcd_url: String,
+    kubeconfig_path: PathBuf,
+    client: kube::Client,
+    dir: tempfile::TempDir,
+}
+
+impl ControlPlane {
+    /// Starts a control plane with default options.
+    pub async fn start() -> Result<Self, Error> {
+        Self::builder().start().await
+    }
+
+    /// Options for [`ControlPlane`].
+    pub fn builder() -> Builder {
+        Builder {
+            assets: Assets::locate(),
+            apiserver_args: Vec::new(),
+            etcd_args: Vec::new(),
+            start_timeout: DEFAULT_START_TIMEOUT,
+        }
+    }
+
+    async fn start_with(opts: Builder) -> Result<Self, Error> {
+        let apiserver_bin = opts.assets.binary("kube-apiserver")?;
+        let etcd_bin = opts.assets.binary("etcd")?;
+        let dir = tempfile::Builder::new()
+            .prefix("hossted-envtest-")
+            .tempdir()?;
+        let d = dir.path();
+
+        let ca = pki::Ca::generate()?;
+        let serving = ca.serving_cert()?;
+        let sa_key = pki::service_account_key()?;
+        let admin_token = random_hex(16)?;
+        std::fs::write(d.join("ca.crt"), ca.cert_pem())?;
+        std::fs::write(d.join("apiserver.crt"), &serving.cert)?;
+        std::fs::write(d.join("apiserver.key"), &serving.key)?;
+        std::fs::write(d.join("sa.pub"), &sa_key.cert)?;
+        std::fs::write(d.join("sa.key"), &sa_key.key)?;
+        std::fs::write(
+            d.join("tokens.csv"),
+            format!("{admin_token},envtest-admin,envtest-admin,\"system:masters\"\n"),
+        )?;
+        let spawner = Spawner::new()?;
+
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let (etcd_client_port, etcd_peer_port, apiserver_port) =
+                (free_port()?, free_port()?, free_port()?);
+            let etcd_url = format!("http://127.0.0.1:{etcd_client_port}");
+            let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
+            let mut etcd_args = vec![
+                "--name=envtest".to_string(),
+                format!("--data-dir={}", d.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls={peer_url}"),
+                format!("--initial-advertise-peer-urls={peer_url}"),
+                format!("--initial-cluster=envtest={peer_url}"),
+                // Test data is thrown away: durability only costs time here.
+                "--unsafe-no-fsync=true".to_string(),
+                "--log-level=warn".to_string(),
+            ];
+            etcd_args.extend(opts.etcd_args.iter().cloned());
+            let mut apiserver_args = vec![
+                format!("--etcd-servers={etcd_url}"),
+                "--bind-address=127.0.0.1".to_string(),
+                "--advertise-address=127.0.0.1".to_string(),
+                format!("--secure-port={apiserver_port}"),
+                format!("--cert-dir={}", d.display()),
+                format!("--tls-cert-file={}", d.join("apiserver.crt").display()),
+                format!(
+                    "--tls-private-key-file={}",
+                    d.join("apiserver.key").display()
+                ),
+                format!("--client-ca-file={}", d.join("ca.crt").display()),
+                format!("--token-auth-file={}", d.join("tokens.csv").display()),
+                "--authorization-mode=RBAC".to_string(),
+                "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
+                format!("--service-account-key-file={}", d.join("sa.pub").display()),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    d.join("sa.key").display()
+                ),
+                // No controller-manager creates the `default` ServiceAccount of
+                // a namespace, so this plugin would reject every pod.
+                "--disable-admission-plugins=ServiceAccount".to_string(),
+                "--allow-privileged=true".to_string(),
+                "--profiling=false".to_string(),
+            ];
+            apiserver_args.extend(opts.apiserver_args.iter().cloned());
+
+            let server = format!("https://127.0.0.1:{apiserver_port}");
+            let yaml = kubeconfig::render(
+                &server,
+                &ca.cert_pem(),
+                "envtest-admin",
+                Credentials::Token(&admin_token),
+            );
+            let kubeconfig_path = d.join("kubeconfig");
+            std::fs::write(&kubeconfig_path, &yaml)?;
+            let client = kubeconfig::client_from(&yaml).await?;
+
+            let started = async {
+                let mut etcd = spawner.spawn("etcd", &etcd_bin, &etcd_args, d.join("etcd.log"))?;
+                wait_listening(&mut etcd, etcd_client_port, opts.start_timeout).await?;
+                let mut apiserver = spawner.spawn(
+                    "kube-apiserver",
+                    &apiserver_bin,
+                    &apiserver_args,
+                    d.join("kube-apiserver.log"),
+                )?;
+                wait_ready(&mut apiserver, &mut etcd, &client, opts.start_timeout).await?;
+                Ok::<_, Error>((etcd, apiserver))
+            }
+            .await;
+            match started {
+                Ok((etcd, apiserver)) => {
+                    return Ok(ControlPlane {
+                        apiserver: Some(apiserver),
+                        etcd,
+                        spawner,
+                        assets: opts.assets,
+                        ca,
+                        apiserver_bin,
+                        apiserver_args,
+                        start_timeout: opts.start_timeout,
+                        server,
+                        etcd_url,
+                        kubeconfig_path,
+                        client,
+                        dir,
+                    });
+                }
+                Err(e) if attempt < PORT_ATTEMPTS && port_clash(&e) => {
+                    log::warn!("envtest: a port was taken meanwhile, retrying with new ports");
+                    let _ = std::fs::remove_dir_all(d.join("etcd"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The admin client (user `envtest-admin`, group `system:masters`).
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// A kubeconfig file for the admin identity.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The apiserver URL, `https://127.0.0.1:<port>`.
+    pub fn server_url(&self) -> &str {
+        &self.server
+    }
+
+    /// etcd's client URL, `http://127.0.0.1:<port>` (no TLS, no auth).
+    pub fn etcd_url(&self) -> &str {
+        &self.etcd_url
+    }
+
+    /// The private directory (certificates, logs, kubeconfigs); removed on drop.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Process ids of etcd and kube-apiserver (the latter `None` while stopped).
+    pub fn pids(&self) -> (u32, Option<u32>) {
+        (self.etcd.pid(), self.apiserver.as_ref().map(|a| a.pid()))
+    }
+
+    /// `kubectl` pointed at this control plane as admin.
+    ///
+    /// # Panics
+    /// When `kubectl` is missing from the assets (the message says how to build it).
+    pub fn kubectl(&self) -> Command {
+        let bin = self
+            .assets
+            .binary("kubectl")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut cmd = Command::new(bin);
+        cmd.env("KUBECONFIG", &self.kubeconfig_path)
+            .env("KUBECACHEDIR", self.dir.path().join("kubectl-cache"));
+        cmd
+    }
+
+    /// `helm` pointed at this control plane as admin, with its cache, config
+    /// and data directories private to this control plane.
+    ///
+    /// # Panics
+    /// When `helm` is missing from the assets (the message says how to build it).
+    pub fn helm(&self) -> Command {
+        let bin = self.assets.binary("helm").unwrap_or_else(|e| panic!("{e}"));
+        let home = self.dir.path().join("helm");
+        let mut cmd = Command::new(bin);
+        cmd.env("KUBECONFIG", &self.kubeconfig_path)
+            .env("HELM_CACHE_HOME", home.join("cache"))
+            .env("HELM_CONFIG_HOME", home.join("config"))
+            .env("HELM_DATA_HOME", home.join("data"));
+        cmd
+    }
+
+    /// A kubeconfig file for user `user` (optionally in `group`),
+    /// authenticated by a client certificate signed by the cluster CA.
+    /// The user has no permissions until RBAC grants some.
+    pub fn kubeconfig_for_user(&self, user: &str, group: Option<&str>) -> Result<PathBuf, Error> {
+        let pair = self.ca.client_cert(user, group)?;
+        let yaml = kubeconfig::render(
+            &self.server,
+            &self.ca.cert_pem(),
+            user,
+            Credentials::ClientCert {
+                cert_pem: &pair.cert,
+                key_pem: &pair.key,
+            },
+        );
+        let path = self
+            .dir
+            .path()
+            .join(format!("user-{}.kubeconfig", file_safe(user)));
+        std::fs::write(&path, yaml)?;
+        Ok(path)
+    }
+
+    /// A client acting as user `user` (see [`Self::kubeconfig_for_user`]).
+    pub async fn client_for_user(
+        &self,
+        user: &str,
+        group: Option<&str>,
+    ) -> Result<kube::Client, Error> {
+        let path = self.kubeconfig_for_user(user, group)?;
+        kubeconfig::client_from(&std::fs::read_to_string(path)?).await
+    }
+
+    /// A kubeconfig file for ServiceAccount `namespace/name`, with a bound
+    /// token from the TokenRequest API (valid 24 h). Creates the namespace
+    /// and the ServiceAccount when they do not exist.
+    pub async fn kubeconfig_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<PathBuf, Error> {
+        let pp = PostParams::default();
+        let namespaces: Api<Namespace> = Api::all(self.client());
+        if namespaces.get_opt(namespace).await?.is_none() {
+            let ns = Namespace {
+                metadata: ObjectMeta {
+                    name: Some(namespace.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            ignore_conflict(namespaces.create(&pp, &ns).await)?;
+        }
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client(), namespace);
+        if accounts.get_opt(name).await?.is_none() {
+            let sa = ServiceAccount {
+                metadata: ObjectMeta {
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            ignore_conflict(accounts.create(&pp, &sa).await)?;
+        }
+        let request = TokenRequest {
+            spec: TokenRequestSpec {
+                audiences: Vec::new(),
+                expiration_seconds: Some(24 * 3600),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let token = accounts
+            .create_token_request(name, &pp, &request)
+            .await?
+            .status
+            .map(|s| s.token)
+            .ok_or_else(|| {
+                Error::Kubeconfig(format!(
+                    "TokenRequest for {namespace}/{name} returned no token"
+                ))
+            })?;
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        let yaml = kubeconfig::render(
+            &self.server,
+            &self.ca.cert_pem(),
+            &user,
+            Credentials::Token(&token),
+        );
+        let path = self.dir.path().join(format!(
+            "sa-{}-{}.kubeconfig",
+            file_safe(namespace),
+            file_safe(name)
+        ));
+        std::fs::write(&path, yaml)?;
+        Ok(path)
+    }
+
+    /// A client acting as ServiceAccount `namespace/name`
+    /// (see [`Self::kubeconfig_for_service_account`]).
+    pub async fn client_for_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube::Client, Error> {
+        let path = self.kubeconfig_for_service_account(namespace, name).await?;
+        kubeconfig::client_from(&std::fs::read_to_string(path)?).await
+    }
+
+    /// Kills kube-apiserver (SIGKILL); etcd and the data stay. Clients see
+    /// connection errors until [`Self::start_apiserver`].
+    pub fn stop_apiserver(&mut self) {
+        if let Some(mut a) = self.apiserver.take() {
+            a.kill();
+        }
+    }
+
+    /// Starts kube-apiserver again on the same port with the same flags and
+    /// waits until it is ready. No-op when it is running.
+    pub async fn start_apiserver(&mut self) -> Result<(), Error> {
+        if self.apiserver.is_some() {
+            return Ok(());
+        }
+        let mut apiserver = self.spawner.spawn(
+            "kube-apiserver",
+            &self.apiserver_bin,
+            &self.apiserver_args,
+            self.dir.path().join("kube-apiserver.log"),
+        )?;
+        wait_ready(
+            &mut apiserver,
+            &mut self.etcd,
+            &self.client,
+            self.start_timeout,
+        )
+        .await?;
+        self.apiserver = Some(apiserver);
+        Ok(())
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        // The apiserver first, so it does not log etcd errors on its way out.
+        self.stop_apiserver();
+        self.etcd.kill();
+    }
+}
+
+/// Waits until `process` accepts TCP connections on `port`.
+async fn wait_listening(
+    process: &mut Supervised,
+    port: u16,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        check_alive(process)?;
+        if Instant::now() > deadline {
+            return Err(not_started(
+                process,
+                format!("not listening on port {port} after {timeout:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the apiserver's `/readyz` passes and the `default` namespace
+/// exists (the apiserver creates it shortly after becoming ready).
+async fn wait_ready(
+    apiserver: &mut Supervised,
+    etcd: &mut Supervised,
+    client: &kube::Client,
+    timeout: Duration,
+) -> Result<(), Error> {
+    let deadline = Instant::now() + timeout;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    loop {
+        let ready = match http::Request::get("/readyz").body(Vec::new()) {
+            Ok(req) => client
+                .request_text(req)
+                .await
+                .is_ok_and(|body| body.trim() == "ok"),
+            Err(_) => false,
+        };
+        if ready && matches!(namespaces.get_opt("default").await, Ok(Some(_))) {
+            return Ok(());
+        }
+        check_alive(etcd)?;
+        check_alive(apiserver)?;
+        if Instant::now() > deadline {
+            return Err(not_started(
+                apiserver,
+                format!("/readyz did not pass within {timeout:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn check_alive(process: &mut Supervised) -> Result<(), Error> {
+    match process.exited() {
+        None => Ok(()),
+        Some(status) => Err(not_started(process, format!("exited with {status}"))),
+    }
+}
+
+fn not_started(process: &Supervised, reason: String) -> Error {
+    Error::StartFailed {
+        process: process.name(),
+        reason,
+        output: process.output_tail(OUTPUT_TAIL_LINES),
+    }
+}
+
+fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn file_safe(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// A free TCP port on 127.0.0.1 (free when asked; see [`PORT_ATTEMPTS`]).
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn port_clash(e: &Error) -> bool {
+    matches!(e, Error::StartFailed { output, .. } if output.contains("address already in use"))
+}
+
+/// `n` random bytes from the kernel, hex-encoded.
+fn random_hex(n: usize) -> io::Result<String> {
+    let mut buf = vec![0u8; n];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
