@@ -17,7 +17,10 @@ const USAGE: &str = "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg 
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    env_logger::Builder::from_env(
+        env_logger::Env::default().default_filter_or("info,kube_client::client::builder=off"),
+    )
+    .init();
     let mut args = std::env::args().skip(1);
     if args.next().as_deref() != Some("up") {
         eprintln!("{USAGE}");
