@@ -1,0 +1,432 @@
+//! The client-go work-queue rules, one test each, plus a randomized
+//! concurrency test.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use workqueue::metrics::Registry;
+use workqueue::{ItemExponentialFailureRateLimiter, Queue, RateLimitingQueue};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// `get` with a short deadline: `None` when nothing was handed out.
+async fn try_get<T: Eq + std::hash::Hash + Clone>(q: &Queue<T>) -> Option<T> {
+    tokio::time::timeout(50 * MS, q.get()).await.ok().flatten()
+}
+
+#[tokio::test]
+async fn an_item_added_twice_while_waiting_is_queued_once() {
+    let q = Queue::new();
+    q.add("a");
+    q.add("b");
+    q.add("a");
+    assert_eq!(q.len(), 2);
+    assert_eq!(q.get().await, Some("a"));
+    assert_eq!(q.get().await, Some("b"));
+    assert!(q.is_empty());
+    assert_eq!(try_get(&q).await, None);
+}
+
+#[tokio::test]
+async fn items_come_out_in_the_order_they_were_added() {
+    let q = Queue::new();
+    for i in 0..100 {
+        q.add(i);
+    }
+    for i in 0..100 {
+        assert_eq!(q.get().await, Some(i));
+        q.done(&i);
+    }
+}
+
+#[tokio::test]
+async fn an_item_readded_while_processing_is_handed_out_again_only_after_done() {
+    let q = Queue::new();
+    q.add("a");
+    let a = q.get().await.unwrap();
+    q.add("a");
+    q.add("a");
+    // Not handed to a second worker while the first one has it.
+    assert_eq!(q.len(), 0);
+    assert_eq!(try_get(&q).await, None);
+    q.done(&a);
+    // Once, not twice.
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.get().await, Some("a"));
+    q.done(&"a");
+    assert_eq!(try_get(&q).await, None);
+}
+
+#[tokio::test]
+async fn get_waits_for_an_add() {
+    let q = Arc::new(Queue::new());
+    let getter = tokio::spawn({
+        let q = q.clone();
+        async move { q.get().await }
+    });
+    tokio::time::sleep(20 * MS).await;
+    assert!(!getter.is_finished());
+    q.add(7);
+    assert_eq!(getter.await.unwrap(), Some(7));
+}
+
+#[tokio::test]
+async fn shutdown_hands_out_what_is_queued_then_none_and_ignores_adds() {
+    let q = Queue::new();
+    q.add(1);
+    q.add(2);
+    q.shutdown();
+    q.add(3);
+    assert!(q.is_shutting_down());
+    assert_eq!(q.get().await, Some(1));
+    assert_eq!(q.get().await, Some(2));
+    assert_eq!(q.get().await, None);
+}
+
+#[tokio::test]
+async fn shutdown_wakes_a_waiting_get_with_none() {
+    let q = Arc::new(Queue::<u32>::new());
+    let getters: Vec<_> = (0..3)
+        .map(|_| {
+            let q = q.clone();
+            tokio::spawn(async move { q.get().await })
+        })
+        .collect();
+    tokio::time::sleep(20 * MS).await;
+    q.shutdown();
+    for g in getters {
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(5), g)
+                .await
+                .unwrap()
+                .unwrap(),
+            None
+        );
+    }
+}
+
+#[tokio::test]
+async fn shutdown_with_drain_waits_for_items_in_processing() {
+    let q = Arc::new(Queue::new());
+    q.add("a");
+    let a = q.get().await.unwrap();
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shutdown_with_drain().await }
+    });
+    tokio::time::sleep(50 * MS).await;
+    assert!(
+        !drain.is_finished(),
+        "drain returned while an item was in processing"
+    );
+    q.add("b"); // ignored: shutting down
+    q.done(&a);
+    tokio::time::timeout(Duration::from_secs(5), drain)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(q.get().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_after_makes_the_item_ready_at_its_deadline() {
+    let q = Queue::new();
+    q.add_after("a", Duration::from_secs(1));
+    assert_eq!(q.len(), 0);
+    tokio::time::advance(999 * MS).await;
+    assert_eq!(q.len(), 0);
+    tokio::time::advance(MS).await;
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.get().await, Some("a"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_get_receives_a_delayed_item() {
+    let q = Queue::new();
+    let start = tokio::time::Instant::now();
+    q.add_after("a", Duration::from_secs(3));
+    // With the clock paused, tokio jumps to the next timer: get's own deadline.
+    assert_eq!(q.get().await, Some("a"));
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_two_delays_for_one_item_the_earlier_wins() {
+    let q = Queue::new();
+    q.add_after("later-first", Duration::from_secs(10));
+    q.add_after("later-first", Duration::from_secs(1));
+    q.add_after("earlier-first", Duration::from_secs(1));
+    q.add_after("earlier-first", Duration::from_secs(10));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(q.len(), 2);
+    assert_eq!(q.get().await, Some("later-first"));
+    assert_eq!(q.get().await, Some("earlier-first"));
+    q.done(&"later-first");
+    q.done(&"earlier-first");
+    // The superseded 10 s deadlines do not bring them back.
+    tokio::time::advance(Duration::from_secs(20)).await;
+    assert_eq!(q.len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delayed_item_already_queued_is_not_duplicated() {
+    let q = Queue::new();
+    q.add("a");
+    q.add_after("a", Duration::from_secs(1));
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.get().await, Some("a"));
+    assert_eq!(try_get(&q).await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_drops_items_still_delayed() {
+    let q = Queue::new();
+    q.add_after("a", Duration::from_secs(1));
+    q.shutdown();
+    tokio::time::advance(Duration::from_secs(2)).await;
+    assert_eq!(q.get().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn add_rate_limited_backs_off_exponentially_and_forget_resets() {
+    let q = RateLimitingQueue::new(Box::new(ItemExponentialFailureRateLimiter::new(
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+    )));
+    for (attempt, expected) in [1u64, 2, 4, 8].into_iter().enumerate() {
+        let start = tokio::time::Instant::now();
+        q.add_rate_limited("k");
+        assert_eq!(q.num_requeues(&"k"), attempt as u32 + 1);
+        assert_eq!(q.get().await, Some("k"));
+        assert_eq!(start.elapsed(), Duration::from_secs(expected));
+        q.done(&"k");
+    }
+    q.forget(&"k");
+    assert_eq!(q.num_requeues(&"k"), 0);
+    let start = tokio::time::Instant::now();
+    q.add_rate_limited("k");
+    q.get().await;
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{series} not in:\n{text}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn metrics_follow_client_go_names_and_meanings() {
+    let registry = Registry::new();
+    let q = RateLimitingQueue::with_metrics(
+        Box::new(ItemExponentialFailureRateLimiter::new(
+            MS,
+            Duration::from_secs(1),
+        )),
+        "test",
+        &registry,
+    );
+    q.add("a");
+    q.add("a"); // deduplicated: not an add
+    q.add("b");
+    let text = registry.render();
+    assert_eq!(metric(&text, "workqueue_adds_total{name=\"test\"}"), 2.0);
+    assert_eq!(metric(&text, "workqueue_depth{name=\"test\"}"), 2.0);
+
+    tokio::time::advance(Duration::from_secs(2)).await;
+    let a = q.get().await.unwrap();
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let text = registry.render();
+    assert_eq!(metric(&text, "workqueue_depth{name=\"test\"}"), 1.0);
+    assert_eq!(
+        metric(
+            &text,
+            "workqueue_queue_duration_seconds_count{name=\"test\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, "workqueue_queue_duration_seconds_sum{name=\"test\"}"),
+        2.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "workqueue_queue_duration_seconds_bucket{name=\"test\",le=\"1e0\"}"
+        ),
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "workqueue_queue_duration_seconds_bucket{name=\"test\",le=\"1e1\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, "workqueue_unfinished_work_seconds{name=\"test\"}"),
+        3.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "workqueue_longest_running_processor_seconds{name=\"test\"}"
+        ),
+        3.0
+    );
+
+    q.done(&a);
+    q.add_rate_limited("a");
+    let text = registry.render();
+    assert_eq!(
+        metric(
+            &text,
+            "workqueue_work_duration_seconds_count{name=\"test\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, "workqueue_work_duration_seconds_sum{name=\"test\"}"),
+        3.0
+    );
+    assert_eq!(
+        metric(&text, "workqueue_unfinished_work_seconds{name=\"test\"}"),
+        0.0
+    );
+    assert_eq!(metric(&text, "workqueue_retries_total{name=\"test\"}"), 1.0);
+    assert!(text.contains("# TYPE workqueue_queue_duration_seconds histogram"));
+}
+
+/// A small deterministic PRNG (xorshift64*), so a failure names its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Many producers add (and delay) random keys while several workers process
+/// them, sometimes re-adding the key they hold. Asserts: no key is ever held
+/// by two workers at once, and every key's last processing started after its
+/// last add (an add during processing is never lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn randomized_producers_and_workers_never_overlap_and_never_lose_a_readd() {
+    for seed in [0x9E37_79B9_7F4A_7C15u64, 42, 7_777_777, 0xDEAD_BEEF] {
+        run_random(seed).await;
+    }
+}
+
+async fn run_random(seed: u64) {
+    const KEYS: u64 = 40;
+    const PRODUCERS: u64 = 4;
+    const WORKERS: usize = 6;
+    const ADDS_PER_PRODUCER: u64 = 3_000;
+
+    let q = Arc::new(Queue::<u64>::new());
+    let clock = Arc::new(AtomicU64::new(1));
+    let last_add: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
+    let last_start: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
+    let held: Arc<Vec<AtomicBool>> = Arc::new((0..KEYS).map(|_| AtomicBool::new(false)).collect());
+    let overlaps = Arc::new(AtomicU64::new(0));
+
+    let add = {
+        let (q, clock, last_add) = (q.clone(), clock.clone(), last_add.clone());
+        move |key: u64, delay: Option<Duration>| {
+            // Stamp before adding: any processing that misses this add starts
+            // later than the stamp, so a lost add shows as last_start < last_add.
+            let stamp = clock.fetch_add(1, SeqCst);
+            last_add.lock().insert(key, stamp);
+            match delay {
+                Some(d) => q.add_after(key, d),
+                None => q.add(key),
+            }
+        }
+    };
+
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let (q, clock, last_start, held, overlaps, add) = (
+                q.clone(),
+                clock.clone(),
+                last_start.clone(),
+                held.clone(),
+                overlaps.clone(),
+                add.clone(),
+            );
+            tokio::spawn(async move {
+                let mut rng = Rng(seed ^ (w as u64 + 1) * 0x1000_0001);
+                while let Some(key) = q.get().await {
+                    if held[key as usize].swap(true, SeqCst) {
+                        overlaps.fetch_add(1, SeqCst);
+                    }
+                    last_start.lock().insert(key, clock.fetch_add(1, SeqCst));
+                    match rng.below(4) {
+                        0 => tokio::task::yield_now().await,
+                        1 => add(key, None), // re-add while processing
+                        _ => {}
+                    }
+                    held[key as usize].store(false, SeqCst);
+                    q.done(&key);
+                }
+            })
+        })
+        .collect();
+
+    let producers: Vec<_> = (0..PRODUCERS)
+        .map(|p| {
+            let add = add.clone();
+            tokio::spawn(async move {
+                let mut rng = Rng(seed.rotate_left(p as u32 * 7) | 1);
+                for _ in 0..ADDS_PER_PRODUCER {
+                    let key = rng.below(KEYS);
+                    let delay =
+                        (rng.below(5) == 0).then(|| Duration::from_micros(rng.below(2_000)));
+                    add(key, delay);
+                    if rng.below(8) == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.unwrap();
+    }
+    // Let every delay expire, then drain.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    while !q.is_empty() {
+        tokio::time::sleep(MS).await;
+    }
+    tokio::time::timeout(Duration::from_secs(30), q.shutdown_with_drain())
+        .await
+        .expect("drain finishes");
+    for w in workers {
+        w.await.unwrap();
+    }
+
+    assert_eq!(
+        overlaps.load(SeqCst),
+        0,
+        "seed {seed:#x}: a key was processed by two workers at once"
+    );
+    let (adds, starts) = (last_add.lock(), last_start.lock());
+    for (key, added) in adds.iter() {
+        let started = starts.get(key).copied().unwrap_or(0);
+        assert!(
+            started > *added,
+            "seed {seed:#x}: key {key} was added at {added} but last processed at {started}"
+        );
+    }
+}
