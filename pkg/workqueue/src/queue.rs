@@ -300,10 +300,8 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         let mut drained = false;
         {
             let mut s = self.state.lock();
-            if let Some(started) = s.processing.remove(item) {
-                if let Some(m) = self.metrics() {
-                    m.done(now.saturating_duration_since(started));
-                }
+            if let (Some(started), Some(m)) = (s.processing.remove(item), self.metrics()) {
+                m.done(now.saturating_duration_since(started));
             }
             if s.dirty.contains_key(item) {
                 s.queue.push_back(item.clone());

@@ -366,7 +366,7 @@ async fn run_random(seed: u64) {
                 add.clone(),
             );
             tokio::spawn(async move {
-                let mut rng = Rng(seed ^ (w as u64 + 1) * 0x1000_0001);
+                let mut rng = Rng(seed ^ ((w as u64 + 1) * 0x1000_0001));
                 while let Some(key) = q.get().await {
                     if held[key as usize].swap(true, SeqCst) {
                         overlaps.fetch_add(1, SeqCst);

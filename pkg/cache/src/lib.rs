@@ -1,0 +1,25 @@
+//! A port of client-go's `tools/cache`, generic over any `kube::Resource`
+//! (built-in types and our CRD alike — no code generation).
+//!
+//! - [`Store`]: the thread-safe, indexed cache of `Arc<K>`.
+//! - [`reflector`]: LIST then WATCH into a store, resuming, relisting on
+//!   410 Gone, backing off on errors.
+//! - [`SharedInformer`]: a reflector + store + any number of event handlers,
+//!   each buffered on its own, with periodic resync.
+//! - [`SharedInformerFactory`]: one informer per (type, namespace, selectors).
+//! - [`Lister`]: read access for controllers, by namespace and label selector.
+
+mod backoff;
+mod factory;
+mod informer;
+mod lister;
+pub mod reflector;
+mod selector;
+mod store;
+
+pub use factory::{InformerOptions, SharedInformerFactory};
+pub use informer::{Event, EventHandler, HandlerFn, SharedInformer, Transform};
+pub use lister::{Lister, NamespaceLister};
+pub use reflector::{ListWatchConfig, ReflectorStats};
+pub use selector::{Selector, SelectorError};
+pub use store::{IndexFn, NAMESPACE_INDEX, Store, object_key};

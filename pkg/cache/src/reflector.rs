@@ -1,0 +1,241 @@
+//! Client-go's Reflector: keeps a sink in step with the API server by LIST
+//! then WATCH, as an explicit state machine.
+//!
+//! ```text
+//!        ┌────────── 410 Gone / expired continue ──────────┐
+//!        ▼                                                  │
+//!   ┌─────────┐  ok: Replace(all), rv   ┌───────────────┐   │
+//!   │  List   │────────────────────────►│  Watch { rv } │───┘
+//!   └─────────┘                          └───────────────┘
+//!     │ error ▲                            │ server closed: re-watch from the last rv
+//!     ▼       │                            │ (no relist); bookmarks advance rv
+//!   ┌─────────────┐◄───────────────────────┘ error: back off, re-watch from the last rv
+//!   │  Backoff    │
+//!   └─────────────┘  800 ms doubling to 30 s, jittered; reset by a success
+//! ```
+
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::{Api, Resource};
+use serde::de::DeserializeOwned;
+
+use crate::backoff::Backoff;
+
+/// What a reflector reports, before any transform.
+pub(crate) trait Sink<K>: Send + Sync {
+    /// The complete current state (after each LIST).
+    fn replace(&self, objs: Vec<K>);
+    /// An object was added or modified.
+    fn upsert(&self, obj: K);
+    /// An object was deleted; `obj` is its final state.
+    fn delete(&self, obj: K);
+}
+
+/// Which objects a reflector mirrors, and how it pages and watches.
+#[derive(Debug, Clone)]
+pub struct ListWatchConfig {
+    /// `None`: all namespaces (or a cluster-scoped type).
+    pub namespace: Option<String>,
+    pub label_selector: Option<String>,
+    pub field_selector: Option<String>,
+    /// Objects per LIST page (client-go: 500).
+    pub page_size: u32,
+    /// The server ends each watch after this long, randomized to 1–2× half of
+    /// it (client-go: 5–10 min; kube caps a watch at 295 s).
+    pub watch_timeout: Duration,
+    /// First retry delay after an error (doubles to 30 s).
+    pub initial_backoff: Duration,
+}
+
+impl Default for ListWatchConfig {
+    fn default() -> Self {
+        ListWatchConfig {
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            page_size: 500,
+            watch_timeout: Duration::from_secs(290),
+            initial_backoff: Duration::from_millis(800),
+        }
+    }
+}
+
+/// Counters of what a reflector asked the API server for.
+#[derive(Debug, Default)]
+pub struct ReflectorStats {
+    /// Complete LISTs (each possibly several pages).
+    pub lists: AtomicU64,
+    /// LIST page requests.
+    pub list_pages: AtomicU64,
+    /// WATCH requests.
+    pub watches: AtomicU64,
+    /// Relists forced by `410 Gone`.
+    pub relists_after_gone: AtomicU64,
+    /// Errors met (each followed by a backoff).
+    pub errors: AtomicU64,
+}
+
+enum State {
+    List,
+    Watch { rv: String },
+    Backoff { then_rv: Option<String> },
+}
+
+enum WatchEnd {
+    /// The server ended the watch; resume from this rv.
+    Closed(String),
+    /// The rv is too old (410): relist.
+    Gone,
+    /// A failure; resume from this rv after a backoff.
+    Failed(String, String),
+}
+
+pub(crate) struct Reflector<K: Resource> {
+    pub api: Api<K>,
+    pub config: ListWatchConfig,
+    pub kind: String,
+}
+
+impl<K> Reflector<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// Runs until the task is aborted.
+    pub async fn run(self, sink: &dyn Sink<K>, stats: &ReflectorStats) {
+        let mut backoff = Backoff::new(self.config.initial_backoff, Duration::from_secs(30));
+        let mut state = State::List;
+        loop {
+            state = match state {
+                State::List => match self.list(stats).await {
+                    Ok((objs, rv)) => {
+                        log::debug!("{}: listed {} objects at rv {rv}", self.kind, objs.len());
+                        sink.replace(objs);
+                        backoff.reset();
+                        State::Watch { rv }
+                    }
+                    Err(e) => {
+                        stats.errors.fetch_add(1, Relaxed);
+                        log::warn!("{}: list failed, will retry: {e}", self.kind);
+                        State::Backoff { then_rv: None }
+                    }
+                },
+                State::Watch { rv } => {
+                    let timeout = self
+                        .config
+                        .watch_timeout
+                        .mul_f64(0.5 + 0.5 * backoff.unit());
+                    match self.watch(&rv, timeout, sink, stats, &mut backoff).await {
+                        WatchEnd::Closed(rv) => State::Watch { rv },
+                        WatchEnd::Gone => {
+                            stats.relists_after_gone.fetch_add(1, Relaxed);
+                            log::info!(
+                                "{}: resourceVersion {rv} is too old (410 Gone), relisting",
+                                self.kind
+                            );
+                            State::List
+                        }
+                        WatchEnd::Failed(rv, e) => {
+                            stats.errors.fetch_add(1, Relaxed);
+                            log::warn!(
+                                "{}: watch failed, will resume from rv {rv}: {e}",
+                                self.kind
+                            );
+                            State::Backoff { then_rv: Some(rv) }
+                        }
+                    }
+                }
+                State::Backoff { then_rv } => {
+                    tokio::time::sleep(backoff.next_delay()).await;
+                    match then_rv {
+                        Some(rv) => State::Watch { rv },
+                        None => State::List,
+                    }
+                }
+            };
+        }
+    }
+
+    /// A complete, paginated LIST: the objects and the list's resourceVersion.
+    /// An expired continue token (410) restarts the list from the first page.
+    async fn list(&self, stats: &ReflectorStats) -> Result<(Vec<K>, String), kube::Error> {
+        stats.lists.fetch_add(1, Relaxed);
+        let mut objs = Vec::new();
+        let mut params = ListParams::default().limit(self.config.page_size);
+        params.label_selector = self.config.label_selector.clone();
+        params.field_selector = self.config.field_selector.clone();
+        loop {
+            stats.list_pages.fetch_add(1, Relaxed);
+            let page = match self.api.list(&params).await {
+                Ok(page) => page,
+                Err(kube::Error::Api(s)) if s.code == 410 && params.continue_token.is_some() => {
+                    log::info!("{}: list continue token expired, listing again", self.kind);
+                    objs.clear();
+                    params.continue_token = None;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            objs.extend(page.items);
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params.continue_token = Some(token),
+                None => {
+                    let rv = page.metadata.resource_version.unwrap_or_default();
+                    return Ok((objs, rv));
+                }
+            }
+        }
+    }
+
+    async fn watch(
+        &self,
+        rv: &str,
+        timeout: Duration,
+        sink: &dyn Sink<K>,
+        stats: &ReflectorStats,
+        backoff: &mut Backoff,
+    ) -> WatchEnd {
+        stats.watches.fetch_add(1, Relaxed);
+        let mut params = WatchParams::default().timeout(timeout.as_secs().clamp(1, 295) as u32);
+        params.bookmarks = true;
+        params.label_selector = self.config.label_selector.clone();
+        params.field_selector = self.config.field_selector.clone();
+        let mut last_rv = rv.to_string();
+        let stream = match self.api.watch(&params, rv).await {
+            Ok(s) => s,
+            Err(kube::Error::Api(s)) if s.code == 410 => return WatchEnd::Gone,
+            Err(e) => return WatchEnd::Failed(last_rv, e.to_string()),
+        };
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            match stream.try_next().await {
+                Ok(Some(event)) => {
+                    backoff.reset();
+                    match event {
+                        WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+                            last_rv = obj.meta().resource_version.clone().unwrap_or(last_rv);
+                            sink.upsert(obj);
+                        }
+                        WatchEvent::Deleted(obj) => {
+                            last_rv = obj.meta().resource_version.clone().unwrap_or(last_rv);
+                            sink.delete(obj);
+                        }
+                        WatchEvent::Bookmark(b) => last_rv = b.metadata.resource_version,
+                        WatchEvent::Error(e) if e.code == 410 => return WatchEnd::Gone,
+                        WatchEvent::Error(e) => {
+                            return WatchEnd::Failed(
+                                last_rv,
+                                format!("{} ({})", e.message, e.code),
+                            );
+                        }
+                    }
+                }
+                Ok(None) => return WatchEnd::Closed(last_rv),
+                Err(e) => return WatchEnd::Failed(last_rv, e.to_string()),
+            }
+        }
+    }
+}

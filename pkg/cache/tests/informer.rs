@@ -1,0 +1,520 @@
+//! Informers against a real kube-apiserver: order of events, watch resumption,
+//! relist after 410 Gone, apiserver restarts, slow handlers, sharing.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use cache::{
+    Event, HandlerFn, InformerOptions, ListWatchConfig, SharedInformerFactory, object_key,
+};
+use envtest::ControlPlane;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use parking_lot::Mutex;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(BTreeMap::from([(
+                "test".to_string(),
+                "informer".to_string(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("v".to_string(), value.to_string())])),
+        ..Default::default()
+    }
+}
+
+fn value(c: &ConfigMap) -> String {
+    c.data
+        .as_ref()
+        .and_then(|d| d.get("v").cloned())
+        .unwrap_or_default()
+}
+
+/// `Add ns/name=v`, `Update ns/name v1->v2`, `Delete ns/name=v`.
+fn describe(e: &Event<ConfigMap>) -> String {
+    match e {
+        Event::Add(o) => format!("Add {}={}", object_key(o.as_ref()), value(o)),
+        Event::Update { old, new } => {
+            format!(
+                "Update {} {}->{}",
+                object_key(new.as_ref()),
+                value(old),
+                value(new)
+            )
+        }
+        Event::Delete(o) => format!("Delete {}={}", object_key(o.as_ref()), value(o)),
+    }
+}
+
+/// A handler sending descriptions of events in `ns` to a channel.
+fn recorder(
+    ns: &'static str,
+) -> (
+    HandlerFn<impl FnMut(&Event<ConfigMap>) + Send>,
+    mpsc::UnboundedReceiver<String>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let handler = HandlerFn(move |e: &Event<ConfigMap>| {
+        let obj = match e {
+            Event::Add(o) | Event::Delete(o) | Event::Update { new: o, .. } => o,
+        };
+        if obj.metadata.namespace.as_deref() == Some(ns) {
+            let _ = tx.send(describe(e));
+        }
+    });
+    (handler, rx)
+}
+
+async fn next_events(rx: &mut mpsc::UnboundedReceiver<String>, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout(WAIT, rx.recv()).await {
+            Ok(Some(e)) => out.push(e),
+            _ => panic!("expected {n} events, got {out:?}"),
+        }
+    }
+    out
+}
+
+fn keys_in(store: &cache::Store<ConfigMap>, ns: &str) -> Vec<String> {
+    let mut keys: Vec<String> = store
+        .by_index(cache::NAMESPACE_INDEX, ns)
+        .iter()
+        .map(|o| object_key(o.as_ref()))
+        .collect();
+    keys.sort();
+    keys
+}
+
+async fn server_keys(client: &Client, ns: &str) -> Vec<String> {
+    let mut keys: Vec<String> = Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(object_key)
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test]
+async fn adds_updates_and_deletes_arrive_in_order() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.client();
+    namespace(&client, "order").await;
+    let factory = SharedInformerFactory::new(client.clone(), None);
+    let informer = factory.informer::<ConfigMap>(InformerOptions::default());
+    let (handler, mut rx) = recorder("order");
+    informer.add_event_handler(handler);
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+
+    let api: Api<ConfigMap> = Api::namespaced(client, "order");
+    let pp = PostParams::default();
+    api.create(&pp, &cm("a", "1")).await.unwrap();
+    api.replace("a", &pp, &{
+        let mut a = api.get("a").await.unwrap();
+        a.data = Some(BTreeMap::from([("v".into(), "2".into())]));
+        a
+    })
+    .await
+    .unwrap();
+    api.create(&pp, &cm("b", "1")).await.unwrap();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+
+    assert_eq!(
+        next_events(&mut rx, 4).await,
+        [
+            "Add order/a=1",
+            "Update order/a 1->2",
+            "Add order/b=1",
+            "Delete order/a=2"
+        ]
+    );
+    assert_eq!(keys_in(&informer.store(), "order"), ["order/b"]);
+    let lister = informer.lister();
+    assert_eq!(value(&lister.namespaced("order").get("b").unwrap()), "1");
+    assert!(lister.namespaced("order").get("a").is_none());
+}
+
+#[tokio::test]
+async fn a_late_handler_gets_adds_for_what_is_cached_and_resync_redelivers() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.client();
+    namespace(&client, "late").await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "late");
+    for name in ["x", "y"] {
+        api.create(&PostParams::default(), &cm(name, "0"))
+            .await
+            .unwrap();
+    }
+    let factory = SharedInformerFactory::new(client, Some(Duration::from_secs(1)));
+    let informer = factory.informer::<ConfigMap>(InformerOptions::default());
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+
+    let (handler, mut rx) = recorder("late");
+    informer.add_event_handler(handler);
+    let mut adds = next_events(&mut rx, 2).await;
+    adds.sort();
+    assert_eq!(adds, ["Add late/x=0", "Add late/y=0"]);
+    // Within the next resync period both are re-delivered as unchanged updates.
+    let mut resync = next_events(&mut rx, 2).await;
+    resync.sort();
+    assert_eq!(resync, ["Update late/x 0->0", "Update late/y 0->0"]);
+}
+
+#[tokio::test]
+async fn a_watch_closed_by_the_server_is_resumed_without_a_relist() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.client();
+    namespace(&client, "resume").await;
+    let factory = SharedInformerFactory::new(client.clone(), None);
+    let informer = factory.informer::<ConfigMap>(InformerOptions {
+        // The server ends each watch after 1-2 s.
+        list_watch: ListWatchConfig {
+            watch_timeout: Duration::from_secs(2),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    let (handler, mut rx) = recorder("resume");
+    informer.add_event_handler(handler);
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+    eventually("three watches", || async {
+        (informer.stats().watches.load(SeqCst) >= 3).then_some(())
+    })
+    .await;
+
+    Api::<ConfigMap>::namespaced(client, "resume")
+        .create(&PostParams::default(), &cm("after", "1"))
+        .await
+        .unwrap();
+    assert_eq!(next_events(&mut rx, 1).await, ["Add resume/after=1"]);
+    assert_eq!(
+        informer.stats().lists.load(SeqCst),
+        1,
+        "a closed watch must not cause a relist"
+    );
+    assert_eq!(informer.stats().relists_after_gone.load(SeqCst), 0);
+}
+
+/// A TCP proxy that can cut every connection and refuse new ones: a network
+/// partition between an informer and the apiserver.
+struct Partition {
+    addr: String,
+    cut: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Partition {
+    async fn start(upstream: String) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let cut = Arc::new(AtomicBool::new(false));
+        let conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
+        let accept = tokio::spawn({
+            let (cut, conns) = (cut.clone(), conns.clone());
+            async move {
+                while let Ok((mut inbound, _)) = listener.accept().await {
+                    if cut.load(SeqCst) {
+                        continue; // dropped: connection closed at once
+                    }
+                    let upstream = upstream.clone();
+                    conns.lock().push(tokio::spawn(async move {
+                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        }
+                    }));
+                }
+            }
+        });
+        Partition {
+            addr,
+            cut,
+            conns,
+            accept,
+        }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, SeqCst);
+        for c in self.conns.lock().drain(..) {
+            c.abort();
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, SeqCst);
+    }
+}
+
+impl Drop for Partition {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.cut();
+    }
+}
+
+/// A client for `cp` that goes through `proxy_addr`.
+async fn client_via(cp: &ControlPlane, proxy_addr: &str) -> Client {
+    let kubeconfig = kube::config::Kubeconfig::read_from(cp.kubeconfig_path()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    config.cluster_url = format!("https://{proxy_addr}").parse().unwrap();
+    Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn a_410_gone_leads_to_a_relist_and_deletes_for_what_vanished() {
+    // Watches served straight from etcd, compacted every second: a watch
+    // resumed from a resourceVersion a few seconds old gets 410 Gone.
+    let cp = ControlPlane::builder()
+        .apiserver_arg("--watch-cache=false")
+        .apiserver_arg("--etcd-compaction-interval=1s")
+        .start()
+        .await
+        .unwrap();
+    let admin = cp.client();
+    namespace(&admin, "gone").await;
+    namespace(&admin, "churn").await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), "gone");
+    let pp = PostParams::default();
+    api.create(&pp, &cm("keep", "1")).await.unwrap();
+    api.create(&pp, &cm("doomed", "last-known")).await.unwrap();
+
+    let upstream = cp.server_url().trim_start_matches("https://").to_string();
+    let partition = Partition::start(upstream).await;
+    let factory = SharedInformerFactory::new(client_via(&cp, &partition.addr).await, None);
+    let informer = factory.informer::<ConfigMap>(InformerOptions::default());
+    let (handler, mut rx) = recorder("gone");
+    informer.add_event_handler(handler);
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+    let mut initial = next_events(&mut rx, 2).await;
+    initial.sort();
+    assert_eq!(initial, ["Add gone/doomed=last-known", "Add gone/keep=1"]);
+
+    partition.cut();
+    api.delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    api.create(&pp, &cm("fresh", "1")).await.unwrap();
+    let patch = serde_json::json!({ "data": { "v": "2" } });
+    api.patch("keep", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // Unrelated writes, and time for the apiserver to compact past them.
+    let churn: Api<ConfigMap> = Api::namespaced(admin.clone(), "churn");
+    for i in 0..20 {
+        churn.create(&pp, &cm(&format!("c{i}"), "x")).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    partition.heal();
+
+    let mut after = next_events(&mut rx, 3).await;
+    after.sort();
+    assert_eq!(
+        after,
+        [
+            "Add gone/fresh=1",
+            "Delete gone/doomed=last-known", // its last known state
+            "Update gone/keep 1->2",
+        ]
+    );
+    assert!(
+        informer.stats().relists_after_gone.load(SeqCst) >= 1,
+        "no 410 was seen"
+    );
+    assert_eq!(informer.stats().lists.load(SeqCst), 2);
+    assert_eq!(
+        keys_in(&informer.store(), "gone"),
+        server_keys(&admin, "gone").await
+    );
+    assert_eq!(keys_in(&informer.store(), "churn").len(), 20);
+}
+
+#[tokio::test]
+async fn killing_and_restarting_the_apiserver_ends_in_a_consistent_store() {
+    let mut cp = ControlPlane::start().await.unwrap();
+    let admin = cp.client();
+    namespace(&admin, "restart").await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), "restart");
+    let pp = PostParams::default();
+    api.create(&pp, &cm("before", "1")).await.unwrap();
+    let factory = SharedInformerFactory::new(admin.clone(), None);
+    let informer = factory.informer::<ConfigMap>(InformerOptions {
+        list_watch: ListWatchConfig {
+            initial_backoff: Duration::from_millis(100),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+
+    cp.stop_apiserver();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cp.start_apiserver().await.unwrap();
+    api.create(&pp, &cm("after", "1")).await.unwrap();
+    api.delete("before", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    let store = informer.store();
+    eventually("the store to match the server", || {
+        let store = store.clone();
+        let admin = admin.clone();
+        async move { (keys_in(&store, "restart") == server_keys(&admin, "restart").await).then_some(()) }
+    })
+    .await;
+    assert_eq!(keys_in(&store, "restart"), ["restart/after"]);
+    assert!(
+        informer.stats().errors.load(SeqCst) >= 1,
+        "the outage went unnoticed"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_handler_delays_neither_the_reflector_nor_other_handlers() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.client();
+    namespace(&client, "slow").await;
+    let factory = SharedInformerFactory::new(client.clone(), None);
+    let informer = factory.informer::<ConfigMap>(InformerOptions::default());
+    let (fast, mut fast_rx) = recorder("slow");
+    let (slow_inner, mut slow_rx) = recorder("slow");
+    let mut slow_inner = slow_inner;
+    informer.add_event_handler(HandlerFn(move |e: &Event<ConfigMap>| {
+        std::thread::sleep(Duration::from_millis(100));
+        cache::EventHandler::on_add(
+            &mut slow_inner,
+            match e {
+                Event::Add(o) => o,
+                _ => return,
+            },
+        );
+    }));
+    informer.add_event_handler(fast);
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+
+    let api: Api<ConfigMap> = Api::namespaced(client, "slow");
+    let creates = (0..40).map(|i| {
+        let api = api.clone();
+        async move {
+            api.create(&PostParams::default(), &cm(&format!("m{i:02}"), "1"))
+                .await
+                .unwrap()
+        }
+    });
+    futures::future::join_all(creates).await;
+
+    // The fast handler and the store have everything while the slow handler
+    // (100 ms per event: 4 s in all) is still working through its buffer.
+    let fast_events = next_events(&mut fast_rx, 40).await;
+    assert_eq!(keys_in(&informer.store(), "slow").len(), 40);
+    let mut slow_so_far = Vec::new();
+    while let Ok(e) = slow_rx.try_recv() {
+        slow_so_far.push(e);
+    }
+    assert!(
+        slow_so_far.len() < 40,
+        "the slow handler was not behind: {}",
+        slow_so_far.len()
+    );
+    // ... and it still receives every event, in the same order.
+    let rest = next_events(&mut slow_rx, 40 - slow_so_far.len()).await;
+    slow_so_far.extend(rest);
+    assert_eq!(slow_so_far, fast_events);
+}
+
+/// Sum of `apiserver_longrunning_requests` for WATCHes of configmaps.
+async fn configmap_watches(client: &Client) -> f64 {
+    let text = client
+        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{")
+                && l.contains("resource=\"configmaps\"")
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn the_factory_opens_one_watch_per_type_however_many_callers_ask() {
+    let cp = ControlPlane::start().await.unwrap();
+    let client = cp.client();
+    let baseline = configmap_watches(&client).await;
+    let factory = SharedInformerFactory::new(client.clone(), None);
+    let informers: Vec<_> = (0..5)
+        .map(|_| factory.informer::<ConfigMap>(InformerOptions::default()))
+        .collect();
+    assert!(informers.iter().all(|i| Arc::ptr_eq(i, &informers[0])));
+    let other = factory.informer::<ConfigMap>(InformerOptions::default().labels("test=informer"));
+    assert!(
+        !Arc::ptr_eq(&other, &informers[0]),
+        "other selectors get their own informer"
+    );
+    assert_eq!(factory.len(), 2);
+    factory.start();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+    eventually("two configmap watches at the apiserver", || {
+        let client = client.clone();
+        async move { (configmap_watches(&client).await - baseline >= 2.0).then_some(()) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(configmap_watches(&client).await - baseline, 2.0);
+    assert_eq!(informers[0].stats().watches.load(SeqCst), 1);
+}
