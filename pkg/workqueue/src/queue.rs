@@ -2,7 +2,6 @@
 //! workers, with optional delays.
 
 use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::Hash;
 use std::pin::pin;
@@ -40,6 +39,8 @@ pub struct Queue<T> {
     /// Signalled when the last item being processed is marked done while draining.
     drained: Notify,
     metrics: Option<Arc<QueueMetrics>>,
+    /// Stands in for "now" where only metrics would read the clock.
+    epoch: Instant,
 }
 
 /// client-go's name for a queue that supports `add_after`: the same type here.
@@ -47,23 +48,33 @@ pub type DelayingQueue<T> = Queue<T>;
 
 struct State<T> {
     /// Items ready to be handed out, oldest first.
-    /// Invariant: each is in `dirty` and not in `processing`, and appears once.
+    /// Invariant: exactly the items whose entry is dirty and not processing,
+    /// each once.
     queue: VecDeque<T>,
-    /// Items that need processing, with when they were added: everything in
-    /// `queue`, plus items re-added while being processed (those go to the
-    /// back of `queue` on `done`).
-    dirty: HashMap<T, Instant>,
-    /// Items handed out by `get` and not yet `done`, with when processing
-    /// started. An item here is never in `queue`.
-    processing: HashMap<T, Instant>,
+    /// Every item that is dirty (needs processing), processing (handed out
+    /// by `get`, not yet `done`), or both (re-added while processing: it goes
+    /// to the back of `queue` on `done`). An entry with neither is removed.
+    /// One map, so each operation hashes its item once.
+    items: HashMap<T, Entry, foldhash::fast::RandomState>,
     /// Delayed items by deadline; `seq` keeps equal deadlines FIFO. May hold
     /// stale entries: an entry counts only if it matches `waiting_until`.
     waiting: BinaryHeap<Reverse<Delayed<T>>>,
     /// The deadline of each delayed item (the earliest one asked for).
-    waiting_until: HashMap<T, Instant>,
+    waiting_until: HashMap<T, Instant, foldhash::fast::RandomState>,
     seq: u64,
+    /// `get` calls asleep on `item_ready`. Adds notify only when this is
+    /// non-zero: with work always queued, workers never touch the `Notify`.
+    waiters: usize,
     shutting_down: bool,
     draining: bool,
+}
+
+/// What the queue knows of one item.
+struct Entry {
+    /// When it was added, if it needs processing.
+    dirty_since: Option<Instant>,
+    /// When a worker got it, if it is being processed.
+    processing_since: Option<Instant>,
 }
 
 /// A delayed item, ordered by deadline then insertion (never by the item).
@@ -99,27 +110,43 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.shutting_down {
             return false;
         }
-        match self.dirty.entry(item) {
-            Entry::Occupied(_) => false,
-            Entry::Vacant(v) => {
-                if let Some(m) = metrics {
-                    m.added();
+        let ready = match self.items.entry(item) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                let e = o.get_mut();
+                if e.dirty_since.is_some() {
+                    return false;
                 }
-                let item = v.key().clone();
-                v.insert(now);
-                if self.processing.contains_key(&item) {
-                    false // handed out again after `done`
-                } else {
-                    self.queue.push_back(item);
-                    true
-                }
+                e.dirty_since = Some(now);
+                // Being processed: handed out again after `done`.
+                None
             }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let item = v.key().clone();
+                v.insert(Entry {
+                    dirty_since: Some(now),
+                    processing_since: None,
+                });
+                Some(item)
+            }
+        };
+        if let Some(m) = metrics {
+            m.added();
+        }
+        match ready {
+            Some(item) => {
+                self.queue.push_back(item);
+                true
+            }
+            None => false,
         }
     }
 
     /// Moves delayed items whose deadline has passed into the queue; returns
     /// how many became ready.
     fn promote_due(&mut self, now: Instant, metrics: Option<&QueueMetrics>) -> usize {
+        if self.waiting.is_empty() {
+            return 0;
+        }
         let mut ready = 0;
         while let Some(Reverse(top)) = self.waiting.peek() {
             if top.deadline > now {
@@ -140,12 +167,18 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// `(sum of seconds, longest seconds)` the items handed out have been in
     /// processing so far — client-go's unfinished-work gauges.
     fn unfinished_work(&self, now: Instant) -> (f64, f64) {
-        self.processing
-            .values()
-            .fold((0.0, 0.0), |(sum, longest), started| {
-                let secs = now.saturating_duration_since(*started).as_secs_f64();
+        self.items.values().filter_map(|e| e.processing_since).fold(
+            (0.0, 0.0),
+            |(sum, longest), started| {
+                let secs = now.saturating_duration_since(started).as_secs_f64();
                 (sum + secs, f64::max(longest, secs))
-            })
+            },
+        )
+    }
+
+    /// Whether a worker holds an item. Linear, but only asked while draining.
+    fn any_processing(&self) -> bool {
+        self.items.values().any(|e| e.processing_since.is_some())
     }
 
     fn next_deadline(&self) -> Option<Instant> {
@@ -165,17 +198,18 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         Queue {
             state: Arc::new(Mutex::new(State {
                 queue: VecDeque::new(),
-                dirty: HashMap::new(),
-                processing: HashMap::new(),
+                items: HashMap::default(),
                 waiting: BinaryHeap::new(),
-                waiting_until: HashMap::new(),
+                waiting_until: HashMap::default(),
                 seq: 0,
+                waiters: 0,
                 shutting_down: false,
                 draining: false,
             })),
             item_ready: Notify::new(),
             drained: Notify::new(),
             metrics: None,
+            epoch: Instant::now(),
         }
     }
 
@@ -201,16 +235,36 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         self.metrics.as_deref()
     }
 
+    /// The time to stamp items with: the clock only when metrics read it.
+    fn stamp(&self) -> Instant {
+        if self.metrics.is_some() {
+            Instant::now()
+        } else {
+            self.epoch
+        }
+    }
+
+    /// The real time, read only when something is delayed.
+    fn now_if_waiting(s: &State<T>, stamp: Instant) -> Instant {
+        if s.waiting.is_empty() {
+            stamp
+        } else {
+            Instant::now()
+        }
+    }
+
     /// Marks `item` as needing processing. No-op after shutdown, or when the
     /// item is already waiting; if it is being processed it will be handed out
     /// again after [`done`](Self::done).
     pub fn add(&self, item: T) {
-        let now = Instant::now();
-        let ready = {
-            let mut s = self.state.lock();
-            s.promote_due(now, self.metrics()) + usize::from(s.add(item, now, self.metrics()))
-        };
-        self.wake(ready);
+        let stamp = self.stamp();
+        let mut s = self.state.lock();
+        let now = Self::now_if_waiting(&s, stamp);
+        let ready =
+            s.promote_due(now, self.metrics()) + usize::from(s.add(item, stamp, self.metrics()));
+        let waiters = s.waiters;
+        drop(s);
+        self.wake(ready.min(waiters));
     }
 
     /// Adds `item` once `delay` has passed (at once for a zero delay). If the
@@ -254,31 +308,24 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// be passed to [`done`](Self::done). Cancel-safe: an item is taken only
     /// when the future completes.
     pub async fn get(&self) -> Option<T> {
+        // Fast path: an item is ready; the Notify is never touched.
+        match self.try_take(None) {
+            Taken::Item(item) => return Some(item),
+            Taken::ShutDown => return None,
+            Taken::Empty(_) => {}
+        }
+        let mut asleep = Asleep {
+            queue: self,
+            counted: false,
+        };
         loop {
             let mut notified = pin!(self.item_ready.notified());
-            // Register before looking, so a wake-up between look and wait is kept.
+            // Register before looking again, so a wake-up in between is kept.
             notified.as_mut().enable();
-            let next_deadline = {
-                let now = Instant::now();
-                let mut s = self.state.lock();
-                let promoted = s.promote_due(now, self.metrics());
-                if let Some(item) = s.queue.pop_front() {
-                    let added = s.dirty.remove(&item).unwrap_or(now);
-                    s.processing.insert(item.clone(), now);
-                    drop(s);
-                    if let Some(m) = self.metrics() {
-                        m.got(now.saturating_duration_since(added));
-                    }
-                    // Each `add` already woke one worker per ready item; only
-                    // the items this call promoted (less the one it takes)
-                    // still need workers.
-                    self.wake(promoted.saturating_sub(1));
-                    return Some(item);
-                }
-                if s.shutting_down {
-                    return None;
-                }
-                s.next_deadline()
+            let next_deadline = match self.try_take(Some(&mut asleep.counted)) {
+                Taken::Item(item) => return Some(item),
+                Taken::ShutDown => return None,
+                Taken::Empty(deadline) => deadline,
             };
             match next_deadline {
                 Some(deadline) => {
@@ -292,22 +339,62 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         }
     }
 
+    /// Takes the next ready item, if any, marking it as being processed.
+    /// When there is none and `asleep` is given, the caller is counted in
+    /// `waiters` — in the same critical section as the look, so an `add`
+    /// right after it is sure to notify.
+    fn try_take(&self, asleep: Option<&mut bool>) -> Taken<T> {
+        let stamp = self.stamp();
+        let mut s = self.state.lock();
+        let now = Self::now_if_waiting(&s, stamp);
+        let promoted = s.promote_due(now, self.metrics());
+        let Some(item) = s.queue.pop_front() else {
+            if s.shutting_down {
+                return Taken::ShutDown;
+            }
+            if let Some(counted) = asleep.filter(|c| !**c) {
+                s.waiters += 1;
+                *counted = true;
+            }
+            return Taken::Empty(s.next_deadline());
+        };
+        let mut added = stamp;
+        if let Some(e) = s.items.get_mut(&item) {
+            added = e.dirty_since.take().unwrap_or(stamp);
+            e.processing_since = Some(stamp);
+        }
+        let waiters = s.waiters;
+        drop(s);
+        if let Some(m) = self.metrics() {
+            m.got(stamp.saturating_duration_since(added));
+        }
+        // Each `add` already woke a sleeping worker per ready item; only the
+        // items this call promoted (less the one it takes) still need one.
+        self.wake(promoted.saturating_sub(1).min(waiters));
+        Taken::Item(item)
+    }
+
     /// Marks `item` as processed. If it was added again meanwhile it is
     /// queued again now.
     pub fn done(&self, item: &T) {
-        let now = Instant::now();
+        let now = self.stamp();
         let mut ready = false;
         let mut drained = false;
         {
             let mut s = self.state.lock();
-            if let (Some(started), Some(m)) = (s.processing.remove(item), self.metrics()) {
-                m.done(now.saturating_duration_since(started));
+            if let Some(e) = s.items.get_mut(item) {
+                let started = e.processing_since.take();
+                if let (Some(started), Some(m)) = (started, self.metrics()) {
+                    m.done(now.saturating_duration_since(started));
+                }
+                if e.dirty_since.is_some() {
+                    ready = s.waiters > 0;
+                    s.queue.push_back(item.clone());
+                } else {
+                    s.items.remove(item);
+                }
             }
-            if s.dirty.contains_key(item) {
-                s.queue.push_back(item.clone());
-                ready = true;
-            }
-            if s.draining && s.processing.is_empty() {
+            if s.draining && !s.any_processing() {
                 drained = true;
             }
         }
@@ -323,10 +410,11 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// processed or still delayed).
     pub fn len(&self) -> usize {
         let mut s = self.state.lock();
-        let promoted = s.promote_due(Instant::now(), self.metrics());
-        let len = s.queue.len();
+        let now = Self::now_if_waiting(&s, self.epoch);
+        let promoted = s.promote_due(now, self.metrics());
+        let (len, waiters) = (s.queue.len(), s.waiters);
         drop(s);
-        self.wake(promoted);
+        self.wake(promoted.min(waiters));
         len
     }
 
@@ -355,7 +443,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         loop {
             let mut drained = pin!(self.drained.notified());
             drained.as_mut().enable();
-            if self.state.lock().processing.is_empty() {
+            if !self.state.lock().any_processing() {
                 return;
             }
             drained.await;
@@ -365,5 +453,27 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// Whether [`shutdown`](Self::shutdown) was called.
     pub fn is_shutting_down(&self) -> bool {
         self.state.lock().shutting_down
+    }
+}
+
+enum Taken<T> {
+    Item(T),
+    ShutDown,
+    /// Nothing ready; the earliest deadline of a delayed item.
+    Empty(Option<Instant>),
+}
+
+/// Keeps a `get` counted in `State::waiters` from its first wait until it
+/// returns or is cancelled.
+struct Asleep<'a, T> {
+    queue: &'a Queue<T>,
+    counted: bool,
+}
+
+impl<T> Drop for Asleep<'_, T> {
+    fn drop(&mut self) {
+        if self.counted {
+            self.queue.state.lock().waiters -= 1;
+        }
     }
 }
