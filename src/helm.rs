@@ -1,0 +1,364 @@
+//! Decoding Helm's release storage.
+//!
+//! Helm 3 stores each revision of a release as a Secret
+//! `sh.helm.release.v1.<name>.v<version>` (label `owner=helm`; or a ConfigMap
+//! with the configmap driver) whose `release` entry is
+//! `base64(gzip(JSON))`. This module turns that payload into the few fields
+//! the operator reports, without trusting it: corrupt, truncated or hostile
+//! input is an [`Error`], never a panic, and decompression stops at
+//! [`MAX_DECOMPRESSED`] bytes.
+
+use std::io::Read;
+
+use base64::Engine;
+use flate2::read::GzDecoder;
+use serde::Deserialize;
+
+/// The most a release may decompress to. Helm's payloads fit a 1 MiB
+/// Secret; JSON compresses about 10:1, so 32 MiB leaves room without letting
+/// a gzip bomb exhaust memory.
+pub const MAX_DECOMPRESSED: u64 = 32 * 1024 * 1024;
+
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// What the operator reports of one release revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseSummary {
+    pub name: String,
+    pub namespace: String,
+    /// The revision number (the `v<N>` of the Secret's name).
+    pub version: i64,
+    /// `deployed`, `failed`, `superseded`, `pending-upgrade`, ...
+    pub status: String,
+    /// `info.last_deployed` as Helm stored it (RFC 3339 with its offset).
+    pub updated: String,
+    /// `chart.metadata.name`.
+    pub chart: String,
+    /// `chart.metadata.appVersion` (empty when the chart has none).
+    pub app_version: String,
+    /// Whether the rendered manifest carries `hossted_helm: true`.
+    pub hossted_helm: bool,
+}
+
+/// Why a release payload could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the release is empty")]
+    Empty,
+    #[error("the release is neither base64 nor JSON: {0}")]
+    Base64(#[from] base64::DecodeError),
+    #[error("the release's gzip stream is corrupt or truncated: {0}")]
+    Gzip(std::io::Error),
+    #[error("the release decompresses to more than {MAX_DECOMPRESSED} bytes")]
+    TooLarge,
+    #[error("the release is not a Helm release JSON document: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the release has no {0}")]
+    Missing(&'static str),
+}
+
+/// Helm's release document, reduced to what is read (serde skips the rest:
+/// chart templates, values, hooks).
+#[derive(Deserialize)]
+struct Release {
+    name: Option<String>,
+    namespace: Option<String>,
+    version: Option<i64>,
+    #[serde(default)]
+    info: Info,
+    chart: Option<Chart>,
+    #[serde(default)]
+    manifest: String,
+}
+
+#[derive(Deserialize, Default)]
+struct Info {
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    last_deployed: String,
+}
+
+#[derive(Deserialize)]
+struct Chart {
+    metadata: Option<ChartMetadata>,
+}
+
+#[derive(Deserialize)]
+struct ChartMetadata {
+    name: Option<String>,
+    #[serde(rename = "appVersion", default)]
+    app_version: String,
+}
+
+/// Decodes the `release` entry of a Helm storage Secret or ConfigMap:
+/// base64 of gzip of JSON as Helm writes it; also base64 of plain JSON, and
+/// plain JSON.
+pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
+    let data = data.trim_ascii();
+    if data.is_empty() {
+        return Err(Error::Empty);
+    }
+    let json = if data.first() == Some(&b'{') {
+        data.to_vec()
+    } else {
+        let raw = base64::engine::general_purpose::STANDARD.decode(data)?;
+        if raw.starts_with(&GZIP_MAGIC) {
+            gunzip(&raw)?
+        } else {
+            raw
+        }
+    };
+    let r: Release = serde_json::from_slice(&json)?;
+    let meta = r.chart.and_then(|c| c.metadata);
+    Ok(ReleaseSummary {
+        name: r
+            .name
+            .filter(|n| !n.is_empty())
+            .ok_or(Error::Missing("name"))?,
+        namespace: r.namespace.unwrap_or_default(),
+        version: r.version.ok_or(Error::Missing("version"))?,
+        status: r.info.status,
+        updated: r.info.last_deployed,
+        hossted_helm: has_hossted_marker(&r.manifest),
+        app_version: meta
+            .as_ref()
+            .map(|m| m.app_version.clone())
+            .unwrap_or_default(),
+        chart: meta
+            .and_then(|m| m.name)
+            .ok_or(Error::Missing("chart.metadata.name"))?,
+    })
+}
+
+/// Decompresses at most [`MAX_DECOMPRESSED`] bytes.
+fn gunzip(raw: &[u8]) -> Result<Vec<u8>, Error> {
+    let mut out = Vec::new();
+    GzDecoder::new(raw)
+        .take(MAX_DECOMPRESSED + 1)
+        .read_to_end(&mut out)
+        .map_err(Error::Gzip)?;
+    if out.len() as u64 > MAX_DECOMPRESSED {
+        return Err(Error::TooLarge);
+    }
+    Ok(out)
+}
+
+/// Whether a rendered manifest carries the `hossted_helm: true` marker: a
+/// YAML key `hossted_helm` (optionally quoted, optionally a list item) whose
+/// value is `true`, quoted or not — a label's value has to be the string
+/// `"true"`, a plain key may be the boolean. A trailing comment is allowed.
+pub fn has_hossted_marker(manifest: &str) -> bool {
+    manifest.lines().any(|line| {
+        let line = line.trim_start();
+        let line = line.strip_prefix("- ").map(str::trim_start).unwrap_or(line);
+        let Some(rest) = ["hossted_helm", "\"hossted_helm\"", "'hossted_helm'"]
+            .iter()
+            .find_map(|key| line.strip_prefix(key))
+        else {
+            return false;
+        };
+        let Some(value) = rest.trim_start().strip_prefix(':') else {
+            return false;
+        };
+        let value = value.split(" #").next().unwrap_or_default().trim();
+        matches!(value, "true" | "\"true\"" | "'true'")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+
+    fn release_json(manifest: &str) -> String {
+        serde_json::json!({
+            "name": "test",
+            "namespace": "default",
+            "version": 3,
+            "info": {
+                "first_deployed": "2024-02-27T10:00:00.1+05:30",
+                "last_deployed": "2024-02-28T01:32:37.338988+05:30",
+                "status": "deployed",
+                "notes": "lots of notes"
+            },
+            "chart": {
+                "metadata": { "name": "keycloak", "version": "18.4.0", "appVersion": "23.0.5" },
+                "templates": [{ "name": "templates/a.yaml", "data": "YWJj" }],
+                "values": { "replicaCount": 1 }
+            },
+            "config": {},
+            "manifest": manifest,
+            "hooks": []
+        })
+        .to_string()
+    }
+
+    /// What Helm writes: base64(gzip(json)).
+    fn helm_encode(json: &[u8]) -> Vec<u8> {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+        gz.write_all(json).unwrap();
+        base64::engine::general_purpose::STANDARD
+            .encode(gz.finish().unwrap())
+            .into_bytes()
+    }
+
+    fn expected(hossted_helm: bool) -> ReleaseSummary {
+        ReleaseSummary {
+            name: "test".into(),
+            namespace: "default".into(),
+            version: 3,
+            status: "deployed".into(),
+            updated: "2024-02-28T01:32:37.338988+05:30".into(),
+            chart: "keycloak".into(),
+            app_version: "23.0.5".into(),
+            hossted_helm,
+        }
+    }
+
+    #[test]
+    fn decodes_helm_storage_format() {
+        let json = release_json(
+            "---\nkind: ConfigMap\nmetadata:\n  labels:\n    hossted_helm: \"true\"\n",
+        );
+        assert_eq!(
+            decode_release(&helm_encode(json.as_bytes())).unwrap(),
+            expected(true)
+        );
+    }
+
+    #[test]
+    fn accepts_plain_json_and_base64_of_plain_json() {
+        let json = release_json("kind: ConfigMap\n");
+        assert_eq!(decode_release(json.as_bytes()).unwrap(), expected(false));
+        let b64 = base64::engine::general_purpose::STANDARD.encode(json.as_bytes());
+        assert_eq!(decode_release(b64.as_bytes()).unwrap(), expected(false));
+    }
+
+    #[test]
+    fn a_chart_without_app_version_reports_an_empty_one() {
+        let json = serde_json::json!({
+            "name": "x", "namespace": "n", "version": 1,
+            "info": { "status": "failed", "last_deployed": "2024-01-01T00:00:00Z" },
+            "chart": { "metadata": { "name": "c" } }
+        });
+        let r = decode_release(json.to_string().as_bytes()).unwrap();
+        assert_eq!(r.app_version, "");
+        assert_eq!(r.status, "failed");
+        assert!(!r.hossted_helm);
+    }
+
+    #[test]
+    fn the_marker_must_be_a_key_with_value_true() {
+        for yes in [
+            "hossted_helm: true",
+            "  hossted_helm: \"true\"",
+            "    hossted_helm: 'true'   # set by hossted",
+            "  \"hossted_helm\": true",
+            "- hossted_helm: true",
+            "hossted_helm  :  true",
+        ] {
+            assert!(has_hossted_marker(&format!("a: b\n{yes}\nc: d")), "{yes:?}");
+        }
+        for no in [
+            "hossted_helm: false",
+            "hossted_helm: \"false\"",
+            "hossted_helm_extra: true",
+            "not_hossted_helm: true",
+            "# hossted_helm: true",
+            "description: set hossted_helm: true to enable",
+            "hossted_helm: truthy",
+            "hossted_helm",
+            "hossted_helm: yes",
+        ] {
+            assert!(!has_hossted_marker(&format!("a: b\n{no}\n")), "{no:?}");
+        }
+    }
+
+    #[test]
+    fn bad_input_is_an_error() {
+        assert!(matches!(decode_release(b""), Err(Error::Empty)));
+        assert!(matches!(decode_release(b"  \n"), Err(Error::Empty)));
+        assert!(matches!(
+            decode_release(b"!!not base64!!"),
+            Err(Error::Base64(_))
+        ));
+        assert!(matches!(
+            decode_release(b"{\"name\": "),
+            Err(Error::Json(_))
+        ));
+        assert!(matches!(
+            decode_release(b"{\"version\": 1}"),
+            Err(Error::Missing("name"))
+        ));
+        let good = helm_encode(release_json("").as_bytes());
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(&good)
+            .unwrap();
+        let truncated = base64::engine::general_purpose::STANDARD.encode(&raw[..raw.len() / 2]);
+        assert!(matches!(
+            decode_release(truncated.as_bytes()),
+            Err(Error::Gzip(_))
+        ));
+    }
+
+    #[test]
+    fn a_gzip_bomb_stops_at_the_cap() {
+        let mut gz = GzEncoder::new(Vec::new(), Compression::best());
+        let zeros = vec![b' '; 1024 * 1024];
+        for _ in 0..(MAX_DECOMPRESSED / zeros.len() as u64 + 2) {
+            gz.write_all(&zeros).unwrap();
+        }
+        let bomb = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap());
+        assert!(bomb.len() < 200_000, "the bomb is small: {}", bomb.len());
+        assert!(matches!(
+            decode_release(bomb.as_bytes()),
+            Err(Error::TooLarge)
+        ));
+    }
+
+    /// Property: for any bytes — random, or a valid payload truncated or with
+    /// bits flipped — decoding returns (never panics), and a success is a
+    /// plausible release.
+    #[test]
+    fn random_and_mutated_input_never_panics() {
+        let mut seed: u64 = 0x5DEE_CE66_D1CE_4E5B;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let valid = helm_encode(release_json("hossted_helm: true").as_bytes());
+        let gz_raw = base64::engine::general_purpose::STANDARD
+            .decode(&valid)
+            .unwrap();
+        for _ in 0..3000 {
+            let input: Vec<u8> = match next() % 4 {
+                0 => (0..next() % 512).map(|_| next() as u8).collect(),
+                1 => valid[..(next() as usize % valid.len())].to_vec(),
+                2 => {
+                    let mut v = gz_raw.clone();
+                    for _ in 0..1 + next() % 8 {
+                        let i = next() as usize % v.len();
+                        v[i] ^= 1 << (next() % 8);
+                    }
+                    base64::engine::general_purpose::STANDARD
+                        .encode(v)
+                        .into_bytes()
+                }
+                _ => {
+                    let mut v = release_json("x").into_bytes();
+                    let i = next() as usize % v.len();
+                    v[i] = next() as u8;
+                    v
+                }
+            };
+            if let Ok(r) = decode_release(&input) {
+                assert!(!r.name.is_empty() && !r.chart.is_empty());
+            }
+        }
+    }
+}

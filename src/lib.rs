@@ -1,0 +1,5 @@
+//! The hossted-operator: keeps an inventory of every Helm release in a
+//! cluster and reports it to the Hossted API. `main.rs` is the CLI; the
+//! pieces live here so they can be tested on their own.
+
+pub mod helm;
