@@ -2,7 +2,7 @@
 //! workers, with optional delays.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque, hash_map};
 use std::hash::Hash;
 use std::pin::pin;
 use std::sync::Arc;
@@ -111,7 +111,7 @@ impl<T: Eq + Hash + Clone> State<T> {
             return false;
         }
         let ready = match self.items.entry(item) {
-            std::collections::hash_map::Entry::Occupied(mut o) => {
+            hash_map::Entry::Occupied(mut o) => {
                 let e = o.get_mut();
                 if e.dirty_since.is_some() {
                     return false;
@@ -120,7 +120,7 @@ impl<T: Eq + Hash + Clone> State<T> {
                 // Being processed: handed out again after `done`.
                 None
             }
-            std::collections::hash_map::Entry::Vacant(v) => {
+            hash_map::Entry::Vacant(v) => {
                 let item = v.key().clone();
                 v.insert(Entry {
                     dirty_since: Some(now),
@@ -382,16 +382,19 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         let mut drained = false;
         {
             let mut s = self.state.lock();
-            if let Some(e) = s.items.get_mut(item) {
-                let started = e.processing_since.take();
+            // One lookup: the entry is updated, or removed when nothing is left.
+            // (The key clone is a reference-count bump for Arc keys, cheaper
+            // than hashing twice.)
+            if let hash_map::Entry::Occupied(mut e) = s.items.entry(item.clone()) {
+                let started = e.get_mut().processing_since.take();
                 if let (Some(started), Some(m)) = (started, self.metrics()) {
                     m.done(now.saturating_duration_since(started));
                 }
-                if e.dirty_since.is_some() {
+                if e.get().dirty_since.is_some() {
                     ready = s.waiters > 0;
                     s.queue.push_back(item.clone());
                 } else {
-                    s.items.remove(item);
+                    e.remove();
                 }
             }
             if s.draining && !s.any_processing() {
