@@ -1,8 +1,7 @@
 //! `hossted-operator`: keeps an inventory of every Helm release in a
 //! Kubernetes cluster and reports it to the Hossted API.
 //!
-//! Only the command-line surface exists so far; the subcommands arrive with
-//! the operator issue.
+//! `crd` works; `run` and `collect` arrive with the operator issue.
 
 use clap::{Parser, Subcommand};
 
@@ -28,7 +27,14 @@ enum Cmd {
 fn main() -> std::process::ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    let cmd = cli.command.unwrap_or(Cmd::Run);
-    eprintln!("hossted-operator: `{cmd:?}` is not implemented yet");
-    std::process::ExitCode::from(2)
+    match cli.command.unwrap_or(Cmd::Run) {
+        Cmd::Crd => {
+            print!("{}", apis::crd_yaml());
+            std::process::ExitCode::SUCCESS
+        }
+        cmd => {
+            eprintln!("hossted-operator: `{cmd:?}` is not implemented yet");
+            std::process::ExitCode::from(2)
+        }
+    }
 }

@@ -1,0 +1,159 @@
+//! The `Hosstedproject` custom resource, `hossted.com/v1`, cluster-scoped,
+//! short name `hp` — the same resource the Go operator defined, so objects
+//! created for it load unchanged. The CRD (schema, status subresource,
+//! printer columns) is generated from these types: see [`crd_yaml`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, CustomResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What the operator should do for this cluster.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "hossted.com",
+    version = "v1",
+    kind = "Hosstedproject",
+    plural = "hosstedprojects",
+    singular = "hosstedproject",
+    shortname = "hp",
+    status = "HosstedprojectStatus",
+    printcolumn = r#"{"name":"Cluster UUID","type":"string","jsonPath":".status.clusterUUID"}"#,
+    printcolumn = r#"{"name":"Apps","type":"integer","jsonPath":".status.appCount","description":"Helm releases reported"}"#,
+    printcolumn = r#"{"name":"Stopped","type":"boolean","jsonPath":".spec.stop"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Last Reconcile","type":"date","jsonPath":".status.lastReconcileTimestamp"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HosstedprojectSpec {
+    /// Stop reporting: nothing is collected or sent while true.
+    #[serde(default)]
+    pub stop: bool,
+    /// Namespaces whose Helm releases are never reported.
+    #[serde(default)]
+    pub deny_namespaces: Vec<String>,
+    #[serde(default)]
+    pub monitoring: Toggle,
+    #[serde(default)]
+    pub logging: Toggle,
+    #[serde(default)]
+    pub cve: Toggle,
+    #[serde(default)]
+    pub ingress: Toggle,
+    /// Helm installs requested of the Go operator. Kept so that Go-era
+    /// objects load and round-trip unchanged; this operator does not act on it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub helm: Vec<HelmInstall>,
+}
+
+/// A Helm install requested in a Go-era spec (see [`HosstedprojectSpec::helm`]).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmInstall {
+    #[serde(default)]
+    pub release_name: String,
+    #[serde(default)]
+    pub namespace: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+    #[serde(default)]
+    pub repo_name: String,
+    #[serde(default)]
+    pub chart_name: String,
+    #[serde(default)]
+    pub repo_url: String,
+}
+
+/// An on/off option, reported in the cluster registration's `options_state`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Toggle {
+    #[serde(default)]
+    pub enable: bool,
+}
+
+/// What the operator has delivered. Written only after the Hossted API
+/// accepted it, so a restart neither loses nor repeats a report.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HosstedprojectStatus {
+    /// `K-<uuid>`, created once and never changed.
+    #[serde(
+        rename = "clusterUUID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    pub cluster_uuid: String,
+    /// RFC 3339 time of the last successful reconcile.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_reconcile_timestamp: String,
+    /// The releases reported, as last delivered.
+    #[serde(default)]
+    pub helm_status: Vec<HelmInfo>,
+    /// The delivered revision numbers, sorted (kept for compatibility with
+    /// the Go operator).
+    #[serde(default)]
+    pub revision: Vec<i64>,
+    /// `namespace/name` → delivered revision, as a decimal string: the Go
+    /// operator's schema types the values as strings, and the CRD is shared.
+    #[serde(default)]
+    pub reconcile_helm_releases: BTreeMap<String, String>,
+    /// Kept from the Go operator's status; not used here.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dns_updated: bool,
+    /// Whether the cluster registration was delivered.
+    #[serde(default)]
+    pub cluster_registered: bool,
+    /// How many apps `helmStatus` holds (the `Apps` column).
+    #[serde(default)]
+    pub app_count: i64,
+    /// The generation of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (reasons `Reporting`, `Stopped`, `ApiUnavailable`, `ApiRejected`, ...).
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// One reported Helm release.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct HelmInfo {
+    pub name: String,
+    pub namespace: String,
+    /// `A-<uuid>`, stable for the life of the release.
+    #[serde(rename = "appUUID", default)]
+    pub app_uuid: String,
+    #[serde(default)]
+    pub revision: i64,
+    /// `info.last_deployed`, RFC 3339 with the offset Helm stored.
+    #[serde(default)]
+    pub updated: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub chart: String,
+    #[serde(rename = "appVersion", default)]
+    pub app_version: String,
+    #[serde(default)]
+    pub hossted_helm: bool,
+}
+
+/// The CustomResourceDefinition.
+pub fn crd() -> CustomResourceDefinition {
+    Hosstedproject::crd()
+}
+
+/// The CustomResourceDefinition as YAML, as `manifests/crd/` holds it.
+pub fn crd_yaml() -> String {
+    let body = serde_yaml_ng::to_string(&crd()).unwrap_or_else(|e| {
+        // Serializing a value built from our own types cannot fail; say so
+        // loudly if it ever does rather than print half a manifest.
+        panic!("the generated CRD does not serialize to YAML: {e}")
+    });
+    format!(
+        "# Generated from pkg/apis by hack/update-crds.sh (hossted-operator crd). Do not edit.\n{body}"
+    )
+}
