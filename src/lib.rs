@@ -3,3 +3,5 @@
 //! pieces live here so they can be tested on their own.
 
 pub mod helm;
+pub mod objects;
+pub mod quantity;
