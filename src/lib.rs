@@ -2,6 +2,8 @@
 //! cluster and reports it to the Hossted API. `main.rs` is the CLI; the
 //! pieces live here so they can be tested on their own.
 
+pub mod collector;
 pub mod helm;
 pub mod objects;
+pub mod payload;
 pub mod quantity;
