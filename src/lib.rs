@@ -6,4 +6,5 @@ pub mod collector;
 pub mod helm;
 pub mod objects;
 pub mod payload;
+pub mod poster;
 pub mod quantity;

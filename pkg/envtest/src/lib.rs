@@ -34,6 +34,7 @@ mod assets;
 mod kubeconfig;
 mod pki;
 mod process;
+mod receiver;
 
 use std::fmt;
 use std::io::{self, Read};
@@ -50,6 +51,7 @@ use kube::api::{ObjectMeta, PostParams};
 pub use assets::{Assets, kubernetes_version};
 use kubeconfig::Credentials;
 use process::{Spawner, Supervised};
+pub use receiver::{Receiver, Recorded};
 
 /// How long a process may take to become ready by default. Generous: a
 /// 2-core machine starting several control planes at once is slow.

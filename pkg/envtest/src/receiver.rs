@@ -1,0 +1,200 @@
+//! A stand-in for the Hossted API: an HTTP/1.1 server on 127.0.0.1 that
+//! records every request and answers with scripted status codes (200 when
+//! none is scripted). Enough HTTP for a JSON POST with a Content-Length.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! let api = envtest::Receiver::start().await.unwrap();
+//! api.respond_with(&[503, 503]); // then 200s
+//! // ... point the operator at api.url() ...
+//! let posts = api.wait_for(|r| r.path == "/apps", 1, std::time::Duration::from_secs(10)).await;
+//! assert_eq!(posts[0].json()["app_api_info"]["type"], "k8s");
+//! # }
+//! ```
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// One request as received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// Header names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The status it was answered with.
+    pub answered: u16,
+}
+
+impl Recorded {
+    /// The first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON (`Null` when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_default()
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    requests: Mutex<Vec<Recorded>>,
+    script: Mutex<VecDeque<u16>>,
+    arrived: Notify,
+}
+
+/// A running receiver; stops when dropped.
+pub struct Receiver {
+    url: String,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl Receiver {
+    /// Listens on a free port of 127.0.0.1.
+    pub async fn start() -> io::Result<Self> {
+        Self::start_on(0).await
+    }
+
+    /// Listens on `port` of 127.0.0.1 (0: any free port).
+    pub async fn start_on(port: u16) -> io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream, shared.clone()));
+                }
+            }
+        });
+        Ok(Receiver { url, shared, task })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Answers the next requests with these statuses, in order; then 200.
+    pub fn respond_with(&self, statuses: &[u16]) {
+        self.shared.script.lock().extend(statuses);
+    }
+
+    /// Every request so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.requests.lock().clone()
+    }
+
+    /// Waits until at least `n` requests match `filter`, and returns them all;
+    /// returns what there is after `timeout`.
+    pub async fn wait_for(
+        &self,
+        filter: impl Fn(&Recorded) -> bool,
+        n: usize,
+        timeout: Duration,
+    ) -> Vec<Recorded> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let mut arrived = std::pin::pin!(self.shared.arrived.notified());
+            arrived.as_mut().enable();
+            let matching: Vec<Recorded> =
+                self.requests().into_iter().filter(|r| filter(r)).collect();
+            if matching.len() >= n {
+                return matching;
+            }
+            if tokio::time::timeout_at(deadline, arrived).await.is_err() {
+                return matching;
+            }
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+    // Several requests may come on one keep-alive connection.
+    let mut buf = Vec::new();
+    loop {
+        let Some(head_end) = read_until_head_end(&mut stream, &mut buf).await else {
+            return;
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let mut lines = head.split("\r\n");
+        let mut request_line = lines.next().unwrap_or_default().split(' ');
+        let method = request_line.next().unwrap_or_default().to_string();
+        let path = request_line.next().unwrap_or_default().to_string();
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let length: usize = headers
+            .iter()
+            .find(|(k, _)| k == "content-length")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0);
+        let body_start = head_end + 4;
+        while buf.len() < body_start + length {
+            let mut chunk = [0u8; 8192];
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = buf[body_start..body_start + length].to_vec();
+        buf.drain(..body_start + length);
+        let status = shared.script.lock().pop_front().unwrap_or(200);
+        shared.requests.lock().push(Recorded {
+            method,
+            path,
+            headers,
+            body,
+            answered: status,
+        });
+        shared.arrived.notify_waiters();
+        let reply = format!(
+            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+            if status < 400 { "OK" } else { "Error" }
+        );
+        if stream.write_all(reply.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads until `buf` holds a whole request head; returns where it ends.
+async fn read_until_head_end(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+    loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Some(i);
+        }
+        if buf.len() > 64 * 1024 {
+            return None;
+        }
+        let mut chunk = [0u8; 8192];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
