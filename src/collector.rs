@@ -14,8 +14,8 @@ use kube::Resource;
 
 use crate::helm::ReleaseSummary;
 use crate::objects::{
-    HelmRelease, INSTANCE_LABEL, Ingress, MANAGED_BY_LABEL, Namespace, PersistentVolumeClaim, Pod,
-    Service, UuidSecret, label,
+    HelmRelease, HelmReleaseConfigMap, INSTANCE_LABEL, Ingress, MANAGED_BY_LABEL, Namespace,
+    PersistentVolumeClaim, Pod, Service, UuidSecret, label,
 };
 use crate::payload::{
     AppApiInfo, AppInfo, AppPayload, HelmInfo, IngressInfo, PodInfo, ServiceInfo, VolumeInfo,
@@ -43,6 +43,8 @@ pub fn release_index<K: Resource>() -> IndexFn<K> {
 pub struct Caches {
     pub namespaces: Store<Namespace>,
     pub releases: Store<HelmRelease>,
+    /// Releases of Helm's configmap storage driver, when it is watched.
+    pub release_configmaps: Option<Store<HelmReleaseConfigMap>>,
     pub uuid_secrets: Store<UuidSecret>,
     pub pods: Store<Pod>,
     pub services: Store<Service>,
@@ -57,6 +59,7 @@ impl Caches {
         let c = Caches {
             namespaces: Store::new(),
             releases: Store::new(),
+            release_configmaps: None,
             uuid_secrets: Store::new(),
             pods: Store::new(),
             services: Store::new(),
@@ -117,7 +120,12 @@ pub struct Collection {
 pub fn collect(c: &Caches, ctx: &Context<'_>, new_uuid: &mut dyn FnMut() -> String) -> Collection {
     // The latest revision of each release: (namespace, name) -> storage object.
     let mut latest: HashMap<(String, String), Arc<HelmRelease>> = HashMap::new();
-    for r in c.releases.list() {
+    let from_configmaps = c
+        .release_configmaps
+        .iter()
+        .flat_map(|s| s.list())
+        .map(|cm| Arc::new(cm.0.clone()));
+    for r in c.releases.list().into_iter().chain(from_configmaps) {
         let ns = r.metadata.namespace.clone().unwrap_or_default();
         if ctx.deny_namespaces.contains(&ns) || c.namespaces.get(&ns).is_none() {
             continue;

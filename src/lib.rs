@@ -3,6 +3,8 @@
 //! pieces live here so they can be tested on their own.
 
 pub mod collector;
+pub mod controller;
+pub mod duration;
 pub mod helm;
 pub mod objects;
 pub mod payload;

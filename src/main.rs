@@ -1,9 +1,13 @@
 //! `hossted-operator`: keeps an inventory of every Helm release in a
 //! Kubernetes cluster and reports it to the Hossted API.
-//!
-//! `crd` works; `run` and `collect` arrive with the operator issue.
 
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use hossted_operator::controller::{self, Controller, Settings};
+use hossted_operator::duration;
+use hossted_operator::poster::{ApiConfig, Poster};
 
 /// Keeps an inventory of every Helm release in a cluster — its pods,
 /// services, volumes and ingresses — and reports it to the Hossted API.
@@ -12,29 +16,235 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the operator (the default).
-    Run,
-    /// Print the apps payload for the current kubeconfig context and exit.
-    Collect,
+    Run(RunArgs),
+    /// Print the apps payloads for the current kubeconfig context as a JSON array, and exit.
+    Collect {
+        /// Owner e-mail copied into every payload.
+        #[arg(long, env = "EMAIL_ID", default_value = "")]
+        email_id: String,
+        /// Also read Helm releases stored by the configmap driver.
+        #[arg(long)]
+        configmap_driver: bool,
+    },
     /// Print the Hosstedproject CustomResourceDefinition as YAML.
     Crd,
 }
 
-fn main() -> std::process::ExitCode {
+#[derive(Debug, Args, Clone)]
+struct RunArgs {
+    /// Base URL of the Hossted API, e.g. https://api.example.com/v1 (required unless --dry-run).
+    #[arg(long, env = "HOSSTED_API_URL")]
+    api_url: Option<String>,
+    /// Bearer token for the Hossted API (required unless --dry-run). Never logged.
+    #[arg(long, env = "HOSSTED_AUTH_TOKEN", hide_env_values = true)]
+    auth_token: Option<String>,
+    /// Owner e-mail copied into every payload (required).
+    #[arg(long, env = "EMAIL_ID")]
+    email_id: Option<String>,
+    /// Organisation id for cluster registration.
+    #[arg(long, env = "HOSSTED_ORG_ID", default_value = "")]
+    org_id: String,
+    /// Human name of the cluster for registration.
+    #[arg(long, env = "CONTEXT_NAME", default_value = "")]
+    context_name: String,
+    /// Safety resync period, Go duration syntax (10m, 30s, 1h).
+    #[arg(long, env = "RECONCILE_DURATION", default_value = "10m")]
+    reconcile_duration: String,
+    /// Print each request as a JSON line on stdout instead of sending it.
+    #[arg(long)]
+    dry_run: bool,
+    /// Concurrent reconciles.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Changes within this window after the first become one reconcile.
+    #[arg(long, default_value = "500ms")]
+    coalesce_window: String,
+    /// Also watch Helm releases stored by the configmap driver.
+    #[arg(long)]
+    configmap_driver: bool,
+    /// On SIGTERM/SIGINT, how long in-flight reconciles may take to finish.
+    #[arg(long, default_value = "30s")]
+    shutdown_timeout: String,
+}
+
+/// A usage problem: one line naming it, exit status 2.
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("hossted-operator: {msg}");
+    ExitCode::from(2)
+}
+
+fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
-    match cli.command.unwrap_or(Cmd::Run) {
-        Cmd::Crd => {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("hossted-operator: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Some(Cmd::Crd) => {
             print!("{}", apis::crd_yaml());
-            std::process::ExitCode::SUCCESS
+            ExitCode::SUCCESS
         }
-        cmd => {
-            eprintln!("hossted-operator: `{cmd:?}` is not implemented yet");
-            std::process::ExitCode::from(2)
+        Some(Cmd::Collect {
+            email_id,
+            configmap_driver,
+        }) => runtime.block_on(collect(email_id, configmap_driver)),
+        Some(Cmd::Run(args)) => runtime.block_on(run(args)),
+        None => runtime.block_on(run(cli.run)),
+    }
+}
+
+async fn collect(email_id: String, configmap_driver: bool) -> ExitCode {
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "hossted-operator: cannot reach the cluster of the current kubeconfig context: {e}"
+            );
+            return ExitCode::FAILURE;
         }
+    };
+    match controller::collect_once(
+        client,
+        &email_id,
+        configmap_driver,
+        Duration::from_secs(120),
+    )
+    .await
+    {
+        Ok(apps) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&apps).unwrap_or_else(|_| "[]".into())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hossted-operator: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: RunArgs) -> ExitCode {
+    let Some(email_id) = args.email_id.filter(|e| !e.is_empty()) else {
+        return usage(
+            "missing EMAIL_ID (or --email-id): the owner e-mail copied into every payload",
+        );
+    };
+    let (base_url, token) = match (
+        args.api_url.filter(|u| !u.is_empty()),
+        args.auth_token.filter(|t| !t.is_empty()),
+    ) {
+        (Some(u), Some(t)) => (u, t),
+        _ if args.dry_run => (String::new(), String::new()),
+        (None, _) => {
+            return usage(
+                "missing HOSSTED_API_URL (or --api-url); use --dry-run to print requests instead",
+            );
+        }
+        (_, None) => {
+            return usage(
+                "missing HOSSTED_AUTH_TOKEN (or --auth-token); use --dry-run to print requests instead",
+            );
+        }
+    };
+    let parse =
+        |name: &str, value: &str| duration::parse(value).map_err(|e| format!("{name}: {e}"));
+    let (resync, coalesce, shutdown_timeout) = match (
+        parse("RECONCILE_DURATION", &args.reconcile_duration),
+        parse("--coalesce-window", &args.coalesce_window),
+        parse("--shutdown-timeout", &args.shutdown_timeout),
+    ) {
+        (Ok(a), Ok(b), Ok(c)) if !a.is_zero() => (a, b, c),
+        (Ok(_), Ok(_), Ok(_)) => return usage("RECONCILE_DURATION must be greater than zero"),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return usage(&e),
+    };
+
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "hossted-operator: cannot build a Kubernetes client (in-cluster or kubeconfig): {e}"
+            );
+            return ExitCode::FAILURE;
+        }
+    };
+    let instance = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "hossted-operator".into());
+    let broadcaster = record::EventBroadcaster::new(client.clone());
+    let recorder = broadcaster.recorder("hossted-operator", &instance);
+    let poster = Poster::new(ApiConfig {
+        base_url,
+        token,
+        dry_run: args.dry_run,
+    });
+    let settings = Settings {
+        email_id,
+        org_id: args.org_id,
+        context_name: args.context_name,
+        resync,
+        coalesce,
+        configmap_driver: args.configmap_driver,
+        sync_timeout: Duration::from_secs(120),
+    };
+    log::info!(
+        "hossted-operator {} starting ({}, {} workers)",
+        env!("CARGO_PKG_VERSION"),
+        if args.dry_run {
+            "dry run: requests are printed, not sent"
+        } else {
+            "reporting to the Hossted API"
+        },
+        args.workers
+    );
+    let controller = Controller::new(client, recorder, poster, settings);
+    let outcome = controller
+        .run(args.workers, shutdown_signal(), shutdown_timeout)
+        .await;
+    broadcaster.shutdown_within(Duration::from_secs(5)).await;
+    match outcome {
+        Ok(()) => {
+            log::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hossted-operator: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Completes on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                log::warn!("cannot listen for SIGTERM: {e}");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }

@@ -1,0 +1,277 @@
+//! Shared fixture for the operator's end-to-end tests: a real control plane
+//! with the CRD, the real helm and kubectl, a local API receiver, and the
+//! operator running in-process.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use apis::Hosstedproject;
+use envtest::{ControlPlane, Receiver, Recorded};
+use hossted_operator::controller::{Controller, Settings};
+use hossted_operator::poster::{ApiConfig, Poster};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Api;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub const EMAIL: &str = "ops@example.com";
+pub const TOKEN: &str = "test-token-never-logged";
+
+pub struct Fixture {
+    pub cp: ControlPlane,
+    pub api: Receiver,
+}
+
+pub fn chart(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/charts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl Fixture {
+    /// A control plane with the CRD installed and established, and a receiver.
+    pub async fn new() -> Self {
+        let cp = ControlPlane::start().await.expect("control plane");
+        let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("manifests/crd/hosstedprojects.hossted.com.yaml");
+        let out = cp
+            .kubectl()
+            .args(["apply", "-f"])
+            .arg(&crd)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
+        eventually("the CRD to be established", 30, || async {
+            let c = crds.get("hosstedprojects.hossted.com").await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+        let api = Receiver::start().await.unwrap();
+        Fixture { cp, api }
+    }
+
+    pub fn helm(&self, args: &[&str]) {
+        let out = self.cp.helm().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "helm {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    pub fn kubectl(&self, args: &[&str]) -> String {
+        let out = self.cp.kubectl().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    pub async fn namespace(&self, name: &str) {
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let _ = Api::<Namespace>::all(self.cp.client())
+            .create(&PostParams::default(), &ns)
+            .await;
+    }
+
+    /// Sets a pod's phase through the status subresource (no kubelet here).
+    pub async fn set_pod_phase(&self, ns: &str, name: &str, phase: &str) {
+        let pods: Api<Pod> = Api::namespaced(self.cp.client(), ns);
+        let patch = serde_json::json!({ "status": { "phase": phase } });
+        pods.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    pub async fn secret(&self, ns: &str, name: &str, data: &[(&str, &str)]) {
+        let s = Secret {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            string_data: Some(
+                data.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Default::default()
+        };
+        Api::<Secret>::namespaced(self.cp.client(), ns)
+            .create(&PostParams::default(), &s)
+            .await
+            .unwrap();
+    }
+
+    pub async fn hosstedproject(&self, name: &str, spec: serde_json::Value) {
+        let hp: Hosstedproject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "hossted.com/v1", "kind": "Hosstedproject",
+            "metadata": { "name": name }, "spec": spec
+        }))
+        .unwrap();
+        Api::<Hosstedproject>::all(self.cp.client())
+            .create(&PostParams::default(), &hp)
+            .await
+            .unwrap();
+    }
+
+    pub async fn get_hp(&self, name: &str) -> Hosstedproject {
+        Api::<Hosstedproject>::all(self.cp.client())
+            .get(name)
+            .await
+            .unwrap()
+    }
+
+    pub async fn set_stop(&self, name: &str, stop: bool) {
+        let patch = serde_json::json!({ "spec": { "stop": stop } });
+        Api::<Hosstedproject>::all(self.cp.client())
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Runs the operator in-process against this control plane and receiver.
+    pub fn start_operator(&self) -> Operator {
+        let client = self.cp.client();
+        let broadcaster = record::EventBroadcaster::new(client.clone());
+        let recorder = broadcaster.recorder("hossted-operator", "test-instance");
+        let poster = Poster::new(ApiConfig {
+            base_url: format!("{}/v1", self.api.url()),
+            token: TOKEN.into(),
+            dry_run: false,
+        });
+        let settings = Settings {
+            email_id: EMAIL.into(),
+            org_id: "org-123".into(),
+            context_name: "test-cluster".into(),
+            resync: Duration::from_secs(600),
+            coalesce: Duration::from_millis(500),
+            configmap_driver: false,
+            sync_timeout: Duration::from_secs(60),
+        };
+        let controller = Controller::new(client, recorder, poster, settings);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let r = controller
+                .run(
+                    2,
+                    async {
+                        let _ = stopped.await;
+                    },
+                    Duration::from_secs(10),
+                )
+                .await;
+            broadcaster.shutdown_within(Duration::from_secs(5)).await;
+            r
+        });
+        Operator {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Requests to `path` (e.g. `/v1/apps`) so far.
+    pub fn requests_to(&self, path: &str) -> Vec<Recorded> {
+        self.api
+            .requests()
+            .into_iter()
+            .filter(|r| r.path == path)
+            .collect()
+    }
+
+    pub async fn wait_requests(&self, path: &str, n: usize, secs: u64) -> Vec<Recorded> {
+        let got = self
+            .api
+            .wait_for(|r| r.path == path, n, Duration::from_secs(secs))
+            .await;
+        assert!(
+            got.len() >= n,
+            "expected {n} requests to {path}, got {}: {got:?}",
+            got.len()
+        );
+        got
+    }
+}
+
+pub struct Operator {
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), String>>,
+}
+
+impl Operator {
+    /// SIGTERM-like: stop taking keys, finish in-flight work, return.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let task = &mut self.task;
+        tokio::time::timeout(Duration::from_secs(30), task)
+            .await
+            .expect("operator stops within 30 s")
+            .expect("operator task")
+            .expect("operator ran");
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn by_app_name(requests: &[Recorded]) -> BTreeMap<String, serde_json::Value> {
+    requests
+        .iter()
+        .map(|r| {
+            let j = r.json();
+            (
+                j["app_api_info"]["app_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                j,
+            )
+        })
+        .collect()
+}
