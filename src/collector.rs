@@ -115,9 +115,14 @@ pub struct Collection {
 }
 
 /// Builds one [`App`] per Helm release in a namespace that exists and is not
-/// denied, from the release's latest revision. `new_uuid` gives a fresh
-/// UUID (without the `A-` prefix) when a release has none yet.
-pub fn collect(c: &Caches, ctx: &Context<'_>, new_uuid: &mut dyn FnMut() -> String) -> Collection {
+/// denied, from the release's latest revision. `new_uuid(namespace, name)`
+/// gives the UUID (without the `A-` prefix) of a release that has none yet —
+/// the caller keeps it stable until it is delivered.
+pub fn collect(
+    c: &Caches,
+    ctx: &Context<'_>,
+    new_uuid: &mut dyn FnMut(&str, &str) -> String,
+) -> Collection {
     // The latest revision of each release: (namespace, name) -> storage object.
     let mut latest: HashMap<(String, String), Arc<HelmRelease>> = HashMap::new();
     let from_configmaps = c
@@ -165,7 +170,7 @@ fn app(
     ctx: &Context<'_>,
     namespace: &str,
     r: &ReleaseSummary,
-    new_uuid: &mut dyn FnMut() -> String,
+    new_uuid: &mut dyn FnMut(&str, &str) -> String,
 ) -> App {
     let key = format!("{namespace}/{}", r.name);
     let helm_managed = |meta: &kube::api::ObjectMeta| label(meta, MANAGED_BY_LABEL) == "Helm";
@@ -271,7 +276,7 @@ fn app_uuid(
     ctx: &Context<'_>,
     namespace: &str,
     r: &ReleaseSummary,
-    new_uuid: &mut dyn FnMut() -> String,
+    new_uuid: &mut dyn FnMut(&str, &str) -> String,
 ) -> String {
     if let Some(known) = ctx
         .known
@@ -288,7 +293,7 @@ fn app_uuid(
     {
         return format!("A-{uuid}");
     }
-    format!("A-{}", new_uuid())
+    format!("A-{}", new_uuid(namespace, &r.name))
 }
 
 /// Whether `app` must be POSTed: it is new, or its revision or status
@@ -426,9 +431,9 @@ mod tests {
         c
     }
 
-    fn counter() -> impl FnMut() -> String {
+    fn counter() -> impl FnMut(&str, &str) -> String {
         let mut n = 0;
-        move || {
+        move |_, _| {
             n += 1;
             format!("00000000-0000-4000-8000-{n:012}")
         }

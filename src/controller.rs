@@ -145,7 +145,7 @@ pub async fn collect_once(
             deny_namespaces: &deny,
             known: &status.helm_status,
         },
-        &mut || uuid::Uuid::new_v4().to_string(),
+        &mut |_, _| uuid::Uuid::new_v4().to_string(),
     );
     for bad in &collection.invalid {
         log::warn!(
@@ -176,6 +176,9 @@ pub struct Controller {
     /// Payloads the API rejected (4xx), by key and target: not sent again
     /// until they change.
     rejected: Mutex<HashMap<String, u64>>,
+    /// App UUIDs given to releases not delivered yet (`key namespace/name`):
+    /// a retry re-sends the same UUID, so the API never sees two for one release.
+    pending_uuids: Mutex<HashMap<String, String>>,
 }
 
 impl Controller {
@@ -217,6 +220,7 @@ impl Controller {
             settings,
             written: Mutex::new(HashMap::new()),
             rejected: Mutex::new(HashMap::new()),
+            pending_uuids: Mutex::new(HashMap::new()),
         });
         let i = &informers;
         c.enqueue_projects_on_change(&i.namespaces);
@@ -426,7 +430,13 @@ impl Controller {
                 deny_namespaces: &hp.spec.deny_namespaces,
                 known: &status.helm_status,
             },
-            &mut || uuid::Uuid::new_v4().to_string(),
+            &mut |namespace, name| {
+                self.pending_uuids
+                    .lock()
+                    .entry(format!("{key} {namespace}/{name}"))
+                    .or_insert_with(|| uuid::Uuid::new_v4().to_string())
+                    .clone()
+            },
         );
         for bad in &collection.invalid {
             self.recorder.event(
@@ -472,6 +482,19 @@ impl Controller {
             }
         }
         status.helm_status = delivered;
+        // Delivered (or vanished) releases no longer need a pending UUID.
+        self.pending_uuids.lock().retain(|k, _| {
+            let Some(release) = k.strip_prefix(&format!("{key} ")) else {
+                return true;
+            };
+            collection.apps.iter().any(|a| {
+                format!("{}/{}", a.status.namespace, a.status.name) == release
+                    && !status
+                        .helm_status
+                        .iter()
+                        .any(|h| h.namespace == a.status.namespace && h.name == a.status.name)
+            })
+        });
         status.revision = {
             let mut r: Vec<i64> = status.helm_status.iter().map(|h| h.revision).collect();
             r.sort_unstable();

@@ -1,0 +1,196 @@
+//! The `hossted-operator` binary: configuration errors, `crd`, `collect`,
+//! and `--dry-run` against a real control plane, ended by SIGTERM.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::*;
+
+fn operator() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hossted-operator"));
+    for var in [
+        "HOSSTED_API_URL",
+        "HOSSTED_AUTH_TOKEN",
+        "EMAIL_ID",
+        "HOSSTED_ORG_ID",
+        "CONTEXT_NAME",
+        "RECONCILE_DURATION",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+#[test]
+fn a_missing_required_value_is_one_line_and_exit_status_2() {
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (&[], "EMAIL_ID"),
+        (&[("EMAIL_ID", "a@b.c")], "HOSSTED_API_URL"),
+        (
+            &[("EMAIL_ID", "a@b.c"), ("HOSSTED_API_URL", "http://x")],
+            "HOSSTED_AUTH_TOKEN",
+        ),
+        (
+            &[
+                ("EMAIL_ID", "a@b.c"),
+                ("HOSSTED_API_URL", "http://x"),
+                ("HOSSTED_AUTH_TOKEN", "t"),
+                ("RECONCILE_DURATION", "soon"),
+            ],
+            "RECONCILE_DURATION",
+        ),
+    ];
+    for (env, missing) in cases {
+        let out = operator()
+            .envs(env.iter().copied())
+            .arg("run")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{env:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains(missing), "{missing} not named in: {stderr}");
+    }
+}
+
+#[test]
+fn crd_prints_the_checked_in_manifest() {
+    let out = operator().arg("crd").output().unwrap();
+    assert!(out.status.success());
+    let manifest = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/crd/hosstedprojects.hossted.com.yaml"
+    ))
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), manifest);
+}
+
+#[tokio::test]
+async fn dry_run_prints_each_request_and_sigterm_stops_it_cleanly() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.hosstedproject("cluster", json!({})).await;
+
+    let mut child = operator()
+        .env("KUBECONFIG", f.cp.kubeconfig_path())
+        .env("EMAIL_ID", EMAIL)
+        .args(["run", "--dry-run", "--coalesce-window", "100ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            lines.push(line);
+            if lines.len() == 2 {
+                break;
+            }
+        }
+        lines
+    });
+    let lines = tokio::time::timeout(Duration::from_secs(60), lines)
+        .await
+        .expect("two lines")
+        .unwrap();
+    let parsed: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(parsed[0]["method"], "POST");
+    assert!(
+        parsed[0]["path"].as_str().unwrap().ends_with("/register"),
+        "{}",
+        parsed[0]
+    );
+    assert_eq!(parsed[0]["body"]["email_id"], EMAIL);
+    assert_eq!(parsed[1]["path"], "/apps");
+    assert_eq!(parsed[1]["body"]["app_info"]["helm_info"]["name"], "web");
+    // Printed is delivered: status records it.
+    eventually("status after a dry run", 30, || async {
+        (f.get_hp("cluster").await.status?.app_count == 1).then_some(())
+    })
+    .await;
+
+    // SIGTERM: drain, exit 0, promptly.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let status = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "exit {:?}: {}",
+        status.status,
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+    let log = String::from_utf8_lossy(&status.stderr);
+    assert!(log.contains("shutting down"), "{log}");
+}
+
+#[tokio::test]
+async fn collect_prints_the_apps_of_the_current_context() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.helm(&[
+        "install",
+        "tiny",
+        &chart("tiny"),
+        "-n",
+        "other",
+        "--create-namespace",
+    ]);
+    let out = tokio::task::spawn_blocking({
+        let kubeconfig = f.cp.kubeconfig_path().to_path_buf();
+        move || {
+            operator()
+                .env("KUBECONFIG", kubeconfig)
+                .env("EMAIL_ID", EMAIL)
+                .arg("collect")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let apps: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON array");
+    let names: Vec<&str> = apps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["app_api_info"]["app_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["web", "tiny"]);
+    assert_eq!(apps[0]["app_info"]["service_info"][0]["port"], 80);
+}

@@ -1,0 +1,247 @@
+//! The operator when the API fails, when reporting is stopped, and when a
+//! Helm release is corrupt — each on its own control plane.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::Api;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use serde_json::json;
+use support::*;
+
+fn ready(hp: &apis::Hosstedproject) -> Option<(String, String)> {
+    hp.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+async fn warning_events(f: &Fixture, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(f.cp.client(), "default")
+        .list(
+            &ListParams::default().fields(&format!("involvedObject.name=cluster,reason={reason}")),
+        )
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.type_.as_deref() == Some("Warning"))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_unavailable_api_is_retried_with_backoff_and_status_follows_delivery() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.hosstedproject("cluster", json!({})).await;
+    // Registration succeeds; the app POST gets 503 three times, then 200.
+    f.api.respond_with(&[200, 503, 503, 503]);
+    let operator = f.start_operator();
+
+    let posts = f.wait_requests("/v1/apps", 4, 60).await;
+    let answered: Vec<u16> = posts.iter().map(|r| r.answered).collect();
+    assert_eq!(answered, [503, 503, 503, 200]);
+    assert!(
+        posts.iter().all(|p| p.json() == posts[0].json()),
+        "the retries re-send the same payload"
+    );
+    let hp = eventually("status after delivery", 30, || async {
+        let hp = f.get_hp("cluster").await;
+        (hp.status.as_ref()?.app_count == 1).then_some(hp)
+    })
+    .await;
+    assert_eq!(ready(&hp), Some(("True".into(), "Reporting".into())));
+    assert!(
+        !warning_events(&f, "ApiUnavailable").await.is_empty(),
+        "no ApiUnavailable event"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(f.requests_to("/v1/apps").len(), 4, "delivered once");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_rejected_payload_gives_a_warning_and_a_condition_without_a_retry_storm() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.hosstedproject("cluster", json!({})).await;
+    f.api.respond_with(&[200, 400]);
+    let operator = f.start_operator();
+
+    f.wait_requests("/v1/apps", 1, 60).await;
+    let hp = eventually("the ApiRejected condition", 30, || async {
+        let hp = f.get_hp("cluster").await;
+        (ready(&hp)? == ("False".to_string(), "ApiRejected".to_string())).then_some(hp)
+    })
+    .await;
+    let message = &hp.status.unwrap().conditions[0].message;
+    assert!(message.contains("HTTP 400"), "{message}");
+    let events = eventually("an ApiRejected event", 30, || async {
+        let e = warning_events(&f, "ApiRejected").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert!(
+        events[0]
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("400")
+    );
+    assert!(
+        !events[0]
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains(TOKEN)
+    );
+
+    // Other changes trigger reconciles, but the same payload is not re-sent.
+    for phase in ["Pending", "Running"] {
+        f.set_pod_phase("apps", "web-web-0", phase).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let posts = f.requests_to("/v1/apps");
+    // The pod phase is part of the payload: each change is a new payload and
+    // may be sent once; an unchanged one never twice.
+    let mut bodies: Vec<String> = posts.iter().map(|p| p.json().to_string()).collect();
+    let total = bodies.len();
+    bodies.sort();
+    bodies.dedup();
+    assert_eq!(
+        bodies.len(),
+        total,
+        "a rejected payload was sent again: {total} posts"
+    );
+    assert!(total <= 3, "retry storm: {total} posts");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn nothing_is_posted_while_stopped_and_reports_resume_after() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.hosstedproject("cluster", json!({ "stop": true })).await;
+    let operator = f.start_operator();
+
+    let hp = eventually("the Stopped condition", 30, || async {
+        let hp = f.get_hp("cluster").await;
+        (ready(&hp)? == ("False".to_string(), "Stopped".to_string())).then_some(hp)
+    })
+    .await;
+    assert_eq!(hp.status.unwrap().app_count, 0);
+    f.helm(&[
+        "upgrade",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--set",
+        "port=81",
+    ]);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        f.api.requests().is_empty(),
+        "posted while stopped: {:?}",
+        f.api.requests()
+    );
+
+    f.set_stop("cluster", false).await;
+    let posts = f.wait_requests("/v1/apps", 1, 30).await;
+    assert_eq!(posts[0].json()["app_info"]["helm_info"]["revision"], 2);
+    assert_eq!(f.requests_to("/v1/apps").len(), 1);
+    eventually("Ready again", 30, || async {
+        (ready(&f.get_hp("cluster").await)? == ("True".to_string(), "Reporting".to_string()))
+            .then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_corrupt_release_is_named_in_a_warning_and_the_others_are_still_reported() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "good",
+        &chart("tiny"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    let corrupt = Secret {
+        metadata: ObjectMeta {
+            name: Some("sh.helm.release.v1.broken.v1".into()),
+            labels: Some(
+                [
+                    ("owner", "helm"),
+                    ("name", "broken"),
+                    ("version", "1"),
+                    ("status", "deployed"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ),
+            ..Default::default()
+        },
+        type_: Some("helm.sh/release.v1".into()),
+        string_data: Some(
+            [(
+                "release".to_string(),
+                "H4sIAAAAAAAA/this is not gzip".to_string(),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(f.cp.client(), "apps")
+        .create(&PostParams::default(), &corrupt)
+        .await
+        .unwrap();
+    f.hosstedproject("cluster", json!({})).await;
+    let operator = f.start_operator();
+
+    let posts = f.wait_requests("/v1/apps", 1, 60).await;
+    assert_eq!(posts[0].json()["app_api_info"]["app_name"], "good");
+    let events = eventually("an InvalidRelease event", 30, || async {
+        let e = warning_events(&f, "InvalidRelease").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    let message = events[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains("apps/sh.helm.release.v1.broken.v1"),
+        "{message}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(f.requests_to("/v1/apps").len(), 1);
+    assert_eq!(f.get_hp("cluster").await.status.unwrap().app_count, 1);
+    operator.stop().await;
+}
