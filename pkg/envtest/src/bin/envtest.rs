@@ -4,7 +4,10 @@
 //!
 //! ```text
 //! envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]
+//! envtest receive [--port N]
 //! ```
+//! `receive` runs a stand-in for the Hossted API on 127.0.0.1 that answers
+//! 200 and pretty-prints every request it gets.
 //! `--kubeconfig-out` copies the admin kubeconfig to PATH once the control
 //! plane is ready (written atomically, so a script may wait for the file).
 //! `--once` stops right after it is ready (to time start-up).
@@ -13,7 +16,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]";
+const USAGE: &str =
+    "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]\n       envtest receive [--port N]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -22,9 +26,13 @@ async fn main() -> ExitCode {
     )
     .init();
     let mut args = std::env::args().skip(1);
-    if args.next().as_deref() != Some("up") {
-        eprintln!("{USAGE}");
-        return ExitCode::from(2);
+    match args.next().as_deref() {
+        Some("up") => {}
+        Some("receive") => return receive(args).await,
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
     }
     let mut kubeconfig_out: Option<PathBuf> = None;
     let mut once = false;
@@ -102,4 +110,36 @@ async fn main() -> ExitCode {
 fn usage_error(msg: &str) -> ExitCode {
     eprintln!("envtest: {msg}\n{USAGE}");
     ExitCode::from(2)
+}
+
+/// `envtest receive`: prints each request the stand-in API receives.
+async fn receive(mut args: impl Iterator<Item = String>) -> ExitCode {
+    let mut port = 0u16;
+    while let Some(arg) = args.next() {
+        match (arg.as_str(), args.next().and_then(|p| p.parse().ok())) {
+            ("--port", Some(p)) => port = p,
+            _ => return usage_error("receive takes --port N"),
+        }
+    }
+    let receiver = match envtest::Receiver::start_on(port).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("envtest: cannot listen on 127.0.0.1:{port}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("receiver: listening on {}", receiver.url());
+    let mut printed = 0;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+            _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+        }
+        let requests = receiver.requests();
+        for r in &requests[printed..] {
+            let body = serde_json::to_string_pretty(&r.json()).unwrap_or_default();
+            println!("receiver: {} {} -> {}\n{body}", r.method, r.path, r.answered);
+        }
+        printed = requests.len();
+    }
 }
