@@ -16,8 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str =
-    "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]\n       envtest receive [--port N]";
+const USAGE: &str = "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]\n       envtest receive [--port N]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -138,7 +137,10 @@ async fn receive(mut args: impl Iterator<Item = String>) -> ExitCode {
         let requests = receiver.requests();
         for r in &requests[printed..] {
             let body = serde_json::to_string_pretty(&r.json()).unwrap_or_default();
-            println!("receiver: {} {} -> {}\n{body}", r.method, r.path, r.answered);
+            println!(
+                "receiver: {} {} -> {}\n{body}",
+                r.method, r.path, r.answered
+            );
         }
         printed = requests.len();
     }
