@@ -1,0 +1,132 @@
+//! manifests/ installs with server-side apply, and its ServiceAccount holds
+//! every permission the operator uses: the binary, running out of cluster as
+//! that ServiceAccount (RBAC enforced), reports, writes status and events,
+//! and logs no forbidden request.
+
+mod support;
+
+use std::process::{Command, Stdio};
+
+use envtest::{ControlPlane, Receiver};
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+use support::*;
+
+#[tokio::test]
+async fn the_manifests_service_account_can_run_the_reporting_scenario() {
+    let cp = ControlPlane::start().await.unwrap();
+    let f = Fixture {
+        cp,
+        api: Receiver::start().await.unwrap(),
+    };
+    let out =
+        f.cp.kubectl()
+            .args(["apply", "--server-side", "-k"])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests"))
+            .output()
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl apply -k manifests/: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let applied = String::from_utf8_lossy(&out.stdout);
+    for object in [
+        "customresourcedefinition.apiextensions.k8s.io/hosstedprojects.hossted.com",
+        "clusterrole",
+        "deployment.apps/hossted-operator",
+    ] {
+        assert!(applied.contains(object), "{object} not applied: {applied}");
+    }
+    f.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "crd/hosstedprojects.hossted.com",
+        "--timeout=60s",
+    ]);
+
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.set_pod_phase("apps", "web-web-0", "Running").await;
+    f.hosstedproject("cluster", json!({})).await;
+
+    let kubeconfig =
+        f.cp.kubeconfig_for_service_account("hossted-operator", "hossted-operator")
+            .await
+            .unwrap();
+    let log_path = f.cp.dir().join("operator-as-sa.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut operator = Command::new(env!("CARGO_BIN_EXE_hossted-operator"))
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
+        .env("HOSSTED_AUTH_TOKEN", TOKEN)
+        .env("EMAIL_ID", EMAIL)
+        .env("RUST_LOG", "info")
+        .args(["run", "--coalesce-window", "100ms"])
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+
+    f.wait_requests("/v1/apps", 1, 60).await;
+    // Status patched and Events created with the ServiceAccount's rights.
+    eventually("status written by the ServiceAccount", 30, || async {
+        (f.get_hp("cluster").await.status?.app_count == 1).then_some(())
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(f.cp.client(), "default");
+    eventually(
+        "an AppsReported event written by the ServiceAccount",
+        30,
+        || async {
+            let list = events
+                .list(
+                    &ListParams::default()
+                        .fields("involvedObject.name=cluster,reason=AppsReported"),
+                )
+                .await
+                .ok()?;
+            (!list.items.is_empty()).then_some(())
+        },
+    )
+    .await;
+    // A change is still seen (the watches are allowed too).
+    f.helm(&[
+        "upgrade",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--set",
+        "port=81",
+    ]);
+    f.wait_requests("/v1/apps", 2, 30).await;
+
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(operator.id() as i32, libc::SIGTERM) };
+    let status = tokio::task::spawn_blocking(move || operator.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "operator exit: {status:?}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let forbidden = log.lines().filter(|l| {
+        let l = l.to_ascii_lowercase();
+        l.contains("forbidden") || l.contains(" 403")
+    });
+    assert_eq!(
+        forbidden.count(),
+        0,
+        "forbidden requests in the operator's log:\n{log}"
+    );
+    assert!(!log.contains(TOKEN));
+}
