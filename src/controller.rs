@@ -26,6 +26,7 @@ use serde::Serialize;
 use workqueue::{RateLimitingQueue, default_controller_rate_limiter};
 
 use crate::collector::{self, Caches, Context, RELEASE_INDEX, release_index};
+use crate::metrics::Metrics;
 use crate::objects::{
     HelmRelease, HelmReleaseConfigMap, Ingress, Namespace, PersistentVolumeClaim, Pod, Service,
     UuidSecret,
@@ -176,6 +177,7 @@ pub struct Controller {
     /// Payloads the API rejected (4xx), by key and target: not sent again
     /// until they change.
     rejected: Mutex<HashMap<String, u64>>,
+    metrics: Arc<Metrics>,
     /// App UUIDs given to releases not delivered yet (`key namespace/name`):
     /// a retry re-sends the same UUID, so the API never sees two for one release.
     pending_uuids: Mutex<HashMap<String, String>>,
@@ -188,12 +190,17 @@ impl Controller {
         recorder: EventRecorder,
         poster: Poster,
         settings: Settings,
+        metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let factory = SharedInformerFactory::new(client.clone(), None);
         let informers = Informers::new(&factory, settings.configmap_driver);
         let caches = informers.caches();
         let projects = informers.projects.clone();
-        let queue = Arc::new(RateLimitingQueue::new(default_controller_rate_limiter()));
+        let queue = Arc::new(RateLimitingQueue::with_metrics(
+            default_controller_rate_limiter(),
+            "hosstedproject",
+            &metrics.queues,
+        ));
 
         // A Hosstedproject: on creation, and when its spec changes (its
         // generation moves; our own status writes do not move it).
@@ -221,7 +228,13 @@ impl Controller {
             written: Mutex::new(HashMap::new()),
             rejected: Mutex::new(HashMap::new()),
             pending_uuids: Mutex::new(HashMap::new()),
+            metrics,
         });
+        let factory_synced = {
+            let c = Arc::downgrade(&c);
+            move || c.upgrade().map(|c| c.factory.synced()).unwrap_or_default()
+        };
+        c.metrics.set_synced_probe(Box::new(factory_synced));
         let i = &informers;
         c.enqueue_projects_on_change(&i.namespaces);
         c.enqueue_projects_on_change(&i.releases);
@@ -332,7 +345,9 @@ impl Controller {
             return false;
         };
         let started = Instant::now();
-        match self.sync_handler(&key).await {
+        let result = self.sync_handler(&key).await;
+        self.metrics.reconciled(result.is_ok(), started.elapsed());
+        match result {
             Ok(outcome) => {
                 self.queue.forget(&key);
                 log::info!(
@@ -594,8 +609,20 @@ impl Controller {
                 Err(PostError::Unavailable {
                     path: path.to_string(),
                     reason: format!("the request task failed: {e}"),
+                    status: None,
                 })
             });
+        let endpoint = if path == "/apps" { "apps" } else { "register" };
+        let code = match &result {
+            Ok(Delivery::Delivered { status }) => status.to_string(),
+            Ok(Delivery::Printed) => "dry-run".to_string(),
+            Err(PostError::Rejected { status, .. }) => status.to_string(),
+            Err(PostError::Unavailable {
+                status: Some(s), ..
+            }) => s.to_string(),
+            Err(PostError::Unavailable { status: None, .. }) => "error".to_string(),
+        };
+        self.metrics.api_request(endpoint, &code);
         match result {
             Ok(Delivery::Delivered { .. } | Delivery::Printed) => {
                 self.rejected.lock().remove(&target);

@@ -6,6 +6,7 @@ pub mod collector;
 pub mod controller;
 pub mod duration;
 pub mod helm;
+pub mod metrics;
 pub mod objects;
 pub mod payload;
 pub mod poster;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use hossted_operator::controller::{self, Controller, Settings};
 use hossted_operator::duration;
+use hossted_operator::metrics::{self, Metrics};
 use hossted_operator::poster::{ApiConfig, Poster};
 
 /// Keeps an inventory of every Helm release in a cluster — its pods,
@@ -72,6 +73,12 @@ struct RunArgs {
     /// On SIGTERM/SIGINT, how long in-flight reconciles may take to finish.
     #[arg(long, default_value = "30s")]
     shutdown_timeout: String,
+    /// Where /metrics is served ("0" disables it).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    metrics_bind_address: String,
+    /// Where /healthz and /readyz are served ("0" disables them).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    health_probe_bind_address: String,
 }
 
 /// A usage problem: one line naming it, exit status 2.
@@ -213,7 +220,26 @@ async fn run(args: RunArgs) -> ExitCode {
         },
         args.workers
     );
-    let controller = Controller::new(client, recorder, poster, settings);
+    let metrics = Metrics::new();
+    metrics
+        .leader
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    for (what, address) in [
+        ("metrics", &args.metrics_bind_address),
+        ("health probes", &args.health_probe_bind_address),
+    ] {
+        if address == "0" {
+            continue;
+        }
+        match tokio::net::TcpListener::bind(address.as_str()).await {
+            Ok(listener) => {
+                log::info!("serving {what} on {address}");
+                tokio::spawn(metrics::serve(listener, metrics.clone()));
+            }
+            Err(e) => return usage(&format!("cannot serve {what} on {address}: {e}")),
+        }
+    }
+    let controller = Controller::new(client, recorder, poster, settings, metrics);
     let outcome = controller
         .run(args.workers, shutdown_signal(), shutdown_timeout)
         .await;

@@ -45,7 +45,12 @@ pub enum Delivery {
 pub enum PostError {
     /// 429, 5xx or no answer: retry later.
     #[error("the Hossted API is unavailable ({reason}) for POST {path}")]
-    Unavailable { path: String, reason: String },
+    Unavailable {
+        path: String,
+        reason: String,
+        /// The HTTP status, when the API answered (429 or 5xx).
+        status: Option<u16>,
+    },
     /// Any other 4xx: the API refuses this payload.
     #[error("the Hossted API rejected POST {path} with HTTP {status}: {body}")]
     Rejected {
@@ -107,6 +112,7 @@ impl Poster {
                 return Err(PostError::Unavailable {
                     path: path.to_string(),
                     reason: e.to_string(),
+                    status: None,
                 });
             }
         };
@@ -132,6 +138,7 @@ impl Poster {
             Err(PostError::Unavailable {
                 path: path.to_string(),
                 reason: format!("HTTP {status}"),
+                status: Some(status),
             })
         } else {
             Err(PostError::Rejected {

@@ -194,3 +194,122 @@ async fn collect_prints_the_apps_of_the_current_context() {
     assert_eq!(names, ["web", "tiny"]);
     assert_eq!(apps[0]["app_info"]["service_info"][0]["port"], 80);
 }
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn get(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = agent.get(url).call().expect("an answer");
+    (
+        r.status().as_u16(),
+        r.body_mut().read_to_string().unwrap_or_default(),
+    )
+}
+
+/// The value of the series `series` (name with labels) in a scrape.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_and_probes_are_served_while_reporting() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.hosstedproject("cluster", json!({})).await;
+    f.api.respond_with(&[200, 503]);
+    let (metrics_port, probe_port) = (free_port(), free_port());
+    let mut child = operator()
+        .env("KUBECONFIG", f.cp.kubeconfig_path())
+        .env("EMAIL_ID", EMAIL)
+        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
+        .env("HOSSTED_AUTH_TOKEN", TOKEN)
+        .args(["run", "--coalesce-window", "100ms"])
+        .args([
+            "--metrics-bind-address",
+            &format!("127.0.0.1:{metrics_port}"),
+        ])
+        .args([
+            "--health-probe-bind-address",
+            &format!("127.0.0.1:{probe_port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    f.wait_requests("/v1/apps", 2, 60).await; // 503, then delivered
+    let metrics_url = format!("http://127.0.0.1:{metrics_port}/metrics");
+    let text = eventually("the delivery in the metrics", 30, || {
+        let url = metrics_url.clone();
+        async move {
+            let (_, text) = tokio::task::spawn_blocking(move || get(&url)).await.ok()?;
+            let delivered = sample(
+                &text,
+                "hossted_api_requests_total{endpoint=\"apps\",code=\"200\"}",
+            );
+            let finished =
+                sample(&text, "hossted_reconcile_total{result=\"success\"}").unwrap_or(0.0);
+            (delivered == Some(1.0) && finished >= 1.0).then_some(text)
+        }
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &text,
+            "hossted_api_requests_total{endpoint=\"apps\",code=\"503\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "hossted_api_requests_total{endpoint=\"register\",code=\"200\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(sample(&text, "hossted_reconcile_total{result=\"success\"}").unwrap() >= 1.0);
+    assert!(
+        sample(&text, "hossted_reconcile_total{result=\"error\"}").unwrap() >= 1.0,
+        "the 503 reconcile"
+    );
+    assert!(sample(&text, "hossted_reconcile_duration_seconds_count").unwrap() >= 2.0);
+    assert!(sample(&text, "workqueue_adds_total{name=\"hosstedproject\"}").unwrap() >= 1.0);
+    assert!(sample(&text, "workqueue_retries_total{name=\"hosstedproject\"}").unwrap() >= 1.0);
+    assert_eq!(
+        sample(&text, "hossted_informer_synced{kind=\"Pod\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&text, "hossted_informer_synced{kind=\"Hosstedproject\"}"),
+        Some(1.0)
+    );
+    assert_eq!(sample(&text, "hossted_leader"), Some(1.0));
+    let probes = tokio::task::spawn_blocking(move || {
+        (
+            get(&format!("http://127.0.0.1:{probe_port}/healthz")).0,
+            get(&format!("http://127.0.0.1:{probe_port}/readyz")).0,
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(probes, (200, 200));
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
+}

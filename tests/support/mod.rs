@@ -190,7 +190,11 @@ impl Fixture {
             configmap_driver: false,
             sync_timeout: Duration::from_secs(60),
         };
-        let controller = Controller::new(client, recorder, poster, settings);
+        let metrics = hossted_operator::metrics::Metrics::new();
+        metrics
+            .leader
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let controller = Controller::new(client, recorder, poster, settings, metrics);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let r = controller

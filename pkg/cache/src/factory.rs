@@ -238,6 +238,18 @@ impl SharedInformerFactory {
         }
     }
 
+    /// `(kind, has_synced)` of every informer, sorted by kind.
+    pub fn synced(&self) -> Vec<(String, bool)> {
+        let mut v: Vec<(String, bool)> = self
+            .informers
+            .lock()
+            .values()
+            .map(|i| (i.kind(), i.has_synced()))
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Stops every informer.
     pub fn shutdown(&self) {
         for i in self.informers.lock().values() {
