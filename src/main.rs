@@ -24,7 +24,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Cmd {
     /// Run the operator (the default).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the apps payloads for the current kubeconfig context as a JSON array, and exit.
     Collect {
         /// Owner e-mail copied into every payload.
@@ -110,7 +110,7 @@ fn main() -> ExitCode {
             email_id,
             configmap_driver,
         }) => runtime.block_on(collect(email_id, configmap_driver)),
-        Some(Cmd::Run(args)) => runtime.block_on(run(args)),
+        Some(Cmd::Run(args)) => runtime.block_on(run(*args)),
         None => runtime.block_on(run(cli.run)),
     }
 }
