@@ -286,6 +286,14 @@ impl Controller {
         shutdown: impl std::future::Future<Output = ()>,
         drain_timeout: Duration,
     ) -> Result<(), String> {
+        self.start().await?;
+        self.run_workers(workers, shutdown, drain_timeout).await;
+        Ok(())
+    }
+
+    /// Starts the informers and waits for their caches (a standby does this
+    /// too, so that it can take over warm).
+    pub async fn start(&self) -> Result<(), String> {
         self.factory.start();
         log::info!("waiting for informer caches to sync");
         if !self
@@ -298,8 +306,20 @@ impl Controller {
                 self.settings.sync_timeout
             ));
         }
+        log::info!("caches synced");
+        Ok(())
+    }
+
+    /// Runs the workers and the safety resync until `shutdown` completes,
+    /// then drains. Call after [`start`](Self::start).
+    pub async fn run_workers(
+        self: Arc<Self>,
+        workers: usize,
+        shutdown: impl std::future::Future<Output = ()>,
+        drain_timeout: Duration,
+    ) {
         log::info!(
-            "caches synced; starting {workers} workers (safety resync every {:?})",
+            "starting {workers} workers (safety resync every {:?})",
             self.settings.resync
         );
         for key in self.projects.store().list_keys() {
@@ -336,7 +356,6 @@ impl Controller {
             t.abort();
         }
         self.factory.shutdown();
-        Ok(())
     }
 
     /// Takes one key and reconciles it; `false` once the queue shut down.

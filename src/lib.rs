@@ -6,6 +6,7 @@ pub mod collector;
 pub mod controller;
 pub mod duration;
 pub mod helm;
+pub mod leader;
 pub mod metrics;
 pub mod objects;
 pub mod payload;

@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use hossted_operator::controller::{self, Controller, Settings};
+use std::sync::atomic::Ordering;
+
 use hossted_operator::duration;
+use hossted_operator::leader::{LeaderElector, LeaseTiming};
 use hossted_operator::metrics::{self, Metrics};
 use hossted_operator::poster::{ApiConfig, Poster};
 
@@ -76,6 +79,15 @@ struct RunArgs {
     /// Where /metrics is served ("0" disables it).
     #[arg(long, default_value = "0.0.0.0:8080")]
     metrics_bind_address: String,
+    /// Run only while holding a coordination.k8s.io Lease (several replicas: one reports).
+    #[arg(long)]
+    leader_elect: bool,
+    /// Namespace of the leader Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "hossted-operator")]
+    leader_election_namespace: String,
+    /// Name of the leader Lease.
+    #[arg(long, default_value = "hossted-operator")]
+    leader_election_id: String,
     /// Where /healthz and /readyz are served ("0" disables them).
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_probe_bind_address: String,
@@ -203,8 +215,8 @@ async fn run(args: RunArgs) -> ExitCode {
     });
     let settings = Settings {
         email_id,
-        org_id: args.org_id,
-        context_name: args.context_name,
+        org_id: args.org_id.clone(),
+        context_name: args.context_name.clone(),
         resync,
         coalesce,
         configmap_driver: args.configmap_driver,
@@ -239,10 +251,28 @@ async fn run(args: RunArgs) -> ExitCode {
             Err(e) => return usage(&format!("cannot serve {what} on {address}: {e}")),
         }
     }
-    let controller = Controller::new(client, recorder, poster, settings, metrics);
-    let outcome = controller
-        .run(args.workers, shutdown_signal(), shutdown_timeout)
-        .await;
+    let controller = Controller::new(client.clone(), recorder, poster, settings, metrics.clone());
+    let outcome = if args.leader_elect {
+        let lease = (
+            args.leader_election_namespace.as_str(),
+            args.leader_election_id.as_str(),
+        );
+        run_as_leader(
+            controller,
+            client,
+            lease,
+            args.workers,
+            &instance,
+            &metrics,
+            shutdown_timeout,
+        )
+        .await
+    } else {
+        metrics.leader.store(true, Ordering::Relaxed);
+        controller
+            .run(args.workers, shutdown_signal(), shutdown_timeout)
+            .await
+    };
     broadcaster.shutdown_within(Duration::from_secs(5)).await;
     match outcome {
         Ok(()) => {
@@ -252,6 +282,50 @@ async fn run(args: RunArgs) -> ExitCode {
         Err(e) => {
             eprintln!("hossted-operator: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Warms the caches on standby, reports only while holding the Lease.
+/// Losing the Lease stops the work at once: the process exits with status 1
+/// (client-go's convention; the kubelet restarts it as a candidate).
+async fn run_as_leader(
+    controller: std::sync::Arc<Controller>,
+    client: kube::Client,
+    (lease_namespace, lease_name): (&str, &str),
+    workers: usize,
+    instance: &str,
+    metrics: &Metrics,
+    drain_timeout: Duration,
+) -> Result<(), String> {
+    let identity = format!("{instance}_{}", uuid::Uuid::new_v4().simple());
+    let mut elector = LeaderElector::new(
+        client,
+        lease_namespace,
+        lease_name,
+        &identity,
+        LeaseTiming::default(),
+    );
+    controller.start().await?;
+    metrics.standby_ready.store(true, Ordering::Relaxed);
+    log::info!("standing by for lease {lease_namespace}/{lease_name} as {identity}");
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    tokio::select! {
+        _ = elector.acquire() => {}
+        _ = &mut shutdown => return Ok(()),
+    }
+    metrics.leader.store(true, Ordering::Relaxed);
+    let workers = controller.run_workers(workers, &mut shutdown, drain_timeout);
+    tokio::select! {
+        _ = workers => {
+            elector.release().await;
+            Ok(())
+        }
+        lost = elector.hold() => {
+            metrics.leader.store(false, Ordering::Relaxed);
+            log::error!("{lost}; stopping all work now");
+            std::process::exit(1);
         }
     }
 }

@@ -1,0 +1,194 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, with client-go's
+//! semantics: a candidate takes the Lease when it is free or when its record
+//! has not changed for `lease_duration` *as observed locally* (so clock skew
+//! between nodes does not matter); the leader renews every `retry_period`
+//! and considers itself deposed when it could not renew for
+//! `renew_deadline`; on shutdown it releases the Lease so a standby takes
+//! over at once. Writes use the resourceVersion (optimistic concurrency), so
+//! two candidates never both win.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+/// Timing, as client-go's defaults.
+#[derive(Debug, Clone)]
+pub struct LeaseTiming {
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+impl Default for LeaseTiming {
+    fn default() -> Self {
+        LeaseTiming {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// One candidate for the Lease `namespace/name`.
+pub struct LeaderElector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    timing: LeaseTiming,
+    /// The last Lease record seen (holder, renewTime, transitions) and when
+    /// it was first seen with that content.
+    observed: Option<((String, Option<MicroTime>), Instant)>,
+}
+
+/// The leader could not renew within the renew deadline.
+#[derive(Debug, thiserror::Error)]
+#[error("lost the leader lease {0}: could not renew it in time")]
+pub struct LeaseLost(pub String);
+
+impl LeaderElector {
+    pub fn new(
+        client: kube::Client,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        timing: LeaseTiming,
+    ) -> Self {
+        LeaderElector {
+            api: Api::namespaced(client, namespace),
+            name: name.to_string(),
+            identity: identity.to_string(),
+            timing,
+            observed: None,
+        }
+    }
+
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Waits until this candidate holds the Lease.
+    pub async fn acquire(&mut self) {
+        loop {
+            match self.try_acquire_or_renew().await {
+                Ok(true) => {
+                    log::info!(
+                        "became leader (lease {}, identity {})",
+                        self.name,
+                        self.identity
+                    );
+                    return;
+                }
+                Ok(false) => {}
+                Err(e) => log::warn!("leader election: {e}"),
+            }
+            tokio::time::sleep(self.timing.retry_period).await;
+        }
+    }
+
+    /// Renews the Lease every retry period; returns when it could not be
+    /// renewed for the renew deadline (or another holder took it).
+    pub async fn hold(&mut self) -> LeaseLost {
+        let mut last_renew = Instant::now();
+        loop {
+            tokio::time::sleep(self.timing.retry_period).await;
+            match self.try_acquire_or_renew().await {
+                Ok(true) => last_renew = Instant::now(),
+                Ok(false) => return LeaseLost(self.name.clone()),
+                Err(e) => log::warn!("leader election: renewing failed: {e}"),
+            }
+            if last_renew.elapsed() > self.timing.renew_deadline {
+                return LeaseLost(self.name.clone());
+            }
+        }
+    }
+
+    /// Gives the Lease up (holder cleared) so a standby need not wait for it
+    /// to expire.
+    pub async fn release(&mut self) {
+        let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
+            return;
+        };
+        let spec = lease.spec.get_or_insert_with(Default::default);
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return;
+        }
+        spec.holder_identity = None;
+        spec.lease_duration_seconds = Some(1);
+        spec.renew_time = Some(now());
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => log::info!("released the leader lease {}", self.name),
+            Err(e) => log::warn!("could not release the leader lease {}: {e}", self.name),
+        }
+    }
+
+    /// One round: `true` when this candidate holds the Lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let now_t = now();
+        let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(self.name.clone()),
+                    ..Default::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(self.timing.lease_duration.as_secs() as i32),
+                    acquire_time: Some(now_t.clone()),
+                    renew_time: Some(now_t),
+                    lease_transitions: Some(0),
+                    ..Default::default()
+                }),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(_) => Ok(true),
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false), // another candidate was faster
+                Err(e) => Err(e),
+            };
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().unwrap_or_default();
+        let record = (holder.clone(), spec.renew_time.clone());
+        let observed_at = match &self.observed {
+            Some((seen, at)) if *seen == record => *at,
+            _ => Instant::now(),
+        };
+        self.observed = Some((record, observed_at));
+        let duration = spec
+            .lease_duration_seconds
+            .map(|s| Duration::from_secs(s.max(0) as u64))
+            .unwrap_or(self.timing.lease_duration);
+        let held_by_other = !holder.is_empty() && holder != self.identity;
+        if held_by_other && observed_at.elapsed() < duration {
+            return Ok(false);
+        }
+        let s = lease.spec.get_or_insert_with(Default::default);
+        if holder != self.identity {
+            s.acquire_time = Some(now_t.clone());
+            s.lease_transitions = Some(s.lease_transitions.unwrap_or(0) + 1);
+        }
+        s.holder_identity = Some(self.identity.clone());
+        s.lease_duration_seconds = Some(self.timing.lease_duration.as_secs() as i32);
+        s.renew_time = Some(now_t);
+        // The resourceVersion makes this a compare-and-swap.
+        match self
+            .api
+            .replace(&self.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn now() -> MicroTime {
+    MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
