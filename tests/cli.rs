@@ -313,3 +313,51 @@ async fn metrics_and_probes_are_served_while_reporting() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(child.wait().unwrap().success());
 }
+
+#[tokio::test]
+async fn sigterm_lets_an_in_flight_reconcile_finish_before_exiting() {
+    let f = Fixture::new().await;
+    f.helm(&[
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]);
+    f.hosstedproject("cluster", json!({})).await;
+    f.api.set_delay(Duration::from_secs(3));
+    let child = operator()
+        .env("KUBECONFIG", f.cp.kubeconfig_path())
+        .env("EMAIL_ID", EMAIL)
+        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
+        .env("HOSSTED_AUTH_TOKEN", TOKEN)
+        .args([
+            "run",
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The app POST has reached the API, which takes 3 s to answer.
+    f.wait_requests("/v1/apps", 1, 60).await;
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {log}", out.status);
+    // The reconcile finished after SIGTERM: its delivery is in status.
+    let st = f.get_hp("cluster").await.status.expect("status");
+    assert_eq!(
+        st.app_count, 1,
+        "the in-flight reconcile did not finish: {log}"
+    );
+    assert_eq!(st.helm_status[0].name, "web");
+}

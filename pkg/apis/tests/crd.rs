@@ -146,6 +146,17 @@ async fn the_crd_installs_and_go_era_objects_load_unchanged() {
         );
     }
 
+    // The examples are valid objects for this CRD.
+    for example in [
+        "hosstedproject.yaml",
+        "hosstedproject-deny.yaml",
+        "hosstedproject-stopped.yaml",
+    ] {
+        let path = format!("{}/../../examples/{example}", env!("CARGO_MANIFEST_DIR"));
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        kubectl(&cp, &["create", "--dry-run=server", "-f", "-"], &yaml);
+    }
+
     // The short name and the printer columns.
     let table = kubectl(&cp, &["get", "hp"], "");
     let header: Vec<&str> = table

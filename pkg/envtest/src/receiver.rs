@@ -55,6 +55,8 @@ impl Recorded {
 struct Shared {
     requests: Mutex<Vec<Recorded>>,
     script: Mutex<VecDeque<u16>>,
+    /// How long to wait before answering (a slow API).
+    delay: Mutex<std::time::Duration>,
     arrived: Notify,
 }
 
@@ -95,6 +97,11 @@ impl Receiver {
     /// Answers the next requests with these statuses, in order; then 200.
     pub fn respond_with(&self, statuses: &[u16]) {
         self.shared.script.lock().extend(statuses);
+    }
+
+    /// Answers every request only after `delay` (it is recorded at once).
+    pub fn set_delay(&self, delay: Duration) {
+        *self.shared.delay.lock() = delay;
     }
 
     /// Every request so far.
@@ -172,6 +179,10 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             answered: status,
         });
         shared.arrived.notify_waiters();
+        let delay = *shared.delay.lock();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let reply = format!(
             "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
             if status < 400 { "OK" } else { "Error" }
