@@ -154,7 +154,7 @@ async fn the_crd_installs_and_go_era_objects_load_unchanged() {
     ] {
         let path = format!("{}/../../examples/{example}", env!("CARGO_MANIFEST_DIR"));
         let yaml = std::fs::read_to_string(&path).unwrap();
-        kubectl(&cp, &["create", "--dry-run=server", "-f", "-"], &yaml);
+        kubectl(&cp, &["apply", "--dry-run=server", "-f", "-"], &yaml);
     }
 
     // The short name and the printer columns.
