@@ -59,9 +59,8 @@ pub enum SyncError {
     Kube(#[from] kube::Error),
 }
 
-/// The informers the operator runs, all from one factory.
+/// The informers the collector reads, all from one factory.
 pub struct Informers {
-    pub projects: Arc<SharedInformer<Hosstedproject>>,
     pub namespaces: Arc<SharedInformer<Namespace>>,
     pub releases: Arc<SharedInformer<HelmRelease>>,
     pub release_configmaps: Option<Arc<SharedInformer<HelmReleaseConfigMap>>>,
@@ -80,7 +79,6 @@ impl Informers {
             InformerOptions::default().labels("owner=helm")
         }
         let i = Informers {
-            projects: factory.informer(InformerOptions::default()),
             namespaces: factory.informer(InformerOptions::default()),
             releases: factory.informer(helm()),
             release_configmaps: configmap_driver.then(|| factory.informer(helm())),
@@ -122,6 +120,15 @@ pub async fn collect_once(
     configmap_driver: bool,
     timeout: Duration,
 ) -> Result<Vec<crate::payload::AppPayload>, String> {
+    // A cluster without the CRD has no Hosstedproject: that is fine here.
+    let project = match Api::<Hosstedproject>::all(client.clone())
+        .list(&Default::default())
+        .await
+    {
+        Ok(list) => list.items.into_iter().next(),
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => return Err(format!("cannot list Hosstedprojects: {e}")),
+    };
     let factory = SharedInformerFactory::new(client, None);
     let informers = Informers::new(&factory, configmap_driver);
     factory.start();
@@ -130,7 +137,6 @@ pub async fn collect_once(
             "caches did not sync within {timeout:?}; check access to the cluster"
         ));
     }
-    let project = informers.projects.store().list().into_iter().next();
     let status = project
         .as_ref()
         .and_then(|p| p.status.clone())
@@ -193,9 +199,9 @@ impl Controller {
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         let factory = SharedInformerFactory::new(client.clone(), None);
+        let projects = factory.informer::<Hosstedproject>(InformerOptions::default());
         let informers = Informers::new(&factory, settings.configmap_driver);
         let caches = informers.caches();
-        let projects = informers.projects.clone();
         let queue = Arc::new(RateLimitingQueue::with_metrics(
             default_controller_rate_limiter(),
             "hosstedproject",

@@ -361,3 +361,43 @@ async fn sigterm_lets_an_in_flight_reconcile_finish_before_exiting() {
     );
     assert_eq!(st.helm_status[0].name, "web");
 }
+
+#[tokio::test]
+async fn collect_works_on_a_cluster_without_the_crd() {
+    let cp = envtest::ControlPlane::start().await.unwrap();
+    let out = cp
+        .helm()
+        .args([
+            "install",
+            "web",
+            &chart("web"),
+            "-n",
+            "apps",
+            "--create-namespace",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kubeconfig = cp.kubeconfig_path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        operator()
+            .env("KUBECONFIG", kubeconfig)
+            .arg("collect")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let apps: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(apps[0]["app_api_info"]["app_name"], "web");
+    assert_eq!(apps[0]["app_api_info"]["cluster_uuid"], "");
+}

@@ -57,6 +57,28 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         "--create-namespace",
     ]);
     f.set_pod_phase("apps", "web-web-0", "Running").await;
+    // A corrupt release: the same InvalidRelease Warning on every reconcile,
+    // which the recorder turns into a PATCH of the Event's count.
+    f.kubectl(&[
+        "-n",
+        "apps",
+        "create",
+        "secret",
+        "generic",
+        "sh.helm.release.v1.broken.v1",
+        "--type=helm.sh/release.v1",
+        "--from-literal=release=not-a-release",
+    ]);
+    f.kubectl(&[
+        "-n",
+        "apps",
+        "label",
+        "secret",
+        "sh.helm.release.v1.broken.v1",
+        "owner=helm",
+        "name=broken",
+        "version=1",
+    ]);
     f.hosstedproject("cluster", json!({})).await;
 
     let kubeconfig =
@@ -71,7 +93,14 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         .env("HOSSTED_AUTH_TOKEN", TOKEN)
         .env("EMAIL_ID", EMAIL)
         .env("RUST_LOG", "info")
-        .args(["run", "--coalesce-window", "100ms"])
+        // With leader election: the Lease verbs are exercised too.
+        .args(["run", "--leader-elect", "--coalesce-window", "100ms"])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -110,6 +139,24 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         "port=81",
     ]);
     f.wait_requests("/v1/apps", 2, 30).await;
+    eventually(
+        "the InvalidRelease event's count bumped by PATCH",
+        30,
+        || async {
+            let list = events
+                .list(
+                    &ListParams::default()
+                        .fields("involvedObject.name=cluster,reason=InvalidRelease"),
+                )
+                .await
+                .ok()?;
+            list.items
+                .iter()
+                .any(|e| e.count.unwrap_or(0) >= 2)
+                .then_some(())
+        },
+    )
+    .await;
 
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(operator.id() as i32, libc::SIGTERM) };
