@@ -462,6 +462,7 @@ impl Controller {
             }
         }
 
+        let collect_started = Instant::now();
         let collection = collector::collect(
             &self.caches,
             &Context {
@@ -478,6 +479,7 @@ impl Controller {
                     .clone()
             },
         );
+        let collect_ms = collect_started.elapsed().as_secs_f64() * 1000.0;
         for bad in &collection.invalid {
             self.recorder.event(
                 hp.as_ref(),
@@ -572,9 +574,10 @@ impl Controller {
         set_ready(&mut status, "True", "Reporting", &message, generation);
         self.write_status(key, &hp, &status).await?;
         Ok(format!(
-            "{} apps, {} posted",
+            "{} apps, {} posted, collected {} in {collect_ms:.1} ms",
             status.app_count,
-            reported.len()
+            reported.len(),
+            collection.apps.len()
         ))
     }
 

@@ -1,0 +1,666 @@
+//! The scale benchmark (issue 6), run by `hack/bench.sh`: loads a real
+//! control plane with a large, seeded, realistic cluster and measures the
+//! operator binary from outside. Prints JSON lines and a Markdown section.
+//!
+//! `cargo run --release --example scale -- --scale 1.0 [--idle-secs 300] [--changes 100] [--seed 42]`
+//! (`HOSSTED_OPERATOR_BIN` names the operator binary; default
+//! `target/release/hossted-operator`.)
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use envtest::{ControlPlane, Receiver};
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use futures::StreamExt;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+const USER: &str = "hossted-bench-operator";
+const CONCURRENCY: usize = 24;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+const WORDS: [&str; 16] = [
+    "replicas",
+    "image",
+    "container",
+    "port",
+    "volume",
+    "config",
+    "service",
+    "ingress",
+    "secret",
+    "labels",
+    "annotations",
+    "resources",
+    "limits",
+    "requests",
+    "memory",
+    "cpu",
+];
+
+/// A rendered manifest of `size` bytes that looks like Helm's output.
+fn manifest(rng: &mut Rng, release: &str, size: usize) -> String {
+    let mut m = String::with_capacity(size + 256);
+    let mut doc = 0;
+    while m.len() < size {
+        doc += 1;
+        m.push_str(&format!(
+            "---\n# Source: app/templates/part-{doc}.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {release}-part-{doc}\n  labels:\n    app.kubernetes.io/instance: {release}\n    app.kubernetes.io/managed-by: Helm\ndata:\n"
+        ));
+        for k in 0..20 {
+            let a = WORDS[rng.below(16) as usize];
+            let b = WORDS[rng.below(16) as usize];
+            m.push_str(&format!(
+                "  {a}-{k}: \"{b}-{}-{}\"\n",
+                rng.below(100_000),
+                rng.next() % 997
+            ));
+        }
+    }
+    m
+}
+
+fn meta(ns: &str, name: &str, labels: &[(&str, String)]) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.into()),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+/// A release Secret exactly as Helm 3 stores it.
+fn release_secret(rng: &mut Rng, ns: &str, name: &str, version: u32, status: &str) -> Secret {
+    let size = 20_000 + rng.below(40_000) as usize;
+    let release = json!({
+        "name": name, "namespace": ns, "version": version,
+        "info": { "first_deployed": "2026-11-01T10:00:00.123456+01:00",
+                  "last_deployed": format!("2026-11-{:02}T10:00:00.123456+01:00", 1 + version),
+                  "deleted": "", "description": "Upgrade complete", "status": status },
+        "chart": { "metadata": { "name": format!("chart-{}", rng.below(50)), "version": "1.0.0",
+                                 "appVersion": format!("2.{}.0", version), "apiVersion": "v2" },
+                   "templates": [], "values": { "replicaCount": 1 } },
+        "config": {}, "manifest": manifest(rng, name, size), "hooks": []
+    });
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    let _ = gz.write_all(release.to_string().as_bytes());
+    let payload = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap_or_default());
+    let labels = [
+        ("owner", "helm".to_string()),
+        ("name", name.to_string()),
+        ("version", version.to_string()),
+        ("status", status.to_string()),
+        ("modifiedAt", "1795000000".to_string()),
+    ];
+    Secret {
+        metadata: meta(
+            ns,
+            &format!("sh.helm.release.v1.{name}.v{version}"),
+            &labels,
+        ),
+        type_: Some("helm.sh/release.v1".into()),
+        data: Some([("release".to_string(), ByteString(payload.into_bytes()))].into()),
+        ..Default::default()
+    }
+}
+
+async fn create_all<K>(api_for: impl Fn(&str) -> Api<K>, objs: Vec<K>, what: &str)
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let started = Instant::now();
+    let n = objs.len();
+    let done = AtomicU64::new(0);
+    futures::stream::iter(objs)
+        .for_each_concurrent(CONCURRENCY, |o| {
+            let api = api_for(o.meta().namespace.as_deref().unwrap_or_default());
+            let done = &done;
+            async move {
+                for attempt in 0..5 {
+                    match api.create(&PostParams::default(), &o).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(s)) if s.code == 409 => break,
+                        Err(e) if attempt == 4 => eprintln!("scale: giving up on a {what}: {e}"),
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+                let d = done.fetch_add(1, Relaxed) + 1;
+                if d.is_multiple_of(2000) {
+                    eprintln!("scale:   {d}/{n} {what}");
+                }
+            }
+        })
+        .await;
+    eprintln!(
+        "scale: created {n} {what} in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+struct Shape {
+    namespaces: usize,
+    releases: usize,
+    revisions: u32,
+    pods_per_release: usize,
+    services_per_release: usize,
+    unrelated_secrets: usize,
+    unrelated_pods: usize,
+}
+
+/// Builds the cluster; returns the releases `(namespace, name, latest revision)`.
+async fn build(client: &Client, shape: &Shape, seed: u64) -> Vec<(String, String, u32)> {
+    let mut rng = Rng(seed | 1);
+    let ns_names: Vec<String> = (0..shape.namespaces)
+        .map(|i| format!("team-{i:03}"))
+        .collect();
+    create_all(
+        |_| Api::<Namespace>::all(client.clone()),
+        ns_names
+            .iter()
+            .map(|n| Namespace {
+                metadata: ObjectMeta {
+                    name: Some(n.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .collect(),
+        "namespaces",
+    )
+    .await;
+    let releases: Vec<(String, String, u32)> = (0..shape.releases)
+        .map(|i| {
+            (
+                ns_names[i % shape.namespaces].clone(),
+                format!("rel-{i:04}"),
+                shape.revisions,
+            )
+        })
+        .collect();
+    let mut secrets = Vec::new();
+    for (ns, name, latest) in &releases {
+        for v in 1..=*latest {
+            secrets.push(release_secret(
+                &mut rng,
+                ns,
+                name,
+                v,
+                if v == *latest {
+                    "deployed"
+                } else {
+                    "superseded"
+                },
+            ));
+        }
+    }
+    for i in 0..shape.unrelated_secrets {
+        let ns = &ns_names[i % shape.namespaces];
+        secrets.push(Secret {
+            metadata: meta(ns, &format!("unrelated-{i}"), &[("app", "other".into())]),
+            string_data: Some(
+                [(
+                    "token".to_string(),
+                    format!("{:x}{:x}", rng.next(), rng.next()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        });
+    }
+    create_all(
+        |ns| Api::<Secret>::namespaced(client.clone(), ns),
+        secrets,
+        "secrets",
+    )
+    .await;
+
+    let mut pods = Vec::new();
+    let mut services = Vec::new();
+    let mut pvcs = Vec::new();
+    let mut ingresses = Vec::new();
+    for (i, (ns, name, _)) in releases.iter().enumerate() {
+        let labels = [
+            ("app.kubernetes.io/instance", name.clone()),
+            ("app.kubernetes.io/managed-by", "Helm".to_string()),
+        ];
+        for p in 0..shape.pods_per_release {
+            let containers: Vec<_> = (0..1 + rng.below(3))
+                .map(|c| json!({ "name": format!("c{c}"), "image": format!("registry.example.com/{name}/c{c}:1.{}", rng.below(9)) }))
+                .collect();
+            pods.push(serde_json::from_value::<Pod>(json!({
+                "metadata": meta(ns, &format!("{name}-{p}"), &labels), "spec": { "containers": containers }
+            })).unwrap_or_default());
+        }
+        for s in 0..shape.services_per_release {
+            services.push(serde_json::from_value::<Service>(json!({
+                "metadata": meta(ns, &format!("{name}-svc-{s}"), &labels),
+                "spec": { "ports": [{ "port": 80 + s as i32 }], "selector": { "app.kubernetes.io/instance": name } }
+            })).unwrap_or_default());
+        }
+        if i % 2 == 0 {
+            pvcs.push(serde_json::from_value::<PersistentVolumeClaim>(json!({
+                "metadata": meta(ns, &format!("data-{name}-0"), &labels[..1]),
+                "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": "8Gi" } } }
+            })).unwrap_or_default());
+        } else {
+            ingresses.push(
+                serde_json::from_value::<Ingress>(json!({
+                    "metadata": meta(ns, name, &labels),
+                    "spec": { "rules": [{ "host": format!("{name}.example.com") }] }
+                }))
+                .unwrap_or_default(),
+            );
+        }
+    }
+    for i in 0..shape.unrelated_pods {
+        let ns = &ns_names[i % shape.namespaces];
+        pods.push(
+            serde_json::from_value::<Pod>(json!({
+                "metadata": meta(ns, &format!("unrelated-{i}"), &[("app", "batch".into())]),
+                "spec": { "containers": [{ "name": "job", "image": "busybox:1.36" }] }
+            }))
+            .unwrap_or_default(),
+        );
+    }
+    let pod_keys: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| {
+            (
+                p.metadata.namespace.clone().unwrap_or_default(),
+                p.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    create_all(
+        |ns| Api::<Pod>::namespaced(client.clone(), ns),
+        pods,
+        "pods",
+    )
+    .await;
+    create_all(
+        |ns| Api::<Service>::namespaced(client.clone(), ns),
+        services,
+        "services",
+    )
+    .await;
+    create_all(
+        |ns| Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns),
+        pvcs,
+        "PVCs",
+    )
+    .await;
+    create_all(
+        |ns| Api::<Ingress>::namespaced(client.clone(), ns),
+        ingresses,
+        "ingresses",
+    )
+    .await;
+    let started = Instant::now();
+    futures::stream::iter(pod_keys)
+        .for_each_concurrent(CONCURRENCY, |(ns, name)| async move {
+            let patch = json!({ "status": { "phase": "Running" } });
+            let _ = Api::<Pod>::namespaced(client.clone(), &ns)
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await;
+        })
+        .await;
+    eprintln!(
+        "scale: pods marked Running in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    releases
+}
+
+fn proc_field(pid: u32, field: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(field)?
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse()
+                .ok()
+        })
+}
+
+/// utime + stime of a process, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// Requests of the operator's user in the audit log, by verb.
+fn audit_counts(path: &std::path::Path) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return counts;
+    };
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        if v["user"]["username"] == USER && v["stage"] == "RequestReceived" {
+            *counts
+                .entry(v["verb"].as_str().unwrap_or("?").to_string())
+                .or_default() += 1;
+        }
+    }
+    counts
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((p / 100.0) * (sorted.len() - 1) as f64).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let mut scale = 1.0f64;
+    let mut idle_secs = 300u64;
+    let mut changes = 100usize;
+    let mut seed = 42u64;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let v = args.next().unwrap_or_default();
+        match a.as_str() {
+            "--scale" => scale = v.parse().unwrap_or(scale),
+            "--idle-secs" => idle_secs = v.parse().unwrap_or(idle_secs),
+            "--changes" => changes = v.parse().unwrap_or(changes),
+            "--seed" => seed = v.parse().unwrap_or(seed),
+            other => eprintln!("scale: ignoring {other}"),
+        }
+    }
+    let n = |x: f64| ((x * scale).round() as usize).max(1);
+    let shape = Shape {
+        namespaces: n(200.0),
+        releases: n(1000.0),
+        revisions: 5,
+        pods_per_release: 5,
+        services_per_release: 2,
+        unrelated_secrets: n(5000.0),
+        unrelated_pods: n(2000.0),
+    };
+    let operator_bin = std::env::var("HOSSTED_OPERATOR_BIN")
+        .unwrap_or_else(|_| "target/release/hossted-operator".into());
+
+    // The control plane, with an audit log of the operator's requests only.
+    let dir = tempfile_dir();
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        format!(
+            "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [ResponseStarted, ResponseComplete, Panic]\nrules:\n- level: Metadata\n  users: [\"{USER}\"]\n- level: None\n"
+        ),
+    )
+    .expect("audit policy");
+    let audit_log = dir.join("audit.log");
+    let cp = ControlPlane::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", audit_log.display()))
+        .apiserver_arg("--max-requests-inflight=800")
+        .etcd_arg("--quota-backend-bytes=8589934592")
+        .start()
+        .await
+        .expect("control plane");
+    let client = cp.client();
+    eprintln!(
+        "scale: building {} namespaces, {} releases x {} revisions, {} pods, {} unrelated secrets, {} unrelated pods (seed {seed})",
+        shape.namespaces,
+        shape.releases,
+        shape.revisions,
+        shape.releases * shape.pods_per_release + shape.unrelated_pods,
+        shape.unrelated_secrets,
+        shape.unrelated_pods
+    );
+    let build_started = Instant::now();
+    let mut releases = build(&client, &shape, seed).await;
+    // One real helm install among them: the collector cannot tell them apart.
+    let web = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts/web");
+    let out = cp
+        .helm()
+        .args(["install", "real-helm", web, "-n", "team-000"])
+        .output()
+        .expect("helm");
+    assert!(
+        out.status.success(),
+        "helm install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    releases.push(("team-000".into(), "real-helm".into(), 1));
+    let expected_apps = releases.len();
+    let build_secs = build_started.elapsed().as_secs_f64();
+
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/crd/hosstedprojects.hossted.com.yaml"
+    );
+    let out = cp
+        .kubectl()
+        .args(["apply", "-f", crd])
+        .output()
+        .expect("kubectl");
+    assert!(out.status.success());
+    let _ = cp
+        .kubectl()
+        .args([
+            "wait",
+            "--for",
+            "condition=established",
+            "crd/hosstedprojects.hossted.com",
+        ])
+        .output();
+    let out = cp
+        .kubectl()
+        .args([
+            "apply",
+            "-f",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hosstedproject.yaml"),
+        ])
+        .output()
+        .expect("kubectl");
+    assert!(out.status.success());
+    let kubeconfig = cp
+        .kubeconfig_for_user(USER, Some("system:masters"))
+        .expect("kubeconfig");
+    let api = Receiver::start().await.expect("receiver");
+
+    // Start the operator and watch it from outside.
+    let started = Instant::now();
+    let mut child = Command::new(&operator_bin)
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOSSTED_API_URL", format!("{}/v1", api.url()))
+        .env("HOSSTED_AUTH_TOKEN", "bench")
+        .env("EMAIL_ID", "bench@example.com")
+        .env("RUST_LOG", "info")
+        .args([
+            "run",
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("operator binary (build it with cargo build --release)");
+    let pid = child.id();
+    let collect_ms: Arc<parking_lot::Mutex<Vec<(usize, f64)>>> = Arc::default();
+    let stderr = child.stderr.take().expect("stderr");
+    let log = dir.join("operator.log");
+    std::thread::spawn({
+        let collect_ms = collect_ms.clone();
+        move || {
+            let mut file = std::fs::File::create(log).ok();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(f) = file.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
+                // "... collected N in X ms"
+                if let Some((_, tail)) = line.rsplit_once("collected ")
+                    && let Some((n, rest)) = tail.split_once(" in ")
+                    && let (Ok(n), Some(ms)) = (
+                        n.parse::<usize>(),
+                        rest.strip_suffix(" ms").and_then(|m| m.parse::<f64>().ok()),
+                    )
+                {
+                    collect_ms.lock().push((n, ms));
+                }
+            }
+        }
+    });
+    let peak_rss = Arc::new(AtomicU64::new(0));
+    std::thread::spawn({
+        let peak = peak_rss.clone();
+        move || {
+            while let Some(rss) = proc_field(pid, "VmRSS:") {
+                peak.fetch_max(rss, Relaxed);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    });
+    let reported = api
+        .wait_for(
+            |r| r.path == "/v1/apps",
+            expected_apps,
+            Duration::from_secs(600),
+        )
+        .await;
+    let start_to_report = started.elapsed().as_secs_f64();
+    assert_eq!(
+        reported.len(),
+        expected_apps,
+        "not every release was reported"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let steady_rss_after_report = proc_field(pid, "VmRSS:").unwrap_or(0);
+    let full_collections: Vec<f64> = collect_ms
+        .lock()
+        .iter()
+        .filter(|(n, _)| *n == expected_apps)
+        .map(|(_, ms)| *ms)
+        .collect();
+
+    // Change-to-delivery: a new revision of a random release, until its POST arrives.
+    let mut rng = Rng(seed.rotate_left(17) | 1);
+    let mut latencies = Vec::new();
+    let mut latest: BTreeMap<(String, String), u32> = releases
+        .iter()
+        .map(|(ns, n, v)| ((ns.clone(), n.clone()), *v))
+        .collect();
+    for _ in 0..changes {
+        let (ns, name, _) = releases[rng.below((releases.len() - 1) as u64) as usize].clone();
+        let v = latest
+            .get(&(ns.clone(), name.clone()))
+            .copied()
+            .unwrap_or(1)
+            + 1;
+        latest.insert((ns.clone(), name.clone()), v);
+        let seen = api.requests().len();
+        let secret = release_secret(&mut rng, &ns, &name, v, "deployed");
+        Api::<Secret>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("new revision");
+        let t0 = Instant::now();
+        let got = api
+            .wait_for(
+                |r| {
+                    r.path == "/v1/apps"
+                        && r.json()["app_info"]["helm_info"]["name"] == name.as_str()
+                        && r.json()["app_info"]["helm_info"]["revision"] == v
+                },
+                1,
+                Duration::from_secs(30),
+            )
+            .await;
+        assert!(
+            !got.is_empty(),
+            "no POST for {ns}/{name} v{v} (after {} requests)",
+            seen
+        );
+        latencies.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    latencies.sort_by(f64::total_cmp);
+
+    // Idle: no change for idle_secs.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (cpu0, audit0) = (cpu_seconds(pid), audit_counts(&audit_log));
+    tokio::time::sleep(Duration::from_secs(idle_secs)).await;
+    let (cpu1, audit1) = (cpu_seconds(pid), audit_counts(&audit_log));
+    let steady_rss = proc_field(pid, "VmRSS:").unwrap_or(0);
+    let peak = proc_field(pid, "VmHWM:")
+        .unwrap_or(0)
+        .max(peak_rss.load(Relaxed));
+    let idle_requests: BTreeMap<String, u64> = audit1
+        .iter()
+        .map(|(verb, n)| (verb.clone(), n - audit0.get(verb).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let idle_cpu_pct = (cpu1 - cpu0) / idle_secs as f64 * 100.0;
+    let per_minute =
+        |verb: &str| idle_requests.get(verb).copied().unwrap_or(0) as f64 * 60.0 / idle_secs as f64;
+    let result = json!({
+        "scale": scale, "seed": seed, "releases": expected_apps, "release_secrets": shape.releases * shape.revisions as usize + 1,
+        "pods": shape.releases * shape.pods_per_release + shape.unrelated_pods + 1,
+        "build_secs": build_secs,
+        "start_to_first_full_report_secs": start_to_report,
+        "peak_rss_mib": peak as f64 / 1024.0,
+        "steady_rss_mib_after_report": steady_rss_after_report as f64 / 1024.0,
+        "steady_rss_mib_after_idle": steady_rss as f64 / 1024.0,
+        "full_collection_ms": full_collections,
+        "change_to_delivery_ms": { "n": latencies.len(), "p50": percentile(&latencies, 50.0), "p95": percentile(&latencies, 95.0),
+                                   "p99": percentile(&latencies, 99.0), "max": latencies.last() },
+        "idle_secs": idle_secs, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_percent": idle_cpu_pct,
+        "idle_requests_by_verb": idle_requests, "idle_list_get_per_minute": per_minute("list") + per_minute("get"),
+        "startup_requests_by_verb": audit0,
+    });
+    println!("{result}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("hossted-scale-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
