@@ -436,6 +436,8 @@ async fn main() {
         .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
         .apiserver_arg(format!("--audit-log-path={}", audit_log.display()))
         .apiserver_arg("--max-requests-inflight=800")
+        // 2,000 services need more than envtest's /24 of service IPs.
+        .apiserver_arg("--service-cluster-ip-range=10.0.0.0/16")
         .etcd_arg("--quota-backend-bytes=8589934592")
         .start()
         .await
