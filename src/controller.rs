@@ -75,8 +75,12 @@ impl Informers {
     /// Helm releases by label `owner=helm`, `uuid` Secrets by name, the rest
     /// of their kind in every namespace — each cached as its lean type.
     pub fn new(factory: &SharedInformerFactory, configmap_driver: bool) -> Self {
+        // Release Secrets are large (a gzip'd release, base64'd twice): small
+        // LIST pages keep the transient decode buffers small.
         fn helm<K>() -> InformerOptions<K> {
-            InformerOptions::default().labels("owner=helm")
+            let mut o = InformerOptions::default().labels("owner=helm");
+            o.list_watch.page_size = 50;
+            o
         }
         let i = Informers {
             namespaces: factory.informer(InformerOptions::default()),
@@ -312,6 +316,7 @@ impl Controller {
                 self.settings.sync_timeout
             ));
         }
+        crate::memory::release_free_memory();
         log::info!("caches synced");
         Ok(())
     }
@@ -391,6 +396,9 @@ impl Controller {
             }
         }
         self.queue.done(&key);
+        // A reconcile's transient buffers (the status, the payloads) go back
+        // to the kernel rather than stay in the allocator's arenas.
+        crate::memory::release_free_memory();
         true
     }
 

@@ -7,6 +7,7 @@ pub mod controller;
 pub mod duration;
 pub mod helm;
 pub mod leader;
+pub mod memory;
 pub mod metrics;
 pub mod objects;
 pub mod payload;

@@ -100,6 +100,7 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    hossted_operator::memory::limit_arenas();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
