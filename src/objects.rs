@@ -51,29 +51,9 @@ fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
 
 /// Implements `kube::Resource` for a lean type standing for a real kind.
 macro_rules! resource {
+    // A core (`v1`) kind.
     ($ty:ty, $kind:literal, $plural:literal, $scope:ty) => {
-        impl kube::Resource for $ty {
-            type DynamicType = ();
-            type Scope = $scope;
-            fn kind(_: &()) -> Cow<'_, str> {
-                $kind.into()
-            }
-            fn group(_: &()) -> Cow<'_, str> {
-                "".into()
-            }
-            fn version(_: &()) -> Cow<'_, str> {
-                "v1".into()
-            }
-            fn plural(_: &()) -> Cow<'_, str> {
-                $plural.into()
-            }
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn meta_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
+        resource!($ty, $kind, "", "v1", $plural, $scope);
     };
     ($ty:ty, $kind:literal, $group:literal, $version:literal, $plural:literal, $scope:ty) => {
         impl kube::Resource for $ty {

@@ -4,26 +4,11 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use support::*;
-
-fn operator() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hossted-operator"));
-    for var in [
-        "HOSSTED_API_URL",
-        "HOSSTED_AUTH_TOKEN",
-        "EMAIL_ID",
-        "HOSSTED_ORG_ID",
-        "CONTEXT_NAME",
-        "RECONCILE_DURATION",
-    ] {
-        c.env_remove(var);
-    }
-    c
-}
 
 #[test]
 fn a_missing_required_value_is_one_line_and_exit_status_2() {
@@ -45,7 +30,7 @@ fn a_missing_required_value_is_one_line_and_exit_status_2() {
         ),
     ];
     for (env, missing) in cases {
-        let out = operator()
+        let out = operator_binary()
             .envs(env.iter().copied())
             .arg("run")
             .output()
@@ -59,7 +44,7 @@ fn a_missing_required_value_is_one_line_and_exit_status_2() {
 
 #[test]
 fn crd_prints_the_checked_in_manifest() {
-    let out = operator().arg("crd").output().unwrap();
+    let out = operator_binary().arg("crd").output().unwrap();
     assert!(out.status.success());
     let manifest = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -82,7 +67,7 @@ async fn dry_run_prints_each_request_and_sigterm_stops_it_cleanly() {
     ]);
     f.hosstedproject("cluster", json!({})).await;
 
-    let mut child = operator()
+    let mut child = operator_binary()
         .env("KUBECONFIG", f.cp.kubeconfig_path())
         .env("EMAIL_ID", EMAIL)
         .args(["run", "--dry-run", "--coalesce-window", "100ms"])
@@ -169,7 +154,7 @@ async fn collect_prints_the_apps_of_the_current_context() {
     let out = tokio::task::spawn_blocking({
         let kubeconfig = f.cp.kubeconfig_path().to_path_buf();
         move || {
-            operator()
+            operator_binary()
                 .env("KUBECONFIG", kubeconfig)
                 .env("EMAIL_ID", EMAIL)
                 .arg("collect")
@@ -235,11 +220,8 @@ async fn metrics_and_probes_are_served_while_reporting() {
     f.hosstedproject("cluster", json!({})).await;
     f.api.respond_with(&[200, 503]);
     let (metrics_port, probe_port) = (free_port(), free_port());
-    let mut child = operator()
-        .env("KUBECONFIG", f.cp.kubeconfig_path())
-        .env("EMAIL_ID", EMAIL)
-        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
-        .env("HOSSTED_AUTH_TOKEN", TOKEN)
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
         .args(["run", "--coalesce-window", "100ms"])
         .args([
             "--metrics-bind-address",
@@ -327,11 +309,8 @@ async fn sigterm_lets_an_in_flight_reconcile_finish_before_exiting() {
     ]);
     f.hosstedproject("cluster", json!({})).await;
     f.api.set_delay(Duration::from_secs(3));
-    let child = operator()
-        .env("KUBECONFIG", f.cp.kubeconfig_path())
-        .env("EMAIL_ID", EMAIL)
-        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
-        .env("HOSSTED_AUTH_TOKEN", TOKEN)
+    let child = f
+        .operator_command(f.cp.kubeconfig_path())
         .args([
             "run",
             "--metrics-bind-address",
@@ -384,7 +363,7 @@ async fn collect_works_on_a_cluster_without_the_crd() {
     );
     let kubeconfig = cp.kubeconfig_path().to_path_buf();
     let out = tokio::task::spawn_blocking(move || {
-        operator()
+        operator_binary()
             .env("KUBECONFIG", kubeconfig)
             .arg("collect")
             .output()

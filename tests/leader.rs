@@ -3,7 +3,7 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -12,11 +12,7 @@ use serde_json::json;
 use support::*;
 
 fn candidate(f: &Fixture, name: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_hossted-operator"))
-        .env("KUBECONFIG", f.cp.kubeconfig_path())
-        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
-        .env("HOSSTED_AUTH_TOKEN", TOKEN)
-        .env("EMAIL_ID", EMAIL)
+    f.operator_command(f.cp.kubeconfig_path())
         .env("POD_NAME", name)
         .args([
             "run",

@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use envtest::{ControlPlane, Receiver};
 use k8s_openapi::api::core::v1::Event;
@@ -87,11 +87,8 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
             .unwrap();
     let log_path = f.cp.dir().join("operator-as-sa.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut operator = Command::new(env!("CARGO_BIN_EXE_hossted-operator"))
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOSSTED_API_URL", format!("{}/v1", f.api.url()))
-        .env("HOSSTED_AUTH_TOKEN", TOKEN)
-        .env("EMAIL_ID", EMAIL)
+    let mut operator = f
+        .operator_command(&kubeconfig)
         .env("RUST_LOG", "info")
         // With leader election: the Lease verbs are exercised too.
         .args(["run", "--leader-elect", "--coalesce-window", "100ms"])

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use apis::Hosstedproject;
@@ -235,6 +236,36 @@ impl Fixture {
             got.len()
         );
         got
+    }
+}
+
+/// The operator binary with none of its configuration inherited from the
+/// environment the tests run in.
+pub fn operator_binary() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hossted-operator"));
+    for var in [
+        "HOSSTED_API_URL",
+        "HOSSTED_AUTH_TOKEN",
+        "EMAIL_ID",
+        "HOSSTED_ORG_ID",
+        "CONTEXT_NAME",
+        "RECONCILE_DURATION",
+    ] {
+        c.env_remove(var);
+    }
+    c
+}
+
+impl Fixture {
+    /// The operator binary, acting through `kubeconfig`, reporting to this
+    /// fixture's receiver.
+    pub fn operator_command(&self, kubeconfig: &Path) -> Command {
+        let mut c = operator_binary();
+        c.env("KUBECONFIG", kubeconfig)
+            .env("HOSSTED_API_URL", format!("{}/v1", self.api.url()))
+            .env("HOSSTED_AUTH_TOKEN", TOKEN)
+            .env("EMAIL_ID", EMAIL);
+        c
     }
 }
 
