@@ -1,18 +1,71 @@
-//! The work queue proper: FIFO, deduplicating, never handing one item to two
-//! workers, with optional delays.
+//! The work queue proper: deduplicating, never handing one item to two
+//! workers, fair, with optional delays.
+//!
+//! # Why it is built this way
+//!
+//! client-go keeps everything under one mutex and one FIFO. On a multi-core
+//! machine every worker then fights over that lock, and over the cache lines
+//! of the FIFO's head and tail, on each `get`, `done` and `add`; a contended
+//! OS mutex also puts threads to sleep in the kernel (Go parks goroutines
+//! cheaply in user space; we cannot). So the queue is split into [`SHARDS`]
+//! shards by the item's hash. A shard holds its items' state *and* their
+//! place in line, under its own lock on its own cache lines, so `get`,
+//! `done` and `add` of one item touch exactly one shard. Workers on
+//! different threads work in different shards: `get` keeps taking from the
+//! shard it took from last (up to [`TURN`] items), then moves on to the next
+//! shard that has work.
+//!
+//! The price is strict FIFO order: items are first-in first-out within a
+//! shard, and the shards take turns. No item waits for more than one round
+//! of turns over the shards that have work, however busy the others are.
+//! client-go's contract never promised more than that across workers, and
+//! it has made its ordering pluggable since v0.31.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque, hash_map};
-use std::hash::Hash;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasher, Hash};
 use std::pin::pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry as Slot;
+use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::metrics::{QueueMetrics, Registry};
+
+/// How many shards a queue is split into: 64, one bit each in
+/// `Queue::nonempty`.
+pub const SHARDS: usize = 64;
+
+/// How many items in a row a thread's `get` takes from one shard before
+/// the next shard with work gets its turn. Longer turns keep a shard in one
+/// core's cache longer; shorter ones are fairer.
+pub const TURN: u32 = 8;
+
+/// How many entries of items that are neither waiting nor being processed a
+/// shard keeps, so that the common done-then-add-again cycle neither frees
+/// nor clones anything. Beyond this they are removed at once.
+const IDLE_ENTRIES_PER_SHARD: usize = 64;
+
+/// `Queue::lifecycle` values. `Closing` rejects adds; `Closed` also promises
+/// that every add accepted before the shutdown is in its shard's line.
+const RUNNING: u8 = 0;
+const CLOSING: u8 = 1;
+const CLOSED: u8 = 2;
+
+/// `Delays::next` when nothing is delayed.
+const NO_DEADLINE: u64 = u64::MAX;
+
+thread_local! {
+    /// This thread's turn: the shard its last `get` took from and how many
+    /// more items it may take from it. Shared by every queue (it is a hint).
+    static TURN_STATE: Cell<(usize, u32)> = const { Cell::new((0, 0)) };
+}
 
 /// A work queue with client-go's semantics.
 ///
@@ -20,7 +73,8 @@ use crate::metrics::{QueueMetrics, Registry};
 /// - **One worker per item**: an item added while a worker processes it (between
 ///   [`get`](Self::get) and [`done`](Self::done)) is not handed out again
 ///   until `done`, and then it is.
-/// - **FIFO** among distinct waiting items.
+/// - **Fair**: items hashed to the same shard are handed out first-in
+///   first-out; shards with work take turns (see the [module](self) docs).
 /// - **Delays**: [`add_after`](Self::add_after) makes an item ready later; of
 ///   two delays for one waiting item the earlier deadline wins.
 /// - **Shutdown**: [`shutdown`](Self::shutdown) ignores further adds; `get`
@@ -32,49 +86,146 @@ use crate::metrics::{QueueMetrics, Registry};
 /// notices their deadline has passed; there is no timer task, so a queue
 /// needs no runtime until `get` is awaited.
 pub struct Queue<T> {
-    /// Shared only with the metrics' scrape-time probe (weakly).
-    state: Arc<Mutex<State<T>>>,
-    /// Signalled when an item becomes ready, a delay is added or shutdown starts.
+    /// The items, split by hash; shared (weakly) only with the metrics'
+    /// scrape-time probe.
+    shards: Arc<Shards<T>>,
+    /// Bit `s` is set exactly when shard `s` has an item in line. Changed
+    /// only under that shard's lock; read without it to find work.
+    nonempty: AtomicU64,
+    /// `get` calls that found no work and may be asleep on `item_ready`. A
+    /// call that lines an item up notifies only when this is non-zero, so
+    /// while work is queued, workers never touch the `Notify`.
+    waiters: AtomicUsize,
+    /// Signalled when an item is lined up, a delay is added or shutdown ends.
     item_ready: Notify,
+    delays: Delays<T>,
+    /// `RUNNING`, `CLOSING` or `CLOSED`; adds read it under their shard lock.
+    lifecycle: AtomicU8,
+    /// Set by `shutdown_with_drain`; from then on `done` checks for the end.
+    draining: AtomicBool,
     /// Signalled when the last item being processed is marked done while draining.
     drained: Notify,
     metrics: Option<Arc<QueueMetrics>>,
-    /// Stands in for "now" where only metrics would read the clock.
+    /// Time zero for deadlines, and "now" where only metrics would read the clock.
     epoch: Instant,
 }
 
 /// client-go's name for a queue that supports `add_after`: the same type here.
 pub type DelayingQueue<T> = Queue<T>;
 
-struct State<T> {
-    /// Items ready to be handed out, oldest first.
-    /// Invariant: exactly the items whose entry is dirty and not processing,
-    /// each once.
-    queue: VecDeque<T>,
-    /// Every item that is dirty (needs processing), processing (handed out
-    /// by `get`, not yet `done`), or both (re-added while processing: it goes
-    /// to the back of `queue` on `done`). An entry with neither is removed.
-    /// One map, so each operation hashes its item once.
-    items: HashMap<T, Entry, foldhash::fast::RandomState>,
-    /// Delayed items by deadline; `seq` keeps equal deadlines FIFO. May hold
-    /// stale entries: an entry counts only if it matches `waiting_until`.
-    waiting: BinaryHeap<Reverse<Delayed<T>>>,
-    /// The deadline of each delayed item (the earliest one asked for).
-    waiting_until: HashMap<T, Instant, foldhash::fast::RandomState>,
-    seq: u64,
-    /// `get` calls asleep on `item_ready`. Adds notify only when this is
-    /// non-zero: with work always queued, workers never touch the `Notify`.
-    waiters: usize,
-    shutting_down: bool,
-    draining: bool,
+struct Shards<T> {
+    shards: Box<[Shard<T>]>,
+    hasher: foldhash::fast::RandomState,
 }
 
-/// What the queue knows of one item.
+/// One shard, alone on its cache lines so that workers in different shards
+/// never invalidate each other's.
+#[repr(align(128))]
+struct Shard<T>(Mutex<ShardState<T>>);
+
+/// The items whose hash picks this shard. Invariants, whenever the lock is
+/// free:
+/// - `line` holds exactly the items whose entry is dirty and not processing,
+///   each once, oldest first;
+/// - `idle` counts the entries that are neither, and is at most
+///   `IDLE_ENTRIES_PER_SHARD`.
+struct ShardState<T> {
+    line: VecDeque<(u64, T)>,
+    items: HashTable<(T, Entry)>,
+    idle: usize,
+}
+
+/// What the queue knows of one item: whether it is dirty (needs
+/// processing), processing (handed out by `get`, not yet `done`), or both
+/// (re-added while processing: it is lined up again on `done`).
 struct Entry {
     /// When it was added, if it needs processing.
     dirty_since: Option<Instant>,
     /// When a worker got it, if it is being processed.
     processing_since: Option<Instant>,
+}
+
+impl<T: Eq + Hash> Shards<T> {
+    fn new() -> Self {
+        Shards {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Shard(Mutex::new(ShardState {
+                        line: VecDeque::new(),
+                        items: HashTable::new(),
+                        idle: 0,
+                    }))
+                })
+                .collect(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    fn hash(&self, item: &T) -> u64 {
+        self.hasher.hash_one(item)
+    }
+
+    /// The shard of an item with hash `hash`. Bits 32.. are used because the
+    /// table inside uses the low bits (bucket) and the top 7 (tag): reusing
+    /// either would crowd every shard's items into a few buckets or tags.
+    fn index(hash: u64) -> usize {
+        (hash >> 32) as usize % SHARDS
+    }
+
+    fn lock(&self, index: usize) -> MutexGuard<'_, ShardState<T>> {
+        self.shards[index].0.lock()
+    }
+
+    /// `(sum of seconds, longest seconds)` the items handed out have been in
+    /// processing so far — client-go's unfinished-work gauges.
+    fn unfinished_work(&self, now: Instant) -> (f64, f64) {
+        let mut started = Vec::new();
+        for shard in self.shards.iter() {
+            let state = shard.0.lock();
+            started.extend(state.items.iter().filter_map(|(_, e)| e.processing_since));
+        }
+        started
+            .into_iter()
+            .fold((0.0, 0.0), |(sum, longest), started| {
+                let secs = now.saturating_duration_since(started).as_secs_f64();
+                (sum + secs, f64::max(longest, secs))
+            })
+    }
+
+    /// Whether a worker holds an item. Visits every shard, but is only asked
+    /// while draining.
+    fn any_processing(&self) -> bool {
+        self.shards.iter().any(|s| {
+            s.0.lock()
+                .items
+                .iter()
+                .any(|(_, e)| e.processing_since.is_some())
+        })
+    }
+
+    /// Items in line, over all shards.
+    fn lined_up(&self) -> usize {
+        self.shards.iter().map(|s| s.0.lock().line.len()).sum()
+    }
+}
+
+/// Items that become ready at a deadline.
+struct Delays<T> {
+    /// The earliest deadline in `heap`, in nanoseconds since the queue's
+    /// epoch, or `NO_DEADLINE`. Written under the `heap` lock, read without
+    /// it: calls skip the clock and the lock while nothing is delayed. A
+    /// stale read only delays a promotion to the next call.
+    next: AtomicU64,
+    heap: Mutex<DelayHeap<T>>,
+}
+
+struct DelayHeap<T> {
+    /// Delayed items by deadline; `seq` keeps equal deadlines FIFO. May hold
+    /// stale entries: an entry counts only if it matches `until`.
+    heap: BinaryHeap<Reverse<Delayed<T>>>,
+    /// The deadline of each delayed item (the earliest one asked for).
+    until: HashMap<T, Instant, foldhash::fast::RandomState>,
+    seq: u64,
 }
 
 /// A delayed item, ordered by deadline then insertion (never by the item).
@@ -104,85 +255,46 @@ impl<T> Ord for Delayed<T> {
     }
 }
 
-impl<T: Eq + Hash + Clone> State<T> {
-    /// Client-go's `Add`: returns whether the item became ready.
-    fn add(&mut self, item: T, now: Instant, metrics: Option<&QueueMetrics>) -> bool {
-        if self.shutting_down {
+impl<T: Eq + Hash + Clone> DelayHeap<T> {
+    /// Records `item` for `deadline` unless it already waits for an earlier
+    /// one; returns whether it did.
+    fn insert(&mut self, item: T, deadline: Instant) -> bool {
+        if self.until.get(&item).is_some_and(|d| *d <= deadline) {
             return false;
         }
-        let ready = match self.items.entry(item) {
-            hash_map::Entry::Occupied(mut o) => {
-                let e = o.get_mut();
-                if e.dirty_since.is_some() {
-                    return false;
-                }
-                e.dirty_since = Some(now);
-                // Being processed: handed out again after `done`.
-                None
-            }
-            hash_map::Entry::Vacant(v) => {
-                let item = v.key().clone();
-                v.insert(Entry {
-                    dirty_since: Some(now),
-                    processing_since: None,
-                });
-                Some(item)
-            }
-        };
-        if let Some(m) = metrics {
-            m.added();
-        }
-        match ready {
-            Some(item) => {
-                self.queue.push_back(item);
-                true
-            }
-            None => false,
-        }
+        self.until.insert(item.clone(), deadline);
+        self.seq += 1;
+        self.heap.push(Reverse(Delayed {
+            deadline,
+            seq: self.seq,
+            item,
+        }));
+        true
     }
 
-    /// Moves delayed items whose deadline has passed into the queue; returns
-    /// how many became ready.
-    fn promote_due(&mut self, now: Instant, metrics: Option<&QueueMetrics>) -> usize {
-        if self.waiting.is_empty() {
-            return 0;
-        }
-        let mut ready = 0;
-        while let Some(Reverse(top)) = self.waiting.peek() {
-            if top.deadline > now {
-                break;
-            }
-            let Some(Reverse(Delayed { deadline, item, .. })) = self.waiting.pop() else {
+    /// Removes and returns the items whose deadline is `now` or earlier,
+    /// earliest first.
+    fn take_due(&mut self, now: Instant) -> Vec<T> {
+        let mut due = Vec::new();
+        while self
+            .heap
+            .peek()
+            .is_some_and(|Reverse(top)| top.deadline <= now)
+        {
+            let Some(Reverse(Delayed { deadline, item, .. })) = self.heap.pop() else {
                 break;
             };
-            // Skip stale heap entries superseded by an earlier deadline.
-            if self.waiting_until.get(&item) == Some(&deadline) {
-                self.waiting_until.remove(&item);
-                ready += usize::from(self.add(item, now, metrics));
+            // Skip stale entries superseded by an earlier deadline.
+            if self.until.get(&item) == Some(&deadline) {
+                self.until.remove(&item);
+                due.push(item);
             }
         }
-        ready
-    }
-
-    /// `(sum of seconds, longest seconds)` the items handed out have been in
-    /// processing so far — client-go's unfinished-work gauges.
-    fn unfinished_work(&self, now: Instant) -> (f64, f64) {
-        self.items.values().filter_map(|e| e.processing_since).fold(
-            (0.0, 0.0),
-            |(sum, longest), started| {
-                let secs = now.saturating_duration_since(started).as_secs_f64();
-                (sum + secs, f64::max(longest, secs))
-            },
-        )
-    }
-
-    /// Whether a worker holds an item. Linear, but only asked while draining.
-    fn any_processing(&self) -> bool {
-        self.items.values().any(|e| e.processing_since.is_some())
+        due
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        self.waiting.peek().map(|Reverse(d)| d.deadline)
+        self.heap.peek().map(|Reverse(d)| d.deadline)
     }
 }
 
@@ -192,21 +304,33 @@ impl<T: Eq + Hash + Clone> Default for Queue<T> {
     }
 }
 
+/// What an `add` did.
+enum Added {
+    /// The item was already waiting.
+    Duplicate,
+    /// The item is being processed; `done` will line it up.
+    WhileProcessing,
+    LinedUp,
+}
+
 impl<T: Eq + Hash + Clone> Queue<T> {
     /// An unnamed queue without metrics.
     pub fn new() -> Self {
         Queue {
-            state: Arc::new(Mutex::new(State {
-                queue: VecDeque::new(),
-                items: HashMap::default(),
-                waiting: BinaryHeap::new(),
-                waiting_until: HashMap::default(),
-                seq: 0,
-                waiters: 0,
-                shutting_down: false,
-                draining: false,
-            })),
+            shards: Arc::new(Shards::new()),
+            nonempty: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
             item_ready: Notify::new(),
+            delays: Delays {
+                next: AtomicU64::new(NO_DEADLINE),
+                heap: Mutex::new(DelayHeap {
+                    heap: BinaryHeap::new(),
+                    until: HashMap::default(),
+                    seq: 0,
+                }),
+            },
+            lifecycle: AtomicU8::new(RUNNING),
+            draining: AtomicBool::new(false),
             drained: Notify::new(),
             metrics: None,
             epoch: Instant::now(),
@@ -220,12 +344,11 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     {
         let mut q = Self::new();
         let metrics = registry.queue(name);
-        let state = Arc::downgrade(&q.state);
+        let shards: Weak<Shards<T>> = Arc::downgrade(&q.shards);
         metrics.set_unfinished_probe(Box::new(move || {
-            state
+            shards
                 .upgrade()
-                .map(|s| s.lock().unfinished_work(Instant::now()))
-                .unwrap_or((0.0, 0.0))
+                .map_or((0.0, 0.0), |s| s.unfinished_work(Instant::now()))
         }));
         q.metrics = Some(metrics);
         q
@@ -244,27 +367,83 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         }
     }
 
-    /// The real time, read only when something is delayed.
-    fn now_if_waiting(s: &State<T>, stamp: Instant) -> Instant {
-        if s.waiting.is_empty() {
-            stamp
-        } else {
-            Instant::now()
-        }
-    }
-
     /// Marks `item` as needing processing. No-op after shutdown, or when the
     /// item is already waiting; if it is being processed it will be handed out
     /// again after [`done`](Self::done).
     pub fn add(&self, item: T) {
+        self.promote_due();
+        self.mark_dirty(item);
+    }
+
+    /// `add` without looking at the delays.
+    fn mark_dirty(&self, item: T) {
         let stamp = self.stamp();
-        let mut s = self.state.lock();
-        let now = Self::now_if_waiting(&s, stamp);
-        let ready =
-            s.promote_due(now, self.metrics()) + usize::from(s.add(item, stamp, self.metrics()));
-        let waiters = s.waiters;
-        drop(s);
-        self.wake(ready.min(waiters));
+        let hash = self.shards.hash(&item);
+        let index = Shards::<T>::index(hash);
+        let added = {
+            let mut shard = self.shards.lock(index);
+            // Read under the shard lock: `shutdown` passes through every
+            // shard lock before it declares the queue closed.
+            if self.lifecycle.load(Ordering::Relaxed) != RUNNING {
+                return;
+            }
+            let ShardState { line, items, idle } = &mut *shard;
+            let added = match items.entry(hash, |(k, _)| *k == item, |(k, _)| self.shards.hash(k)) {
+                Slot::Occupied(mut slot) => {
+                    let entry = &mut slot.get_mut().1;
+                    if entry.dirty_since.is_some() {
+                        Added::Duplicate
+                    } else if entry.processing_since.is_some() {
+                        entry.dirty_since = Some(stamp);
+                        Added::WhileProcessing
+                    } else {
+                        entry.dirty_since = Some(stamp);
+                        *idle -= 1;
+                        Added::LinedUp
+                    }
+                }
+                Slot::Vacant(slot) => {
+                    let entry = Entry {
+                        dirty_since: Some(stamp),
+                        processing_since: None,
+                    };
+                    slot.insert((item.clone(), entry));
+                    Added::LinedUp
+                }
+            };
+            if let Added::LinedUp = added {
+                self.line_up(index, line, hash, item);
+            }
+            added
+        };
+        if let Added::Duplicate = added {
+            return;
+        }
+        if let Some(m) = self.metrics() {
+            m.added();
+        }
+        if let Added::LinedUp = added {
+            self.wake_one();
+        }
+    }
+
+    /// Puts `item` at the end of shard `index`'s `line`, whose lock the
+    /// caller holds.
+    fn line_up(&self, index: usize, line: &mut VecDeque<(u64, T)>, hash: u64, item: T) {
+        if line.is_empty() {
+            self.nonempty.fetch_or(1 << index, Ordering::Release);
+        }
+        line.push_back((hash, item));
+    }
+
+    /// After an item was lined up: wakes a sleeping `get`, if there is one.
+    fn wake_one(&self) {
+        // Pairs with the fence in `wait_for_item`: either that `get` finds the
+        // item, or this load sees it counted and notifies it.
+        fence(Ordering::SeqCst);
+        if self.waiters.load(Ordering::Relaxed) > 0 {
+            self.item_ready.notify_one();
+        }
     }
 
     /// Adds `item` once `delay` has passed (at once for a zero delay). If the
@@ -273,33 +452,55 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         if delay.is_zero() {
             return self.add(item);
         }
-        let now = Instant::now();
-        let deadline = now + delay;
+        if self.lifecycle.load(Ordering::Acquire) != RUNNING {
+            return;
+        }
+        let deadline = Instant::now() + delay;
         {
-            let mut s = self.state.lock();
-            if s.shutting_down {
+            let mut delays = self.delays.heap.lock();
+            if !delays.insert(item, deadline) {
                 return;
             }
-            match s.waiting_until.get(&item) {
-                Some(existing) if *existing <= deadline => return,
-                _ => {}
-            }
-            s.waiting_until.insert(item.clone(), deadline);
-            s.seq += 1;
-            let seq = s.seq;
-            s.waiting.push(Reverse(Delayed {
-                deadline,
-                seq,
-                item,
-            }));
+            self.set_next_deadline(&delays);
         }
         // Waiting workers re-arm their timers for the new deadline.
         self.item_ready.notify_waiters();
     }
 
-    fn wake(&self, ready: usize) {
-        for _ in 0..ready {
-            self.item_ready.notify_one();
+    /// Publishes the earliest deadline of `delays` (whose lock the caller holds).
+    fn set_next_deadline(&self, delays: &DelayHeap<T>) {
+        let next = delays.next_deadline().map_or(NO_DEADLINE, |d| {
+            u64::try_from(d.saturating_duration_since(self.epoch).as_nanos())
+                .unwrap_or(NO_DEADLINE - 1)
+        });
+        self.delays.next.store(next, Ordering::Release);
+    }
+
+    /// The earliest deadline of a delayed item, if any.
+    fn next_deadline(&self) -> Option<Instant> {
+        match self.delays.next.load(Ordering::Acquire) {
+            NO_DEADLINE => None,
+            ns => Some(self.epoch + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Adds the delayed items whose deadline has passed.
+    fn promote_due(&self) {
+        let Some(next) = self.next_deadline() else {
+            return;
+        };
+        let now = Instant::now();
+        if now < next {
+            return;
+        }
+        let due = {
+            let mut delays = self.delays.heap.lock();
+            let due = delays.take_due(now);
+            self.set_next_deadline(&delays);
+            due
+        };
+        for item in due {
+            self.mark_dirty(item);
         }
     }
 
@@ -309,25 +510,30 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// when the future completes.
     pub async fn get(&self) -> Option<T> {
         // Fast path: an item is ready; the Notify is never touched.
-        match self.try_take(None) {
-            Taken::Item(item) => return Some(item),
-            Taken::ShutDown => return None,
-            Taken::Empty(_) => {}
+        match self.try_take() {
+            Some(item) => Some(item),
+            None => self.wait_for_item().await,
         }
-        let mut asleep = Asleep {
-            queue: self,
-            counted: false,
-        };
+    }
+
+    /// `get`'s slow path: sleeps until an item is lined up, a delay is due or
+    /// the queue is closed.
+    async fn wait_for_item(&self) -> Option<T> {
+        let _counted = Waiting::new(&self.waiters);
+        // Pairs with the fence in `wake_one`.
+        fence(Ordering::SeqCst);
         loop {
             let mut notified = pin!(self.item_ready.notified());
             // Register before looking again, so a wake-up in between is kept.
             notified.as_mut().enable();
-            let next_deadline = match self.try_take(Some(&mut asleep.counted)) {
-                Taken::Item(item) => return Some(item),
-                Taken::ShutDown => return None,
-                Taken::Empty(deadline) => deadline,
-            };
-            match next_deadline {
+            if let Some(item) = self.try_take() {
+                return Some(item);
+            }
+            if self.lifecycle.load(Ordering::Acquire) == CLOSED {
+                // Every add accepted before the shutdown is lined up by now.
+                return self.try_take();
+            }
+            match self.next_deadline() {
                 Some(deadline) => {
                     tokio::select! {
                         _ = notified => {}
@@ -339,114 +545,129 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         }
     }
 
-    /// Takes the next ready item, if any, marking it as being processed.
-    /// When there is none and `asleep` is given, the caller is counted in
-    /// `waiters` — in the same critical section as the look, so an `add`
-    /// right after it is sure to notify.
-    fn try_take(&self, asleep: Option<&mut bool>) -> Taken<T> {
-        let stamp = self.stamp();
-        let mut s = self.state.lock();
-        let now = Self::now_if_waiting(&s, stamp);
-        let promoted = s.promote_due(now, self.metrics());
-        let Some(item) = s.queue.pop_front() else {
-            if s.shutting_down {
-                return Taken::ShutDown;
+    /// Takes the next item in line, if any, and marks it as being processed:
+    /// from the shard this thread's turn is in, or the next one with work.
+    fn try_take(&self) -> Option<T> {
+        self.promote_due();
+        let (mut index, mut turn) = TURN_STATE.get();
+        loop {
+            let nonempty = self.nonempty.load(Ordering::Acquire);
+            if nonempty == 0 {
+                return None;
             }
-            if let Some(counted) = asleep.filter(|c| !**c) {
-                s.waiters += 1;
-                *counted = true;
+            if turn == 0 || nonempty & (1 << index) == 0 {
+                index = next_with_work(nonempty, index + 1);
+                turn = TURN;
             }
-            return Taken::Empty(s.next_deadline());
-        };
-        let mut added = stamp;
-        if let Some(e) = s.items.get_mut(&item) {
-            added = e.dirty_since.take().unwrap_or(stamp);
-            e.processing_since = Some(stamp);
+            let mut shard = self.shards.lock(index);
+            let Some((hash, item)) = shard.line.pop_front() else {
+                // Emptied since the look; its bit is clear now.
+                turn = 0;
+                continue;
+            };
+            if shard.line.is_empty() {
+                self.nonempty.fetch_and(!(1 << index), Ordering::Release);
+            }
+            let stamp = self.stamp();
+            let added = shard
+                .items
+                .find_mut(hash, |(k, _)| *k == item)
+                .and_then(|(_, entry)| {
+                    entry.processing_since = Some(stamp);
+                    entry.dirty_since.take()
+                });
+            drop(shard);
+            TURN_STATE.set((index, turn - 1));
+            if let Some(m) = self.metrics() {
+                m.got(stamp.saturating_duration_since(added.unwrap_or(stamp)));
+            }
+            return Some(item);
         }
-        let waiters = s.waiters;
-        drop(s);
-        if let Some(m) = self.metrics() {
-            m.got(stamp.saturating_duration_since(added));
-        }
-        // Each `add` already woke a sleeping worker per ready item; only the
-        // items this call promoted (less the one it takes) still need one.
-        self.wake(promoted.saturating_sub(1).min(waiters));
-        Taken::Item(item)
     }
 
     /// Marks `item` as processed. If it was added again meanwhile it is
-    /// queued again now.
+    /// lined up again now. No-op for an item that is not being processed.
     pub fn done(&self, item: &T) {
-        let now = self.stamp();
-        let mut ready = false;
-        let mut drained = false;
-        {
-            let mut s = self.state.lock();
-            // One lookup: the entry is updated, or removed when nothing is left.
-            // (The key clone is a reference-count bump for Arc keys, cheaper
-            // than hashing twice.)
-            if let hash_map::Entry::Occupied(mut e) = s.items.entry(item.clone()) {
-                let started = e.get_mut().processing_since.take();
-                if let (Some(started), Some(m)) = (started, self.metrics()) {
-                    m.done(now.saturating_duration_since(started));
-                }
-                if e.get().dirty_since.is_some() {
-                    ready = s.waiters > 0;
-                    s.queue.push_back(item.clone());
+        let stamp = self.stamp();
+        let hash = self.shards.hash(item);
+        let index = Shards::<T>::index(hash);
+        let (started, lined_up) = {
+            let mut shard = self.shards.lock(index);
+            let ShardState { line, items, idle } = &mut *shard;
+            let Ok(mut slot) = items.find_entry(hash, |(k, _)| k == item) else {
+                return;
+            };
+            let entry = &mut slot.get_mut().1;
+            let Some(started) = entry.processing_since.take() else {
+                return;
+            };
+            if entry.dirty_since.is_some() {
+                self.line_up(index, line, hash, item.clone());
+                (started, true)
+            } else {
+                // Kept (up to a bound) for the add that usually follows.
+                if *idle < IDLE_ENTRIES_PER_SHARD {
+                    *idle += 1;
                 } else {
-                    e.remove();
+                    slot.remove();
                 }
+                (started, false)
             }
-            if s.draining && !s.any_processing() {
-                drained = true;
-            }
+        };
+        if let Some(m) = self.metrics() {
+            m.done(stamp.saturating_duration_since(started));
         }
-        if ready {
-            self.item_ready.notify_one();
+        if lined_up {
+            self.wake_one();
         }
-        if drained {
+        // Read after the shard lock: a drain that started before this `done`
+        // took the lock is seen here; one that started later scans after it.
+        if self.draining.load(Ordering::Relaxed) && !self.shards.any_processing() {
             self.drained.notify_waiters();
         }
     }
 
     /// The number of items ready to be handed out (not counting items being
-    /// processed or still delayed).
+    /// processed or still delayed). Visits every shard.
     pub fn len(&self) -> usize {
-        let mut s = self.state.lock();
-        let now = Self::now_if_waiting(&s, self.epoch);
-        let promoted = s.promote_due(now, self.metrics());
-        let (len, waiters) = (s.queue.len(), s.waiters);
-        drop(s);
-        self.wake(promoted.min(waiters));
-        len
+        self.promote_due();
+        self.shards.lined_up()
     }
 
     /// Whether no item is ready.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.promote_due();
+        self.nonempty.load(Ordering::Acquire) == 0
     }
 
     /// Stops accepting items; `get` returns what is queued, then `None`.
     /// Delayed items that are not yet due are dropped.
     pub fn shutdown(&self) {
-        {
-            let mut s = self.state.lock();
-            s.shutting_down = true;
-            s.waiting.clear();
-            s.waiting_until.clear();
+        self.lifecycle.fetch_max(CLOSING, Ordering::SeqCst);
+        // An add that saw RUNNING did so under its shard lock, so once each
+        // lock has been taken here, every accepted add has lined its item up.
+        for shard in self.shards.shards.iter() {
+            drop(shard.0.lock());
         }
+        {
+            let mut delays = self.delays.heap.lock();
+            delays.heap.clear();
+            delays.until.clear();
+            self.set_next_deadline(&delays);
+        }
+        self.lifecycle.store(CLOSED, Ordering::Release);
         self.item_ready.notify_waiters();
     }
 
     /// [`shutdown`](Self::shutdown), then waits until every item handed out
     /// by `get` has been marked [`done`](Self::done).
     pub async fn shutdown_with_drain(&self) {
-        self.state.lock().draining = true;
+        self.draining.store(true, Ordering::SeqCst);
         self.shutdown();
         loop {
             let mut drained = pin!(self.drained.notified());
             drained.as_mut().enable();
-            if !self.state.lock().any_processing() {
+            if !self.shards.any_processing() {
                 return;
             }
             drained.await;
@@ -455,28 +676,102 @@ impl<T: Eq + Hash + Clone> Queue<T> {
 
     /// Whether [`shutdown`](Self::shutdown) was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.state.lock().shutting_down
+        self.lifecycle.load(Ordering::Acquire) != RUNNING
     }
 }
 
-enum Taken<T> {
-    Item(T),
-    ShutDown,
-    /// Nothing ready; the earliest deadline of a delayed item.
-    Empty(Option<Instant>),
+/// The first shard at or after `from` (wrapping) whose bit is set in
+/// `nonempty`, which must not be zero.
+fn next_with_work(nonempty: u64, from: usize) -> usize {
+    let from = from % SHARDS;
+    (from + nonempty.rotate_right(from as u32).trailing_zeros() as usize) % SHARDS
 }
 
-/// Keeps a `get` counted in `State::waiters` from its first wait until it
-/// returns or is cancelled.
-struct Asleep<'a, T> {
-    queue: &'a Queue<T>,
-    counted: bool,
+/// Counts a `get` in `Queue::waiters` from its first wait until it returns
+/// or is cancelled.
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(waiters: &'a AtomicUsize) -> Self {
+        waiters.fetch_add(1, Ordering::SeqCst);
+        Waiting(waiters)
+    }
 }
 
-impl<T> Drop for Asleep<'_, T> {
+impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if self.counted {
-            self.queue.state.lock().waiters -= 1;
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shard_of(q: &Queue<u32>, item: u32) -> usize {
+        Shards::<u32>::index(q.shards.hash(&item))
+    }
+
+    #[test]
+    fn next_with_work_wraps_around_to_the_first_shard_with_work() {
+        let bits = (1 << 3) | (1 << 40);
+        assert_eq!(next_with_work(bits, 0), 3);
+        assert_eq!(next_with_work(bits, 3), 3);
+        assert_eq!(next_with_work(bits, 4), 40);
+        assert_eq!(next_with_work(bits, 41), 3);
+        assert_eq!(next_with_work(bits, SHARDS), 3);
+        assert_eq!(next_with_work(1 << 63, 63), 63);
+    }
+
+    /// Within a shard items keep their order, and a shard's turn ends after
+    /// `TURN` items when another shard has work.
+    #[test]
+    fn a_shard_hands_out_in_order_and_takes_turns() {
+        let q = Queue::new();
+        for i in 0..2_000u32 {
+            q.add(i);
         }
+        let mut last_in_shard = [None::<u32>; SHARDS];
+        let (mut run_shard, mut run) = (usize::MAX, 0);
+        while let Some(i) = q.try_take() {
+            let shard = shard_of(&q, i);
+            assert!(
+                last_in_shard[shard] < Some(i),
+                "shard {shard}: {i} overtook"
+            );
+            last_in_shard[shard] = Some(i);
+            run = if shard == run_shard { run + 1 } else { 1 };
+            run_shard = shard;
+            let others_waiting = q.nonempty.load(Ordering::Relaxed) & !(1 << shard) != 0;
+            assert!(
+                run <= TURN as usize || !others_waiting,
+                "shard {shard} handed out {run} in a row while others waited"
+            );
+            q.done(&i);
+        }
+        assert_eq!(q.shards.lined_up(), 0);
+    }
+
+    /// Entries of finished items are kept for a quick re-add, but only a few
+    /// per shard.
+    #[test]
+    fn finished_items_leave_at_most_a_bounded_number_of_entries() {
+        let q = Queue::new();
+        for i in 0..10_000u32 {
+            q.add(i);
+        }
+        while let Some(i) = q.try_take() {
+            q.done(&i);
+        }
+        for shard in q.shards.shards.iter() {
+            let state = shard.0.lock();
+            assert!(state.items.len() <= IDLE_ENTRIES_PER_SHARD);
+            assert_eq!(state.items.len(), state.idle);
+        }
+        // A kept entry is reused: the item is lined up again, once.
+        q.add(7);
+        q.add(7);
+        assert_eq!(q.len(), 1);
+        assert_eq!(q.try_take(), Some(7));
     }
 }
