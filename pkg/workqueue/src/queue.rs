@@ -26,7 +26,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
 use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -310,7 +310,8 @@ enum Added {
     Duplicate,
     /// The item is being processed; `done` will line it up.
     WhileProcessing,
-    LinedUp,
+    /// Lined up; `first` if its shard had no work before.
+    LinedUp { first: bool },
 }
 
 impl<T: Eq + Hash + Clone> Queue<T> {
@@ -399,7 +400,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                     } else {
                         entry.dirty_since = Some(stamp);
                         *idle -= 1;
-                        Added::LinedUp
+                        Added::LinedUp { first: false }
                     }
                 }
                 Slot::Vacant(slot) => {
@@ -408,13 +409,15 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                         processing_since: None,
                     };
                     slot.insert((item.clone(), entry));
-                    Added::LinedUp
+                    Added::LinedUp { first: false }
                 }
             };
-            if let Added::LinedUp = added {
-                self.line_up(index, line, hash, item);
+            match added {
+                Added::LinedUp { .. } => Added::LinedUp {
+                    first: self.line_up(index, line, hash, item),
+                },
+                other => other,
             }
-            added
         };
         if let Added::Duplicate = added {
             return;
@@ -422,26 +425,45 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         if let Some(m) = self.metrics() {
             m.added();
         }
-        if let Added::LinedUp = added {
-            self.wake_one();
+        if let Added::LinedUp { first: true } = added {
+            self.wake_for_first();
         }
     }
 
     /// Puts `item` at the end of shard `index`'s `line`, whose lock the
-    /// caller holds.
-    fn line_up(&self, index: usize, line: &mut VecDeque<(u64, T)>, hash: u64, item: T) {
-        if line.is_empty() {
-            self.nonempty.fetch_or(1 << index, Ordering::Release);
+    /// caller holds. Returns whether the shard had no work before.
+    fn line_up(&self, index: usize, line: &mut VecDeque<(u64, T)>, hash: u64, item: T) -> bool {
+        let first = line.is_empty();
+        if first {
+            // SeqCst: see `wake_for_first`.
+            self.nonempty.fetch_or(1 << index, Ordering::SeqCst);
         }
         line.push_back((hash, item));
+        first
     }
 
-    /// After an item was lined up: wakes a sleeping `get`, if there is one.
-    fn wake_one(&self) {
-        // Pairs with the fence in `wait_for_item`: either that `get` finds the
-        // item, or this load sees it counted and notifies it.
-        fence(Ordering::SeqCst);
-        if self.waiters.load(Ordering::Relaxed) > 0 {
+    /// After an item was lined up in a shard that had no work: wakes a
+    /// sleeping `get`, if there is one.
+    ///
+    /// Why only then: a `get` sleeps only after it counted itself in
+    /// `waiters` and then saw `nonempty == 0` (both SeqCst, like the
+    /// `fetch_or` in `line_up`), so the next item lined up anywhere sets a
+    /// bit and sees it counted here. An item lined up behind others wakes
+    /// nobody; instead whoever takes an item passes the wake-up on
+    /// ([`pass_on_wakeup`](Self::pass_on_wakeup)) while work and sleepers
+    /// remain. So a busy queue never touches the `Notify`, nor pays a fence.
+    fn wake_for_first(&self) {
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.item_ready.notify_one();
+        }
+    }
+
+    /// After taking an item: if more work is lined up and another `get` may
+    /// be asleep (`waiters` beyond the `counting_me` of the caller), wake one.
+    fn pass_on_wakeup(&self, counting_me: usize) {
+        if self.waiters.load(Ordering::Relaxed) > counting_me
+            && self.nonempty.load(Ordering::Relaxed) != 0
+        {
             self.item_ready.notify_one();
         }
     }
@@ -484,8 +506,17 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         }
     }
 
-    /// Adds the delayed items whose deadline has passed.
+    /// Adds the delayed items whose deadline has passed. While nothing is
+    /// delayed this is one load.
+    #[inline]
     fn promote_due(&self) {
+        if self.delays.next.load(Ordering::Relaxed) != NO_DEADLINE {
+            self.promote_due_slow();
+        }
+    }
+
+    #[cold]
+    fn promote_due_slow(&self) {
         let Some(next) = self.next_deadline() else {
             return;
         };
@@ -511,7 +542,10 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     pub async fn get(&self) -> Option<T> {
         // Fast path: an item is ready; the Notify is never touched.
         match self.try_take() {
-            Some(item) => Some(item),
+            Some(item) => {
+                self.pass_on_wakeup(0);
+                Some(item)
+            }
             None => self.wait_for_item().await,
         }
     }
@@ -520,13 +554,12 @@ impl<T: Eq + Hash + Clone> Queue<T> {
     /// the queue is closed.
     async fn wait_for_item(&self) -> Option<T> {
         let _counted = Waiting::new(&self.waiters);
-        // Pairs with the fence in `wake_one`.
-        fence(Ordering::SeqCst);
         loop {
             let mut notified = pin!(self.item_ready.notified());
             // Register before looking again, so a wake-up in between is kept.
             notified.as_mut().enable();
             if let Some(item) = self.try_take() {
+                self.pass_on_wakeup(1);
                 return Some(item);
             }
             if self.lifecycle.load(Ordering::Acquire) == CLOSED {
@@ -551,7 +584,8 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         self.promote_due();
         let (mut index, mut turn) = TURN_STATE.get();
         loop {
-            let nonempty = self.nonempty.load(Ordering::Acquire);
+            // SeqCst: see `wake_for_first`.
+            let nonempty = self.nonempty.load(Ordering::SeqCst);
             if nonempty == 0 {
                 return None;
             }
@@ -591,7 +625,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         let stamp = self.stamp();
         let hash = self.shards.hash(item);
         let index = Shards::<T>::index(hash);
-        let (started, lined_up) = {
+        let (started, first) = {
             let mut shard = self.shards.lock(index);
             let ShardState { line, items, idle } = &mut *shard;
             let Ok(mut slot) = items.find_entry(hash, |(k, _)| k == item) else {
@@ -602,8 +636,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                 return;
             };
             if entry.dirty_since.is_some() {
-                self.line_up(index, line, hash, item.clone());
-                (started, true)
+                (started, self.line_up(index, line, hash, item.clone()))
             } else {
                 // Kept (up to a bound) for the add that usually follows.
                 if *idle < IDLE_ENTRIES_PER_SHARD {
@@ -617,8 +650,8 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         if let Some(m) = self.metrics() {
             m.done(stamp.saturating_duration_since(started));
         }
-        if lined_up {
-            self.wake_one();
+        if first {
+            self.wake_for_first();
         }
         // Read after the shard lock: a drain that started before this `done`
         // took the lock is seen here; one that started later scans after it.
@@ -750,6 +783,39 @@ mod tests {
             q.done(&i);
         }
         assert_eq!(q.shards.lined_up(), 0);
+    }
+
+    /// Items lined up behind others wake nobody themselves; the wake-up is
+    /// passed on by whoever takes an item, so every sleeping `get` wakes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sleeping_gets_all_wake_for_items_lined_up_in_one_shard() {
+        let q = Arc::new(Queue::new());
+        let same_shard: Vec<u32> = (0..)
+            .filter(|i| shard_of(&q, *i) == shard_of(&q, 0))
+            .take(4)
+            .collect();
+        let getters: Vec<_> = (0..4)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move { q.get().await })
+            })
+            .collect();
+        while q.waiters.load(Ordering::SeqCst) < 4 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        for i in &same_shard {
+            q.add(*i);
+        }
+        let mut got = Vec::new();
+        for getter in getters {
+            let item = tokio::time::timeout(Duration::from_secs(5), getter)
+                .await
+                .expect("every sleeping get wakes")
+                .expect("the getter task does not panic");
+            got.extend(item);
+        }
+        got.sort();
+        assert_eq!(got, same_shard);
     }
 
     /// Entries of finished items are kept for a quick re-add, but only a few
