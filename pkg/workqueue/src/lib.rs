@@ -5,7 +5,9 @@
 //!   added while a worker processes it is handed out again after
 //!   [`Queue::done`], never to two workers at once; [`Queue::add_after`]
 //!   delays an item (client-go's *delaying queue* is this same type, see
-//!   [`DelayingQueue`]).
+//!   [`DelayingQueue`]). Split into shards so that workers on different
+//!   threads rarely meet: first-in first-out within a shard, shards take
+//!   turns (why and what it costs: the `queue` module's source).
 //! - [`RateLimitingQueue`]: [`Queue`] plus a [`RateLimiter`] deciding how long
 //!   a failed item waits before its retry.
 //! - [`metrics`]: client-go's `workqueue_*` metrics in Prometheus text format.

@@ -15,11 +15,13 @@
 //! shard it took from last (up to [`TURN`] items), then moves on to the next
 //! shard that has work.
 //!
-//! The price is strict FIFO order: items are first-in first-out within a
-//! shard, and the shards take turns. No item waits for more than one round
-//! of turns over the shards that have work, however busy the others are.
-//! client-go's contract never promised more than that across workers, and
-//! it has made its ordering pluggable since v0.31.
+//! The price is strict first-in first-out order over the whole queue, which
+//! client-go's docs call "fair": here items are first-in first-out within a
+//! shard, and the shards with work take turns. That is fair in the sense a
+//! controller needs — no item starves, however hard others are churned: its
+//! shard gets a turn in every round, and each turn takes the shard's oldest
+//! items. (client-go itself has made the ordering pluggable since v0.31,
+//! `TypedQueueConfig::Queue`.)
 
 use std::cell::Cell;
 use std::cmp::Reverse;
