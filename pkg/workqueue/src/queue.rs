@@ -328,16 +328,6 @@ impl<T: Eq + Hash + Clone> Default for Queue<T> {
     }
 }
 
-/// What an `add` did.
-enum Added {
-    /// The item was already waiting.
-    Duplicate,
-    /// The item is being processed; `done` will line it up.
-    WhileProcessing,
-    /// Lined up; `first` if its shard had no work before.
-    LinedUp { first: bool },
-}
-
 impl<T: Eq + Hash + Clone> Queue<T> {
     /// An unnamed queue without metrics.
     pub fn new() -> Self {
@@ -406,7 +396,7 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         let stamp = self.stamp();
         let hash = self.shards.hash(&item);
         let index = Shards::<T>::index(hash);
-        let added = {
+        let first = {
             let mut shard = self.shards.lock(index);
             // Read under the shard lock: `shutdown` passes through every
             // shard lock before it declares the queue closed.
@@ -414,19 +404,21 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                 return;
             }
             let ShardState { line, items, idle } = &mut *shard;
-            let added = match items.entry(hash, |(k, _)| *k == item, |(k, _)| self.shards.hash(k)) {
+            match items.entry(hash, |(k, _)| *k == item, |(k, _)| self.shards.hash(k)) {
                 Slot::Occupied(mut slot) => {
                     let entry = &mut slot.get_mut().1;
                     if entry.dirty_since.is_some() {
-                        Added::Duplicate
-                    } else if entry.processing_since.is_some() {
-                        entry.dirty_since = Some(stamp);
-                        Added::WhileProcessing
-                    } else {
-                        entry.dirty_since = Some(stamp);
-                        *idle -= 1;
-                        Added::LinedUp { first: false }
+                        return; // Already waiting.
                     }
+                    entry.dirty_since = Some(stamp);
+                    if entry.processing_since.is_some() {
+                        // Being processed: `done` lines it up.
+                        if let Some(m) = self.metrics() {
+                            m.added();
+                        }
+                        return;
+                    }
+                    *idle -= 1;
                 }
                 Slot::Vacant(slot) => {
                     let entry = Entry {
@@ -434,23 +426,14 @@ impl<T: Eq + Hash + Clone> Queue<T> {
                         processing_since: None,
                     };
                     slot.insert((item.clone(), entry));
-                    Added::LinedUp { first: false }
                 }
-            };
-            match added {
-                Added::LinedUp { .. } => Added::LinedUp {
-                    first: self.line_up(index, line, hash, item),
-                },
-                other => other,
             }
+            self.line_up(index, line, hash, item)
         };
-        if let Added::Duplicate = added {
-            return;
-        }
         if let Some(m) = self.metrics() {
             m.added();
         }
-        if let Added::LinedUp { first: true } = added {
+        if first {
             self.wake_for_first();
         }
     }
