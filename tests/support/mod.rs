@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use apis::Hosstedproject;
+pub use envtest::eventually;
 use envtest::{ControlPlane, Receiver, Recorded};
 use hossted_operator::controller::{Controller, Settings};
 use hossted_operator::poster::{ApiConfig, Poster};
@@ -34,24 +35,6 @@ pub fn chart(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 impl Fixture {

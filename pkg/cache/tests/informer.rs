@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cache::{
     Event, HandlerFn, InformerOptions, ListWatchConfig, SharedInformerFactory, object_key,
 };
-use envtest::ControlPlane;
+use envtest::{ControlPlane, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -17,22 +17,8 @@ use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
-const WAIT: Duration = Duration::from_secs(60);
-
-async fn eventually<T, F, Fut>(what: &str, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+const WAIT: Duration = Duration::from_secs(WAIT_SECS);
+const WAIT_SECS: u64 = 60;
 
 async fn namespace(client: &Client, name: &str) {
     let ns = Namespace {
@@ -224,7 +210,7 @@ async fn a_watch_closed_by_the_server_is_resumed_without_a_relist() {
     informer.add_event_handler(handler);
     factory.start();
     assert!(factory.wait_for_cache_sync(WAIT).await);
-    eventually("three watches", || async {
+    eventually("three watches", WAIT_SECS, || async {
         (informer.stats().watches.load(SeqCst) >= 3).then_some(())
     })
     .await;
@@ -408,7 +394,7 @@ async fn killing_and_restarting_the_apiserver_ends_in_a_consistent_store() {
         .unwrap();
 
     let store = informer.store();
-    eventually("the store to match the server", || {
+    eventually("the store to match the server", WAIT_SECS, || {
         let store = store.clone();
         let admin = admin.clone();
         async move { (keys_in(&store, "restart") == server_keys(&admin, "restart").await).then_some(()) }
@@ -509,7 +495,7 @@ async fn the_factory_opens_one_watch_per_type_however_many_callers_ask() {
     assert_eq!(factory.len(), 2);
     factory.start();
     assert!(factory.wait_for_cache_sync(WAIT).await);
-    eventually("two configmap watches at the apiserver", || {
+    eventually("two configmap watches at the apiserver", WAIT_SECS, || {
         let client = client.clone();
         async move { (configmap_watches(&client).await - baseline >= 2.0).then_some(()) }
     })

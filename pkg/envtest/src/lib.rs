@@ -33,6 +33,7 @@
 mod assets;
 mod kubeconfig;
 mod pki;
+mod poll;
 mod process;
 mod receiver;
 
@@ -50,6 +51,7 @@ use kube::api::{ObjectMeta, PostParams};
 
 pub use assets::{Assets, kubernetes_version};
 use kubeconfig::Credentials;
+pub use poll::eventually;
 use process::{Spawner, Supervised};
 pub use receiver::{Receiver, Recorded};
 
