@@ -57,14 +57,7 @@ fn crd_prints_the_checked_in_manifest() {
 #[tokio::test]
 async fn dry_run_prints_each_request_and_sigterm_stops_it_cleanly() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({})).await;
 
     let mut child = operator_binary()
@@ -135,22 +128,8 @@ async fn dry_run_prints_each_request_and_sigterm_stops_it_cleanly() {
 #[tokio::test]
 async fn collect_prints_the_apps_of_the_current_context() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
-    f.helm(&[
-        "install",
-        "tiny",
-        &chart("tiny"),
-        "-n",
-        "other",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
+    f.helm_install("tiny", "tiny", "other");
     let out = tokio::task::spawn_blocking({
         let kubeconfig = f.cp.kubeconfig_path().to_path_buf();
         move || {
@@ -209,14 +188,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 #[tokio::test]
 async fn metrics_and_probes_are_served_while_reporting() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({})).await;
     f.api.respond_with(&[200, 503]);
     let (metrics_port, probe_port) = (free_port(), free_port());
@@ -299,14 +271,7 @@ async fn metrics_and_probes_are_served_while_reporting() {
 #[tokio::test]
 async fn sigterm_lets_an_in_flight_reconcile_finish_before_exiting() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({})).await;
     f.api.set_delay(Duration::from_secs(3));
     let child = f

@@ -47,14 +47,7 @@ async fn holder(f: &Fixture) -> String {
 async fn one_leader_reports_and_a_standby_takes_over_without_reposting() {
     let f = Fixture::new().await;
     f.namespace("hossted-operator").await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({})).await;
     let mut a = candidate(&f, "op-a");
     let mut b = candidate(&f, "op-b");

@@ -36,14 +36,7 @@ async fn warning_events(f: &Fixture, reason: &str) -> Vec<Event> {
 #[tokio::test]
 async fn an_unavailable_api_is_retried_with_backoff_and_status_follows_delivery() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({})).await;
     // Registration succeeds; the app POST gets 503 three times, then 200.
     f.api.respond_with(&[200, 503, 503, 503]);
@@ -74,14 +67,7 @@ async fn an_unavailable_api_is_retried_with_backoff_and_status_follows_delivery(
 #[tokio::test]
 async fn a_rejected_payload_gives_a_warning_and_a_condition_without_a_retry_storm() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({})).await;
     f.api.respond_with(&[200, 400]);
     let operator = f.start_operator();
@@ -139,14 +125,7 @@ async fn a_rejected_payload_gives_a_warning_and_a_condition_without_a_retry_stor
 #[tokio::test]
 async fn nothing_is_posted_while_stopped_and_reports_resume_after() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.hosstedproject("cluster", json!({ "stop": true })).await;
     let operator = f.start_operator();
 
@@ -187,14 +166,7 @@ async fn nothing_is_posted_while_stopped_and_reports_resume_after() {
 #[tokio::test]
 async fn a_corrupt_release_is_named_in_a_warning_and_the_others_are_still_reported() {
     let f = Fixture::new().await;
-    f.helm(&[
-        "install",
-        "good",
-        &chart("tiny"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("good", "tiny", "apps");
     let corrupt = Secret {
         metadata: ObjectMeta {
             name: Some("sh.helm.release.v1.broken.v1".into()),

@@ -48,14 +48,7 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         "--timeout=60s",
     ]);
 
-    f.helm(&[
-        "install",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--create-namespace",
-    ]);
+    f.helm_install("web", "web", "apps");
     f.set_pod_phase("apps", "web-web-0", "Running").await;
     // A corrupt release: the same InvalidRelease Warning on every reconcile,
     // which the recorder turns into a PATCH of the Event's count.

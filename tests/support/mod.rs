@@ -77,6 +77,19 @@ impl Fixture {
         );
     }
 
+    /// `helm install <release> examples/charts/<chart> -n <namespace> --create-namespace`.
+    pub fn helm_install(&self, release: &str, chart_name: &str, namespace: &str) {
+        let chart = chart(chart_name);
+        self.helm(&[
+            "install",
+            release,
+            &chart,
+            "-n",
+            namespace,
+            "--create-namespace",
+        ]);
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
         let out = self.cp.kubectl().args(args).output().unwrap();
         assert!(
