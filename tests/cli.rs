@@ -125,21 +125,17 @@ async fn dry_run_prints_each_request_and_sigterm_stops_it_cleanly() {
     assert!(log.contains("shutting down"), "{log}");
 }
 
-#[tokio::test]
-async fn collect_prints_the_apps_of_the_current_context() {
-    let f = Fixture::new().await;
-    f.helm_install("web", "web", "apps");
-    f.helm_install("tiny", "tiny", "other");
-    let out = tokio::task::spawn_blocking({
-        let kubeconfig = f.cp.kubeconfig_path().to_path_buf();
-        move || {
-            operator_binary()
-                .env("KUBECONFIG", kubeconfig)
-                .env("EMAIL_ID", EMAIL)
-                .arg("collect")
-                .output()
-                .unwrap()
+/// Runs `hossted-operator collect` against `kubeconfig` (with `EMAIL_ID` if
+/// given), asserts it succeeds, and returns the JSON it printed.
+async fn collect(kubeconfig: &std::path::Path, email: Option<&'static str>) -> serde_json::Value {
+    let kubeconfig = kubeconfig.to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = operator_binary();
+        cmd.env("KUBECONFIG", kubeconfig).arg("collect");
+        if let Some(email) = email {
+            cmd.env("EMAIL_ID", email);
         }
+        cmd.output().unwrap()
     })
     .await
     .unwrap();
@@ -148,7 +144,15 @@ async fn collect_prints_the_apps_of_the_current_context() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let apps: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON array");
+    serde_json::from_slice(&out.stdout).expect("a JSON array")
+}
+
+#[tokio::test]
+async fn collect_prints_the_apps_of_the_current_context() {
+    let f = Fixture::new().await;
+    f.helm_install("web", "web", "apps");
+    f.helm_install("tiny", "tiny", "other");
+    let apps = collect(f.cp.kubeconfig_path(), Some(EMAIL)).await;
     let names: Vec<&str> = apps
         .as_array()
         .unwrap()
@@ -309,39 +313,15 @@ async fn sigterm_lets_an_in_flight_reconcile_finish_before_exiting() {
 #[tokio::test]
 async fn collect_works_on_a_cluster_without_the_crd() {
     let cp = envtest::ControlPlane::start().await.unwrap();
-    let out = cp
-        .helm()
-        .args([
-            "install",
-            "web",
-            &chart("web"),
-            "-n",
-            "apps",
-            "--create-namespace",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let kubeconfig = cp.kubeconfig_path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        operator_binary()
-            .env("KUBECONFIG", kubeconfig)
-            .arg("collect")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let apps: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    output_ok(cp.helm().args([
+        "install",
+        "web",
+        &chart("web"),
+        "-n",
+        "apps",
+        "--create-namespace",
+    ]));
+    let apps = collect(cp.kubeconfig_path(), None).await;
     assert_eq!(apps[0]["app_api_info"]["app_name"], "web");
     assert_eq!(apps[0]["app_api_info"]["cluster_uuid"], "");
 }

@@ -100,15 +100,7 @@ async fn one_leader_reports_and_a_standby_takes_over_without_reposting() {
         1,
         "an app was posted twice across the failover"
     );
-    f.helm(&[
-        "upgrade",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--set",
-        "port=81",
-    ]);
+    f.helm_upgrade("web", "web", "apps", "port=81");
     let posts = f.wait_requests("/v1/apps", 2, 30).await;
     assert_eq!(posts[1].json()["app_info"]["helm_info"]["revision"], 2);
     tokio::time::sleep(Duration::from_secs(2)).await;

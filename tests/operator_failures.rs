@@ -135,15 +135,7 @@ async fn nothing_is_posted_while_stopped_and_reports_resume_after() {
     })
     .await;
     assert_eq!(hp.status.unwrap().app_count, 0);
-    f.helm(&[
-        "upgrade",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--set",
-        "port=81",
-    ]);
+    f.helm_upgrade("web", "web", "apps", "port=81");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(
         f.api.requests().is_empty(),

@@ -21,16 +21,10 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         cp,
         api: Receiver::start().await.unwrap(),
     };
-    let out =
+    let out = output_ok(
         f.cp.kubectl()
             .args(["apply", "--server-side", "-k"])
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests"))
-            .output()
-            .unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl apply -k manifests/: {}",
-        String::from_utf8_lossy(&out.stderr)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/manifests")),
     );
     let applied = String::from_utf8_lossy(&out.stdout);
     for object in [
@@ -119,15 +113,7 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
     )
     .await;
     // A change is still seen (the watches are allowed too).
-    f.helm(&[
-        "upgrade",
-        "web",
-        &chart("web"),
-        "-n",
-        "apps",
-        "--set",
-        "port=81",
-    ]);
+    f.helm_upgrade("web", "web", "apps", "port=81");
     f.wait_requests("/v1/apps", 2, 30).await;
     eventually(
         "the InvalidRelease event's count bumped by PATCH",

@@ -29,6 +29,18 @@ pub struct Fixture {
     pub api: Receiver,
 }
 
+/// Runs `cmd` to completion and asserts it succeeded, naming it and its
+/// stderr if not.
+pub fn output_ok(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn chart(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/charts")
@@ -43,17 +55,7 @@ impl Fixture {
         let cp = ControlPlane::start().await.expect("control plane");
         let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("manifests/crd/hosstedprojects.hossted.com.yaml");
-        let out = cp
-            .kubectl()
-            .args(["apply", "-f"])
-            .arg(&crd)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        output_ok(cp.kubectl().args(["apply", "-f"]).arg(&crd));
         let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
         eventually("the CRD to be established", 30, || async {
             let c = crds.get("hosstedprojects.hossted.com").await.ok()?;
@@ -69,12 +71,7 @@ impl Fixture {
     }
 
     pub fn helm(&self, args: &[&str]) {
-        let out = self.cp.helm().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "helm {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        output_ok(self.cp.helm().args(args));
     }
 
     /// `helm install <release> examples/charts/<chart> -n <namespace> --create-namespace`.
@@ -90,13 +87,14 @@ impl Fixture {
         ]);
     }
 
+    /// `helm upgrade <release> examples/charts/<chart> -n <namespace> --set <set>`.
+    pub fn helm_upgrade(&self, release: &str, chart_name: &str, namespace: &str, set: &str) {
+        let chart = chart(chart_name);
+        self.helm(&["upgrade", release, &chart, "-n", namespace, "--set", set]);
+    }
+
     pub fn kubectl(&self, args: &[&str]) -> String {
-        let out = self.cp.kubectl().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = output_ok(self.cp.kubectl().args(args));
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
