@@ -12,16 +12,24 @@ use kube::{Api, Client, Resource};
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
 use crate::reflector::ListWatchConfig;
-use crate::{SharedInformer, Transform};
+use crate::{Event, HandlerFn, SharedInformer, Transform};
 
 /// Which objects an informer mirrors and how.
+///
+/// Two requests for the same (type, namespace, selectors) share one
+/// informer, so they must agree on everything else here too: a second
+/// request with a different transform, resync or paging is recorded as a
+/// conflict and makes [`SharedInformerFactory::start`] fail, rather than
+/// silently getting the first caller's options.
 pub struct InformerOptions<K> {
     pub label_selector: Option<String>,
     pub field_selector: Option<String>,
-    /// Applied before storing; the first caller's transform is the one used
-    /// by a shared informer.
-    pub transform: Option<Transform<K>>,
+    /// Applied before storing, with a name that tells two transforms apart
+    /// (closures cannot be compared).
+    pub transform: Option<(&'static str, Transform<K>)>,
     /// Overrides the factory's resync period for this informer.
     pub resync: Option<Duration>,
     /// Paging and watch timing (selectors and namespace above take precedence).
@@ -51,9 +59,29 @@ impl<K> InformerOptions<K> {
         self
     }
 
-    pub fn transform(mut self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
-        self.transform = Some(Arc::new(f));
+    /// Applies `f` to every object before it is stored; `name` identifies
+    /// the transform when another caller asks for the same informer.
+    pub fn transform(
+        mut self,
+        name: &'static str,
+        f: impl Fn(K) -> K + Send + Sync + 'static,
+    ) -> Self {
+        self.transform = Some((name, Arc::new(f)));
         self
+    }
+
+    /// What must be equal for two requests to share one informer.
+    fn fingerprint(&self) -> String {
+        let lw = &self.list_watch;
+        format!(
+            "transform={:?} resync={:?} page_size={} watch_timeout={:?} initial_backoff={:?} progress_timeout={:?}",
+            self.transform.as_ref().map(|(name, _)| *name),
+            self.resync,
+            lw.page_size,
+            lw.watch_timeout,
+            lw.initial_backoff,
+            lw.progress_timeout,
+        )
     }
 }
 
@@ -65,9 +93,37 @@ struct InformerKey {
     field_selector: Option<String>,
 }
 
+/// Why the factory refused to start.
+#[derive(Debug, thiserror::Error)]
+pub enum FactoryError {
+    /// Two callers asked for one informer with different options.
+    #[error(
+        "two callers asked for the {kind} informer {key} with different options: first {first}, then {second}; make them agree or use different selectors"
+    )]
+    ConflictingOptions {
+        kind: String,
+        key: String,
+        first: String,
+        second: String,
+    },
+}
+
+/// The sync state of one informer, for readiness and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct InformerSync {
+    /// The object kind it mirrors.
+    pub kind: String,
+    /// Whether its cache holds a complete LIST.
+    pub synced: bool,
+    /// An optional informer (its CRD may be absent) does not gate readiness.
+    pub optional: bool,
+}
+
 /// What the factory needs of an informer whatever its type.
 trait AnyInformer: Send + Sync {
     fn run(&self);
+    fn is_running(&self) -> bool;
+    fn stop_and_forget(&self);
     fn stop(&self);
     fn has_synced(&self) -> bool;
     fn kind(&self) -> String;
@@ -83,6 +139,13 @@ where
     fn run(&self) {
         self.0.run();
     }
+    fn is_running(&self) -> bool {
+        self.0.is_running()
+    }
+    fn stop_and_forget(&self) {
+        self.0.stop();
+        self.0.forget_all();
+    }
     fn stop(&self) {
         self.0.stop();
     }
@@ -97,6 +160,27 @@ where
     }
 }
 
+/// When an informer runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    /// From `start` on; gates `wait_for_cache_sync`.
+    Required,
+    /// While the CRD of this name exists and is established.
+    OnCrd(String),
+    /// The factory's own watch on the CRD of this name (never gates).
+    CrdWatch(String),
+}
+
+/// One informer the factory handed out.
+struct Entry {
+    informer: Arc<dyn AnyInformer>,
+    /// What a second request must match (see [`InformerOptions`]).
+    fingerprint: String,
+    role: Role,
+}
+
+type Entries = Arc<Mutex<HashMap<InformerKey, Entry>>>;
+
 /// Hands out shared informers and starts them together.
 ///
 /// ```no_run
@@ -108,16 +192,26 @@ where
 /// let factory = SharedInformerFactory::new(client, Some(Duration::from_secs(600)));
 /// let pods = factory.informer::<Pod>(InformerOptions::default());
 /// let helm = factory.informer::<Secret>(InformerOptions::default().labels("owner=helm"));
-/// factory.start();
+/// factory.start().expect("no conflicting informer options");
 /// assert!(factory.wait_for_cache_sync(Duration::from_secs(60)).await);
 /// let pod_lister = pods.lister();
 /// # }
 /// ```
+///
+/// An *optional* informer ([`optional_informer`](Self::optional_informer))
+/// mirrors a kind whose CustomResourceDefinition may not exist: it runs only
+/// while its CRD exists (one watch on that CRD by name tells; no polling),
+/// stops and empties its cache when the CRD goes away, and never holds up
+/// [`wait_for_cache_sync`](Self::wait_for_cache_sync).
 pub struct SharedInformerFactory {
     client: Client,
     default_resync: Option<Duration>,
-    informers: Mutex<HashMap<InformerKey, Box<dyn AnyInformer>>>,
-    started: Mutex<bool>,
+    informers: Entries,
+    /// Conflicting requests seen so far; `start` refuses while any exist.
+    conflicts: Mutex<Vec<FactoryError>>,
+    /// The runtime `start` was called on (`None` before): optional
+    /// informers are started from a handler's thread, outside it.
+    runtime: Arc<Mutex<Option<tokio::runtime::Handle>>>,
 }
 
 impl SharedInformerFactory {
@@ -126,8 +220,9 @@ impl SharedInformerFactory {
         SharedInformerFactory {
             client,
             default_resync,
-            informers: Mutex::new(HashMap::new()),
-            started: Mutex::new(false),
+            informers: Arc::default(),
+            conflicts: Mutex::new(Vec::new()),
+            runtime: Arc::default(),
         }
     }
 
@@ -138,7 +233,7 @@ impl SharedInformerFactory {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
-        self.get_or_create(None, opts, || Api::all(self.client.clone()))
+        self.get_or_create(None, opts, Role::Required, || Api::all(self.client.clone()))
     }
 
     /// The informer for `K` in one namespace (needs only namespace-scoped
@@ -157,15 +252,35 @@ impl SharedInformerFactory {
             + Sync
             + 'static,
     {
-        self.get_or_create(Some(namespace), opts, || {
+        self.get_or_create(Some(namespace), opts, Role::Required, || {
             Api::namespaced(self.client.clone(), namespace)
         })
+    }
+
+    /// An informer for `K` in all namespaces that runs only while the
+    /// CustomResourceDefinition of `K` (`<plural>.<group>`) exists (see the
+    /// type's docs). Its cache is empty while the CRD is absent.
+    pub fn optional_informer<K>(&self, opts: InformerOptions<K>) -> Arc<SharedInformer<K>>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let crd = format!("{}.{}", K::plural(&()), K::group(&()));
+        let informer = self.get_or_create(None, opts, Role::OnCrd(crd.clone()), || {
+            Api::all(self.client.clone())
+        });
+        let crds = self.watch_crd(&crd);
+        // Requested after the CRD was seen: run it now.
+        if self.runtime.lock().is_some() && crds.store().list().iter().any(|c| established(c)) {
+            informer.run();
+        }
+        informer
     }
 
     fn get_or_create<K>(
         &self,
         namespace: Option<&str>,
         opts: InformerOptions<K>,
+        role: Role,
         api: impl FnOnce() -> Api<K>,
     ) -> Arc<SharedInformer<K>>
     where
@@ -177,12 +292,29 @@ impl SharedInformerFactory {
             label_selector: opts.label_selector.clone(),
             field_selector: opts.field_selector.clone(),
         };
+        let fingerprint = format!("{} role={role:?}", opts.fingerprint());
         let mut informers = self.informers.lock();
-        let existing = informers
-            .get(&key)
-            .and_then(|i| i.as_any().downcast_ref::<Arc<SharedInformer<K>>>());
-        if let Some(informer) = existing {
-            return informer.clone();
+        if let Some(entry) = informers.get(&key) {
+            if entry.fingerprint != fingerprint {
+                self.conflicts
+                    .lock()
+                    .push(FactoryError::ConflictingOptions {
+                        kind: K::kind(&()).into_owned(),
+                        key: format!(
+                            "(namespace {:?}, labels {:?}, fields {:?})",
+                            key.namespace, key.label_selector, key.field_selector
+                        ),
+                        first: entry.fingerprint.clone(),
+                        second: fingerprint.clone(),
+                    });
+            }
+            if let Some(informer) = entry
+                .informer
+                .as_any()
+                .downcast_ref::<Arc<SharedInformer<K>>>()
+            {
+                return informer.clone();
+            }
         }
         let config = ListWatchConfig {
             namespace: key.namespace.clone(),
@@ -193,36 +325,112 @@ impl SharedInformerFactory {
         let informer = Arc::new(SharedInformer::new(
             api(),
             config,
-            opts.transform,
+            opts.transform.map(|(_, t)| t),
             opts.resync.or(self.default_resync),
         ));
-        if *self.started.lock() {
+        if !matches!(role, Role::OnCrd(_)) && self.runtime.lock().is_some() {
             informer.run();
         }
-        informers.insert(key, Box::new(Erased(informer.clone())));
+        informers.insert(
+            key,
+            Entry {
+                informer: Arc::new(Erased(informer.clone())),
+                fingerprint,
+                role,
+            },
+        );
         informer
     }
 
-    /// Starts every informer requested so far (and later ones as they are
-    /// requested). Must be called within a Tokio runtime. Idempotent.
-    pub fn start(&self) {
-        *self.started.lock() = true;
-        for i in self.informers.lock().values() {
-            i.run();
+    /// The watch on the CRD `name` (one per name): runs the informers gated
+    /// on it while it exists and is established, stops and empties them
+    /// when it goes away.
+    fn watch_crd(&self, name: &str) -> Arc<SharedInformer<CustomResourceDefinition>> {
+        let opts = InformerOptions::<CustomResourceDefinition>::default()
+            .fields(&format!("metadata.name={name}"));
+        let fresh = {
+            let key = InformerKey {
+                type_id: TypeId::of::<CustomResourceDefinition>(),
+                namespace: None,
+                label_selector: None,
+                field_selector: opts.field_selector.clone(),
+            };
+            !self.informers.lock().contains_key(&key)
+        };
+        let crds = self.get_or_create(None, opts, Role::CrdWatch(name.to_string()), || {
+            Api::all(self.client.clone())
+        });
+        if fresh {
+            let (informers, runtime, crd) = (
+                self.informers.clone(),
+                self.runtime.clone(),
+                name.to_string(),
+            );
+            crds.add_event_handler(HandlerFn(move |e: &Event<CustomResourceDefinition>| {
+                let present = match e {
+                    Event::Add(c) | Event::Update { new: c, .. } => established(c),
+                    Event::Delete(_) => false,
+                };
+                let Some(rt) = runtime.lock().clone() else {
+                    return;
+                };
+                let _entered = rt.enter();
+                let gated: Vec<_> = informers
+                    .lock()
+                    .values()
+                    .filter(|e| e.role == Role::OnCrd(crd.clone()))
+                    .map(|e| e.informer.clone())
+                    .collect();
+                for informer in gated {
+                    if present {
+                        if !informer.is_running() {
+                            log::info!(
+                                "{crd} is established: starting the {} informer",
+                                informer.kind()
+                            );
+                            informer.run();
+                        }
+                    } else if informer.is_running() {
+                        log::info!(
+                            "{crd} is gone: stopping the {} informer and emptying its cache",
+                            informer.kind()
+                        );
+                        informer.stop_and_forget();
+                    }
+                }
+            }));
         }
+        crds
     }
 
-    /// Waits until every informer has synced; `false` on timeout, naming
-    /// the ones that have not in a log line.
+    /// Starts every required informer requested so far (and later ones as
+    /// they are requested), and the watches that start optional ones. Must
+    /// be called within a Tokio runtime. Idempotent. Fails, starting
+    /// nothing, when two callers asked for one informer with different
+    /// options.
+    pub fn start(&self) -> Result<(), FactoryError> {
+        if let Some(conflict) = self.conflicts.lock().drain(..).next() {
+            return Err(conflict);
+        }
+        *self.runtime.lock() = Some(tokio::runtime::Handle::current());
+        for e in self.informers.lock().values() {
+            if !matches!(e.role, Role::OnCrd(_)) {
+                e.informer.run();
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until every required informer has synced; `false` on timeout,
+    /// naming the ones that have not in a log line.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let pending: Vec<String> = self
-                .informers
-                .lock()
-                .values()
-                .filter(|i| !i.has_synced())
-                .map(|i| i.kind())
+                .synced()
+                .into_iter()
+                .filter(|i| !i.synced && !i.optional)
+                .map(|i| i.kind)
                 .collect();
             if pending.is_empty() {
                 return true;
@@ -238,26 +446,36 @@ impl SharedInformerFactory {
         }
     }
 
-    /// `(kind, has_synced)` of every informer, sorted by kind.
-    pub fn synced(&self) -> Vec<(String, bool)> {
-        let mut v: Vec<(String, bool)> = self
+    /// The sync state of every informer, sorted by kind.
+    pub fn synced(&self) -> Vec<InformerSync> {
+        let mut v: Vec<InformerSync> = self
             .informers
             .lock()
             .values()
-            .map(|i| (i.kind(), i.has_synced()))
+            .map(|e| InformerSync {
+                kind: e.informer.kind(),
+                synced: e.informer.has_synced(),
+                optional: e.role != Role::Required,
+            })
             .collect();
         v.sort();
         v
     }
 
+    /// Whether every required informer has synced.
+    pub fn required_synced(&self) -> bool {
+        self.synced().iter().all(|i| i.synced || i.optional)
+    }
+
     /// Stops every informer.
     pub fn shutdown(&self) {
-        for i in self.informers.lock().values() {
-            i.stop();
+        for e in self.informers.lock().values() {
+            e.informer.stop();
         }
     }
 
-    /// How many distinct informers (LIST+WATCH streams) exist.
+    /// How many distinct informers (LIST+WATCH streams) exist, counting the
+    /// factory's own CRD watches.
     pub fn len(&self) -> usize {
         self.informers.lock().len()
     }
@@ -272,4 +490,17 @@ impl Drop for SharedInformerFactory {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+/// Whether a CRD can be served: established and not being deleted.
+fn established(crd: &CustomResourceDefinition) -> bool {
+    crd.metadata.deletion_timestamp.is_none()
+        && crd
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            })
 }

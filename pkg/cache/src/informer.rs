@@ -231,6 +231,24 @@ where
         }
     }
 
+    /// Whether the reflector runs ([`run`](Self::run) and no
+    /// [`stop`](Self::stop) since).
+    pub fn is_running(&self) -> bool {
+        !self.tasks.lock().is_empty()
+    }
+
+    /// Empties the cache, delivering a `Delete` for each object, and marks
+    /// the informer not synced: what a stopped informer whose kind went
+    /// away (its CRD was deleted) must look like to its readers.
+    pub fn forget_all(&self) {
+        let handlers = self.handlers.lock();
+        self.synced.store(false, Relaxed);
+        let (_, gone) = self.store.replace(Vec::new());
+        for obj in gone {
+            deliver(&handlers, Event::Delete(obj));
+        }
+    }
+
     /// Re-delivers every cached object as an `Update` to every handler.
     pub fn resync_now(&self) {
         let handlers = self.handlers.lock();

@@ -17,7 +17,7 @@ pub mod reflector;
 mod selector;
 mod store;
 
-pub use factory::{InformerOptions, SharedInformerFactory};
+pub use factory::{FactoryError, InformerOptions, InformerSync, SharedInformerFactory};
 pub use informer::{Event, EventHandler, HandlerFn, SharedInformer, Transform};
 pub use lister::{Lister, NamespaceLister};
 pub use reflector::{ListWatchConfig, ReflectorStats};

@@ -49,6 +49,13 @@ pub struct ListWatchConfig {
     pub watch_timeout: Duration,
     /// First retry delay after an error (doubles to 30 s).
     pub initial_backoff: Duration,
+    /// A watch that brings no event and no bookmark for this long is
+    /// restarted from its last resourceVersion, and a LIST page that takes
+    /// this long is retried: on a half-open connection (the apiserver stopped
+    /// answering, the TCP connection stayed up) nothing else would ever end
+    /// them, and the cache would go stale without a sign. The apiserver sends
+    /// a bookmark about once a minute on an idle watch.
+    pub progress_timeout: Duration,
 }
 
 impl Default for ListWatchConfig {
@@ -60,6 +67,7 @@ impl Default for ListWatchConfig {
             page_size: 500,
             watch_timeout: Duration::from_secs(290),
             initial_backoff: Duration::from_millis(800),
+            progress_timeout: Duration::from_secs(180),
         }
     }
 }
@@ -77,12 +85,24 @@ pub struct ReflectorStats {
     pub relists_after_gone: AtomicU64,
     /// Errors met (each followed by a backoff).
     pub errors: AtomicU64,
+    /// Watches and LIST pages given up for making no progress within
+    /// [`ListWatchConfig::progress_timeout`] (also counted in `errors`).
+    pub stalls: AtomicU64,
 }
 
 enum State {
     List,
     Watch { rv: String },
     Backoff { then_rv: Option<String> },
+}
+
+/// Why a LIST did not complete.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ListError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("no answer within {0:?}: the connection looks dead")]
+    Stalled(Duration),
 }
 
 enum WatchEnd {
@@ -161,7 +181,7 @@ where
 
     /// A complete, paginated LIST: the objects and the list's resourceVersion.
     /// An expired continue token (410) restarts the list from the first page.
-    async fn list(&self, stats: &ReflectorStats) -> Result<(Vec<K>, String), kube::Error> {
+    async fn list(&self, stats: &ReflectorStats) -> Result<(Vec<K>, String), ListError> {
         stats.lists.fetch_add(1, Relaxed);
         let mut objs = Vec::new();
         let mut params = ListParams::default().limit(self.config.page_size);
@@ -169,15 +189,21 @@ where
         params.field_selector = self.config.field_selector.clone();
         loop {
             stats.list_pages.fetch_add(1, Relaxed);
-            let page = match self.api.list(&params).await {
-                Ok(page) => page,
-                Err(kube::Error::Api(s)) if s.code == 410 && params.continue_token.is_some() => {
+            let page = match self.within_progress_timeout(self.api.list(&params)).await {
+                None => {
+                    stats.stalls.fetch_add(1, Relaxed);
+                    return Err(ListError::Stalled(self.config.progress_timeout));
+                }
+                Some(Ok(page)) => page,
+                Some(Err(kube::Error::Api(s)))
+                    if s.code == 410 && params.continue_token.is_some() =>
+                {
                     log::info!("{}: list continue token expired, listing again", self.kind);
                     objs.clear();
                     params.continue_token = None;
                     continue;
                 }
-                Err(e) => return Err(e),
+                Some(Err(e)) => return Err(ListError::Api(e)),
             };
             objs.extend(page.items);
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -188,6 +214,16 @@ where
                 }
             }
         }
+    }
+
+    /// `None` when `f` made no progress within the progress timeout.
+    async fn within_progress_timeout<T>(
+        &self,
+        f: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        tokio::time::timeout(self.config.progress_timeout, f)
+            .await
+            .ok()
     }
 
     async fn watch(
@@ -204,14 +240,31 @@ where
         params.label_selector = self.config.label_selector.clone();
         params.field_selector = self.config.field_selector.clone();
         let mut last_rv = rv.to_string();
-        let stream = match self.api.watch(&params, rv).await {
-            Ok(s) => s,
-            Err(kube::Error::Api(s)) if s.code == 410 => return WatchEnd::Gone,
-            Err(e) => return WatchEnd::Failed(last_rv, e.to_string()),
+        let stalled = |stats: &ReflectorStats, last_rv: String| {
+            stats.stalls.fetch_add(1, Relaxed);
+            WatchEnd::Failed(
+                last_rv,
+                format!(
+                    "no event and no bookmark for {:?}: the connection looks dead, restarting the watch",
+                    self.config.progress_timeout
+                ),
+            )
+        };
+        let stream = match self
+            .within_progress_timeout(self.api.watch(&params, rv))
+            .await
+        {
+            None => return stalled(stats, last_rv),
+            Some(Ok(s)) => s,
+            Some(Err(kube::Error::Api(s))) if s.code == 410 => return WatchEnd::Gone,
+            Some(Err(e)) => return WatchEnd::Failed(last_rv, e.to_string()),
         };
         let mut stream = std::pin::pin!(stream);
         loop {
-            match stream.try_next().await {
+            let Some(next) = self.within_progress_timeout(stream.try_next()).await else {
+                return stalled(stats, last_rv);
+            };
+            match next {
                 Ok(Some(event)) => {
                     backoff.reset();
                     match event {

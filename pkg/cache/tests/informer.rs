@@ -3,18 +3,16 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
 use cache::{
     Event, HandlerFn, InformerOptions, ListWatchConfig, SharedInformerFactory, object_key,
 };
-use envtest::{ControlPlane, eventually};
+use envtest::{ControlPlane, Proxy, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
-use parking_lot::Mutex;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(WAIT_SECS);
@@ -134,7 +132,7 @@ async fn adds_updates_and_deletes_arrive_in_order() {
     let informer = factory.informer::<ConfigMap>(InformerOptions::default());
     let (handler, mut rx) = recorder("order");
     informer.add_event_handler(handler);
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
 
     let api: Api<ConfigMap> = Api::namespaced(client, "order");
@@ -178,7 +176,7 @@ async fn a_late_handler_gets_adds_for_what_is_cached_and_resync_redelivers() {
     }
     let factory = SharedInformerFactory::new(client, Some(Duration::from_secs(1)));
     let informer = factory.informer::<ConfigMap>(InformerOptions::default());
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
 
     let (handler, mut rx) = recorder("late");
@@ -208,7 +206,7 @@ async fn a_watch_closed_by_the_server_is_resumed_without_a_relist() {
     });
     let (handler, mut rx) = recorder("resume");
     informer.add_event_handler(handler);
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
     eventually("three watches", WAIT_SECS, || async {
         (informer.stats().watches.load(SeqCst) >= 3).then_some(())
@@ -226,75 +224,6 @@ async fn a_watch_closed_by_the_server_is_resumed_without_a_relist() {
         "a closed watch must not cause a relist"
     );
     assert_eq!(informer.stats().relists_after_gone.load(SeqCst), 0);
-}
-
-/// A TCP proxy that can cut every connection and refuse new ones: a network
-/// partition between an informer and the apiserver.
-struct Partition {
-    addr: String,
-    cut: Arc<AtomicBool>,
-    conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
-    accept: tokio::task::JoinHandle<()>,
-}
-
-impl Partition {
-    async fn start(upstream: String) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let cut = Arc::new(AtomicBool::new(false));
-        let conns: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>> = Arc::default();
-        let accept = tokio::spawn({
-            let (cut, conns) = (cut.clone(), conns.clone());
-            async move {
-                while let Ok((mut inbound, _)) = listener.accept().await {
-                    if cut.load(SeqCst) {
-                        continue; // dropped: connection closed at once
-                    }
-                    let upstream = upstream.clone();
-                    conns.lock().push(tokio::spawn(async move {
-                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                            let _ =
-                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
-                        }
-                    }));
-                }
-            }
-        });
-        Partition {
-            addr,
-            cut,
-            conns,
-            accept,
-        }
-    }
-
-    fn cut(&self) {
-        self.cut.store(true, SeqCst);
-        for c in self.conns.lock().drain(..) {
-            c.abort();
-        }
-    }
-
-    fn heal(&self) {
-        self.cut.store(false, SeqCst);
-    }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        self.accept.abort();
-        self.cut();
-    }
-}
-
-/// A client for `cp` that goes through `proxy_addr`.
-async fn client_via(cp: &ControlPlane, proxy_addr: &str) -> Client {
-    let kubeconfig = kube::config::Kubeconfig::read_from(cp.kubeconfig_path()).unwrap();
-    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .unwrap();
-    config.cluster_url = format!("https://{proxy_addr}").parse().unwrap();
-    Client::try_from(config).unwrap()
 }
 
 #[tokio::test]
@@ -315,13 +244,12 @@ async fn a_410_gone_leads_to_a_relist_and_deletes_for_what_vanished() {
     api.create(&pp, &cm("keep", "1")).await.unwrap();
     api.create(&pp, &cm("doomed", "last-known")).await.unwrap();
 
-    let upstream = cp.server_url().trim_start_matches("https://").to_string();
-    let partition = Partition::start(upstream).await;
-    let factory = SharedInformerFactory::new(client_via(&cp, &partition.addr).await, None);
+    let partition = Proxy::start(&cp).await.unwrap();
+    let factory = SharedInformerFactory::new(partition.client(&cp).await.unwrap(), None);
     let informer = factory.informer::<ConfigMap>(InformerOptions::default());
     let (handler, mut rx) = recorder("gone");
     informer.add_event_handler(handler);
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
     let mut initial = next_events(&mut rx, 2).await;
     initial.sort();
@@ -382,7 +310,7 @@ async fn killing_and_restarting_the_apiserver_ends_in_a_consistent_store() {
         },
         ..Default::default()
     });
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
 
     cp.stop_apiserver();
@@ -428,7 +356,7 @@ async fn a_slow_handler_delays_neither_the_reflector_nor_other_handlers() {
         );
     }));
     informer.add_event_handler(fast);
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
 
     let api: Api<ConfigMap> = Api::namespaced(client, "slow");
@@ -461,20 +389,9 @@ async fn a_slow_handler_delays_neither_the_reflector_nor_other_handlers() {
     assert_eq!(slow_so_far, fast_events);
 }
 
-/// Sum of `apiserver_longrunning_requests` for WATCHes of configmaps.
+/// WATCHes of configmaps the apiserver serves now.
 async fn configmap_watches(client: &Client) -> f64 {
-    let text = client
-        .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| {
-            l.starts_with("apiserver_longrunning_requests{")
-                && l.contains("resource=\"configmaps\"")
-                && l.contains("verb=\"WATCH\"")
-        })
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum()
+    envtest::open_watches(client, "configmaps").await.unwrap()
 }
 
 #[tokio::test]
@@ -493,7 +410,7 @@ async fn the_factory_opens_one_watch_per_type_however_many_callers_ask() {
         "other selectors get their own informer"
     );
     assert_eq!(factory.len(), 2);
-    factory.start();
+    factory.start().unwrap();
     assert!(factory.wait_for_cache_sync(WAIT).await);
     eventually("two configmap watches at the apiserver", WAIT_SECS, || {
         let client = client.clone();
@@ -503,4 +420,161 @@ async fn the_factory_opens_one_watch_per_type_however_many_callers_ask() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(configmap_watches(&client).await - baseline, 2.0);
     assert_eq!(informers[0].stats().watches.load(SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_watch_on_a_stalled_connection_is_restarted_and_the_cache_catches_up() {
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.client();
+    namespace(&admin, "stall").await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), "stall");
+    let pp = PostParams::default();
+    api.create(&pp, &cm("before", "1")).await.unwrap();
+
+    let proxy = Proxy::start(&cp).await.unwrap();
+    let factory = SharedInformerFactory::new(proxy.client(&cp).await.unwrap(), None);
+    let informer = factory.informer::<ConfigMap>(InformerOptions {
+        list_watch: ListWatchConfig {
+            progress_timeout: Duration::from_secs(2),
+            initial_backoff: Duration::from_millis(100),
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    factory.start().unwrap();
+    assert!(factory.wait_for_cache_sync(WAIT).await);
+
+    // The connection stays up but nothing passes: without a progress
+    // timeout the watch would wait for its next event forever.
+    proxy.stall();
+    api.create(&pp, &cm("during", "1")).await.unwrap();
+    eventually("the stalled watch to be given up", WAIT_SECS, || async {
+        (informer.stats().stalls.load(SeqCst) >= 1).then_some(())
+    })
+    .await;
+    proxy.resume();
+    api.create(&pp, &cm("after", "1")).await.unwrap();
+    let store = informer.store();
+    eventually("the store to match the server", WAIT_SECS, || {
+        let (store, admin) = (store.clone(), admin.clone());
+        async move {
+            let want = server_keys(&admin, "stall").await;
+            (want.len() == 3 && keys_in(&store, "stall") == want).then_some(())
+        }
+    })
+    .await;
+    assert_eq!(
+        informer.stats().lists.load(SeqCst),
+        1,
+        "a restarted watch resumes from its resourceVersion, without a relist"
+    );
+}
+
+#[tokio::test]
+async fn one_informer_asked_for_with_different_options_fails_the_start() {
+    let factory = SharedInformerFactory::new(factory_client(), None);
+    let a = factory.informer::<ConfigMap>(InformerOptions::default().labels("app=x"));
+    let mut small_pages = InformerOptions::default().labels("app=x");
+    small_pages.list_watch.page_size = 50;
+    let b = factory.informer::<ConfigMap>(small_pages);
+    assert!(
+        Arc::ptr_eq(&a, &b),
+        "still one informer per (kind, selectors)"
+    );
+    let e = factory
+        .start()
+        .expect_err("conflicting options must not start");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("ConfigMap") && msg.contains("page_size=50"),
+        "{msg}"
+    );
+
+    // Same options (and a same-named transform) share without complaint.
+    let factory = SharedInformerFactory::new(factory_client(), None);
+    for _ in 0..2 {
+        factory.informer::<ConfigMap>(InformerOptions::default().transform("strip", |c| c));
+    }
+    factory.informer::<ConfigMap>(InformerOptions::default().labels("other=1"));
+    assert_eq!(factory.len(), 2);
+    assert!(factory.start().is_ok());
+}
+
+fn factory_client() -> Client {
+    Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap()
+}
+
+#[tokio::test]
+async fn an_optional_informer_waits_for_its_crd_without_polling_and_stops_when_it_goes() {
+    use apis::Hosstedproject;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.client();
+    let factory = SharedInformerFactory::new(admin.clone(), None);
+    let configmaps = factory.informer::<ConfigMap>(InformerOptions::default());
+    let projects = factory.optional_informer::<Hosstedproject>(InformerOptions::default());
+    factory.start().unwrap();
+    assert!(
+        factory.wait_for_cache_sync(WAIT).await,
+        "an absent optional kind must not hold up the sync"
+    );
+    assert!(configmaps.has_synced() && !projects.has_synced());
+    // Something could have listed by now: the CRD watch has synced.
+    eventually("the CRD watch to sync", WAIT_SECS, || async {
+        factory
+            .synced()
+            .iter()
+            .all(|i| i.kind != "CustomResourceDefinition" || i.synced)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        projects.stats().lists.load(SeqCst),
+        0,
+        "no LIST of an absent kind"
+    );
+
+    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
+    crds.create(&pp(), &apis::crd()).await.unwrap();
+    eventually(
+        "the optional informer to start and sync",
+        WAIT_SECS,
+        || async { projects.has_synced().then_some(()) },
+    )
+    .await;
+    let hp: Hosstedproject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "hossted.com/v1", "kind": "Hosstedproject",
+        "metadata": { "name": "late" }, "spec": {}
+    }))
+    .unwrap();
+    Api::<Hosstedproject>::all(admin.clone())
+        .create(&pp(), &hp)
+        .await
+        .unwrap();
+    eventually("the object in the optional cache", WAIT_SECS, || async {
+        projects.store().get("late").map(|_| ())
+    })
+    .await;
+
+    crds.delete("hosstedprojects.hossted.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the optional informer to stop and empty its cache",
+        WAIT_SECS,
+        || async {
+            (!projects.is_running() && projects.store().list().is_empty() && !projects.has_synced())
+                .then_some(())
+        },
+    )
+    .await;
+    assert!(
+        factory.required_synced(),
+        "losing an optional kind never costs readiness"
+    );
+}
+
+fn pp() -> PostParams {
+    PostParams::default()
 }

@@ -35,6 +35,7 @@ mod kubeconfig;
 mod pki;
 mod poll;
 mod process;
+mod proxy;
 mod receiver;
 
 use std::fmt;
@@ -53,6 +54,7 @@ pub use assets::{Assets, kubernetes_version};
 use kubeconfig::Credentials;
 pub use poll::eventually;
 use process::{Spawner, Supervised};
+pub use proxy::Proxy;
 pub use receiver::{Receiver, Recorded};
 
 /// How long a process may take to become ready by default. Generous: a
@@ -616,4 +618,27 @@ fn random_hex(n: usize) -> io::Result<String> {
     let mut buf = vec![0u8; n];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// How many WATCH requests on `resource` (e.g. `"configmaps"`) the
+/// apiserver is serving now, from its own `apiserver_longrunning_requests`
+/// metric: the way to count reflectors from outside a process.
+pub async fn open_watches(client: &kube::Client, resource: &str) -> Result<f64, Error> {
+    let text = client
+        .request_text(
+            http::Request::get("/metrics")
+                .body(Vec::new())
+                .map_err(|e| Error::Kubeconfig(e.to_string()))?,
+        )
+        .await?;
+    let resource = format!("resource=\"{resource}\"");
+    Ok(text
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_longrunning_requests{")
+                && l.contains(&resource)
+                && l.contains("verb=\"WATCH\"")
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum())
 }

@@ -1,4 +1,5 @@
-//! client-go's work-queue metrics, rendered in Prometheus text format.
+//! client-go's work-queue metrics, encoded by `prometheus-client`: a
+//! [`Registry`] is a `prometheus_client` collector.
 //!
 //! | metric | type | meaning |
 //! | --- | --- | --- |
@@ -24,12 +25,14 @@
 //! assert!(text.contains("workqueue_depth{name=\"hosstedproject\"} 1"));
 //! ```
 
-use std::fmt::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 
 /// client-go's latency buckets: 10 ns · 10^i for i in 0..10, i.e. 10 ns to 10 s.
 const BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
@@ -58,111 +61,111 @@ impl Registry {
         q
     }
 
-    /// All metrics in Prometheus text exposition format (version 0.0.4).
+    /// All metrics in the OpenMetrics text format, as a scrape shows them
+    /// (the same encoding as registering this registry as a collector).
     pub fn render(&self) -> String {
-        let queues = self.queues.lock().clone();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(self.clone()));
         let mut out = String::new();
-        let family = |out: &mut String,
-                      name: &str,
-                      kind: &str,
-                      help: &str,
-                      f: &dyn Fn(&QueueMetrics, &mut String)| {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for q in &queues {
-                f(q, out);
-            }
-        };
-        family(
-            &mut out,
-            "workqueue_depth",
-            "gauge",
-            "Current depth of workqueue",
-            &|q, out| {
-                let _ = writeln!(
-                    out,
-                    "workqueue_depth{{name=\"{}\"}} {}",
-                    q.name,
-                    q.depth.load(Relaxed).max(0)
-                );
-            },
-        );
-        family(
-            &mut out,
-            "workqueue_adds_total",
-            "counter",
-            "Total number of adds handled by workqueue",
-            &|q, out| {
-                let _ = writeln!(
-                    out,
-                    "workqueue_adds_total{{name=\"{}\"}} {}",
-                    q.name,
-                    q.adds.load(Relaxed)
-                );
-            },
-        );
-        family(
-            &mut out,
-            "workqueue_queue_duration_seconds",
-            "histogram",
-            "How long in seconds an item stays in workqueue before being requested",
-            &|q, out| {
-                q.queue_duration
-                    .render(out, "workqueue_queue_duration_seconds", &q.name)
-            },
-        );
-        family(
-            &mut out,
-            "workqueue_work_duration_seconds",
-            "histogram",
-            "How long in seconds processing an item from workqueue takes",
-            &|q, out| {
-                q.work_duration
-                    .render(out, "workqueue_work_duration_seconds", &q.name)
-            },
-        );
-        family(
-            &mut out,
-            "workqueue_unfinished_work_seconds",
-            "gauge",
-            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
-            &|q, out| {
-                let _ = writeln!(
-                    out,
-                    "workqueue_unfinished_work_seconds{{name=\"{}\"}} {}",
-                    q.name,
-                    q.unfinished().0
-                );
-            },
-        );
-        family(
-            &mut out,
-            "workqueue_longest_running_processor_seconds",
-            "gauge",
-            "How many seconds has the longest running processor for workqueue been running",
-            &|q, out| {
-                let _ = writeln!(
-                    out,
-                    "workqueue_longest_running_processor_seconds{{name=\"{}\"}} {}",
-                    q.name,
-                    q.unfinished().1
-                );
-            },
-        );
-        family(
-            &mut out,
-            "workqueue_retries_total",
-            "counter",
-            "Total number of retries handled by workqueue",
-            &|q, out| {
-                let _ = writeln!(
-                    out,
-                    "workqueue_retries_total{{name=\"{}\"}} {}",
-                    q.name,
-                    q.retries.load(Relaxed)
-                );
-            },
-        );
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
         out
+    }
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.queues.lock().iter().map(|q| q.name.clone()).collect();
+        f.debug_struct("Registry").field("queues", &names).finish()
+    }
+}
+
+/// Every queue's metrics, read at scrape time (the hot path only touches
+/// atomics; the encoder is `prometheus-client`'s).
+impl Collector for Registry {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let queues = self.queues.lock().clone();
+        let label = |q: &QueueMetrics| [("name", q.name.clone())];
+        let gauge = |encoder: &mut DescriptorEncoder,
+                     name: &str,
+                     help: &str,
+                     value: &dyn Fn(&QueueMetrics) -> f64|
+         -> Result<(), std::fmt::Error> {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for q in &queues {
+                family.encode_family(&label(q))?.encode_gauge(&value(q))?;
+            }
+            Ok(())
+        };
+        let counter = |encoder: &mut DescriptorEncoder,
+                       name: &str,
+                       help: &str,
+                       value: &dyn Fn(&QueueMetrics) -> u64|
+         -> Result<(), std::fmt::Error> {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for q in &queues {
+                family
+                    .encode_family(&label(q))?
+                    .encode_counter::<NoLabelSet, _, u64>(&value(q), None)?;
+            }
+            Ok(())
+        };
+        let histogram = |encoder: &mut DescriptorEncoder,
+                         name: &str,
+                         help: &str,
+                         h: &dyn Fn(&QueueMetrics) -> &Histogram|
+         -> Result<(), std::fmt::Error> {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            for q in &queues {
+                let (sum, count, buckets) = h(q).snapshot();
+                family
+                    .encode_family(&label(q))?
+                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            }
+            Ok(())
+        };
+        gauge(
+            &mut encoder,
+            "workqueue_depth",
+            "Current depth of workqueue",
+            &|q| q.depth.load(Relaxed).max(0) as f64,
+        )?;
+        counter(
+            &mut encoder,
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            &|q| q.adds.load(Relaxed),
+        )?;
+        histogram(
+            &mut encoder,
+            "workqueue_queue_duration_seconds",
+            "How long in seconds an item stays in workqueue before being requested",
+            &|q| &q.queue_duration,
+        )?;
+        histogram(
+            &mut encoder,
+            "workqueue_work_duration_seconds",
+            "How long in seconds processing an item from workqueue takes",
+            &|q| &q.work_duration,
+        )?;
+        gauge(
+            &mut encoder,
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
+            &|q| q.unfinished().0,
+        )?;
+        gauge(
+            &mut encoder,
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running",
+            &|q| q.unfinished().1,
+        )?;
+        counter(
+            &mut encoder,
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            &|q| q.retries.load(Relaxed),
+        )
     }
 }
 
@@ -241,25 +244,16 @@ impl Histogram {
             .fetch_add(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX), Relaxed);
     }
 
-    fn render(&self, out: &mut String, metric: &str, queue: &str) {
-        let mut cumulative = 0;
-        for (bound, n) in BUCKETS.iter().zip(&self.buckets) {
-            cumulative += n.load(Relaxed);
-            let _ = writeln!(
-                out,
-                "{metric}_bucket{{name=\"{queue}\",le=\"{bound:e}\"}} {cumulative}"
-            );
-        }
+    /// `(sum in seconds, count, per-bucket counts ending with +Inf)`.
+    fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
         let count = self.count.load(Relaxed);
-        let _ = writeln!(
-            out,
-            "{metric}_bucket{{name=\"{queue}\",le=\"+Inf\"}} {count}"
-        );
-        let _ = writeln!(
-            out,
-            "{metric}_sum{{name=\"{queue}\"}} {}",
-            self.sum_ns.load(Relaxed) as f64 / 1e9
-        );
-        let _ = writeln!(out, "{metric}_count{{name=\"{queue}\"}} {count}");
+        let mut buckets: Vec<(f64, u64)> = BUCKETS
+            .iter()
+            .zip(&self.buckets)
+            .map(|(b, n)| (*b, n.load(Relaxed)))
+            .collect();
+        let below: u64 = buckets.iter().map(|(_, n)| n).sum();
+        buckets.push((f64::INFINITY, count.saturating_sub(below)));
+        (self.sum_ns.load(Relaxed) as f64 / 1e9, count, buckets)
     }
 }

@@ -302,14 +302,14 @@ async fn metrics_follow_client_go_names_and_meanings() {
     assert_eq!(
         metric(
             &text,
-            "workqueue_queue_duration_seconds_bucket{name=\"test\",le=\"1e0\"}"
+            "workqueue_queue_duration_seconds_bucket{le=\"1.0\",name=\"test\"}"
         ),
         0.0
     );
     assert_eq!(
         metric(
             &text,
-            "workqueue_queue_duration_seconds_bucket{name=\"test\",le=\"1e1\"}"
+            "workqueue_queue_duration_seconds_bucket{le=\"10.0\",name=\"test\"}"
         ),
         1.0
     );

@@ -1,15 +1,13 @@
 //! The operator when the API fails, when reporting is stopped, and when a
 //! Helm release is corrupt — each on its own control plane.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use serde_json::json;
-use support::*;
 
 fn ready(hp: &apis::Hosstedproject) -> Option<(String, String)> {
     hp.status

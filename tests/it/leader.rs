@@ -1,15 +1,13 @@
 //! Two operator processes with leader election: exactly one reports; killing
 //! the leader hands over to the other; nothing is posted twice.
 
-mod support;
-
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use serde_json::json;
-use support::*;
 
 fn candidate(f: &Fixture, name: &str) -> Child {
     f.operator_command(f.cp.kubeconfig_path())

@@ -3,16 +3,14 @@
 //! that ServiceAccount (RBAC enforced), reports, writes status and events,
 //! and logs no forbidden request.
 
-mod support;
-
 use std::process::Stdio;
 
+use crate::support::*;
 use envtest::{ControlPlane, Receiver};
 use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
 use serde_json::json;
-use support::*;
 
 #[tokio::test]
 async fn the_manifests_service_account_can_run_the_reporting_scenario() {

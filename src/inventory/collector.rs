@@ -12,13 +12,13 @@ use apis::HelmInfo as StatusHelmInfo;
 use cache::{IndexFn, Store};
 use kube::Resource;
 
-use crate::helm::ReleaseSummary;
-use crate::objects::{
+use super::payload::{
+    AppApiInfo, AppInfo, AppPayload, HelmInfo, IngressInfo, PodInfo, ServiceInfo, VolumeInfo,
+};
+use crate::cached::helm::ReleaseSummary;
+use crate::cached::objects::{
     HelmRelease, HelmReleaseConfigMap, INSTANCE_LABEL, Ingress, MANAGED_BY_LABEL, Namespace,
     PersistentVolumeClaim, Pod, Service, UuidSecret, label,
-};
-use crate::payload::{
-    AppApiInfo, AppInfo, AppPayload, HelmInfo, IngressInfo, PodInfo, ServiceInfo, VolumeInfo,
 };
 
 /// Index of pods, services, PVCs and ingresses by `namespace/<instance label>`.

@@ -1,7 +1,7 @@
 //! The API client against a local receiver.
 
 use envtest::Receiver;
-use hossted_operator::poster::{ApiConfig, Delivery, PostError, Poster};
+use hossted_operator::inventory::poster::{ApiConfig, Delivery, PostError, Poster};
 use serde_json::json;
 
 const TOKEN: &str = "s3cr3t-token-value";

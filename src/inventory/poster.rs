@@ -81,19 +81,31 @@ impl Poster {
         Poster { config, agent }
     }
 
-    /// `POST {base_url}{path}` with `body` as JSON.
+    /// `POST {base_url}{path}` with `body` as JSON. A body that does not
+    /// serialize is rejected here, before anything is sent.
     pub fn post(&self, path: &str, body: &impl Serialize) -> Result<Delivery, PostError> {
         let json = serde_json::to_vec(body).map_err(|e| PostError::Rejected {
             path: path.to_string(),
             status: 0,
             body: format!("the payload does not serialize: {e}"),
         })?;
+        self.post_json(path, json)
+    }
+
+    /// `POST {base_url}{path}` with `json`, already serialized.
+    pub fn post_json(&self, path: &str, json: Vec<u8>) -> Result<Delivery, PostError> {
         if self.config.dry_run {
-            let line = serde_json::json!({
-                "method": "POST",
-                "path": path,
-                "body": serde_json::from_slice::<serde_json::Value>(&json).unwrap_or_default(),
-            });
+            let body: serde_json::Value = match serde_json::from_slice(&json) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Err(PostError::Rejected {
+                        path: path.to_string(),
+                        status: 0,
+                        body: format!("the payload is not JSON: {e}"),
+                    });
+                }
+            };
+            let line = serde_json::json!({ "method": "POST", "path": path, "body": body });
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();

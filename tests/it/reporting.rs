@@ -1,15 +1,13 @@
 //! The operator end to end: real apiserver, real helm releases, a local API
 //! receiver. The main reporting scenario, an upgrade, quiet time, restart.
 
-mod support;
-
 use std::time::{Duration, Instant};
 
-use hossted_operator::helm::decode_release;
+use crate::support::*;
+use hossted_operator::cached::helm::decode_release;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;
-use support::*;
 
 const PORTAL_UUID: &str = "0b7e9c52-3d8f-4e61-a2c4-5f9d1e7a8b30";
 

@@ -6,6 +6,12 @@
 //! `renew_deadline`; on shutdown it releases the Lease so a standby takes
 //! over at once. Writes use the resourceVersion (optimistic concurrency), so
 //! two candidates never both win.
+//!
+//! Every request is bounded: a renew by what is left of the renew deadline
+//! (a half-open connection — the apiserver stopped answering, the TCP
+//! connection stayed up — would otherwise hang the renew while a standby
+//! takes the expired Lease: two leaders), an acquire or release attempt by
+//! the renew deadline.
 
 use std::time::{Duration, Instant};
 
@@ -14,11 +20,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
-/// Timing, as client-go's defaults.
+/// Timing, as client-go's defaults. `renew_deadline` must be shorter than
+/// `lease_duration`, or a deposed leader could still work while a standby
+/// already holds the Lease.
 #[derive(Debug, Clone)]
 pub struct LeaseTiming {
+    /// How long a standby waits after the last renewal it saw.
     pub lease_duration: Duration,
+    /// How long the leader keeps working without a successful renewal.
     pub renew_deadline: Duration,
+    /// How often candidates try and the leader renews.
     pub retry_period: Duration,
 }
 
@@ -49,6 +60,7 @@ pub struct LeaderElector {
 pub struct LeaseLost(pub String);
 
 impl LeaderElector {
+    /// A candidate named `identity` for the Lease `namespace/name`.
     pub fn new(
         client: kube::Client,
         namespace: &str,
@@ -65,6 +77,7 @@ impl LeaderElector {
         }
     }
 
+    /// This candidate's holder identity.
     pub fn identity(&self) -> &str {
         &self.identity
     }
@@ -72,7 +85,10 @@ impl LeaderElector {
     /// Waits until this candidate holds the Lease.
     pub async fn acquire(&mut self) {
         loop {
-            match self.try_acquire_or_renew().await {
+            let attempt = self
+                .renew_deadline_bounded(self.timing.renew_deadline)
+                .await;
+            match attempt {
                 Ok(true) => {
                     log::info!(
                         "became leader (lease {}, identity {})",
@@ -94,20 +110,46 @@ impl LeaderElector {
         let mut last_renew = Instant::now();
         loop {
             tokio::time::sleep(self.timing.retry_period).await;
-            match self.try_acquire_or_renew().await {
+            // The renewal may take only what is left of the deadline.
+            let left = self
+                .timing
+                .renew_deadline
+                .saturating_sub(last_renew.elapsed());
+            match self.renew_deadline_bounded(left).await {
                 Ok(true) => last_renew = Instant::now(),
                 Ok(false) => return LeaseLost(self.name.clone()),
                 Err(e) => log::warn!("leader election: renewing failed: {e}"),
             }
-            if last_renew.elapsed() > self.timing.renew_deadline {
+            if last_renew.elapsed() >= self.timing.renew_deadline {
                 return LeaseLost(self.name.clone());
             }
+        }
+    }
+
+    /// One acquire-or-renew round that gives up after `limit`.
+    async fn renew_deadline_bounded(&mut self, limit: Duration) -> Result<bool, String> {
+        match tokio::time::timeout(limit, self.try_acquire_or_renew()).await {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err(format!("no answer from the apiserver within {limit:?}")),
         }
     }
 
     /// Gives the Lease up (holder cleared) so a standby need not wait for it
     /// to expire.
     pub async fn release(&mut self) {
+        let deadline = self.timing.renew_deadline;
+        if tokio::time::timeout(deadline, self.release_now())
+            .await
+            .is_err()
+        {
+            log::warn!(
+                "could not release the leader lease {} within {deadline:?}; it expires on its own",
+                self.name
+            );
+        }
+    }
+
+    async fn release_now(&mut self) {
         let Ok(Some(mut lease)) = self.api.get_opt(&self.name).await else {
             return;
         };

@@ -1,14 +1,12 @@
 //! The `hossted-operator` binary: configuration errors, `crd`, `collect`,
 //! and `--dry-run` against a real control plane, ended by SIGTERM.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use serde_json::json;
-use support::*;
 
 #[test]
 fn a_missing_required_value_is_one_line_and_exit_status_2() {
@@ -221,8 +219,11 @@ async fn metrics_and_probes_are_served_while_reporting() {
                 &text,
                 "hossted_api_requests_total{endpoint=\"apps\",code=\"200\"}",
             );
-            let finished =
-                sample(&text, "hossted_reconcile_total{result=\"success\"}").unwrap_or(0.0);
+            let finished = sample(
+                &text,
+                "hossted_reconcile_total{controller=\"hosstedproject\",result=\"success\"}",
+            )
+            .unwrap_or(0.0);
             (delivered == Some(1.0) && finished >= 1.0).then_some(text)
         }
     })
@@ -241,12 +242,31 @@ async fn metrics_and_probes_are_served_while_reporting() {
         ),
         Some(1.0)
     );
-    assert!(sample(&text, "hossted_reconcile_total{result=\"success\"}").unwrap() >= 1.0);
     assert!(
-        sample(&text, "hossted_reconcile_total{result=\"error\"}").unwrap() >= 1.0,
+        sample(
+            &text,
+            "hossted_reconcile_total{controller=\"hosstedproject\",result=\"success\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+    assert!(
+        sample(
+            &text,
+            "hossted_reconcile_total{controller=\"hosstedproject\",result=\"error\"}"
+        )
+        .unwrap()
+            >= 1.0,
         "the 503 reconcile"
     );
-    assert!(sample(&text, "hossted_reconcile_duration_seconds_count").unwrap() >= 2.0);
+    assert!(
+        sample(
+            &text,
+            "hossted_reconcile_duration_seconds_count{controller=\"hosstedproject\"}"
+        )
+        .unwrap()
+            >= 2.0
+    );
     assert!(sample(&text, "workqueue_adds_total{name=\"hosstedproject\"}").unwrap() >= 1.0);
     assert!(sample(&text, "workqueue_retries_total{name=\"hosstedproject\"}").unwrap() >= 1.0);
     assert_eq!(

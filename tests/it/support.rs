@@ -12,12 +12,13 @@ use std::time::Duration;
 use apis::Hosstedproject;
 pub use envtest::eventually;
 use envtest::{ControlPlane, Receiver, Recorded};
-use hossted_operator::controller::{Controller, Settings};
-use hossted_operator::poster::{ApiConfig, Poster};
+use hossted_operator::inventory::poster::{ApiConfig, Poster};
+use hossted_operator::inventory::{self, Settings};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
+use runtime::{ControllerStats, Manager, ManagerOptions};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -168,9 +169,6 @@ impl Fixture {
 
     /// Runs the operator in-process against this control plane and receiver.
     pub fn start_operator(&self) -> Operator {
-        let client = self.cp.client();
-        let broadcaster = record::EventBroadcaster::new(client.clone());
-        let recorder = broadcaster.recorder("hossted-operator", "test-instance");
         let poster = Poster::new(ApiConfig {
             base_url: format!("{}/v1", self.api.url()),
             token: TOKEN.into(),
@@ -183,30 +181,29 @@ impl Fixture {
             resync: Duration::from_secs(600),
             coalesce: Duration::from_millis(500),
             configmap_driver: false,
-            sync_timeout: Duration::from_secs(60),
+            workers: 2,
         };
-        let metrics = hossted_operator::metrics::Metrics::new();
-        metrics
-            .leader
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        let controller = Controller::new(client, recorder, poster, settings, metrics);
+        let mut options = ManagerOptions::new("hossted", "hossted-operator");
+        options.instance = "test-instance".into();
+        options.sync_timeout = Duration::from_secs(60);
+        options.drain_timeout = Duration::from_secs(10);
+        let mut manager = Manager::new(self.cp.client(), options);
+        let controller = inventory::controller(&manager, settings, poster);
+        let stats = controller.stats();
+        manager.add(controller);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let r = controller
-                .run(
-                    2,
-                    async {
-                        let _ = stopped.await;
-                    },
-                    Duration::from_secs(10),
-                )
-                .await;
-            broadcaster.shutdown_within(Duration::from_secs(5)).await;
-            r
+            manager
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .map_err(|e| e.to_string())
         });
         Operator {
             stop: Some(stop),
             task,
+            stats,
         }
     }
 
@@ -266,9 +263,22 @@ impl Fixture {
 pub struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<(), String>>,
+    stats: std::sync::Arc<ControllerStats>,
 }
 
 impl Operator {
+    /// Waits until a reconcile that began after this call has finished: it
+    /// saw everything that happened before. "Nothing was sent" checks need
+    /// this first, or a stalled operator would pass them.
+    pub async fn reconciled_after_now(&self) {
+        assert!(
+            self.stats
+                .wait_for_a_fresh_reconcile(Duration::from_secs(60))
+                .await,
+            "no reconcile ran within 60 s"
+        );
+    }
+
     /// SIGTERM-like: stop taking keys, finish in-flight work, return.
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {

@@ -16,8 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use serde::{Deserialize, Deserializer};
 
-use crate::helm::{ReleaseSummary, decode_release};
-use crate::quantity;
+use super::helm::{ReleaseSummary, decode_release};
+use super::quantity;
 
 /// The label Helm charts put on every object of a release.
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";

@@ -1,0 +1,337 @@
+//! The [`Manager`]: what every controller of the process shares — the kube
+//! client, ONE informer factory, the event broadcaster, the metrics registry
+//! and the `/metrics` + probes server, leader election and the shutdown
+//! signal — and the order in which it all starts and stops.
+//!
+//! [`Manager::run`]:
+//! 1. serves metrics and probes (`/healthz` ok from here on);
+//! 2. starts the informers and waits for every required cache;
+//! 3. with leader election: stands by warm (ready) until it holds the Lease;
+//! 4. runs every controller until the shutdown signal, then lets in-flight
+//!    reconciles finish (bounded), releases the Lease and flushes Events.
+//!
+//! A leader that cannot renew its Lease within the renew deadline stops all
+//! work at once and `run` returns [`ManagerError::LeaseLost`]: the process
+//! should exit (client-go's convention; it restarts as a candidate).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::Duration;
+
+use cache::{FactoryError, SharedInformerFactory};
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use hyper::StatusCode;
+use kube::Client;
+use record::{EventBroadcaster, EventRecorder};
+use tokio::net::TcpListener;
+
+use crate::controller::{Controller, Reconciler, Runnable};
+use crate::leader::{LeaderElector, LeaseTiming};
+use crate::metrics::Metrics;
+use crate::server::{self, ServerOptions};
+
+/// Where the Lease lives and how it is timed.
+#[derive(Debug, Clone)]
+pub struct LeaderElection {
+    pub namespace: String,
+    pub name: String,
+    pub timing: LeaseTiming,
+}
+
+/// How a [`Manager`] runs.
+#[derive(Debug, Clone)]
+pub struct ManagerOptions {
+    /// Prefix of the runtime's own metric names (`<prefix>_reconcile_total`).
+    pub metrics_prefix: String,
+    /// `source.component` of the Events written.
+    pub component: String,
+    /// This process (the pod's name), in Events and the Lease identity.
+    pub instance: String,
+    /// Where `/metrics` is served (`None`: not served).
+    pub metrics_address: Option<SocketAddr>,
+    /// Where `/healthz` and `/readyz` are served (`None`: not served). May
+    /// equal `metrics_address`: one server then answers all three.
+    pub health_address: Option<SocketAddr>,
+    /// Limits of that server.
+    pub server: ServerOptions,
+    /// `Some`: run controllers only while holding this Lease.
+    pub leader_election: Option<LeaderElection>,
+    /// How long the required caches may take to sync.
+    pub sync_timeout: Duration,
+    /// On shutdown, how long in-flight reconciles may take to finish.
+    pub drain_timeout: Duration,
+}
+
+impl ManagerOptions {
+    /// Options with nothing served and no leader election.
+    pub fn new(metrics_prefix: &str, component: &str) -> Self {
+        ManagerOptions {
+            metrics_prefix: metrics_prefix.to_string(),
+            component: component.to_string(),
+            instance: component.to_string(),
+            metrics_address: None,
+            health_address: None,
+            server: ServerOptions::default(),
+            leader_election: None,
+            sync_timeout: Duration::from_secs(120),
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why [`Manager::run`] stopped before a shutdown signal.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    #[error("cannot serve {what} on {address}: {source}")]
+    Bind {
+        what: &'static str,
+        address: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Informers(#[from] FactoryError),
+    #[error(
+        "informer caches did not sync within {0:?}: check the API server and RBAC (the log names the kinds)"
+    )]
+    CacheSync(Duration),
+    #[error("lost the leader lease {0}: could not renew it in time; all work stopped")]
+    LeaseLost(String),
+}
+
+/// Readiness: required caches synced and, under leader election, either
+/// leading or a warm standby.
+#[derive(Debug, Default)]
+struct Readiness {
+    synced: AtomicBool,
+    leading: AtomicBool,
+    standby: AtomicBool,
+}
+
+/// See the module docs.
+pub struct Manager {
+    client: Client,
+    factory: Arc<SharedInformerFactory>,
+    broadcaster: EventBroadcaster,
+    metrics: Arc<Metrics>,
+    controllers: Vec<Arc<dyn Runnable>>,
+    readiness: Arc<Readiness>,
+    options: ManagerOptions,
+}
+
+impl Manager {
+    /// A manager over `client`; nothing runs until [`run`](Self::run).
+    pub fn new(client: Client, options: ManagerOptions) -> Self {
+        let factory = Arc::new(SharedInformerFactory::new(client.clone(), None));
+        Manager {
+            broadcaster: EventBroadcaster::new(client.clone()),
+            metrics: Arc::new(Metrics::new(&options.metrics_prefix, factory.clone())),
+            client,
+            factory,
+            controllers: Vec::new(),
+            readiness: Arc::default(),
+            options,
+        }
+    }
+
+    /// The kube client.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// The informer factory every controller shares.
+    pub fn factory(&self) -> &SharedInformerFactory {
+        &self.factory
+    }
+
+    /// An event recorder reporting as this process.
+    pub fn recorder(&self) -> EventRecorder {
+        self.broadcaster
+            .recorder(&self.options.component, &self.options.instance)
+    }
+
+    /// The metrics registry (to add a controller's own metrics).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub(crate) fn metrics_handle(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Adds a controller; it runs when the manager runs (and, under leader
+    /// election, only while leading).
+    pub fn add<R: Reconciler>(&mut self, controller: Controller<R>) {
+        self.controllers.push(Arc::new(controller));
+    }
+
+    /// Runs everything until `shutdown` completes (see the module docs).
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ManagerError> {
+        let shutdown: Shared<BoxFuture<'static, ()>> = shutdown.boxed().shared();
+        let servers = self.serve().await?;
+        let outcome = self.run_controllers(shutdown).await;
+        self.readiness.leading.store(false, Relaxed);
+        self.factory.shutdown();
+        for s in servers {
+            s.abort();
+        }
+        self.broadcaster
+            .shutdown_within(Duration::from_secs(5))
+            .await;
+        outcome
+    }
+
+    async fn run_controllers(
+        &self,
+        shutdown: Shared<BoxFuture<'static, ()>>,
+    ) -> Result<(), ManagerError> {
+        self.factory.start()?;
+        log::info!("waiting for informer caches to sync");
+        tokio::select! {
+            synced = self.factory.wait_for_cache_sync(self.options.sync_timeout) => {
+                if !synced {
+                    return Err(ManagerError::CacheSync(self.options.sync_timeout));
+                }
+            }
+            _ = shutdown.clone() => return Ok(()),
+        }
+        crate::memory::release_free_memory();
+        self.readiness.synced.store(true, Relaxed);
+        log::info!("caches synced");
+
+        let Some(election) = &self.options.leader_election else {
+            self.set_leading(true);
+            self.run_all(shutdown).await;
+            return Ok(());
+        };
+        let identity = format!(
+            "{}_{}",
+            self.options.instance,
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut elector = LeaderElector::new(
+            self.client.clone(),
+            &election.namespace,
+            &election.name,
+            &identity,
+            election.timing.clone(),
+        );
+        self.readiness.standby.store(true, Relaxed);
+        log::info!(
+            "standing by for lease {}/{} as {identity}",
+            election.namespace,
+            election.name
+        );
+        tokio::select! {
+            _ = elector.acquire() => {}
+            _ = shutdown.clone() => return Ok(()),
+        }
+        self.set_leading(true);
+        let work = self.run_all(shutdown);
+        tokio::select! {
+            _ = work => {
+                self.set_leading(false);
+                elector.release().await;
+                Ok(())
+            }
+            lost = elector.hold() => {
+                // Dropping `work` aborts every worker at once.
+                self.set_leading(false);
+                log::error!("{lost}; stopping all work now");
+                Err(ManagerError::LeaseLost(format!("{}/{}", election.namespace, election.name)))
+            }
+        }
+    }
+
+    /// Runs every controller until `shutdown`, then waits for their drains.
+    async fn run_all(&self, shutdown: Shared<BoxFuture<'static, ()>>) {
+        let runs = self.controllers.iter().map(|c| {
+            log::info!("starting controller {}", c.name());
+            c.clone()
+                .run(shutdown.clone().boxed(), self.options.drain_timeout)
+        });
+        futures::future::join_all(runs).await;
+    }
+
+    fn set_leading(&self, leading: bool) {
+        self.readiness.leading.store(leading, Relaxed);
+        self.metrics.set_leader(leading);
+    }
+
+    /// Binds and spawns the metrics and probe servers.
+    async fn serve(&self) -> Result<Vec<tokio::task::JoinHandle<()>>, ManagerError> {
+        let (metrics_at, health_at) = (self.options.metrics_address, self.options.health_address);
+        let mut servers = Vec::new();
+        let mut plan: Vec<(&'static str, SocketAddr, bool, bool)> = Vec::new();
+        match (metrics_at, health_at) {
+            (Some(m), Some(h)) if m == h => plan.push(("metrics and health probes", m, true, true)),
+            (m, h) => {
+                plan.extend(m.map(|a| ("metrics", a, true, false)));
+                plan.extend(h.map(|a| ("health probes", a, false, true)));
+            }
+        }
+        for (what, address, metrics, probes) in plan {
+            let listener =
+                TcpListener::bind(address)
+                    .await
+                    .map_err(|source| ManagerError::Bind {
+                        what,
+                        address,
+                        source,
+                    })?;
+            log::info!("serving {what} on {address}");
+            let (m, r, f) = (
+                self.metrics.clone(),
+                self.readiness.clone(),
+                self.factory.clone(),
+            );
+            let routes =
+                move |path: &str| route(path, metrics.then_some(&*m), probes.then_some((&*r, &*f)));
+            servers.push(tokio::spawn(server::serve(
+                listener,
+                routes,
+                self.options.server.clone(),
+            )));
+        }
+        Ok(servers)
+    }
+}
+
+fn route(
+    path: &str,
+    metrics: Option<&Metrics>,
+    probes: Option<(&Readiness, &SharedInformerFactory)>,
+) -> server::Reply {
+    const TEXT: &str = "text/plain; charset=utf-8";
+    match (path, metrics, probes) {
+        ("/metrics", Some(m), _) => (
+            StatusCode::OK,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            m.encode(),
+        ),
+        ("/healthz", _, Some(_)) => (StatusCode::OK, TEXT, "ok\n".into()),
+        ("/readyz", _, Some((r, factory))) => {
+            let synced = r.synced.load(Relaxed) && factory.required_synced();
+            let active = r.leading.load(Relaxed) || r.standby.load(Relaxed);
+            match (synced, active) {
+                (true, true) => (StatusCode::OK, TEXT, "ok\n".into()),
+                (false, _) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    TEXT,
+                    "informer caches not synced\n".into(),
+                ),
+                (true, false) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    TEXT,
+                    "not running controllers\n".into(),
+                ),
+            }
+        }
+        _ => (StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+    }
+}

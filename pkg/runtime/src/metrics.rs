@@ -1,0 +1,152 @@
+//! The manager's metrics, encoded by `prometheus-client`.
+//!
+//! | metric | type | meaning |
+//! | --- | --- | --- |
+//! | `workqueue_*{name}` | | client-go's work-queue metrics, one `name` per controller (see `pkg/workqueue`) |
+//! | `<prefix>_reconcile_total{controller,result}` | counter | reconciles by `success` / `error` |
+//! | `<prefix>_reconcile_duration_seconds{controller}` | histogram | time per reconcile, 1 ms to 10 min |
+//! | `<prefix>_informer_synced{kind}` | gauge | 1 once an informer's cache holds a complete LIST |
+//! | `<prefix>_leader` | gauge | 1 while this process holds the leader Lease (or runs without election) |
+//!
+//! Controllers add their own metrics with [`Metrics::register`].
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
+
+use cache::SharedInformerFactory;
+
+/// Reconcile durations: 1 ms to 10 minutes (a Helm install can take that).
+const RECONCILE_BUCKETS: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0,
+];
+
+type ControllerResult = [(&'static str, String); 2];
+type ControllerLabel = [(&'static str, String); 1];
+
+/// The registry behind `/metrics` and the series the runtime keeps itself.
+pub struct Metrics {
+    prefix: String,
+    registry: Mutex<Registry>,
+    reconciles: Family<ControllerResult, Counter>,
+    durations: Family<ControllerLabel, Histogram>,
+    leader: Gauge,
+    /// The work queues' metrics; every controller's queue registers here.
+    pub(crate) queues: workqueue::metrics::Registry,
+}
+
+impl Metrics {
+    /// Metrics whose own series are named `<prefix>_...`.
+    pub(crate) fn new(prefix: &str, factory: Arc<SharedInformerFactory>) -> Self {
+        let mut registry = Registry::default();
+        let reconciles = Family::<ControllerResult, Counter>::default();
+        let durations: Family<ControllerLabel, Histogram> =
+            Family::new_with_constructor(|| Histogram::new(RECONCILE_BUCKETS));
+        let leader = Gauge::default();
+        let queues = workqueue::metrics::Registry::new();
+        registry.register(
+            format!("{prefix}_reconcile"),
+            "Reconciles by controller and result",
+            reconciles.clone(),
+        );
+        registry.register(
+            format!("{prefix}_reconcile_duration_seconds"),
+            "Time per reconcile",
+            durations.clone(),
+        );
+        registry.register(
+            format!("{prefix}_leader"),
+            "1 while this process holds the leader lease",
+            leader.clone(),
+        );
+        registry.register_collector(Box::new(queues.clone()));
+        registry.register_collector(Box::new(InformerSynced {
+            name: format!("{prefix}_informer_synced"),
+            factory,
+        }));
+        Metrics {
+            prefix: prefix.to_string(),
+            registry: Mutex::new(registry),
+            reconciles,
+            durations,
+            leader,
+            queues,
+        }
+    }
+
+    /// Adds a controller's own metric as `<prefix>_<name>`.
+    pub fn register(&self, name: &str, help: &str, metric: impl Metric) {
+        self.registry
+            .lock()
+            .register(format!("{}_{name}", self.prefix), help, metric);
+    }
+
+    /// Records one reconcile of `controller`.
+    pub(crate) fn reconciled(&self, controller: &str, ok: bool, took: std::time::Duration) {
+        let result = if ok { "success" } else { "error" };
+        self.reconciles
+            .get_or_create(&[
+                ("controller", controller.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        self.durations
+            .get_or_create(&[("controller", controller.to_string())])
+            .observe(took.as_secs_f64());
+    }
+
+    /// Sets `<prefix>_leader`.
+    pub(crate) fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
+    /// Everything, in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry.lock());
+        out
+    }
+}
+
+/// `<prefix>_informer_synced{kind}`, read from the factory at scrape time.
+struct InformerSynced {
+    name: String,
+    factory: Arc<SharedInformerFactory>,
+}
+
+impl std::fmt::Debug for InformerSynced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InformerSynced")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Collector for InformerSynced {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut family = encoder.encode_descriptor(
+            &self.name,
+            "1 once the informer's cache holds a complete LIST",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        let mut seen = std::collections::BTreeMap::<String, bool>::new();
+        for i in self.factory.synced() {
+            // Several informers of one kind (other selectors): synced when all are.
+            let all = seen.entry(i.kind).or_insert(true);
+            *all &= i.synced;
+        }
+        for (kind, synced) in seen {
+            ConstGauge::new(i64::from(synced)).encode(family.encode_family(&[("kind", kind)])?)?;
+        }
+        Ok(())
+    }
+}

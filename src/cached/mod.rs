@@ -1,0 +1,7 @@
+//! What the operator caches of the cluster, in lean types shared by both
+//! jobs: the objects' fields that are read (`objects`), Helm's release
+//! storage decoded (`helm`), and Kubernetes quantities (`quantity`).
+
+pub mod helm;
+pub mod objects;
+pub mod quantity;

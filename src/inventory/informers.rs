@@ -1,0 +1,71 @@
+//! The informers the collector reads, all from the shared factory, and the
+//! collector's view of their caches. (The Hosstedproject informer is the
+//! controller's own: `collect` runs without the CRD.)
+
+use std::sync::Arc;
+
+use cache::{InformerOptions, SharedInformer, SharedInformerFactory};
+
+use super::collector::{Caches, RELEASE_INDEX, release_index};
+use crate::cached::objects::{
+    HelmRelease, HelmReleaseConfigMap, Ingress, Namespace, PersistentVolumeClaim, Pod, Service,
+    UuidSecret,
+};
+
+/// Helm releases by label `owner=helm`, `uuid` Secrets by name, the rest of
+/// their kind in every namespace — each cached as its lean type.
+pub struct Informers {
+    pub namespaces: Arc<SharedInformer<Namespace>>,
+    pub releases: Arc<SharedInformer<HelmRelease>>,
+    pub release_configmaps: Option<Arc<SharedInformer<HelmReleaseConfigMap>>>,
+    pub uuid_secrets: Arc<SharedInformer<UuidSecret>>,
+    pub pods: Arc<SharedInformer<Pod>>,
+    pub services: Arc<SharedInformer<Service>>,
+    pub pvcs: Arc<SharedInformer<PersistentVolumeClaim>>,
+    pub ingresses: Arc<SharedInformer<Ingress>>,
+}
+
+impl Informers {
+    /// Asks `factory` for every informer (shared with any other controller
+    /// asking for the same), and indexes the release members.
+    pub fn new(factory: &SharedInformerFactory, configmap_driver: bool) -> Self {
+        // Release Secrets are large (a gzip'd release, base64'd twice): small
+        // LIST pages keep the transient decode buffers small.
+        fn helm<K>() -> InformerOptions<K> {
+            let mut o = InformerOptions::default().labels("owner=helm");
+            o.list_watch.page_size = 50;
+            o
+        }
+        let i = Informers {
+            namespaces: factory.informer(InformerOptions::default()),
+            releases: factory.informer(helm()),
+            release_configmaps: configmap_driver.then(|| factory.informer(helm())),
+            uuid_secrets: factory.informer(InformerOptions::default().fields("metadata.name=uuid")),
+            pods: factory.informer(InformerOptions::default()),
+            services: factory.informer(InformerOptions::default()),
+            pvcs: factory.informer(InformerOptions::default()),
+            ingresses: factory.informer(InformerOptions::default()),
+        };
+        i.pods.store().add_index(RELEASE_INDEX, release_index());
+        i.services.store().add_index(RELEASE_INDEX, release_index());
+        i.pvcs.store().add_index(RELEASE_INDEX, release_index());
+        i.ingresses
+            .store()
+            .add_index(RELEASE_INDEX, release_index());
+        i
+    }
+
+    /// The collector's view of these informers' caches.
+    pub fn caches(&self) -> Caches {
+        Caches {
+            namespaces: self.namespaces.store(),
+            releases: self.releases.store(),
+            release_configmaps: self.release_configmaps.as_ref().map(|i| i.store()),
+            uuid_secrets: self.uuid_secrets.store(),
+            pods: self.pods.store(),
+            services: self.services.store(),
+            pvcs: self.pvcs.store(),
+            ingresses: self.ingresses.store(),
+        }
+    }
+}

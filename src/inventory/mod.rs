@@ -1,0 +1,202 @@
+//! Job 1, the inventory: every Helm release of the cluster, with its pods,
+//! services, volumes and ingresses, reported to the Hossted API for each
+//! Hosstedproject.
+//!
+//! [`controller`] wires it in the shape of `k8s.io/sample-controller`: it
+//! asks the manager's shared factory for the informers and registers
+//! handlers that only enqueue; [`Inventory`]'s `reconcile` holds the logic.
+//!
+//! Any relevant change — a Helm release, a pod, a service, a volume, an
+//! ingress, a namespace, a `uuid` Secret — enqueues every Hosstedproject
+//! after a short window, so a burst (a `helm upgrade` touching many objects)
+//! becomes one reconcile. The safety resync enqueues them every
+//! `RECONCILE_DURATION` as well; it is not the mechanism.
+
+pub mod collector;
+mod informers;
+pub mod ledger;
+pub mod payload;
+pub mod poster;
+mod reconciler;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::Hosstedproject;
+use cache::{Event, HandlerFn, InformerOptions, SharedInformer, SharedInformerFactory};
+use kube::{Api, Client, Resource, ResourceExt};
+use runtime::{Controller, Manager};
+
+pub use informers::Informers;
+pub use reconciler::{ApiRequests, Inventory, SyncError};
+
+use collector::Context;
+use ledger::Ledger;
+use poster::Poster;
+
+/// What the inventory needs besides the cluster and the API.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub email_id: String,
+    pub org_id: String,
+    pub context_name: String,
+    /// Safety resync period (`RECONCILE_DURATION`).
+    pub resync: Duration,
+    /// Events within this window after the first one become one reconcile.
+    pub coalesce: Duration,
+    /// Also watch Helm's configmap storage driver.
+    pub configmap_driver: bool,
+    /// Concurrent reconciles.
+    pub workers: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            email_id: String::new(),
+            org_id: String::new(),
+            context_name: String::new(),
+            resync: runtime::DEFAULT_RESYNC,
+            coalesce: Duration::from_millis(500),
+            configmap_driver: false,
+            workers: 2,
+        }
+    }
+}
+
+/// The inventory controller, its informers requested from `manager`'s
+/// shared factory and its handlers registered; `manager.add` it.
+pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Controller<Inventory> {
+    let factory = manager.factory();
+    let projects = factory.informer::<Hosstedproject>(InformerOptions::default());
+    let informers = Informers::new(factory, settings.configmap_driver);
+    let api_requests = ApiRequests::default();
+    manager.metrics().register(
+        "api_requests",
+        "Requests to the Hossted API by endpoint and HTTP status",
+        api_requests.clone(),
+    );
+    let inventory = Inventory {
+        client: manager.client(),
+        projects: projects.store(),
+        caches: informers.caches(),
+        recorder: manager.recorder(),
+        poster: Arc::new(poster),
+        settings: settings.clone(),
+        ledger: Ledger::default(),
+        api_requests,
+    };
+    let controller = Controller::new(manager, "hosstedproject", inventory)
+        .workers(settings.workers)
+        .resync_every(settings.resync, &projects);
+
+    // A Hosstedproject: on creation, when its spec changes (its generation
+    // moves; our own status writes do not move it), and when it is deleted.
+    let queue = controller.queue();
+    projects.add_event_handler(HandlerFn(move |e: &Event<Hosstedproject>| match e {
+        Event::Add(hp) | Event::Delete(hp) => queue.add(hp.name_any()),
+        Event::Update { old, new } if old.metadata.generation != new.metadata.generation => {
+            queue.add(new.name_any())
+        }
+        Event::Update { .. } => {}
+    }));
+    let i = &informers;
+    let window = settings.coalesce;
+    enqueue_projects_on_change(&controller, &projects, &i.namespaces, window);
+    enqueue_projects_on_change(&controller, &projects, &i.releases, window);
+    enqueue_projects_on_change(&controller, &projects, &i.uuid_secrets, window);
+    enqueue_projects_on_change(&controller, &projects, &i.pods, window);
+    enqueue_projects_on_change(&controller, &projects, &i.services, window);
+    enqueue_projects_on_change(&controller, &projects, &i.pvcs, window);
+    enqueue_projects_on_change(&controller, &projects, &i.ingresses, window);
+    if let Some(cm) = &i.release_configmaps {
+        enqueue_projects_on_change(&controller, &projects, cm, window);
+    }
+    controller
+}
+
+/// Any change of a `K` enqueues every Hosstedproject after the coalescing
+/// window. Updates that change nothing (same resourceVersion: a resync or a
+/// relist) are ignored.
+fn enqueue_projects_on_change<K>(
+    controller: &Controller<Inventory>,
+    projects: &SharedInformer<Hosstedproject>,
+    informer: &SharedInformer<K>,
+    window: Duration,
+) where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let queue = controller.queue();
+    let projects = projects.store();
+    informer.add_event_handler(HandlerFn(move |e: &Event<K>| {
+        if let Event::Update { old, new } = e
+            && old.meta().resource_version == new.meta().resource_version
+        {
+            return;
+        }
+        for key in projects.list_keys() {
+            queue.add_after(key, window);
+        }
+    }));
+}
+
+/// `hossted-operator collect`: the apps payloads for the cluster as it is
+/// now, with the cluster UUID of an existing Hosstedproject if there is one.
+pub async fn collect_once(
+    client: Client,
+    email_id: &str,
+    configmap_driver: bool,
+    timeout: Duration,
+) -> Result<Vec<payload::AppPayload>, String> {
+    // A cluster without the CRD has no Hosstedproject: that is fine here.
+    let project = match Api::<Hosstedproject>::all(client.clone())
+        .list(&Default::default())
+        .await
+    {
+        Ok(list) => list.items.into_iter().next(),
+        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) => return Err(format!("cannot list Hosstedprojects: {e}")),
+    };
+    let factory = SharedInformerFactory::new(client, None);
+    let informers = Informers::new(&factory, configmap_driver);
+    factory.start().map_err(|e| e.to_string())?;
+    if !factory.wait_for_cache_sync(timeout).await {
+        return Err(format!(
+            "caches did not sync within {timeout:?}; check access to the cluster"
+        ));
+    }
+    let status = project
+        .as_ref()
+        .and_then(|p| p.status.clone())
+        .unwrap_or_default();
+    let deny = project
+        .map(|p| p.spec.deny_namespaces.clone())
+        .unwrap_or_default();
+    let collection = collector::collect(
+        &informers.caches(),
+        &Context {
+            cluster_uuid: &status.cluster_uuid,
+            email_id,
+            deny_namespaces: &deny,
+            known: &status.helm_status,
+        },
+        &mut |_, _| uuid::Uuid::new_v4().to_string(),
+    );
+    for bad in &collection.invalid {
+        log::warn!(
+            "cannot decode Helm release Secret {}/{}: {}",
+            bad.namespace,
+            bad.secret,
+            bad.error
+        );
+    }
+    factory.shutdown();
+    Ok(collection.apps.into_iter().map(|a| a.payload).collect())
+}

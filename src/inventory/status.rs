@@ -1,0 +1,171 @@
+//! The Hosstedproject's status as the inventory writes it: the `Ready`
+//! condition with its reasons, and the merge patch that writes it.
+
+use apis::HosstedprojectStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde::Serialize;
+
+/// Every reason of the `Ready` condition and of the Events the inventory
+/// writes (listed in the README).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// Condition (True): every release is reported.
+    Reporting,
+    /// Condition (False) and Event: `spec.stop` is set.
+    Stopped,
+    /// Condition (False) and Warning: the API did not answer, or 429/5xx.
+    ApiUnavailable,
+    /// Condition (False) and Warning: the API refused a payload (4xx).
+    ApiRejected,
+    /// Event: the cluster was registered.
+    ClusterRegistered,
+    /// Event: apps were POSTed.
+    AppsReported,
+    /// Warning: a Helm release's storage could not be decoded.
+    InvalidRelease,
+}
+
+impl Reason {
+    /// Every reason, in README order.
+    pub const ALL: [Reason; 7] = [
+        Reason::Reporting,
+        Reason::Stopped,
+        Reason::ApiUnavailable,
+        Reason::ApiRejected,
+        Reason::ClusterRegistered,
+        Reason::AppsReported,
+        Reason::InvalidRelease,
+    ];
+
+    /// The CamelCase string the API shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Reporting => "Reporting",
+            Reason::Stopped => "Stopped",
+            Reason::ApiUnavailable => "ApiUnavailable",
+            Reason::ApiRejected => "ApiRejected",
+            Reason::ClusterRegistered => "ClusterRegistered",
+            Reason::AppsReported => "AppsReported",
+            Reason::InvalidRelease => "InvalidRelease",
+        }
+    }
+}
+
+/// Whether the `Ready` condition has this value and reason.
+pub fn is_ready(status: &HosstedprojectStatus, value: bool, reason: Reason) -> bool {
+    status.conditions.iter().any(|c| {
+        c.type_ == "Ready" && c.status == condition_value(value) && c.reason == reason.as_str()
+    })
+}
+
+/// Sets the `Ready` condition; `lastTransitionTime` moves only when the
+/// value changes (API conventions).
+pub fn set_ready(
+    status: &mut HosstedprojectStatus,
+    value: bool,
+    reason: Reason,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let value = condition_value(value);
+    match status.conditions.iter_mut().find(|c| c.type_ == "Ready") {
+        Some(c) => {
+            if c.status != value {
+                c.last_transition_time = now;
+            }
+            c.status = value.into();
+            c.reason = reason.as_str().into();
+            c.message = message.into();
+            c.observed_generation = generation;
+        }
+        None => status.conditions.push(Condition {
+            type_: "Ready".into(),
+            status: value.into(),
+            reason: reason.as_str().into(),
+            message: message.into(),
+            last_transition_time: now,
+            observed_generation: generation,
+        }),
+    }
+}
+
+fn condition_value(value: bool) -> &'static str {
+    if value { "True" } else { "False" }
+}
+
+/// The JSON merge patch `{"status": status}`. A merge patch merges maps, so
+/// the releases of `reconcileHelmReleases` that left are named as `null`.
+/// A status that does not serialize is an error — never an empty patch
+/// (`{"status": null}` would delete the whole status).
+pub fn merge_patch<'a>(
+    status: &impl Serialize,
+    previous_releases: impl IntoIterator<Item = &'a String>,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut body = serde_json::to_value(status)?;
+    if let Some(map) = body
+        .get_mut("reconcileHelmReleases")
+        .and_then(|m| m.as_object_mut())
+    {
+        for gone in previous_releases {
+            map.entry(gone.clone()).or_insert(serde_json::Value::Null);
+        }
+    }
+    Ok(serde_json::json!({ "status": body }))
+}
+
+/// Now, as `lastReconcileTimestamp` shows it.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A value whose serialization fails, as a broken Serialize impl would.
+    pub(crate) struct Unserializable;
+
+    impl Serialize for Unserializable {
+        fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+            Err(serde::ser::Error::custom("cannot serialize this"))
+        }
+    }
+
+    #[test]
+    fn a_status_that_does_not_serialize_is_an_error_not_a_null_status() {
+        assert!(merge_patch(&Unserializable, []).is_err());
+    }
+
+    #[test]
+    fn releases_that_left_are_nulled_in_the_patch() {
+        let status = HosstedprojectStatus {
+            reconcile_helm_releases: [("a/web".to_string(), "2".to_string())].into(),
+            ..Default::default()
+        };
+        let gone = ["a/web".to_string(), "a/old".to_string()];
+        let patch = merge_patch(&status, &gone).unwrap();
+        assert_eq!(patch["status"]["reconcileHelmReleases"]["a/web"], "2");
+        assert!(patch["status"]["reconcileHelmReleases"]["a/old"].is_null());
+        assert!(
+            patch["status"]["reconcileHelmReleases"]
+                .as_object()
+                .unwrap()
+                .contains_key("a/old")
+        );
+    }
+
+    #[test]
+    fn the_transition_time_moves_only_when_the_value_does() {
+        let mut s = HosstedprojectStatus::default();
+        set_ready(&mut s, false, Reason::ApiUnavailable, "down", Some(1));
+        let first = s.conditions[0].last_transition_time.clone();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        set_ready(&mut s, false, Reason::ApiRejected, "refused", Some(1));
+        assert_eq!(s.conditions[0].last_transition_time, first);
+        assert!(is_ready(&s, false, Reason::ApiRejected));
+        set_ready(&mut s, true, Reason::Reporting, "ok", Some(2));
+        assert_ne!(s.conditions[0].last_transition_time, first);
+        assert_eq!(s.conditions.len(), 1);
+    }
+}

@@ -1,0 +1,12 @@
+//! The operator's integration tests, one binary (it links the operator
+//! once): a real kube-apiserver + etcd, real helm releases, a local receiver
+//! standing in for the Hossted API.
+
+mod cli;
+mod failures;
+mod helm_release;
+mod leader;
+mod poster;
+mod rbac;
+mod reporting;
+mod support;
