@@ -161,32 +161,6 @@ async fn collect_prints_the_apps_of_the_current_context() {
     assert_eq!(apps[0]["app_info"]["service_info"][0]["port"], 80);
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn get(url: &str) -> (u16, String) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut r = agent.get(url).call().expect("an answer");
-    (
-        r.status().as_u16(),
-        r.body_mut().read_to_string().unwrap_or_default(),
-    )
-}
-
-/// The value of the series `series` (name with labels) in a scrape.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-}
-
 #[tokio::test]
 async fn metrics_and_probes_are_served_while_reporting() {
     let f = Fixture::new().await;
@@ -214,7 +188,7 @@ async fn metrics_and_probes_are_served_while_reporting() {
     let text = eventually("the delivery in the metrics", 30, || {
         let url = metrics_url.clone();
         async move {
-            let (_, text) = tokio::task::spawn_blocking(move || get(&url)).await.ok()?;
+            let (_, text) = http_get(&url).await?;
             let delivered = sample(
                 &text,
                 "hossted_api_requests_total{endpoint=\"apps\",code=\"200\"}",
@@ -278,14 +252,16 @@ async fn metrics_and_probes_are_served_while_reporting() {
         Some(1.0)
     );
     assert_eq!(sample(&text, "hossted_leader"), Some(1.0));
-    let probes = tokio::task::spawn_blocking(move || {
-        (
-            get(&format!("http://127.0.0.1:{probe_port}/healthz")).0,
-            get(&format!("http://127.0.0.1:{probe_port}/readyz")).0,
-        )
-    })
-    .await
-    .unwrap();
+    let probes = (
+        http_get(&format!("http://127.0.0.1:{probe_port}/healthz"))
+            .await
+            .unwrap()
+            .0,
+        http_get(&format!("http://127.0.0.1:{probe_port}/readyz"))
+            .await
+            .unwrap()
+            .0,
+    );
     assert_eq!(probes, (200, 200));
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };

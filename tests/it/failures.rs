@@ -99,11 +99,12 @@ async fn a_rejected_payload_gives_a_warning_and_a_condition_without_a_retry_stor
     );
 
     // Other changes trigger reconciles, but the same payload is not re-sent.
-    for phase in ["Pending", "Running"] {
+    for phase in ["Running", "Failed"] {
+        let mark = operator.mark();
         f.set_pod_phase("apps", "web-web-0", phase).await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        operator.reconciled_since(mark).await;
     }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let posts = f.requests_to("/v1/apps");
     // The pod phase is part of the payload: each change is a new payload and
     // may be sent once; an unchanged one never twice.
@@ -133,8 +134,11 @@ async fn nothing_is_posted_while_stopped_and_reports_resume_after() {
     })
     .await;
     assert_eq!(hp.status.unwrap().app_count, 0);
+    // The upgrade is seen and reconciled — and still nothing is sent.
+    let mark = operator.mark();
     f.helm_upgrade("web", "web", "apps", "port=81");
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    operator.reconciled_since(mark).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(
         f.api.requests().is_empty(),
         "posted while stopped: {:?}",

@@ -1,7 +1,7 @@
 //! The operator end to end: real apiserver, real helm releases, a local API
 //! receiver. The main reporting scenario, an upgrade, quiet time, restart.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::support::*;
 use hossted_operator::cached::helm::decode_release;
@@ -239,7 +239,8 @@ async fn reports_each_release_once_then_only_changes_and_survives_a_restart() {
     assert!(described.contains("reported 3 app(s)"), "{described}");
     assert!(!described.contains(TOKEN));
 
-    // helm upgrade of one release: exactly one POST, for it, within 2 s.
+    // helm upgrade of one release: exactly one POST, for it. (How fast is
+    // a figure of the scale benchmark, hack/bench.sh: change-to-delivery.)
     f.helm(&[
         "upgrade",
         "web",
@@ -249,14 +250,7 @@ async fn reports_each_release_once_then_only_changes_and_survives_a_restart() {
         "--set",
         "image=docker.io/bitnami/nginx:1.27.4",
     ]);
-    let upgraded_at = Instant::now();
     let after = f.wait_requests("/v1/apps", 4, 30).await;
-    let latency = upgraded_at.elapsed();
-    println!("upgrade-to-POST latency: {latency:?}");
-    assert!(
-        latency <= Duration::from_secs(2),
-        "POST came {latency:?} after the upgrade"
-    );
     let new = after[3].json();
     assert_eq!(new["app_info"]["helm_info"]["name"], "web");
     assert_eq!(new["app_info"]["helm_info"]["revision"], 2);
@@ -270,19 +264,29 @@ async fn reports_each_release_once_then_only_changes_and_survives_a_restart() {
         "docker.io/bitnami/nginx:1.27.4"
     );
 
-    // No other change: no POST for 30 s.
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    // No other change: a reconcile (a spec edit that changes nothing
+    // reported) sends nothing, nor does anything in a short window after.
+    let mark = operator.mark();
+    f.patch_spec(
+        "cluster",
+        json!({ "denyNamespaces": ["denied", "no-such-namespace"] }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         f.requests_to("/v1/apps").len(),
         4,
         "a POST without a change"
     );
 
-    // Restart: nothing is repeated; UUIDs stay.
+    // Restart: nothing is repeated once the new process has reconciled;
+    // UUIDs stay.
     operator.stop().await;
     let before = f.api.requests().len();
     let operator = f.start_operator();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    operator.reconciled_since(0).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         f.api.requests().len(),
         before,

@@ -160,7 +160,13 @@ impl Fixture {
     }
 
     pub async fn set_stop(&self, name: &str, stop: bool) {
-        let patch = serde_json::json!({ "spec": { "stop": stop } });
+        self.patch_spec(name, serde_json::json!({ "stop": stop }))
+            .await;
+    }
+
+    /// Merges `spec` into the Hosstedproject's spec.
+    pub async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
+        let patch = serde_json::json!({ "spec": spec });
         Api::<Hosstedproject>::all(self.cp.client())
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -267,15 +273,20 @@ pub struct Operator {
 }
 
 impl Operator {
-    /// Waits until a reconcile that began after this call has finished: it
-    /// saw everything that happened before. "Nothing was sent" checks need
-    /// this first, or a stalled operator would pass them.
-    pub async fn reconciled_after_now(&self) {
+    /// A mark to take before causing an event (see [`reconciled_since`](Self::reconciled_since)).
+    pub fn mark(&self) -> u64 {
+        self.stats.started()
+    }
+
+    /// Waits until a reconcile that began after `mark` has finished: it saw
+    /// everything that happened before the mark. "Nothing was sent" checks
+    /// need this first, or a stalled operator would pass them.
+    pub async fn reconciled_since(&self, mark: u64) {
         assert!(
             self.stats
-                .wait_for_a_fresh_reconcile(Duration::from_secs(60))
+                .wait_for_reconcile_since(mark, Duration::from_secs(60))
                 .await,
-            "no reconcile ran within 60 s"
+            "no reconcile began after the mark and finished within 60 s"
         );
     }
 
@@ -313,4 +324,36 @@ pub fn by_app_name(requests: &[Recorded]) -> BTreeMap<String, serde_json::Value>
             )
         })
         .collect()
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET url`: `(status, body)`, or `None` when nothing answered.
+pub async fn http_get(url: &str) -> Option<(u16, String)> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut r = agent.get(&url).call().ok()?;
+        Some((
+            r.status().as_u16(),
+            r.body_mut().read_to_string().unwrap_or_default(),
+        ))
+    })
+    .await
+    .ok()?
+}
+
+/// The value of the series `series` (name with labels) in a scrape.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }

@@ -107,17 +107,26 @@ impl ControllerStats {
         self.finished.load(Relaxed)
     }
 
-    /// Waits until a reconcile that began after this call has finished —
-    /// i.e. one that saw everything that happened before it.
-    pub async fn wait_for_a_fresh_reconcile(&self, timeout: Duration) -> bool {
-        let begun_before = self.started();
+    /// Waits until a reconcile that began after `mark` (a [`started`](Self::started)
+    /// reading) has finished — one that saw everything that happened before
+    /// the mark was taken. `false` on timeout.
+    ///
+    /// (At most `mark` reconciles began before the mark; so once more than
+    /// `mark` have finished, one of them began after it.)
+    pub async fn wait_for_reconcile_since(&self, mark: u64, timeout: Duration) -> bool {
         tokio::time::timeout(timeout, async {
-            while self.finished() <= begun_before {
+            while self.finished() <= mark {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
         .await
         .is_ok()
+    }
+
+    /// [`wait_for_reconcile_since`](Self::wait_for_reconcile_since) now: for
+    /// a controller that reconciles without a new event (a resync).
+    pub async fn wait_for_a_fresh_reconcile(&self, timeout: Duration) -> bool {
+        self.wait_for_reconcile_since(self.started(), timeout).await
     }
 }
 
