@@ -5,3 +5,4 @@
 pub mod helm;
 pub mod objects;
 pub mod quantity;
+pub mod storage;

@@ -12,6 +12,7 @@
 //! becomes one reconcile. The safety resync enqueues them every
 //! `RECONCILE_DURATION` as well; it is not the mechanism.
 
+mod api;
 pub mod collector;
 mod informers;
 pub mod ledger;
@@ -28,8 +29,9 @@ use cache::{Event, HandlerFn, InformerOptions, SharedInformer, SharedInformerFac
 use kube::{Api, Client, Resource, ResourceExt};
 use runtime::{Controller, Manager};
 
+pub use api::{ApiRequests, HosstedApi};
 pub use informers::Informers;
-pub use reconciler::{ApiRequests, Inventory, SyncError};
+pub use reconciler::{Inventory, SyncError};
 
 use collector::Context;
 use ledger::Ledger;
@@ -82,10 +84,12 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
         projects: projects.store(),
         caches: informers.caches(),
         recorder: manager.recorder(),
-        poster: Arc::new(poster),
+        api: HosstedApi {
+            poster: Arc::new(poster),
+            requests: api_requests,
+        },
         settings: settings.clone(),
         ledger: Ledger::default(),
-        api_requests,
     };
     let controller = Controller::new(manager, "hosstedproject", inventory)
         .workers(settings.workers)

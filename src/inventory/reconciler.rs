@@ -2,25 +2,21 @@
 //! stopped? → cluster UUID → registration → collect → deliver → record
 //! status → ready.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
 use std::time::Instant;
 
 use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus};
 use cache::Store;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use record::{EventRecorder, EventType};
 use runtime::{Action, Reconciler};
-use serde::Serialize;
 
 use super::Settings;
+use super::api::HosstedApi;
 use super::collector::{self, Caches, Collection, Context};
 use super::ledger::{Ledger, ReleaseRef, Target};
 use super::payload::{ClusterRegistration, OptionsState};
-use super::poster::{Delivery, PostError, Poster};
+use super::poster::PostError;
 use super::status::{Reason, is_ready, merge_patch, now_rfc3339, set_ready};
 
 /// Why a reconcile must be retried (with backoff).
@@ -37,19 +33,15 @@ pub enum SyncError {
     },
 }
 
-/// `hossted_api_requests_total{endpoint,code}`.
-pub type ApiRequests = Family<[(&'static str, String); 2], Counter>;
-
 /// The inventory's [`Reconciler`].
 pub struct Inventory {
     pub(super) client: Client,
     pub(super) projects: Store<Hosstedproject>,
     pub(super) caches: Caches,
     pub(super) recorder: EventRecorder,
-    pub(super) poster: Arc<Poster>,
+    pub(super) api: HosstedApi,
     pub(super) settings: Settings,
     pub(super) ledger: Ledger,
-    pub(super) api_requests: ApiRequests,
 }
 
 /// One reconcile's view of its Hosstedproject.
@@ -157,7 +149,14 @@ impl Inventory {
         };
         let path = format!("/clusters/{}/register", run.status.cluster_uuid);
         if let Err(e) = self
-            .post(run.key, Target::Registration, &path, &registration)
+            .api
+            .post(
+                &self.ledger,
+                run.key,
+                Target::Registration,
+                &path,
+                &registration,
+            )
             .await?
         {
             return Ok(Err(e));
@@ -223,7 +222,14 @@ impl Inventory {
                 continue;
             }
             match self
-                .post(run.key, Target::App(release.clone()), "/apps", &app.payload)
+                .api
+                .post(
+                    &self.ledger,
+                    run.key,
+                    Target::App(release.clone()),
+                    "/apps",
+                    &app.payload,
+                )
                 .await?
             {
                 Ok(()) => {
@@ -320,64 +326,6 @@ impl Inventory {
         }
     }
 
-    /// POSTs off the async runtime. The outer error: the body does not
-    /// serialize (nothing is sent). A payload the API rejected before is
-    /// not sent again until it changes.
-    async fn post(
-        &self,
-        key: &str,
-        target: Target,
-        path: &str,
-        body: &impl Serialize,
-    ) -> Result<Result<(), PostError>, SyncError> {
-        let json = serde_json::to_vec(body).map_err(|source| SyncError::Serialize {
-            what: "a request body",
-            source,
-        })?;
-        let fingerprint = {
-            let mut h = DefaultHasher::new();
-            json.hash(&mut h);
-            h.finish()
-        };
-        if self.ledger.was_rejected(key, &target, fingerprint) {
-            return Ok(Err(PostError::Rejected {
-                path: path.to_string(),
-                status: 0,
-                body: "this payload was rejected before; it is sent again once it changes".into(),
-            }));
-        }
-        let poster = self.poster.clone();
-        let path_owned = path.to_string();
-        let result = tokio::task::spawn_blocking(move || poster.post_json(&path_owned, json))
-            .await
-            .unwrap_or_else(|e| {
-                Err(PostError::Unavailable {
-                    path: path.to_string(),
-                    reason: format!("the request task failed: {e}"),
-                    status: None,
-                })
-            });
-        let endpoint = match target {
-            Target::App(_) => "apps",
-            Target::Registration => "register",
-        };
-        let code = match &result {
-            Ok(Delivery::Delivered { status }) => status.to_string(),
-            Ok(Delivery::Printed) => "dry-run".to_string(),
-            Err(PostError::Rejected { status, .. }) => status.to_string(),
-            Err(PostError::Unavailable {
-                status: Some(s), ..
-            }) => s.to_string(),
-            Err(PostError::Unavailable { status: None, .. }) => "error".to_string(),
-        };
-        self.api_requests
-            .get_or_create(&[("endpoint", endpoint.to_string()), ("code", code)])
-            .inc();
-        let rejected = matches!(result, Err(PostError::Rejected { .. }));
-        self.ledger.verdict(key, target, fingerprint, rejected);
-        Ok(result.map(|_| ()))
-    }
-
     /// Replaces the status subresource with `run.status`.
     async fn write_status(&self, run: &Run<'_>) -> Result<(), SyncError> {
         let previous = self.ledger.newest_status(run.key, run.hp);
@@ -401,60 +349,5 @@ impl Inventory {
 
     fn event(&self, run: &Run<'_>, kind: EventType, reason: Reason, message: &str) {
         self.recorder.event(run.hp, kind, reason.as_str(), message);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::inventory::poster::ApiConfig;
-    use crate::inventory::status::tests::Unserializable;
-
-    #[tokio::test]
-    async fn a_body_that_does_not_serialize_is_an_error_and_nothing_is_sent() {
-        // An unreachable API: had anything been sent, the outcome would be
-        // `Unavailable`, not a serialization error.
-        let client =
-            Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap();
-        let inventory = Inventory {
-            client,
-            projects: Store::new(),
-            caches: Caches::new(),
-            recorder: record::EventBroadcaster::new(
-                Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap()))
-                    .unwrap(),
-            )
-            .recorder("test", "test"),
-            poster: Arc::new(Poster::new(ApiConfig {
-                base_url: "http://127.0.0.1:1/v1".into(),
-                token: "t".into(),
-                dry_run: false,
-            })),
-            settings: Settings::default(),
-            ledger: Ledger::default(),
-            api_requests: ApiRequests::default(),
-        };
-        let outcome = inventory
-            .post(
-                "p",
-                Target::Registration,
-                "/clusters/K-1/register",
-                &Unserializable,
-            )
-            .await;
-        assert!(
-            matches!(outcome, Err(SyncError::Serialize { .. })),
-            "{outcome:?}"
-        );
-        let sent: u64 = ["register"]
-            .iter()
-            .map(|e| {
-                inventory
-                    .api_requests
-                    .get_or_create(&[("endpoint", e.to_string()), ("code", "error".into())])
-                    .get()
-            })
-            .sum();
-        assert_eq!(sent, 0, "a request was attempted");
     }
 }

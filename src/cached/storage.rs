@@ -1,0 +1,154 @@
+//! Helm's release storage and the `uuid` Secrets, as cached: one revision
+//! of a release decoded from its Secret (or ConfigMap), and the UUID a
+//! namespace's `uuid` Secret holds.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
+
+use super::helm::{ReleaseSummary, decode_release};
+use super::objects::{label, lean_meta, resource};
+
+/// The `data` of a Secret as the API serves it: base64 values. Only the
+/// entry `key` is decoded and kept.
+fn secret_entry(data: &BTreeMap<String, String>, key: &str) -> Option<Result<Vec<u8>, String>> {
+    data.get(key).map(|v| {
+        base64::engine::general_purpose::STANDARD
+            .decode(v.trim())
+            .map_err(|e| format!("data.{key} is not base64: {e}"))
+    })
+}
+
+/// One revision of a Helm release, from its storage Secret
+/// (`sh.helm.release.v1.<name>.v<N>`, label `owner=helm`) or ConfigMap.
+#[derive(Clone, Debug)]
+pub struct HelmRelease {
+    pub metadata: ObjectMeta,
+    /// The decoded release, or why it could not be decoded.
+    pub release: Result<ReleaseSummary, String>,
+}
+resource!(HelmRelease, "Secret", "secrets", NamespaceResourceScope);
+
+impl<'de> Deserialize<'de> for HelmRelease {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            data: BTreeMap<String, String>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let release = match secret_entry(&raw.data, "release") {
+            None => Err("the Secret has no data.release".to_string()),
+            Some(Err(e)) => Err(e),
+            Some(Ok(payload)) => decode_release(&payload).map_err(|e| e.to_string()),
+        };
+        Ok(HelmRelease {
+            metadata: raw.metadata,
+            release,
+        })
+    }
+}
+
+impl HelmRelease {
+    /// The release name: from the payload, else Helm's `name` label.
+    pub fn release_name(&self) -> &str {
+        match &self.release {
+            Ok(r) => &r.name,
+            Err(_) => label(&self.metadata, "name"),
+        }
+    }
+
+    /// The revision: from the payload, else Helm's `version` label, else 0.
+    pub fn version(&self) -> i64 {
+        match &self.release {
+            Ok(r) => r.version,
+            Err(_) => label(&self.metadata, "version").parse().unwrap_or(0),
+        }
+    }
+}
+
+/// The same, stored by Helm's configmap driver: `data.release` is the
+/// payload itself (ConfigMap data is not base64-encoded by the API).
+#[derive(Clone, Debug)]
+pub struct HelmReleaseConfigMap(pub HelmRelease);
+
+impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            data: BTreeMap<String, String>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let release = match raw.data.get("release") {
+            None => Err("the ConfigMap has no data.release".to_string()),
+            Some(payload) => decode_release(payload.as_bytes()).map_err(|e| e.to_string()),
+        };
+        Ok(HelmReleaseConfigMap(HelmRelease {
+            metadata: raw.metadata,
+            release,
+        }))
+    }
+}
+
+impl kube::Resource for HelmReleaseConfigMap {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "ConfigMap".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "configmaps".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// A Secret named `uuid` (field selector `metadata.name=uuid`): its `uuid` key.
+#[derive(Clone, Debug)]
+pub struct UuidSecret {
+    pub metadata: ObjectMeta,
+    /// `data.uuid`, when present and valid UTF-8.
+    pub uuid: Option<String>,
+}
+resource!(UuidSecret, "Secret", "secrets", NamespaceResourceScope);
+
+impl<'de> Deserialize<'de> for UuidSecret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            data: BTreeMap<String, String>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let uuid = secret_entry(&raw.data, "uuid")
+            .and_then(Result::ok)
+            .and_then(|b| String::from_utf8(b).ok())
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        Ok(UuidSecret {
+            metadata: raw.metadata,
+            uuid,
+        })
+    }
+}

@@ -1,0 +1,282 @@
+//! The collector on in-memory stores.
+
+use super::*;
+use kube::api::ObjectMeta;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some(ns.into()),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        ..Default::default()
+    }
+}
+
+fn helm_labels(instance: &str) -> Vec<(&str, &str)> {
+    vec![(INSTANCE_LABEL, instance), (MANAGED_BY_LABEL, "Helm")]
+}
+
+fn release(ns: &str, name: &str, version: i64, status: &str, marker: bool) -> Arc<HelmRelease> {
+    Arc::new(HelmRelease {
+        metadata: meta(
+            ns,
+            &format!("sh.helm.release.v1.{name}.v{version}"),
+            &[("owner", "helm")],
+        ),
+        release: Ok(ReleaseSummary {
+            name: name.into(),
+            namespace: ns.into(),
+            version,
+            status: status.into(),
+            updated: format!("2024-02-28T01:32:3{version}.338988+05:30"),
+            chart: format!("{name}-chart"),
+            app_version: "1.0".into(),
+            hossted_helm: marker,
+        }),
+    })
+}
+
+fn namespace(c: &Caches, ns: &str) {
+    c.namespaces.upsert(Arc::new(Namespace {
+        metadata: ObjectMeta {
+            name: Some(ns.into()),
+            ..Default::default()
+        },
+    }));
+}
+
+fn pod(ns: &str, name: &str, labels: &[(&str, &str)], image: &str) -> Arc<Pod> {
+    Arc::new(Pod {
+        metadata: meta(ns, name, labels),
+        image: image.into(),
+        phase: "Running".into(),
+    })
+}
+
+/// Two releases sharing a namespace, plus noise.
+fn cluster() -> Caches {
+    let c = Caches::new();
+    for ns in ["default", "denied"] {
+        namespace(&c, ns);
+    }
+    c.releases
+        .upsert(release("default", "test", 1, "superseded", false));
+    c.releases
+        .upsert(release("default", "test", 2, "deployed", false));
+    c.releases
+        .upsert(release("default", "other", 1, "deployed", false));
+    c.releases
+        .upsert(release("denied", "hidden", 1, "deployed", false));
+    c.releases
+        .upsert(release("gone", "orphan", 1, "deployed", false)); // namespace not cached
+    c.pods.upsert(pod(
+        "default",
+        "test-keycloak-1",
+        &helm_labels("test"),
+        "keycloak:23",
+    ));
+    c.pods.upsert(pod(
+        "default",
+        "test-keycloak-0",
+        &helm_labels("test"),
+        "keycloak:23",
+    ));
+    c.pods
+        .upsert(pod("default", "other-0", &helm_labels("other"), "nginx:1"));
+    c.pods.upsert(pod(
+        "default",
+        "test-by-hand",
+        &[(INSTANCE_LABEL, "test")],
+        "x",
+    )); // not managed by Helm
+    c.pods
+        .upsert(pod("default", "no-containers", &helm_labels("other"), ""));
+    c.services.upsert(Arc::new(Service {
+        metadata: meta("default", "test-keycloak", &helm_labels("test")),
+        port: 80,
+    }));
+    c.services.upsert(Arc::new(Service {
+        metadata: meta("default", "test-headless", &helm_labels("test")),
+        port: 0,
+    }));
+    // Claim templates carry the instance label only.
+    c.pvcs.upsert(Arc::new(PersistentVolumeClaim {
+        metadata: meta(
+            "default",
+            "data-test-postgresql-0",
+            &[(INSTANCE_LABEL, "test")],
+        ),
+        size: 8_589_934_592,
+    }));
+    c.ingresses.upsert(Arc::new(Ingress {
+        metadata: meta("default", "keycloak", &helm_labels("test")),
+        domain: "keycloak.example.com".into(),
+    }));
+    c
+}
+
+fn counter() -> impl FnMut(&str, &str) -> String {
+    let mut n = 0;
+    move |_, _| {
+        n += 1;
+        format!("00000000-0000-4000-8000-{n:012}")
+    }
+}
+
+fn ctx<'a>(deny: &'a [String], known: &'a [StatusHelmInfo]) -> Context<'a> {
+    Context {
+        cluster_uuid: "K-6f1c2a4e-8a51-4d0b-9a54-2b7f0e3c9d11",
+        email_id: "ops@example.com",
+        deny_namespaces: deny,
+        known,
+    }
+}
+
+#[test]
+fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
+    let deny = vec!["denied".to_string()];
+    let got = collect(&cluster(), &ctx(&deny, &[]), &mut counter());
+    assert!(got.invalid.is_empty());
+    let names: Vec<_> = got.apps.iter().map(|a| a.status.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["other", "test"],
+        "denied and vanished namespaces are left out"
+    );
+
+    let test = serde_json::to_value(&got.apps[1].payload).unwrap();
+    assert_eq!(
+        test,
+        json!({
+            "app_api_info": {
+                "cluster_uuid": "K-6f1c2a4e-8a51-4d0b-9a54-2b7f0e3c9d11",
+                "app_uuid": "A-00000000-0000-4000-8000-000000000002",
+                "app_name": "test",
+                "email_id": "ops@example.com",
+                "type": "k8s",
+                "hossted_helm": false
+            },
+            "app_info": {
+                "helm_info": {
+                    "name": "test", "namespace": "default", "revision": 2,
+                    "updated": "2024-02-28T01:32:32.338988+05:30", "status": "deployed",
+                    "chart": "test-chart", "appVersion": "1.0"
+                },
+                "pod_info": [
+                    { "name": "test-keycloak-0", "namespace": "default", "image": "keycloak:23", "status": "Running" },
+                    { "name": "test-keycloak-1", "namespace": "default", "image": "keycloak:23", "status": "Running" }
+                ],
+                "service_info": [
+                    { "name": "test-headless", "namespace": "default", "port": 0 },
+                    { "name": "test-keycloak", "namespace": "default", "port": 80 }
+                ],
+                "volume_info": [
+                    { "name": "data-test-postgresql-0", "namespace": "default", "size": 8589934592u64 }
+                ],
+                "ingress_info": [
+                    { "name": "keycloak", "namespace": "default", "domain": "keycloak.example.com" }
+                ]
+            }
+        })
+    );
+    let other = serde_json::to_value(&got.apps[0].payload.app_info).unwrap();
+    assert_eq!(
+        other["pod_info"],
+        json!([
+            { "name": "no-containers", "namespace": "default", "image": "", "status": "Running" },
+            { "name": "other-0", "namespace": "default", "image": "nginx:1", "status": "Running" }
+        ])
+    );
+    for list in ["service_info", "volume_info", "ingress_info"] {
+        assert_eq!(other[list], json!([]), "{list} is [] not null");
+    }
+    assert_eq!(got.apps[1].status.revision, 2);
+    assert_eq!(
+        got.apps[1].status.app_uuid,
+        got.apps[1].payload.app_api_info.app_uuid
+    );
+}
+
+#[test]
+fn app_uuids_are_kept_then_taken_from_the_uuid_secret_then_new() {
+    let c = Caches::new();
+    for ns in ["a", "b"] {
+        namespace(&c, ns);
+        c.uuid_secrets.upsert(Arc::new(UuidSecret {
+            metadata: meta(ns, "uuid", &[]),
+            uuid: Some(format!("{ns}{ns}{ns}-secret")),
+        }));
+    }
+    c.releases
+        .upsert(release("a", "known", 1, "deployed", true));
+    c.releases
+        .upsert(release("a", "marked", 1, "deployed", true));
+    c.releases
+        .upsert(release("b", "unmarked", 1, "deployed", false));
+    let known = vec![StatusHelmInfo {
+        name: "known".into(),
+        namespace: "a".into(),
+        app_uuid: "A-recorded".into(),
+        ..Default::default()
+    }];
+    let got = collect(&c, &ctx(&[], &known), &mut counter());
+    let uuids: Vec<(&str, &str)> = got
+        .apps
+        .iter()
+        .map(|a| (a.status.name.as_str(), a.status.app_uuid.as_str()))
+        .collect();
+    assert_eq!(
+        uuids,
+        [
+            ("known", "A-recorded"),
+            ("marked", "A-aaa-secret"),
+            ("unmarked", "A-00000000-0000-4000-8000-000000000001"),
+        ]
+    );
+}
+
+#[test]
+fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
+    let c = cluster();
+    c.releases.upsert(Arc::new(HelmRelease {
+        metadata: meta(
+            "default",
+            "sh.helm.release.v1.test.v3",
+            &[("name", "test"), ("version", "3")],
+        ),
+        release: Err("the release's gzip stream is corrupt".into()),
+    }));
+    let got = collect(&c, &ctx(&[], &[]), &mut counter());
+    assert_eq!(
+        got.invalid,
+        [InvalidRelease {
+            namespace: "default".into(),
+            secret: "sh.helm.release.v1.test.v3".into(),
+            error: "the release's gzip stream is corrupt".into(),
+        }]
+    );
+    let names: Vec<_> = got.apps.iter().map(|a| a.status.name.as_str()).collect();
+    assert_eq!(names, ["other", "hidden"], "sorted by namespace, then name");
+}
+
+#[test]
+fn a_report_is_needed_for_new_apps_and_changed_revision_or_status() {
+    let got = collect(&cluster(), &ctx(&[], &[]), &mut counter());
+    let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
+    assert!(needs_report(test, &[]));
+    let delivered = vec![test.status.clone()];
+    assert!(!needs_report(test, &delivered));
+    let mut older = test.status.clone();
+    older.revision = 1;
+    assert!(needs_report(test, &[older]));
+    let mut failed = test.status.clone();
+    failed.status = "failed".into();
+    assert!(needs_report(test, &[failed]));
+}
