@@ -2,6 +2,7 @@
 //! the manager and the controllers take. A bad value is one line naming it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -9,7 +10,7 @@ use runtime::{LeaderElection, LeaseTiming, ManagerOptions};
 
 use crate::duration;
 use crate::inventory::Settings;
-use crate::inventory::poster::ApiConfig;
+use crate::inventory::poster::{ApiConfig, Token, check_url};
 
 /// Keeps an inventory of every Helm release in a cluster — its pods,
 /// services, volumes and ingresses — and reports it to the Hossted API.
@@ -44,9 +45,18 @@ pub struct RunArgs {
     /// Base URL of the Hossted API, e.g. https://api.example.com/v1 (required unless --dry-run).
     #[arg(long, env = "HOSSTED_API_URL")]
     api_url: Option<String>,
-    /// Bearer token for the Hossted API (required unless --dry-run). Never logged.
+    /// Bearer token for the Hossted API (this or --auth-token-file, unless --dry-run). Never logged.
     #[arg(long, env = "HOSSTED_AUTH_TOKEN", hide_env_values = true)]
     auth_token: Option<String>,
+    /// A file holding the token, re-read for every request (a rotated Secret needs no restart).
+    #[arg(long, env = "HOSSTED_AUTH_TOKEN_FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// A PEM bundle trusted for the API besides the system's roots (a TLS-intercepting proxy).
+    #[arg(long, env = "HOSSTED_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// Allow a plain http:// API URL that is not loopback (the token then crosses the network in clear text).
+    #[arg(long)]
+    allow_insecure_http: bool,
     /// Owner e-mail copied into every payload (required).
     #[arg(long, env = "EMAIL_ID")]
     email_id: Option<String>,
@@ -116,12 +126,25 @@ impl RunArgs {
                     .into(),
             );
         };
-        let (base_url, token) = match (
-            self.api_url.filter(|u| !u.is_empty()),
+        let token = match (
             self.auth_token.filter(|t| !t.is_empty()),
+            self.auth_token_file.filter(|f| !f.as_os_str().is_empty()),
         ) {
-            (Some(u), Some(t)) => (u, t),
-            _ if self.dry_run => (String::new(), String::new()),
+            (Some(_), Some(_)) => {
+                return Err(
+                    "both HOSSTED_AUTH_TOKEN and HOSSTED_AUTH_TOKEN_FILE are set: give one".into(),
+                );
+            }
+            (Some(t), None) => Some(Token::Inline(t)),
+            (None, Some(f)) => Some(Token::File(f)),
+            (None, None) => None,
+        };
+        let (base_url, token) = match (self.api_url.filter(|u| !u.is_empty()), token) {
+            (Some(u), Some(t)) => {
+                check_url(&u, self.allow_insecure_http)?;
+                (u, t)
+            }
+            _ if self.dry_run => (String::new(), Token::Inline(String::new())),
             (None, _) => {
                 return Err(
                     "missing HOSSTED_API_URL (or --api-url); use --dry-run to print requests instead"
@@ -130,7 +153,7 @@ impl RunArgs {
             }
             (_, None) => {
                 return Err(
-                    "missing HOSSTED_AUTH_TOKEN (or --auth-token); use --dry-run to print requests instead"
+                    "missing HOSSTED_AUTH_TOKEN or HOSSTED_AUTH_TOKEN_FILE (or --auth-token, --auth-token-file); use --dry-run to print requests instead"
                         .into(),
                 );
             }
@@ -192,6 +215,7 @@ impl RunArgs {
             api: ApiConfig {
                 base_url,
                 token,
+                ca_file: self.ca_file,
                 dry_run: self.dry_run,
             },
         })

@@ -97,12 +97,12 @@ async fn run(args: RunArgs) -> ExitCode {
         },
         config.inventory.workers
     );
+    let poster = match Poster::new(config.api) {
+        Ok(p) => p,
+        Err(e) => return usage(&e),
+    };
     let mut manager = Manager::new(client, config.manager);
-    manager.add(inventory::controller(
-        &manager,
-        config.inventory,
-        Poster::new(config.api),
-    ));
+    manager.add(inventory::controller(&manager, config.inventory, poster));
     match manager.run(runtime::shutdown_signal()).await {
         Ok(()) => {
             log::info!("stopped");

@@ -32,6 +32,9 @@ pub struct ReleaseSummary {
     pub status: String,
     /// `info.last_deployed` as Helm stored it (RFC 3339 with its offset).
     pub updated: String,
+    /// `info.first_deployed` as Helm stored it: the same on every revision
+    /// of one installation, new when the release is installed again.
+    pub first_deployed: String,
     /// `chart.metadata.name`.
     pub chart: String,
     /// `chart.metadata.appVersion` (empty when the chart has none).
@@ -77,6 +80,8 @@ struct Info {
     status: String,
     #[serde(default)]
     last_deployed: String,
+    #[serde(default)]
+    first_deployed: String,
 }
 
 #[derive(Deserialize)]
@@ -120,6 +125,7 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
         version: r.version.ok_or(Error::Missing("version"))?,
         status: r.info.status,
         updated: r.info.last_deployed,
+        first_deployed: r.info.first_deployed,
         hossted_helm: has_hossted_marker(&r.manifest),
         app_version: meta
             .as_ref()
@@ -212,6 +218,7 @@ mod tests {
             version: 3,
             status: "deployed".into(),
             updated: "2024-02-28T01:32:37.338988+05:30".into(),
+            first_deployed: "2024-02-27T10:00:00.1+05:30".into(),
             chart: "keycloak".into(),
             app_version: "23.0.5".into(),
             hossted_helm,

@@ -94,11 +94,7 @@ mod tests {
         // An unreachable API: had anything been sent, it would be counted
         // (code "error") and the outcome `Unavailable`.
         let api = HosstedApi {
-            poster: Arc::new(Poster::new(ApiConfig {
-                base_url: "http://127.0.0.1:1/v1".into(),
-                token: "t".into(),
-                dry_run: false,
-            })),
+            poster: Arc::new(Poster::new(ApiConfig::new("http://127.0.0.1:1/v1", "t")).unwrap()),
             requests: ApiRequests::default(),
         };
         let ledger = Ledger::default();

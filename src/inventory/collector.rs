@@ -101,6 +101,8 @@ pub struct App {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidRelease {
     pub namespace: String,
+    /// The release (from Helm's `name` label).
+    pub release: String,
     /// The storage Secret (or ConfigMap) that could not be decoded.
     pub secret: String,
     pub error: String,
@@ -115,14 +117,8 @@ pub struct Collection {
 }
 
 /// Builds one [`App`] per Helm release in a namespace that exists and is not
-/// denied, from the release's latest revision. `new_uuid(namespace, name)`
-/// gives the UUID (without the `A-` prefix) of a release that has none yet —
-/// the caller keeps it stable until it is delivered.
-pub fn collect(
-    c: &Caches,
-    ctx: &Context<'_>,
-    new_uuid: &mut dyn FnMut(&str, &str) -> String,
-) -> Collection {
+/// denied, from the release's latest revision.
+pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
     // The latest revision of each release: (namespace, name) -> storage object.
     let mut latest: HashMap<(String, String), Arc<HelmRelease>> = HashMap::new();
     let from_configmaps = c
@@ -154,10 +150,15 @@ pub fn collect(
     let mut out = Collection::default();
     for ((namespace, name), storage) in latest {
         match &storage.release {
-            Ok(release) => out.apps.push(app(c, ctx, &namespace, release, new_uuid)),
+            Ok(release) => out.apps.push(app(c, ctx, &namespace, release)),
             Err(error) => out.invalid.push(InvalidRelease {
                 namespace,
-                secret: storage.metadata.name.clone().unwrap_or(name),
+                secret: storage
+                    .metadata
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| name.clone()),
+                release: name,
                 error: error.clone(),
             }),
         }
@@ -165,13 +166,7 @@ pub fn collect(
     out
 }
 
-fn app(
-    c: &Caches,
-    ctx: &Context<'_>,
-    namespace: &str,
-    r: &ReleaseSummary,
-    new_uuid: &mut dyn FnMut(&str, &str) -> String,
-) -> App {
+fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> App {
     let key = format!("{namespace}/{}", r.name);
     let helm_managed = |meta: &kube::api::ObjectMeta| label(meta, MANAGED_BY_LABEL) == "Helm";
     let name_of = |meta: &kube::api::ObjectMeta| meta.name.clone().unwrap_or_default();
@@ -227,7 +222,7 @@ fn app(
         .collect();
     ingress_info.sort_by(|a, b| a.name.cmp(&b.name));
 
-    let app_uuid = app_uuid(c, ctx, namespace, r, new_uuid);
+    let app_uuid = app_uuid(c, ctx, namespace, r);
     App {
         status: StatusHelmInfo {
             name: r.name.clone(),
@@ -270,14 +265,9 @@ fn app(
 
 /// API.md's rule: the UUID already recorded for this release; else, for a
 /// release carrying the hossted marker in a namespace with a `uuid` Secret,
-/// `A-` + that Secret's `uuid`; else a new one.
-fn app_uuid(
-    c: &Caches,
-    ctx: &Context<'_>,
-    namespace: &str,
-    r: &ReleaseSummary,
-    new_uuid: &mut dyn FnMut(&str, &str) -> String,
-) -> String {
+/// `A-` + that Secret's `uuid`; else derived — the same on every send,
+/// retry, restart or change of leader, with nothing to remember.
+fn app_uuid(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> String {
     if let Some(known) = ctx
         .known
         .iter()
@@ -293,7 +283,56 @@ fn app_uuid(
     {
         return format!("A-{uuid}");
     }
-    format!("A-{}", new_uuid(namespace, &r.name))
+    derived_app_uuid(ctx.cluster_uuid, namespace, &r.name, &r.first_deployed)
+}
+
+/// `A-` + the version-5 UUID of `<namespace>/<name>/<first deployed>` in
+/// the UUID namespace of the cluster UUID (the part after `K-`; the nil UUID
+/// when there is none yet, as for `hossted-operator collect`). A release
+/// installed again (a new first-deployed time) is a new app.
+pub fn derived_app_uuid(
+    cluster_uuid: &str,
+    namespace: &str,
+    name: &str,
+    first_deployed: &str,
+) -> String {
+    let space = cluster_uuid
+        .strip_prefix("K-")
+        .and_then(|u| uuid::Uuid::parse_str(u).ok())
+        .unwrap_or_default();
+    let key = format!("{namespace}/{name}/{first_deployed}");
+    format!("A-{}", uuid::Uuid::new_v5(&space, key.as_bytes()))
+}
+
+/// The payload that tells the API a delivered release is gone: what the
+/// status recorded of it, with status `uninstalled` and empty lists (its
+/// objects went with it).
+pub fn uninstalled(known: &StatusHelmInfo, cluster_uuid: &str, email_id: &str) -> AppPayload {
+    AppPayload {
+        app_api_info: AppApiInfo {
+            cluster_uuid: cluster_uuid.to_string(),
+            app_uuid: known.app_uuid.clone(),
+            app_name: known.name.clone(),
+            email_id: email_id.to_string(),
+            kind: "k8s".into(),
+            hossted_helm: known.hossted_helm,
+        },
+        app_info: AppInfo {
+            helm_info: HelmInfo {
+                name: known.name.clone(),
+                namespace: known.namespace.clone(),
+                revision: known.revision,
+                updated: known.updated.clone(),
+                status: "uninstalled".into(),
+                chart: known.chart.clone(),
+                app_version: known.app_version.clone(),
+            },
+            pod_info: Vec::new(),
+            service_info: Vec::new(),
+            volume_info: Vec::new(),
+            ingress_info: Vec::new(),
+        },
+    }
 }
 
 /// Whether `app` must be POSTed: it is new, or its revision or status

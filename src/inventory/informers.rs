@@ -8,12 +8,15 @@ use cache::{InformerOptions, SharedInformer, SharedInformerFactory};
 
 use super::collector::{Caches, RELEASE_INDEX, release_index};
 use crate::cached::objects::{
-    HelmRelease, HelmReleaseConfigMap, Ingress, Namespace, PersistentVolumeClaim, Pod, Service,
-    UuidSecret,
+    HelmRelease, HelmReleaseConfigMap, Ingress, MANAGED_BY_LABEL, Namespace, PersistentVolumeClaim,
+    Pod, Service, UuidSecret,
 };
 
-/// Helm releases by label `owner=helm`, `uuid` Secrets by name, the rest of
-/// their kind in every namespace — each cached as its lean type.
+/// Helm releases by label `owner=helm`, `uuid` Secrets by name; pods,
+/// services and ingresses by label `app.kubernetes.io/managed-by=Helm` (API.md's
+/// membership rule: the cache, and the events, stay proportional to the
+/// releases, not to the cluster); PVCs (claim templates carry only the
+/// instance label) and namespaces all — each cached as its lean type.
 pub struct Informers {
     pub namespaces: Arc<SharedInformer<Namespace>>,
     pub releases: Arc<SharedInformer<HelmRelease>>,
@@ -36,15 +39,18 @@ impl Informers {
             o.list_watch.page_size = 50;
             o
         }
+        fn managed_by_helm<K>() -> InformerOptions<K> {
+            InformerOptions::default().labels(&format!("{MANAGED_BY_LABEL}=Helm"))
+        }
         let i = Informers {
             namespaces: factory.informer(InformerOptions::default()),
             releases: factory.informer(helm()),
             release_configmaps: configmap_driver.then(|| factory.informer(helm())),
             uuid_secrets: factory.informer(InformerOptions::default().fields("metadata.name=uuid")),
-            pods: factory.informer(InformerOptions::default()),
-            services: factory.informer(InformerOptions::default()),
+            pods: factory.informer(managed_by_helm()),
+            services: factory.informer(managed_by_helm()),
             pvcs: factory.informer(InformerOptions::default()),
-            ingresses: factory.informer(InformerOptions::default()),
+            ingresses: factory.informer(managed_by_helm()),
         };
         i.pods.store().add_index(RELEASE_INDEX, release_index());
         i.services.store().add_index(RELEASE_INDEX, release_index());

@@ -1,7 +1,7 @@
 //! What the inventory controller remembers between reconciles of a
 //! Hosstedproject, beyond what its status says: the status it wrote last
-//! (the lister may lag behind its own write), the payloads the API rejected,
-//! and the app UUIDs given to releases not delivered yet.
+//! (the lister may lag behind its own write) and the payloads the API
+//! rejected. (App UUIDs need no memory: they are derived, see the collector.)
 //!
 //! Typed keys throughout: a [`ReleaseRef`] names a release, a [`Target`] says
 //! what a POST is about — nothing is `format!`ed into a string and parsed
@@ -52,9 +52,6 @@ struct Project {
     /// Fingerprints of payloads the API rejected (4xx), by target: not sent
     /// again until they change.
     rejected: HashMap<Target, u64>,
-    /// UUIDs (without `A-`) given to releases not delivered yet: a retry
-    /// re-sends the same one, so the API never sees two for one release.
-    pending_uuids: HashMap<ReleaseRef, String>,
 }
 
 /// See the module docs. One per controller, keyed by Hosstedproject name.
@@ -113,22 +110,13 @@ impl Ledger {
         }
     }
 
-    /// The pending UUID of `release`, made on first request.
-    pub fn pending_uuid(&self, key: &str, release: ReleaseRef) -> String {
-        self.projects
-            .lock()
-            .entry(key.to_string())
-            .or_default()
-            .pending_uuids
-            .entry(release)
-            .or_insert_with(|| uuid::Uuid::new_v4().to_string())
-            .clone()
-    }
-
-    /// Keeps the pending UUIDs of the releases `still_pending` says are.
-    pub fn prune_pending(&self, key: &str, still_pending: impl Fn(&ReleaseRef) -> bool) {
+    /// Forgets the rejections of releases `keep` says are gone.
+    pub fn prune_rejected(&self, key: &str, keep: impl Fn(&ReleaseRef) -> bool) {
         if let Some(p) = self.projects.lock().get_mut(key) {
-            p.pending_uuids.retain(|r, _| still_pending(r));
+            p.rejected.retain(|t, _| match t {
+                Target::App(r) => keep(r),
+                Target::Registration => true,
+            });
         }
     }
 }
@@ -191,13 +179,15 @@ mod tests {
     }
 
     #[test]
-    fn pending_uuids_are_stable_until_pruned() {
+    fn rejections_of_gone_releases_are_pruned() {
         let l = Ledger::default();
-        let web = ReleaseRef::new("a", "web");
-        let first = l.pending_uuid("p", web.clone());
-        assert_eq!(l.pending_uuid("p", web.clone()), first);
-        assert_ne!(l.pending_uuid("q", web.clone()), first, "per project");
-        l.prune_pending("p", |_| false);
-        assert_ne!(l.pending_uuid("p", web), first);
+        let (web, api) = (ReleaseRef::new("a", "web"), ReleaseRef::new("a", "api"));
+        l.verdict("p", Target::App(web.clone()), 1, true);
+        l.verdict("p", Target::App(api.clone()), 2, true);
+        l.verdict("p", Target::Registration, 3, true);
+        l.prune_rejected("p", |r| *r == web);
+        assert!(l.was_rejected("p", &Target::App(web), 1));
+        assert!(!l.was_rejected("p", &Target::App(api), 2));
+        assert!(l.was_rejected("p", &Target::Registration, 3));
     }
 }

@@ -29,6 +29,8 @@ use cache::{Event, HandlerFn, InformerOptions, SharedInformer, SharedInformerFac
 use kube::{Api, Client, Resource, ResourceExt};
 use runtime::{Controller, Manager};
 
+use crate::cached::objects::{INSTANCE_LABEL, label};
+
 pub use api::{ApiRequests, HosstedApi};
 pub use informers::Informers;
 pub use reconciler::{Inventory, SyncError};
@@ -92,14 +94,17 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
         ledger: Ledger::default(),
     };
     let controller = Controller::new(manager, "hosstedproject", inventory)
+        .max_backoff(MAX_BACKOFF)
         .workers(settings.workers)
         .resync_every(settings.resync, &projects);
 
-    // A Hosstedproject: on creation, when its spec changes (its generation
-    // moves; our own status writes do not move it), and when it is deleted.
+    // A Hosstedproject: when its spec changes (its generation moves; our own
+    // status writes do not move it). A new or deleted one may change which
+    // is the oldest — the one that reports —: every one is looked at.
     let queue = controller.queue();
+    let all = projects.store();
     projects.add_event_handler(HandlerFn(move |e: &Event<Hosstedproject>| match e {
-        Event::Add(hp) | Event::Delete(hp) => queue.add(hp.name_any()),
+        Event::Add(_) | Event::Delete(_) => all.list_keys().into_iter().for_each(|k| queue.add(k)),
         Event::Update { old, new } if old.metadata.generation != new.metadata.generation => {
             queue.add(new.name_any())
         }
@@ -107,48 +112,83 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
     }));
     let i = &informers;
     let window = settings.coalesce;
-    enqueue_projects_on_change(&controller, &projects, &i.namespaces, window);
-    enqueue_projects_on_change(&controller, &projects, &i.releases, window);
-    enqueue_projects_on_change(&controller, &projects, &i.uuid_secrets, window);
-    enqueue_projects_on_change(&controller, &projects, &i.pods, window);
-    enqueue_projects_on_change(&controller, &projects, &i.services, window);
-    enqueue_projects_on_change(&controller, &projects, &i.pvcs, window);
-    enqueue_projects_on_change(&controller, &projects, &i.ingresses, window);
+    let on = |f: Filter| Trigger {
+        controller: &controller,
+        projects: &projects,
+        window,
+        filter: f,
+    };
+    on(Filter::Any).watch(&i.namespaces);
+    on(Filter::Any).watch(&i.releases);
+    on(Filter::Any).watch(&i.uuid_secrets);
+    on(Filter::ReleaseMember).watch(&i.pods);
+    on(Filter::ReleaseMember).watch(&i.services);
+    on(Filter::ReleaseMember).watch(&i.pvcs);
+    on(Filter::ReleaseMember).watch(&i.ingresses);
     if let Some(cm) = &i.release_configmaps {
-        enqueue_projects_on_change(&controller, &projects, cm, window);
+        on(Filter::Any).watch(cm);
     }
     controller
 }
 
-/// Any change of a `K` enqueues every Hosstedproject after the coalescing
-/// window. Updates that change nothing (same resourceVersion: a resync or a
-/// relist) are ignored.
-fn enqueue_projects_on_change<K>(
-    controller: &Controller<Inventory>,
-    projects: &SharedInformer<Hosstedproject>,
-    informer: &SharedInformer<K>,
+/// The cap of the backoff while the API is unavailable (API.md).
+pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+
+/// Which objects of a kind can change a report.
+#[derive(Clone, Copy)]
+enum Filter {
+    Any,
+    /// Only objects with an `app.kubernetes.io/instance` label.
+    ReleaseMember,
+}
+
+/// Enqueues every Hosstedproject, after the coalescing window, when an
+/// object that can change a report changes.
+struct Trigger<'a> {
+    controller: &'a Controller<Inventory>,
+    projects: &'a SharedInformer<Hosstedproject>,
     window: Duration,
-) where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let queue = controller.queue();
-    let projects = projects.store();
-    informer.add_event_handler(HandlerFn(move |e: &Event<K>| {
-        if let Event::Update { old, new } = e
-            && old.meta().resource_version == new.meta().resource_version
-        {
-            return;
-        }
-        for key in projects.list_keys() {
-            queue.add_after(key, window);
-        }
-    }));
+    filter: Filter,
+}
+
+impl Trigger<'_> {
+    /// Updates that change nothing (same resourceVersion: a resync or a
+    /// relist) are ignored, and a project backing off (the API is
+    /// unavailable) is left to its backoff: a change must not cut it short.
+    fn watch<K>(self, informer: &SharedInformer<K>)
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let queue = self.controller.queue();
+        let projects = self.projects.store();
+        let (window, filter) = (self.window, self.filter);
+        informer.add_event_handler(HandlerFn(move |e: &Event<K>| {
+            let obj = match e {
+                Event::Update { old, new }
+                    if old.meta().resource_version == new.meta().resource_version =>
+                {
+                    return;
+                }
+                Event::Add(o) | Event::Delete(o) | Event::Update { new: o, .. } => o,
+            };
+            if matches!(filter, Filter::ReleaseMember)
+                && label(obj.meta(), INSTANCE_LABEL).is_empty()
+            {
+                return;
+            }
+            for key in projects.list_keys() {
+                if queue.num_requeues(&key) == 0 {
+                    queue.add_after(key, window);
+                }
+            }
+        }));
+    }
 }
 
 /// `hossted-operator collect`: the apps payloads for the cluster as it is
@@ -191,7 +231,6 @@ pub async fn collect_once(
             deny_namespaces: &deny,
             known: &status.helm_status,
         },
-        &mut |_, _| uuid::Uuid::new_v4().to_string(),
     );
     for bad in &collection.invalid {
         log::warn!(

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus};
+use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus, RegisteredOptions};
 use cache::Store;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -76,19 +76,32 @@ impl Reconciler for Inventory {
             status: self.ledger.newest_status(key, &hp),
             hp: &hp,
         };
+        if let Some(oldest) = self.older_project(&hp) {
+            return self.duplicate(&mut run, &oldest).await;
+        }
         if hp.spec.stop {
             return self.stopped(&mut run).await;
         }
+        // Judged before this reconcile writes anything of its own.
+        let go_era = go_written(&run.status);
         self.ensure_cluster_uuid(&mut run).await?;
-        if let Err(e) = self.ensure_registered(&mut run).await? {
+        if let Err(e) = self.ensure_registered(&mut run, go_era).await? {
             return self.api_failed(run, e).await;
         }
         let started = Instant::now();
         let collection = self.collect(&run);
         let collect_ms = started.elapsed().as_secs_f64() * 1000.0;
         self.warn_invalid(&run, &collection);
-        let delivered = self.deliver(&run, &collection).await?;
-        self.record(&mut run, &collection, &delivered);
+        let mut delivered = self.deliver(&run, &collection).await?;
+        self.deliver_removals(&run, &collection, &mut delivered)
+            .await?;
+        self.record(&mut run, &delivered);
+        self.ledger.prune_rejected(key, |r| {
+            collection
+                .apps
+                .iter()
+                .any(|a| a.status.namespace == r.namespace && a.status.name == r.name)
+        });
         if let Some(e) = delivered.failure {
             return self.api_failed(run, e).await;
         }
@@ -103,6 +116,46 @@ impl Reconciler for Inventory {
 }
 
 impl Inventory {
+    /// The Hosstedproject that reports instead of `hp`, if any: one reports
+    /// for the cluster, the oldest (creation time, then name).
+    fn older_project(&self, hp: &Hosstedproject) -> Option<String> {
+        let age = |p: &Hosstedproject| {
+            (
+                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                p.name_any(),
+            )
+        };
+        self.projects
+            .list()
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .min_by_key(|p| age(p))
+            .filter(|oldest| age(oldest) < age(hp))
+            .map(|oldest| oldest.name_any())
+    }
+
+    /// Another Hosstedproject reports: say so once, send nothing.
+    async fn duplicate(&self, run: &mut Run<'_>, oldest: &str) -> Result<Action, SyncError> {
+        let message = format!(
+            "the Hosstedproject {oldest} reports for this cluster (the oldest does); this one sends nothing — delete it"
+        );
+        let generation = run.hp.metadata.generation;
+        let first = !is_ready(&run.status, false, Reason::Duplicate);
+        set_ready(
+            &mut run.status,
+            false,
+            Reason::Duplicate,
+            &message,
+            generation,
+        );
+        run.status.observed_generation = generation;
+        self.write_status(run).await?;
+        if first {
+            self.event(run, EventType::Warning, Reason::Duplicate, &message);
+        }
+        Ok(Action::done(format!("duplicate of {oldest}")))
+    }
+
     /// `spec.stop`: say so once, send nothing.
     async fn stopped(&self, run: &mut Run<'_>) -> Result<Action, SyncError> {
         if !is_ready(&run.status, false, Reason::Stopped) {
@@ -130,21 +183,37 @@ impl Inventory {
     async fn ensure_registered(
         &self,
         run: &mut Run<'_>,
+        go_era: bool,
     ) -> Result<Result<(), PostError>, SyncError> {
-        if run.status.cluster_registered {
+        let spec = &run.hp.spec;
+        let options = RegisteredOptions {
+            monitoring: spec.monitoring.enable,
+            logging: spec.logging.enable,
+            cve_scan: spec.cve.enable,
+            ingress: spec.ingress.enable,
+        };
+        let status = &mut run.status;
+        if go_era {
+            // The Go operator registered this cluster; its status has no
+            // record of the toggles it sent: take the current ones.
+            status.cluster_registered = true;
+        }
+        if status.cluster_registered && status.registered_options.is_none() {
+            status.registered_options = Some(options);
+        }
+        if status.cluster_registered && status.registered_options == Some(options) {
             return Ok(Ok(()));
         }
-        let spec = &run.hp.spec;
         let registration = ClusterRegistration {
             kind: "k8s".into(),
             org_id: self.settings.org_id.clone(),
             context_name: self.settings.context_name.clone(),
             email_id: self.settings.email_id.clone(),
             options_state: OptionsState {
-                monitoring: spec.monitoring.enable,
-                logging: spec.logging.enable,
-                cve_scan: spec.cve.enable,
-                ingress: spec.ingress.enable,
+                monitoring: options.monitoring,
+                logging: options.logging,
+                cve_scan: options.cve_scan,
+                ingress: options.ingress,
             },
         };
         let path = format!("/clusters/{}/register", run.status.cluster_uuid);
@@ -162,6 +231,7 @@ impl Inventory {
             return Ok(Err(e));
         }
         run.status.cluster_registered = true;
+        run.status.registered_options = Some(options);
         self.write_status(run).await?;
         let message = format!(
             "cluster {} registered with the Hossted API",
@@ -180,10 +250,6 @@ impl Inventory {
                 email_id: &self.settings.email_id,
                 deny_namespaces: &run.hp.spec.deny_namespaces,
                 known: &run.status.helm_status,
-            },
-            &mut |namespace, name| {
-                self.ledger
-                    .pending_uuid(run.key, ReleaseRef::new(namespace, name))
             },
         )
     }
@@ -213,6 +279,11 @@ impl Inventory {
                 .helm_status
                 .iter()
                 .find(|k| k.name == release.name && k.namespace == release.namespace);
+            if !settled(&app.status.status) {
+                // Sent once it settles (deployed, failed, ...).
+                out.helm_status.extend(known.cloned());
+                continue;
+            }
             if !collector::needs_report(app, &run.status.helm_status) {
                 out.helm_status.push(app.status.clone());
                 continue;
@@ -247,24 +318,69 @@ impl Inventory {
         Ok(out)
     }
 
-    /// Puts what was delivered into the status and the ledger.
-    fn record(&self, run: &mut Run<'_>, collection: &Collection, delivered: &Delivered) {
-        let status = &mut run.status;
-        status.helm_status = delivered.helm_status.clone();
-        // Delivered (or vanished) releases no longer need a pending UUID.
-        let undelivered: Vec<ReleaseRef> = collection
-            .apps
+    /// Sends once, with status `uninstalled`, every delivered release that
+    /// is gone (its storage deleted); forgets it once that is delivered.
+    async fn deliver_removals(
+        &self,
+        run: &Run<'_>,
+        collection: &Collection,
+        out: &mut Delivered,
+    ) -> Result<(), SyncError> {
+        let deny = &run.hp.spec.deny_namespaces;
+        let gone: Vec<&HelmInfo> = run
+            .status
+            .helm_status
             .iter()
-            .map(|a| ReleaseRef::new(&a.status.namespace, &a.status.name))
-            .filter(|r| {
-                !status
-                    .helm_status
+            .filter(|k| {
+                let here = |ns: &str, name: &str| ns == k.namespace && name == k.name;
+                !collection
+                    .apps
                     .iter()
-                    .any(|h| h.namespace == r.namespace && h.name == r.name)
+                    .any(|a| here(&a.status.namespace, &a.status.name))
+                    && !collection
+                        .invalid
+                        .iter()
+                        .any(|i| i.namespace == k.namespace && i.release == k.name)
             })
             .collect();
-        self.ledger
-            .prune_pending(run.key, |r| undelivered.contains(r));
+        for known in gone {
+            if deny.contains(&known.namespace) {
+                continue; // no longer reported, not uninstalled: just dropped
+            }
+            if matches!(out.failure, Some(PostError::Unavailable { .. })) {
+                out.helm_status.push(known.clone());
+                continue;
+            }
+            let release = ReleaseRef::new(&known.namespace, &known.name);
+            let payload =
+                collector::uninstalled(known, &run.status.cluster_uuid, &self.settings.email_id);
+            match self
+                .api
+                .post(
+                    &self.ledger,
+                    run.key,
+                    Target::App(release.clone()),
+                    "/apps",
+                    &payload,
+                )
+                .await?
+            {
+                Ok(()) => out.reported.push(release),
+                Err(e) => {
+                    out.helm_status.push(known.clone());
+                    if !matches!(out.failure, Some(PostError::Unavailable { .. })) {
+                        out.failure = Some(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts what was delivered into the status and the ledger.
+    fn record(&self, run: &mut Run<'_>, delivered: &Delivered) {
+        let status = &mut run.status;
+        status.helm_status = delivered.helm_status.clone();
         status.revision = {
             let mut r: Vec<i64> = status.helm_status.iter().map(|h| h.revision).collect();
             r.sort_unstable();
@@ -326,9 +442,19 @@ impl Inventory {
         }
     }
 
-    /// Replaces the status subresource with `run.status`.
+    /// Replaces the status subresource with `run.status` — only when it
+    /// changed (`lastReconcileTimestamp` alone is no change).
     async fn write_status(&self, run: &Run<'_>) -> Result<(), SyncError> {
         let previous = self.ledger.newest_status(run.key, run.hp);
+        let unchanged = {
+            let (mut a, mut b) = (run.status.clone(), previous.clone());
+            a.last_reconcile_timestamp.clear();
+            b.last_reconcile_timestamp.clear();
+            a == b
+        };
+        if unchanged {
+            return Ok(());
+        }
         let patch = merge_patch(&run.status, previous.reconcile_helm_releases.keys()).map_err(
             |source| SyncError::Serialize {
                 what: "the status",
@@ -336,13 +462,23 @@ impl Inventory {
             },
         )?;
         let api: Api<Hosstedproject> = Api::all(self.client.clone());
-        let written = api
+        let written = match api
             .patch_status(
                 &run.hp.name_any(),
                 &PatchParams::default(),
                 &Patch::Merge(patch),
             )
-            .await?;
+            .await
+        {
+            Ok(w) => w,
+            Err(e) => {
+                let message = format!(
+                    "cannot write the status: {e}; what was delivered since is sent again, with the same app UUIDs, until it can"
+                );
+                self.event(run, EventType::Warning, Reason::StatusWriteFailed, &message);
+                return Err(e.into());
+            }
+        };
         self.ledger.wrote(run.key, &written, &run.status);
         Ok(())
     }
@@ -350,4 +486,19 @@ impl Inventory {
     fn event(&self, run: &Run<'_>, kind: EventType, reason: Reason, message: &str) {
         self.recorder.event(run.hp, kind, reason.as_str(), message);
     }
+}
+
+/// Whether a release's newest revision has settled: `pending-*` and
+/// `uninstalling` have not (the state that follows is sent).
+fn settled(status: &str) -> bool {
+    !status.starts_with("pending-") && status != "uninstalling"
+}
+
+/// A status last written by the Go operator: a cluster UUID but none of the
+/// fields this operator writes.
+fn go_written(status: &HosstedprojectStatus) -> bool {
+    !status.cluster_uuid.is_empty()
+        && !status.cluster_registered
+        && status.conditions.is_empty()
+        && status.observed_generation.is_none()
 }

@@ -23,11 +23,15 @@ pub enum Reason {
     AppsReported,
     /// Warning: a Helm release's storage could not be decoded.
     InvalidRelease,
+    /// Condition (False) and Warning: an older Hosstedproject reports.
+    Duplicate,
+    /// Warning: the status could not be written (retried).
+    StatusWriteFailed,
 }
 
 impl Reason {
     /// Every reason, in README order.
-    pub const ALL: [Reason; 7] = [
+    pub const ALL: [Reason; 9] = [
         Reason::Reporting,
         Reason::Stopped,
         Reason::ApiUnavailable,
@@ -35,6 +39,8 @@ impl Reason {
         Reason::ClusterRegistered,
         Reason::AppsReported,
         Reason::InvalidRelease,
+        Reason::Duplicate,
+        Reason::StatusWriteFailed,
     ];
 
     /// The CamelCase string the API shows.
@@ -47,6 +53,8 @@ impl Reason {
             Reason::ClusterRegistered => "ClusterRegistered",
             Reason::AppsReported => "AppsReported",
             Reason::InvalidRelease => "InvalidRelease",
+            Reason::Duplicate => "Duplicate",
+            Reason::StatusWriteFailed => "StatusWriteFailed",
         }
     }
 }

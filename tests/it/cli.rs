@@ -10,22 +10,34 @@ use serde_json::json;
 
 #[test]
 fn a_missing_required_value_is_one_line_and_exit_status_2() {
-    let cases: [(&[(&str, &str)], &str); 4] = [
+    let api = |url: &'static str| {
+        [
+            ("EMAIL_ID", "a@b.c"),
+            ("HOSSTED_AUTH_TOKEN", "t"),
+            ("HOSSTED_API_URL", url),
+        ]
+    };
+    let no_scheme = api("api.hossted.com/v1");
+    let clear_text = api("http://api.hossted.com/v1");
+    let cases: [(&[(&str, &str)], &str); 6] = [
         (&[], "EMAIL_ID"),
         (&[("EMAIL_ID", "a@b.c")], "HOSSTED_API_URL"),
         (
-            &[("EMAIL_ID", "a@b.c"), ("HOSSTED_API_URL", "http://x")],
+            &[("EMAIL_ID", "a@b.c"), ("HOSSTED_API_URL", "https://x")],
             "HOSSTED_AUTH_TOKEN",
         ),
         (
             &[
                 ("EMAIL_ID", "a@b.c"),
-                ("HOSSTED_API_URL", "http://x"),
+                ("HOSSTED_API_URL", "https://x"),
                 ("HOSSTED_AUTH_TOKEN", "t"),
                 ("RECONCILE_DURATION", "soon"),
             ],
             "RECONCILE_DURATION",
         ),
+        // It used to start and retry forever, or send the token in clear text.
+        (&no_scheme, "absolute https:// URL"),
+        (&clear_text, "clear text"),
     ];
     for (env, missing) in cases {
         let out = operator_binary()
@@ -62,6 +74,12 @@ async fn dry_run_prints_each_request_and_sigterm_stops_it_cleanly() {
         .env("KUBECONFIG", f.cp.kubeconfig_path())
         .env("EMAIL_ID", EMAIL)
         .args(["run", "--dry-run", "--coalesce-window", "100ms"])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -90,4 +90,8 @@ async fn releases_written_by_helm_decode_to_their_summary() {
         ("hossted-app", "23.0.5")
     );
     assert!(v1.hossted_helm && v2.hossted_helm);
+    // The first deployment is kept across revisions: the app UUID's seed.
+    assert!(!v1.first_deployed.is_empty());
+    assert_eq!(v1.first_deployed, v2.first_deployed);
+    assert_ne!(v2.first_deployed, v2.updated);
 }

@@ -4,6 +4,7 @@
 
 mod cli;
 mod failures;
+mod hardening;
 mod helm_release;
 mod leader;
 mod poster;

@@ -1,17 +1,13 @@
 //! The API client against a local receiver.
 
 use envtest::Receiver;
-use hossted_operator::inventory::poster::{ApiConfig, Delivery, PostError, Poster};
+use hossted_operator::inventory::poster::{ApiConfig, Delivery, PostError, Poster, Token};
 use serde_json::json;
 
 const TOKEN: &str = "s3cr3t-token-value";
 
 fn poster(url: &str) -> Poster {
-    Poster::new(ApiConfig {
-        base_url: format!("{url}/v1/"),
-        token: TOKEN.into(),
-        dry_run: false,
-    })
+    Poster::new(ApiConfig::new(&format!("{url}/v1/"), TOKEN)).unwrap()
 }
 
 async fn post(url: &str, body: serde_json::Value) -> Result<Delivery, PostError> {
@@ -44,10 +40,12 @@ async fn a_2xx_is_delivered_with_the_contract_headers() {
 }
 
 #[tokio::test]
-async fn http_429_5xx_and_no_answer_are_unavailable_other_4xx_rejected() {
+async fn redirects_auth_errors_429_5xx_and_no_answer_are_unavailable_other_4xx_rejected() {
     let api = Receiver::start().await.unwrap();
-    api.respond_with(&[429, 503, 500, 400, 404]);
-    for _ in 0..3 {
+    let unavailable = [301, 302, 307, 401, 403, 408, 425, 429, 503, 500];
+    api.respond_with(&unavailable);
+    api.respond_with(&[400, 404]);
+    for _ in unavailable {
         let err = post(api.url(), json!({})).await.unwrap_err();
         assert!(matches!(err, PostError::Unavailable { .. }), "{err}");
         assert!(!err.to_string().contains(TOKEN));
@@ -58,6 +56,20 @@ async fn http_429_5xx_and_no_answer_are_unavailable_other_4xx_rejected() {
             other => panic!("expected Rejected({status}), got {other:?}"),
         }
     }
+    // A redirect is never followed (it was, as a body-less GET whose 200
+    // counted as delivered).
+    assert!(
+        api.requests()
+            .iter()
+            .all(|r| r.method == "POST" && r.path == "/v1/apps"),
+        "{:?}",
+        api.requests()
+            .iter()
+            .map(|r| (&r.method, &r.path))
+            .collect::<Vec<_>>()
+    );
+    let answered: Vec<u16> = api.requests().iter().map(|r| r.answered).collect();
+    assert_eq!(answered, [&unavailable[..], &[400, 404]].concat());
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         format!("http://{}", l.local_addr().unwrap())
@@ -65,15 +77,48 @@ async fn http_429_5xx_and_no_answer_are_unavailable_other_4xx_rejected() {
     let err = post(&closed, json!({})).await.unwrap_err();
     assert!(matches!(err, PostError::Unavailable { .. }), "{err}");
     assert!(!err.to_string().contains(TOKEN) && !format!("{err:?}").contains(TOKEN));
-    assert!(
-        !format!(
-            "{:?}",
-            ApiConfig {
-                base_url: "x".into(),
-                token: TOKEN.into(),
-                dry_run: false
-            }
-        )
-        .contains(TOKEN)
-    );
+    assert!(!format!("{:?}", ApiConfig::new("x", TOKEN)).contains(TOKEN));
+}
+
+#[tokio::test]
+async fn the_token_file_is_read_for_every_request() {
+    let api = Receiver::start().await.unwrap();
+    let dir = tempfile_dir();
+    let file = dir.join("token");
+    std::fs::write(&file, "first-token\n").unwrap();
+    let mut config = ApiConfig::new(&format!("{}/v1", api.url()), "");
+    config.token = Token::File(file.clone());
+    let p = std::sync::Arc::new(Poster::new(config).unwrap());
+    let send = |p: std::sync::Arc<Poster>| async move {
+        tokio::task::spawn_blocking(move || p.post("/apps", &json!({})))
+            .await
+            .unwrap()
+    };
+    assert!(send(p.clone()).await.is_ok());
+    std::fs::write(&file, "rotated-token").unwrap(); // a Secret update
+    assert!(send(p.clone()).await.is_ok());
+    let auth: Vec<String> = api
+        .requests()
+        .iter()
+        .map(|r| r.header("authorization").unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(auth, ["Bearer first-token", "Bearer rotated-token"]);
+    std::fs::remove_file(&file).unwrap();
+    let err = send(p).await.unwrap_err();
+    assert!(matches!(err, PostError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("token file"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("poster-{}-{}", std::process::id(), uuid_like()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn uuid_like() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
 }

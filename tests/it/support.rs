@@ -175,11 +175,7 @@ impl Fixture {
 
     /// Runs the operator in-process against this control plane and receiver.
     pub fn start_operator(&self) -> Operator {
-        let poster = Poster::new(ApiConfig {
-            base_url: format!("{}/v1", self.api.url()),
-            token: TOKEN.into(),
-            dry_run: false,
-        });
+        let poster = Poster::new(ApiConfig::new(&format!("{}/v1", self.api.url()), TOKEN)).unwrap();
         let settings = Settings {
             email_id: EMAIL.into(),
             org_id: "org-123".into(),
@@ -237,12 +233,24 @@ impl Fixture {
 }
 
 /// The operator binary with none of its configuration inherited from the
-/// environment the tests run in.
+/// environment the tests run in. It dies with the test thread that started
+/// it (`PR_SET_PDEATHSIG`), so a failed test leaves no operator running —
+/// one holding a port or a Lease would break the tests after it.
 pub fn operator_binary() -> Command {
+    use std::os::unix::process::CommandExt;
     let mut c = Command::new(env!("CARGO_BIN_EXE_hossted-operator"));
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        c.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
     for var in [
         "HOSSTED_API_URL",
         "HOSSTED_AUTH_TOKEN",
+        "HOSSTED_AUTH_TOKEN_FILE",
+        "HOSSTED_CA_FILE",
         "EMAIL_ID",
         "HOSSTED_ORG_ID",
         "CONTEXT_NAME",
@@ -273,6 +281,23 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// Waits until no reconcile has begun for 1.5 s (three coalescing
+    /// windows) and none runs: what start-up enqueued is done.
+    pub async fn settle(&self) {
+        let mut last = self.stats.started();
+        let mut quiet_since = std::time::Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = self.stats.started();
+            if now != last || self.stats.finished() < now {
+                last = now;
+                quiet_since = std::time::Instant::now();
+            } else if quiet_since.elapsed() >= Duration::from_millis(1500) {
+                return;
+            }
+        }
+    }
+
     /// A mark to take before causing an event (see [`reconciled_since`](Self::reconciled_since)).
     pub fn mark(&self) -> u64 {
         self.stats.started()

@@ -107,6 +107,10 @@ pub struct HosstedprojectStatus {
     /// Whether the cluster registration was delivered.
     #[serde(default)]
     pub cluster_registered: bool,
+    /// The toggles the delivered registration carried: a change of
+    /// `spec` toggles re-sends the registration once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_options: Option<RegisteredOptions>,
     /// How many apps `helmStatus` holds (the `Apps` column).
     #[serde(default)]
     pub app_count: i64,
@@ -116,6 +120,20 @@ pub struct HosstedprojectStatus {
     /// `Ready` (reasons `Reporting`, `Stopped`, `ApiUnavailable`, `ApiRejected`, ...).
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// The `options_state` of a delivered registration.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisteredOptions {
+    #[serde(default)]
+    pub monitoring: bool,
+    #[serde(default)]
+    pub logging: bool,
+    #[serde(default)]
+    pub cve_scan: bool,
+    #[serde(default)]
+    pub ingress: bool,
 }
 
 /// One reported Helm release.

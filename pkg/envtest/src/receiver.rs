@@ -1,6 +1,7 @@
 //! A stand-in for the Hossted API: an HTTP/1.1 server on 127.0.0.1 that
-//! records every request and answers with scripted status codes (200 when
-//! none is scripted). Enough HTTP for a JSON POST with a Content-Length.
+//! records every request and answers with scripted status codes (rules
+//! first, then the script, 200 when neither says). A 3xx carries a
+//! `Location`. Enough HTTP for a JSON POST with a Content-Length.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -51,9 +52,13 @@ impl Recorded {
     }
 }
 
+type Rule = Box<dyn Fn(&Recorded) -> Option<u16> + Send + Sync>;
+
 #[derive(Default)]
 struct Shared {
     requests: Mutex<Vec<Recorded>>,
+    /// Consulted first, in order: the first `Some` answers.
+    rules: Mutex<Vec<Rule>>,
     script: Mutex<VecDeque<u16>>,
     /// How long to wait before answering (a slow API).
     delay: Mutex<std::time::Duration>,
@@ -97,6 +102,18 @@ impl Receiver {
     /// Answers the next requests with these statuses, in order; then 200.
     pub fn respond_with(&self, statuses: &[u16]) {
         self.shared.script.lock().extend(statuses);
+    }
+
+    /// Answers every request `rule` returns a status for with that status,
+    /// before the script and for as long as the receiver lives (e.g. 400 for
+    /// one app's payloads).
+    pub fn respond_when(&self, rule: impl Fn(&Recorded) -> Option<u16> + Send + Sync + 'static) {
+        self.shared.rules.lock().push(Box::new(rule));
+    }
+
+    /// Drops every rule given to [`respond_when`](Self::respond_when).
+    pub fn clear_rules(&self) {
+        self.shared.rules.lock().clear();
     }
 
     /// Answers every request only after `delay` (it is recorded at once).
@@ -170,21 +187,33 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         }
         let body = buf[body_start..body_start + length].to_vec();
         buf.drain(..body_start + length);
-        let status = shared.script.lock().pop_front().unwrap_or(200);
-        shared.requests.lock().push(Recorded {
+        let mut recorded = Recorded {
             method,
             path,
             headers,
             body,
-            answered: status,
-        });
+            answered: 200,
+        };
+        let ruled = shared.rules.lock().iter().find_map(|r| r(&recorded));
+        let status = ruled
+            .or_else(|| shared.script.lock().pop_front())
+            .unwrap_or(200);
+        recorded.answered = status;
+        shared.requests.lock().push(recorded);
         shared.arrived.notify_waiters();
         let delay = *shared.delay.lock();
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
+        // A redirect points somewhere that answers 200 to anything: a
+        // client that follows it would see success there.
+        let location = if (300..400).contains(&status) {
+            "Location: /moved-here\r\n"
+        } else {
+            ""
+        };
         let reply = format!(
-            "HTTP/1.1 {status} {}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
+            "HTTP/1.1 {status} {}\r\n{location}Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}",
             if status < 400 { "OK" } else { "Error" }
         );
         if stream.write_all(reply.as_bytes()).await.is_err() {

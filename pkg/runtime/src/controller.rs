@@ -168,6 +168,26 @@ impl<R: Reconciler> Controller<R> {
         }
     }
 
+    /// Caps the per-key retry backoff (5 ms doubling; client-go's default cap
+    /// is 1000 s). Call before handing [`queue`](Self::queue) to handlers:
+    /// it replaces the queue.
+    pub fn max_backoff(mut self, max: Duration) -> Self {
+        let limiter: Box<dyn workqueue::RateLimiter<String>> =
+            Box::new(workqueue::MaxOfRateLimiter::new(vec![
+                Box::new(workqueue::ItemExponentialFailureRateLimiter::new(
+                    Duration::from_millis(5),
+                    max,
+                )),
+                Box::new(workqueue::BucketRateLimiter::new(10.0, 100)),
+            ]));
+        self.queue = Arc::new(RateLimitingQueue::with_metrics(
+            limiter,
+            &self.name,
+            &self.metrics.queues,
+        ));
+        self
+    }
+
     /// Concurrent reconciles (of different keys).
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers.max(1);

@@ -36,6 +36,7 @@ fn release(ns: &str, name: &str, version: i64, status: &str, marker: bool) -> Ar
             version,
             status: status.into(),
             updated: format!("2024-02-28T01:32:3{version}.338988+05:30"),
+            first_deployed: "2024-02-28T01:32:31.338988+05:30".into(),
             chart: format!("{name}-chart"),
             app_version: "1.0".into(),
             hossted_helm: marker,
@@ -122,17 +123,16 @@ fn cluster() -> Caches {
     c
 }
 
-fn counter() -> impl FnMut(&str, &str) -> String {
-    let mut n = 0;
-    move |_, _| {
-        n += 1;
-        format!("00000000-0000-4000-8000-{n:012}")
-    }
+const CLUSTER: &str = "K-6f1c2a4e-8a51-4d0b-9a54-2b7f0e3c9d11";
+
+/// The UUID a release of these tests gets when nothing was recorded.
+fn derived(ns: &str, name: &str) -> String {
+    derived_app_uuid(CLUSTER, ns, name, "2024-02-28T01:32:31.338988+05:30")
 }
 
 fn ctx<'a>(deny: &'a [String], known: &'a [StatusHelmInfo]) -> Context<'a> {
     Context {
-        cluster_uuid: "K-6f1c2a4e-8a51-4d0b-9a54-2b7f0e3c9d11",
+        cluster_uuid: CLUSTER,
         email_id: "ops@example.com",
         deny_namespaces: deny,
         known,
@@ -142,7 +142,7 @@ fn ctx<'a>(deny: &'a [String], known: &'a [StatusHelmInfo]) -> Context<'a> {
 #[test]
 fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
     let deny = vec!["denied".to_string()];
-    let got = collect(&cluster(), &ctx(&deny, &[]), &mut counter());
+    let got = collect(&cluster(), &ctx(&deny, &[]));
     assert!(got.invalid.is_empty());
     let names: Vec<_> = got.apps.iter().map(|a| a.status.name.as_str()).collect();
     assert_eq!(
@@ -157,7 +157,7 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
         json!({
             "app_api_info": {
                 "cluster_uuid": "K-6f1c2a4e-8a51-4d0b-9a54-2b7f0e3c9d11",
-                "app_uuid": "A-00000000-0000-4000-8000-000000000002",
+                "app_uuid": derived("default", "test"),
                 "app_name": "test",
                 "email_id": "ops@example.com",
                 "type": "k8s",
@@ -226,7 +226,7 @@ fn app_uuids_are_kept_then_taken_from_the_uuid_secret_then_new() {
         app_uuid: "A-recorded".into(),
         ..Default::default()
     }];
-    let got = collect(&c, &ctx(&[], &known), &mut counter());
+    let got = collect(&c, &ctx(&[], &known));
     let uuids: Vec<(&str, &str)> = got
         .apps
         .iter()
@@ -237,8 +237,37 @@ fn app_uuids_are_kept_then_taken_from_the_uuid_secret_then_new() {
         [
             ("known", "A-recorded"),
             ("marked", "A-aaa-secret"),
-            ("unmarked", "A-00000000-0000-4000-8000-000000000001"),
+            ("unmarked", derived("b", "unmarked").as_str()),
         ]
+    );
+}
+
+#[test]
+fn a_derived_app_uuid_is_stable_per_installation_and_cluster() {
+    let first = derived_app_uuid(CLUSTER, "a", "web", "2024-01-01T00:00:00Z");
+    assert!(first.starts_with("A-") && first.len() == 38, "{first}");
+    assert_eq!(
+        first,
+        derived_app_uuid(CLUSTER, "a", "web", "2024-01-01T00:00:00Z")
+    );
+    let others = [
+        derived_app_uuid(CLUSTER, "a", "web", "2024-06-01T00:00:00Z"), // reinstalled
+        derived_app_uuid(CLUSTER, "b", "web", "2024-01-01T00:00:00Z"),
+        derived_app_uuid(CLUSTER, "a", "api", "2024-01-01T00:00:00Z"),
+        derived_app_uuid(
+            "K-0b7e9c52-3d8f-4e61-a2c4-5f9d1e7a8b30",
+            "a",
+            "web",
+            "2024-01-01T00:00:00Z",
+        ),
+    ];
+    assert!(others.iter().all(|o| *o != first), "{others:?}");
+    // Version 5 (name-based, SHA-1), as API.md says.
+    assert_eq!(
+        uuid::Uuid::parse_str(&first[2..])
+            .unwrap()
+            .get_version_num(),
+        5
     );
 }
 
@@ -253,11 +282,12 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
         ),
         release: Err("the release's gzip stream is corrupt".into()),
     }));
-    let got = collect(&c, &ctx(&[], &[]), &mut counter());
+    let got = collect(&c, &ctx(&[], &[]));
     assert_eq!(
         got.invalid,
         [InvalidRelease {
             namespace: "default".into(),
+            release: "test".into(),
             secret: "sh.helm.release.v1.test.v3".into(),
             error: "the release's gzip stream is corrupt".into(),
         }]
@@ -268,7 +298,7 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
 
 #[test]
 fn a_report_is_needed_for_new_apps_and_changed_revision_or_status() {
-    let got = collect(&cluster(), &ctx(&[], &[]), &mut counter());
+    let got = collect(&cluster(), &ctx(&[], &[]));
     let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
     assert!(needs_report(test, &[]));
     let delivered = vec![test.status.clone()];
