@@ -126,7 +126,7 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
         status: r.info.status,
         updated: r.info.last_deployed,
         first_deployed: r.info.first_deployed,
-        hossted_helm: has_hossted_marker(&r.manifest),
+        hossted_helm: super::marker::has_hossted_marker(&r.manifest),
         app_version: meta
             .as_ref()
             .map(|m| m.app_version.clone())
@@ -148,28 +148,6 @@ fn gunzip(raw: &[u8]) -> Result<Vec<u8>, Error> {
         return Err(Error::TooLarge);
     }
     Ok(out)
-}
-
-/// Whether a rendered manifest carries the `hossted_helm: true` marker: a
-/// YAML key `hossted_helm` (optionally quoted, optionally a list item) whose
-/// value is `true`, quoted or not — a label's value has to be the string
-/// `"true"`, a plain key may be the boolean. A trailing comment is allowed.
-pub fn has_hossted_marker(manifest: &str) -> bool {
-    manifest.lines().any(|line| {
-        let line = line.trim_start();
-        let line = line.strip_prefix("- ").map(str::trim_start).unwrap_or(line);
-        let Some(rest) = ["hossted_helm", "\"hossted_helm\"", "'hossted_helm'"]
-            .iter()
-            .find_map(|key| line.strip_prefix(key))
-        else {
-            return false;
-        };
-        let Some(value) = rest.trim_start().strip_prefix(':') else {
-            return false;
-        };
-        let value = value.split(" #").next().unwrap_or_default().trim();
-        matches!(value, "true" | "\"true\"" | "'true'")
-    })
 }
 
 #[cfg(test)]
@@ -255,33 +233,6 @@ mod tests {
         assert_eq!(r.app_version, "");
         assert_eq!(r.status, "failed");
         assert!(!r.hossted_helm);
-    }
-
-    #[test]
-    fn the_marker_must_be_a_key_with_value_true() {
-        for yes in [
-            "hossted_helm: true",
-            "  hossted_helm: \"true\"",
-            "    hossted_helm: 'true'   # set by hossted",
-            "  \"hossted_helm\": true",
-            "- hossted_helm: true",
-            "hossted_helm  :  true",
-        ] {
-            assert!(has_hossted_marker(&format!("a: b\n{yes}\nc: d")), "{yes:?}");
-        }
-        for no in [
-            "hossted_helm: false",
-            "hossted_helm: \"false\"",
-            "hossted_helm_extra: true",
-            "not_hossted_helm: true",
-            "# hossted_helm: true",
-            "description: set hossted_helm: true to enable",
-            "hossted_helm: truthy",
-            "hossted_helm",
-            "hossted_helm: yes",
-        ] {
-            assert!(!has_hossted_marker(&format!("a: b\n{no}\n")), "{no:?}");
-        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! storage decoded (`helm`), and Kubernetes quantities (`quantity`).
 
 pub mod helm;
+pub mod marker;
 pub mod objects;
 pub mod quantity;
 pub mod storage;
