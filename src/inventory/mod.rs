@@ -92,6 +92,7 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
         },
         settings: settings.clone(),
         ledger: Ledger::default(),
+        stopping: manager.stopping(),
     };
     let controller = Controller::new(manager, "hosstedproject", inventory)
         .max_backoff(MAX_BACKOFF)

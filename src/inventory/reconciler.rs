@@ -9,7 +9,7 @@ use cache::Store;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
 use record::{EventRecorder, EventType};
-use runtime::{Action, Reconciler};
+use runtime::{Action, Reconciler, Stopping};
 
 use super::Settings;
 use super::api::HosstedApi;
@@ -42,6 +42,8 @@ pub struct Inventory {
     pub(super) api: HosstedApi,
     pub(super) settings: Settings,
     pub(super) ledger: Ledger,
+    /// Shutdown has begun: start no new POST (the next run sends it).
+    pub(super) stopping: Stopping,
 }
 
 /// One reconcile's view of its Hosstedproject.
@@ -288,8 +290,10 @@ impl Inventory {
                 out.helm_status.push(app.status.clone());
                 continue;
             }
-            if matches!(out.failure, Some(PostError::Unavailable { .. })) {
-                out.helm_status.extend(known.cloned()); // the API is down: don't hammer it
+            if matches!(out.failure, Some(PostError::Unavailable { .. })) || self.stopping.is_set()
+            {
+                // The API is down (don't hammer it), or shutdown has begun.
+                out.helm_status.extend(known.cloned());
                 continue;
             }
             match self
@@ -347,7 +351,8 @@ impl Inventory {
             if deny.contains(&known.namespace) {
                 continue; // no longer reported, not uninstalled: just dropped
             }
-            if matches!(out.failure, Some(PostError::Unavailable { .. })) {
+            if matches!(out.failure, Some(PostError::Unavailable { .. })) || self.stopping.is_set()
+            {
                 out.helm_status.push(known.clone());
                 continue;
             }

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Apps","type":"integer","jsonPath":".status.appCount","description":"Helm releases reported"}"#,
     printcolumn = r#"{"name":"Stopped","type":"boolean","jsonPath":".spec.stop"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
-    printcolumn = r#"{"name":"Last Reconcile","type":"date","jsonPath":".status.lastReconcileTimestamp"}"#,
+    printcolumn = r#"{"name":"Last Change","type":"date","jsonPath":".status.lastReconcileTimestamp","description":"When the status last changed: a reconcile that finds nothing new writes nothing"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -87,7 +87,8 @@ pub struct HosstedprojectStatus {
         skip_serializing_if = "String::is_empty"
     )]
     pub cluster_uuid: String,
-    /// RFC 3339 time of the last successful reconcile.
+    /// RFC 3339 time of the last reconcile that changed something (one that
+    /// finds nothing new writes nothing, so this is the last change).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_reconcile_timestamp: String,
     /// The releases reported, as last delivered.

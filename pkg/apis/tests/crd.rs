@@ -175,7 +175,7 @@ async fn the_crd_installs_and_go_era_objects_load_unchanged() {
             "APPS",
             "STOPPED",
             "READY",
-            "LAST RECONCILE",
+            "LAST CHANGE",
             "AGE"
         ]
     );

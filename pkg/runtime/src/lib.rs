@@ -33,7 +33,7 @@ mod server;
 
 pub use controller::{Action, Controller, ControllerStats, DEFAULT_RESYNC, Reconciler};
 pub use leader::LeaseTiming;
-pub use manager::{LeaderElection, Manager, ManagerError, ManagerOptions};
+pub use manager::{LeaderElection, Manager, ManagerError, ManagerOptions, Stopping};
 pub use metrics::Metrics;
 pub use server::ServerOptions;
 

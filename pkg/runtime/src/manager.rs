@@ -110,6 +110,18 @@ struct Readiness {
     standby: AtomicBool,
 }
 
+/// Set once the shutdown signal came: a reconciler checks it before
+/// starting something long it could leave to the next run (a POST).
+#[derive(Debug, Clone, Default)]
+pub struct Stopping(Arc<AtomicBool>);
+
+impl Stopping {
+    /// Whether shutdown has begun.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
+
 /// See the module docs.
 pub struct Manager {
     client: Client,
@@ -118,6 +130,7 @@ pub struct Manager {
     metrics: Arc<Metrics>,
     controllers: Vec<Arc<dyn Runnable>>,
     readiness: Arc<Readiness>,
+    stopping: Stopping,
     options: ManagerOptions,
 }
 
@@ -132,6 +145,7 @@ impl Manager {
             factory,
             controllers: Vec::new(),
             readiness: Arc::default(),
+            stopping: Stopping::default(),
             options,
         }
     }
@@ -150,6 +164,11 @@ impl Manager {
     pub fn recorder(&self) -> EventRecorder {
         self.broadcaster
             .recorder(&self.options.component, &self.options.instance)
+    }
+
+    /// The flag that says shutdown has begun.
+    pub fn stopping(&self) -> Stopping {
+        self.stopping.clone()
     }
 
     /// The metrics registry (to add a controller's own metrics).
@@ -172,7 +191,13 @@ impl Manager {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ManagerError> {
-        let shutdown: Shared<BoxFuture<'static, ()>> = shutdown.boxed().shared();
+        let flag = self.stopping.clone();
+        let shutdown: Shared<BoxFuture<'static, ()>> = async move {
+            shutdown.await;
+            flag.0.store(true, Relaxed);
+        }
+        .boxed()
+        .shared();
         let servers = self.serve().await?;
         let outcome = self.run_controllers(shutdown).await;
         self.readiness.leading.store(false, Relaxed);
