@@ -275,8 +275,6 @@ async fn an_install_is_one_post_once_settled_an_uninstall_one_more_and_a_toggle_
         pods.get_opt("slow-hook").await.ok().flatten()
     })
     .await;
-    let mark = operator.mark();
-    f.namespace("slow").await; // (exists) — the release Secret is pending-install by now
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(f.cp.client(), "slow");
     eventually("the pending-install revision", 30, || async {
         let s = secrets
@@ -287,6 +285,9 @@ async fn an_install_is_one_post_once_settled_an_uninstall_one_more_and_a_toggle_
         (s.metadata.labels?.get("status")? == "pending-install").then_some(())
     })
     .await;
+    // A reconcile that certainly saw it: one caused by a change made now.
+    let mark = operator.mark();
+    f.kubectl(&["label", "ns", "slow", "touched=0"]);
     operator.reconciled_since(mark).await;
     assert!(
         f.requests_to("/v1/apps").is_empty(),
@@ -300,7 +301,7 @@ async fn an_install_is_one_post_once_settled_an_uninstall_one_more_and_a_toggle_
         "deployed"
     );
     let mark = operator.mark();
-    f.kubectl(&["label", "ns", "slow", "touched=1"]);
+    f.kubectl(&["label", "ns", "slow", "touched=1", "--overwrite"]);
     operator.reconciled_since(mark).await;
     assert_eq!(f.requests_to("/v1/apps").len(), 1, "an install is one POST");
 
