@@ -15,7 +15,7 @@ use super::Settings;
 use super::api::HosstedApi;
 use super::collector::{self, Caches, Collection, Context};
 use super::ledger::{Ledger, ReleaseRef, Target};
-use super::payload::{ClusterRegistration, OptionsState};
+use super::payload::{AppPayload, ClusterRegistration, OptionsState};
 use super::poster::PostError;
 use super::status::{Reason, is_ready, merge_patch, now_rfc3339, set_ready};
 
@@ -290,34 +290,15 @@ impl Inventory {
                 out.helm_status.push(app.status.clone());
                 continue;
             }
-            if matches!(out.failure, Some(PostError::Unavailable { .. })) || self.stopping.is_set()
-            {
-                // The API is down (don't hammer it), or shutdown has begun.
-                out.helm_status.extend(known.cloned());
-                continue;
-            }
-            match self
-                .api
-                .post(
-                    &self.ledger,
-                    run.key,
-                    Target::App(release.clone()),
-                    "/apps",
-                    &app.payload,
-                )
-                .await?
-            {
-                Ok(()) => {
-                    out.helm_status.push(app.status.clone());
-                    out.reported.push(release);
-                }
-                Err(e) => {
-                    out.helm_status.extend(known.cloned());
-                    if !matches!(out.failure, Some(PostError::Unavailable { .. })) {
-                        out.failure = Some(e);
-                    }
-                }
-            }
+            self.send_app(
+                run,
+                &mut out,
+                release,
+                &app.payload,
+                Some(&app.status),
+                known,
+            )
+            .await?;
         }
         Ok(out)
     }
@@ -351,31 +332,47 @@ impl Inventory {
             if deny.contains(&known.namespace) {
                 continue; // no longer reported, not uninstalled: just dropped
             }
-            if matches!(out.failure, Some(PostError::Unavailable { .. })) || self.stopping.is_set()
-            {
-                out.helm_status.push(known.clone());
-                continue;
-            }
             let release = ReleaseRef::new(&known.namespace, &known.name);
             let payload =
                 collector::uninstalled(known, &run.status.cluster_uuid, &self.settings.email_id);
-            match self
-                .api
-                .post(
-                    &self.ledger,
-                    run.key,
-                    Target::App(release.clone()),
-                    "/apps",
-                    &payload,
-                )
-                .await?
-            {
-                Ok(()) => out.reported.push(release),
-                Err(e) => {
-                    out.helm_status.push(known.clone());
-                    if !matches!(out.failure, Some(PostError::Unavailable { .. })) {
-                        out.failure = Some(e);
-                    }
+            // Delivered: the release leaves the status.
+            self.send_app(run, out, release, &payload, None, Some(known))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// POSTs one app — unless the API is down (don't hammer it) or shutdown
+    /// has begun. Delivered: `delivered` enters the status (`None`: the
+    /// release leaves it); not: what was `known` stays.
+    async fn send_app(
+        &self,
+        run: &Run<'_>,
+        out: &mut Delivered,
+        release: ReleaseRef,
+        payload: &AppPayload,
+        delivered: Option<&HelmInfo>,
+        known: Option<&HelmInfo>,
+    ) -> Result<(), SyncError> {
+        let api_down = matches!(out.failure, Some(PostError::Unavailable { .. }));
+        if api_down || self.stopping.is_set() {
+            out.helm_status.extend(known.cloned());
+            return Ok(());
+        }
+        let target = Target::App(release.clone());
+        match self
+            .api
+            .post(&self.ledger, run.key, target, "/apps", payload)
+            .await?
+        {
+            Ok(()) => {
+                out.helm_status.extend(delivered.cloned());
+                out.reported.push(release);
+            }
+            Err(e) => {
+                out.helm_status.extend(known.cloned());
+                if !api_down {
+                    out.failure = Some(e);
                 }
             }
         }

@@ -9,15 +9,6 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 
-fn ready(hp: &apis::Hosstedproject) -> Option<(String, String)> {
-    hp.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (c.status.clone(), c.reason.clone()))
-}
-
 async fn warning_events(f: &Fixture, reason: &str) -> Vec<Event> {
     Api::<Event>::namespaced(f.cp.client(), "default")
         .list(

@@ -10,15 +10,6 @@ use kube::Api;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-fn ready(hp: &apis::Hosstedproject) -> Option<(String, String)> {
-    hp.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| (c.status.clone(), c.reason.clone()))
-}
-
 async fn wait_ready(f: &Fixture, name: &str, want: (&str, &str)) -> apis::Hosstedproject {
     eventually(
         &format!("{name} Ready={}/{}", want.0, want.1),

@@ -382,3 +382,13 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
+
+/// `(status, reason)` of a Hosstedproject's `Ready` condition.
+pub fn ready(hp: &Hosstedproject) -> Option<(String, String)> {
+    hp.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
