@@ -396,6 +396,7 @@ async fn main() {
     let mut scale = 1.0f64;
     let mut idle_secs = 300u64;
     let mut changes = 100usize;
+    let mut churn_secs = 300u64;
     let mut seed = 42u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -404,6 +405,7 @@ async fn main() {
             "--scale" => scale = v.parse().unwrap_or(scale),
             "--idle-secs" => idle_secs = v.parse().unwrap_or(idle_secs),
             "--changes" => changes = v.parse().unwrap_or(changes),
+            "--churn-secs" => churn_secs = v.parse().unwrap_or(churn_secs),
             "--seed" => seed = v.parse().unwrap_or(seed),
             other => eprintln!("scale: ignoring {other}"),
         }
@@ -636,6 +638,40 @@ async fn main() {
         .map(|(verb, n)| (verb.clone(), n - audit0.get(verb).copied().unwrap_or(0)))
         .filter(|(_, n)| *n > 0)
         .collect();
+
+    // Churn: 100 label changes a minute on pods of no release. Nothing may
+    // be reported or written; what it costs is the operator's CPU.
+    let projects: Api<apis::Hosstedproject> = Api::all(client.clone());
+    let rv = |hp: Option<apis::Hosstedproject>| {
+        hp.and_then(|h| h.metadata.resource_version)
+            .unwrap_or_default()
+    };
+    let (rv0, posts0, cpu_c0) = (
+        rv(projects.get_opt("hossted-operator-cr").await.ok().flatten()),
+        api.requests().len(),
+        cpu_seconds(pid),
+    );
+    let flips = churn_secs * 100 / 60;
+    let unrelated = shape.unrelated_pods.max(1);
+    for i in 0..flips {
+        let n = i as usize % unrelated;
+        let ns = format!("team-{:03}", n % shape.namespaces);
+        let patch = json!({ "metadata": { "labels": { "churn": i.to_string() } } });
+        let _ = Api::<Pod>::namespaced(client.clone(), &ns)
+            .patch(
+                &format!("unrelated-{n}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (rv1, posts1, cpu_c1) = (
+        rv(projects.get_opt("hossted-operator-cr").await.ok().flatten()),
+        api.requests().len(),
+        cpu_seconds(pid),
+    );
     let _ = child.kill();
     let _ = child.wait();
 
@@ -656,6 +692,9 @@ async fn main() {
         "idle_secs": idle_secs, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_percent": idle_cpu_pct,
         "idle_requests_by_verb": idle_requests, "idle_list_get_per_minute": per_minute("list") + per_minute("get"),
         "startup_requests_by_verb": audit0,
+        "churn": { "secs": churn_secs, "label_changes": flips, "posts": posts1 - posts0,
+                   "status_written": rv0 != rv1, "cpu_seconds": cpu_c1 - cpu_c0,
+                   "cpu_percent": (cpu_c1 - cpu_c0) / churn_secs.max(1) as f64 * 100.0 },
     });
     println!("{result}");
     let _ = std::fs::remove_dir_all(&dir);
