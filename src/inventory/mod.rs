@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::Hosstedproject;
-use cache::{Event, HandlerFn, InformerOptions, SharedInformer, SharedInformerFactory};
-use kube::{Api, Client, Resource, ResourceExt};
+use cache::{Event, HandlerFn, InformerOptions, Object, SharedInformer, SharedInformerFactory};
+use kube::{Api, Client, ResourceExt};
 use runtime::{Controller, Manager};
 
 use crate::cached::objects::{INSTANCE_LABEL, label};
@@ -158,25 +158,14 @@ impl Trigger<'_> {
     /// unavailable) is left to its backoff: a change must not cut it short.
     fn watch<K>(self, informer: &SharedInformer<K>)
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Object,
     {
         let queue = self.controller.queue();
         let projects = self.projects.store();
         let (window, filter) = (self.window, self.filter);
         informer.add_event_handler(HandlerFn(move |e: &Event<K>| {
-            let obj = match e {
-                Event::Update { old, new }
-                    if old.meta().resource_version == new.meta().resource_version =>
-                {
-                    return;
-                }
-                Event::Add(o) | Event::Delete(o) | Event::Update { new: o, .. } => o,
+            let Some(obj) = e.changed() else {
+                return;
             };
             if matches!(filter, Filter::ReleaseMember)
                 && label(obj.meta(), INSTANCE_LABEL).is_empty()

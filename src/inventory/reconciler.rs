@@ -2,6 +2,7 @@
 //! stopped? → cluster UUID → registration → collect → deliver → record
 //! status → ready.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus, RegisteredOptions};
@@ -274,19 +275,24 @@ impl Inventory {
         collection: &Collection,
     ) -> Result<Delivered, SyncError> {
         let mut out = Delivered::default();
+        // One lookup per app, not a scan of the status per app.
+        let known_by_release: HashMap<(&str, &str), &HelmInfo> = run
+            .status
+            .helm_status
+            .iter()
+            .map(|k| ((k.namespace.as_str(), k.name.as_str()), k))
+            .collect();
         for app in &collection.apps {
             let release = ReleaseRef::new(&app.status.namespace, &app.status.name);
-            let known = run
-                .status
-                .helm_status
-                .iter()
-                .find(|k| k.name == release.name && k.namespace == release.namespace);
+            let known = known_by_release
+                .get(&(release.namespace.as_str(), release.name.as_str()))
+                .copied();
             if !settled(&app.status.status) {
                 // Sent once it settles (deployed, failed, ...).
                 out.helm_status.extend(known.cloned());
                 continue;
             }
-            if !collector::needs_report(app, &run.status.helm_status) {
+            if !collector::needs_report(app, known.map(std::slice::from_ref).unwrap_or_default()) {
                 out.helm_status.push(app.status.clone());
                 continue;
             }
@@ -312,21 +318,23 @@ impl Inventory {
         out: &mut Delivered,
     ) -> Result<(), SyncError> {
         let deny = &run.hp.spec.deny_namespaces;
+        // Releases still there: collected, or present but undecodable.
+        let present: HashSet<(&str, &str)> = collection
+            .apps
+            .iter()
+            .map(|a| (a.status.namespace.as_str(), a.status.name.as_str()))
+            .chain(
+                collection
+                    .invalid
+                    .iter()
+                    .map(|i| (i.namespace.as_str(), i.release.as_str())),
+            )
+            .collect();
         let gone: Vec<&HelmInfo> = run
             .status
             .helm_status
             .iter()
-            .filter(|k| {
-                let here = |ns: &str, name: &str| ns == k.namespace && name == k.name;
-                !collection
-                    .apps
-                    .iter()
-                    .any(|a| here(&a.status.namespace, &a.status.name))
-                    && !collection
-                        .invalid
-                        .iter()
-                        .any(|i| i.namespace == k.namespace && i.release == k.name)
-            })
+            .filter(|k| !present.contains(&(k.namespace.as_str(), k.name.as_str())))
             .collect();
         for known in gone {
             if deny.contains(&known.namespace) {
@@ -503,4 +511,42 @@ fn go_written(status: &HosstedprojectStatus) -> bool {
         && !status.cluster_registered
         && status.conditions.is_empty()
         && status.observed_generation.is_none()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_status_the_go_operator_wrote_counts_as_registered_ours_does_not() {
+        let go = HosstedprojectStatus {
+            cluster_uuid: "K-0b7e9c52-3d8f-4e61-a2c4-5f9d1e7a8b30".into(),
+            helm_status: vec![HelmInfo::default()],
+            ..Default::default()
+        };
+        assert!(go_written(&go));
+        // Ours always carries a condition or an observed generation.
+        let mut ours = go.clone();
+        ours.observed_generation = Some(1);
+        assert!(!go_written(&ours));
+        assert!(
+            !go_written(&HosstedprojectStatus::default()),
+            "a new project"
+        );
+    }
+
+    #[test]
+    fn pending_and_uninstalling_revisions_are_not_settled() {
+        for s in [
+            "pending-install",
+            "pending-upgrade",
+            "pending-rollback",
+            "uninstalling",
+        ] {
+            assert!(!settled(s), "{s}");
+        }
+        for s in ["deployed", "failed", "superseded", "uninstalled"] {
+            assert!(settled(s), "{s}");
+        }
+    }
 }

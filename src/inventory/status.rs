@@ -141,6 +141,15 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn every_reason_is_in_the_readme_table() {
+        let readme = include_str!("../../README.md");
+        for reason in Reason::ALL {
+            let row = format!("| `{}` |", reason.as_str());
+            assert!(readme.contains(&row), "README lacks the row for {row}");
+        }
+    }
+
+    #[test]
     fn a_status_that_does_not_serialize_is_an_error_not_a_null_status() {
         assert!(merge_patch(&Unserializable, []).is_err());
     }

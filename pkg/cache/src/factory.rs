@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::reflector::ListWatchConfig;
-use crate::{Event, HandlerFn, SharedInformer, Transform};
+use crate::{Event, HandlerFn, Object, SharedInformer, Transform};
 
 /// Which objects an informer mirrors and how.
 ///
@@ -134,7 +134,7 @@ struct Erased<K: Resource>(Arc<SharedInformer<K>>);
 
 impl<K> AnyInformer for Erased<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Object,
 {
     fn run(&self) {
         self.0.run();
@@ -231,7 +231,7 @@ impl SharedInformerFactory {
     /// already started, a new informer starts at once.
     pub fn informer<K>(&self, opts: InformerOptions<K>) -> Arc<SharedInformer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Object,
     {
         self.get_or_create(None, opts, Role::Required, || Api::all(self.client.clone()))
     }
@@ -262,7 +262,7 @@ impl SharedInformerFactory {
     /// type's docs). Its cache is empty while the CRD is absent.
     pub fn optional_informer<K>(&self, opts: InformerOptions<K>) -> Arc<SharedInformer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Object,
     {
         let crd = format!("{}.{}", K::plural(&()), K::group(&()));
         let informer = self.get_or_create(None, opts, Role::OnCrd(crd.clone()), || {
@@ -284,7 +284,7 @@ impl SharedInformerFactory {
         api: impl FnOnce() -> Api<K>,
     ) -> Arc<SharedInformer<K>>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        K: Object,
     {
         let key = InformerKey {
             type_id: TypeId::of::<K>(),

@@ -16,6 +16,18 @@ use tokio::task::JoinHandle;
 use crate::reflector::{ListWatchConfig, Reflector, ReflectorStats, Sink};
 use crate::{Lister, Store, object_key};
 
+/// What an informer can mirror: a kube resource of a static kind that can be
+/// decoded, cloned and shared across threads. Implemented for every such type.
+pub trait Object:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<K> Object for K where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
 /// Applied to every object before it is stored or handed to handlers; where
 /// memory is won (drop `managedFields`, big annotations, payloads).
 pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
@@ -33,6 +45,22 @@ pub enum Event<K> {
     /// The object's final state, or — when the deletion was missed and found
     /// by a relist — its last known state.
     Delete(Arc<K>),
+}
+
+impl<K: Resource> Event<K> {
+    /// The object an event is about, unless the event changes nothing: an
+    /// `Update` whose resourceVersion did not move (a resync or a relist
+    /// re-delivering what is cached). What an enqueueing handler looks at.
+    pub fn changed(&self) -> Option<&Arc<K>> {
+        match self {
+            Event::Update { old, new }
+                if old.meta().resource_version == new.meta().resource_version =>
+            {
+                None
+            }
+            Event::Add(o) | Event::Delete(o) | Event::Update { new: o, .. } => Some(o),
+        }
+    }
 }
 
 impl<K> Clone for Event<K> {
@@ -113,7 +141,7 @@ pub struct SharedInformer<K: Resource> {
 
 impl<K> SharedInformer<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Object,
 {
     /// An informer over `api` (whose namespace scope is used as is).
     pub fn new(
@@ -288,7 +316,7 @@ fn deliver<K>(handlers: &[mpsc::Sender<Event<K>>], event: Event<K>) {
 
 impl<K> Sink<K> for SharedInformer<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Object,
 {
     fn replace(&self, objs: Vec<K>) {
         let objs: Vec<Arc<K>> = objs.into_iter().map(|o| self.transformed(o)).collect();

@@ -18,7 +18,7 @@ mod selector;
 mod store;
 
 pub use factory::{FactoryError, InformerOptions, InformerSync, SharedInformerFactory};
-pub use informer::{Event, EventHandler, HandlerFn, SharedInformer, Transform};
+pub use informer::{Event, EventHandler, HandlerFn, Object, SharedInformer, Transform};
 pub use lister::{Lister, NamespaceLister};
 pub use reflector::{ListWatchConfig, ReflectorStats};
 pub use selector::{Selector, SelectorError};

@@ -40,10 +40,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use cache::{Event, HandlerFn, SharedInformer, object_key};
+use cache::{Event, HandlerFn, Object, SharedInformer, object_key};
 use futures::future::BoxFuture;
 use kube::Resource;
-use workqueue::{RateLimitingQueue, default_controller_rate_limiter};
+use workqueue::{RateLimitingQueue, controller_rate_limiter, default_controller_rate_limiter};
 
 use crate::Manager;
 use crate::metrics::Metrics;
@@ -172,16 +172,8 @@ impl<R: Reconciler> Controller<R> {
     /// is 1000 s). Call before handing [`queue`](Self::queue) to handlers:
     /// it replaces the queue.
     pub fn max_backoff(mut self, max: Duration) -> Self {
-        let limiter: Box<dyn workqueue::RateLimiter<String>> =
-            Box::new(workqueue::MaxOfRateLimiter::new(vec![
-                Box::new(workqueue::ItemExponentialFailureRateLimiter::new(
-                    Duration::from_millis(5),
-                    max,
-                )),
-                Box::new(workqueue::BucketRateLimiter::new(10.0, 100)),
-            ]));
         self.queue = Arc::new(RateLimitingQueue::with_metrics(
-            limiter,
+            controller_rate_limiter(max),
             &self.name,
             &self.metrics.queues,
         ));
@@ -198,13 +190,7 @@ impl<R: Reconciler> Controller<R> {
     /// `period` (use [`DEFAULT_RESYNC`] unless configured).
     pub fn resync_all_of<K>(self, primary: &SharedInformer<K>) -> Self
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Object,
     {
         self.resync_every(DEFAULT_RESYNC, primary)
     }
@@ -212,13 +198,7 @@ impl<R: Reconciler> Controller<R> {
     /// [`resync_all_of`](Self::resync_all_of) with another period.
     pub fn resync_every<K>(mut self, period: Duration, primary: &SharedInformer<K>) -> Self
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Object,
     {
         let store = primary.store();
         self.keys = Some((Arc::new(move || store.list_keys()), period));
@@ -247,14 +227,10 @@ impl<R: Reconciler> Controller<R> {
         K: Resource + Send + Sync + 'static,
     {
         let queue = self.queue.clone();
-        HandlerFn(move |e: &Event<K>| match e {
-            Event::Add(o) | Event::Delete(o) => queue.add(object_key(o.as_ref())),
-            Event::Update { old, new }
-                if old.meta().resource_version != new.meta().resource_version =>
-            {
-                queue.add(object_key(new.as_ref()))
+        HandlerFn(move |e: &Event<K>| {
+            if let Some(o) = e.changed() {
+                queue.add(object_key(o.as_ref()))
             }
-            Event::Update { .. } => {}
         })
     }
 

@@ -77,11 +77,6 @@ impl LeaderElector {
         }
     }
 
-    /// This candidate's holder identity.
-    pub fn identity(&self) -> &str {
-        &self.identity
-    }
-
     /// Waits until this candidate holds the Lease.
     pub async fn acquire(&mut self) {
         loop {

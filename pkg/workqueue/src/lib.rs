@@ -36,6 +36,6 @@ mod rate_limiting_queue;
 pub use queue::{DelayingQueue, Queue};
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, ItemFastSlowRateLimiter,
-    MaxOfRateLimiter, RateLimiter, default_controller_rate_limiter,
+    MaxOfRateLimiter, RateLimiter, controller_rate_limiter, default_controller_rate_limiter,
 };
 pub use rate_limiting_queue::RateLimitingQueue;

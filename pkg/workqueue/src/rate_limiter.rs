@@ -195,10 +195,18 @@ impl<T> RateLimiter<T> for MaxOfRateLimiter<T> {
 /// longer of the two.
 pub fn default_controller_rate_limiter<T: Eq + Hash + Clone + Send + 'static>()
 -> Box<dyn RateLimiter<T>> {
+    controller_rate_limiter(Duration::from_secs(1000))
+}
+
+/// [`default_controller_rate_limiter`] with the per-item backoff capped at
+/// `max` instead of 1000 s.
+pub fn controller_rate_limiter<T: Eq + Hash + Clone + Send + 'static>(
+    max: Duration,
+) -> Box<dyn RateLimiter<T>> {
     Box::new(MaxOfRateLimiter::new(vec![
         Box::new(ItemExponentialFailureRateLimiter::new(
             Duration::from_millis(5),
-            Duration::from_secs(1000),
+            max,
         )),
         Box::new(BucketRateLimiter::new(10.0, 100)),
     ]))
