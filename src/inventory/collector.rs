@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use apis::HelmInfo as StatusHelmInfo;
+use apis::{DeliveredApp, HelmInfo as StatusHelmInfo};
 use cache::{IndexFn, Store};
 use kube::Resource;
 
@@ -85,16 +85,59 @@ pub struct Context<'a> {
     pub cluster_uuid: &'a str,
     pub email_id: &'a str,
     pub deny_namespaces: &'a [String],
-    /// `status.helmStatus`: where app UUIDs already given are kept.
-    pub known: &'a [StatusHelmInfo],
+    /// What `status.apps` says was delivered: where app UUIDs already given
+    /// are kept.
+    pub known: &'a Known,
+}
+
+/// What was delivered before, looked up by namespace and name (one hash
+/// lookup per release, not a scan of the status per release).
+#[derive(Debug, Default, Clone)]
+pub struct Known(HashMap<String, HashMap<String, DeliveredApp>>);
+
+impl Known {
+    pub fn new(apps: impl IntoIterator<Item = DeliveredApp>) -> Self {
+        let mut by_namespace: HashMap<String, HashMap<String, DeliveredApp>> = HashMap::new();
+        for app in apps {
+            by_namespace
+                .entry(app.namespace.clone())
+                .or_default()
+                .insert(app.name.clone(), app);
+        }
+        Known(by_namespace)
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&DeliveredApp> {
+        self.0.get(namespace).and_then(|m| m.get(name))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &DeliveredApp> {
+        self.0.values().flat_map(|m| m.values())
+    }
 }
 
 /// One release, ready to report.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct App {
-    /// What `status.helmStatus` records once this app is delivered.
+    /// The release's `helm_info` and app UUID, as the status and a later
+    /// removal need them.
     pub status: StatusHelmInfo,
     pub payload: AppPayload,
+}
+
+impl App {
+    /// What `status.apps` records once this app is delivered.
+    pub fn delivered(&self) -> DeliveredApp {
+        let s = &self.status;
+        DeliveredApp {
+            namespace: s.namespace.clone(),
+            name: s.name.clone(),
+            revision: s.revision,
+            status: s.status.clone(),
+            app_uuid: s.app_uuid.clone(),
+            hossted_helm: s.hossted_helm,
+        }
+    }
 }
 
 /// A release whose latest revision could not be decoded.
@@ -270,8 +313,8 @@ fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> Ap
 fn app_uuid(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> String {
     if let Some(known) = ctx
         .known
-        .iter()
-        .find(|k| k.name == r.name && k.namespace == namespace && !k.app_uuid.is_empty())
+        .get(namespace, &r.name)
+        .filter(|k| !k.app_uuid.is_empty())
     {
         return known.app_uuid.clone();
     }
@@ -307,7 +350,16 @@ pub fn derived_app_uuid(
 /// The payload that tells the API a delivered release is gone: what the
 /// status recorded of it, with status `uninstalled` and empty lists (its
 /// objects went with it).
-pub fn uninstalled(known: &StatusHelmInfo, cluster_uuid: &str, email_id: &str) -> AppPayload {
+pub fn uninstalled(
+    known: &DeliveredApp,
+    last_seen: Option<&StatusHelmInfo>,
+    cluster_uuid: &str,
+    email_id: &str,
+) -> AppPayload {
+    // The chart, app version and time come from memory when this process
+    // saw that revision; the compact status does not keep them.
+    let seen = last_seen.filter(|s| s.revision == known.revision);
+    let detail = |f: fn(&StatusHelmInfo) -> &String| seen.map(f).cloned().unwrap_or_default();
     AppPayload {
         app_api_info: AppApiInfo {
             cluster_uuid: cluster_uuid.to_string(),
@@ -322,10 +374,10 @@ pub fn uninstalled(known: &StatusHelmInfo, cluster_uuid: &str, email_id: &str) -
                 name: known.name.clone(),
                 namespace: known.namespace.clone(),
                 revision: known.revision,
-                updated: known.updated.clone(),
+                updated: detail(|s| &s.updated),
                 status: "uninstalled".into(),
-                chart: known.chart.clone(),
-                app_version: known.app_version.clone(),
+                chart: detail(|s| &s.chart),
+                app_version: detail(|s| &s.app_version),
             },
             pod_info: Vec::new(),
             service_info: Vec::new(),
@@ -337,13 +389,8 @@ pub fn uninstalled(known: &StatusHelmInfo, cluster_uuid: &str, email_id: &str) -
 
 /// Whether `app` must be POSTed: it is new, or its revision or status
 /// differs from what was delivered.
-pub fn needs_report(app: &App, known: &[StatusHelmInfo]) -> bool {
-    !known.iter().any(|k| {
-        k.name == app.status.name
-            && k.namespace == app.status.namespace
-            && k.revision == app.status.revision
-            && k.status == app.status.status
-    })
+pub fn needs_report(app: &App, known: Option<&DeliveredApp>) -> bool {
+    !known.is_some_and(|k| k.revision == app.status.revision && k.status == app.status.status)
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! What the inventory controller remembers between reconciles of a
 //! Hosstedproject, beyond what its status says: the status it wrote last
-//! (the lister may lag behind its own write) and the payloads the API
-//! rejected. (App UUIDs need no memory: they are derived, see the collector.)
+//! (the lister may lag behind its own write), the payloads the API
+//! rejected, and the `helm_info` last seen of each release (the compact
+//! status keeps no chart or time, which a removal report carries). (App
+//! UUIDs need no memory: they are derived, see the collector.)
 //!
 //! Typed keys throughout: a [`ReleaseRef`] names a release, a [`Target`] says
 //! what a POST is about — nothing is `format!`ed into a string and parsed
@@ -9,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use apis::{Hosstedproject, HosstedprojectStatus};
+use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus};
 use parking_lot::Mutex;
 
 /// A Helm release: its namespace and name.
@@ -52,6 +54,9 @@ struct Project {
     /// Fingerprints of payloads the API rejected (4xx), by target: not sent
     /// again until they change.
     rejected: HashMap<Target, u64>,
+    /// The `helm_info` of each release as last seen in the caches, for its
+    /// removal report once it is gone. Entries leave with the release.
+    last_seen: HashMap<ReleaseRef, HelmInfo>,
 }
 
 /// See the module docs. One per controller, keyed by Hosstedproject name.
@@ -117,6 +122,40 @@ impl Ledger {
                 Target::App(r) => keep(r),
                 Target::Registration => true,
             });
+        }
+    }
+}
+
+impl Ledger {
+    /// Remembers `seen` as the newest `helm_info` of its release (copied
+    /// only when it changed).
+    pub fn saw(&self, key: &str, release: &ReleaseRef, seen: &HelmInfo) {
+        let mut projects = self.projects.lock();
+        let last_seen = &mut projects.entry(key.to_string()).or_default().last_seen;
+        match last_seen.get_mut(release) {
+            Some(old) if old == seen => {}
+            Some(old) => *old = seen.clone(),
+            None => {
+                last_seen.insert(release.clone(), seen.clone());
+            }
+        }
+    }
+
+    /// The `helm_info` last seen of `release`, if this process saw it.
+    pub fn last_seen(&self, key: &str, release: &ReleaseRef) -> Option<HelmInfo> {
+        self.projects
+            .lock()
+            .get(key)
+            .and_then(|p| p.last_seen.get(release))
+            .cloned()
+    }
+
+    /// Forgets a release that is gone and whose removal was delivered (or
+    /// that is no longer reported).
+    pub fn forget_release(&self, key: &str, release: &ReleaseRef) {
+        if let Some(p) = self.projects.lock().get_mut(key) {
+            p.last_seen.remove(release);
+            p.rejected.remove(&Target::App(release.clone()));
         }
     }
 }

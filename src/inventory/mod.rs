@@ -213,13 +213,14 @@ pub async fn collect_once(
     let deny = project
         .map(|p| p.spec.deny_namespaces.clone())
         .unwrap_or_default();
+    let known = collector::Known::new(status.delivered().0);
     let collection = collector::collect(
         &informers.caches(),
         &Context {
             cluster_uuid: &status.cluster_uuid,
             email_id,
             deny_namespaces: &deny,
-            known: &status.helm_status,
+            known: &known,
         },
     );
     for bad in &collection.invalid {

@@ -2,10 +2,10 @@
 //! stopped? → cluster UUID → registration → collect → deliver → record
 //! status → ready.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Instant;
 
-use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus, RegisteredOptions};
+use apis::{DeliveredApp, Hosstedproject, HosstedprojectStatus, RegisteredOptions};
 use cache::Store;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client, ResourceExt};
@@ -14,7 +14,7 @@ use runtime::{Action, Reconciler, Stopping};
 
 use super::Settings;
 use super::api::HosstedApi;
-use super::collector::{self, Caches, Collection, Context};
+use super::collector::{self, Caches, Collection, Context, Known};
 use super::ledger::{Ledger, ReleaseRef, Target};
 use super::payload::{AppPayload, ClusterRegistration, OptionsState};
 use super::poster::PostError;
@@ -52,14 +52,16 @@ struct Run<'a> {
     key: &'a str,
     hp: &'a Hosstedproject,
     status: HosstedprojectStatus,
+    /// What the status says was delivered.
+    known: Known,
 }
 
 /// What the deliver step did.
 #[derive(Default)]
 struct Delivered {
-    /// `helmStatus` after this round: delivered apps, and what was known of
-    /// those that were not.
-    helm_status: Vec<HelmInfo>,
+    /// `status.apps` after this round: delivered apps, and what was known
+    /// of those that were not.
+    apps: Vec<DeliveredApp>,
     /// Releases POSTed this round.
     reported: Vec<ReleaseRef>,
     /// The first failure (an unavailable API stops further POSTs).
@@ -74,9 +76,17 @@ impl Reconciler for Inventory {
             self.ledger.forget(key);
             return Ok(Action::done("gone"));
         };
+        let status = self.ledger.newest_status(key, &hp);
+        let (known, unreadable) = status.delivered();
+        for bad in unreadable {
+            // Dropped at the next write; that release is sent again (with the
+            // same derived UUID).
+            log::warn!("Hosstedproject {key}: {bad}; ignoring that entry");
+        }
         let mut run = Run {
             key,
-            status: self.ledger.newest_status(key, &hp),
+            status,
+            known: Known::new(known),
             hp: &hp,
         };
         if let Some(oldest) = self.older_project(&hp) {
@@ -252,7 +262,7 @@ impl Inventory {
                 cluster_uuid: &run.status.cluster_uuid,
                 email_id: &self.settings.email_id,
                 deny_namespaces: &run.hp.spec.deny_namespaces,
-                known: &run.status.helm_status,
+                known: &run.known,
             },
         )
     }
@@ -268,32 +278,25 @@ impl Inventory {
     }
 
     /// POSTs every app that is new or changed. Only what was delivered
-    /// enters `helmStatus`; once the API is unavailable, nothing more is sent.
+    /// enters `status.apps`; once the API is unavailable, nothing more is
+    /// sent.
     async fn deliver(
         &self,
         run: &Run<'_>,
         collection: &Collection,
     ) -> Result<Delivered, SyncError> {
         let mut out = Delivered::default();
-        // One lookup per app, not a scan of the status per app.
-        let known_by_release: HashMap<(&str, &str), &HelmInfo> = run
-            .status
-            .helm_status
-            .iter()
-            .map(|k| ((k.namespace.as_str(), k.name.as_str()), k))
-            .collect();
         for app in &collection.apps {
             let release = ReleaseRef::new(&app.status.namespace, &app.status.name);
-            let known = known_by_release
-                .get(&(release.namespace.as_str(), release.name.as_str()))
-                .copied();
+            self.ledger.saw(run.key, &release, &app.status);
+            let known = run.known.get(&release.namespace, &release.name);
             if !settled(&app.status.status) {
                 // Sent once it settles (deployed, failed, ...).
-                out.helm_status.extend(known.cloned());
+                out.apps.extend(known.cloned());
                 continue;
             }
-            if !collector::needs_report(app, known.map(std::slice::from_ref).unwrap_or_default()) {
-                out.helm_status.push(app.status.clone());
+            if !collector::needs_report(app, known) {
+                out.apps.push(app.delivered());
                 continue;
             }
             self.send_app(
@@ -301,7 +304,7 @@ impl Inventory {
                 &mut out,
                 release,
                 &app.payload,
-                Some(&app.status),
+                Some(app.delivered()),
                 known,
             )
             .await?;
@@ -330,42 +333,53 @@ impl Inventory {
                     .map(|i| (i.namespace.as_str(), i.release.as_str())),
             )
             .collect();
-        let gone: Vec<&HelmInfo> = run
-            .status
-            .helm_status
+        let mut gone: Vec<&DeliveredApp> = run
+            .known
             .iter()
             .filter(|k| !present.contains(&(k.namespace.as_str(), k.name.as_str())))
             .collect();
+        gone.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         for known in gone {
-            if deny.contains(&known.namespace) {
-                continue; // no longer reported, not uninstalled: just dropped
-            }
             let release = ReleaseRef::new(&known.namespace, &known.name);
-            let payload =
-                collector::uninstalled(known, &run.status.cluster_uuid, &self.settings.email_id);
-            // Delivered: the release leaves the status.
-            self.send_app(run, out, release, &payload, None, Some(known))
-                .await?;
+            if deny.contains(&known.namespace) {
+                // No longer reported, not uninstalled: just dropped.
+                self.ledger.forget_release(run.key, &release);
+                continue;
+            }
+            let payload = collector::uninstalled(
+                known,
+                self.ledger.last_seen(run.key, &release).as_ref(),
+                &run.status.cluster_uuid,
+                &self.settings.email_id,
+            );
+            // Delivered: the release leaves the status (and memory).
+            if self
+                .send_app(run, out, release.clone(), &payload, None, Some(known))
+                .await?
+            {
+                self.ledger.forget_release(run.key, &release);
+            }
         }
         Ok(())
     }
 
     /// POSTs one app — unless the API is down (don't hammer it) or shutdown
-    /// has begun. Delivered: `delivered` enters the status (`None`: the
-    /// release leaves it); not: what was `known` stays.
+    /// has begun — and says whether it was delivered. Delivered: `delivered`
+    /// enters the status (`None`: the release leaves it); not: what was
+    /// `known` stays.
     async fn send_app(
         &self,
         run: &Run<'_>,
         out: &mut Delivered,
         release: ReleaseRef,
         payload: &AppPayload,
-        delivered: Option<&HelmInfo>,
-        known: Option<&HelmInfo>,
-    ) -> Result<(), SyncError> {
+        delivered: Option<DeliveredApp>,
+        known: Option<&DeliveredApp>,
+    ) -> Result<bool, SyncError> {
         let api_down = matches!(out.failure, Some(PostError::Unavailable { .. }));
         if api_down || self.stopping.is_set() {
-            out.helm_status.extend(known.cloned());
-            return Ok(());
+            out.apps.extend(known.cloned());
+            return Ok(false);
         }
         let target = Target::App(release.clone());
         match self
@@ -374,39 +388,24 @@ impl Inventory {
             .await?
         {
             Ok(()) => {
-                out.helm_status.extend(delivered.cloned());
+                out.apps.extend(delivered);
                 out.reported.push(release);
+                Ok(true)
             }
             Err(e) => {
-                out.helm_status.extend(known.cloned());
+                out.apps.extend(known.cloned());
                 if !api_down {
                     out.failure = Some(e);
                 }
+                Ok(false)
             }
         }
-        Ok(())
     }
 
     /// Puts what was delivered into the status and the ledger.
     fn record(&self, run: &mut Run<'_>, delivered: &Delivered) {
         let status = &mut run.status;
-        status.helm_status = delivered.helm_status.clone();
-        status.revision = {
-            let mut r: Vec<i64> = status.helm_status.iter().map(|h| h.revision).collect();
-            r.sort_unstable();
-            r
-        };
-        status.reconcile_helm_releases = status
-            .helm_status
-            .iter()
-            .map(|h| {
-                (
-                    format!("{}/{}", h.namespace, h.name),
-                    h.revision.to_string(),
-                )
-            })
-            .collect();
-        status.app_count = status.helm_status.len() as i64;
+        status.set_delivered(&delivered.apps);
         status.observed_generation = run.hp.metadata.generation;
         if !delivered.reported.is_empty() {
             let names: Vec<String> = delivered.reported.iter().map(|r| r.to_string()).collect();
@@ -465,12 +464,10 @@ impl Inventory {
         if unchanged {
             return Ok(());
         }
-        let patch = merge_patch(&run.status, previous.reconcile_helm_releases.keys()).map_err(
-            |source| SyncError::Serialize {
-                what: "the status",
-                source,
-            },
-        )?;
+        let patch = merge_patch(&run.status, &previous).map_err(|source| SyncError::Serialize {
+            what: "the status",
+            source,
+        })?;
         let api: Api<Hosstedproject> = Api::all(self.client.clone());
         let written = match api
             .patch_status(
@@ -516,6 +513,7 @@ fn go_written(status: &HosstedprojectStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use apis::HelmInfo;
 
     #[test]
     fn a_status_the_go_operator_wrote_counts_as_registered_ours_does_not() {

@@ -102,24 +102,34 @@ fn condition_value(value: bool) -> &'static str {
     if value { "True" } else { "False" }
 }
 
-/// The JSON merge patch `{"status": status}`. A merge patch merges maps, so
-/// the releases of `reconcileHelmReleases` that left are named as `null`.
-/// A status that does not serialize is an error — never an empty patch
-/// (`{"status": null}` would delete the whole status).
-pub fn merge_patch<'a>(
+/// The JSON merge patch `{"status": status}` that turns `previous` into
+/// `status`. A merge patch merges maps, so whatever `previous` has and
+/// `status` lacks (a namespace gone from `apps`, the Go operator's fields)
+/// is named as `null`. A status that does not serialize is an error — never
+/// an empty patch (`{"status": null}` would delete the whole status).
+pub fn merge_patch(
     status: &impl Serialize,
-    previous_releases: impl IntoIterator<Item = &'a String>,
+    previous: &impl Serialize,
 ) -> Result<serde_json::Value, serde_json::Error> {
     let mut body = serde_json::to_value(status)?;
-    if let Some(map) = body
-        .get_mut("reconcileHelmReleases")
-        .and_then(|m| m.as_object_mut())
-    {
-        for gone in previous_releases {
-            map.entry(gone.clone()).or_insert(serde_json::Value::Null);
+    let previous = serde_json::to_value(previous)?;
+    null_removed(&mut body, &previous);
+    Ok(serde_json::json!({ "status": body }))
+}
+
+/// Adds to `new` a `null` for every key of `old` it lacks, in nested maps too.
+fn null_removed(new: &mut serde_json::Value, old: &serde_json::Value) {
+    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
+        return;
+    };
+    for (key, old_value) in old {
+        match new.get_mut(key) {
+            Some(new_value) => null_removed(new_value, old_value),
+            None => {
+                new.insert(key.clone(), serde_json::Value::Null);
+            }
         }
     }
-    Ok(serde_json::json!({ "status": body }))
 }
 
 /// Now, as `lastReconcileTimestamp` shows it.
@@ -151,24 +161,34 @@ pub(crate) mod tests {
 
     #[test]
     fn a_status_that_does_not_serialize_is_an_error_not_a_null_status() {
-        assert!(merge_patch(&Unserializable, []).is_err());
+        assert!(merge_patch(&Unserializable, &HosstedprojectStatus::default()).is_err());
     }
 
     #[test]
-    fn releases_that_left_are_nulled_in_the_patch() {
-        let status = HosstedprojectStatus {
-            reconcile_helm_releases: [("a/web".to_string(), "2".to_string())].into(),
+    fn what_left_the_status_is_nulled_in_the_patch() {
+        let previous = HosstedprojectStatus {
+            apps: [
+                ("a".into(), "web:1:x".into()),
+                ("b".into(), "db:1:y".into()),
+            ]
+            .into(),
+            reconcile_helm_releases: [("a/web".to_string(), "1".to_string())].into(),
+            revision: vec![1],
             ..Default::default()
         };
-        let gone = ["a/web".to_string(), "a/old".to_string()];
-        let patch = merge_patch(&status, &gone).unwrap();
-        assert_eq!(patch["status"]["reconcileHelmReleases"]["a/web"], "2");
-        assert!(patch["status"]["reconcileHelmReleases"]["a/old"].is_null());
+        let status = HosstedprojectStatus {
+            apps: [("a".into(), "web:2:x".into())].into(),
+            ..Default::default()
+        };
+        let patch = merge_patch(&status, &previous).unwrap();
+        let st = &patch["status"];
+        assert_eq!(st["apps"]["a"], "web:2:x");
+        assert!(st["apps"].as_object().unwrap()["b"].is_null());
+        assert!(st.as_object().unwrap()["reconcileHelmReleases"].is_null());
+        assert!(st.as_object().unwrap()["revision"].is_null());
         assert!(
-            patch["status"]["reconcileHelmReleases"]
-                .as_object()
-                .unwrap()
-                .contains_key("a/old")
+            !st.as_object().unwrap().contains_key("helmStatus"),
+            "never there"
         );
     }
 

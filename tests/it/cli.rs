@@ -321,7 +321,7 @@ async fn sigterm_lets_an_in_flight_reconcile_finish_before_exiting() {
         st.app_count, 1,
         "the in-flight reconcile did not finish: {log}"
     );
-    assert_eq!(st.helm_status[0].name, "web");
+    assert_eq!(st.delivered().0[0].name, "web");
 }
 
 #[tokio::test]

@@ -94,7 +94,7 @@ async fn a_refused_status_write_resends_the_same_app_uuid_until_it_is_written() 
         (hp.status.as_ref()?.app_count == 1).then_some(hp)
     })
     .await;
-    let recorded = &hp.status.unwrap().helm_status[0].app_uuid;
+    let recorded = &hp.status.unwrap().delivered().0[0].app_uuid;
     assert!(uuids.contains(recorded), "{recorded} was never sent");
     let sent = f.requests_to("/v1/apps").len();
     let mark = operator.mark();
@@ -309,7 +309,7 @@ async fn an_install_is_one_post_once_settled_an_uninstall_one_more_and_a_toggle_
         (hp.status.as_ref()?.app_count == 0).then_some(hp)
     })
     .await;
-    assert!(hp.status.unwrap().helm_status.is_empty());
+    assert!(hp.status.unwrap().apps.is_empty());
 
     // A toggle re-sends the registration, once.
     f.patch_spec("cluster", json!({ "monitoring": { "enable": true } }))
@@ -360,13 +360,15 @@ async fn one_rejected_payload_does_not_hold_back_the_others() {
         (hp.status.as_ref()?.app_count == 2).then_some(hp)
     })
     .await;
-    let names: Vec<String> = hp
+    let mut names: Vec<String> = hp
         .status
         .unwrap()
-        .helm_status
+        .delivered()
+        .0
         .iter()
         .map(|h| h.name.clone())
         .collect();
+    names.sort();
     assert_eq!(names, ["a", "c"]);
     wait_ready(&f, "cluster", ("False", "ApiRejected")).await;
     let b_posts = || {

@@ -7,6 +7,7 @@ mod failures;
 mod hardening;
 mod helm_release;
 mod leader;
+mod migration;
 mod poster;
 mod rbac;
 mod reporting;

@@ -11,6 +11,9 @@ use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub mod delivered;
+pub use delivered::{DecodeError, DeliveredApp, decode_apps, encode_apps};
+
 /// What the operator should do for this cluster.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
@@ -91,16 +94,22 @@ pub struct HosstedprojectStatus {
     /// finds nothing new writes nothing, so this is the last change).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_reconcile_timestamp: String,
-    /// The releases reported, as last delivered.
-    #[serde(default)]
+    /// The releases delivered, compact: namespace → its releases as
+    /// `name:revision:appUUID[:status[:h]]`, space-separated (see
+    /// [`delivered`]). What is needed never to repeat a report, small enough
+    /// for 10,000 releases.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub apps: BTreeMap<String, String>,
+    /// Written by the Go operator: one entry per release. Read once (to keep
+    /// its app UUIDs and not repeat its reports), then removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub helm_status: Vec<HelmInfo>,
-    /// The delivered revision numbers, sorted (kept for compatibility with
-    /// the Go operator).
-    #[serde(default)]
+    /// Written by the Go operator; removed on the first write.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub revision: Vec<i64>,
-    /// `namespace/name` → delivered revision, as a decimal string: the Go
-    /// operator's schema types the values as strings, and the CRD is shared.
-    #[serde(default)]
+    /// Written by the Go operator (`namespace/name` → revision); removed on
+    /// the first write.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reconcile_helm_releases: BTreeMap<String, String>,
     /// Kept from the Go operator's status; not used here.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -112,7 +121,7 @@ pub struct HosstedprojectStatus {
     /// `spec` toggles re-sends the registration once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registered_options: Option<RegisteredOptions>,
-    /// How many apps `helmStatus` holds (the `Apps` column).
+    /// How many apps `apps` holds (the `Apps` column).
     #[serde(default)]
     pub app_count: i64,
     /// The generation of the spec this status reflects.
@@ -137,7 +146,40 @@ pub struct RegisteredOptions {
     pub ingress: bool,
 }
 
-/// One reported Helm release.
+impl HosstedprojectStatus {
+    /// What was delivered: `apps`, or for a status the Go operator wrote,
+    /// its `helmStatus`. Entries that cannot be read come back as errors.
+    pub fn delivered(&self) -> (Vec<DeliveredApp>, Vec<DecodeError>) {
+        if self.apps.is_empty() && !self.helm_status.is_empty() {
+            let apps = self
+                .helm_status
+                .iter()
+                .map(|h| DeliveredApp {
+                    namespace: h.namespace.clone(),
+                    name: h.name.clone(),
+                    revision: h.revision,
+                    status: h.status.clone(),
+                    app_uuid: h.app_uuid.clone(),
+                    hossted_helm: h.hossted_helm,
+                })
+                .collect();
+            return (apps, Vec::new());
+        }
+        decode_apps(&self.apps)
+    }
+
+    /// Records `apps` as what was delivered (and drops the Go operator's
+    /// fields, which they replace).
+    pub fn set_delivered(&mut self, apps: &[DeliveredApp]) {
+        self.apps = encode_apps(apps);
+        self.app_count = apps.len() as i64;
+        self.helm_status.clear();
+        self.revision.clear();
+        self.reconcile_helm_releases.clear();
+    }
+}
+
+/// One Helm release as the Go operator's `helmStatus` lists it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct HelmInfo {
     pub name: String,

@@ -130,7 +130,7 @@ fn derived(ns: &str, name: &str) -> String {
     derived_app_uuid(CLUSTER, ns, name, "2024-02-28T01:32:31.338988+05:30")
 }
 
-fn ctx<'a>(deny: &'a [String], known: &'a [StatusHelmInfo]) -> Context<'a> {
+fn ctx<'a>(deny: &'a [String], known: &'a Known) -> Context<'a> {
     Context {
         cluster_uuid: CLUSTER,
         email_id: "ops@example.com",
@@ -142,7 +142,7 @@ fn ctx<'a>(deny: &'a [String], known: &'a [StatusHelmInfo]) -> Context<'a> {
 #[test]
 fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
     let deny = vec!["denied".to_string()];
-    let got = collect(&cluster(), &ctx(&deny, &[]));
+    let got = collect(&cluster(), &ctx(&deny, &Known::default()));
     assert!(got.invalid.is_empty());
     let names: Vec<_> = got.apps.iter().map(|a| a.status.name.as_str()).collect();
     assert_eq!(
@@ -220,12 +220,12 @@ fn app_uuids_are_kept_then_taken_from_the_uuid_secret_then_new() {
         .upsert(release("a", "marked", 1, "deployed", true));
     c.releases
         .upsert(release("b", "unmarked", 1, "deployed", false));
-    let known = vec![StatusHelmInfo {
+    let known = Known::new([DeliveredApp {
         name: "known".into(),
         namespace: "a".into(),
         app_uuid: "A-recorded".into(),
         ..Default::default()
-    }];
+    }]);
     let got = collect(&c, &ctx(&[], &known));
     let uuids: Vec<(&str, &str)> = got
         .apps
@@ -282,7 +282,7 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
         ),
         release: Err("the release's gzip stream is corrupt".into()),
     }));
-    let got = collect(&c, &ctx(&[], &[]));
+    let got = collect(&c, &ctx(&[], &Known::default()));
     assert_eq!(
         got.invalid,
         [InvalidRelease {
@@ -298,15 +298,37 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
 
 #[test]
 fn a_report_is_needed_for_new_apps_and_changed_revision_or_status() {
-    let got = collect(&cluster(), &ctx(&[], &[]));
+    let got = collect(&cluster(), &ctx(&[], &Known::default()));
     let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
-    assert!(needs_report(test, &[]));
-    let delivered = vec![test.status.clone()];
-    assert!(!needs_report(test, &delivered));
-    let mut older = test.status.clone();
+    assert!(needs_report(test, None));
+    let delivered = test.delivered();
+    assert!(!needs_report(test, Some(&delivered)));
+    let mut older = test.delivered();
     older.revision = 1;
-    assert!(needs_report(test, &[older]));
-    let mut failed = test.status.clone();
+    assert!(needs_report(test, Some(&older)));
+    let mut failed = test.delivered();
     failed.status = "failed".into();
-    assert!(needs_report(test, &[failed]));
+    assert!(needs_report(test, Some(&failed)));
+}
+
+#[test]
+fn a_removal_carries_the_chart_last_seen_of_that_revision_only() {
+    let got = collect(&cluster(), &ctx(&[], &Known::default()));
+    let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
+    let known = test.delivered();
+    let sent = uninstalled(&known, Some(&test.status), CLUSTER, "ops@example.com");
+    let helm = &sent.app_info.helm_info;
+    assert_eq!(helm.status, "uninstalled");
+    assert_eq!(helm.chart, test.status.chart);
+    assert!(!helm.chart.is_empty() && !helm.updated.is_empty());
+    assert_eq!(sent.app_api_info.app_uuid, known.app_uuid);
+    // After a restart nothing was seen: what the status keeps, no chart.
+    let mut older = test.status.clone();
+    older.revision -= 1;
+    for seen in [None, Some(&older)] {
+        let sent = uninstalled(&known, seen, CLUSTER, "ops@example.com");
+        assert_eq!(sent.app_info.helm_info.chart, "");
+        assert_eq!(sent.app_info.helm_info.revision, known.revision);
+        assert_eq!(sent.app_api_info.hossted_helm, known.hossted_helm);
+    }
 }
