@@ -13,156 +13,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use envtest::{ControlPlane, Receiver};
-use flate2::Compression;
-use flate2::write::GzEncoder;
 use futures::StreamExt;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 
+#[path = "common/mod.rs"]
+mod common;
+use common::{CONCURRENCY, Rng, create_all, meta, release_secret};
+
 const USER: &str = "hossted-bench-operator";
-const CONCURRENCY: usize = 24;
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-const WORDS: [&str; 16] = [
-    "replicas",
-    "image",
-    "container",
-    "port",
-    "volume",
-    "config",
-    "service",
-    "ingress",
-    "secret",
-    "labels",
-    "annotations",
-    "resources",
-    "limits",
-    "requests",
-    "memory",
-    "cpu",
-];
-
-/// A rendered manifest of `size` bytes that looks like Helm's output.
-fn manifest(rng: &mut Rng, release: &str, size: usize) -> String {
-    let mut m = String::with_capacity(size + 256);
-    let mut doc = 0;
-    while m.len() < size {
-        doc += 1;
-        m.push_str(&format!(
-            "---\n# Source: app/templates/part-{doc}.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {release}-part-{doc}\n  labels:\n    app.kubernetes.io/instance: {release}\n    app.kubernetes.io/managed-by: Helm\ndata:\n"
-        ));
-        for k in 0..20 {
-            let a = WORDS[rng.below(16) as usize];
-            let b = WORDS[rng.below(16) as usize];
-            m.push_str(&format!(
-                "  {a}-{k}: \"{b}-{}-{}\"\n",
-                rng.below(100_000),
-                rng.next() % 997
-            ));
-        }
-    }
-    m
-}
-
-fn meta(ns: &str, name: &str, labels: &[(&str, String)]) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name.into()),
-        namespace: Some(ns.into()),
-        labels: Some(
-            labels
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect::<BTreeMap<_, _>>(),
-        ),
-        ..Default::default()
-    }
-}
-
-/// A release Secret exactly as Helm 3 stores it.
-fn release_secret(rng: &mut Rng, ns: &str, name: &str, version: u32, status: &str) -> Secret {
-    let size = 20_000 + rng.below(40_000) as usize;
-    let release = json!({
-        "name": name, "namespace": ns, "version": version,
-        "info": { "first_deployed": "2026-11-01T10:00:00.123456+01:00",
-                  "last_deployed": format!("2026-11-{:02}T10:00:00.123456+01:00", 1 + version),
-                  "deleted": "", "description": "Upgrade complete", "status": status },
-        "chart": { "metadata": { "name": format!("chart-{}", rng.below(50)), "version": "1.0.0",
-                                 "appVersion": format!("2.{}.0", version), "apiVersion": "v2" },
-                   "templates": [], "values": { "replicaCount": 1 } },
-        "config": {}, "manifest": manifest(rng, name, size), "hooks": []
-    });
-    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
-    let _ = gz.write_all(release.to_string().as_bytes());
-    let payload = base64::engine::general_purpose::STANDARD.encode(gz.finish().unwrap_or_default());
-    let labels = [
-        ("owner", "helm".to_string()),
-        ("name", name.to_string()),
-        ("version", version.to_string()),
-        ("status", status.to_string()),
-        ("modifiedAt", "1795000000".to_string()),
-    ];
-    Secret {
-        metadata: meta(
-            ns,
-            &format!("sh.helm.release.v1.{name}.v{version}"),
-            &labels,
-        ),
-        type_: Some("helm.sh/release.v1".into()),
-        data: Some([("release".to_string(), ByteString(payload.into_bytes()))].into()),
-        ..Default::default()
-    }
-}
-
-async fn create_all<K>(api_for: impl Fn(&str) -> Api<K>, objs: Vec<K>, what: &str)
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let started = Instant::now();
-    let n = objs.len();
-    let done = AtomicU64::new(0);
-    futures::stream::iter(objs)
-        .for_each_concurrent(CONCURRENCY, |o| {
-            let api = api_for(o.meta().namespace.as_deref().unwrap_or_default());
-            let done = &done;
-            async move {
-                for attempt in 0..5 {
-                    match api.create(&PostParams::default(), &o).await {
-                        Ok(_) => break,
-                        Err(kube::Error::Api(s)) if s.code == 409 => break,
-                        Err(e) if attempt == 4 => eprintln!("scale: giving up on a {what}: {e}"),
-                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                    }
-                }
-                let d = done.fetch_add(1, Relaxed) + 1;
-                if d.is_multiple_of(2000) {
-                    eprintln!("scale:   {d}/{n} {what}");
-                }
-            }
-        })
-        .await;
-    eprintln!(
-        "scale: created {n} {what} in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
-}
 
 struct Shape {
     namespaces: usize,
@@ -207,17 +70,13 @@ async fn build(client: &Client, shape: &Shape, seed: u64) -> Vec<(String, String
     let mut secrets = Vec::new();
     for (ns, name, latest) in &releases {
         for v in 1..=*latest {
-            secrets.push(release_secret(
-                &mut rng,
-                ns,
-                name,
-                v,
-                if v == *latest {
-                    "deployed"
-                } else {
-                    "superseded"
-                },
-            ));
+            let size = 20_000 + rng.below(40_000) as usize;
+            let status = if v == *latest {
+                "deployed"
+            } else {
+                "superseded"
+            };
+            secrets.push(release_secret(&mut rng, ns, name, v, status, size));
         }
     }
     for i in 0..shape.unrelated_secrets {
@@ -598,7 +457,8 @@ async fn main() {
             + 1;
         latest.insert((ns.clone(), name.clone()), v);
         let seen = api.requests().len();
-        let secret = release_secret(&mut rng, &ns, &name, v, "deployed");
+        let size = 20_000 + rng.below(40_000) as usize;
+        let secret = release_secret(&mut rng, &ns, &name, v, "deployed", size);
         Api::<Secret>::namespaced(client.clone(), &ns)
             .create(&PostParams::default(), &secret)
             .await

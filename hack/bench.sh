@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# The scale benchmark (issue 6): a large, seeded, realistic cluster on the
-# real control plane, the operator measured from outside, at 1/10 and at
-# full scale. Writes the "scale" section of bench/REPORT.md. Not part of
-# hack/test.sh (it takes ~20 minutes).
+# The scale benchmarks, on the real control plane with the operator
+# measured from outside. Not part of hack/test.sh (~30 minutes in all).
+#  - scale (issue 6): a large, seeded, realistic cluster at 1/10 and at full
+#    scale: report time, RSS, collection, latency, idle cost, churn.
+#  - status (issue 11): the Hosstedproject's status at 1,000 and 10,000
+#    releases, and a restart at 10,000 that must re-send nothing.
+# Each writes its section of bench/REPORT.md.
 #
-#   hack/bench.sh                          # 1/10 and full scale, 5 min idle each
+#   hack/bench.sh                          # both; 1/10 and full scale, 5 min idle each
 #   SCALES="0.1" IDLE_SECS=60 CHURN_SECS=60 hack/bench.sh  # a quick look
+#   PARTS=status hack/bench.sh             # only the status size (~1 minute)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,13 +18,28 @@ IDLE_SECS="${IDLE_SECS:-300}"
 CHANGES="${CHANGES:-100}"
 CHURN_SECS="${CHURN_SECS:-300}"
 SEED="${SEED:-42}"
+PARTS="${PARTS:-scale status}"
+STATUS_SIZES="${STATUS_SIZES:-1000,10000}"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)"
 export KUBEBUILDER_ASSETS
 echo "==> building the operator and the benchmark (release)"
-cargo build --release -q --bin hossted-operator --example scale
+cargo build --release -q --bin hossted-operator --example scale --example status_size
 export HOSSTED_OPERATOR_BIN=target/release/hossted-operator
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
+# shellcheck source=lib/report-section.sh
+source hack/lib/report-section.sh
+
+status_part() {
+  echo "==> status size at $STATUS_SIZES releases, then a restart"
+  target/release/examples/status_size --releases "$STATUS_SIZES" --seed "$SEED" --markdown "$OUT/status.md" | tee "$OUT/status.json"
+  replace_report_section status "$OUT/status.md"
+  echo "==> wrote the status section of bench/REPORT.md"
+  cat "$OUT/status.md"
+}
+
+if [[ " $PARTS " == *" status "* ]]; then status_part; fi
+[[ " $PARTS " == *" scale "* ]] || exit 0
 
 for s in $SCALES; do
   echo "==> scale $s (idle ${IDLE_SECS}s, ${CHANGES} changes, churn ${CHURN_SECS}s, seed $SEED)"
@@ -71,8 +90,6 @@ jn() { sed -n "s/.*\"$2\":{[^}]*\"$3\":\([^,}]*\).*/\1/p" "$OUT/scale-$1.json" |
   for s in $SCALES; do cat "$OUT/scale-$s.json"; done
   echo '```'
 } > "$OUT/section.md"
-# shellcheck source=lib/report-section.sh
-source hack/lib/report-section.sh
 replace_report_section scale "$OUT/section.md"
 echo "==> wrote the scale section of bench/REPORT.md"
 cat "$OUT/section.md"

@@ -408,8 +408,7 @@ impl Inventory {
         status.set_delivered(&delivered.apps);
         status.observed_generation = run.hp.metadata.generation;
         if !delivered.reported.is_empty() {
-            let names: Vec<String> = delivered.reported.iter().map(|r| r.to_string()).collect();
-            let message = format!("reported {} app(s): {}", names.len(), names.join(", "));
+            let message = reported_message(&delivered.reported);
             self.event(run, EventType::Normal, Reason::AppsReported, &message);
         }
     }
@@ -495,6 +494,24 @@ impl Inventory {
     }
 }
 
+/// The Event message for a round of reports: the first names, then a count
+/// (an Event naming 10,000 releases would be a 300 KB object).
+fn reported_message(reported: &[ReleaseRef]) -> String {
+    const NAMED: usize = 10;
+    let names: Vec<String> = reported.iter().take(NAMED).map(|r| r.to_string()).collect();
+    let more = reported.len().saturating_sub(NAMED);
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "reported {} app(s): {}{tail}",
+        reported.len(),
+        names.join(", ")
+    )
+}
+
 /// Whether a release's newest revision has settled: `pending-*` and
 /// `uninstalling` have not (the state that follows is sent).
 fn settled(status: &str) -> bool {
@@ -531,6 +548,23 @@ mod tests {
             !go_written(&HosstedprojectStatus::default()),
             "a new project"
         );
+    }
+
+    #[test]
+    fn a_report_event_names_ten_releases_then_counts() {
+        let few: Vec<ReleaseRef> = (0..2)
+            .map(|i| ReleaseRef::new("a", &format!("r{i}")))
+            .collect();
+        assert_eq!(reported_message(&few), "reported 2 app(s): a/r0, a/r1");
+        let many: Vec<ReleaseRef> = (0..10_000)
+            .map(|i| ReleaseRef::new("a", &format!("r{i}")))
+            .collect();
+        let message = reported_message(&many);
+        assert!(
+            message.starts_with("reported 10000 app(s): a/r0, a/r1,"),
+            "{message}"
+        );
+        assert!(message.ends_with("a/r9 and 9990 more"), "{message}");
     }
 
     #[test]

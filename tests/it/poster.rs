@@ -122,3 +122,39 @@ fn uuid_like() -> u128 {
         .unwrap()
         .as_nanos()
 }
+
+#[tokio::test]
+async fn a_ca_file_makes_a_tls_api_signed_by_a_private_ca_trusted() {
+    // A TLS-intercepting proxy's CA, as HOSSTED_CA_FILE names it.
+    let (api, ca_pem) = Receiver::start_tls().await.unwrap();
+    let dir = tempfile_dir();
+    let ca_file = dir.join("proxy-ca.pem");
+    std::fs::write(&ca_file, &ca_pem).unwrap();
+    let send = |config: ApiConfig| async move {
+        let p = Poster::new(config).unwrap();
+        tokio::task::spawn_blocking(move || p.post("/apps", &json!({ "n": 1 })))
+            .await
+            .unwrap()
+    };
+    let url = format!("{}/v1", api.url());
+    assert!(url.starts_with("https://"), "{url}");
+
+    // Without the CA: the system roots do not trust it — unavailable, and
+    // no request reached the receiver.
+    let err = send(ApiConfig::new(&url, TOKEN)).await.unwrap_err();
+    assert!(matches!(err, PostError::Unavailable { .. }), "{err}");
+    assert!(api.requests().is_empty());
+
+    // With it: delivered over TLS.
+    let mut config = ApiConfig::new(&url, TOKEN);
+    config.ca_file = Some(ca_file);
+    assert_eq!(send(config).await, Ok(Delivery::Delivered { status: 200 }));
+    let got = api.requests();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/v1/apps");
+    assert_eq!(
+        got[0].header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
@@ -94,7 +94,36 @@ impl Receiver {
         Ok(Receiver { url, shared, task })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// Listens with TLS on a free port of 127.0.0.1, with a serving
+    /// certificate for `127.0.0.1` and `localhost` signed by a CA made for
+    /// it; returns the receiver (its URL is `https://localhost:<port>`) and
+    /// that CA in PEM — what a client must add to trust it.
+    pub async fn start_tls() -> Result<(Self, String), crate::Error> {
+        let ca = crate::pki::Ca::generate()?;
+        let serving = ca.serving_cert()?;
+        let acceptor = tls_acceptor(&serving)?;
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let url = format!("https://localhost:{}", listener.local_addr()?.port());
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (acceptor, shared) = (acceptor.clone(), shared.clone());
+                    tokio::spawn(async move {
+                        // A client that does not trust the CA fails the
+                        // handshake: nothing is recorded.
+                        if let Ok(tls) = acceptor.accept(stream).await {
+                            serve(tls, shared).await;
+                        }
+                    });
+                }
+            }
+        });
+        Ok((Receiver { url, shared, task }, ca.cert_pem()))
+    }
+
+    /// `http://127.0.0.1:<port>` (`https://localhost:<port>` with TLS).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -156,7 +185,11 @@ impl Drop for Receiver {
     }
 }
 
-async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+/// A connection the receiver speaks HTTP/1.1 on: plain TCP or TLS.
+trait Conn: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Conn for T {}
+
+async fn serve(mut stream: impl Conn, shared: Arc<Shared>) {
     // Several requests may come on one keep-alive connection.
     let mut buf = Vec::new();
     loop {
@@ -223,7 +256,7 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
 }
 
 /// Reads until `buf` holds a whole request head; returns where it ends.
-async fn read_until_head_end(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Option<usize> {
+async fn read_until_head_end(stream: &mut impl Conn, buf: &mut Vec<u8>) -> Option<usize> {
     loop {
         if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             return Some(i);
@@ -237,4 +270,23 @@ async fn read_until_head_end(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Optio
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
+}
+
+fn tls_acceptor(serving: &crate::pki::PemPair) -> Result<tokio_rustls::TlsAcceptor, crate::Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |e: &dyn std::fmt::Display| io::Error::other(format!("receiver TLS: {e}"));
+    let certs = CertificateDer::pem_slice_iter(serving.cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(&e))?;
+    let key = PrivateKeyDer::from_pem_slice(serving.key.as_bytes()).map_err(|e| bad(&e))?;
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| bad(&e))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| bad(&e))?;
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
