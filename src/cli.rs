@@ -32,9 +32,15 @@ pub enum Cmd {
         /// Owner e-mail copied into every payload.
         #[arg(long, env = "EMAIL_ID", default_value = "")]
         email_id: String,
+        /// Organization id copied into every payload.
+        #[arg(long, env = "HOSSTED_ORG_ID", default_value = "")]
+        org_id: String,
         /// Also read Helm releases stored by the configmap driver.
         #[arg(long)]
         configmap_driver: bool,
+        /// Send the data of releases' ConfigMaps in `configmap_info`.
+        #[arg(long)]
+        report_configmap_data: bool,
     },
     /// Print the Hosstedproject CustomResourceDefinition as YAML.
     Crd,
@@ -81,6 +87,10 @@ pub struct RunArgs {
     /// Also watch Helm releases stored by the configmap driver.
     #[arg(long)]
     configmap_driver: bool,
+    /// Send the data of releases' ConfigMaps in `configmap_info` (cached
+    /// only then). Secret values are never read or sent.
+    #[arg(long)]
+    report_configmap_data: bool,
     /// On SIGTERM/SIGINT, how long in-flight reconciles may take to finish.
     #[arg(long, default_value = "30s")]
     shutdown_timeout: String,
@@ -210,6 +220,7 @@ impl RunArgs {
                 resync,
                 coalesce: parse("--coalesce-window", &self.coalesce_window)?,
                 configmap_driver: self.configmap_driver,
+                report_configmap_data: self.report_configmap_data,
                 workers: self.workers.max(1),
             },
             api: ApiConfig {

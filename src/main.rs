@@ -37,14 +37,22 @@ fn main() -> ExitCode {
         }
         Some(Cmd::Collect {
             email_id,
+            org_id,
             configmap_driver,
-        }) => runtime.block_on(collect(email_id, configmap_driver)),
+            report_configmap_data,
+        }) => runtime.block_on(collect(inventory::Settings {
+            email_id,
+            org_id,
+            configmap_driver,
+            report_configmap_data,
+            ..Default::default()
+        })),
         Some(Cmd::Run(args)) => runtime.block_on(run(*args)),
         None => runtime.block_on(run(cli.run)),
     }
 }
 
-async fn collect(email_id: String, configmap_driver: bool) -> ExitCode {
+async fn collect(settings: inventory::Settings) -> ExitCode {
     let client = match kube::Client::try_default().await {
         Ok(c) => c,
         Err(e) => {
@@ -55,7 +63,7 @@ async fn collect(email_id: String, configmap_driver: bool) -> ExitCode {
         }
     };
     let timeout = Duration::from_secs(120);
-    match inventory::collect_once(client, &email_id, configmap_driver, timeout).await {
+    match inventory::collect_once(client, &settings, timeout).await {
         Ok(apps) => match serde_json::to_string_pretty(&apps) {
             Ok(json) => {
                 println!("{json}");

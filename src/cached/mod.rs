@@ -1,9 +1,12 @@
 //! What the operator caches of the cluster, in lean types shared by both
-//! jobs: the objects' fields that are read (`objects`), Helm's release
-//! storage decoded (`helm`), and Kubernetes quantities (`quantity`).
+//! jobs: the objects' fields that are read (`objects`, `workloads`,
+//! `trivy`), Helm's release storage decoded (`helm`, `storage`), and
+//! Kubernetes quantities (`quantity`).
 
 pub mod helm;
 pub mod marker;
 pub mod objects;
 pub mod quantity;
 pub mod storage;
+pub mod trivy;
+pub mod workloads;

@@ -8,7 +8,6 @@
 //! (`pkg/cache/benches/store.rs` measures why: a k8s-openapi `Pod` costs
 //! ~15 KB in a cache, a lean one ~1.3 KB.)
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -57,16 +56,16 @@ macro_rules! resource {
         impl kube::Resource for $ty {
             type DynamicType = ();
             type Scope = $scope;
-            fn kind(_: &()) -> Cow<'_, str> {
+            fn kind(_: &()) -> std::borrow::Cow<'_, str> {
                 $kind.into()
             }
-            fn group(_: &()) -> Cow<'_, str> {
+            fn group(_: &()) -> std::borrow::Cow<'_, str> {
                 $group.into()
             }
-            fn version(_: &()) -> Cow<'_, str> {
+            fn version(_: &()) -> std::borrow::Cow<'_, str> {
                 $version.into()
             }
-            fn plural(_: &()) -> Cow<'_, str> {
+            fn plural(_: &()) -> std::borrow::Cow<'_, str> {
                 $plural.into()
             }
             fn meta(&self) -> &ObjectMeta {
@@ -97,23 +96,52 @@ pub struct Namespace {
 }
 resource!(Namespace, "Namespace", "namespaces", ClusterResourceScope);
 
-/// A Pod: its first container's image and its phase.
+/// A Pod: its containers' names and images, its controller, its phase.
 #[derive(Clone, Debug)]
 pub struct Pod {
     pub metadata: ObjectMeta,
-    /// The first container's image; empty when the pod has no container.
-    pub image: String,
+    /// `spec.containers`, in order (names and images only).
+    pub containers: Vec<Container>,
+    /// The controller `ownerReference` (e.g. its ReplicaSet or
+    /// StatefulSet): the workload vulnerability scanners report on.
+    pub controller: Option<Owner>,
     /// `status.phase`; empty when unset.
     pub phase: String,
 }
 resource!(Pod, "Pod", "pods", NamespaceResourceScope);
 
+/// A container of a [`Pod`].
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct Container {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub image: String,
+}
+
+/// An `ownerReference`: the owner's kind and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub kind: String,
+    pub name: String,
+}
+
+impl Pod {
+    /// The first container's image; empty when the pod has no container.
+    pub fn image(&self) -> &str {
+        self.containers
+            .first()
+            .map(|c| c.image.as_str())
+            .unwrap_or_default()
+    }
+}
+
 impl<'de> Deserialize<'de> for Pod {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct Raw {
-            #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            #[serde(deserialize_with = "lean_meta_and_controller")]
+            metadata: (ObjectMeta, Option<Owner>),
             #[serde(default)]
             spec: Spec,
             #[serde(default)]
@@ -124,29 +152,64 @@ impl<'de> Deserialize<'de> for Pod {
             #[serde(default)]
             containers: Vec<Container>,
         }
-        #[derive(Deserialize)]
-        struct Container {
-            #[serde(default)]
-            image: String,
-        }
         #[derive(Deserialize, Default)]
         struct Status {
             #[serde(default)]
             phase: String,
         }
         let raw = Raw::deserialize(d)?;
+        let (metadata, controller) = raw.metadata;
         Ok(Pod {
-            metadata: raw.metadata,
-            image: raw
-                .spec
-                .containers
-                .into_iter()
-                .next()
-                .map(|c| c.image)
-                .unwrap_or_default(),
+            metadata,
+            containers: raw.spec.containers,
+            controller,
             phase: raw.status.phase,
         })
     }
+}
+
+/// [`lean_meta`], plus the controller `ownerReference`.
+fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<(ObjectMeta, Option<Owner>), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        name: Option<String>,
+        namespace: Option<String>,
+        #[serde(default)]
+        labels: BTreeMap<String, String>,
+        resource_version: Option<String>,
+        #[serde(default)]
+        owner_references: Vec<OwnerRef>,
+    }
+    #[derive(Deserialize)]
+    struct OwnerRef {
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        controller: Option<bool>,
+    }
+    let mut m = Meta::deserialize(d)?;
+    m.labels.retain(|k, _| KEPT_LABELS.contains(&k.as_str()));
+    let controller = m
+        .owner_references
+        .into_iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| Owner {
+            kind: o.kind,
+            name: o.name,
+        });
+    let meta = ObjectMeta {
+        name: m.name,
+        namespace: m.namespace,
+        labels: (!m.labels.is_empty()).then_some(m.labels),
+        resource_version: m.resource_version,
+        ..Default::default()
+    };
+    Ok((meta, controller))
 }
 
 /// A Service: its first port.
@@ -233,12 +296,14 @@ impl<'de> Deserialize<'de> for PersistentVolumeClaim {
     }
 }
 
-/// An Ingress (networking.k8s.io/v1): its first rule's host.
+/// An Ingress (networking.k8s.io/v1): its rules' hosts and its TLS hosts.
 #[derive(Clone, Debug)]
 pub struct Ingress {
     pub metadata: ObjectMeta,
-    /// The first rule's host; empty when there is no rule or no host.
-    pub domain: String,
+    /// The rules' hosts, in order (a rule without a host gives `""`).
+    pub hosts: Vec<String>,
+    /// The hosts `spec.tls` covers.
+    pub tls_hosts: Vec<String>,
 }
 resource!(
     Ingress,
@@ -248,6 +313,13 @@ resource!(
     "ingresses",
     NamespaceResourceScope
 );
+
+impl Ingress {
+    /// The first rule's host; empty when there is no rule or no host.
+    pub fn domain(&self) -> &str {
+        self.hosts.first().map(String::as_str).unwrap_or_default()
+    }
+}
 
 impl<'de> Deserialize<'de> for Ingress {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -262,22 +334,24 @@ impl<'de> Deserialize<'de> for Ingress {
         struct Spec {
             #[serde(default)]
             rules: Vec<Rule>,
+            #[serde(default)]
+            tls: Vec<Tls>,
         }
         #[derive(Deserialize)]
         struct Rule {
             #[serde(default)]
             host: String,
         }
+        #[derive(Deserialize)]
+        struct Tls {
+            #[serde(default)]
+            hosts: Vec<String>,
+        }
         let raw = Raw::deserialize(d)?;
         Ok(Ingress {
             metadata: raw.metadata,
-            domain: raw
-                .spec
-                .rules
-                .into_iter()
-                .next()
-                .map(|r| r.host)
-                .unwrap_or_default(),
+            hosts: raw.spec.rules.into_iter().map(|r| r.host).collect(),
+            tls_hosts: raw.spec.tls.into_iter().flat_map(|t| t.hosts).collect(),
         })
     }
 }

@@ -13,13 +13,17 @@ use cache::{IndexFn, Store};
 use kube::Resource;
 
 use super::payload::{
-    AppApiInfo, AppInfo, AppPayload, HelmInfo, IngressInfo, PodInfo, ServiceInfo, VolumeInfo,
+    AccessInfo, AccessUrl, AppApiInfo, AppInfo, AppOptionsState, AppPayload, ConfigMapInfo,
+    ContainerSecurity, DeploymentInfo, HelmInfo, HelmValueInfo, IngressInfo, MonitoringState,
+    PodInfo, PodSecurity, SecretInfo, ServiceInfo, StatefulSetInfo, VolumeInfo,
 };
 use crate::cached::helm::ReleaseSummary;
 use crate::cached::objects::{
     HelmRelease, HelmReleaseConfigMap, INSTANCE_LABEL, Ingress, MANAGED_BY_LABEL, Namespace,
     PersistentVolumeClaim, Pod, Service, UuidSecret, label,
 };
+use crate::cached::trivy::VulnerabilityReport;
+use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 
 /// Index of pods, services, PVCs and ingresses by `namespace/<instance label>`.
 pub const RELEASE_INDEX: &str = "release";
@@ -37,8 +41,29 @@ pub fn release_index<K: Resource>() -> IndexFn<K> {
     })
 }
 
-/// The caches the collector reads. Pods, services, PVCs and ingresses must
-/// carry the [`RELEASE_INDEX`].
+/// Index of vulnerability reports by `namespace/kind/name/container` of the
+/// workload and container they are about.
+pub const WORKLOAD_INDEX: &str = "workload";
+
+/// The [`WORKLOAD_INDEX`] function.
+pub fn workload_index() -> IndexFn<VulnerabilityReport> {
+    Arc::new(|r: &VulnerabilityReport| {
+        let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+        vec![workload_key(
+            ns,
+            &r.workload_kind,
+            &r.workload_name,
+            &r.container,
+        )]
+    })
+}
+
+fn workload_key(namespace: &str, kind: &str, name: &str, container: &str) -> String {
+    format!("{namespace}/{kind}/{name}/{container}")
+}
+
+/// The caches the collector reads. Every kind of release member must carry
+/// the [`RELEASE_INDEX`]; vulnerability reports the [`WORKLOAD_INDEX`].
 #[derive(Clone)]
 pub struct Caches {
     pub namespaces: Store<Namespace>,
@@ -50,6 +75,12 @@ pub struct Caches {
     pub services: Store<Service>,
     pub pvcs: Store<PersistentVolumeClaim>,
     pub ingresses: Store<Ingress>,
+    pub deployments: Store<Deployment>,
+    pub statefulsets: Store<StatefulSet>,
+    pub configmaps: Store<ConfigMap>,
+    pub secrets: Store<ReleaseSecret>,
+    /// Empty while trivy-operator's CRD is absent.
+    pub vulnerability_reports: Store<VulnerabilityReport>,
 }
 
 impl Caches {
@@ -65,11 +96,22 @@ impl Caches {
             services: Store::new(),
             pvcs: Store::new(),
             ingresses: Store::new(),
+            deployments: Store::new(),
+            statefulsets: Store::new(),
+            configmaps: Store::new(),
+            secrets: Store::new(),
+            vulnerability_reports: Store::new(),
         };
         c.pods.add_index(RELEASE_INDEX, release_index());
         c.services.add_index(RELEASE_INDEX, release_index());
         c.pvcs.add_index(RELEASE_INDEX, release_index());
         c.ingresses.add_index(RELEASE_INDEX, release_index());
+        c.deployments.add_index(RELEASE_INDEX, release_index());
+        c.statefulsets.add_index(RELEASE_INDEX, release_index());
+        c.configmaps.add_index(RELEASE_INDEX, release_index());
+        c.secrets.add_index(RELEASE_INDEX, release_index());
+        c.vulnerability_reports
+            .add_index(WORKLOAD_INDEX, workload_index());
         c
     }
 }
@@ -84,7 +126,12 @@ impl Default for Caches {
 pub struct Context<'a> {
     pub cluster_uuid: &'a str,
     pub email_id: &'a str,
+    pub org_id: &'a str,
     pub deny_namespaces: &'a [String],
+    /// `spec.monitoring.enable`, for `options_state`.
+    pub monitoring: bool,
+    /// `spec.cve.enable`: whether `security_info` is filled.
+    pub cve: bool,
     /// What `status.apps` says was delivered: where app UUIDs already given
     /// are kept.
     pub known: &'a Known,
@@ -209,36 +256,43 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
     out
 }
 
+/// The release's members of one kind (API.md's membership rule: its
+/// instance label, in its namespace, managed by Helm), sorted by name.
+fn members<K: Resource + 'static>(store: &Store<K>, key: &str) -> Vec<Arc<K>> {
+    let mut found: Vec<Arc<K>> = store
+        .by_index(RELEASE_INDEX, key)
+        .into_iter()
+        .filter(|o| label(o.meta(), MANAGED_BY_LABEL) == "Helm")
+        .collect();
+    found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    found
+}
+
+fn name_of(meta: &kube::api::ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
 fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> App {
     let key = format!("{namespace}/{}", r.name);
-    let helm_managed = |meta: &kube::api::ObjectMeta| label(meta, MANAGED_BY_LABEL) == "Helm";
-    let name_of = |meta: &kube::api::ObjectMeta| meta.name.clone().unwrap_or_default();
-
-    let mut pod_info: Vec<PodInfo> = c
-        .pods
-        .by_index(RELEASE_INDEX, &key)
+    let ns = || namespace.to_string();
+    let pods = members(&c.pods, &key);
+    let pod_info = pods
         .iter()
-        .filter(|p| helm_managed(&p.metadata))
         .map(|p| PodInfo {
             name: name_of(&p.metadata),
-            namespace: namespace.to_string(),
-            image: p.image.clone(),
+            namespace: ns(),
+            image: p.image().to_string(),
             status: p.phase.clone(),
         })
         .collect();
-    pod_info.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut service_info: Vec<ServiceInfo> = c
-        .services
-        .by_index(RELEASE_INDEX, &key)
+    let service_info = members(&c.services, &key)
         .iter()
-        .filter(|s| helm_managed(&s.metadata))
         .map(|s| ServiceInfo {
             name: name_of(&s.metadata),
-            namespace: namespace.to_string(),
+            namespace: ns(),
             port: s.port,
         })
         .collect();
-    service_info.sort_by(|a, b| a.name.cmp(&b.name));
     // Volumes come from StatefulSet claim templates, which carry the instance
     // label but not managed-by: no managed-by filter here (API.md).
     let mut volume_info: Vec<VolumeInfo> = c
@@ -247,23 +301,72 @@ fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> Ap
         .iter()
         .map(|v| VolumeInfo {
             name: name_of(&v.metadata),
-            namespace: namespace.to_string(),
+            namespace: ns(),
             size: v.size,
         })
         .collect();
     volume_info.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut ingress_info: Vec<IngressInfo> = c
-        .ingresses
-        .by_index(RELEASE_INDEX, &key)
+    let ingresses = members(&c.ingresses, &key);
+    let ingress_info = ingresses
         .iter()
-        .filter(|i| helm_managed(&i.metadata))
         .map(|i| IngressInfo {
             name: name_of(&i.metadata),
-            namespace: namespace.to_string(),
-            domain: i.domain.clone(),
+            namespace: ns(),
+            domain: i.domain().to_string(),
         })
         .collect();
-    ingress_info.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut urls: Vec<AccessUrl> = ingresses
+        .iter()
+        .flat_map(|i| {
+            i.hosts.iter().filter(|h| !h.is_empty()).map(|h| {
+                let scheme = if i.tls_hosts.contains(h) {
+                    "https"
+                } else {
+                    "http"
+                };
+                AccessUrl {
+                    url: format!("{scheme}://{h}"),
+                }
+            })
+        })
+        .collect();
+    urls.sort();
+    urls.dedup();
+    let deployment_info = members(&c.deployments, &key)
+        .iter()
+        .map(|d| DeploymentInfo {
+            name: name_of(&d.metadata),
+            namespace: ns(),
+            secret_ref: d.secret_ref.clone(),
+        })
+        .collect();
+    let statefulset_info = members(&c.statefulsets, &key)
+        .iter()
+        .map(|s| StatefulSetInfo {
+            name: name_of(&s.metadata),
+            namespace: ns(),
+        })
+        .collect();
+    let configmap_info = members(&c.configmaps, &key)
+        .iter()
+        .map(|m| ConfigMapInfo {
+            name: name_of(&m.metadata),
+            data: m.data.clone().unwrap_or_default(),
+        })
+        .collect();
+    let secret_info = members(&c.secrets, &key)
+        .iter()
+        .map(|s| SecretInfo {
+            name: name_of(&s.metadata),
+            namespace: ns(),
+            data: Default::default(),
+        })
+        .collect();
+    let security_info = if ctx.cve {
+        security(c, namespace, &pods)
+    } else {
+        Vec::new()
+    };
 
     let app_uuid = app_uuid(c, ctx, namespace, r);
     App {
@@ -279,14 +382,7 @@ fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> Ap
             hossted_helm: r.hossted_helm,
         },
         payload: AppPayload {
-            app_api_info: AppApiInfo {
-                cluster_uuid: ctx.cluster_uuid.to_string(),
-                app_uuid,
-                app_name: r.name.clone(),
-                email_id: ctx.email_id.to_string(),
-                kind: "k8s".to_string(),
-                hossted_helm: r.hossted_helm,
-            },
+            app_api_info: app_api_info(ctx, &app_uuid, &r.name, r.hossted_helm),
             app_info: AppInfo {
                 helm_info: HelmInfo {
                     name: r.name.clone(),
@@ -296,14 +392,86 @@ fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> Ap
                     status: r.status.clone(),
                     chart: r.chart.clone(),
                     app_version: r.app_version.clone(),
+                    app_uuid,
+                    hossted_helm: r.hossted_helm,
                 },
                 pod_info,
                 service_info,
                 volume_info,
                 ingress_info,
+                deployment_info,
+                statefulset_info,
+                configmap_info,
+                secret_info,
+                helmvalue_info: HelmValueInfo {
+                    chart_name: r.chart.clone(),
+                    chart_values: Default::default(),
+                },
+                access_info: AccessInfo { urls },
+                security_info,
             },
         },
     }
+}
+
+fn app_api_info(ctx: &Context<'_>, app_uuid: &str, name: &str, hossted_helm: bool) -> AppApiInfo {
+    AppApiInfo {
+        cluster_uuid: ctx.cluster_uuid.to_string(),
+        app_uuid: app_uuid.to_string(),
+        app_name: name.to_string(),
+        email_id: ctx.email_id.to_string(),
+        kind: "k8s".to_string(),
+        hossted_helm,
+        org_id: ctx.org_id.to_string(),
+        options_state: AppOptionsState {
+            monitoring: MonitoringState {
+                enabled: ctx.monitoring,
+                grafana_product_name: String::new(),
+            },
+        },
+    }
+}
+
+/// `security_info`: per pod of the release (sorted by name), each container
+/// that has a report for the pod's own workload — its controller, or the
+/// pod itself — and that container's name. A pod gets its own findings
+/// only (the Go operator gave each pod every earlier pod's).
+fn security(c: &Caches, namespace: &str, pods: &[Arc<Pod>]) -> Vec<PodSecurity> {
+    let mut out: Vec<PodSecurity> = pods
+        .iter()
+        .filter_map(|pod| {
+            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let (kind, workload) = match &pod.controller {
+                Some(o) => (o.kind.as_str(), o.name.as_str()),
+                None => ("Pod", pod_name.as_str()),
+            };
+            let containers: Vec<ContainerSecurity> = pod
+                .containers
+                .iter()
+                .filter_map(|container| {
+                    let key = workload_key(namespace, kind, workload, &container.name);
+                    let report = c
+                        .vulnerability_reports
+                        .by_index(WORKLOAD_INDEX, &key)
+                        .into_iter()
+                        .next()?;
+                    Some(ContainerSecurity {
+                        container_image: container.image.clone(),
+                        kind: "k8s".into(),
+                        summary: report.summary.clone(),
+                        vulnerabilities: report.vulnerabilities.clone(),
+                    })
+                })
+                .collect();
+            (!containers.is_empty()).then(|| PodSecurity {
+                pod_name: pod_name.clone(),
+                pod_namespace: namespace.to_string(),
+                containers,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+    out
 }
 
 /// API.md's rule: the UUID already recorded for this release; else, for a
@@ -353,22 +521,14 @@ pub fn derived_app_uuid(
 pub fn uninstalled(
     known: &DeliveredApp,
     last_seen: Option<&StatusHelmInfo>,
-    cluster_uuid: &str,
-    email_id: &str,
+    ctx: &Context<'_>,
 ) -> AppPayload {
     // The chart, app version and time come from memory when this process
     // saw that revision; the compact status does not keep them.
     let seen = last_seen.filter(|s| s.revision == known.revision);
     let detail = |f: fn(&StatusHelmInfo) -> &String| seen.map(f).cloned().unwrap_or_default();
     AppPayload {
-        app_api_info: AppApiInfo {
-            cluster_uuid: cluster_uuid.to_string(),
-            app_uuid: known.app_uuid.clone(),
-            app_name: known.name.clone(),
-            email_id: email_id.to_string(),
-            kind: "k8s".into(),
-            hossted_helm: known.hossted_helm,
-        },
+        app_api_info: app_api_info(ctx, &known.app_uuid, &known.name, known.hossted_helm),
         app_info: AppInfo {
             helm_info: HelmInfo {
                 name: known.name.clone(),
@@ -378,11 +538,23 @@ pub fn uninstalled(
                 status: "uninstalled".into(),
                 chart: detail(|s| &s.chart),
                 app_version: detail(|s| &s.app_version),
+                app_uuid: known.app_uuid.clone(),
+                hossted_helm: known.hossted_helm,
             },
             pod_info: Vec::new(),
             service_info: Vec::new(),
             volume_info: Vec::new(),
             ingress_info: Vec::new(),
+            deployment_info: Vec::new(),
+            statefulset_info: Vec::new(),
+            configmap_info: Vec::new(),
+            secret_info: Vec::new(),
+            helmvalue_info: HelmValueInfo {
+                chart_name: detail(|s| &s.chart),
+                chart_values: Default::default(),
+            },
+            access_info: AccessInfo::default(),
+            security_info: Vec::new(),
         },
     }
 }

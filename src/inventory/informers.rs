@@ -6,17 +6,22 @@ use std::sync::Arc;
 
 use cache::{InformerOptions, SharedInformer, SharedInformerFactory};
 
-use super::collector::{Caches, RELEASE_INDEX, release_index};
+use super::Settings;
+use super::collector::{Caches, RELEASE_INDEX, WORKLOAD_INDEX, release_index, workload_index};
 use crate::cached::objects::{
     HelmRelease, HelmReleaseConfigMap, Ingress, MANAGED_BY_LABEL, Namespace, PersistentVolumeClaim,
     Pod, Service, UuidSecret,
 };
+use crate::cached::trivy::VulnerabilityReport;
+use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 
 /// Helm releases by label `owner=helm`, `uuid` Secrets by name; pods,
-/// services and ingresses by label `app.kubernetes.io/managed-by=Helm` (API.md's
-/// membership rule: the cache, and the events, stay proportional to the
-/// releases, not to the cluster); PVCs (claim templates carry only the
-/// instance label) and namespaces all — each cached as its lean type.
+/// services, ingresses, deployments, statefulsets, configmaps and secrets by
+/// label `app.kubernetes.io/managed-by=Helm` (API.md's membership rule: the
+/// cache, and the events, stay proportional to the releases, not to the
+/// cluster); PVCs (claim templates carry only the instance label) and
+/// namespaces all; trivy-operator's vulnerability reports while their CRD
+/// exists — each cached as its lean type.
 pub struct Informers {
     pub namespaces: Arc<SharedInformer<Namespace>>,
     pub releases: Arc<SharedInformer<HelmRelease>>,
@@ -26,12 +31,18 @@ pub struct Informers {
     pub services: Arc<SharedInformer<Service>>,
     pub pvcs: Arc<SharedInformer<PersistentVolumeClaim>>,
     pub ingresses: Arc<SharedInformer<Ingress>>,
+    pub deployments: Arc<SharedInformer<Deployment>>,
+    pub statefulsets: Arc<SharedInformer<StatefulSet>>,
+    pub configmaps: Arc<SharedInformer<ConfigMap>>,
+    pub secrets: Arc<SharedInformer<ReleaseSecret>>,
+    /// Optional: runs only while `vulnerabilityreports.aquasecurity.github.io` exists.
+    pub vulnerability_reports: Arc<SharedInformer<VulnerabilityReport>>,
 }
 
 impl Informers {
     /// Asks `factory` for every informer (shared with any other controller
     /// asking for the same), and indexes the release members.
-    pub fn new(factory: &SharedInformerFactory, configmap_driver: bool) -> Self {
+    pub fn new(factory: &SharedInformerFactory, settings: &Settings) -> Self {
         // Release Secrets are large (a gzip'd release, base64'd twice): small
         // LIST pages keep the transient decode buffers small.
         fn helm<K>() -> InformerOptions<K> {
@@ -45,12 +56,21 @@ impl Informers {
         let i = Informers {
             namespaces: factory.informer(InformerOptions::default()),
             releases: factory.informer(helm()),
-            release_configmaps: configmap_driver.then(|| factory.informer(helm())),
+            release_configmaps: settings.configmap_driver.then(|| factory.informer(helm())),
             uuid_secrets: factory.informer(InformerOptions::default().fields("metadata.name=uuid")),
             pods: factory.informer(managed_by_helm()),
             services: factory.informer(managed_by_helm()),
             pvcs: factory.informer(InformerOptions::default()),
             ingresses: factory.informer(managed_by_helm()),
+            deployments: factory.informer(managed_by_helm()),
+            statefulsets: factory.informer(managed_by_helm()),
+            configmaps: factory.informer(if settings.report_configmap_data {
+                managed_by_helm()
+            } else {
+                managed_by_helm().transform("configmap-without-data", ConfigMap::without_data)
+            }),
+            secrets: factory.informer(managed_by_helm()),
+            vulnerability_reports: factory.optional_informer(InformerOptions::default()),
         };
         i.pods.store().add_index(RELEASE_INDEX, release_index());
         i.services.store().add_index(RELEASE_INDEX, release_index());
@@ -58,6 +78,19 @@ impl Informers {
         i.ingresses
             .store()
             .add_index(RELEASE_INDEX, release_index());
+        i.deployments
+            .store()
+            .add_index(RELEASE_INDEX, release_index());
+        i.statefulsets
+            .store()
+            .add_index(RELEASE_INDEX, release_index());
+        i.configmaps
+            .store()
+            .add_index(RELEASE_INDEX, release_index());
+        i.secrets.store().add_index(RELEASE_INDEX, release_index());
+        i.vulnerability_reports
+            .store()
+            .add_index(WORKLOAD_INDEX, workload_index());
         i
     }
 
@@ -72,6 +105,11 @@ impl Informers {
             services: self.services.store(),
             pvcs: self.pvcs.store(),
             ingresses: self.ingresses.store(),
+            deployments: self.deployments.store(),
+            statefulsets: self.statefulsets.store(),
+            configmaps: self.configmaps.store(),
+            secrets: self.secrets.store(),
+            vulnerability_reports: self.vulnerability_reports.store(),
         }
     }
 }

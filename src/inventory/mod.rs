@@ -51,6 +51,8 @@ pub struct Settings {
     pub coalesce: Duration,
     /// Also watch Helm's configmap storage driver.
     pub configmap_driver: bool,
+    /// Cache and send the data of releases' ConfigMaps.
+    pub report_configmap_data: bool,
     /// Concurrent reconciles.
     pub workers: usize,
 }
@@ -64,6 +66,7 @@ impl Default for Settings {
             resync: runtime::DEFAULT_RESYNC,
             coalesce: Duration::from_millis(500),
             configmap_driver: false,
+            report_configmap_data: false,
             workers: 2,
         }
     }
@@ -74,7 +77,7 @@ impl Default for Settings {
 pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Controller<Inventory> {
     let factory = manager.factory();
     let projects = factory.informer::<Hosstedproject>(InformerOptions::default());
-    let informers = Informers::new(factory, settings.configmap_driver);
+    let informers = Informers::new(factory, &settings);
     let api_requests = ApiRequests::default();
     manager.metrics().register(
         "api_requests",
@@ -129,6 +132,10 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
     if let Some(cm) = &i.release_configmaps {
         on(Filter::Any).watch(cm);
     }
+    // Deployments, StatefulSets, ConfigMaps, Secrets and vulnerability
+    // reports only fill in the payload of a release that is sent anyway
+    // (API.md: a change to them alone is no reason to send): no handler,
+    // the next send reads them from the cache.
     controller
 }
 
@@ -185,8 +192,7 @@ impl Trigger<'_> {
 /// now, with the cluster UUID of an existing Hosstedproject if there is one.
 pub async fn collect_once(
     client: Client,
-    email_id: &str,
-    configmap_driver: bool,
+    settings: &Settings,
     timeout: Duration,
 ) -> Result<Vec<payload::AppPayload>, String> {
     // A cluster without the CRD has no Hosstedproject: that is fine here.
@@ -199,7 +205,7 @@ pub async fn collect_once(
         Err(e) => return Err(format!("cannot list Hosstedprojects: {e}")),
     };
     let factory = SharedInformerFactory::new(client, None);
-    let informers = Informers::new(&factory, configmap_driver);
+    let informers = Informers::new(&factory, settings);
     factory.start().map_err(|e| e.to_string())?;
     if !factory.wait_for_cache_sync(timeout).await {
         return Err(format!(
@@ -210,16 +216,17 @@ pub async fn collect_once(
         .as_ref()
         .and_then(|p| p.status.clone())
         .unwrap_or_default();
-    let deny = project
-        .map(|p| p.spec.deny_namespaces.clone())
-        .unwrap_or_default();
+    let spec = project.map(|p| p.spec).unwrap_or_default();
     let known = collector::Known::new(status.delivered().0);
     let collection = collector::collect(
         &informers.caches(),
         &Context {
             cluster_uuid: &status.cluster_uuid,
-            email_id,
-            deny_namespaces: &deny,
+            email_id: &settings.email_id,
+            org_id: &settings.org_id,
+            deny_namespaces: &spec.deny_namespaces,
+            monitoring: spec.monitoring.enable,
+            cve: spec.cve.enable,
             known: &known,
         },
     );

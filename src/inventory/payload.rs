@@ -1,7 +1,12 @@
 //! The JSON bodies sent to the Hossted API (`../shared/API.md`). Lists are
 //! always present (`[]`, never `null`).
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
+
+pub use crate::cached::trivy::{Summary, Vulnerability};
+pub use crate::cached::workloads::SecretKeyRef;
 
 /// `POST {api}/apps`: one Helm release.
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -20,6 +25,23 @@ pub struct AppApiInfo {
     #[serde(rename = "type")]
     pub kind: String,
     pub hossted_helm: bool,
+    /// `HOSSTED_ORG_ID`.
+    pub org_id: String,
+    pub options_state: AppOptionsState,
+}
+
+/// `app_api_info.options_state` (Go 0.7.6's shape).
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct AppOptionsState {
+    pub monitoring: MonitoringState,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct MonitoringState {
+    /// `spec.monitoring.enable` (the Go operator always sends true).
+    pub enabled: bool,
+    /// Always empty.
+    pub grafana_product_name: String,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -29,6 +51,13 @@ pub struct AppInfo {
     pub service_info: Vec<ServiceInfo>,
     pub volume_info: Vec<VolumeInfo>,
     pub ingress_info: Vec<IngressInfo>,
+    pub deployment_info: Vec<DeploymentInfo>,
+    pub statefulset_info: Vec<StatefulSetInfo>,
+    pub configmap_info: Vec<ConfigMapInfo>,
+    pub secret_info: Vec<SecretInfo>,
+    pub helmvalue_info: HelmValueInfo,
+    pub access_info: AccessInfo,
+    pub security_info: Vec<PodSecurity>,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -41,6 +70,9 @@ pub struct HelmInfo {
     pub chart: String,
     #[serde(rename = "appVersion")]
     pub app_version: String,
+    #[serde(rename = "appUUID")]
+    pub app_uuid: String,
+    pub hossted_helm: bool,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]
@@ -71,6 +103,73 @@ pub struct IngressInfo {
     pub name: String,
     pub namespace: String,
     pub domain: String,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct DeploymentInfo {
+    pub name: String,
+    pub namespace: String,
+    /// The first `secretKeyRef` of the pod template (`null` when none).
+    #[serde(rename = "secretRef")]
+    pub secret_ref: Option<SecretKeyRef>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct StatefulSetInfo {
+    pub name: String,
+    pub namespace: String,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMapInfo {
+    pub name: String,
+    /// `{}` unless `--report-configmap-data`.
+    pub data: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct SecretInfo {
+    pub name: String,
+    pub namespace: String,
+    /// Always `{}`: a Secret's values are never sent (the Go operator sends
+    /// them, base64).
+    pub data: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct HelmValueInfo {
+    pub chart_name: String,
+    /// Always `{}`: user values can hold credentials.
+    pub chart_values: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq, Default)]
+pub struct AccessInfo {
+    pub urls: Vec<AccessUrl>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccessUrl {
+    pub url: String,
+}
+
+/// `security_info`: one pod's containers that have a vulnerability report.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct PodSecurity {
+    pub pod_name: String,
+    pub pod_namespace: String,
+    pub containers: Vec<ContainerSecurity>,
+}
+
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSecurity {
+    pub container_image: String,
+    /// Always `k8s`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub summary: Summary,
+    /// CRITICAL and HIGH only.
+    pub vulnerabilities: Vec<Vulnerability>,
 }
 
 /// `POST {api}/clusters/{cluster_uuid}/register`.

@@ -256,15 +256,20 @@ impl Inventory {
 
     /// The apps as the caches show them now (pure).
     fn collect(&self, run: &Run<'_>) -> Collection {
-        collector::collect(
-            &self.caches,
-            &Context {
-                cluster_uuid: &run.status.cluster_uuid,
-                email_id: &self.settings.email_id,
-                deny_namespaces: &run.hp.spec.deny_namespaces,
-                known: &run.known,
-            },
-        )
+        collector::collect(&self.caches, &self.context(run))
+    }
+
+    /// Who reports, and what was delivered: the collector's context.
+    fn context<'a>(&'a self, run: &'a Run<'_>) -> Context<'a> {
+        Context {
+            cluster_uuid: &run.status.cluster_uuid,
+            email_id: &self.settings.email_id,
+            org_id: &self.settings.org_id,
+            deny_namespaces: &run.hp.spec.deny_namespaces,
+            monitoring: run.hp.spec.monitoring.enable,
+            cve: run.hp.spec.cve.enable,
+            known: &run.known,
+        }
     }
 
     fn warn_invalid(&self, run: &Run<'_>, collection: &Collection) {
@@ -349,8 +354,7 @@ impl Inventory {
             let payload = collector::uninstalled(
                 known,
                 self.ledger.last_seen(run.key, &release).as_ref(),
-                &run.status.cluster_uuid,
-                &self.settings.email_id,
+                &self.context(run),
             );
             // Delivered: the release leaves the status (and memory).
             if self

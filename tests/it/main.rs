@@ -8,6 +8,7 @@ mod hardening;
 mod helm_release;
 mod leader;
 mod migration;
+mod payload;
 mod poster;
 mod rbac;
 mod reporting;

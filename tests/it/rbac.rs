@@ -64,7 +64,25 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         "name=broken",
         "version=1",
     ]);
-    f.hosstedproject("cluster", json!({})).await;
+    // trivy-operator is installed: the vulnerability reports are read too.
+    f.kubectl(&[
+        "apply",
+        "-f",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/vulnerabilityreports.crd.yaml"
+        ),
+    ]);
+    f.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "crd/vulnerabilityreports.aquasecurity.github.io",
+        "--timeout=60s",
+    ]);
+    f.helm_install("shop", "full", "shop");
+    f.hosstedproject("cluster", json!({ "cve": { "enable": true } }))
+        .await;
 
     let kubeconfig =
         f.cp.kubeconfig_for_service_account("hossted-operator", "hossted-operator")
@@ -88,10 +106,10 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         .spawn()
         .unwrap();
 
-    f.wait_requests("/v1/apps", 1, 60).await;
+    f.wait_requests("/v1/apps", 2, 60).await;
     // Status patched and Events created with the ServiceAccount's rights.
     eventually("status written by the ServiceAccount", 30, || async {
-        (f.get_hp("cluster").await.status?.app_count == 1).then_some(())
+        (f.get_hp("cluster").await.status?.app_count == 2).then_some(())
     })
     .await;
     let events: Api<Event> = Api::namespaced(f.cp.client(), "default");
@@ -112,7 +130,7 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
     .await;
     // A change is still seen (the watches are allowed too).
     f.helm_upgrade("web", "web", "apps", "port=81");
-    f.wait_requests("/v1/apps", 2, 30).await;
+    f.wait_requests("/v1/apps", 3, 30).await;
     eventually(
         "the InvalidRelease event's count bumped by PATCH",
         30,

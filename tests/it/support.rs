@@ -53,7 +53,11 @@ pub fn chart(name: &str) -> String {
 impl Fixture {
     /// A control plane with the CRD installed and established, and a receiver.
     pub async fn new() -> Self {
-        let cp = ControlPlane::start().await.expect("control plane");
+        Self::on(ControlPlane::start().await.expect("control plane")).await
+    }
+
+    /// [`new`](Self::new) on a control plane started by the caller.
+    pub async fn on(cp: ControlPlane) -> Self {
         let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("manifests/crd/hosstedprojects.hossted.com.yaml");
         output_ok(cp.kubectl().args(["apply", "-f"]).arg(&crd));
@@ -175,16 +179,24 @@ impl Fixture {
 
     /// Runs the operator in-process against this control plane and receiver.
     pub fn start_operator(&self) -> Operator {
+        self.start_operator_with(|_| {})
+    }
+
+    /// [`start_operator`](Self::start_operator) with `change` applied to
+    /// the inventory settings.
+    pub fn start_operator_with(&self, change: impl FnOnce(&mut Settings)) -> Operator {
         let poster = Poster::new(ApiConfig::new(&format!("{}/v1", self.api.url()), TOKEN)).unwrap();
-        let settings = Settings {
+        let mut settings = Settings {
             email_id: EMAIL.into(),
             org_id: "org-123".into(),
             context_name: "test-cluster".into(),
             resync: Duration::from_secs(600),
             coalesce: Duration::from_millis(500),
             configmap_driver: false,
+            report_configmap_data: false,
             workers: 2,
         };
+        change(&mut settings);
         let mut options = ManagerOptions::new("hossted", "hossted-operator");
         options.instance = "test-instance".into();
         options.sync_timeout = Duration::from_secs(60);

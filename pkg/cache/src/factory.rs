@@ -117,6 +117,8 @@ pub struct InformerSync {
     pub synced: bool,
     /// An optional informer (its CRD may be absent) does not gate readiness.
     pub optional: bool,
+    /// How many objects its cache holds now.
+    pub objects: usize,
 }
 
 /// What the factory needs of an informer whatever its type.
@@ -126,6 +128,7 @@ trait AnyInformer: Send + Sync {
     fn stop_and_forget(&self);
     fn stop(&self);
     fn has_synced(&self) -> bool;
+    fn objects(&self) -> usize;
     fn kind(&self) -> String;
     fn as_any(&self) -> &dyn Any;
 }
@@ -151,6 +154,9 @@ where
     }
     fn has_synced(&self) -> bool {
         self.0.has_synced()
+    }
+    fn objects(&self) -> usize {
+        self.0.store().len()
     }
     fn kind(&self) -> String {
         K::kind(&()).into_owned()
@@ -446,7 +452,7 @@ impl SharedInformerFactory {
         }
     }
 
-    /// The sync state of every informer, sorted by kind.
+    /// The sync state and size of every informer, sorted by kind.
     pub fn synced(&self) -> Vec<InformerSync> {
         let mut v: Vec<InformerSync> = self
             .informers
@@ -456,6 +462,7 @@ impl SharedInformerFactory {
                 kind: e.informer.kind(),
                 synced: e.informer.has_synced(),
                 optional: e.role != Role::Required,
+                objects: e.informer.objects(),
             })
             .collect();
         v.sort();

@@ -69,6 +69,7 @@ impl Metrics {
         registry.register_collector(Box::new(queues.clone()));
         registry.register_collector(Box::new(InformerSynced {
             name: format!("{prefix}_informer_synced"),
+            objects_name: format!("{prefix}_informer_objects"),
             factory,
         }));
         Metrics {
@@ -119,6 +120,7 @@ impl Metrics {
 /// `<prefix>_informer_synced{kind}`, read from the factory at scrape time.
 struct InformerSynced {
     name: String,
+    objects_name: String,
     factory: Arc<SharedInformerFactory>,
 }
 
@@ -138,14 +140,26 @@ impl Collector for InformerSynced {
             None,
             prometheus_client::metrics::MetricType::Gauge,
         )?;
-        let mut seen = std::collections::BTreeMap::<String, bool>::new();
+        // Several informers of one kind (other selectors): synced when all
+        // are; their objects add up.
+        let mut seen = std::collections::BTreeMap::<String, (bool, usize)>::new();
         for i in self.factory.synced() {
-            // Several informers of one kind (other selectors): synced when all are.
-            let all = seen.entry(i.kind).or_insert(true);
+            let (all, objects) = seen.entry(i.kind).or_insert((true, 0));
             *all &= i.synced;
+            *objects += i.objects;
         }
-        for (kind, synced) in seen {
-            ConstGauge::new(i64::from(synced)).encode(family.encode_family(&[("kind", kind)])?)?;
+        for (kind, (synced, _)) in &seen {
+            ConstGauge::new(i64::from(*synced))
+                .encode(family.encode_family(&[("kind", kind.clone())])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            &self.objects_name,
+            "Objects in the informers' caches, by kind",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for (kind, (_, objects)) in seen {
+            ConstGauge::new(objects as i64).encode(family.encode_family(&[("kind", kind)])?)?;
         }
         Ok(())
     }

@@ -35,11 +35,11 @@ fn pod_image_and_phase_and_a_pod_without_containers() {
         "status": { "phase": "Running", "podIP": "10.0.0.1" }
     }))
     .unwrap();
-    assert_eq!((p.image.as_str(), p.phase.as_str()), ("nginx:1", "Running"));
+    assert_eq!((p.image(), p.phase.as_str()), ("nginx:1", "Running"));
     let empty: Pod =
         serde_json::from_value(json!({ "metadata": meta("x"), "spec": { "containers": [] } }))
             .unwrap();
-    assert_eq!((empty.image.as_str(), empty.phase.as_str()), ("", ""));
+    assert_eq!((empty.image(), empty.phase.as_str()), ("", ""));
 }
 
 #[test]
@@ -73,12 +73,12 @@ fn ingress_first_host_and_default_backend_only() {
         "metadata": meta("web"), "spec": { "rules": [{ "host": "a.example.com" }, { "host": "b.example.com" }] }
     }))
     .unwrap();
-    assert_eq!(i.domain, "a.example.com");
+    assert_eq!(i.domain(), "a.example.com");
     let no_rules: Ingress = serde_json::from_value(json!({
         "metadata": meta("d"), "spec": { "defaultBackend": { "service": { "name": "web", "port": { "number": 80 } } } }
     }))
     .unwrap();
-    assert_eq!(no_rules.domain, "");
+    assert_eq!(no_rules.domain(), "");
 }
 
 fn b64(b: &[u8]) -> String {

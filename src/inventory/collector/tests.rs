@@ -1,6 +1,7 @@
 //! The collector on in-memory stores.
 
 use super::*;
+use crate::cached::objects::{Container, Owner};
 use kube::api::ObjectMeta;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -56,8 +57,65 @@ fn namespace(c: &Caches, ns: &str) {
 fn pod(ns: &str, name: &str, labels: &[(&str, &str)], image: &str) -> Arc<Pod> {
     Arc::new(Pod {
         metadata: meta(ns, name, labels),
-        image: image.into(),
+        containers: if image.is_empty() {
+            Vec::new()
+        } else {
+            vec![Container {
+                name: "main".into(),
+                image: image.into(),
+            }]
+        },
+        controller: None,
         phase: "Running".into(),
+    })
+}
+
+/// A pod of a workload, with these containers (name, image).
+fn workload_pod(
+    name: &str,
+    instance: &str,
+    owner: (&str, &str),
+    containers: &[(&str, &str)],
+) -> Arc<Pod> {
+    Arc::new(Pod {
+        metadata: meta("default", name, &helm_labels(instance)),
+        containers: containers
+            .iter()
+            .map(|(n, i)| Container {
+                name: n.to_string(),
+                image: i.to_string(),
+            })
+            .collect(),
+        controller: Some(Owner {
+            kind: owner.0.into(),
+            name: owner.1.into(),
+        }),
+        phase: "Running".into(),
+    })
+}
+
+fn report(kind: &str, workload: &str, container: &str, critical: &str) -> Arc<VulnerabilityReport> {
+    use crate::cached::trivy::{Summary, Vulnerability};
+    Arc::new(VulnerabilityReport {
+        metadata: meta("default", &format!("{kind}-{workload}-{container}"), &[]),
+        workload_kind: kind.into(),
+        workload_name: workload.into(),
+        container: container.into(),
+        summary: Summary {
+            critical_count: 1,
+            high_count: 0,
+            medium_count: 3,
+            low_count: 0,
+            unknown_count: 0,
+        },
+        vulnerabilities: vec![Vulnerability {
+            vulnerability_id: critical.into(),
+            severity: "CRITICAL".into(),
+            resource: "openssl".into(),
+            installed_version: "3.0.1".into(),
+            fixed_version: "3.0.2".into(),
+            title: "bad".into(),
+        }],
     })
 }
 
@@ -118,8 +176,58 @@ fn cluster() -> Caches {
     }));
     c.ingresses.upsert(Arc::new(Ingress {
         metadata: meta("default", "keycloak", &helm_labels("test")),
-        domain: "keycloak.example.com".into(),
+        hosts: vec![
+            "keycloak.example.com".into(),
+            "".into(),
+            "admin.example.com".into(),
+        ],
+        tls_hosts: vec!["keycloak.example.com".into()],
     }));
+    c.deployments.upsert(Arc::new(Deployment {
+        metadata: meta("default", "test-keycloak", &helm_labels("test")),
+        secret_ref: Some(crate::cached::workloads::SecretKeyRef {
+            name: "test-keycloak".into(),
+            key: "admin-password".into(),
+        }),
+    }));
+    c.deployments.upsert(Arc::new(Deployment {
+        metadata: meta("default", "test-worker", &helm_labels("test")),
+        secret_ref: None,
+    }));
+    c.statefulsets.upsert(Arc::new(StatefulSet {
+        metadata: meta("default", "test-postgresql", &helm_labels("test")),
+    }));
+    c.configmaps.upsert(Arc::new(ConfigMap {
+        metadata: meta("default", "test-keycloak-env", &helm_labels("test")),
+        data: None,
+    }));
+    c.configmaps.upsert(Arc::new(ConfigMap {
+        metadata: meta("default", "not-helm", &[(INSTANCE_LABEL, "test")]),
+        data: None,
+    }));
+    c.secrets.upsert(Arc::new(ReleaseSecret {
+        metadata: meta("default", "test-postgresql", &helm_labels("test")),
+    }));
+    // Two pods of one StatefulSet, and a report per container of it; a
+    // report of another workload with the same container name.
+    c.pods.upsert(workload_pod(
+        "test-postgresql-0",
+        "test",
+        ("StatefulSet", "test-postgresql"),
+        &[("postgresql", "postgres:16"), ("metrics", "exporter:1")],
+    ));
+    c.vulnerability_reports.upsert(report(
+        "StatefulSet",
+        "test-postgresql",
+        "postgresql",
+        "CVE-PG",
+    ));
+    c.vulnerability_reports.upsert(report(
+        "ReplicaSet",
+        "other-7d4",
+        "postgresql",
+        "CVE-ELSEWHERE",
+    ));
     c
 }
 
@@ -134,7 +242,10 @@ fn ctx<'a>(deny: &'a [String], known: &'a Known) -> Context<'a> {
     Context {
         cluster_uuid: CLUSTER,
         email_id: "ops@example.com",
+        org_id: "org-123",
         deny_namespaces: deny,
+        monitoring: true,
+        cve: true,
         known,
     }
 }
@@ -161,17 +272,21 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
                 "app_name": "test",
                 "email_id": "ops@example.com",
                 "type": "k8s",
-                "hossted_helm": false
+                "hossted_helm": false,
+                "org_id": "org-123",
+                "options_state": { "monitoring": { "enabled": true, "grafana_product_name": "" } }
             },
             "app_info": {
                 "helm_info": {
                     "name": "test", "namespace": "default", "revision": 2,
                     "updated": "2024-02-28T01:32:32.338988+05:30", "status": "deployed",
-                    "chart": "test-chart", "appVersion": "1.0"
+                    "chart": "test-chart", "appVersion": "1.0",
+                    "appUUID": derived("default", "test"), "hossted_helm": false
                 },
                 "pod_info": [
                     { "name": "test-keycloak-0", "namespace": "default", "image": "keycloak:23", "status": "Running" },
-                    { "name": "test-keycloak-1", "namespace": "default", "image": "keycloak:23", "status": "Running" }
+                    { "name": "test-keycloak-1", "namespace": "default", "image": "keycloak:23", "status": "Running" },
+                    { "name": "test-postgresql-0", "namespace": "default", "image": "postgres:16", "status": "Running" }
                 ],
                 "service_info": [
                     { "name": "test-headless", "namespace": "default", "port": 0 },
@@ -182,7 +297,24 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
                 ],
                 "ingress_info": [
                     { "name": "keycloak", "namespace": "default", "domain": "keycloak.example.com" }
-                ]
+                ],
+                "deployment_info": [
+                    { "name": "test-keycloak", "namespace": "default",
+                      "secretRef": { "name": "test-keycloak", "key": "admin-password" } },
+                    { "name": "test-worker", "namespace": "default", "secretRef": null }
+                ],
+                "statefulset_info": [ { "name": "test-postgresql", "namespace": "default" } ],
+                "configmap_info": [ { "name": "test-keycloak-env", "data": {} } ],
+                "secret_info": [ { "name": "test-postgresql", "namespace": "default", "data": {} } ],
+                "helmvalue_info": { "chart_name": "test-chart", "chart_values": {} },
+                "access_info": { "urls": [
+                    { "url": "http://admin.example.com" }, { "url": "https://keycloak.example.com" }
+                ] },
+                "security_info": [ { "pod_name": "test-postgresql-0", "pod_namespace": "default",
+                    "containers": [ { "container_image": "postgres:16", "type": "k8s",
+                        "summary": { "criticalCount": 1, "highCount": 0, "mediumCount": 3, "lowCount": 0, "unknownCount": 0 },
+                        "vulnerabilities": [ { "vulnerabilityID": "CVE-PG", "severity": "CRITICAL", "resource": "openssl",
+                            "installedVersion": "3.0.1", "fixedVersion": "3.0.2", "title": "bad" } ] } ] } ]
             }
         })
     );
@@ -194,7 +326,16 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
             { "name": "other-0", "namespace": "default", "image": "nginx:1", "status": "Running" }
         ])
     );
-    for list in ["service_info", "volume_info", "ingress_info"] {
+    for list in [
+        "service_info",
+        "volume_info",
+        "ingress_info",
+        "deployment_info",
+        "statefulset_info",
+        "configmap_info",
+        "secret_info",
+        "security_info",
+    ] {
         assert_eq!(other[list], json!([]), "{list} is [] not null");
     }
     assert_eq!(got.apps[1].status.revision, 2);
@@ -316,7 +457,10 @@ fn a_removal_carries_the_chart_last_seen_of_that_revision_only() {
     let got = collect(&cluster(), &ctx(&[], &Known::default()));
     let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
     let known = test.delivered();
-    let sent = uninstalled(&known, Some(&test.status), CLUSTER, "ops@example.com");
+    let no_deny: Vec<String> = Vec::new();
+    let unknown = Known::default();
+    let context = ctx(&no_deny, &unknown);
+    let sent = uninstalled(&known, Some(&test.status), &context);
     let helm = &sent.app_info.helm_info;
     assert_eq!(helm.status, "uninstalled");
     assert_eq!(helm.chart, test.status.chart);
@@ -326,9 +470,26 @@ fn a_removal_carries_the_chart_last_seen_of_that_revision_only() {
     let mut older = test.status.clone();
     older.revision -= 1;
     for seen in [None, Some(&older)] {
-        let sent = uninstalled(&known, seen, CLUSTER, "ops@example.com");
+        let sent = uninstalled(&known, seen, &context);
         assert_eq!(sent.app_info.helm_info.chart, "");
         assert_eq!(sent.app_info.helm_info.revision, known.revision);
         assert_eq!(sent.app_api_info.hossted_helm, known.hossted_helm);
     }
+}
+
+#[test]
+fn security_info_is_empty_when_cve_scanning_is_off() {
+    let c = cluster();
+    let known = Known::default();
+    let mut context = ctx(&[], &known);
+    context.cve = false;
+    let got = collect(&c, &context);
+    let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
+    assert!(test.payload.app_info.security_info.is_empty());
+    context.cve = true;
+    context.monitoring = false;
+    let got = collect(&c, &context);
+    let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
+    assert_eq!(test.payload.app_info.security_info.len(), 1);
+    assert!(!test.payload.app_api_info.options_state.monitoring.enabled);
 }

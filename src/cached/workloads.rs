@@ -1,0 +1,187 @@
+//! The other objects of a release the payload names (API.md, "Fields the Go
+//! operator 0.7.6 added"): Deployments, StatefulSets, ConfigMaps and
+//! Secrets, cached as their metadata — plus, for a Deployment, the first
+//! `secretKeyRef` its pod template uses (a name and a key, never a value),
+//! and for a ConfigMap its data only when `--report-configmap-data` asks
+//! (the informer's transform drops it otherwise). A Secret's data is never
+//! parsed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
+
+use super::objects::{lean_meta, resource};
+
+/// A Deployment: its name and the first `secretKeyRef` of its pod template.
+#[derive(Clone, Debug)]
+pub struct Deployment {
+    pub metadata: ObjectMeta,
+    pub secret_ref: Option<SecretKeyRef>,
+}
+resource!(
+    Deployment,
+    "Deployment",
+    "apps",
+    "v1",
+    "deployments",
+    NamespaceResourceScope
+);
+
+/// `env[].valueFrom.secretKeyRef`: which Secret and key, not the value.
+#[derive(Clone, Debug, Default, Deserialize, serde::Serialize, PartialEq, Eq)]
+pub struct SecretKeyRef {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub key: String,
+}
+
+impl<'de> Deserialize<'de> for Deployment {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: Spec,
+        }
+        #[derive(Deserialize, Default)]
+        struct Spec {
+            #[serde(default)]
+            template: Template,
+        }
+        #[derive(Deserialize, Default)]
+        struct Template {
+            #[serde(default)]
+            spec: PodSpec,
+        }
+        #[derive(Deserialize, Default)]
+        struct PodSpec {
+            #[serde(default)]
+            containers: Vec<Container>,
+        }
+        #[derive(Deserialize)]
+        struct Container {
+            #[serde(default)]
+            env: Vec<Env>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Env {
+            value_from: Option<ValueFrom>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct ValueFrom {
+            secret_key_ref: Option<SecretKeyRef>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let secret_ref = raw
+            .spec
+            .template
+            .spec
+            .containers
+            .into_iter()
+            .flat_map(|c| c.env)
+            .find_map(|e| e.value_from.and_then(|v| v.secret_key_ref));
+        Ok(Deployment {
+            metadata: raw.metadata,
+            secret_ref,
+        })
+    }
+}
+
+/// A StatefulSet: its name.
+#[derive(Clone, Debug, Deserialize)]
+pub struct StatefulSet {
+    #[serde(deserialize_with = "lean_meta")]
+    pub metadata: ObjectMeta,
+}
+resource!(
+    StatefulSet,
+    "StatefulSet",
+    "apps",
+    "v1",
+    "statefulsets",
+    NamespaceResourceScope
+);
+
+/// A ConfigMap of a release: its name, and its data while
+/// `--report-configmap-data` keeps it (see [`ConfigMap::without_data`]).
+#[derive(Clone, Debug, Deserialize)]
+pub struct ConfigMap {
+    #[serde(deserialize_with = "lean_meta")]
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub data: Option<BTreeMap<String, String>>,
+}
+resource!(ConfigMap, "ConfigMap", "configmaps", NamespaceResourceScope);
+
+impl ConfigMap {
+    /// The informer's transform unless `--report-configmap-data`: the data
+    /// never reaches the cache.
+    pub fn without_data(mut self) -> Self {
+        self.data = None;
+        self
+    }
+}
+
+/// A Secret of a release (label `app.kubernetes.io/managed-by=Helm`): its
+/// name only — the parser skips `data` without reading it into memory.
+#[derive(Clone, Debug, Deserialize)]
+pub struct ReleaseSecret {
+    #[serde(deserialize_with = "lean_meta")]
+    pub metadata: ObjectMeta,
+}
+resource!(ReleaseSecret, "Secret", "secrets", NamespaceResourceScope);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(name: &str) -> serde_json::Value {
+        json!({ "name": name, "namespace": "shop", "labels": { "app.kubernetes.io/instance": "web" } })
+    }
+
+    #[test]
+    fn a_deployment_keeps_the_first_secret_key_ref_of_its_containers() {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": meta("web"),
+            "spec": { "template": { "spec": { "containers": [
+                { "name": "a", "env": [{ "name": "PLAIN", "value": "x" },
+                                       { "name": "FROM_CM", "valueFrom": { "configMapKeyRef": { "name": "cm", "key": "k" } } }] },
+                { "name": "b", "env": [{ "name": "PASSWORD", "valueFrom": { "secretKeyRef": { "name": "web-db", "key": "password" } } },
+                                       { "name": "OTHER", "valueFrom": { "secretKeyRef": { "name": "later", "key": "k" } } }] }
+            ] } } }
+        }))
+        .unwrap();
+        assert_eq!(
+            d.secret_ref,
+            Some(SecretKeyRef {
+                name: "web-db".into(),
+                key: "password".into()
+            })
+        );
+        let none: Deployment =
+            serde_json::from_value(json!({ "metadata": meta("x"), "spec": {} })).unwrap();
+        assert_eq!(none.secret_ref, None);
+    }
+
+    #[test]
+    fn a_secret_is_cached_without_its_data_and_a_configmap_loses_it_on_request() {
+        let s: ReleaseSecret = serde_json::from_value(json!({
+            "metadata": meta("web-db"), "type": "Opaque", "data": { "password": "c2VjcmV0" }
+        }))
+        .unwrap();
+        assert!(!format!("{s:?}").contains("c2VjcmV0"));
+        let cm: ConfigMap = serde_json::from_value(json!({
+            "metadata": meta("web-env"), "data": { "LOG_LEVEL": "debug" }
+        }))
+        .unwrap();
+        assert_eq!(cm.data.as_ref().unwrap()["LOG_LEVEL"], "debug");
+        assert!(cm.without_data().data.is_none());
+    }
+}
