@@ -15,7 +15,10 @@ use std::time::{Duration, Instant};
 
 use envtest::{ControlPlane, Receiver};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolumeClaim, Pod, Secret, Service};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, PersistentVolumeClaim, Pod, Secret, Service,
+};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::api::{ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
@@ -23,7 +26,12 @@ use serde_json::json;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{CONCURRENCY, Rng, create_all, meta, release_secret};
+use common::{CONCURRENCY, Rng, create_all, manifest, meta, release_secret};
+
+/// About 1 KB of configuration for a release's ConfigMap.
+fn config_text(rng: &mut Rng, name: &str) -> String {
+    manifest(rng, name, 1_000)
+}
 
 const USER: &str = "hossted-bench-operator";
 
@@ -97,6 +105,73 @@ async fn build(client: &Client, shape: &Shape, seed: u64) -> Vec<(String, String
         |ns| Api::<Secret>::namespaced(client.clone(), ns),
         secrets,
         "secrets",
+    )
+    .await;
+
+    // The other kinds the payload names, in proportion: per release a
+    // Deployment (reading its Secret), a ConfigMap and a Secret; a
+    // StatefulSet for every other release.
+    let mut deployments = Vec::new();
+    let mut statefulsets = Vec::new();
+    let mut configmaps = Vec::new();
+    let mut member_secrets = Vec::new();
+    for (i, (ns, name, _)) in releases.iter().enumerate() {
+        let labels =
+            json!({ "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "Helm" });
+        let template = json!({ "metadata": { "labels": labels }, "spec": { "containers": [{
+            "name": "app", "image": format!("registry.example.com/{name}/app:1.0"),
+            "env": [{ "name": "PASSWORD", "valueFrom": { "secretKeyRef": { "name": format!("{name}-db"), "key": "password" } } }] }] } });
+        let selector = json!({ "matchLabels": { "app.kubernetes.io/instance": name } });
+        deployments.push(
+            serde_json::from_value::<Deployment>(json!({
+                "metadata": { "name": format!("{name}-app"), "namespace": ns, "labels": labels },
+                "spec": { "selector": selector, "template": template }
+            }))
+            .unwrap_or_default(),
+        );
+        if i % 2 == 0 {
+            statefulsets.push(serde_json::from_value::<StatefulSet>(json!({
+                "metadata": { "name": format!("{name}-db"), "namespace": ns, "labels": labels },
+                "spec": { "selector": selector, "serviceName": format!("{name}-db"), "template": template }
+            })).unwrap_or_default());
+        }
+        configmaps.push(
+            serde_json::from_value::<ConfigMap>(json!({
+                "metadata": { "name": format!("{name}-env"), "namespace": ns, "labels": labels },
+                "data": { "LOG_LEVEL": "info", "settings.yaml": config_text(&mut rng, name) }
+            }))
+            .unwrap_or_default(),
+        );
+        member_secrets.push(
+            serde_json::from_value::<Secret>(json!({
+                "metadata": { "name": format!("{name}-db"), "namespace": ns, "labels": labels },
+                "stringData": { "password": format!("{:x}", rng.next()) }
+            }))
+            .unwrap_or_default(),
+        );
+    }
+    create_all(
+        |ns| Api::<Deployment>::namespaced(client.clone(), ns),
+        deployments,
+        "deployments",
+    )
+    .await;
+    create_all(
+        |ns| Api::<StatefulSet>::namespaced(client.clone(), ns),
+        statefulsets,
+        "statefulsets",
+    )
+    .await;
+    create_all(
+        |ns| Api::<ConfigMap>::namespaced(client.clone(), ns),
+        configmaps,
+        "configmaps",
+    )
+    .await;
+    create_all(
+        |ns| Api::<Secret>::namespaced(client.clone(), ns),
+        member_secrets,
+        "secrets of releases",
     )
     .await;
 

@@ -493,3 +493,29 @@ fn security_info_is_empty_when_cve_scanning_is_off() {
     assert_eq!(test.payload.app_info.security_info.len(), 1);
     assert!(!test.payload.app_api_info.options_state.monitoring.enabled);
 }
+
+#[test]
+fn the_readme_key_table_names_every_key_sent() {
+    let readme = include_str!("../../../README.md");
+    let table = readme
+        .split("### Every payload key")
+        .nth(1)
+        .and_then(|t| t.split("\n## ").next())
+        .expect("README has the key table");
+    let got = collect(&cluster(), &ctx(&[], &Known::default()));
+    let payload = serde_json::to_value(&got.apps[1].payload).unwrap();
+    for part in ["app_api_info", "app_info"] {
+        for key in payload[part].as_object().unwrap().keys() {
+            assert!(
+                table.contains(key.as_str()),
+                "the README's key table lacks {part}.{key}"
+            );
+        }
+    }
+    for key in payload["app_info"]["helm_info"].as_object().unwrap().keys() {
+        assert!(
+            table.contains(key.as_str()),
+            "the README's key table lacks helm_info.{key}"
+        );
+    }
+}
