@@ -111,50 +111,69 @@ async fn reports_each_release_once_then_only_changes_and_survives_a_restart() {
     };
     let api_info = |name: &str, uuid: String, marker: bool| {
         json!({ "cluster_uuid": cluster_uuid, "app_uuid": uuid, "app_name": name,
-                "email_id": EMAIL, "type": "k8s", "hossted_helm": marker })
+                "email_id": EMAIL, "type": "k8s", "hossted_helm": marker, "org_id": "org-123",
+                "options_state": { "monitoring": { "enabled": true, "grafana_product_name": "" } } })
+    };
+    // The Go 0.7.6 keys of a chart without workloads, Secrets or CVE data.
+    let go_keys = |chart: &str, configmaps: serde_json::Value, urls: serde_json::Value| {
+        json!({ "deployment_info": [], "statefulset_info": [], "configmap_info": configmaps,
+                "secret_info": [], "helmvalue_info": { "chart_name": chart, "chart_values": {} },
+                "access_info": { "urls": urls }, "security_info": [] })
+    };
+    let with = |mut base: serde_json::Value, more: serde_json::Value| {
+        for (k, v) in more.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        base
     };
     assert_eq!(
         apps["web"],
         json!({
             "app_api_info": api_info("web", uuid_of("web"), false),
-            "app_info": {
+            "app_info": with(json!({
                 "helm_info": { "name": "web", "namespace": "team-a", "revision": 1,
                                "updated": updated(&f, "team-a", "web", 1).await, "status": "deployed",
-                               "chart": "web", "appVersion": "1.27.3" },
+                               "chart": "web", "appVersion": "1.27.3",
+                               "appUUID": uuid_of("web"), "hossted_helm": false },
                 "pod_info": [{ "name": "web-web-0", "namespace": "team-a",
                                "image": "docker.io/bitnami/nginx:1.27.3-debian-12-r0", "status": "Running" }],
                 "service_info": [{ "name": "web-web", "namespace": "team-a", "port": 80 }],
                 "volume_info": [{ "name": "data-web-web-0", "namespace": "team-a", "size": 1073741824u64 }],
                 "ingress_info": [{ "name": "web-web", "namespace": "team-a", "domain": "web.example.com" }]
-            }
+            }), go_keys("web", json!([]), json!([{ "url": "http://web.example.com" }])))
         })
     );
     // The headless service without ports and the ingress without rules.
     assert_eq!(
         apps["api"]["app_info"],
-        json!({
-            "helm_info": { "name": "api", "namespace": "team-a", "revision": 1,
-                           "updated": updated(&f, "team-a", "api", 1).await, "status": "deployed",
-                           "chart": "web", "appVersion": "1.27.3" },
-            "pod_info": [{ "name": "api-web-0", "namespace": "team-a",
-                           "image": "docker.io/bitnami/nginx:1.27.3-debian-12-r0", "status": "Pending" }],
-            "service_info": [{ "name": "api-headless", "namespace": "team-a", "port": 0 },
-                             { "name": "api-web", "namespace": "team-a", "port": 8080 }],
-            "volume_info": [{ "name": "data-api-web-0", "namespace": "team-a", "size": 536870912u64 }],
-            "ingress_info": [{ "name": "api-web", "namespace": "team-a", "domain": "" }]
-        })
+        with(
+            json!({
+                "helm_info": { "name": "api", "namespace": "team-a", "revision": 1,
+                               "updated": updated(&f, "team-a", "api", 1).await, "status": "deployed",
+                               "chart": "web", "appVersion": "1.27.3",
+                               "appUUID": uuid_of("api"), "hossted_helm": false },
+                "pod_info": [{ "name": "api-web-0", "namespace": "team-a",
+                               "image": "docker.io/bitnami/nginx:1.27.3-debian-12-r0", "status": "Pending" }],
+                "service_info": [{ "name": "api-headless", "namespace": "team-a", "port": 0 },
+                                 { "name": "api-web", "namespace": "team-a", "port": 8080 }],
+                "volume_info": [{ "name": "data-api-web-0", "namespace": "team-a", "size": 536870912u64 }],
+                "ingress_info": [{ "name": "api-web", "namespace": "team-a", "domain": "" }]
+            }),
+            go_keys("web", json!([]), json!([]))
+        )
     );
     // The marked release in a namespace with a uuid Secret takes that UUID.
     assert_eq!(
         apps["portal"],
         json!({
             "app_api_info": api_info("portal", format!("A-{PORTAL_UUID}"), true),
-            "app_info": {
+            "app_info": with(json!({
                 "helm_info": { "name": "portal", "namespace": "team-b", "revision": 1,
                                "updated": updated(&f, "team-b", "portal", 1).await, "status": "deployed",
-                               "chart": "hossted-app", "appVersion": "23.0.5" },
+                               "chart": "hossted-app", "appVersion": "23.0.5",
+                               "appUUID": format!("A-{PORTAL_UUID}"), "hossted_helm": true },
                 "pod_info": [], "service_info": [], "volume_info": [], "ingress_info": []
-            }
+            }), go_keys("hossted-app", json!([{ "name": "portal-settings", "data": {} }]), json!([])))
         })
     );
     for name in ["web", "api"] {
