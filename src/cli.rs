@@ -42,8 +42,11 @@ pub enum Cmd {
         #[arg(long)]
         report_configmap_data: bool,
     },
-    /// Print the Hosstedproject CustomResourceDefinition as YAML.
-    Crd,
+    /// Print the operator's CustomResourceDefinitions as YAML (one document each).
+    Crd {
+        /// Only this one, e.g. `helmapps.hossted.com`.
+        name: Option<String>,
+    },
 }
 
 #[derive(Debug, Args, Clone)]
@@ -118,6 +121,25 @@ pub struct RunArgs {
     /// How often candidates try and the leader renews.
     #[arg(long, default_value = "2s")]
     leader_elect_retry_period: String,
+    /// The controllers to run: `inventory` (always), `delivery` (HelmApps;
+    /// needs the delivery RBAC and CRDs).
+    #[arg(long, default_value = "inventory", value_delimiter = ',')]
+    controllers: Vec<String>,
+    /// The helm binary delivery runs.
+    #[arg(long, default_value = "helm")]
+    helm_binary: PathBuf,
+    /// At most this many helm processes at once.
+    #[arg(long, default_value_t = 4)]
+    max_concurrent_helm: usize,
+    /// `chart.path` must be under this directory (unset: chart.path is refused).
+    #[arg(long)]
+    chart_path_root: Option<PathBuf>,
+    /// A writable directory for helm's homes and the chart cache.
+    #[arg(long, default_value = "/tmp/hossted-operator")]
+    work_dir: PathBuf,
+    /// Refuse a HelmApp's targetNamespace, dependsOn and valuesFrom outside its namespace.
+    #[arg(long)]
+    no_cross_namespace_refs: bool,
 }
 
 /// Everything `run` needs, validated.
@@ -125,6 +147,8 @@ pub struct RunConfig {
     pub manager: ManagerOptions,
     pub inventory: Settings,
     pub api: ApiConfig,
+    /// `Some` when `--controllers` includes `delivery`.
+    pub delivery: Option<crate::delivery::Settings>,
 }
 
 impl RunArgs {
@@ -211,8 +235,33 @@ impl RunArgs {
             name: self.leader_election_id.clone(),
             timing,
         });
+        let mut delivery = false;
+        for c in &self.controllers {
+            match c.trim() {
+                "inventory" => {}
+                "delivery" => delivery = true,
+                other => {
+                    return Err(format!(
+                        "--controllers: unknown controller {other:?} (known: inventory, delivery)"
+                    ));
+                }
+            }
+        }
+        let delivery = delivery.then(|| crate::delivery::Settings {
+            helm: crate::delivery::HelmConfig {
+                binary: self.helm_binary.clone(),
+                work_dir: self.work_dir.clone(),
+                kubeconfig: None,
+                max_concurrent: self.max_concurrent_helm.max(1),
+            },
+            chart_path_root: self.chart_path_root.clone(),
+            no_cross_namespace_refs: self.no_cross_namespace_refs,
+            workers: self.max_concurrent_helm.max(1),
+            resync,
+        });
         Ok(RunConfig {
             manager,
+            delivery,
             inventory: Settings {
                 email_id,
                 org_id: self.org_id,

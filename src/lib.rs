@@ -3,10 +3,13 @@
 //! pieces live here so they can be tested on their own.
 //!
 //! - [`inventory`]: the Hosstedproject controller (job 1).
+//! - [`delivery`]: the HelmApp controller (job 2).
 //! - [`cached`]: the lean cached types and Helm release decoding.
 //! - [`cli`]: flags and environment, validated into settings.
 
 pub mod cached;
 pub mod cli;
+pub mod condition;
+pub mod delivery;
 pub mod duration;
 pub mod inventory;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use hossted_operator::cli::{Cli, Cmd, RunArgs};
+use hossted_operator::delivery;
 use hossted_operator::inventory::{self, poster::Poster};
 use runtime::{Manager, ManagerError};
 
@@ -31,8 +32,17 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Some(Cmd::Crd) => {
-            print!("{}", apis::crd_yaml());
+        Some(Cmd::Crd { name }) => {
+            let crds: Vec<_> = apis::crds()
+                .into_iter()
+                .filter(|c| name.as_ref().is_none_or(|n| c.metadata.name.as_ref() == Some(n)))
+                .collect();
+            if crds.is_empty() {
+                eprintln!("hossted-operator: no CRD named {name:?}");
+                return ExitCode::from(2);
+            }
+            let docs: Vec<String> = crds.iter().map(apis::crd_yaml_of).collect();
+            print!("{}", docs.join("---\n"));
             ExitCode::SUCCESS
         }
         Some(Cmd::Collect {
@@ -111,7 +121,24 @@ async fn run(args: RunArgs) -> ExitCode {
     };
     let mut manager = Manager::new(client, config.manager);
     manager.add(inventory::controller(&manager, config.inventory, poster));
-    match manager.run(runtime::shutdown_signal()).await {
+    let helm = config.delivery.map(|settings| {
+        if let Err(e) = std::fs::create_dir_all(&settings.helm.work_dir) {
+            log::warn!(
+                "cannot create --work-dir {}: {e}; helm runs will fail",
+                settings.helm.work_dir.display()
+            );
+        }
+        let (controller, helm) = delivery::controller(&manager, settings);
+        manager.add(controller);
+        helm
+    });
+    let result = manager.run(runtime::shutdown_signal()).await;
+    // Whatever helm still runs (past the drain, or the lease lost) must not
+    // outlive us: another replica may take over its release.
+    if let Some(helm) = helm {
+        helm.kill_all();
+    }
+    match result {
         Ok(()) => {
             log::info!("stopped");
             ExitCode::SUCCESS

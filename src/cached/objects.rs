@@ -22,7 +22,16 @@ pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 /// Labels kept in the cache; every other label is dropped while parsing.
-const KEPT_LABELS: [&str; 5] = [INSTANCE_LABEL, MANAGED_BY_LABEL, "owner", "name", "version"];
+/// (The last two: what delivery writes on a release's storage.)
+const KEPT_LABELS: [&str; 7] = [
+    INSTANCE_LABEL,
+    MANAGED_BY_LABEL,
+    "owner",
+    "name",
+    "version",
+    "hossted.com/config-hash",
+    "hossted.com/helmapp-uid",
+];
 
 /// Parses metadata keeping name, namespace, resourceVersion and [`KEPT_LABELS`].
 pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {

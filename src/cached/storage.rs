@@ -23,6 +23,15 @@ fn secret_entry(data: &BTreeMap<String, String>, key: &str) -> Option<Result<Vec
     })
 }
 
+/// How Helm's release storage is watched — label `owner=helm`, small LIST
+/// pages (a release Secret is large: a gzip'd release, base64'd twice) —:
+/// one informer, shared by every controller that asks with these options.
+pub fn helm_storage_options<K>() -> cache::InformerOptions<K> {
+    let mut o = cache::InformerOptions::default().labels("owner=helm");
+    o.list_watch.page_size = 50;
+    o
+}
+
 /// One revision of a Helm release, from its storage Secret
 /// (`sh.helm.release.v1.<name>.v<N>`, label `owner=helm`) or ConfigMap.
 #[derive(Clone, Debug)]

@@ -43,13 +43,7 @@ impl Informers {
     /// Asks `factory` for every informer (shared with any other controller
     /// asking for the same), and indexes the release members.
     pub fn new(factory: &SharedInformerFactory, settings: &Settings) -> Self {
-        // Release Secrets are large (a gzip'd release, base64'd twice): small
-        // LIST pages keep the transient decode buffers small.
-        fn helm<K>() -> InformerOptions<K> {
-            let mut o = InformerOptions::default().labels("owner=helm");
-            o.list_watch.page_size = 50;
-            o
-        }
+        use crate::cached::storage::helm_storage_options as helm;
         fn managed_by_helm<K>() -> InformerOptions<K> {
             InformerOptions::default().labels(&format!("{MANAGED_BY_LABEL}=Helm"))
         }

@@ -2,7 +2,6 @@
 //! condition with its reasons, and the merge patch that writes it.
 
 use apis::HosstedprojectStatus;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde::Serialize;
 
 /// Every reason of the `Ready` condition and of the Events the inventory
@@ -61,9 +60,7 @@ impl Reason {
 
 /// Whether the `Ready` condition has this value and reason.
 pub fn is_ready(status: &HosstedprojectStatus, value: bool, reason: Reason) -> bool {
-    status.conditions.iter().any(|c| {
-        c.type_ == "Ready" && c.status == condition_value(value) && c.reason == reason.as_str()
-    })
+    crate::condition::has(&status.conditions, "Ready", value, reason.as_str())
 }
 
 /// Sets the `Ready` condition; `lastTransitionTime` moves only when the
@@ -75,31 +72,14 @@ pub fn set_ready(
     message: &str,
     generation: Option<i64>,
 ) {
-    let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let value = condition_value(value);
-    match status.conditions.iter_mut().find(|c| c.type_ == "Ready") {
-        Some(c) => {
-            if c.status != value {
-                c.last_transition_time = now;
-            }
-            c.status = value.into();
-            c.reason = reason.as_str().into();
-            c.message = message.into();
-            c.observed_generation = generation;
-        }
-        None => status.conditions.push(Condition {
-            type_: "Ready".into(),
-            status: value.into(),
-            reason: reason.as_str().into(),
-            message: message.into(),
-            last_transition_time: now,
-            observed_generation: generation,
-        }),
-    }
-}
-
-fn condition_value(value: bool) -> &'static str {
-    if value { "True" } else { "False" }
+    crate::condition::set(
+        &mut status.conditions,
+        "Ready",
+        value,
+        reason.as_str(),
+        message,
+        generation,
+    );
 }
 
 /// The JSON merge patch `{"status": status}` that turns `previous` into

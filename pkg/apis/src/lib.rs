@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod delivered;
+pub mod helmapp;
 pub use delivered::{DecodeError, DeliveredApp, decode_apps, encode_apps};
+pub use helmapp::{HelmApp, HelmAppSpec, HelmAppStatus};
 
 /// What the operator should do for this cluster.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -202,14 +204,43 @@ pub struct HelmInfo {
     pub hossted_helm: bool,
 }
 
-/// The CustomResourceDefinition.
+/// The Hosstedproject CustomResourceDefinition.
 pub fn crd() -> CustomResourceDefinition {
     Hosstedproject::crd()
 }
 
-/// The CustomResourceDefinition as YAML, as `manifests/crd/` holds it.
-pub fn crd_yaml() -> String {
-    let body = serde_yaml_ng::to_string(&crd()).unwrap_or_else(|e| {
+/// Every CustomResourceDefinition of the operator, Hosstedproject first.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![crd(), helmapp_crd()]
+}
+
+/// The HelmApp CustomResourceDefinition, with the CEL rule the derive
+/// cannot express: exactly one chart source.
+pub fn helmapp_crd() -> CustomResourceDefinition {
+    let mut crd = HelmApp::crd();
+    let rule = serde_json::json!([{
+        "rule": "(has(self.repo) && self.repo != '' ? 1 : 0) + (has(self.oci) && self.oci != '' ? 1 : 0) + (has(self.path) && self.path != '' ? 1 : 0) == 1",
+        "message": "set exactly one of chart.repo, chart.oci, chart.path"
+    }]);
+    for version in &mut crd.spec.versions {
+        if let Some(chart) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("chart"))
+        {
+            chart.x_kubernetes_validations = serde_json::from_value(rule.clone()).ok();
+        }
+    }
+    crd
+}
+
+/// One CRD as YAML, as `manifests/crd/<name>.yaml` holds it.
+pub fn crd_yaml_of(crd: &CustomResourceDefinition) -> String {
+    let body = serde_yaml_ng::to_string(crd).unwrap_or_else(|e| {
         // Serializing a value built from our own types cannot fail; say so
         // loudly if it ever does rather than print half a manifest.
         panic!("the generated CRD does not serialize to YAML: {e}")
@@ -217,4 +248,9 @@ pub fn crd_yaml() -> String {
     format!(
         "# Generated from pkg/apis by hack/update-crds.sh (hossted-operator crd). Do not edit.\n{body}"
     )
+}
+
+/// The Hosstedproject CRD as YAML.
+pub fn crd_yaml() -> String {
+    crd_yaml_of(&crd())
 }

@@ -1,0 +1,260 @@
+//! `HelmApp` (`hossted.com/v1alpha1`, namespaced, short name `happ`): one
+//! Helm release the operator installs, upgrades and uninstalls. The
+//! contract is `../shared/DELIVERY.md`; the defaults below live in the
+//! generated CRD's schema.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The desired release.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "hossted.com",
+    version = "v1alpha1",
+    kind = "HelmApp",
+    plural = "helmapps",
+    singular = "helmapp",
+    shortname = "happ",
+    namespaced,
+    status = "HelmAppStatus",
+    printcolumn = r#"{"name":"Release","type":"string","jsonPath":".status.releaseName"}"#,
+    printcolumn = r#"{"name":"Namespace","type":"string","jsonPath":".status.targetNamespace"}"#,
+    printcolumn = r#"{"name":"Chart","type":"string","jsonPath":".spec.chart.name"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.chartVersion"}"#,
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmAppSpec {
+    /// The Helm release name (default: metadata.name; at most 53 characters).
+    #[serde(default)]
+    #[schemars(length(max = 53))]
+    pub release_name: String,
+    /// Where the release is installed (default: metadata.namespace).
+    #[serde(default)]
+    pub target_namespace: String,
+    /// Create the target namespace if it does not exist.
+    #[serde(default)]
+    pub create_namespace: bool,
+    /// Helm runs impersonating this ServiceAccount of the HelmApp's namespace.
+    #[serde(default)]
+    pub service_account_name: String,
+    pub chart: ChartSource,
+    /// Inline values (any YAML object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "any_object")]
+    pub values: Option<serde_json::Value>,
+    /// Values from Secrets or ConfigMaps of the HelmApp's namespace, applied
+    /// in order after `values`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+    /// A base64-encoded YAML values document, applied after `valuesFrom`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub values_base64: String,
+    /// Helm `--set` strings, applied last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set: Vec<String>,
+    /// Install only after these are Ready.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<Dependency>,
+    /// Ready only when the release's workloads are ready.
+    #[serde(default)]
+    pub wait: bool,
+    /// Per helm operation, and for readiness (Go duration: `5m`, `90s`).
+    #[serde(default = "default_timeout")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub timeout: String,
+    /// Drift check and version-range resolution period.
+    #[serde(default = "default_interval")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"))]
+    pub interval: String,
+    /// No helm operation at all (deletion still uninstalls).
+    #[serde(default)]
+    pub suspend: bool,
+    #[serde(default)]
+    pub remediation: Remediation,
+    /// Recreate objects of the release that were deleted.
+    #[serde(default = "yes")]
+    pub drift_repair: bool,
+    /// Deleting the HelmApp uninstalls the release (false: leaves it).
+    #[serde(default = "yes")]
+    pub uninstall_on_delete: bool,
+    /// Take over a release of that name that no live HelmApp owns.
+    #[serde(default)]
+    pub adopt: bool,
+    /// The chart's `crds/` directory: `Skip`, `Create` or `CreateReplace`.
+    #[serde(default = "default_crds")]
+    #[schemars(regex(pattern = r"^(Skip|Create|CreateReplace)$"))]
+    pub crds: String,
+}
+
+/// Where the chart comes from: exactly one of `repo`, `oci`, `path`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartSource {
+    /// An HTTP(S) chart repository (with an `index.yaml`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub repo: String,
+    /// The chart's name in `repo`.
+    #[serde(default)]
+    pub name: String,
+    /// An exact version or a semver range; empty: the latest.
+    #[serde(default)]
+    pub version: String,
+    /// `oci://registry/path/chart`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub oci: String,
+    /// A chart directory or `.tgz` under `--chart-path-root`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+    /// A Secret of the HelmApp's namespace: `username`, `password`, `ca.crt`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<LocalObjectReference>,
+    /// OCI over plain HTTP (local registries).
+    #[serde(default)]
+    pub insecure: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct LocalObjectReference {
+    pub name: String,
+}
+
+/// A values document in a Secret or ConfigMap key.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesReference {
+    /// `Secret` or `ConfigMap`.
+    #[schemars(regex(pattern = r"^(Secret|ConfigMap)$"))]
+    pub kind: String,
+    pub name: String,
+    /// Default `values.yaml`.
+    #[serde(default = "default_values_key")]
+    pub key: String,
+    /// A missing object or key is not an error.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// Something that must be Ready first.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Dependency {
+    /// `HelmApp` or `HelmAppSet`.
+    #[serde(default = "default_dependency_kind")]
+    pub kind: String,
+    pub name: String,
+    /// Default: the namespace of the one that depends.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// What a failed upgrade leads to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Remediation {
+    #[serde(default = "default_retries")]
+    pub retries: i32,
+    /// `rollback`, `uninstall` or `none`, once the retries are spent.
+    #[serde(default = "default_on_failure")]
+    #[schemars(regex(pattern = r"^(rollback|uninstall|none)$"))]
+    pub on_failure: String,
+}
+
+impl Default for Remediation {
+    fn default() -> Self {
+        Remediation {
+            retries: default_retries(),
+            on_failure: default_on_failure(),
+        }
+    }
+}
+
+/// What the operator did and sees.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmAppStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target_namespace: String,
+    /// The resolved chart version.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chart_version: String,
+    /// When a version range was last resolved.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_resolved: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub app_version: String,
+    #[serde(default)]
+    pub revision: i64,
+    /// The hash of everything that decides the release's content.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config_hash: String,
+    /// `install`, `upgrade`, `rollback`, `uninstall`, `unlock` or `none`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_action: String,
+    #[serde(default)]
+    pub failures: i32,
+    /// The last 5 operations, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
+    /// `Ready`, `Released`, `Drifted`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// One helm operation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub action: String,
+    #[serde(default)]
+    pub revision: i64,
+    #[serde(default)]
+    pub chart_version: String,
+    #[serde(default)]
+    pub config_hash: String,
+    /// `succeeded` or `failed`.
+    pub result: String,
+    /// RFC 3339.
+    pub time: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_timeout() -> String {
+    "5m".into()
+}
+fn default_interval() -> String {
+    "10m".into()
+}
+fn default_crds() -> String {
+    "Create".into()
+}
+fn default_values_key() -> String {
+    "values.yaml".into()
+}
+fn default_dependency_kind() -> String {
+    "HelmApp".into()
+}
+fn default_retries() -> i32 {
+    3
+}
+fn default_on_failure() -> String {
+    "rollback".into()
+}
+
+/// Inline values: any object, kept as written.
+fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
+}

@@ -1,0 +1,107 @@
+//! Job 2, delivery: `HelmApp`s installed, upgraded and uninstalled with
+//! the real `helm` binary (`../shared/DELIVERY.md`).
+//!
+//! [`controller`] wires it in the shape of `k8s.io/sample-controller`: the
+//! HelmApp informer and Helm's release storage (the inventory's informer,
+//! shared through the manager's factory) with handlers that only enqueue;
+//! [`Delivery`]'s `reconcile` holds the logic, [`runner`] is the one place
+//! that spawns helm, [`source`] finds charts, [`values`] merges values.
+//!
+//! Built so far: chart sources `path` (repo and OCI refused with a clear
+//! condition), every kind of values, the config hash on the release's
+//! storage and the no-op that follows from it, ownership, finalizer
+//! uninstall, suspend, conditions, history and Events.
+
+pub mod reconciler;
+pub mod runner;
+pub mod source;
+pub mod values;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+use cache::{Event, HandlerFn, IndexFn, InformerOptions};
+use kube::ResourceExt;
+use runtime::{Controller, Manager};
+
+use crate::cached::objects::HelmRelease;
+use crate::cached::storage::helm_storage_options;
+
+pub use reconciler::{Delivery, DeliveryError};
+pub use runner::{Helm, HelmConfig};
+
+/// Held by every HelmApp that may have a release: deleting it uninstalls
+/// first.
+pub const FINALIZER: &str = "hossted.com/helm-uninstall";
+/// On the release's storage: the hash of its configuration.
+pub const HASH_LABEL: &str = "hossted.com/config-hash";
+/// On the release's storage: the UID of the HelmApp that owns it.
+pub const UID_LABEL: &str = "hossted.com/helmapp-uid";
+/// Asks for a reconcile when changed (it runs helm only if needed).
+pub const RECONCILE_AT: &str = "hossted.com/reconcile-at";
+/// Index of release storage by `namespace/release name`.
+pub const RELEASE_INDEX: &str = "release-name";
+
+/// How delivery runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub helm: HelmConfig,
+    /// `chart.path` must be under this (`--chart-path-root`; none: refused).
+    pub chart_path_root: Option<PathBuf>,
+    /// `--no-cross-namespace-refs`.
+    pub no_cross_namespace_refs: bool,
+    /// Concurrent reconciles.
+    pub workers: usize,
+    /// Safety resync of every HelmApp.
+    pub resync: Duration,
+}
+
+/// The delivery controller, its informers requested from `manager`'s shared
+/// factory and its handlers registered; `manager.add` it. The [`Helm`] it
+/// runs is returned too: `kill_all` it when the manager stops.
+pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery>, Arc<Helm>) {
+    let factory = manager.factory();
+    let apps = factory.informer::<HelmApp>(InformerOptions::default());
+    let releases = factory.informer::<HelmRelease>(helm_storage_options());
+    let by_name: IndexFn<HelmRelease> = Arc::new(|r: &HelmRelease| {
+        let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+        match r.release_name() {
+            "" => Vec::new(),
+            name => vec![format!("{ns}/{name}")],
+        }
+    });
+    releases.store().add_index(RELEASE_INDEX, by_name);
+    let helm = Arc::new(Helm::new(settings.helm.clone()));
+    let delivery = Delivery {
+        client: manager.client(),
+        apps: apps.store(),
+        releases: releases.store(),
+        helm: helm.clone(),
+        recorder: manager.recorder(),
+        settings: settings.clone(),
+    };
+    let controller = Controller::new(manager, "helmapp", delivery)
+        .max_backoff(Duration::from_secs(300))
+        .workers(settings.workers)
+        .resync_every(settings.resync, &apps);
+
+    // A HelmApp: new, deleted, its spec changed (generation), its deletion
+    // begun, or `hossted.com/reconcile-at` changed. Labels, other
+    // annotations and our own status writes are not reasons.
+    let queue = controller.queue();
+    apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| match e {
+        Event::Add(a) | Event::Delete(a) => queue.add(cache::object_key(a.as_ref())),
+        Event::Update { old, new } => {
+            let asked = |a: &HelmApp| a.annotations().get(RECONCILE_AT).cloned();
+            if old.metadata.generation != new.metadata.generation
+                || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+                || asked(old) != asked(new)
+            {
+                queue.add(cache::object_key(new.as_ref()));
+            }
+        }
+    }));
+    (controller, helm)
+}

@@ -1,0 +1,454 @@
+//! The business logic of one HelmApp, as named steps:
+//! deleting? → finalizer → suspended? → chart → values → hash → owned? →
+//! up to date? (no helm, no write) → helm upgrade --install → status, Event.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::helmapp::{HelmApp, HelmAppStatus, HistoryEntry};
+use base64::Engine;
+use cache::Store;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use record::{EventRecorder, EventType};
+use runtime::{Action, Reconciler};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::runner::{Helm, HelmError, Upgrade};
+use super::source::{self, hex};
+use super::values;
+use super::{FINALIZER, HASH_LABEL, RELEASE_INDEX, Settings, UID_LABEL};
+use crate::cached::objects::{HelmRelease, label};
+use crate::condition;
+
+/// Why a reconcile must be retried (with backoff). Messages never carry a
+/// value: helm's are redacted before they get here.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("writing the HelmApp: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The delivery controller's [`Reconciler`].
+pub struct Delivery {
+    pub(super) client: Client,
+    pub(super) apps: Store<HelmApp>,
+    pub(super) releases: Store<HelmRelease>,
+    pub(super) helm: Arc<Helm>,
+    pub(super) recorder: EventRecorder,
+    pub(super) settings: Settings,
+}
+
+/// Where the release goes.
+struct Target {
+    release: String,
+    namespace: String,
+}
+
+impl Target {
+    fn of(app: &HelmApp) -> Self {
+        let spec = &app.spec;
+        Target {
+            release: if spec.release_name.is_empty() {
+                app.name_any()
+            } else {
+                spec.release_name.clone()
+            },
+            namespace: if spec.target_namespace.is_empty() {
+                app.namespace().unwrap_or_default()
+            } else {
+                spec.target_namespace.clone()
+            },
+        }
+    }
+}
+
+impl Reconciler for Delivery {
+    type Error = DeliveryError;
+
+    async fn reconcile(&self, key: &str) -> Result<Action, DeliveryError> {
+        let Some(app) = self.apps.get(key) else {
+            return Ok(Action::done("gone"));
+        };
+        let target = Target::of(&app);
+        if app.metadata.deletion_timestamp.is_some() {
+            return self.finalize(&app, &target).await;
+        }
+        if !app.finalizers().iter().any(|f| f == FINALIZER) {
+            self.set_finalizer(&app, true).await?;
+        }
+        let mut status = app.status.clone().unwrap_or_default();
+        status.observed_generation = app.metadata.generation;
+        status.release_name = target.release.clone();
+        status.target_namespace = target.namespace.clone();
+        if app.spec.suspend {
+            set_condition(&mut status, "Ready", false, "Suspended", "spec.suspend is true: no helm operation runs");
+            self.write_status(&app, status).await?;
+            return Ok(Action::done("suspended"));
+        }
+        if self.settings.no_cross_namespace_refs && target.namespace != app.namespace().unwrap_or_default() {
+            let message = "targetNamespace is another namespace, which --no-cross-namespace-refs refuses";
+            return self.refuse(&app, status, "CrossNamespaceRef", message).await;
+        }
+
+        let chart = match source::resolve(&app.spec.chart, self.settings.chart_path_root.as_deref()) {
+            Ok(c) => c,
+            Err(e) => return self.refuse(&app, status, "ChartUnavailable", &e.to_string()).await,
+        };
+        let values = match self.values(&app).await {
+            Ok(v) => v,
+            Err(e) => return self.refuse(&app, status, "ValuesInvalid", &e).await,
+        };
+        let hash = config_hash(&app, &target, &chart, &values);
+        let uid = app.uid().unwrap_or_default();
+
+        let newest = self.newest_release(&target);
+        if let Some(r) = &newest {
+            let owner = label(&r.metadata, UID_LABEL);
+            if owner != uid {
+                let owned_by_live = !owner.is_empty()
+                    && self
+                        .apps
+                        .list()
+                        .iter()
+                        .any(|a| a.uid().as_deref() == Some(owner) && a.metadata.deletion_timestamp.is_none());
+                if owned_by_live {
+                    let message = format!(
+                        "release {}/{} belongs to another HelmApp (uid {owner}); it is never taken",
+                        target.namespace, target.release
+                    );
+                    return self.refuse(&app, status, "ReleaseOwnedByOther", &message).await;
+                }
+                if !app.spec.adopt {
+                    let message = format!(
+                        "release {}/{} exists and no live HelmApp owns it; set spec.adopt: true to take it over",
+                        target.namespace, target.release
+                    );
+                    return self.refuse(&app, status, "ReleaseNotOwned", &message).await;
+                }
+            } else if label(&r.metadata, HASH_LABEL) == hash
+                && r.release.as_ref().is_ok_and(|s| s.status == "deployed")
+            {
+                // Up to date: no helm, and a write only if the status lags.
+                status.config_hash = hash;
+                status.revision = r.version();
+                if !is_true(&status, "Ready") {
+                    set_condition(&mut status, "Ready", true, "UpToDate", "the release is deployed with this configuration");
+                    set_condition(&mut status, "Released", true, "UpToDate", "the release is deployed with this configuration");
+                }
+                self.write_status(&app, status).await?;
+                return Ok(Action::done("up to date"));
+            }
+        }
+
+        let install = newest.is_none();
+        let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
+        let app_ns = app.namespace().unwrap_or_default();
+        let upgrade = Upgrade {
+            release: &target.release,
+            namespace: &target.namespace,
+            chart: &chart.path,
+            values: &values,
+            labels: &labels,
+            create_namespace: app.spec.create_namespace,
+            skip_crds: app.spec.crds == "Skip",
+            service_account: (!app.spec.service_account_name.is_empty())
+                .then_some((app_ns.as_str(), app.spec.service_account_name.as_str())),
+            timeout: parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300)),
+        };
+        let action = if install { "install" } else { "upgrade" };
+        let Some(outcome) = self.helm.upgrade(&upgrade).await else {
+            return Ok(Action::requeue_after(Duration::from_secs(5), "another helm run holds the release"));
+        };
+        match outcome {
+            Ok(released) => {
+                let reason = if install { "InstallSucceeded" } else { "UpgradeSucceeded" };
+                let message = format!(
+                    "{action} of {}/{} succeeded: revision {}, chart {} {}",
+                    target.namespace, target.release, released.revision, app.spec.chart.name, released.chart_version
+                );
+                status.revision = released.revision;
+                status.chart_version = released.chart_version.clone();
+                status.app_version = released.app_version;
+                status.config_hash = hash.clone();
+                status.last_action = action.into();
+                status.failures = 0;
+                push_history(&mut status, action, released.revision, &released.chart_version, &hash, "succeeded");
+                set_condition(&mut status, "Ready", true, reason, &message);
+                set_condition(&mut status, "Released", true, reason, &message);
+                self.recorder.event(app.as_ref(), EventType::Normal, reason, &message);
+                self.write_status(&app, status).await?;
+                Ok(Action::done(message))
+            }
+            Err(e) => {
+                let secrets = values::secrets_of(&values);
+                let message = values::redact(&helm_message(&e), &secrets);
+                let reason = if install { "InstallFailed" } else { "UpgradeFailed" };
+                status.last_action = action.into();
+                status.failures += 1;
+                let revision = status.revision;
+                push_history(&mut status, action, revision, &chart.version, &hash, "failed");
+                set_condition(&mut status, "Ready", false, reason, &message);
+                set_condition(&mut status, "Released", false, reason, &message);
+                self.recorder.event(app.as_ref(), EventType::Warning, reason, &message);
+                self.write_status(&app, status).await?;
+                Err(DeliveryError::Failed(message))
+            }
+        }
+    }
+}
+
+impl Delivery {
+    /// The HelmApp is being deleted: uninstall the release if it is ours and
+    /// `uninstallOnDelete`, then let it go.
+    async fn finalize(&self, app: &Arc<HelmApp>, target: &Target) -> Result<Action, DeliveryError> {
+        if !app.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Action::done("deleted"));
+        }
+        let uid = app.uid().unwrap_or_default();
+        let ours = self
+            .newest_release(target)
+            .is_some_and(|r| label(&r.metadata, UID_LABEL) == uid);
+        if app.spec.uninstall_on_delete && ours {
+            let timeout = parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
+            match self.helm.uninstall(&target.namespace, &target.release, timeout).await {
+                None => return Ok(Action::requeue_after(Duration::from_secs(5), "another helm run holds the release")),
+                Some(Err(e)) => {
+                    let message = helm_message(&e);
+                    self.recorder.event(app.as_ref(), EventType::Warning, "UninstallFailed", &message);
+                    return Err(DeliveryError::Failed(message));
+                }
+                Some(Ok(())) => {
+                    let message = format!("uninstalled {}/{}", target.namespace, target.release);
+                    self.recorder.event(app.as_ref(), EventType::Normal, "UninstallSucceeded", &message);
+                }
+            }
+        }
+        self.set_finalizer(app, false).await?;
+        Ok(Action::done("finalized"))
+    }
+
+    /// Adds or removes our finalizer (a conflict retries the reconcile).
+    async fn set_finalizer(&self, app: &HelmApp, present: bool) -> Result<(), DeliveryError> {
+        let mut finalizers: Vec<String> = app.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+        if present {
+            finalizers.push(FINALIZER.into());
+        }
+        let patch = json!({ "metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": app.resource_version(),
+        }});
+        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+        match api.patch(&app.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            // Already gone: nothing to hold.
+            Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A problem only a change can fix: `Ready=False` with `reason`, a
+    /// Warning Event when it is new, no retry (a change of the HelmApp or
+    /// of what it references re-queues it).
+    async fn refuse(
+        &self,
+        app: &HelmApp,
+        mut status: HelmAppStatus,
+        reason: &str,
+        message: &str,
+    ) -> Result<Action, DeliveryError> {
+        let new = !has_condition(&status, "Ready", false, reason);
+        set_condition(&mut status, "Ready", false, reason, message);
+        if new {
+            self.recorder.event(app, EventType::Warning, reason, message);
+        }
+        self.write_status(app, status).await?;
+        Ok(Action::done(format!("{reason}: {message}")))
+    }
+
+    /// The merged values: `values`, `valuesFrom`, `valuesBase64`, `set`.
+    async fn values(&self, app: &HelmApp) -> Result<Value, String> {
+        let spec = &app.spec;
+        let ns = app.namespace().unwrap_or_default();
+        let mut merged = json!({});
+        if let Some(v) = &spec.values {
+            if !v.is_object() {
+                return Err("spec.values must be a mapping".into());
+            }
+            values::merge(&mut merged, v.clone());
+        }
+        for r in &spec.values_from {
+            let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
+            let text = match r.kind.as_str() {
+                "Secret" => {
+                    let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+                    match api.get_opt(&r.name).await.map_err(|e| format!("{what}: {e}"))? {
+                        Some(s) => s
+                            .data
+                            .and_then(|mut d| d.remove(&r.key))
+                            .map(|b| String::from_utf8_lossy(&b.0).into_owned()),
+                        None => None,
+                    }
+                }
+                "ConfigMap" => {
+                    let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
+                    match api.get_opt(&r.name).await.map_err(|e| format!("{what}: {e}"))? {
+                        Some(c) => c.data.and_then(|mut d| d.remove(&r.key)),
+                        None => None,
+                    }
+                }
+                other => return Err(format!("valuesFrom kind {other:?}: use Secret or ConfigMap")),
+            };
+            match text {
+                Some(t) => values::merge(&mut merged, values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?),
+                None if r.optional => {}
+                None => return Err(format!("{what}: not found (set optional: true if it may be absent)")),
+            }
+        }
+        if !spec.values_base64.is_empty() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(spec.values_base64.trim())
+                .map_err(|e| format!("valuesBase64 is not base64: {e}"))?;
+            let doc = values::parse_document(&String::from_utf8_lossy(&bytes))
+                .map_err(|e| format!("valuesBase64: {e}"))?;
+            values::merge(&mut merged, doc);
+        }
+        for s in &spec.set {
+            values::apply_set(s, &mut merged).map_err(|e| format!("set: {e}"))?;
+        }
+        Ok(merged)
+    }
+
+    /// The newest revision of the target release in Helm's storage.
+    fn newest_release(&self, target: &Target) -> Option<Arc<HelmRelease>> {
+        self.releases
+            .by_index(RELEASE_INDEX, &format!("{}/{}", target.namespace, target.release))
+            .into_iter()
+            .max_by_key(|r| r.version())
+    }
+
+    /// Writes `status` if it differs from what the HelmApp shows.
+    async fn write_status(&self, app: &HelmApp, status: HelmAppStatus) -> Result<(), DeliveryError> {
+        if app.status.as_ref() == Some(&status) {
+            return Ok(());
+        }
+        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+        let patch = json!({ "status": status });
+        match api.patch_status(&app.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// What decides the release's content (DELIVERY.md): the chart (source,
+/// resolved version, digest), the merged values, release name, target
+/// namespace and `crds` — hashed to 32 hex characters (a label value).
+fn config_hash(app: &HelmApp, target: &Target, chart: &source::LocalChart, values: &Value) -> String {
+    let c = &app.spec.chart;
+    let doc = json!({
+        "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
+                   "version": chart.version, "digest": chart.digest },
+        "values": values,
+        "release": target.release,
+        "namespace": target.namespace,
+        "crds": app.spec.crds,
+    });
+    let mut hasher = Sha256::new();
+    hasher.update(canonical(&doc).as_bytes());
+    hex(&hasher.finalize())[..32].to_string()
+}
+
+/// JSON with every map's keys sorted, whatever serde_json's map order.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+fn helm_message(e: &HelmError) -> String {
+    // helm prefixes its messages with "Error: "; keep the first lines.
+    let text = e.to_string();
+    let mut lines: Vec<&str> = text.lines().take(5).collect();
+    if lines.is_empty() {
+        lines.push("helm failed");
+    }
+    lines.join(" ").chars().take(1024).collect()
+}
+
+/// A duration of the spec (Go syntax, as the CRD's pattern allows).
+fn parse_duration(s: &str) -> Option<Duration> {
+    crate::duration::parse(s).ok()
+}
+
+fn push_history(status: &mut HelmAppStatus, action: &str, revision: i64, version: &str, hash: &str, result: &str) {
+    status.history.insert(
+        0,
+        HistoryEntry {
+            action: action.into(),
+            revision,
+            chart_version: version.into(),
+            config_hash: hash.into(),
+            result: result.into(),
+            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        },
+    );
+    status.history.truncate(5);
+}
+
+fn is_true(status: &HelmAppStatus, type_: &str) -> bool {
+    condition::is_true(&status.conditions, type_)
+}
+
+fn has_condition(status: &HelmAppStatus, type_: &str, value: bool, reason: &str) -> bool {
+    condition::has(&status.conditions, type_, value, reason)
+}
+
+fn set_condition(status: &mut HelmAppStatus, type_: &str, value: bool, reason: &str, message: &str) {
+    let generation = status.observed_generation;
+    condition::set(&mut status.conditions, type_, value, reason, message, generation);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_ignores_map_order_and_follows_every_input() {
+        let app: HelmApp = serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "web", "namespace": "apps" },
+            "spec": { "chart": { "path": "web" } }
+        }))
+        .unwrap();
+        let target = Target::of(&app);
+        assert_eq!((target.release.as_str(), target.namespace.as_str()), ("web", "apps"));
+        let chart = source::LocalChart {
+            path: "/charts/web".into(),
+            version: "1.0.0".into(),
+            digest: "d1".into(),
+        };
+        let a = config_hash(&app, &target, &chart, &json!({ "a": 1, "b": { "c": 2, "d": 3 } }));
+        let b = config_hash(&app, &target, &chart, &json!({ "b": { "d": 3, "c": 2 }, "a": 1 }));
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, config_hash(&app, &target, &chart, &json!({ "a": 2 })));
+        let newer = source::LocalChart { digest: "d2".into(), ..chart.clone() };
+        assert_ne!(a, config_hash(&app, &target, &newer, &json!({ "a": 1, "b": { "c": 2, "d": 3 } })));
+    }
+}

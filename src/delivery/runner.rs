@@ -1,0 +1,346 @@
+//! The one place that spawns `helm`. Every run:
+//! - gets its values on standard input (`--values -`), never in arguments;
+//! - has `HELM_CACHE_HOME`, `HELM_CONFIG_HOME` and `HELM_DATA_HOME` in the
+//!   operator's writable directory (the root filesystem is read-only);
+//! - runs in its own process group, killed whole at its timeout or when the
+//!   operator loses its lease;
+//! - holds one of `--max-concurrent-helm` slots, and its release's lock:
+//!   never two runs on one release;
+//! - keeps stderr for the condition and the Warning Event (the caller
+//!   redacts values from it).
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
+
+/// How the operator runs helm.
+#[derive(Debug, Clone)]
+pub struct HelmConfig {
+    /// The helm binary (`--helm-binary`).
+    pub binary: PathBuf,
+    /// The writable directory for helm's homes and the chart cache.
+    pub work_dir: PathBuf,
+    /// Given to helm as `--kubeconfig` (out of cluster); in a Pod helm uses
+    /// the in-cluster configuration.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--max-concurrent-helm`.
+    pub max_concurrent: usize,
+}
+
+/// Why a helm run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HelmError {
+    #[error("cannot run {binary}: {source}")]
+    Spawn {
+        binary: String,
+        source: std::io::Error,
+    },
+    #[error("helm {action} did not finish within {timeout:?} and was killed")]
+    Timeout {
+        action: &'static str,
+        timeout: Duration,
+    },
+    /// helm exited non-zero; `stderr` is its message (not yet redacted).
+    #[error("helm {action} failed: {stderr}")]
+    Failed {
+        action: &'static str,
+        stderr: String,
+    },
+    #[error("helm {action} printed something that is not a release: {message}")]
+    Output {
+        action: &'static str,
+        message: String,
+    },
+}
+
+/// What an install or upgrade left, from `helm ... -o json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Released {
+    pub revision: i64,
+    pub status: String,
+    pub chart_version: String,
+    pub app_version: String,
+}
+
+/// An install-or-upgrade request.
+#[derive(Debug, Clone)]
+pub struct Upgrade<'a> {
+    pub release: &'a str,
+    pub namespace: &'a str,
+    /// A local chart (directory or `.tgz`).
+    pub chart: &'a std::path::Path,
+    /// The merged values document (JSON is YAML).
+    pub values: &'a serde_json::Value,
+    /// `--labels` on the release's storage.
+    pub labels: &'a [(&'a str, &'a str)],
+    pub create_namespace: bool,
+    pub skip_crds: bool,
+    /// Impersonate `system:serviceaccount:<ns>:<name>`.
+    pub service_account: Option<(&'a str, &'a str)>,
+    pub timeout: Duration,
+}
+
+/// Runs helm; shared by every reconcile of the delivery controller.
+pub struct Helm {
+    config: HelmConfig,
+    slots: Semaphore,
+    /// Releases (`namespace/name`) a helm process runs on now.
+    busy: Mutex<HashSet<String>>,
+    /// Process groups of running helm processes (killed on lease loss).
+    groups: Arc<Mutex<HashSet<i32>>>,
+}
+
+/// The release lock: released on drop.
+struct Busy<'a> {
+    helm: &'a Helm,
+    key: String,
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.helm.busy.lock().remove(&self.key);
+    }
+}
+
+impl Helm {
+    pub fn new(config: HelmConfig) -> Self {
+        Helm {
+            slots: Semaphore::new(config.max_concurrent.max(1)),
+            config,
+            busy: Mutex::default(),
+            groups: Arc::default(),
+        }
+    }
+
+    /// Whether a helm process of ours runs on `namespace/release` now.
+    pub fn is_busy(&self, namespace: &str, release: &str) -> bool {
+        self.busy.lock().contains(&format!("{namespace}/{release}"))
+    }
+
+    /// Kills every running helm process group (the lease is lost: another
+    /// replica takes over and must not race a helm of ours).
+    pub fn kill_all(&self) {
+        for pgid in self.groups.lock().drain() {
+            // SAFETY: kill(2) with a negative pid signals that process group;
+            // no memory is involved.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    /// `helm upgrade --install`, waiting for a slot and the release's lock.
+    /// `None`: another run holds the release (retry later).
+    pub async fn upgrade(&self, u: &Upgrade<'_>) -> Option<Result<Released, HelmError>> {
+        let _busy = self.lock(u.namespace, u.release)?;
+        let _slot = self.slots.acquire().await.ok()?;
+        let labels = u
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut args: Vec<String> = vec![
+            "upgrade".into(),
+            "--install".into(),
+            u.release.into(),
+            u.chart.display().to_string(),
+            "--namespace".into(),
+            u.namespace.into(),
+            "--values".into(),
+            "-".into(),
+            "--labels".into(),
+            labels,
+            "--output".into(),
+            "json".into(),
+            "--timeout".into(),
+            format!("{}s", u.timeout.as_secs().max(1)),
+        ];
+        if u.create_namespace {
+            args.push("--create-namespace".into());
+        }
+        if u.skip_crds {
+            args.push("--skip-crds".into());
+        }
+        if let Some((ns, sa)) = u.service_account {
+            args.push("--kube-as-user".into());
+            args.push(format!("system:serviceaccount:{ns}:{sa}"));
+        }
+        let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
+        Some(
+            self.run("upgrade", args, Some(values), u.timeout)
+                .await
+                .and_then(|out| parse_release("upgrade", &out)),
+        )
+    }
+
+    /// `helm uninstall`; a release that is already gone counts as done.
+    /// `None`: another run holds the release.
+    pub async fn uninstall(
+        &self,
+        namespace: &str,
+        release: &str,
+        timeout: Duration,
+    ) -> Option<Result<(), HelmError>> {
+        let _busy = self.lock(namespace, release)?;
+        let _slot = self.slots.acquire().await.ok()?;
+        let args = vec![
+            "uninstall".into(),
+            release.into(),
+            "--namespace".into(),
+            namespace.into(),
+            "--timeout".into(),
+            format!("{}s", timeout.as_secs().max(1)),
+        ];
+        Some(match self.run("uninstall", args, None, timeout).await {
+            Ok(_) => Ok(()),
+            Err(HelmError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(()),
+            Err(e) => Err(e),
+        })
+    }
+
+    fn lock(&self, namespace: &str, release: &str) -> Option<Busy<'_>> {
+        let key = format!("{namespace}/{release}");
+        self.busy.lock().insert(key.clone()).then(|| Busy { helm: self, key })
+    }
+
+    async fn run(
+        &self,
+        action: &'static str,
+        mut args: Vec<String>,
+        stdin: Option<String>,
+        timeout: Duration,
+    ) -> Result<String, HelmError> {
+        if let Some(k) = &self.config.kubeconfig {
+            args.push("--kubeconfig".into());
+            args.push(k.display().to_string());
+        }
+        let home = &self.config.work_dir;
+        let mut cmd = tokio::process::Command::new(&self.config.binary);
+        cmd.args(&args)
+            .env("HELM_CACHE_HOME", home.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", home.join("helm/config"))
+            .env("HELM_DATA_HOME", home.join("helm/data"))
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| HelmError::Spawn {
+            binary: self.config.binary.display().to_string(),
+            source,
+        })?;
+        let pgid = child.id().map(|p| p as i32);
+        if let Some(p) = pgid {
+            self.groups.lock().insert(p);
+        }
+        if let (Some(values), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            // helm reads the whole document before it starts; a failed
+            // write shows as helm's own error.
+            let _ = pipe.write_all(values.as_bytes()).await;
+            drop(pipe);
+        }
+        // Helm's own --timeout bounds its waits; this bounds helm (plus a
+        // margin for its start and its last API calls).
+        let limit = timeout + Duration::from_secs(30);
+        let result = tokio::time::timeout(limit, child.wait_with_output()).await;
+        if let Some(p) = pgid {
+            self.groups.lock().remove(&p);
+        }
+        let output = match result {
+            Ok(Ok(o)) => o,
+            Ok(Err(source)) => {
+                return Err(HelmError::Spawn {
+                    binary: self.config.binary.display().to_string(),
+                    source,
+                });
+            }
+            Err(_) => {
+                if let Some(p) = pgid {
+                    // SAFETY: signals the process group helm leads.
+                    unsafe {
+                        libc::kill(-p, libc::SIGKILL);
+                    }
+                }
+                return Err(HelmError::Timeout { action, timeout });
+            }
+        };
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+            return Err(HelmError::Failed { action, stderr });
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+/// The release helm printed with `-o json`.
+fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError> {
+    #[derive(serde::Deserialize)]
+    struct Release {
+        #[serde(default)]
+        version: i64,
+        #[serde(default)]
+        info: Info,
+        #[serde(default)]
+        chart: Chart,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Info {
+        #[serde(default)]
+        status: String,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Chart {
+        #[serde(default)]
+        metadata: Meta,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Meta {
+        #[serde(default)]
+        version: String,
+        #[serde(default, rename = "appVersion")]
+        app_version: String,
+    }
+    let r: Release = serde_json::from_str(out.trim()).map_err(|e| HelmError::Output {
+        action,
+        message: e.to_string(),
+    })?;
+    Ok(Released {
+        revision: r.version,
+        status: r.info.status,
+        chart_version: r.chart.metadata.version,
+        app_version: r.chart.metadata.app_version,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helms_json_release_gives_revision_status_and_versions() {
+        let out = r#"{"name":"web","info":{"status":"deployed","notes":"x"},
+            "chart":{"metadata":{"name":"web","version":"1.2.0","appVersion":"1.27.3"},"values":{"a":1}},
+            "config":{"password":"never-read"},"version":3,"namespace":"apps"}"#;
+        assert_eq!(
+            parse_release("upgrade", out).unwrap(),
+            Released {
+                revision: 3,
+                status: "deployed".into(),
+                chart_version: "1.2.0".into(),
+                app_version: "1.27.3".into()
+            }
+        );
+        assert!(parse_release("upgrade", "Error: nope").is_err());
+    }
+}

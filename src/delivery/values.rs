@@ -1,0 +1,317 @@
+//! A HelmApp's values as one document: inline `values`, then each
+//! `valuesFrom` document, then `valuesBase64`, then the `set` strings —
+//! merged as Helm merges `-f` files (maps key by key, anything else
+//! replaced). The result goes to helm on standard input, never on its
+//! command line.
+
+use serde_json::{Map, Value};
+
+/// Merges `overlay` into `base` as Helm merges values files: maps are
+/// merged key by key, any other value (lists included) replaces; a `null`
+/// in the overlay deletes the key.
+pub fn merge(base: &mut Value, overlay: Value) {
+    match (base, overlay) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match (b.get_mut(&k), v) {
+                    (_, Value::Null) => {
+                        b.remove(&k);
+                    }
+                    (Some(existing @ Value::Object(_)), v @ Value::Object(_)) => merge(existing, v),
+                    (_, v) => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Parses a YAML values document (`valuesFrom`, `valuesBase64`); an empty
+/// document is `{}`. It must be a mapping.
+pub fn parse_document(text: &str) -> Result<Value, String> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    let v: Value =
+        serde_yaml_ng::from_str(text).map_err(|e| format!("not a YAML document: {e}"))?;
+    match v {
+        Value::Object(_) => Ok(v),
+        Value::Null => Ok(Value::Object(Map::new())),
+        _ => Err("a values document must be a mapping".into()),
+    }
+}
+
+/// Applies one Helm `--set` string (`a.b=1,c[0]=x,d={e,f}`) to `into`,
+/// with Helm's rules: `true`/`false` are booleans, `null` deletes, integers
+/// are numbers, anything else a string; `\,` `\.` `\=` escape.
+pub fn apply_set(line: &str, into: &mut Value) -> Result<(), String> {
+    for pair in split_unescaped(line, ',', true) {
+        if pair.is_empty() {
+            continue;
+        }
+        let (key, value) = split_once_unescaped(&pair, '=')
+            .ok_or_else(|| format!("`--set` entry without `=`: key {:?}", key_only(&pair)))?;
+        let path = parse_key(&key)?;
+        let value = if let Some(list) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
+            Value::Array(
+                split_unescaped(list, ',', false)
+                    .iter()
+                    .map(|s| typed(&unescape(s)))
+                    .collect(),
+            )
+        } else {
+            typed(&unescape(&value))
+        };
+        set_path(into, &path, value)?;
+    }
+    Ok(())
+}
+
+/// What `key=...` names, without its value (for error messages: a value
+/// may be secret).
+fn key_only(pair: &str) -> &str {
+    pair.split('=').next().unwrap_or_default()
+}
+
+#[derive(Debug, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn parse_key(key: &str) -> Result<Vec<Step>, String> {
+    let mut steps = Vec::new();
+    for part in split_unescaped(key, '.', true) {
+        let part_text = part.as_str();
+        let (name, mut rest) = match part_text.find('[') {
+            Some(i) => (&part_text[..i], &part_text[i..]),
+            None => (part_text, ""),
+        };
+        if !name.is_empty() {
+            steps.push(Step::Key(unescape(name)));
+        }
+        while let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').ok_or_else(|| format!("unclosed `[` in key {key:?}"))?;
+            let index = r[..end]
+                .parse::<usize>()
+                .map_err(|_| format!("bad list index in key {key:?}"))?;
+            if index > 10_000 {
+                return Err(format!("list index too large in key {key:?}"));
+            }
+            steps.push(Step::Index(index));
+            rest = &r[end + 1..];
+        }
+        if !rest.is_empty() {
+            return Err(format!("unexpected {rest:?} in key {key:?}"));
+        }
+    }
+    if steps.is_empty() {
+        return Err("`--set` entry with an empty key".into());
+    }
+    Ok(steps)
+}
+
+fn set_path(root: &mut Value, path: &[Step], value: Value) -> Result<(), String> {
+    let Some((step, rest)) = path.split_first() else {
+        *root = value;
+        return Ok(());
+    };
+    match step {
+        Step::Key(k) => {
+            if !root.is_object() {
+                *root = Value::Object(Map::new());
+            }
+            let map = root.as_object_mut().ok_or("not a map")?;
+            if rest.is_empty() && value.is_null() {
+                map.remove(k);
+                return Ok(());
+            }
+            let child = map.entry(k.clone()).or_insert(Value::Null);
+            set_path(child, rest, value)
+        }
+        Step::Index(i) => {
+            if !root.is_array() {
+                *root = Value::Array(Vec::new());
+            }
+            let list = root.as_array_mut().ok_or("not a list")?;
+            while list.len() <= *i {
+                list.push(Value::Null);
+            }
+            set_path(&mut list[*i], rest, value)
+        }
+    }
+}
+
+/// Helm's typing of a `--set` value.
+fn typed(s: &str) -> Value {
+    match s {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        "null" => Value::Null,
+        _ => {
+            let digits = s.strip_prefix('-').unwrap_or(s);
+            let integer = !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && (digits == "0" || !digits.starts_with('0'));
+            match s.parse::<i64>() {
+                Ok(n) if integer => Value::from(n),
+                _ => Value::String(s.to_string()),
+            }
+        }
+    }
+}
+
+/// Splits on `sep` not preceded by a backslash (kept escaped), and — when
+/// `braces` — not inside `{...}`.
+fn split_unescaped(s: &str, sep: char, braces: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                cur.push(c);
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+            }
+            '{' if braces => {
+                depth += 1;
+                cur.push(c);
+            }
+            '}' if braces => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            c if c == sep && depth == 0 => out.push(std::mem::take(&mut cur)),
+            c => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+fn split_once_unescaped(s: &str, sep: char) -> Option<(String, String)> {
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        match c {
+            '\\' if !escaped => escaped = true,
+            c if c == sep && !escaped => {
+                return Some((s[..i].to_string(), s[i + c.len_utf8()..].to_string()));
+            }
+            _ => escaped = false,
+        }
+    }
+    None
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            if let Some(n) = chars.next() {
+                out.push(n);
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every string leaf of `values` at least 4 characters long: what helm's
+/// messages are scrubbed of before they reach a condition, an Event or a
+/// log line.
+pub fn secrets_of(values: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    fn walk(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if s.len() >= 4 => out.push(s.clone()),
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(m) => m.values().for_each(|x| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(values, &mut out);
+    // Longest first, so a value containing another is scrubbed whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// `text` with every one of `secrets` replaced by `[redacted]`.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
+        .fold(text.to_string(), |t, s| t.replace(s.as_str(), "[redacted]"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn set(lines: &[&str]) -> Value {
+        let mut v = json!({});
+        for l in lines {
+            apply_set(l, &mut v).unwrap();
+        }
+        v
+    }
+
+    #[test]
+    fn set_follows_helms_rules_for_paths_types_lists_and_escapes() {
+        assert_eq!(
+            set(&["image.tag=1.2.3,replicas=3,debug=true,ratio=0.5,zip=0123"]),
+            json!({ "image": { "tag": "1.2.3" }, "replicas": 3, "debug": true,
+                    "ratio": "0.5", "zip": "0123" })
+        );
+        assert_eq!(
+            set(&["hosts[1]=b,hosts[0]=a", "list={x,y,3}"]),
+            json!({ "hosts": ["a", "b"], "list": ["x", "y", 3] })
+        );
+        assert_eq!(
+            set(&[r"annotations.kubernetes\.io/ingress\.class=nginx", r"msg=a\,b", "url=http://x?a=b"]),
+            json!({ "annotations": { "kubernetes.io/ingress.class": "nginx" }, "msg": "a,b",
+                    "url": "http://x?a=b" })
+        );
+        assert_eq!(set(&["a.b=1", "a.b=null"]), json!({ "a": {} }));
+        let mut v = json!({});
+        let err = apply_set("password", &mut v).unwrap_err();
+        assert!(err.contains("without `=`"), "{err}");
+        assert!(apply_set("a[x]=1", &mut v).is_err());
+    }
+
+    #[test]
+    fn later_documents_merge_into_earlier_ones_like_helm_values_files() {
+        let mut base = json!({ "image": { "repo": "nginx", "tag": "1" }, "ports": [80, 443], "keep": 1, "drop": 2 });
+        merge(
+            &mut base,
+            json!({ "image": { "tag": "2" }, "ports": [8080], "drop": null, "new": { "a": 1 } }),
+        );
+        assert_eq!(
+            base,
+            json!({ "image": { "repo": "nginx", "tag": "2" }, "ports": [8080], "keep": 1, "new": { "a": 1 } })
+        );
+    }
+
+    #[test]
+    fn documents_must_be_mappings_and_empty_is_empty() {
+        assert_eq!(parse_document("").unwrap(), json!({}));
+        assert_eq!(parse_document("a: 1\nb: [x]\n").unwrap(), json!({ "a": 1, "b": ["x"] }));
+        assert!(parse_document("- a\n- b\n").is_err());
+        assert!(parse_document("a: [").is_err());
+    }
+
+    #[test]
+    fn messages_are_scrubbed_of_every_value() {
+        let values = json!({ "db": { "password": "hunter22", "user": "app" }, "list": ["tokenvalue"] });
+        let secrets = secrets_of(&values);
+        let said = redact("Error: password hunter22 rejected for tokenvalue (app)", &secrets);
+        assert_eq!(said, "Error: password [redacted] rejected for [redacted] (app)");
+    }
+}
