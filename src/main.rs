@@ -35,7 +35,10 @@ fn main() -> ExitCode {
         Some(Cmd::Crd { name }) => {
             let crds: Vec<_> = apis::crds()
                 .into_iter()
-                .filter(|c| name.as_ref().is_none_or(|n| c.metadata.name.as_ref() == Some(n)))
+                .filter(|c| {
+                    name.as_ref()
+                        .is_none_or(|n| c.metadata.name.as_ref() == Some(n))
+                })
                 .collect();
             if crds.is_empty() {
                 eprintln!("hossted-operator: no CRD named {name:?}");

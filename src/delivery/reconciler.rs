@@ -86,18 +86,34 @@ impl Reconciler for Delivery {
         status.release_name = target.release.clone();
         status.target_namespace = target.namespace.clone();
         if app.spec.suspend {
-            set_condition(&mut status, "Ready", false, "Suspended", "spec.suspend is true: no helm operation runs");
+            set_condition(
+                &mut status,
+                "Ready",
+                false,
+                "Suspended",
+                "spec.suspend is true: no helm operation runs",
+            );
             self.write_status(&app, status).await?;
             return Ok(Action::done("suspended"));
         }
-        if self.settings.no_cross_namespace_refs && target.namespace != app.namespace().unwrap_or_default() {
-            let message = "targetNamespace is another namespace, which --no-cross-namespace-refs refuses";
-            return self.refuse(&app, status, "CrossNamespaceRef", message).await;
+        if self.settings.no_cross_namespace_refs
+            && target.namespace != app.namespace().unwrap_or_default()
+        {
+            let message =
+                "targetNamespace is another namespace, which --no-cross-namespace-refs refuses";
+            return self
+                .refuse(&app, status, "CrossNamespaceRef", message)
+                .await;
         }
 
-        let chart = match source::resolve(&app.spec.chart, self.settings.chart_path_root.as_deref()) {
+        let chart = match source::resolve(&app.spec.chart, self.settings.chart_path_root.as_deref())
+        {
             Ok(c) => c,
-            Err(e) => return self.refuse(&app, status, "ChartUnavailable", &e.to_string()).await,
+            Err(e) => {
+                return self
+                    .refuse(&app, status, "ChartUnavailable", &e.to_string())
+                    .await;
+            }
         };
         let values = match self.values(&app).await {
             Ok(v) => v,
@@ -111,17 +127,17 @@ impl Reconciler for Delivery {
             let owner = label(&r.metadata, UID_LABEL);
             if owner != uid {
                 let owned_by_live = !owner.is_empty()
-                    && self
-                        .apps
-                        .list()
-                        .iter()
-                        .any(|a| a.uid().as_deref() == Some(owner) && a.metadata.deletion_timestamp.is_none());
+                    && self.apps.list().iter().any(|a| {
+                        a.uid().as_deref() == Some(owner) && a.metadata.deletion_timestamp.is_none()
+                    });
                 if owned_by_live {
                     let message = format!(
                         "release {}/{} belongs to another HelmApp (uid {owner}); it is never taken",
                         target.namespace, target.release
                     );
-                    return self.refuse(&app, status, "ReleaseOwnedByOther", &message).await;
+                    return self
+                        .refuse(&app, status, "ReleaseOwnedByOther", &message)
+                        .await;
                 }
                 if !app.spec.adopt {
                     let message = format!(
@@ -137,8 +153,20 @@ impl Reconciler for Delivery {
                 status.config_hash = hash;
                 status.revision = r.version();
                 if !is_true(&status, "Ready") {
-                    set_condition(&mut status, "Ready", true, "UpToDate", "the release is deployed with this configuration");
-                    set_condition(&mut status, "Released", true, "UpToDate", "the release is deployed with this configuration");
+                    set_condition(
+                        &mut status,
+                        "Ready",
+                        true,
+                        "UpToDate",
+                        "the release is deployed with this configuration",
+                    );
+                    set_condition(
+                        &mut status,
+                        "Released",
+                        true,
+                        "UpToDate",
+                        "the release is deployed with this configuration",
+                    );
                 }
                 self.write_status(&app, status).await?;
                 return Ok(Action::done("up to date"));
@@ -162,14 +190,25 @@ impl Reconciler for Delivery {
         };
         let action = if install { "install" } else { "upgrade" };
         let Some(outcome) = self.helm.upgrade(&upgrade).await else {
-            return Ok(Action::requeue_after(Duration::from_secs(5), "another helm run holds the release"));
+            return Ok(Action::requeue_after(
+                Duration::from_secs(5),
+                "another helm run holds the release",
+            ));
         };
         match outcome {
             Ok(released) => {
-                let reason = if install { "InstallSucceeded" } else { "UpgradeSucceeded" };
+                let reason = if install {
+                    "InstallSucceeded"
+                } else {
+                    "UpgradeSucceeded"
+                };
                 let message = format!(
                     "{action} of {}/{} succeeded: revision {}, chart {} {}",
-                    target.namespace, target.release, released.revision, app.spec.chart.name, released.chart_version
+                    target.namespace,
+                    target.release,
+                    released.revision,
+                    app.spec.chart.name,
+                    released.chart_version
                 );
                 status.revision = released.revision;
                 status.chart_version = released.chart_version.clone();
@@ -177,24 +216,44 @@ impl Reconciler for Delivery {
                 status.config_hash = hash.clone();
                 status.last_action = action.into();
                 status.failures = 0;
-                push_history(&mut status, action, released.revision, &released.chart_version, &hash, "succeeded");
+                push_history(
+                    &mut status,
+                    action,
+                    released.revision,
+                    &released.chart_version,
+                    &hash,
+                    "succeeded",
+                );
                 set_condition(&mut status, "Ready", true, reason, &message);
                 set_condition(&mut status, "Released", true, reason, &message);
-                self.recorder.event(app.as_ref(), EventType::Normal, reason, &message);
+                self.recorder
+                    .event(app.as_ref(), EventType::Normal, reason, &message);
                 self.write_status(&app, status).await?;
                 Ok(Action::done(message))
             }
             Err(e) => {
                 let secrets = values::secrets_of(&values);
                 let message = values::redact(&helm_message(&e), &secrets);
-                let reason = if install { "InstallFailed" } else { "UpgradeFailed" };
+                let reason = if install {
+                    "InstallFailed"
+                } else {
+                    "UpgradeFailed"
+                };
                 status.last_action = action.into();
                 status.failures += 1;
                 let revision = status.revision;
-                push_history(&mut status, action, revision, &chart.version, &hash, "failed");
+                push_history(
+                    &mut status,
+                    action,
+                    revision,
+                    &chart.version,
+                    &hash,
+                    "failed",
+                );
                 set_condition(&mut status, "Ready", false, reason, &message);
                 set_condition(&mut status, "Released", false, reason, &message);
-                self.recorder.event(app.as_ref(), EventType::Warning, reason, &message);
+                self.recorder
+                    .event(app.as_ref(), EventType::Warning, reason, &message);
                 self.write_status(&app, status).await?;
                 Err(DeliveryError::Failed(message))
             }
@@ -215,16 +274,35 @@ impl Delivery {
             .is_some_and(|r| label(&r.metadata, UID_LABEL) == uid);
         if app.spec.uninstall_on_delete && ours {
             let timeout = parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
-            match self.helm.uninstall(&target.namespace, &target.release, timeout).await {
-                None => return Ok(Action::requeue_after(Duration::from_secs(5), "another helm run holds the release")),
+            match self
+                .helm
+                .uninstall(&target.namespace, &target.release, timeout)
+                .await
+            {
+                None => {
+                    return Ok(Action::requeue_after(
+                        Duration::from_secs(5),
+                        "another helm run holds the release",
+                    ));
+                }
                 Some(Err(e)) => {
                     let message = helm_message(&e);
-                    self.recorder.event(app.as_ref(), EventType::Warning, "UninstallFailed", &message);
+                    self.recorder.event(
+                        app.as_ref(),
+                        EventType::Warning,
+                        "UninstallFailed",
+                        &message,
+                    );
                     return Err(DeliveryError::Failed(message));
                 }
                 Some(Ok(())) => {
                     let message = format!("uninstalled {}/{}", target.namespace, target.release);
-                    self.recorder.event(app.as_ref(), EventType::Normal, "UninstallSucceeded", &message);
+                    self.recorder.event(
+                        app.as_ref(),
+                        EventType::Normal,
+                        "UninstallSucceeded",
+                        &message,
+                    );
                 }
             }
         }
@@ -234,7 +312,12 @@ impl Delivery {
 
     /// Adds or removes our finalizer (a conflict retries the reconcile).
     async fn set_finalizer(&self, app: &HelmApp, present: bool) -> Result<(), DeliveryError> {
-        let mut finalizers: Vec<String> = app.finalizers().iter().filter(|f| *f != FINALIZER).cloned().collect();
+        let mut finalizers: Vec<String> = app
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
         if present {
             finalizers.push(FINALIZER.into());
         }
@@ -242,8 +325,16 @@ impl Delivery {
             "finalizers": finalizers,
             "resourceVersion": app.resource_version(),
         }});
-        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
-        match api.patch(&app.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        let api: Api<HelmApp> =
+            Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+        match api
+            .patch(
+                &app.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
             Ok(_) => Ok(()),
             // Already gone: nothing to hold.
             Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
@@ -264,7 +355,8 @@ impl Delivery {
         let new = !has_condition(&status, "Ready", false, reason);
         set_condition(&mut status, "Ready", false, reason, message);
         if new {
-            self.recorder.event(app, EventType::Warning, reason, message);
+            self.recorder
+                .event(app, EventType::Warning, reason, message);
         }
         self.write_status(app, status).await?;
         Ok(Action::done(format!("{reason}: {message}")))
@@ -286,7 +378,11 @@ impl Delivery {
             let text = match r.kind.as_str() {
                 "Secret" => {
                     let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-                    match api.get_opt(&r.name).await.map_err(|e| format!("{what}: {e}"))? {
+                    match api
+                        .get_opt(&r.name)
+                        .await
+                        .map_err(|e| format!("{what}: {e}"))?
+                    {
                         Some(s) => s
                             .data
                             .and_then(|mut d| d.remove(&r.key))
@@ -296,17 +392,32 @@ impl Delivery {
                 }
                 "ConfigMap" => {
                     let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
-                    match api.get_opt(&r.name).await.map_err(|e| format!("{what}: {e}"))? {
+                    match api
+                        .get_opt(&r.name)
+                        .await
+                        .map_err(|e| format!("{what}: {e}"))?
+                    {
                         Some(c) => c.data.and_then(|mut d| d.remove(&r.key)),
                         None => None,
                     }
                 }
-                other => return Err(format!("valuesFrom kind {other:?}: use Secret or ConfigMap")),
+                other => {
+                    return Err(format!(
+                        "valuesFrom kind {other:?}: use Secret or ConfigMap"
+                    ));
+                }
             };
             match text {
-                Some(t) => values::merge(&mut merged, values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?),
+                Some(t) => values::merge(
+                    &mut merged,
+                    values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?,
+                ),
                 None if r.optional => {}
-                None => return Err(format!("{what}: not found (set optional: true if it may be absent)")),
+                None => {
+                    return Err(format!(
+                        "{what}: not found (set optional: true if it may be absent)"
+                    ));
+                }
             }
         }
         if !spec.values_base64.is_empty() {
@@ -326,19 +437,34 @@ impl Delivery {
     /// The newest revision of the target release in Helm's storage.
     fn newest_release(&self, target: &Target) -> Option<Arc<HelmRelease>> {
         self.releases
-            .by_index(RELEASE_INDEX, &format!("{}/{}", target.namespace, target.release))
+            .by_index(
+                RELEASE_INDEX,
+                &format!("{}/{}", target.namespace, target.release),
+            )
             .into_iter()
             .max_by_key(|r| r.version())
     }
 
     /// Writes `status` if it differs from what the HelmApp shows.
-    async fn write_status(&self, app: &HelmApp, status: HelmAppStatus) -> Result<(), DeliveryError> {
+    async fn write_status(
+        &self,
+        app: &HelmApp,
+        status: HelmAppStatus,
+    ) -> Result<(), DeliveryError> {
         if app.status.as_ref() == Some(&status) {
             return Ok(());
         }
-        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+        let api: Api<HelmApp> =
+            Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
         let patch = json!({ "status": status });
-        match api.patch_status(&app.name_any(), &PatchParams::default(), &Patch::Merge(&patch)).await {
+        match api
+            .patch_status(
+                &app.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
@@ -349,7 +475,12 @@ impl Delivery {
 /// What decides the release's content (DELIVERY.md): the chart (source,
 /// resolved version, digest), the merged values, release name, target
 /// namespace and `crds` — hashed to 32 hex characters (a label value).
-fn config_hash(app: &HelmApp, target: &Target, chart: &source::LocalChart, values: &Value) -> String {
+fn config_hash(
+    app: &HelmApp,
+    target: &Target,
+    chart: &source::LocalChart,
+    values: &Value,
+) -> String {
     let c = &app.spec.chart;
     let doc = json!({
         "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
@@ -376,7 +507,10 @@ fn canonical(v: &Value) -> String {
                 .collect();
             format!("{{{}}}", parts.join(","))
         }
-        Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
         other => other.to_string(),
     }
 }
@@ -396,7 +530,14 @@ fn parse_duration(s: &str) -> Option<Duration> {
     crate::duration::parse(s).ok()
 }
 
-fn push_history(status: &mut HelmAppStatus, action: &str, revision: i64, version: &str, hash: &str, result: &str) {
+fn push_history(
+    status: &mut HelmAppStatus,
+    action: &str,
+    revision: i64,
+    version: &str,
+    hash: &str,
+    result: &str,
+) {
     status.history.insert(
         0,
         HistoryEntry {
@@ -419,9 +560,22 @@ fn has_condition(status: &HelmAppStatus, type_: &str, value: bool, reason: &str)
     condition::has(&status.conditions, type_, value, reason)
 }
 
-fn set_condition(status: &mut HelmAppStatus, type_: &str, value: bool, reason: &str, message: &str) {
+fn set_condition(
+    status: &mut HelmAppStatus,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    message: &str,
+) {
     let generation = status.observed_generation;
-    condition::set(&mut status.conditions, type_, value, reason, message, generation);
+    condition::set(
+        &mut status.conditions,
+        type_,
+        value,
+        reason,
+        message,
+        generation,
+    );
 }
 
 #[cfg(test)]
@@ -437,18 +591,42 @@ mod tests {
         }))
         .unwrap();
         let target = Target::of(&app);
-        assert_eq!((target.release.as_str(), target.namespace.as_str()), ("web", "apps"));
+        assert_eq!(
+            (target.release.as_str(), target.namespace.as_str()),
+            ("web", "apps")
+        );
         let chart = source::LocalChart {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
         };
-        let a = config_hash(&app, &target, &chart, &json!({ "a": 1, "b": { "c": 2, "d": 3 } }));
-        let b = config_hash(&app, &target, &chart, &json!({ "b": { "d": 3, "c": 2 }, "a": 1 }));
+        let a = config_hash(
+            &app,
+            &target,
+            &chart,
+            &json!({ "a": 1, "b": { "c": 2, "d": 3 } }),
+        );
+        let b = config_hash(
+            &app,
+            &target,
+            &chart,
+            &json!({ "b": { "d": 3, "c": 2 }, "a": 1 }),
+        );
         assert_eq!(a, b);
         assert_eq!(a.len(), 32);
         assert_ne!(a, config_hash(&app, &target, &chart, &json!({ "a": 2 })));
-        let newer = source::LocalChart { digest: "d2".into(), ..chart.clone() };
-        assert_ne!(a, config_hash(&app, &target, &newer, &json!({ "a": 1, "b": { "c": 2, "d": 3 } })));
+        let newer = source::LocalChart {
+            digest: "d2".into(),
+            ..chart.clone()
+        };
+        assert_ne!(
+            a,
+            config_hash(
+                &app,
+                &target,
+                &newer,
+                &json!({ "a": 1, "b": { "c": 2, "d": 3 } })
+            )
+        );
     }
 }

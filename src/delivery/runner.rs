@@ -207,7 +207,10 @@ impl Helm {
 
     fn lock(&self, namespace: &str, release: &str) -> Option<Busy<'_>> {
         let key = format!("{namespace}/{release}");
-        self.busy.lock().insert(key.clone()).then(|| Busy { helm: self, key })
+        self.busy
+            .lock()
+            .insert(key.clone())
+            .then(|| Busy { helm: self, key })
     }
 
     async fn run(

@@ -158,7 +158,10 @@ mod tests {
             resolve(&path_source("../../src"), Some(&root)),
             Err(SourceError::OutsideRoot("../../src".into()))
         );
-        assert_eq!(resolve(&path_source("web"), None), Err(SourceError::NoPathRoot));
+        assert_eq!(
+            resolve(&path_source("web"), None),
+            Err(SourceError::NoPathRoot)
+        );
         let both = ChartSource {
             repo: "https://x".into(),
             path: "web".into(),

@@ -93,7 +93,9 @@ fn parse_key(key: &str) -> Result<Vec<Step>, String> {
             steps.push(Step::Key(unescape(name)));
         }
         while let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']').ok_or_else(|| format!("unclosed `[` in key {key:?}"))?;
+            let end = r
+                .find(']')
+                .ok_or_else(|| format!("unclosed `[` in key {key:?}"))?;
             let index = r[..end]
                 .parse::<usize>()
                 .map_err(|_| format!("bad list index in key {key:?}"))?;
@@ -275,7 +277,11 @@ mod tests {
             json!({ "hosts": ["a", "b"], "list": ["x", "y", 3] })
         );
         assert_eq!(
-            set(&[r"annotations.kubernetes\.io/ingress\.class=nginx", r"msg=a\,b", "url=http://x?a=b"]),
+            set(&[
+                r"annotations.kubernetes\.io/ingress\.class=nginx",
+                r"msg=a\,b",
+                "url=http://x?a=b"
+            ]),
             json!({ "annotations": { "kubernetes.io/ingress.class": "nginx" }, "msg": "a,b",
                     "url": "http://x?a=b" })
         );
@@ -302,16 +308,26 @@ mod tests {
     #[test]
     fn documents_must_be_mappings_and_empty_is_empty() {
         assert_eq!(parse_document("").unwrap(), json!({}));
-        assert_eq!(parse_document("a: 1\nb: [x]\n").unwrap(), json!({ "a": 1, "b": ["x"] }));
+        assert_eq!(
+            parse_document("a: 1\nb: [x]\n").unwrap(),
+            json!({ "a": 1, "b": ["x"] })
+        );
         assert!(parse_document("- a\n- b\n").is_err());
         assert!(parse_document("a: [").is_err());
     }
 
     #[test]
     fn messages_are_scrubbed_of_every_value() {
-        let values = json!({ "db": { "password": "hunter22", "user": "app" }, "list": ["tokenvalue"] });
+        let values =
+            json!({ "db": { "password": "hunter22", "user": "app" }, "list": ["tokenvalue"] });
         let secrets = secrets_of(&values);
-        let said = redact("Error: password hunter22 rejected for tokenvalue (app)", &secrets);
-        assert_eq!(said, "Error: password [redacted] rejected for [redacted] (app)");
+        let said = redact(
+            "Error: password hunter22 rejected for tokenvalue (app)",
+            &secrets,
+        );
+        assert_eq!(
+            said,
+            "Error: password [redacted] rejected for [redacted] (app)"
+        );
     }
 }

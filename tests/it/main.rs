@@ -3,6 +3,7 @@
 //! standing in for the Hossted API.
 
 mod cli;
+mod delivery;
 mod failures;
 mod hardening;
 mod helm_release;

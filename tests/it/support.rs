@@ -12,6 +12,7 @@ use std::time::Duration;
 use apis::Hosstedproject;
 pub use envtest::eventually;
 use envtest::{ControlPlane, Receiver, Recorded};
+use hossted_operator::delivery;
 use hossted_operator::inventory::poster::{ApiConfig, Poster};
 use hossted_operator::inventory::{self, Settings};
 use k8s_openapi::api::core::v1::{Namespace, Pod, Secret};
@@ -203,6 +204,62 @@ impl Fixture {
         options.drain_timeout = Duration::from_secs(10);
         let mut manager = Manager::new(self.cp.client(), options);
         let controller = inventory::controller(&manager, settings, poster);
+        let stats = controller.stats();
+        manager.add(controller);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            manager
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .map_err(|e| e.to_string())
+        });
+        Operator {
+            stop: Some(stop),
+            task,
+            stats,
+        }
+    }
+
+    /// Installs the HelmApp CRD and runs the delivery controller in-process:
+    /// charts by path from `examples/charts`, helm from the test assets.
+    pub async fn start_delivery(&self) -> Operator {
+        let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("manifests/crd/helmapps.hossted.com.yaml");
+        output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&crd));
+        let crds: Api<CustomResourceDefinition> = Api::all(self.cp.client());
+        eventually("the HelmApp CRD to be established", 30, || async {
+            let c = crds.get("helmapps.hossted.com").await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+        let work_dir = self.cp.dir().join("delivery");
+        std::fs::create_dir_all(&work_dir).unwrap();
+        let settings = delivery::Settings {
+            helm: delivery::HelmConfig {
+                binary: self.cp.helm_binary(),
+                work_dir,
+                kubeconfig: Some(self.cp.kubeconfig_path().to_path_buf()),
+                max_concurrent: 4,
+            },
+            chart_path_root: Some(
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/charts"),
+            ),
+            no_cross_namespace_refs: false,
+            workers: 4,
+            resync: Duration::from_secs(600),
+        };
+        let mut options = ManagerOptions::new("hossted", "hossted-operator");
+        options.instance = "test-delivery".into();
+        options.sync_timeout = Duration::from_secs(60);
+        options.drain_timeout = Duration::from_secs(30);
+        let mut manager = Manager::new(self.cp.client(), options);
+        let (controller, _helm) = delivery::controller(&manager, settings);
         let stats = controller.stats();
         manager.add(controller);
         let (stop, stopped) = oneshot::channel::<()>();

@@ -350,6 +350,15 @@ impl ControlPlane {
         cmd
     }
 
+    /// The path of the `helm` binary of the assets (for a program under test
+    /// that runs helm itself).
+    ///
+    /// # Panics
+    /// When `helm` is missing from the assets (the message says how to build it).
+    pub fn helm_binary(&self) -> PathBuf {
+        self.assets.binary("helm").unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// `helm` pointed at this control plane as admin, with its cache, config
     /// and data directories private to this control plane.
     ///

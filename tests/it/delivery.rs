@@ -1,0 +1,303 @@
+//! HelmApp delivery end to end: a real apiserver, the real helm binary run
+//! by the operator, charts by path from `examples/charts`.
+
+use std::collections::BTreeMap;
+
+use crate::support::*;
+use apis::helmapp::HelmApp;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const NS: &str = "apps";
+
+async fn apply(f: &Fixture, name: &str, spec: serde_json::Value) {
+    let app: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": name, "namespace": NS }, "spec": spec
+    }))
+    .unwrap();
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .create(&PostParams::default(), &app)
+        .await
+        .unwrap();
+}
+
+async fn patch(f: &Fixture, name: &str, body: serde_json::Value) {
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+}
+
+async fn get(f: &Fixture, name: &str) -> Option<HelmApp> {
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+/// The release's storage Secrets: revision → labels.
+async fn revisions(f: &Fixture, release: &str) -> BTreeMap<i64, BTreeMap<String, String>> {
+    Api::<Secret>::namespaced(f.cp.client(), NS)
+        .list(&ListParams::default().labels(&format!("owner=helm,name={release}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|s| {
+            let labels = s.metadata.labels.unwrap_or_default();
+            let v = labels
+                .get("version")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            (v, labels)
+        })
+        .collect()
+}
+
+/// The HelmApp once its Ready condition has `reason` and its revision is `revision`.
+async fn ready(f: &Fixture, name: &str, reason: &str, revision: i64) -> HelmApp {
+    eventually(
+        &format!("{name}: {reason} at revision {revision}"),
+        120,
+        || async {
+            let app = get(f, name).await?;
+            let st = app.status.as_ref()?;
+            let c = st.conditions.iter().find(|c| c.type_ == "Ready")?;
+            (c.reason == reason && st.revision == revision).then_some(app.clone())
+        },
+    )
+    .await
+}
+
+async fn reasons_of_events(f: &Fixture, name: &str) -> Vec<String> {
+    Api::<Event>::namespaced(f.cp.client(), NS)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.reason)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_helmapp_installs_then_each_values_change_is_one_revision_and_a_label_change_none() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "tiny",
+        json!({ "chart": { "path": "tiny" }, "values": { "greeting": "hello" } }),
+    )
+    .await;
+
+    let app = ready(&f, "tiny", "InstallSucceeded", 1).await;
+    let st = app.status.clone().unwrap();
+    assert_eq!(
+        (st.release_name.as_str(), st.target_namespace.as_str()),
+        ("tiny", NS)
+    );
+    assert_eq!(st.last_action, "install");
+    let storage = revisions(&f, "tiny").await;
+    assert_eq!(storage.len(), 1);
+    assert_eq!(storage[&1]["hossted.com/config-hash"], st.config_hash);
+    assert_eq!(
+        storage[&1]["hossted.com/helmapp-uid"],
+        app.metadata.uid.clone().unwrap()
+    );
+    assert!(
+        app.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"hossted.com/helm-uninstall".to_string())
+    );
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get("tiny-tiny")
+        .await;
+    assert!(cm.is_ok(), "the chart's ConfigMap was installed: {cm:?}");
+    eventually("the InstallSucceeded Event", 30, || async {
+        reasons_of_events(&f, "tiny")
+            .await
+            .contains(&"InstallSucceeded".to_string())
+            .then_some(())
+    })
+    .await;
+    let table = f.kubectl(&["get", "happ", "-n", NS]);
+    for column in [
+        "RELEASE",
+        "NAMESPACE",
+        "CHART",
+        "VERSION",
+        "REVISION",
+        "READY",
+        "STATUS",
+        "AGE",
+    ] {
+        assert!(table.contains(column), "{column} missing from:\n{table}");
+    }
+    assert!(table.contains("InstallSucceeded"), "{table}");
+
+    // A label change, then a forced reconcile: nothing runs.
+    patch(
+        &f,
+        "tiny",
+        json!({ "metadata": { "labels": { "team": "web" } } }),
+    )
+    .await;
+    let mark = operator.mark();
+    patch(
+        &f,
+        "tiny",
+        json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": "1" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    assert_eq!(
+        revisions(&f, "tiny").await.len(),
+        1,
+        "a label change made a revision"
+    );
+
+    // Inline values, then a --set string: one revision each.
+    patch(
+        &f,
+        "tiny",
+        json!({ "spec": { "values": { "greeting": "bonjour" } } }),
+    )
+    .await;
+    ready(&f, "tiny", "UpgradeSucceeded", 2).await;
+    patch(&f, "tiny", json!({ "spec": { "set": ["greeting=hallo"] } })).await;
+    let app = ready(&f, "tiny", "UpgradeSucceeded", 3).await;
+    operator.settle().await;
+    assert_eq!(revisions(&f, "tiny").await.len(), 3);
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get("tiny-tiny")
+        .await
+        .unwrap();
+    assert!(format!("{:?}", cm.data).contains("hallo"), "{:?}", cm.data);
+    assert_eq!(app.status.unwrap().history.len(), 3);
+
+    // Deleted: uninstalled, then the HelmApp goes.
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("tiny", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "tiny").await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        revisions(&f, "tiny").await.is_empty(),
+        "the release was not uninstalled"
+    );
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get_opt("tiny-tiny")
+        .await
+        .unwrap();
+    assert!(cm.is_none(), "the release's objects remain");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_nobody_owns_is_left_alone_unless_adopted_and_then_upgraded_in_place() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // Installed "the old way", without our labels.
+    f.helm(&["install", "legacy", &chart("tiny"), "-n", NS]);
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "legacy",
+        json!({ "chart": { "path": "tiny" }, "values": { "greeting": "adopted" } }),
+    )
+    .await;
+    let app = ready(&f, "legacy", "ReleaseNotOwned", 0).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(message.contains("adopt"), "{message}");
+    assert_eq!(
+        revisions(&f, "legacy").await.len(),
+        1,
+        "a release we do not own was touched"
+    );
+
+    patch(&f, "legacy", json!({ "spec": { "adopt": true } })).await;
+    ready(&f, "legacy", "UpgradeSucceeded", 2).await;
+    let storage = revisions(&f, "legacy").await;
+    assert_eq!(
+        storage.keys().copied().collect::<Vec<_>>(),
+        [1, 2],
+        "upgraded in place, not reinstalled"
+    );
+
+    // uninstallOnDelete: false keeps the release when the HelmApp goes.
+    patch(
+        &f,
+        "legacy",
+        json!({ "spec": { "uninstallOnDelete": false } }),
+    )
+    .await;
+    operator.settle().await;
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "legacy").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        revisions(&f, "legacy").await.len(),
+        2,
+        "the release was removed"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_uninstalled_by_hand_does_not_block_deletion() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "gone", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "gone", "InstallSucceeded", 1).await;
+    f.helm(&["uninstall", "gone", "-n", NS]);
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "gone").await.is_none().then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_chart_outside_the_path_root_is_refused_with_a_condition() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "escape", json!({ "chart": { "path": "../../src" } })).await;
+    let app = ready(&f, "escape", "ChartUnavailable", 0).await;
+    let message = &app.status.unwrap().conditions[0].message;
+    assert!(message.contains("outside --chart-path-root"), "{message}");
+    // Exactly one source: the CRD's CEL rule refuses two.
+    let two: Result<HelmApp, _> = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "two", "namespace": NS },
+        "spec": { "chart": { "path": "tiny", "repo": "https://charts.example.com", "name": "tiny" } }
+    }));
+    let err = Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .create(&PostParams::default(), &two.unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("exactly one of chart.repo"),
+        "{err}"
+    );
+    operator.stop().await;
+}
