@@ -3,6 +3,7 @@
 //! `trivy`), Helm's release storage decoded (`helm`, `storage`), and
 //! Kubernetes quantities (`quantity`).
 
+pub mod digests;
 pub mod helm;
 pub mod marker;
 pub mod objects;

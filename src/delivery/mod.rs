@@ -26,6 +26,7 @@ use cache::{Event, HandlerFn, IndexFn, InformerOptions};
 use kube::ResourceExt;
 use runtime::{Controller, Manager};
 
+use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::objects::HelmRelease;
 use crate::cached::storage::helm_storage_options;
 
@@ -43,6 +44,8 @@ pub const UID_LABEL: &str = "hossted.com/helmapp-uid";
 pub const RECONCILE_AT: &str = "hossted.com/reconcile-at";
 /// Index of release storage by `namespace/release name`.
 pub const RELEASE_INDEX: &str = "release-name";
+/// Index of HelmApps by what their `valuesFrom` names: `Kind/namespace/name`.
+pub const VALUES_FROM_INDEX: &str = "values-from";
 
 /// How delivery runs.
 #[derive(Debug, Clone)]
@@ -73,11 +76,27 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         }
     });
     releases.store().add_index(RELEASE_INDEX, by_name);
+    let refs: IndexFn<HelmApp> = Arc::new(|a: &HelmApp| {
+        let ns = a.namespace().unwrap_or_default();
+        a.spec
+            .values_from
+            .iter()
+            .map(|r| format!("{}/{ns}/{}", r.kind, r.name))
+            .collect()
+    });
+    apps.store().add_index(VALUES_FROM_INDEX, refs);
+    // Everything but Helm's own storage, as digests (never the content).
+    let secrets =
+        factory.informer::<SecretDigests>(InformerOptions::default().labels("owner!=helm"));
+    let configmaps =
+        factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
     let helm = Arc::new(Helm::new(settings.helm.clone()));
     let delivery = Delivery {
         client: manager.client(),
         apps: apps.store(),
         releases: releases.store(),
+        secrets: secrets.store(),
+        configmaps: configmaps.store(),
         helm: helm.clone(),
         recorder: manager.recorder(),
         settings: settings.clone(),
@@ -101,6 +120,33 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
             {
                 queue.add(cache::object_key(new.as_ref()));
             }
+        }
+    }));
+    // A Secret or ConfigMap that a HelmApp's valuesFrom names: exactly
+    // those HelmApps (they run helm only if the named key's digest moved).
+    let users = |kind: &'static str| {
+        let (apps, queue) = (apps.store(), controller.queue());
+        move |meta: &kube::api::ObjectMeta| {
+            let key = format!(
+                "{kind}/{}/{}",
+                meta.namespace.as_deref().unwrap_or_default(),
+                meta.name.as_deref().unwrap_or_default()
+            );
+            for app in apps.by_index(VALUES_FROM_INDEX, &key) {
+                queue.add(cache::object_key(app.as_ref()));
+            }
+        }
+    };
+    let of_secret = users("Secret");
+    secrets.add_event_handler(HandlerFn(move |e: &Event<SecretDigests>| {
+        if let Some(o) = e.changed() {
+            of_secret(&o.metadata);
+        }
+    }));
+    let of_configmap = users("ConfigMap");
+    configmaps.add_event_handler(HandlerFn(move |e: &Event<ConfigMapDigests>| {
+        if let Some(o) = e.changed() {
+            of_configmap(&o.metadata);
         }
     }));
     (controller, helm)

@@ -20,6 +20,7 @@ use super::runner::{Helm, HelmError, Upgrade};
 use super::source::{self, hex};
 use super::values;
 use super::{FINALIZER, HASH_LABEL, RELEASE_INDEX, Settings, UID_LABEL};
+use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::objects::{HelmRelease, label};
 use crate::condition;
 
@@ -38,6 +39,9 @@ pub struct Delivery {
     pub(super) client: Client,
     pub(super) apps: Store<HelmApp>,
     pub(super) releases: Store<HelmRelease>,
+    /// Digests of the Secrets and ConfigMaps `valuesFrom` may name.
+    pub(super) secrets: Store<SecretDigests>,
+    pub(super) configmaps: Store<ConfigMapDigests>,
     pub(super) helm: Arc<Helm>,
     pub(super) recorder: EventRecorder,
     pub(super) settings: Settings,
@@ -115,11 +119,13 @@ impl Reconciler for Delivery {
                     .await;
             }
         };
-        let values = match self.values(&app).await {
-            Ok(v) => v,
+        // The hash from the spec and the cached digests of what valuesFrom
+        // names: deciding "nothing to do" reads no Secret.
+        let references = match self.reference_digests(&app) {
+            Ok(d) => d,
             Err(e) => return self.refuse(&app, status, "ValuesInvalid", &e).await,
         };
-        let hash = config_hash(&app, &target, &chart, &values);
+        let hash = config_hash(&app, &target, &chart, &references);
         let uid = app.uid().unwrap_or_default();
 
         let newest = self.newest_release(&target);
@@ -173,6 +179,10 @@ impl Reconciler for Delivery {
             }
         }
 
+        let values = match self.values(&app).await {
+            Ok(v) => v,
+            Err(e) => return self.refuse(&app, status, "ValuesInvalid", &e).await,
+        };
         let install = newest.is_none();
         let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
         let app_ns = app.namespace().unwrap_or_default();
@@ -362,6 +372,32 @@ impl Delivery {
         Ok(Action::done(format!("{reason}: {message}")))
     }
 
+    /// The cached digest of each `valuesFrom` key, in order (`None`: an
+    /// optional reference that is absent).
+    fn reference_digests(&self, app: &HelmApp) -> Result<Vec<Option<String>>, String> {
+        let ns = app.namespace().unwrap_or_default();
+        app.spec
+            .values_from
+            .iter()
+            .map(|r| {
+                let key = format!("{ns}/{}", r.name);
+                let keys = match r.kind.as_str() {
+                    "Secret" => self.secrets.get(&key).map(|s| s.keys.clone()),
+                    "ConfigMap" => self.configmaps.get(&key).map(|c| c.keys.clone()),
+                    other => return Err(format!("valuesFrom kind {other:?}: use Secret or ConfigMap")),
+                };
+                match keys.and_then(|mut k| k.remove(&r.key)) {
+                    Some(d) => Ok(Some(d)),
+                    None if r.optional => Ok(None),
+                    None => Err(format!(
+                        "valuesFrom {} {key} key {}: not found (set optional: true if it may be absent)",
+                        r.kind, r.key
+                    )),
+                }
+            })
+            .collect()
+    }
+
     /// The merged values: `values`, `valuesFrom`, `valuesBase64`, `set`.
     async fn values(&self, app: &HelmApp) -> Result<Value, String> {
         let spec = &app.spec;
@@ -473,19 +509,28 @@ impl Delivery {
 }
 
 /// What decides the release's content (DELIVERY.md): the chart (source,
-/// resolved version, digest), the merged values, release name, target
-/// namespace and `crds` — hashed to 32 hex characters (a label value).
+/// resolved version, digest), every source of values (inline, each
+/// `valuesFrom` with the digest of its content, `valuesBase64`, `set`),
+/// release name, target namespace and `crds` — hashed to 32 hex
+/// characters (a label value).
 fn config_hash(
     app: &HelmApp,
     target: &Target,
     chart: &source::LocalChart,
-    values: &Value,
+    references: &[Option<String>],
 ) -> String {
     let c = &app.spec.chart;
+    let s = &app.spec;
+    let from: Vec<Value> = s
+        .values_from
+        .iter()
+        .zip(references)
+        .map(|(r, d)| json!({ "kind": r.kind, "name": r.name, "key": r.key, "digest": d }))
+        .collect();
     let doc = json!({
         "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
                    "version": chart.version, "digest": chart.digest },
-        "values": values,
+        "values": { "inline": s.values, "from": from, "base64": s.values_base64, "set": s.set },
         "release": target.release,
         "namespace": target.namespace,
         "crds": app.spec.crds,
@@ -600,33 +645,48 @@ mod tests {
             version: "1.0.0".into(),
             digest: "d1".into(),
         };
+        let with_values = |v: serde_json::Value| {
+            let mut a = app.clone();
+            a.spec.values = Some(v);
+            a
+        };
         let a = config_hash(
-            &app,
+            &with_values(json!({ "a": 1, "b": { "c": 2, "d": 3 } })),
             &target,
             &chart,
-            &json!({ "a": 1, "b": { "c": 2, "d": 3 } }),
+            &[],
         );
         let b = config_hash(
-            &app,
+            &with_values(json!({ "b": { "d": 3, "c": 2 }, "a": 1 })),
             &target,
             &chart,
-            &json!({ "b": { "d": 3, "c": 2 }, "a": 1 }),
+            &[],
         );
-        assert_eq!(a, b);
+        assert_eq!(a, b, "map order does not count");
         assert_eq!(a.len(), 32);
-        assert_ne!(a, config_hash(&app, &target, &chart, &json!({ "a": 2 })));
+        assert_ne!(
+            a,
+            config_hash(&with_values(json!({ "a": 2 })), &target, &chart, &[])
+        );
         let newer = source::LocalChart {
             digest: "d2".into(),
             ..chart.clone()
         };
+        let same = with_values(json!({ "a": 1, "b": { "c": 2, "d": 3 } }));
         assert_ne!(
             a,
-            config_hash(
-                &app,
-                &target,
-                &newer,
-                &json!({ "a": 1, "b": { "c": 2, "d": 3 } })
-            )
+            config_hash(&same, &target, &newer, &[]),
+            "a changed chart counts"
         );
+        let mut from = same.clone();
+        from.spec.values_from = vec![apis::helmapp::ValuesReference {
+            kind: "Secret".into(),
+            name: "vals".into(),
+            key: "values.yaml".into(),
+            optional: false,
+        }];
+        let d1 = config_hash(&from, &target, &chart, &[Some("d1".into())]);
+        let d2 = config_hash(&from, &target, &chart, &[Some("d2".into())]);
+        assert_ne!(d1, d2, "a referenced Secret's content counts");
     }
 }

@@ -301,3 +301,148 @@ async fn a_chart_outside_the_path_root_is_refused_with_a_condition() {
     );
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn values_from_a_secret_and_base64_are_one_revision_each_and_only_the_named_key_counts() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.secret(
+        NS,
+        "vals",
+        &[("values.yaml", "greeting: from-secret\n"), ("other", "x")],
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "fromsecret",
+        json!({
+            "chart": { "path": "tiny" },
+            "valuesFrom": [{ "kind": "Secret", "name": "vals" }]
+        }),
+    )
+    .await;
+    ready(&f, "fromsecret", "InstallSucceeded", 1).await;
+    let greeting = || async {
+        Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+            .get("fromsecret-tiny")
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default()["greeting"]
+            .clone()
+    };
+    assert_eq!(greeting().await, "from-secret");
+
+    // Another key of that Secret: the HelmApp is looked at, nothing runs.
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
+    let mark = operator.mark();
+    secrets
+        .patch(
+            "vals",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "stringData": { "other": "y" } })),
+        )
+        .await
+        .unwrap();
+    operator.reconciled_since(mark).await;
+    assert_eq!(revisions(&f, "fromsecret").await.len(), 1);
+
+    // The named key: re-queued by the watch alone, one new revision.
+    secrets
+        .patch(
+            "vals",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "stringData": { "values.yaml": "greeting: edited\n" } })),
+        )
+        .await
+        .unwrap();
+    ready(&f, "fromsecret", "UpgradeSucceeded", 2).await;
+    assert_eq!(greeting().await, "edited");
+
+    // valuesBase64 (a tenant collector's configuration), applied after valuesFrom.
+    use base64::Engine;
+    let doc = base64::engine::general_purpose::STANDARD.encode("greeting: from-base64\n");
+    patch(&f, "fromsecret", json!({ "spec": { "valuesBase64": doc } })).await;
+    ready(&f, "fromsecret", "UpgradeSucceeded", 3).await;
+    assert_eq!(greeting().await, "from-base64");
+    operator.settle().await;
+    assert_eq!(revisions(&f, "fromsecret").await.len(), 3);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn settled_helmapps_run_no_helm_across_a_restart_and_forced_reconciles() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // A helm that logs each run, so runs can be counted.
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = f.cp.dir().join("helm-wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            f.cp.helm_binary().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let runs = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let with_wrapper =
+        |s: &mut hossted_operator::delivery::Settings| s.helm.binary = wrapper.clone();
+
+    let operator = f.start_delivery_with(with_wrapper).await;
+    let names: Vec<String> = (0..20).map(|i| format!("app-{i:02}")).collect();
+    for name in &names {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "path": "tiny" }, "values": { "greeting": name } }),
+        )
+        .await;
+    }
+    for name in &names {
+        ready(&f, name, "InstallSucceeded", 1).await;
+    }
+    operator.settle().await;
+    assert_eq!(runs(), 20, "one helm run per install");
+    operator.stop().await;
+
+    // Restarted, then three forced reconciles of every HelmApp.
+    let operator = f.start_delivery_with(with_wrapper).await;
+    operator.settle().await;
+    let mut before = Vec::new();
+    for name in &names {
+        before.push(get(&f, name).await.unwrap().status);
+    }
+    for round in 0..3 {
+        let mark = operator.mark();
+        for name in &names {
+            patch(&f, name, json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": round.to_string() } } })).await;
+        }
+        operator.reconciled_since(mark).await;
+        operator.settle().await;
+    }
+    assert_eq!(runs(), 20, "a settled HelmApp ran helm");
+    for (name, status) in names.iter().zip(&before) {
+        assert_eq!(
+            revisions(&f, name).await.len(),
+            1,
+            "{name} got a new revision"
+        );
+        // No status write: the status is exactly what it was.
+        assert_eq!(
+            get(&f, name).await.unwrap().status,
+            *status,
+            "{name}'s status was written"
+        );
+    }
+    operator.stop().await;
+}

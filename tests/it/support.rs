@@ -225,6 +225,14 @@ impl Fixture {
     /// Installs the HelmApp CRD and runs the delivery controller in-process:
     /// charts by path from `examples/charts`, helm from the test assets.
     pub async fn start_delivery(&self) -> Operator {
+        self.start_delivery_with(|_| {}).await
+    }
+
+    /// [`start_delivery`](Self::start_delivery) with `change` applied to the settings.
+    pub async fn start_delivery_with(
+        &self,
+        change: impl FnOnce(&mut delivery::Settings),
+    ) -> Operator {
         let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("manifests/crd/helmapps.hossted.com.yaml");
         output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&crd));
@@ -240,7 +248,7 @@ impl Fixture {
         .await;
         let work_dir = self.cp.dir().join("delivery");
         std::fs::create_dir_all(&work_dir).unwrap();
-        let settings = delivery::Settings {
+        let mut settings = delivery::Settings {
             helm: delivery::HelmConfig {
                 binary: self.cp.helm_binary(),
                 work_dir,
@@ -254,6 +262,7 @@ impl Fixture {
             workers: 4,
             resync: Duration::from_secs(600),
         };
+        change(&mut settings);
         let mut options = ManagerOptions::new("hossted", "hossted-operator");
         options.instance = "test-delivery".into();
         options.sync_timeout = Duration::from_secs(60);
