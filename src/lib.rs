@@ -13,3 +13,4 @@ pub mod condition;
 pub mod delivery;
 pub mod duration;
 pub mod inventory;
+pub mod tls;

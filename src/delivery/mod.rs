@@ -98,6 +98,7 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         secrets: secrets.store(),
         configmaps: configmaps.store(),
         helm: helm.clone(),
+        repo_cache: Arc::default(),
         recorder: manager.recorder(),
         settings: settings.clone(),
     };

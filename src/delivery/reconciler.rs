@@ -43,6 +43,8 @@ pub struct Delivery {
     pub(super) secrets: Store<SecretDigests>,
     pub(super) configmaps: Store<ConfigMapDigests>,
     pub(super) helm: Arc<Helm>,
+    /// Chart repositories' resolutions, remembered for their `interval`.
+    pub(super) repo_cache: Arc<source::RepoCache>,
     pub(super) recorder: EventRecorder,
     pub(super) settings: Settings,
 }
@@ -110,13 +112,20 @@ impl Reconciler for Delivery {
                 .await;
         }
 
-        let chart = match source::resolve(&app.spec.chart, self.settings.chart_path_root.as_deref())
-        {
+        let chart = match self.chart(&app).await {
             Ok(c) => c,
-            Err(e) => {
-                return self
-                    .refuse(&app, status, "ChartUnavailable", &e.to_string())
+            Err((e, retry)) => {
+                let message = e.to_string();
+                let result = self
+                    .refuse(&app, status, "ChartUnavailable", &message)
                     .await;
+                // A repository that is down is retried; a wrong spec waits
+                // for a change.
+                return if retry {
+                    result.and(Err(DeliveryError::Failed(message)))
+                } else {
+                    result
+                };
             }
         };
         // The hash from the spec and the cached digests of what valuesFrom
@@ -370,6 +379,74 @@ impl Delivery {
         }
         self.write_status(app, status).await?;
         Ok(Action::done(format!("{reason}: {message}")))
+    }
+
+    /// The chart, local: by path, or from a repository (remembered for
+    /// `interval`: a reconcile in between touches no network). `Err` says
+    /// whether retrying may help.
+    async fn chart(
+        &self,
+        app: &HelmApp,
+    ) -> Result<source::LocalChart, (source::SourceError, bool)> {
+        let spec = &app.spec;
+        if spec.chart.repo.is_empty() {
+            return source::resolve(&spec.chart, self.settings.chart_path_root.as_deref())
+                .map_err(|e| (e, false));
+        }
+        let interval = parse_duration(&spec.interval).unwrap_or(Duration::from_secs(600));
+        if let Some(c) = self.repo_cache.fresh(&spec.chart, interval) {
+            return Ok(c);
+        }
+        let repo_error = |message: String| source::SourceError::Repo {
+            repo: spec.chart.repo.clone(),
+            message,
+        };
+        let credentials = match &spec.chart.credentials_secret_ref {
+            None => source::Credentials::default(),
+            Some(r) => {
+                let ns = app.namespace().unwrap_or_default();
+                let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+                let secret = api
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| {
+                        (
+                            repo_error(format!("credentialsSecretRef {ns}/{}: {e}", r.name)),
+                            true,
+                        )
+                    })?
+                    .ok_or_else(|| {
+                        (
+                            repo_error(format!(
+                                "credentialsSecretRef {ns}/{} does not exist",
+                                r.name
+                            )),
+                            false,
+                        )
+                    })?;
+                let mut data = secret.data.unwrap_or_default();
+                let mut text = |k: &str| {
+                    data.remove(k)
+                        .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
+                };
+                source::Credentials {
+                    username: text("username"),
+                    password: text("password"),
+                    ca: data.remove("ca.crt").map(|b| b.0),
+                }
+            }
+        };
+        let (chart, work_dir, cache) = (
+            spec.chart.clone(),
+            self.settings.helm.work_dir.clone(),
+            self.repo_cache.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            source::fetch_from_repo(&chart, &credentials, &work_dir, &cache)
+        })
+        .await
+        .map_err(|e| (repo_error(format!("the fetch stopped: {e}")), true))?
+        .map_err(|e| (e, true))
     }
 
     /// The cached digest of each `valuesFrom` key, in order (`None`: an

@@ -134,12 +134,6 @@ pub struct Poster {
 /// The most of an error answer kept for messages.
 const BODY_EXCERPT: usize = 300;
 
-/// Where the system's roots are read from when a CA file is added to them.
-const SYSTEM_BUNDLES: [&str; 2] = [
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-];
-
 impl Poster {
     /// A client for `config`; fails when the CA file cannot be used.
     pub fn new(config: ApiConfig) -> Result<Self, String> {
@@ -152,29 +146,9 @@ impl Poster {
         if let Some(file) = &config.ca_file {
             let pem = std::fs::read(file)
                 .map_err(|e| format!("cannot read the CA file {}: {e}", file.display()))?;
-            let mut certs = parse_certs(&pem)
-                .map_err(|e| format!("the CA file {} is not a PEM bundle: {e}", file.display()))?;
-            if certs.is_empty() {
-                return Err(format!(
-                    "the CA file {} holds no certificate",
-                    file.display()
-                ));
-            }
-            let system = std::env::var("SSL_CERT_FILE")
-                .ok()
-                .into_iter()
-                .chain(SYSTEM_BUNDLES.iter().map(|s| s.to_string()))
-                .find_map(|p| std::fs::read(p).ok());
-            certs.extend(
-                system
-                    .and_then(|pem| parse_certs(&pem).ok())
-                    .unwrap_or_default(),
-            );
-            builder = builder.tls_config(
-                ureq::tls::TlsConfig::builder()
-                    .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
-                    .build(),
-            );
+            let tls = crate::tls::with_extra_ca(&pem)
+                .map_err(|e| format!("the CA file {} {e}", file.display()))?;
+            builder = builder.tls_config(tls);
         }
         Ok(Poster {
             config,
@@ -287,16 +261,6 @@ impl Poster {
             })
         }
     }
-}
-
-fn parse_certs(pem: &[u8]) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
-    ureq::tls::parse_pem(pem)
-        .filter_map(|item| match item {
-            Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
-            Ok(_) => None,
-            Err(e) => Some(Err(e.to_string())),
-        })
-        .collect()
 }
 
 #[cfg(test)]

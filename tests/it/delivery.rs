@@ -446,3 +446,85 @@ async fn settled_helmapps_run_no_helm_across_a_restart_and_forced_reconciles() {
     }
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_chart_from_an_http_repository_with_basic_auth_and_a_repository_that_is_down() {
+    const PASSWORD: &str = "repo-pa55word-never-shown";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(
+        &f.cp,
+        &[&charts.join("tiny"), &charts.join("web")],
+        Some(("reader", PASSWORD)),
+    )
+    .await
+    .unwrap();
+    f.secret(
+        NS,
+        "repo-creds",
+        &[("username", "reader"), ("password", PASSWORD)],
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "fromrepo",
+        json!({ "chart": {
+        "repo": repo.url(), "name": "tiny", "version": ">=0.1.0",
+        "credentialsSecretRef": { "name": "repo-creds" } } }),
+    )
+    .await;
+    let app = ready(&f, "fromrepo", "InstallSucceeded", 1).await;
+    assert_eq!(app.status.unwrap().chart_version, "0.1.0");
+
+    // Within the interval a reconcile touches no network.
+    let served = repo.served();
+    let mark = operator.mark();
+    patch(
+        &f,
+        "fromrepo",
+        json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": "1" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    assert_eq!(
+        repo.served(),
+        served,
+        "a settled HelmApp fetched from the repository"
+    );
+
+    // Without the credentials: refused by the repository, said plainly.
+    apply(
+        &f,
+        "nocreds",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" } }),
+    )
+    .await;
+    let app = ready(&f, "nocreds", "ChartUnavailable", 0).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(message.contains("credentialsSecretRef"), "{message}");
+
+    // The repository down: Ready=False, then delivered once it is back.
+    repo.set_down(true);
+    apply(
+        &f,
+        "later",
+        json!({ "chart": {
+        "repo": repo.url(), "name": "web", "credentialsSecretRef": { "name": "repo-creds" } } }),
+    )
+    .await;
+    let app = ready(&f, "later", "ChartUnavailable", 0).await;
+    assert!(app.status.unwrap().conditions[0].message.contains("503"));
+    repo.set_down(false);
+    ready(&f, "later", "InstallSucceeded", 1).await;
+
+    // The password is nowhere the user can read.
+    for name in ["fromrepo", "nocreds", "later"] {
+        let st = serde_json::to_string(&get(&f, name).await.unwrap().status).unwrap();
+        assert!(!st.contains(PASSWORD), "{name}'s status shows the password");
+    }
+    let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
+    assert!(!events.contains(PASSWORD), "an Event shows the password");
+    operator.stop().await;
+}

@@ -31,6 +31,7 @@
 //! ```
 
 mod assets;
+mod chart_repo;
 mod kubeconfig;
 mod pki;
 mod poll;
@@ -51,6 +52,7 @@ use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
 
 pub use assets::{Assets, kubernetes_version};
+pub use chart_repo::ChartRepo;
 use kubeconfig::Credentials;
 pub use poll::eventually;
 use process::{Spawner, Supervised};
