@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use super::runner::{Helm, HelmError, Upgrade};
 use super::source::{self, hex};
 use super::values;
-use super::{FINALIZER, HASH_LABEL, RELEASE_INDEX, Settings, UID_LABEL};
+use super::{FINALIZER, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, Settings, UID_LABEL};
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::objects::{HelmRelease, label};
 use crate::condition;
@@ -188,6 +188,28 @@ impl Reconciler for Delivery {
             }
         }
 
+        // A new configuration, or a reconcile asked for by annotation,
+        // starts the retries afresh; spent retries otherwise run nothing.
+        let asked = app
+            .annotations()
+            .get(RECONCILE_AT)
+            .cloned()
+            .unwrap_or_default();
+        if asked != status.last_handled_reconcile_at {
+            status.last_handled_reconcile_at = asked;
+            status.failures = 0;
+        }
+        if status
+            .history
+            .first()
+            .is_some_and(|h| h.config_hash != hash)
+        {
+            status.failures = 0;
+        }
+        if status.failures > 0 && has_condition(&status, "Ready", false, "RetriesExhausted") {
+            self.write_status(&app, status).await?;
+            return Ok(Action::done("retries exhausted: waiting for a change"));
+        }
         let values = match self.values(&app).await {
             Ok(v) => v,
             Err(e) => return self.refuse(&app, status, "ValuesInvalid", &e).await,
@@ -253,11 +275,6 @@ impl Reconciler for Delivery {
             Err(e) => {
                 let secrets = values::secrets_of(&values);
                 let message = values::redact(&helm_message(&e), &secrets);
-                let reason = if install {
-                    "InstallFailed"
-                } else {
-                    "UpgradeFailed"
-                };
                 status.last_action = action.into();
                 status.failures += 1;
                 let revision = status.revision;
@@ -269,18 +286,108 @@ impl Reconciler for Delivery {
                     &hash,
                     "failed",
                 );
-                set_condition(&mut status, "Ready", false, reason, &message);
-                set_condition(&mut status, "Released", false, reason, &message);
-                self.recorder
-                    .event(app.as_ref(), EventType::Warning, reason, &message);
+                let timeout = upgrade.timeout;
+                if install {
+                    // Nothing to roll back to: the failed release goes
+                    // before the next try.
+                    self.remediate(&app, &target, "uninstall", timeout, &mut status, &hash)
+                        .await;
+                    return self.failed(&app, status, "InstallFailed", &message).await;
+                }
+                let retries = app.spec.remediation.retries.max(0);
+                if status.failures <= retries {
+                    return self.failed(&app, status, "UpgradeFailed", &message).await;
+                }
+                let remedy = app.spec.remediation.on_failure.clone();
+                let done = self
+                    .remediate(&app, &target, &remedy, timeout, &mut status, &hash)
+                    .await;
+                let message = format!(
+                    "upgrade failed {} time(s), the last: {message}; {done}; nothing more runs until the configuration or {RECONCILE_AT} changes",
+                    status.failures
+                );
+                set_condition(&mut status, "Ready", false, "RetriesExhausted", &message);
+                set_condition(&mut status, "Released", false, "UpgradeFailed", &message);
+                self.recorder.event(
+                    app.as_ref(),
+                    EventType::Warning,
+                    "RetriesExhausted",
+                    &message,
+                );
                 self.write_status(&app, status).await?;
-                Err(DeliveryError::Failed(message))
+                Ok(Action::done("retries exhausted"))
             }
         }
     }
 }
 
 impl Delivery {
+    /// A failed attempt: `Ready=False` with `reason` and helm's (redacted)
+    /// message, a Warning Event, and a retry with backoff.
+    async fn failed(
+        &self,
+        app: &HelmApp,
+        mut status: HelmAppStatus,
+        reason: &str,
+        message: &str,
+    ) -> Result<Action, DeliveryError> {
+        set_condition(&mut status, "Ready", false, reason, message);
+        set_condition(&mut status, "Released", false, reason, message);
+        self.recorder
+            .event(app, EventType::Warning, reason, message);
+        self.write_status(app, status).await?;
+        Err(DeliveryError::Failed(message.to_string()))
+    }
+
+    /// Applies `remedy` (`rollback`, `uninstall`, `none`) after a failure,
+    /// records it in the history, and says what was done.
+    async fn remediate(
+        &self,
+        app: &HelmApp,
+        target: &Target,
+        remedy: &str,
+        timeout: Duration,
+        status: &mut HelmAppStatus,
+        hash: &str,
+    ) -> String {
+        let (ns, release) = (target.namespace.as_str(), target.release.as_str());
+        let outcome = match remedy {
+            // To the last revision that succeeded.
+            "rollback" if status.revision > 0 => {
+                self.helm
+                    .rollback(ns, release, status.revision, timeout)
+                    .await
+            }
+            "rollback" => return "no rollback: no revision ever succeeded".into(),
+            "uninstall" => self.helm.uninstall(ns, release, timeout).await,
+            _ => return "no remediation (onFailure: none)".into(),
+        };
+        let (result, said) = match outcome {
+            Some(Ok(())) => ("succeeded", format!("{remedy} done")),
+            Some(Err(e)) => ("failed", format!("{remedy} failed: {}", helm_message(&e))),
+            None => (
+                "failed",
+                format!("{remedy} skipped: another helm run holds the release"),
+            ),
+        };
+        let revision = status.revision;
+        let version = status.chart_version.clone();
+        push_history(status, remedy, revision, &version, hash, result);
+        status.last_action = remedy.into();
+        let kind = if result == "succeeded" {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        let reason = if remedy == "rollback" {
+            "RollbackPerformed"
+        } else {
+            "UninstallPerformed"
+        };
+        self.recorder.event(app, kind, reason, &said);
+        said
+    }
+
     /// The HelmApp is being deleted: uninstall the release if it is ours and
     /// `uninstallOnDelete`, then let it go.
     async fn finalize(&self, app: &Arc<HelmApp>, target: &Target) -> Result<Action, DeliveryError> {

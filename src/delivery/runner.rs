@@ -205,6 +205,29 @@ impl Helm {
         })
     }
 
+    /// `helm rollback` to `revision` (the last that succeeded: the one
+    /// before may be a failed one). `None`: another run holds the release.
+    pub async fn rollback(
+        &self,
+        namespace: &str,
+        release: &str,
+        revision: i64,
+        timeout: Duration,
+    ) -> Option<Result<(), HelmError>> {
+        let _busy = self.lock(namespace, release)?;
+        let _slot = self.slots.acquire().await.ok()?;
+        let args = vec![
+            "rollback".into(),
+            release.into(),
+            revision.to_string(),
+            "--namespace".into(),
+            namespace.into(),
+            "--timeout".into(),
+            format!("{}s", timeout.as_secs().max(1)),
+        ];
+        Some(self.run("rollback", args, None, timeout).await.map(|_| ()))
+    }
+
     fn lock(&self, namespace: &str, release: &str) -> Option<Busy<'_>> {
         let key = format!("{namespace}/{release}");
         self.busy

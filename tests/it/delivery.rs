@@ -528,3 +528,174 @@ async fn a_chart_from_an_http_repository_with_basic_auth_and_a_repository_that_i
     assert!(!events.contains(PASSWORD), "an Event shows the password");
     operator.stop().await;
 }
+
+/// A helm that logs its subcommand per run; returns (wrapper, log).
+fn counting_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = f.cp.dir().join("helm-wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            f.cp.helm_binary().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+/// The runs logged by [`counting_helm`], as `<subcommand> <release>`.
+fn runs_in(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let args: Vec<&str> = l
+                .split_whitespace()
+                .filter(|a| !a.starts_with("--"))
+                .collect();
+            format!(
+                "{} {}",
+                args.first().unwrap_or(&""),
+                args.get(1).unwrap_or(&"")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+
+    // A failed install is uninstalled before each next try.
+    apply(
+        &f,
+        "badinstall",
+        json!({ "chart": { "path": "tiny" }, "values": { "broken": true } }),
+    )
+    .await;
+    let app = ready(&f, "badinstall", "InstallFailed", 0).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(
+        message.contains("NOT_A_VALID_NAME"),
+        "helm's message: {message}"
+    );
+    eventually("a second install attempt", 60, || async {
+        let attempts = runs_in(&log)
+            .iter()
+            .filter(|r| r.starts_with("upgrade badinstall"))
+            .count();
+        (attempts >= 2).then_some(())
+    })
+    .await;
+    let of_it: Vec<String> = runs_in(&log)
+        .into_iter()
+        .filter(|r| r.ends_with("badinstall"))
+        .collect();
+    for pair in of_it.chunks(2).filter(|p| p.len() == 2) {
+        assert_eq!(
+            pair,
+            ["upgrade badinstall", "uninstall badinstall"],
+            "each failed install is uninstalled before the next: {of_it:?}"
+        );
+    }
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("badinstall", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // An upgrade that keeps failing: retried, rolled back, then nothing more.
+    apply(
+        &f,
+        "flaky",
+        json!({ "chart": { "path": "tiny" }, "remediation": { "retries": 1 } }),
+    )
+    .await;
+    ready(&f, "flaky", "InstallSucceeded", 1).await;
+    patch(
+        &f,
+        "flaky",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    let app = eventually("RetriesExhausted", 120, || async {
+        let app = get(&f, "flaky").await?;
+        let c = app
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (c.reason == "RetriesExhausted").then_some(app)
+    })
+    .await;
+    let st = app.status.unwrap();
+    assert_eq!(st.failures, 2, "one try and one retry");
+    assert_eq!(st.history[0].action, "rollback");
+    let of_flaky = |log: &std::path::Path| -> Vec<String> {
+        runs_in(log)
+            .into_iter()
+            .filter(|r| r.ends_with("flaky"))
+            .collect()
+    };
+    assert_eq!(
+        of_flaky(&log),
+        [
+            "upgrade flaky",
+            "upgrade flaky",
+            "upgrade flaky",
+            "rollback flaky"
+        ],
+        "install, two failed upgrades, one rollback"
+    );
+    // The rollback left the first configuration running.
+    let storage = revisions(&f, "flaky").await;
+    let newest = storage.keys().max().copied().unwrap();
+    assert_eq!(storage[&newest]["status"], "deployed");
+    // A reconcile that changes nothing the hash covers runs nothing.
+    let mark = operator.mark();
+    patch(
+        &f,
+        "flaky",
+        json!({ "spec": { "wait": false, "timeout": "4m" } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        of_flaky(&log).len(),
+        4,
+        "retries exhausted, yet helm ran again"
+    );
+
+    // Fixing the spec retries at once.
+    patch(
+        &f,
+        "flaky",
+        json!({ "spec": { "values": { "broken": false, "greeting": "fixed" } } }),
+    )
+    .await;
+    let app = eventually("the fixed upgrade", 60, || async {
+        let app = get(&f, "flaky").await?;
+        let c = app
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (c.reason == "UpgradeSucceeded").then_some(app)
+    })
+    .await;
+    assert_eq!(app.status.unwrap().failures, 0);
+    operator.stop().await;
+}

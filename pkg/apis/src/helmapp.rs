@@ -199,8 +199,13 @@ pub struct HelmAppStatus {
     /// `install`, `upgrade`, `rollback`, `uninstall`, `unlock` or `none`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_action: String,
+    /// Consecutive failed attempts of the current configuration.
     #[serde(default)]
     pub failures: i32,
+    /// The `hossted.com/reconcile-at` value last acted on (a new value
+    /// restarts exhausted retries).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_handled_reconcile_at: String,
     /// The last 5 operations, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
