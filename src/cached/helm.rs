@@ -96,15 +96,15 @@ struct ChartMetadata {
     app_version: String,
 }
 
-/// Decodes the `release` entry of a Helm storage Secret or ConfigMap:
+/// The JSON of the `release` entry of a Helm storage Secret or ConfigMap:
 /// base64 of gzip of JSON as Helm writes it; also base64 of plain JSON, and
 /// plain JSON.
-pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
+pub fn release_json(data: &[u8]) -> Result<Vec<u8>, Error> {
     let data = data.trim_ascii();
     if data.is_empty() {
         return Err(Error::Empty);
     }
-    let json = if data.first() == Some(&b'{') {
+    Ok(if data.first() == Some(&b'{') {
         data.to_vec()
     } else {
         let raw = base64::engine::general_purpose::STANDARD.decode(data)?;
@@ -113,7 +113,25 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
         } else {
             raw
         }
-    };
+    })
+}
+
+/// The `release` entry Helm would write for `json`: base64 of gzip.
+pub fn encode_release(json: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let _ = gz.write_all(json);
+    let zipped = gz.finish().unwrap_or_default();
+    base64::engine::general_purpose::STANDARD
+        .encode(zipped)
+        .into_bytes()
+}
+
+/// Decodes the `release` entry of a Helm storage Secret or ConfigMap (see
+/// [`release_json`]) into what the operator reports of it.
+pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
+    let json = release_json(data)?;
     let r: Release = serde_json::from_slice(&json)?;
     let meta = r.chart.and_then(|c| c.metadata);
     Ok(ReleaseSummary {

@@ -137,7 +137,80 @@ impl Reconciler for Delivery {
         let hash = config_hash(&app, &target, &chart, &references);
         let uid = app.uid().unwrap_or_default();
 
-        let newest = self.newest_release(&target);
+        let mut newest = self.newest_release(&target);
+        // A release left pending by a crashed helm: unlocked once no run of
+        // ours holds it and it has been pending longer than `timeout`.
+        if let Some(r) = newest.clone().filter(|r| {
+            label(&r.metadata, UID_LABEL) == uid
+                && r.release
+                    .as_ref()
+                    .is_ok_and(|s| s.status.starts_with("pending-"))
+        }) {
+            if self.helm.is_busy(&target.namespace, &target.release) {
+                return Ok(Action::requeue_after(
+                    Duration::from_secs(5),
+                    "a helm run holds the release",
+                ));
+            }
+            let timeout = parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
+            let (state, since) = r
+                .release
+                .as_ref()
+                .map(|s| (s.status.clone(), s.updated.clone()))
+                .unwrap_or_default();
+            let pending_for = chrono::DateTime::parse_from_rfc3339(&since)
+                .map(|t| {
+                    (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+                        .to_std()
+                        .unwrap_or_default()
+                })
+                .unwrap_or(timeout);
+            if pending_for < timeout {
+                let message = format!(
+                    "release {}/{} is {state} since {since} and no helm of ours runs on it; unlocked after spec.timeout ({})",
+                    target.namespace, target.release, app.spec.timeout
+                );
+                if !has_condition(&status, "Ready", false, "ReleaseLocked") {
+                    self.recorder.event(
+                        app.as_ref(),
+                        EventType::Warning,
+                        "ReleaseLocked",
+                        &message,
+                    );
+                }
+                set_condition(&mut status, "Ready", false, "ReleaseLocked", &message);
+                self.write_status(&app, status).await?;
+                return Ok(Action::requeue_after(
+                    timeout - pending_for,
+                    "release locked",
+                ));
+            }
+            self.unlock(&r).await?;
+            let message = format!(
+                "release {}/{} was {state} for {}s with no helm running: marked failed, as helm does after a timeout",
+                target.namespace,
+                target.release,
+                pending_for.as_secs()
+            );
+            self.recorder.event(
+                app.as_ref(),
+                EventType::Warning,
+                "ReleaseUnlocked",
+                &message,
+            );
+            let (revision, version) = (r.version(), status.chart_version.clone());
+            push_history(
+                &mut status,
+                "unlock",
+                revision,
+                &version,
+                &hash,
+                "succeeded",
+            );
+            status.last_action = "unlock".into();
+            // Now failed: what follows upgrades it.
+            newest = self.newest_release(&target).or(Some(r));
+        }
         if let Some(r) = &newest {
             let owner = label(&r.metadata, UID_LABEL);
             if owner != uid {
@@ -386,6 +459,41 @@ impl Delivery {
         };
         self.recorder.event(app, kind, reason, &said);
         said
+    }
+
+    /// Marks a pending release revision `failed` in Helm's storage (what
+    /// helm itself does when its wait times out).
+    async fn unlock(&self, r: &HelmRelease) -> Result<(), DeliveryError> {
+        let ns = r.metadata.namespace.clone().unwrap_or_default();
+        let name = r.metadata.name.clone().unwrap_or_default();
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        let mut secret = api.get(&name).await?;
+        let data = secret.data.get_or_insert_with(Default::default);
+        let raw = data
+            .get("release")
+            .map(|b| b.0.clone())
+            .ok_or_else(|| DeliveryError::Failed(format!("{ns}/{name} has no data.release")))?;
+        let json = crate::cached::helm::release_json(&raw)
+            .map_err(|e| DeliveryError::Failed(format!("{ns}/{name}: {e}")))?;
+        let mut release: Value = serde_json::from_slice(&json)
+            .map_err(|e| DeliveryError::Failed(format!("{ns}/{name}: {e}")))?;
+        release["info"]["status"] = json!("failed");
+        release["info"]["description"] =
+            json!("unlocked by hossted-operator: pending longer than spec.timeout");
+        let json = serde_json::to_vec(&release)
+            .map_err(|e| DeliveryError::Failed(format!("{ns}/{name}: {e}")))?;
+        data.insert(
+            "release".into(),
+            k8s_openapi::ByteString(crate::cached::helm::encode_release(&json)),
+        );
+        secret
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert("status".into(), "failed".into());
+        // Replace with its resourceVersion: a helm that woke up wins.
+        api.replace(&name, &Default::default(), &secret).await?;
+        Ok(())
     }
 
     /// The HelmApp is being deleted: uninstall the release if it is ours and

@@ -699,3 +699,77 @@ async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
     assert_eq!(app.status.unwrap().failures, 0);
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_upgraded() {
+    use hossted_operator::cached::helm::{encode_release, release_json};
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "stuck",
+        json!({ "chart": { "path": "tiny" }, "timeout": "8s" }),
+    )
+    .await;
+    ready(&f, "stuck", "InstallSucceeded", 1).await;
+
+    // A crashed helm's leftover: revision 2, pending-upgrade, in Helm's format.
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
+    let mut v1 = secrets.get("sh.helm.release.v1.stuck.v1").await.unwrap();
+    let raw = v1.data.as_ref().unwrap()["release"].0.clone();
+    let mut release: serde_json::Value =
+        serde_json::from_slice(&release_json(&raw).unwrap()).unwrap();
+    release["version"] = json!(2);
+    release["info"]["status"] = json!("pending-upgrade");
+    release["info"]["last_deployed"] = json!(chrono::Utc::now().to_rfc3339());
+    let mut v2 = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("sh.helm.release.v1.stuck.v2".into()),
+            namespace: Some(NS.into()),
+            labels: v1.metadata.labels.take().map(|mut l| {
+                l.insert("version".into(), "2".into());
+                l.insert("status".into(), "pending-upgrade".into());
+                l
+            }),
+            ..Default::default()
+        },
+        type_: v1.type_.clone(),
+        data: Some(
+            [(
+                "release".to_string(),
+                k8s_openapi::ByteString(encode_release(&serde_json::to_vec(&release).unwrap())),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    v2.metadata.labels.get_or_insert_with(Default::default);
+    secrets.create(&PostParams::default(), &v2).await.unwrap();
+    patch(
+        &f,
+        "stuck",
+        json!({ "spec": { "values": { "greeting": "after the crash" } } }),
+    )
+    .await;
+
+    let app = ready(&f, "stuck", "ReleaseLocked", 1).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(message.contains("pending-upgrade"), "{message}");
+    // After the timeout: marked failed, then upgraded.
+    ready(&f, "stuck", "UpgradeSucceeded", 3).await;
+    let storage = revisions(&f, "stuck").await;
+    assert_eq!(
+        storage[&2]["status"], "failed",
+        "the stuck revision was not unlocked"
+    );
+    assert_eq!(storage[&3]["status"], "deployed");
+    eventually("the ReleaseUnlocked Event", 30, || async {
+        reasons_of_events(&f, "stuck")
+            .await
+            .contains(&"ReleaseUnlocked".to_string())
+            .then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
