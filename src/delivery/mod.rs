@@ -12,6 +12,7 @@
 //! storage and the no-op that follows from it, ownership, finalizer
 //! uninstall, suspend, conditions, history and Events.
 
+pub mod metrics;
 pub mod reconciler;
 pub mod runner;
 pub mod source;
@@ -90,7 +91,8 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         factory.informer::<SecretDigests>(InformerOptions::default().labels("owner!=helm"));
     let configmaps =
         factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
-    let helm = Arc::new(Helm::new(settings.helm.clone()));
+    let metrics = metrics::HelmMetrics::register(manager, apps.store());
+    let helm = Arc::new(Helm::new(settings.helm.clone(), metrics.clone()));
     let delivery = Delivery {
         client: manager.client(),
         apps: apps.store(),

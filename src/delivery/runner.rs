@@ -89,6 +89,7 @@ pub struct Upgrade<'a> {
 /// Runs helm; shared by every reconcile of the delivery controller.
 pub struct Helm {
     config: HelmConfig,
+    metrics: super::metrics::HelmMetrics,
     slots: Semaphore,
     /// Releases (`namespace/name`) a helm process runs on now.
     busy: Mutex<HashSet<String>>,
@@ -109,8 +110,9 @@ impl Drop for Busy<'_> {
 }
 
 impl Helm {
-    pub fn new(config: HelmConfig) -> Self {
+    pub fn new(config: HelmConfig, metrics: super::metrics::HelmMetrics) -> Self {
         Helm {
+            metrics,
             slots: Semaphore::new(config.max_concurrent.max(1)),
             config,
             busy: Mutex::default(),
@@ -279,7 +281,11 @@ impl Helm {
         // Helm's own --timeout bounds its waits; this bounds helm (plus a
         // margin for its start and its last API calls).
         let limit = timeout + Duration::from_secs(30);
+        let started = std::time::Instant::now();
         let result = tokio::time::timeout(limit, child.wait_with_output()).await;
+        let ok = matches!(&result, Ok(Ok(o)) if o.status.success());
+        self.metrics
+            .ran(action, ok, started.elapsed().as_secs_f64());
         if let Some(p) = pgid {
             self.groups.lock().remove(&p);
         }

@@ -773,3 +773,62 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
     .await;
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn the_binary_runs_delivery_with_controllers_flag_and_counts_helm_runs_in_metrics() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/crd/helmapps.hossted.com.yaml"
+    );
+    f.kubectl(&["apply", "-f", crd]);
+    f.kubectl(&[
+        "wait",
+        "--for",
+        "condition=established",
+        "crd/helmapps.hossted.com",
+    ]);
+    f.hosstedproject("cluster", json!({})).await;
+    let metrics_port = free_port();
+    let work = f.cp.dir().join("operator-work");
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
+        .args(["run", "--controllers", "inventory,delivery"])
+        .args([
+            "--metrics-bind-address",
+            &format!("127.0.0.1:{metrics_port}"),
+        ])
+        .args(["--health-probe-bind-address", "0"])
+        .arg("--helm-binary")
+        .arg(f.cp.helm_binary())
+        .arg("--work-dir")
+        .arg(&work)
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    apply(&f, "viabinary", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "viabinary", "InstallSucceeded", 1).await;
+    // The inventory sees what delivery did: one report of the new release.
+    let posts = f.wait_requests("/v1/apps", 1, 60).await;
+    assert_eq!(posts[0].json()["app_api_info"]["app_name"], "viabinary");
+    let url = format!("http://127.0.0.1:{metrics_port}/metrics");
+    eventually("helm runs in the metrics", 30, || {
+        let url = url.clone();
+        async move {
+            let (_, text) = http_get(&url).await?;
+            let runs = sample(
+                &text,
+                "hossted_helm_runs_total{action=\"upgrade\",result=\"success\"}",
+            );
+            let ready = sample(&text, "hossted_helmapps{ready=\"True\"}");
+            (runs == Some(1.0) && ready == Some(1.0)).then_some(())
+        }
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+}

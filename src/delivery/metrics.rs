@@ -1,0 +1,123 @@
+//! Delivery's own metrics, on the manager's registry:
+//!
+//! | metric | type | meaning |
+//! | --- | --- | --- |
+//! | `hossted_helm_runs_total{action,result}` | counter | helm runs (`upgrade`, `uninstall`, `rollback`) by `success` / `error` |
+//! | `hossted_helm_run_duration_seconds{action}` | histogram | time per helm run |
+//! | `hossted_helmapps{ready}` | gauge | HelmApps by their `Ready` condition (`True`, `False`, `Unknown`) |
+
+use apis::helmapp::HelmApp;
+use cache::Store;
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use runtime::Manager;
+
+type Labels2 = [(&'static str, String); 2];
+type Labels1 = [(&'static str, String); 1];
+
+/// Helm runs take from a second to many minutes.
+const RUN_BUCKETS: [f64; 12] = [
+    0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+];
+
+/// See the module docs.
+#[derive(Clone)]
+pub struct HelmMetrics {
+    runs: Family<Labels2, Counter>,
+    durations: Family<Labels1, Histogram, fn() -> Histogram>,
+}
+
+/// `hossted_helmapps{ready}`, counted from the cache at each scrape.
+struct AppsByReady(Store<HelmApp>);
+
+impl std::fmt::Debug for AppsByReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AppsByReady")
+    }
+}
+
+impl TypedMetric for AppsByReady {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for AppsByReady {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let mut counts = [0i64; 3];
+        for a in self.0.list() {
+            let ready = a
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+                .map(|c| c.status.clone());
+            counts[match ready.as_deref() {
+                Some("True") => 0,
+                Some("False") => 1,
+                _ => 2,
+            }] += 1;
+        }
+        for (name, n) in ["True", "False", "Unknown"].iter().zip(counts) {
+            ConstGauge::new(n).encode(encoder.encode_family(&[("ready", *name)])?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
+}
+
+impl std::fmt::Debug for HelmMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HelmMetrics")
+    }
+}
+
+fn run_histogram() -> Histogram {
+    Histogram::new(RUN_BUCKETS)
+}
+
+impl HelmMetrics {
+    /// Registers delivery's metrics with `manager`; `apps` is counted at
+    /// each scrape.
+    pub fn register(manager: &Manager, apps: Store<HelmApp>) -> Self {
+        let m = HelmMetrics {
+            runs: Family::default(),
+            durations: Family::new_with_constructor(run_histogram),
+        };
+        let r = manager.metrics();
+        r.register(
+            "helm_runs",
+            "helm runs by action and result",
+            m.runs.clone(),
+        );
+        r.register(
+            "helm_run_duration_seconds",
+            "Time per helm run",
+            m.durations.clone(),
+        );
+        r.register(
+            "helmapps",
+            "HelmApps by their Ready condition",
+            AppsByReady(apps),
+        );
+        m
+    }
+
+    /// Records one helm run.
+    pub fn ran(&self, action: &str, ok: bool, seconds: f64) {
+        let result = if ok { "success" } else { "error" };
+        self.runs
+            .get_or_create(&[
+                ("action", action.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
+        self.durations
+            .get_or_create(&[("action", action.to_string())])
+            .observe(seconds);
+    }
+}
