@@ -832,3 +832,60 @@ async fn the_binary_runs_delivery_with_controllers_flag_and_counts_helm_runs_in_
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn values_never_reach_a_command_line_a_status_or_an_event() {
+    const FROM_SECRET: &str = "leak-canary-from-secret";
+    const FROM_SET: &str = "leak-canary-from-set";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.secret(
+        NS,
+        "private",
+        &[("values.yaml", &format!("greeting: {FROM_SECRET}\n"))],
+    )
+    .await;
+    // The wrapper logs every helm command line in full.
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "private",
+        json!({
+            "chart": { "path": "tiny" },
+            "valuesFrom": [{ "kind": "Secret", "name": "private" }],
+            "set": [format!("extra={FROM_SET}")]
+        }),
+    )
+    .await;
+    ready(&f, "private", "InstallSucceeded", 1).await;
+    // And a failure, whose message helm prints with the values around.
+    patch(
+        &f,
+        "private",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    ready(&f, "private", "UpgradeFailed", 1).await;
+    let command_lines = std::fs::read_to_string(&log).unwrap();
+    assert!(command_lines.contains("upgrade"), "{command_lines}");
+    let status = serde_json::to_string(&get(&f, "private").await.unwrap().status).unwrap();
+    let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
+    for canary in [FROM_SECRET, FROM_SET] {
+        assert!(
+            !command_lines.contains(canary),
+            "{canary} on a helm command line"
+        );
+        assert!(!status.contains(canary), "{canary} in the status");
+        assert!(!events.contains(canary), "{canary} in an Event");
+    }
+    // It did reach helm (on its standard input): the release has it.
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get("private-tiny")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["greeting"], FROM_SECRET);
+    operator.stop().await;
+}
