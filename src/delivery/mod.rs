@@ -18,6 +18,7 @@ pub mod runner;
 pub mod source;
 pub mod values;
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,11 +26,15 @@ use std::time::Duration;
 use apis::helmapp::HelmApp;
 use cache::{Event, HandlerFn, IndexFn, InformerOptions};
 use kube::ResourceExt;
+use parking_lot::Mutex;
 use runtime::{Controller, Manager};
 
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
-use crate::cached::objects::HelmRelease;
+use crate::cached::objects::{
+    HelmRelease, INSTANCE_LABEL, Ingress, Service, label, managed_by_helm_options,
+};
 use crate::cached::storage::helm_storage_options;
+use crate::cached::workloads::{Deployment, ReleaseSecret, StatefulSet};
 
 pub use reconciler::{Delivery, DeliveryError};
 pub use runner::{Helm, HelmConfig};
@@ -47,6 +52,8 @@ pub const RECONCILE_AT: &str = "hossted.com/reconcile-at";
 pub const RELEASE_INDEX: &str = "release-name";
 /// Index of HelmApps by what their `valuesFrom` names: `Kind/namespace/name`.
 pub const VALUES_FROM_INDEX: &str = "values-from";
+/// Index of HelmApps by their release: `targetNamespace/releaseName`.
+pub const TARGET_INDEX: &str = "target";
 
 /// How delivery runs.
 #[derive(Debug, Clone)]
@@ -86,6 +93,10 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
             .collect()
     });
     apps.store().add_index(VALUES_FROM_INDEX, refs);
+    apps.store().add_index(
+        TARGET_INDEX,
+        Arc::new(|a: &HelmApp| vec![reconciler::target_key(a)]),
+    );
     // Everything but Helm's own storage, as digests (never the content).
     let secrets =
         factory.informer::<SecretDigests>(InformerOptions::default().labels("owner!=helm"));
@@ -93,6 +104,7 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
     let metrics = metrics::HelmMetrics::register(manager, apps.store());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics.clone()));
+    let drifted: Arc<Mutex<HashSet<String>>> = Arc::default();
     let delivery = Delivery {
         client: manager.client(),
         apps: apps.store(),
@@ -101,6 +113,7 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         configmaps: configmaps.store(),
         helm: helm.clone(),
         repo_cache: Arc::default(),
+        drifted: drifted.clone(),
         recorder: manager.recorder(),
         settings: settings.clone(),
     };
@@ -152,5 +165,52 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
             of_configmap(&o.metadata);
         }
     }));
+    // Drift: an object of a release deleted while no helm of ours runs on
+    // it marks that release's HelmApps drifted and re-queues them (the
+    // inventory's informers, shared through the factory).
+    let drift = |kind: &'static str| {
+        let (apps, queue, drifted, helm) = (
+            apps.store(),
+            controller.queue(),
+            drifted.clone(),
+            helm.clone(),
+        );
+        move |meta: &kube::api::ObjectMeta| {
+            let (ns, release) = (
+                meta.namespace.as_deref().unwrap_or_default(),
+                label(meta, INSTANCE_LABEL),
+            );
+            if release.is_empty() || helm.is_busy(ns, release) {
+                return;
+            }
+            for app in apps.by_index(TARGET_INDEX, &format!("{ns}/{release}")) {
+                let key = cache::object_key(app.as_ref());
+                log::info!(
+                    "{key}: {kind} {ns}/{} of its release was deleted",
+                    meta.name.as_deref().unwrap_or_default()
+                );
+                drifted.lock().insert(key.clone());
+                queue.add(key);
+            }
+        }
+    };
+    watch_deletions::<Deployment>(factory, drift("Deployment"));
+    watch_deletions::<StatefulSet>(factory, drift("StatefulSet"));
+    watch_deletions::<Service>(factory, drift("Service"));
+    watch_deletions::<Ingress>(factory, drift("Ingress"));
+    watch_deletions::<ReleaseSecret>(factory, drift("Secret"));
     (controller, helm)
+}
+
+/// Calls `on_delete` with the metadata of every deleted `K` managed by Helm.
+fn watch_deletions<K: cache::Object>(
+    factory: &cache::SharedInformerFactory,
+    on_delete: impl Fn(&kube::api::ObjectMeta) + Send + Sync + 'static,
+) {
+    let informer = factory.informer::<K>(managed_by_helm_options());
+    informer.add_event_handler(HandlerFn(move |e: &Event<K>| {
+        if let Event::Delete(o) = e {
+            on_delete(o.meta());
+        }
+    }));
 }

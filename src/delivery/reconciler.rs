@@ -45,6 +45,8 @@ pub struct Delivery {
     pub(super) helm: Arc<Helm>,
     /// Chart repositories' resolutions, remembered for their `interval`.
     pub(super) repo_cache: Arc<source::RepoCache>,
+    /// HelmApps whose release lost an object (see the drift handler).
+    pub(super) drifted: Arc<parking_lot::Mutex<std::collections::HashSet<String>>>,
     pub(super) recorder: EventRecorder,
     pub(super) settings: Settings,
 }
@@ -71,6 +73,12 @@ impl Target {
             },
         }
     }
+}
+
+/// `targetNamespace/releaseName` of `app` (its defaults applied).
+pub(super) fn target_key(app: &HelmApp) -> String {
+    let t = Target::of(app);
+    format!("{}/{}", t.namespace, t.release)
 }
 
 impl Reconciler for Delivery {
@@ -137,6 +145,9 @@ impl Reconciler for Delivery {
         let hash = config_hash(&app, &target, &chart, &references);
         let uid = app.uid().unwrap_or_default();
 
+        // An object of the release was deleted: with driftRepair, the same
+        // inputs are upgraded again (helm recreates what is missing).
+        let repair = self.drifted.lock().remove(key) && app.spec.drift_repair;
         let mut newest = self.newest_release(&target);
         // A release left pending by a crashed helm: unlocked once no run of
         // ours holds it and it has been pending longer than `timeout`.
@@ -236,6 +247,7 @@ impl Reconciler for Delivery {
                 }
             } else if label(&r.metadata, HASH_LABEL) == hash
                 && r.release.as_ref().is_ok_and(|s| s.status == "deployed")
+                && !repair
             {
                 // Up to date: no helm, and a write only if the status lags.
                 status.config_hash = hash;
@@ -313,6 +325,8 @@ impl Reconciler for Delivery {
             Ok(released) => {
                 let reason = if install {
                     "InstallSucceeded"
+                } else if repair {
+                    "DriftRepaired"
                 } else {
                     "UpgradeSucceeded"
                 };
@@ -340,6 +354,9 @@ impl Reconciler for Delivery {
                 );
                 set_condition(&mut status, "Ready", true, reason, &message);
                 set_condition(&mut status, "Released", true, reason, &message);
+                if repair {
+                    set_condition(&mut status, "Drifted", false, "DriftRepaired", &message);
+                }
                 self.recorder
                     .event(app.as_ref(), EventType::Normal, reason, &message);
                 self.write_status(&app, status).await?;

@@ -9,8 +9,8 @@ use cache::{InformerOptions, SharedInformer, SharedInformerFactory};
 use super::Settings;
 use super::collector::{Caches, RELEASE_INDEX, WORKLOAD_INDEX, release_index, workload_index};
 use crate::cached::objects::{
-    HelmRelease, HelmReleaseConfigMap, Ingress, MANAGED_BY_LABEL, Namespace, PersistentVolumeClaim,
-    Pod, Service, UuidSecret,
+    HelmRelease, HelmReleaseConfigMap, Ingress, Namespace, PersistentVolumeClaim, Pod, Service,
+    UuidSecret,
 };
 use crate::cached::trivy::VulnerabilityReport;
 use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
@@ -43,10 +43,8 @@ impl Informers {
     /// Asks `factory` for every informer (shared with any other controller
     /// asking for the same), and indexes the release members.
     pub fn new(factory: &SharedInformerFactory, settings: &Settings) -> Self {
+        use crate::cached::objects::managed_by_helm_options as managed_by_helm;
         use crate::cached::storage::helm_storage_options as helm;
-        fn managed_by_helm<K>() -> InformerOptions<K> {
-            InformerOptions::default().labels(&format!("{MANAGED_BY_LABEL}=Helm"))
-        }
         let i = Informers {
             namespaces: factory.informer(InformerOptions::default()),
             releases: factory.informer(helm()),

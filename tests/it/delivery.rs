@@ -889,3 +889,55 @@ async fn values_never_reach_a_command_line_a_status_or_an_event() {
     assert_eq!(cm.data.unwrap()["greeting"], FROM_SECRET);
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn deleted_objects_of_a_release_come_back_with_drift_repaired() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Service;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "drifty", json!({ "chart": { "path": "full" } })).await;
+    ready(&f, "drifty", "InstallSucceeded", 1).await;
+    let deployments: Api<Deployment> = Api::namespaced(f.cp.client(), NS);
+    let services: Api<Service> = Api::namespaced(f.cp.client(), NS);
+    deployments
+        .delete("drifty-app", &DeleteParams::default())
+        .await
+        .unwrap();
+    services
+        .delete("drifty-app", &DeleteParams::default())
+        .await
+        .unwrap();
+    ready(&f, "drifty", "DriftRepaired", 2).await;
+    eventually("both back", 30, || async {
+        let d = deployments.get_opt("drifty-app").await.ok()??;
+        let s = services.get_opt("drifty-app").await.ok()??;
+        Some((d, s))
+    })
+    .await;
+    eventually("the DriftRepaired Event", 30, || async {
+        reasons_of_events(&f, "drifty")
+            .await
+            .contains(&"DriftRepaired".to_string())
+            .then_some(())
+    })
+    .await;
+    // Repaired once: settled again, no further revision.
+    operator.settle().await;
+    let storage = revisions(&f, "drifty").await;
+    assert!(storage.len() <= 3, "repair looped: {:?}", storage.keys());
+
+    // driftRepair: false leaves a deleted object deleted.
+    patch(&f, "drifty", json!({ "spec": { "driftRepair": false } })).await;
+    operator.settle().await;
+    let before = revisions(&f, "drifty").await.len();
+    services
+        .delete("drifty-app", &DeleteParams::default())
+        .await
+        .unwrap();
+    operator.settle().await;
+    assert_eq!(revisions(&f, "drifty").await.len(), before);
+    assert!(services.get_opt("drifty-app").await.unwrap().is_none());
+    operator.stop().await;
+}
