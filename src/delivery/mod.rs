@@ -54,6 +54,8 @@ pub const RELEASE_INDEX: &str = "release-name";
 pub const VALUES_FROM_INDEX: &str = "values-from";
 /// Index of HelmApps by their release: `targetNamespace/releaseName`.
 pub const TARGET_INDEX: &str = "target";
+/// Index of HelmApps by the HelmApps they depend on: `namespace/name`.
+pub const DEPENDS_ON_INDEX: &str = "depends-on";
 
 /// How delivery runs.
 #[derive(Debug, Clone)]
@@ -92,6 +94,23 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
             .map(|r| format!("{}/{ns}/{}", r.kind, r.name))
             .collect()
     });
+    let deps: IndexFn<HelmApp> = Arc::new(|a: &HelmApp| {
+        let ns = a.namespace().unwrap_or_default();
+        a.spec
+            .depends_on
+            .iter()
+            .filter(|d| d.kind == "HelmApp")
+            .map(|d| {
+                let dns = if d.namespace.is_empty() {
+                    ns.as_str()
+                } else {
+                    d.namespace.as_str()
+                };
+                format!("{dns}/{}", d.name)
+            })
+            .collect()
+    });
+    apps.store().add_index(DEPENDS_ON_INDEX, deps);
     apps.store().add_index(VALUES_FROM_INDEX, refs);
     apps.store().add_index(
         TARGET_INDEX,
@@ -126,15 +145,36 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
     // begun, or `hossted.com/reconcile-at` changed. Labels, other
     // annotations and our own status writes are not reasons.
     let queue = controller.queue();
-    apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| match e {
-        Event::Add(a) | Event::Delete(a) => queue.add(cache::object_key(a.as_ref())),
-        Event::Update { old, new } => {
-            let asked = |a: &HelmApp| a.annotations().get(RECONCILE_AT).cloned();
-            if old.metadata.generation != new.metadata.generation
-                || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
-                || asked(old) != asked(new)
-            {
-                queue.add(cache::object_key(new.as_ref()));
+    let store = apps.store();
+    let ready = |a: &HelmApp| {
+        a.status
+            .as_ref()
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+            .map(|c| c.status.clone())
+    };
+    apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| {
+        // Its dependents, when it appears, goes, or its Ready changes.
+        let dependents = |a: &HelmApp| {
+            for d in store.by_index(DEPENDS_ON_INDEX, &cache::object_key(a)) {
+                queue.add(cache::object_key(d.as_ref()));
+            }
+        };
+        match e {
+            Event::Add(a) | Event::Delete(a) => {
+                queue.add(cache::object_key(a.as_ref()));
+                dependents(a);
+            }
+            Event::Update { old, new } => {
+                if ready(old) != ready(new) {
+                    dependents(new);
+                }
+                let asked = |a: &HelmApp| a.annotations().get(RECONCILE_AT).cloned();
+                if old.metadata.generation != new.metadata.generation
+                    || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+                    || asked(old) != asked(new)
+                {
+                    queue.add(cache::object_key(new.as_ref()));
+                }
             }
         }
     }));

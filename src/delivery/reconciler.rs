@@ -120,6 +120,10 @@ impl Reconciler for Delivery {
                 .await;
         }
 
+        if let Some((reason, message)) = self.waiting_for(&app) {
+            // Re-queued when the dependency appears or becomes Ready.
+            return self.refuse(&app, status, reason, &message).await;
+        }
         let chart = match self.chart(&app).await {
             Ok(c) => c,
             Err((e, retry)) => {
@@ -679,6 +683,58 @@ impl Delivery {
         .await
         .map_err(|e| (repo_error(format!("the fetch stopped: {e}")), true))?
         .map_err(|e| (e, true))
+    }
+
+    /// Why `app` must wait for its `dependsOn`, if it must: a dependency
+    /// that does not exist, or is not Ready.
+    fn waiting_for(&self, app: &HelmApp) -> Option<(&'static str, String)> {
+        let own_ns = app.namespace().unwrap_or_default();
+        for d in &app.spec.depends_on {
+            let ns = if d.namespace.is_empty() {
+                own_ns.as_str()
+            } else {
+                d.namespace.as_str()
+            };
+            if self.settings.no_cross_namespace_refs && ns != own_ns {
+                return Some((
+                    "CrossNamespaceRef",
+                    format!(
+                        "dependsOn {ns}/{}: another namespace, which --no-cross-namespace-refs refuses",
+                        d.name
+                    ),
+                ));
+            }
+            if d.kind != "HelmApp" {
+                return Some((
+                    "DependencyNotFound",
+                    format!(
+                        "dependsOn {} {ns}/{}: only HelmApp dependencies are supported by this build",
+                        d.kind, d.name
+                    ),
+                ));
+            }
+            match self.apps.get(&format!("{ns}/{}", d.name)) {
+                None => {
+                    return Some((
+                        "DependencyNotFound",
+                        format!(
+                            "dependsOn HelmApp {ns}/{} does not exist; installed once it does and is Ready",
+                            d.name
+                        ),
+                    ));
+                }
+                Some(dep) => {
+                    let ready = dep.status.as_ref().is_some_and(|s| is_true(s, "Ready"));
+                    if !ready {
+                        return Some((
+                            "DependencyNotReady",
+                            format!("waiting for HelmApp {ns}/{} to be Ready", d.name),
+                        ));
+                    }
+                }
+            }
+        }
+        None
     }
 
     /// The cached digest of each `valuesFrom` key, in order (`None`: an

@@ -941,3 +941,42 @@ async fn deleted_objects_of_a_release_come_back_with_drift_repaired() {
     assert!(services.get_opt("drifty-app").await.unwrap().is_none());
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_helmapp_waits_for_what_it_depends_on_to_exist_and_be_ready() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "second",
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [{ "name": "first" }] }),
+    )
+    .await;
+    let app = ready(&f, "second", "DependencyNotFound", 0).await;
+    assert!(app.status.unwrap().conditions[0].message.contains("first"));
+    assert!(
+        revisions(&f, "second").await.is_empty(),
+        "installed before its dependency"
+    );
+    // The dependency appears; it fails first, so "second" still waits.
+    apply(
+        &f,
+        "first",
+        json!({ "chart": { "path": "tiny" }, "values": { "broken": true } }),
+    )
+    .await;
+    ready(&f, "first", "InstallFailed", 0).await;
+    ready(&f, "second", "DependencyNotReady", 0).await;
+    assert!(revisions(&f, "second").await.is_empty());
+    // Once it is Ready, the dependent follows without being touched.
+    patch(
+        &f,
+        "first",
+        json!({ "spec": { "values": { "broken": false } } }),
+    )
+    .await;
+    ready(&f, "first", "InstallSucceeded", 1).await;
+    ready(&f, "second", "InstallSucceeded", 1).await;
+    operator.stop().await;
+}
