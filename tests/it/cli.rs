@@ -53,15 +53,29 @@ fn a_missing_required_value_is_one_line_and_exit_status_2() {
 }
 
 #[test]
-fn crd_prints_the_checked_in_manifest() {
-    let out = operator_binary().arg("crd").output().unwrap();
-    assert!(out.status.success());
-    let manifest = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/manifests/crd/hosstedprojects.hossted.com.yaml"
-    ))
-    .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), manifest);
+fn crd_prints_every_checked_in_manifest_and_each_by_name() {
+    let names = ["hosstedprojects.hossted.com", "helmapps.hossted.com"];
+    let file = |name: &str| {
+        std::fs::read_to_string(format!(
+            "{}/manifests/crd/{name}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
+    };
+    let all = operator_binary().arg("crd").output().unwrap();
+    assert!(all.status.success());
+    let expected: Vec<String> = names.iter().map(|n| file(n)).collect();
+    assert_eq!(String::from_utf8_lossy(&all.stdout), expected.join("---\n"));
+    for name in names {
+        let one = operator_binary().args(["crd", name]).output().unwrap();
+        assert!(one.status.success());
+        assert_eq!(String::from_utf8_lossy(&one.stdout), file(name));
+    }
+    let unknown = operator_binary()
+        .args(["crd", "nope.example.com"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
 }
 
 #[tokio::test]
