@@ -33,7 +33,8 @@ const KEPT_LABELS: [&str; 7] = [
     "hossted.com/helmapp-uid",
 ];
 
-/// Parses metadata keeping name, namespace, resourceVersion and [`KEPT_LABELS`].
+/// Parses metadata keeping name, namespace, resourceVersion, generation and
+/// [`KEPT_LABELS`].
 pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -43,6 +44,7 @@ pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D
         #[serde(default)]
         labels: BTreeMap<String, String>,
         resource_version: Option<String>,
+        generation: Option<i64>,
     }
     let mut m = Meta::deserialize(d)?;
     m.labels.retain(|k, _| KEPT_LABELS.contains(&k.as_str()));
@@ -51,6 +53,7 @@ pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D
         namespace: m.namespace,
         labels: (!m.labels.is_empty()).then_some(m.labels),
         resource_version: m.resource_version,
+        generation: m.generation,
         ..Default::default()
     })
 }

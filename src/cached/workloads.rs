@@ -14,11 +14,49 @@ use serde::{Deserialize, Deserializer};
 
 use super::objects::{lean_meta, resource};
 
-/// A Deployment: its name and the first `secretKeyRef` of its pod template.
+/// A Deployment: its name, the first `secretKeyRef` of its pod template,
+/// and its rollout.
 #[derive(Clone, Debug)]
 pub struct Deployment {
     pub metadata: ObjectMeta,
     pub secret_ref: Option<SecretKeyRef>,
+    pub rollout: Rollout,
+}
+
+/// How far a workload's rollout is, from its spec and status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rollout {
+    /// `spec.replicas` (1 when unset).
+    pub desired: i32,
+    /// Replicas of the current template (`updatedReplicas`).
+    pub updated: i32,
+    /// Ready (StatefulSet) or available (Deployment) replicas.
+    pub ready: i32,
+    /// `status.observedGeneration`.
+    pub observed_generation: i64,
+}
+
+impl Rollout {
+    /// Done: the controller saw the current spec and every desired replica
+    /// runs the current template and is ready.
+    pub fn is_done(&self, generation: Option<i64>) -> bool {
+        self.observed_generation >= generation.unwrap_or(0)
+            && self.updated >= self.desired
+            && self.ready >= self.desired
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawStatus {
+    #[serde(default)]
+    observed_generation: i64,
+    #[serde(default)]
+    updated_replicas: i32,
+    #[serde(default)]
+    ready_replicas: i32,
+    #[serde(default)]
+    available_replicas: i32,
 }
 resource!(
     Deployment,
@@ -46,9 +84,12 @@ impl<'de> Deserialize<'de> for Deployment {
             metadata: ObjectMeta,
             #[serde(default)]
             spec: Spec,
+            #[serde(default)]
+            status: RawStatus,
         }
         #[derive(Deserialize, Default)]
         struct Spec {
+            replicas: Option<i32>,
             #[serde(default)]
             template: Template,
         }
@@ -78,6 +119,12 @@ impl<'de> Deserialize<'de> for Deployment {
             secret_key_ref: Option<SecretKeyRef>,
         }
         let raw = Raw::deserialize(d)?;
+        let rollout = Rollout {
+            desired: raw.spec.replicas.unwrap_or(1),
+            updated: raw.status.updated_replicas,
+            ready: raw.status.available_replicas,
+            observed_generation: raw.status.observed_generation,
+        };
         let secret_ref = raw
             .spec
             .template
@@ -89,15 +136,44 @@ impl<'de> Deserialize<'de> for Deployment {
         Ok(Deployment {
             metadata: raw.metadata,
             secret_ref,
+            rollout,
         })
     }
 }
 
-/// A StatefulSet: its name.
-#[derive(Clone, Debug, Deserialize)]
+/// A StatefulSet: its name and its rollout.
+#[derive(Clone, Debug)]
 pub struct StatefulSet {
-    #[serde(deserialize_with = "lean_meta")]
     pub metadata: ObjectMeta,
+    pub rollout: Rollout,
+}
+
+impl<'de> Deserialize<'de> for StatefulSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: Spec,
+            #[serde(default)]
+            status: RawStatus,
+        }
+        #[derive(Deserialize, Default)]
+        struct Spec {
+            replicas: Option<i32>,
+        }
+        let raw = Raw::deserialize(d)?;
+        Ok(StatefulSet {
+            metadata: raw.metadata,
+            rollout: Rollout {
+                desired: raw.spec.replicas.unwrap_or(1),
+                updated: raw.status.updated_replicas,
+                ready: raw.status.ready_replicas,
+                observed_generation: raw.status.observed_generation,
+            },
+        })
+    }
 }
 resource!(
     StatefulSet,
@@ -168,6 +244,39 @@ mod tests {
         let none: Deployment =
             serde_json::from_value(json!({ "metadata": meta("x"), "spec": {} })).unwrap();
         assert_eq!(none.secret_ref, None);
+    }
+
+    #[test]
+    fn a_rollout_is_done_when_the_current_spec_runs_everywhere_and_is_ready() {
+        let d: Deployment = serde_json::from_value(json!({
+            "metadata": { "name": "web", "namespace": "shop", "generation": 3 },
+            "spec": { "replicas": 2 },
+            "status": { "observedGeneration": 3, "updatedReplicas": 2, "availableReplicas": 1, "readyReplicas": 2 }
+        }))
+        .unwrap();
+        assert!(
+            !d.rollout.is_done(d.metadata.generation),
+            "one replica not available"
+        );
+        let s: StatefulSet = serde_json::from_value(json!({
+            "metadata": { "name": "db", "namespace": "shop", "generation": 2 },
+            "spec": {},
+            "status": { "observedGeneration": 2, "updatedReplicas": 1, "readyReplicas": 1 }
+        }))
+        .unwrap();
+        assert!(
+            s.rollout.is_done(s.metadata.generation),
+            "replicas default to 1"
+        );
+        let stale: StatefulSet = serde_json::from_value(json!({
+            "metadata": { "name": "db", "namespace": "shop", "generation": 3 },
+            "status": { "observedGeneration": 2, "updatedReplicas": 1, "readyReplicas": 1 }
+        }))
+        .unwrap();
+        assert!(
+            !stale.rollout.is_done(stale.metadata.generation),
+            "the new spec is not seen yet"
+        );
     }
 
     #[test]

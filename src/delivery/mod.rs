@@ -54,6 +54,9 @@ pub const RELEASE_INDEX: &str = "release-name";
 pub const VALUES_FROM_INDEX: &str = "values-from";
 /// Index of HelmApps by their release: `targetNamespace/releaseName`.
 pub const TARGET_INDEX: &str = "target";
+/// Index of a release's objects by `namespace/instance label` (the
+/// inventory's, on the same shared informers).
+pub use crate::inventory::collector::RELEASE_INDEX as MEMBER_INDEX;
 /// Index of HelmApps by the HelmApps they depend on: `namespace/name`.
 pub const DEPENDS_ON_INDEX: &str = "depends-on";
 
@@ -123,15 +126,28 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
     let metrics = metrics::HelmMetrics::register(manager, apps.store());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics.clone()));
+    // The release's workloads, for `wait` and drift (the inventory's
+    // informers: same options, one watch).
+    let deployments = factory.informer::<Deployment>(managed_by_helm_options());
+    let statefulsets = factory.informer::<StatefulSet>(managed_by_helm_options());
+    deployments
+        .store()
+        .add_index(MEMBER_INDEX, crate::inventory::collector::release_index());
+    statefulsets
+        .store()
+        .add_index(MEMBER_INDEX, crate::inventory::collector::release_index());
     let drifted: Arc<Mutex<HashSet<String>>> = Arc::default();
     let delivery = Delivery {
         client: manager.client(),
         apps: apps.store(),
         releases: releases.store(),
+        deployments: deployments.store(),
+        statefulsets: statefulsets.store(),
         secrets: secrets.store(),
         configmaps: configmaps.store(),
         helm: helm.clone(),
         repo_cache: Arc::default(),
+        written: Default::default(),
         drifted: drifted.clone(),
         recorder: manager.recorder(),
         settings: settings.clone(),
@@ -234,6 +250,33 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
             }
         }
     };
+    // `wait`: a workload's rollout moved; its release's waiting HelmApps look again.
+    let rollout = || {
+        let (apps, queue) = (apps.store(), controller.queue());
+        move |meta: &kube::api::ObjectMeta| {
+            let (ns, release) = (
+                meta.namespace.as_deref().unwrap_or_default(),
+                label(meta, INSTANCE_LABEL),
+            );
+            for app in apps.by_index(TARGET_INDEX, &format!("{ns}/{release}")) {
+                if app.spec.wait {
+                    queue.add(cache::object_key(app.as_ref()));
+                }
+            }
+        }
+    };
+    let on_deployment = rollout();
+    deployments.add_event_handler(HandlerFn(move |e: &Event<Deployment>| {
+        if let Some(o) = e.changed() {
+            on_deployment(&o.metadata);
+        }
+    }));
+    let on_statefulset = rollout();
+    statefulsets.add_event_handler(HandlerFn(move |e: &Event<StatefulSet>| {
+        if let Some(o) = e.changed() {
+            on_statefulset(&o.metadata);
+        }
+    }));
     watch_deletions::<Deployment>(factory, drift("Deployment"));
     watch_deletions::<StatefulSet>(factory, drift("StatefulSet"));
     watch_deletions::<Service>(factory, drift("Service"));

@@ -19,9 +19,12 @@ use sha2::{Digest, Sha256};
 use super::runner::{Helm, HelmError, Upgrade};
 use super::source::{self, hex};
 use super::values;
-use super::{FINALIZER, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, Settings, UID_LABEL};
+use super::{
+    FINALIZER, HASH_LABEL, MEMBER_INDEX, RECONCILE_AT, RELEASE_INDEX, Settings, UID_LABEL,
+};
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::objects::{HelmRelease, label};
+use crate::cached::workloads::{Deployment, StatefulSet};
 use crate::condition;
 
 /// Why a reconcile must be retried (with backoff). Messages never carry a
@@ -39,12 +42,18 @@ pub struct Delivery {
     pub(super) client: Client,
     pub(super) apps: Store<HelmApp>,
     pub(super) releases: Store<HelmRelease>,
+    /// The release's workloads, for `wait` (by [`MEMBER_INDEX`]).
+    pub(super) deployments: Store<Deployment>,
+    pub(super) statefulsets: Store<StatefulSet>,
     /// Digests of the Secrets and ConfigMaps `valuesFrom` may name.
     pub(super) secrets: Store<SecretDigests>,
     pub(super) configmaps: Store<ConfigMapDigests>,
     pub(super) helm: Arc<Helm>,
     /// Chart repositories' resolutions, remembered for their `interval`.
     pub(super) repo_cache: Arc<source::RepoCache>,
+    /// The status written last per HelmApp, with the resourceVersion the
+    /// write returned (the lister may lag behind it).
+    pub(super) written: parking_lot::Mutex<std::collections::HashMap<String, (u64, HelmAppStatus)>>,
     /// HelmApps whose release lost an object (see the drift handler).
     pub(super) drifted: Arc<parking_lot::Mutex<std::collections::HashSet<String>>>,
     pub(super) recorder: EventRecorder,
@@ -95,7 +104,8 @@ impl Reconciler for Delivery {
         if !app.finalizers().iter().any(|f| f == FINALIZER) {
             self.set_finalizer(&app, true).await?;
         }
-        let mut status = app.status.clone().unwrap_or_default();
+        // The status this process wrote last, if the lister lags behind it.
+        let mut status = self.newest_status(key, &app);
         status.observed_generation = app.metadata.generation;
         status.release_name = target.release.clone();
         status.target_namespace = target.namespace.clone();
@@ -153,6 +163,16 @@ impl Reconciler for Delivery {
         // inputs are upgraded again (helm recreates what is missing).
         let repair = self.drifted.lock().remove(key) && app.spec.drift_repair;
         let mut newest = self.newest_release(&target);
+        // Our own last run is newer than the cached storage (its watch
+        // event has not arrived yet): what we wrote is the truth.
+        let cached_revision = newest.as_ref().map(|r| r.version()).unwrap_or(0);
+        if status.config_hash == hash
+            && status.revision > cached_revision
+            && !repair
+            && is_true(&status, "Released")
+        {
+            return self.up_to_date(&app, &target, status).await;
+        }
         // A release left pending by a crashed helm: unlocked once no run of
         // ours holds it and it has been pending longer than `timeout`.
         if let Some(r) = newest.clone().filter(|r| {
@@ -256,24 +276,7 @@ impl Reconciler for Delivery {
                 // Up to date: no helm, and a write only if the status lags.
                 status.config_hash = hash;
                 status.revision = r.version();
-                if !is_true(&status, "Ready") {
-                    set_condition(
-                        &mut status,
-                        "Ready",
-                        true,
-                        "UpToDate",
-                        "the release is deployed with this configuration",
-                    );
-                    set_condition(
-                        &mut status,
-                        "Released",
-                        true,
-                        "UpToDate",
-                        "the release is deployed with this configuration",
-                    );
-                }
-                self.write_status(&app, status).await?;
-                return Ok(Action::done("up to date"));
+                return self.up_to_date(&app, &target, status).await;
             }
         }
 
@@ -363,8 +366,9 @@ impl Reconciler for Delivery {
                 }
                 self.recorder
                     .event(app.as_ref(), EventType::Normal, reason, &message);
+                let waiting = self.still_rolling_out(&app, &target, &mut status);
                 self.write_status(&app, status).await?;
-                Ok(Action::done(message))
+                Ok(waiting.unwrap_or_else(|| Action::done(message)))
             }
             Err(e) => {
                 let secrets = values::secrets_of(&values);
@@ -482,6 +486,86 @@ impl Delivery {
         said
     }
 
+    /// The release is deployed with this configuration: `Ready` (once its
+    /// workloads are, with `wait`), written only if the status lags.
+    async fn up_to_date(
+        &self,
+        app: &HelmApp,
+        target: &Target,
+        mut status: HelmAppStatus,
+    ) -> Result<Action, DeliveryError> {
+        if let Some(action) = self.still_rolling_out(app, target, &mut status) {
+            self.write_status(app, status).await?;
+            return Ok(action);
+        }
+        if !is_true(&status, "Ready") {
+            let message = "the release is deployed with this configuration";
+            set_condition(&mut status, "Ready", true, "UpToDate", message);
+            set_condition(&mut status, "Released", true, "UpToDate", message);
+        }
+        self.write_status(app, status).await?;
+        Ok(Action::done("up to date"))
+    }
+
+    /// With `wait`: when a Deployment or StatefulSet of the release has not
+    /// finished its rollout, `Ready=False` (`Progressing`, or
+    /// `ReadinessTimeout` once `timeout` has passed since the last
+    /// operation — reported, not remediated) and when to look again (a
+    /// workload's change re-queues sooner).
+    fn still_rolling_out(
+        &self,
+        app: &HelmApp,
+        target: &Target,
+        status: &mut HelmAppStatus,
+    ) -> Option<Action> {
+        if !app.spec.wait {
+            return None;
+        }
+        let key = format!("{}/{}", target.namespace, target.release);
+        let mut pending: Vec<String> = self
+            .deployments
+            .by_index(MEMBER_INDEX, &key)
+            .iter()
+            .filter(|d| !d.rollout.is_done(d.metadata.generation))
+            .map(|d| format!("Deployment {}", d.name_any()))
+            .collect();
+        pending.extend(
+            self.statefulsets
+                .by_index(MEMBER_INDEX, &key)
+                .iter()
+                .filter(|s| !s.rollout.is_done(s.metadata.generation))
+                .map(|s| format!("StatefulSet {}", s.name_any())),
+        );
+        if pending.is_empty() {
+            return None;
+        }
+        pending.sort();
+        let timeout = parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
+        let since = status
+            .history
+            .first()
+            .and_then(|h| chrono::DateTime::parse_from_rfc3339(&h.time).ok())
+            .map(|t| {
+                (chrono::Utc::now() - t.with_timezone(&chrono::Utc))
+                    .to_std()
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let (reason, again) = if since >= timeout {
+            ("ReadinessTimeout", Duration::from_secs(300))
+        } else {
+            ("Progressing", timeout - since)
+        };
+        let message = format!("waiting for {} to be ready (spec.wait)", pending.join(", "));
+        set_condition(status, "Ready", false, reason, &message);
+        Some(Action::requeue_after(again, message))
+    }
+
+    /// The HelmApp API of `app`'s namespace.
+    fn api_of(&self, app: &HelmApp) -> Api<HelmApp> {
+        Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default())
+    }
+
     /// Marks a pending release revision `failed` in Helm's storage (what
     /// helm itself does when its wait times out).
     async fn unlock(&self, r: &HelmRelease) -> Result<(), DeliveryError> {
@@ -580,8 +664,7 @@ impl Delivery {
             "finalizers": finalizers,
             "resourceVersion": app.resource_version(),
         }});
-        let api: Api<HelmApp> =
-            Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+        let api = self.api_of(app);
         match api
             .patch(
                 &app.name_any(),
@@ -852,11 +935,11 @@ impl Delivery {
         app: &HelmApp,
         status: HelmAppStatus,
     ) -> Result<(), DeliveryError> {
-        if app.status.as_ref() == Some(&status) {
+        let current = self.newest_status(&cache::object_key(app), app);
+        if current == status {
             return Ok(());
         }
-        let api: Api<HelmApp> =
-            Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+        let api = self.api_of(app);
         let patch = json!({ "status": status });
         match api
             .patch_status(
@@ -866,9 +949,28 @@ impl Delivery {
             )
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(written) => {
+                let rv = resource_version(&written);
+                self.written
+                    .lock()
+                    .insert(cache::object_key(app), (rv, status));
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// `app`'s status: the lister's, or the one this process wrote last
+    /// when the lister has not caught up with that write yet.
+    fn newest_status(&self, key: &str, app: &HelmApp) -> HelmAppStatus {
+        let mut written = self.written.lock();
+        match written.get(key) {
+            Some((rv, status)) if *rv > resource_version(app) => status.clone(),
+            _ => {
+                written.remove(key);
+                app.status.clone().unwrap_or_default()
+            }
         }
     }
 }
@@ -878,6 +980,14 @@ impl Delivery {
 /// `valuesFrom` with the digest of its content, `valuesBase64`, `set`),
 /// release name, target namespace and `crds` — hashed to 32 hex
 /// characters (a label value).
+fn resource_version(app: &HelmApp) -> u64 {
+    app.metadata
+        .resource_version
+        .as_deref()
+        .and_then(|rv| rv.parse().ok())
+        .unwrap_or(0)
+}
+
 fn config_hash(
     app: &HelmApp,
     target: &Target,

@@ -57,6 +57,22 @@ async fn revisions(f: &Fixture, release: &str) -> BTreeMap<i64, BTreeMap<String,
         .collect()
 }
 
+/// The HelmApp once its Ready condition has `reason`, whatever its revision.
+async fn with_reason(f: &Fixture, name: &str, reason: &str) -> HelmApp {
+    eventually(&format!("{name}: {reason}"), 120, || async {
+        let app = get(f, name).await?;
+        let c = app
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (c.reason == reason).then_some(app)
+    })
+    .await
+}
+
 /// The HelmApp once its Ready condition has `reason` and its revision is `revision`.
 async fn ready(f: &Fixture, name: &str, reason: &str, revision: i64) -> HelmApp {
     eventually(
@@ -376,19 +392,7 @@ async fn settled_helmapps_run_no_helm_across_a_restart_and_forced_reconciles() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     // A helm that logs each run, so runs can be counted.
-    let log = f.cp.dir().join("helm-runs.log");
-    let wrapper = f.cp.dir().join("helm-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            f.cp.helm_binary().display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (wrapper, log) = counting_helm(&f);
     let runs = || {
         std::fs::read_to_string(&log)
             .unwrap_or_default()
@@ -626,18 +630,7 @@ async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
         json!({ "spec": { "values": { "broken": true } } }),
     )
     .await;
-    let app = eventually("RetriesExhausted", 120, || async {
-        let app = get(&f, "flaky").await?;
-        let c = app
-            .status
-            .as_ref()?
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")?
-            .clone();
-        (c.reason == "RetriesExhausted").then_some(app)
-    })
-    .await;
+    let app = with_reason(&f, "flaky", "RetriesExhausted").await;
     let st = app.status.unwrap();
     assert_eq!(st.failures, 2, "one try and one retry");
     assert_eq!(st.history[0].action, "rollback");
@@ -684,18 +677,7 @@ async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
         json!({ "spec": { "values": { "broken": false, "greeting": "fixed" } } }),
     )
     .await;
-    let app = eventually("the fixed upgrade", 60, || async {
-        let app = get(&f, "flaky").await?;
-        let c = app
-            .status
-            .as_ref()?
-            .conditions
-            .iter()
-            .find(|c| c.type_ == "Ready")?
-            .clone();
-        (c.reason == "UpgradeSucceeded").then_some(app)
-    })
-    .await;
+    let app = with_reason(&f, "flaky", "UpgradeSucceeded").await;
     assert_eq!(app.status.unwrap().failures, 0);
     operator.stop().await;
 }
@@ -978,5 +960,73 @@ async fn a_helmapp_waits_for_what_it_depends_on_to_exist_and_be_ready() {
     .await;
     ready(&f, "first", "InstallSucceeded", 1).await;
     ready(&f, "second", "InstallSucceeded", 1).await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn with_wait_ready_follows_the_workloads_rollout() {
+    use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "waits",
+        json!({ "chart": { "path": "full" }, "wait": true }),
+    )
+    .await;
+    // Installed, but the test control plane has no controllers: not ready.
+    let app = with_reason(&f, "waits", "Progressing").await;
+    let st = app.status.unwrap();
+    assert_eq!(st.revision, 1);
+    let message = &st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        message.contains("Deployment waits-app") && message.contains("StatefulSet waits-db"),
+        "{message}"
+    );
+    assert_eq!(
+        st.conditions
+            .iter()
+            .find(|c| c.type_ == "Released")
+            .map(|c| c.status.as_str()),
+        Some("True"),
+        "released, not yet ready"
+    );
+    // The Deployment rolls out; the StatefulSet not yet.
+    let ready_status = json!({ "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                                           "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1 } });
+    Api::<Deployment>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "waits-app",
+            &PatchParams::default(),
+            &Patch::Merge(&ready_status),
+        )
+        .await
+        .unwrap();
+    eventually("only the StatefulSet left", 30, || async {
+        let app = get(&f, "waits").await?;
+        let c = app
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (!c.message.contains("Deployment") && c.message.contains("StatefulSet")).then_some(())
+    })
+    .await;
+    Api::<StatefulSet>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "waits-db",
+            &PatchParams::default(),
+            &Patch::Merge(&ready_status),
+        )
+        .await
+        .unwrap();
+    let app = with_reason(&f, "waits", "UpToDate").await;
+    assert_eq!(app.status.unwrap().revision, 1, "readiness ran no helm");
     operator.stop().await;
 }

@@ -206,20 +206,7 @@ impl Fixture {
         let controller = inventory::controller(&manager, settings, poster);
         let stats = controller.stats();
         manager.add(controller);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            manager
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .map_err(|e| e.to_string())
-        });
-        Operator {
-            stop: Some(stop),
-            task,
-            stats,
-        }
+        Operator::run(manager, stats)
     }
 
     /// Installs the HelmApp CRD and runs the delivery controller in-process:
@@ -271,20 +258,7 @@ impl Fixture {
         let (controller, _helm) = delivery::controller(&manager, settings);
         let stats = controller.stats();
         manager.add(controller);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            manager
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await
-                .map_err(|e| e.to_string())
-        });
-        Operator {
-            stop: Some(stop),
-            task,
-            stats,
-        }
+        Operator::run(manager, stats)
     }
 
     /// Requests to `path` (e.g. `/v1/apps`) so far.
@@ -359,6 +333,25 @@ pub struct Operator {
 }
 
 impl Operator {
+    /// Runs `manager` until [`stop`](Self::stop); `stats` are its
+    /// controller's.
+    fn run(manager: Manager, stats: std::sync::Arc<ControllerStats>) -> Self {
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            manager
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .map_err(|e| e.to_string())
+        });
+        Operator {
+            stop: Some(stop),
+            task,
+            stats,
+        }
+    }
+
     /// Waits until no reconcile has begun for 1.5 s (three coalescing
     /// windows) and none runs: what start-up enqueued is done.
     pub async fn settle(&self) {

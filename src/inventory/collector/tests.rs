@@ -189,13 +189,16 @@ fn cluster() -> Caches {
             name: "test-keycloak".into(),
             key: "admin-password".into(),
         }),
+        rollout: Default::default(),
     }));
     c.deployments.upsert(Arc::new(Deployment {
         metadata: meta("default", "test-worker", &helm_labels("test")),
         secret_ref: None,
+        rollout: Default::default(),
     }));
     c.statefulsets.upsert(Arc::new(StatefulSet {
         metadata: meta("default", "test-postgresql", &helm_labels("test")),
+        rollout: Default::default(),
     }));
     c.configmaps.upsert(Arc::new(ConfigMap {
         metadata: meta("default", "test-keycloak-env", &helm_labels("test")),
