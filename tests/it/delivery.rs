@@ -1030,3 +1030,67 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
     assert_eq!(app.status.unwrap().revision, 1, "readiness ran no helm");
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_service_account_bounds_what_a_chart_may_do_and_cross_namespace_refs_can_be_refused() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // A tenant ServiceAccount that may do anything in its namespace but
+    // create Services.
+    let rbac = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{ name: tenant, namespace: {NS} }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{ name: no-services, namespace: {NS} }}
+rules:
+  - apiGroups: ["", apps, networking.k8s.io]
+    resources: [secrets, configmaps, deployments, statefulsets, ingresses]
+    verbs: ["*"]
+  - apiGroups: [""]
+    resources: [services]
+    verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{ name: tenant, namespace: {NS} }}
+roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: no-services }}
+subjects: [{{ kind: ServiceAccount, name: tenant, namespace: {NS} }}]
+"#
+    );
+    let file = f.cp.dir().join("tenant-rbac.yaml");
+    std::fs::write(&file, rbac).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    let operator = f
+        .start_delivery_with(|s| s.no_cross_namespace_refs = true)
+        .await;
+    apply(
+        &f,
+        "tenant",
+        json!({ "chart": { "path": "full" }, "serviceAccountName": "tenant" }),
+    )
+    .await;
+    let app = with_reason(&f, "tenant", "InstallFailed").await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(
+        message.contains("forbidden") && message.contains("services"),
+        "helm ran as the tenant: {message}"
+    );
+    apply(
+        &f,
+        "elsewhere",
+        json!({ "chart": { "path": "tiny" }, "targetNamespace": "kube-system" }),
+    )
+    .await;
+    let app = with_reason(&f, "elsewhere", "CrossNamespaceRef").await;
+    assert!(
+        app.status.unwrap().conditions[0]
+            .message
+            .contains("--no-cross-namespace-refs")
+    );
+    assert!(revisions(&f, "elsewhere").await.is_empty());
+    operator.stop().await;
+}
