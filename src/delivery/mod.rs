@@ -12,10 +12,14 @@
 //! storage and the no-op that follows from it, ownership, finalizer
 //! uninstall, suspend, conditions, history and Events.
 
+mod inputs;
+mod lifecycle;
 pub mod metrics;
+mod readiness;
 pub mod reconciler;
 pub mod runner;
 pub mod source;
+mod status;
 pub mod values;
 
 use std::collections::HashSet;

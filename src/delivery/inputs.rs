@@ -1,0 +1,371 @@
+//! What a HelmApp's release is made of: its chart, its dependencies, its
+//! values (and their cached digests), the release's newest storage, and
+//! the hash of it all.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+use base64::Engine;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use super::RELEASE_INDEX;
+use super::reconciler::{Delivery, Target};
+use super::source::{self, hex};
+use super::status::*;
+use super::values;
+use crate::cached::objects::HelmRelease;
+
+impl Delivery {
+    /// The chart, local: by path, or from a repository (remembered for
+    /// `interval`: a reconcile in between touches no network). `Err` says
+    /// whether retrying may help.
+    pub(super) async fn chart(
+        &self,
+        app: &HelmApp,
+    ) -> Result<source::LocalChart, (source::SourceError, bool)> {
+        let spec = &app.spec;
+        if spec.chart.repo.is_empty() {
+            return source::resolve(&spec.chart, self.settings.chart_path_root.as_deref())
+                .map_err(|e| (e, false));
+        }
+        let interval = parse_duration(&spec.interval).unwrap_or(Duration::from_secs(600));
+        if let Some(c) = self.repo_cache.fresh(&spec.chart, interval) {
+            return Ok(c);
+        }
+        let repo_error = |message: String| source::SourceError::Repo {
+            repo: spec.chart.repo.clone(),
+            message,
+        };
+        let credentials = match &spec.chart.credentials_secret_ref {
+            None => source::Credentials::default(),
+            Some(r) => {
+                let ns = app.namespace().unwrap_or_default();
+                let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+                let secret = api
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| {
+                        (
+                            repo_error(format!("credentialsSecretRef {ns}/{}: {e}", r.name)),
+                            true,
+                        )
+                    })?
+                    .ok_or_else(|| {
+                        (
+                            repo_error(format!(
+                                "credentialsSecretRef {ns}/{} does not exist",
+                                r.name
+                            )),
+                            false,
+                        )
+                    })?;
+                let mut data = secret.data.unwrap_or_default();
+                let mut text = |k: &str| {
+                    data.remove(k)
+                        .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
+                };
+                source::Credentials {
+                    username: text("username"),
+                    password: text("password"),
+                    ca: data.remove("ca.crt").map(|b| b.0),
+                }
+            }
+        };
+        let (chart, work_dir, cache) = (
+            spec.chart.clone(),
+            self.settings.helm.work_dir.clone(),
+            self.repo_cache.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            source::fetch_from_repo(&chart, &credentials, &work_dir, &cache)
+        })
+        .await
+        .map_err(|e| (repo_error(format!("the fetch stopped: {e}")), true))?
+        .map_err(|e| (e, true))
+    }
+
+    /// Why `app` must wait for its `dependsOn`, if it must: a dependency
+    /// that does not exist, or is not Ready.
+    pub(super) fn waiting_for(&self, app: &HelmApp) -> Option<(&'static str, String)> {
+        let own_ns = app.namespace().unwrap_or_default();
+        for d in &app.spec.depends_on {
+            let ns = if d.namespace.is_empty() {
+                own_ns.as_str()
+            } else {
+                d.namespace.as_str()
+            };
+            if self.settings.no_cross_namespace_refs && ns != own_ns {
+                return Some((
+                    "CrossNamespaceRef",
+                    format!(
+                        "dependsOn {ns}/{}: another namespace, which --no-cross-namespace-refs refuses",
+                        d.name
+                    ),
+                ));
+            }
+            if d.kind != "HelmApp" {
+                return Some((
+                    "DependencyNotFound",
+                    format!(
+                        "dependsOn {} {ns}/{}: only HelmApp dependencies are supported by this build",
+                        d.kind, d.name
+                    ),
+                ));
+            }
+            match self.apps.get(&format!("{ns}/{}", d.name)) {
+                None => {
+                    return Some((
+                        "DependencyNotFound",
+                        format!(
+                            "dependsOn HelmApp {ns}/{} does not exist; installed once it does and is Ready",
+                            d.name
+                        ),
+                    ));
+                }
+                Some(dep) => {
+                    let ready = dep.status.as_ref().is_some_and(|s| is_true(s, "Ready"));
+                    if !ready {
+                        return Some((
+                            "DependencyNotReady",
+                            format!("waiting for HelmApp {ns}/{} to be Ready", d.name),
+                        ));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The cached digest of each `valuesFrom` key, in order (`None`: an
+    /// optional reference that is absent).
+    pub(super) fn reference_digests(&self, app: &HelmApp) -> Result<Vec<Option<String>>, String> {
+        let ns = app.namespace().unwrap_or_default();
+        app.spec
+            .values_from
+            .iter()
+            .map(|r| {
+                let key = format!("{ns}/{}", r.name);
+                let keys = match r.kind.as_str() {
+                    "Secret" => self.secrets.get(&key).map(|s| s.keys.clone()),
+                    "ConfigMap" => self.configmaps.get(&key).map(|c| c.keys.clone()),
+                    other => return Err(format!("valuesFrom kind {other:?}: use Secret or ConfigMap")),
+                };
+                match keys.and_then(|mut k| k.remove(&r.key)) {
+                    Some(d) => Ok(Some(d)),
+                    None if r.optional => Ok(None),
+                    None => Err(format!(
+                        "valuesFrom {} {key} key {}: not found (set optional: true if it may be absent)",
+                        r.kind, r.key
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    /// The merged values: `values`, `valuesFrom`, `valuesBase64`, `set`.
+    pub(super) async fn values(&self, app: &HelmApp) -> Result<Value, String> {
+        let spec = &app.spec;
+        let ns = app.namespace().unwrap_or_default();
+        let mut merged = json!({});
+        if let Some(v) = &spec.values {
+            if !v.is_object() {
+                return Err("spec.values must be a mapping".into());
+            }
+            values::merge(&mut merged, v.clone());
+        }
+        for r in &spec.values_from {
+            let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
+            let text = match r.kind.as_str() {
+                "Secret" => {
+                    let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+                    match api
+                        .get_opt(&r.name)
+                        .await
+                        .map_err(|e| format!("{what}: {e}"))?
+                    {
+                        Some(s) => s
+                            .data
+                            .and_then(|mut d| d.remove(&r.key))
+                            .map(|b| String::from_utf8_lossy(&b.0).into_owned()),
+                        None => None,
+                    }
+                }
+                "ConfigMap" => {
+                    let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
+                    match api
+                        .get_opt(&r.name)
+                        .await
+                        .map_err(|e| format!("{what}: {e}"))?
+                    {
+                        Some(c) => c.data.and_then(|mut d| d.remove(&r.key)),
+                        None => None,
+                    }
+                }
+                other => {
+                    return Err(format!(
+                        "valuesFrom kind {other:?}: use Secret or ConfigMap"
+                    ));
+                }
+            };
+            match text {
+                Some(t) => values::merge(
+                    &mut merged,
+                    values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?,
+                ),
+                None if r.optional => {}
+                None => {
+                    return Err(format!(
+                        "{what}: not found (set optional: true if it may be absent)"
+                    ));
+                }
+            }
+        }
+        if !spec.values_base64.is_empty() {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(spec.values_base64.trim())
+                .map_err(|e| format!("valuesBase64 is not base64: {e}"))?;
+            let doc = values::parse_document(&String::from_utf8_lossy(&bytes))
+                .map_err(|e| format!("valuesBase64: {e}"))?;
+            values::merge(&mut merged, doc);
+        }
+        for s in &spec.set {
+            values::apply_set(s, &mut merged).map_err(|e| format!("set: {e}"))?;
+        }
+        Ok(merged)
+    }
+
+    /// The newest revision of the target release in Helm's storage.
+    pub(super) fn newest_release(&self, target: &Target) -> Option<Arc<HelmRelease>> {
+        self.releases
+            .by_index(
+                RELEASE_INDEX,
+                &format!("{}/{}", target.namespace, target.release),
+            )
+            .into_iter()
+            .max_by_key(|r| r.version())
+    }
+}
+
+pub(super) fn config_hash(
+    app: &HelmApp,
+    target: &Target,
+    chart: &source::LocalChart,
+    references: &[Option<String>],
+) -> String {
+    let c = &app.spec.chart;
+    let s = &app.spec;
+    let from: Vec<Value> = s
+        .values_from
+        .iter()
+        .zip(references)
+        .map(|(r, d)| json!({ "kind": r.kind, "name": r.name, "key": r.key, "digest": d }))
+        .collect();
+    let doc = json!({
+        "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
+                   "version": chart.version, "digest": chart.digest },
+        "values": { "inline": s.values, "from": from, "base64": s.values_base64, "set": s.set },
+        "release": target.release,
+        "namespace": target.namespace,
+        "crds": app.spec.crds,
+    });
+    let mut hasher = Sha256::new();
+    hasher.update(canonical(&doc).as_bytes());
+    hex(&hasher.finalize())[..32].to_string()
+}
+
+/// JSON with every map's keys sorted, whatever serde_json's map order.
+pub(super) fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// A duration of the spec (Go syntax, as the CRD's pattern allows).
+pub(super) fn parse_duration(s: &str) -> Option<Duration> {
+    crate::duration::parse(s).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_ignores_map_order_and_follows_every_input() {
+        let app: HelmApp = serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "web", "namespace": "apps" },
+            "spec": { "chart": { "path": "web" } }
+        }))
+        .unwrap();
+        let target = Target::of(&app);
+        assert_eq!(
+            (target.release.as_str(), target.namespace.as_str()),
+            ("web", "apps")
+        );
+        let chart = source::LocalChart {
+            path: "/charts/web".into(),
+            version: "1.0.0".into(),
+            digest: "d1".into(),
+        };
+        let with_values = |v: serde_json::Value| {
+            let mut a = app.clone();
+            a.spec.values = Some(v);
+            a
+        };
+        let a = config_hash(
+            &with_values(json!({ "a": 1, "b": { "c": 2, "d": 3 } })),
+            &target,
+            &chart,
+            &[],
+        );
+        let b = config_hash(
+            &with_values(json!({ "b": { "d": 3, "c": 2 }, "a": 1 })),
+            &target,
+            &chart,
+            &[],
+        );
+        assert_eq!(a, b, "map order does not count");
+        assert_eq!(a.len(), 32);
+        assert_ne!(
+            a,
+            config_hash(&with_values(json!({ "a": 2 })), &target, &chart, &[])
+        );
+        let newer = source::LocalChart {
+            digest: "d2".into(),
+            ..chart.clone()
+        };
+        let same = with_values(json!({ "a": 1, "b": { "c": 2, "d": 3 } }));
+        assert_ne!(
+            a,
+            config_hash(&same, &target, &newer, &[]),
+            "a changed chart counts"
+        );
+        let mut from = same.clone();
+        from.spec.values_from = vec![apis::helmapp::ValuesReference {
+            kind: "Secret".into(),
+            name: "vals".into(),
+            key: "values.yaml".into(),
+            optional: false,
+        }];
+        let d1 = config_hash(&from, &target, &chart, &[Some("d1".into())]);
+        let d2 = config_hash(&from, &target, &chart, &[Some("d2".into())]);
+        assert_ne!(d1, d2, "a referenced Secret's content counts");
+    }
+}
