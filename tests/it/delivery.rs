@@ -1094,3 +1094,106 @@ subjects: [{{ kind: ServiceAccount, name: tenant, namespace: {NS} }}]
     assert!(revisions(&f, "elsewhere").await.is_empty());
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn never_more_helm_processes_than_the_cap_and_never_two_on_one_release() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // A slow helm that logs when each run starts and ends.
+    let log = f.cp.dir().join("helm-spans.log");
+    let wrapper = f.cp.dir().join("slow-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"start $$ $(date +%s%N) $*\" >> '{log}'\nsleep 1\n'{helm}' \"$@\"\nrc=$?\necho \"end $$ $(date +%s%N)\" >> '{log}'\nexit $rc\n",
+            log = log.display(),
+            helm = f.cp.helm_binary().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let operator = f
+        .start_delivery_with(|s| {
+            s.helm.binary = wrapper.clone();
+            s.helm.max_concurrent = 2;
+            s.workers = 6;
+        })
+        .await;
+    let names: Vec<String> = (0..6).map(|i| format!("capped-{i}")).collect();
+    for name in &names {
+        apply(&f, name, json!({ "chart": { "path": "tiny" } })).await;
+    }
+    // While they install, keep asking one of them to reconcile again.
+    for round in 0..5 {
+        patch(&f, "capped-0", json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": round.to_string() } } })).await;
+        patch(
+            &f,
+            "capped-0",
+            json!({ "spec": { "values": { "greeting": format!("v{round}") } } }),
+        )
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
+    for name in &names {
+        eventually(&format!("{name} ready"), 120, || async {
+            let app = get(&f, name).await?;
+            is_ready(&app).then_some(())
+        })
+        .await;
+    }
+    operator.settle().await;
+
+    // Replay the spans: how many ran at once, and per release.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut events: Vec<(u128, i32, String)> = Vec::new(); // (time, +1/-1, pid)
+    let mut release_of = std::collections::HashMap::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, t) = (
+            parts[0],
+            parts[1].to_string(),
+            parts[2].parse::<u128>().unwrap(),
+        );
+        if kind == "start" {
+            // `upgrade --install <release> ...` or `uninstall <release> ...`
+            let release = parts[3..]
+                .iter()
+                .find(|a| a.starts_with("capped-"))
+                .unwrap()
+                .to_string();
+            release_of.insert(pid.clone(), release);
+            events.push((t, 1, pid));
+        } else {
+            events.push((t, -1, pid));
+        }
+    }
+    events.sort_by_key(|e| (e.0, e.1));
+    let (mut running, mut most) = (0, 0);
+    let mut per_release: std::collections::HashMap<String, i32> = Default::default();
+    for (_, delta, pid) in &events {
+        running += delta;
+        most = most.max(running);
+        let r = per_release.entry(release_of[pid].clone()).or_default();
+        *r += delta;
+        assert!(*r <= 1, "two helm runs at once on {}", release_of[pid]);
+    }
+    assert!(
+        most <= 2,
+        "{most} helm processes at once with --max-concurrent-helm 2"
+    );
+    assert_eq!(
+        most, 2,
+        "the cap was reached (the test would not show it otherwise)"
+    );
+    assert!(release_of.values().filter(|r| *r == "capped-0").count() >= 2);
+    operator.stop().await;
+}
+
+fn is_ready(app: &HelmApp) -> bool {
+    app.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
