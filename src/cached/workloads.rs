@@ -184,6 +184,101 @@ resource!(
     NamespaceResourceScope
 );
 
+/// A DaemonSet: its rollout (for `wait`).
+#[derive(Clone, Debug)]
+pub struct DaemonSet {
+    pub metadata: ObjectMeta,
+    pub rollout: Rollout,
+}
+resource!(
+    DaemonSet,
+    "DaemonSet",
+    "apps",
+    "v1",
+    "daemonsets",
+    NamespaceResourceScope
+);
+
+impl<'de> Deserialize<'de> for DaemonSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            status: Status,
+        }
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Status {
+            #[serde(default)]
+            observed_generation: i64,
+            #[serde(default)]
+            desired_number_scheduled: i32,
+            #[serde(default)]
+            updated_number_scheduled: i32,
+            #[serde(default)]
+            number_ready: i32,
+        }
+        let raw = Raw::deserialize(d)?;
+        Ok(DaemonSet {
+            metadata: raw.metadata,
+            rollout: Rollout {
+                desired: raw.status.desired_number_scheduled,
+                updated: raw.status.updated_number_scheduled,
+                ready: raw.status.number_ready,
+                observed_generation: raw.status.observed_generation,
+            },
+        })
+    }
+}
+
+/// A Job: done when it has succeeded `completions` times (for `wait`).
+#[derive(Clone, Debug)]
+pub struct Job {
+    pub metadata: ObjectMeta,
+    /// `spec.completions` (1 when unset).
+    pub completions: i32,
+    /// `status.succeeded`.
+    pub succeeded: i32,
+}
+resource!(Job, "Job", "batch", "v1", "jobs", NamespaceResourceScope);
+
+impl Job {
+    pub fn is_done(&self) -> bool {
+        self.succeeded >= self.completions
+    }
+}
+
+impl<'de> Deserialize<'de> for Job {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Raw {
+            #[serde(deserialize_with = "lean_meta")]
+            metadata: ObjectMeta,
+            #[serde(default)]
+            spec: Spec,
+            #[serde(default)]
+            status: Status,
+        }
+        #[derive(Deserialize, Default)]
+        struct Spec {
+            completions: Option<i32>,
+        }
+        #[derive(Deserialize, Default)]
+        struct Status {
+            #[serde(default)]
+            succeeded: i32,
+        }
+        let raw = Raw::deserialize(d)?;
+        Ok(Job {
+            metadata: raw.metadata,
+            completions: raw.spec.completions.unwrap_or(1),
+            succeeded: raw.status.succeeded,
+        })
+    }
+}
+
 /// A ConfigMap of a release: its name, and its data while
 /// `--report-configmap-data` keeps it (see [`ConfigMap::without_data`]).
 #[derive(Clone, Debug, Deserialize)]
@@ -277,6 +372,27 @@ mod tests {
             !stale.rollout.is_done(stale.metadata.generation),
             "the new spec is not seen yet"
         );
+    }
+
+    #[test]
+    fn a_daemonset_and_a_job_are_done_when_their_status_says_so() {
+        let ds: DaemonSet = serde_json::from_value(json!({
+            "metadata": { "name": "agent", "namespace": "shop", "generation": 1 },
+            "status": { "observedGeneration": 1, "desiredNumberScheduled": 3,
+                        "updatedNumberScheduled": 3, "numberReady": 2 }
+        }))
+        .unwrap();
+        assert!(!ds.rollout.is_done(ds.metadata.generation));
+        let job: Job = serde_json::from_value(json!({
+            "metadata": { "name": "migrate", "namespace": "shop" },
+            "spec": { "completions": 2 }, "status": { "succeeded": 2 }
+        }))
+        .unwrap();
+        assert!(job.is_done());
+        let pending: Job =
+            serde_json::from_value(json!({ "metadata": { "name": "m", "namespace": "shop" } }))
+                .unwrap();
+        assert!(!pending.is_done(), "one completion by default");
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::cached::objects::{
     HelmRelease, INSTANCE_LABEL, Ingress, Service, label, managed_by_helm_options,
 };
 use crate::cached::storage::helm_storage_options;
-use crate::cached::workloads::{Deployment, ReleaseSecret, StatefulSet};
+use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 
 pub use reconciler::{Delivery, DeliveryError};
 pub use runner::{Helm, HelmConfig};
@@ -134,6 +134,14 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
     // informers: same options, one watch).
     let deployments = factory.informer::<Deployment>(managed_by_helm_options());
     let statefulsets = factory.informer::<StatefulSet>(managed_by_helm_options());
+    // DaemonSets and Jobs are watched for `wait` alone.
+    let daemonsets = factory.informer::<DaemonSet>(managed_by_helm_options());
+    let jobs = factory.informer::<Job>(managed_by_helm_options());
+    daemonsets
+        .store()
+        .add_index(MEMBER_INDEX, crate::inventory::collector::release_index());
+    jobs.store()
+        .add_index(MEMBER_INDEX, crate::inventory::collector::release_index());
     deployments
         .store()
         .add_index(MEMBER_INDEX, crate::inventory::collector::release_index());
@@ -147,6 +155,8 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         releases: releases.store(),
         deployments: deployments.store(),
         statefulsets: statefulsets.store(),
+        daemonsets: daemonsets.store(),
+        jobs: jobs.store(),
         secrets: secrets.store(),
         configmaps: configmaps.store(),
         helm: helm.clone(),
@@ -273,6 +283,18 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
     deployments.add_event_handler(HandlerFn(move |e: &Event<Deployment>| {
         if let Some(o) = e.changed() {
             on_deployment(&o.metadata);
+        }
+    }));
+    let on_daemonset = rollout();
+    daemonsets.add_event_handler(HandlerFn(move |e: &Event<DaemonSet>| {
+        if let Some(o) = e.changed() {
+            on_daemonset(&o.metadata);
+        }
+    }));
+    let on_job = rollout();
+    jobs.add_event_handler(HandlerFn(move |e: &Event<Job>| {
+        if let Some(o) = e.changed() {
+            on_job(&o.metadata);
         }
     }));
     let on_statefulset = rollout();

@@ -34,7 +34,7 @@ impl Delivery {
         Ok(Action::done("up to date"))
     }
 
-    /// With `wait`: when a Deployment or StatefulSet of the release has not
+    /// With `wait`: when a Deployment, StatefulSet, DaemonSet or Job of the release has not
     /// finished its rollout, `Ready=False` (`Progressing`, or
     /// `ReadinessTimeout` once `timeout` has passed since the last
     /// operation — reported, not remediated) and when to look again (a
@@ -56,6 +56,20 @@ impl Delivery {
             .filter(|d| !d.rollout.is_done(d.metadata.generation))
             .map(|d| format!("Deployment {}", d.name_any()))
             .collect();
+        pending.extend(
+            self.daemonsets
+                .by_index(MEMBER_INDEX, &key)
+                .iter()
+                .filter(|d| !d.rollout.is_done(d.metadata.generation))
+                .map(|d| format!("DaemonSet {}", d.name_any())),
+        );
+        pending.extend(
+            self.jobs
+                .by_index(MEMBER_INDEX, &key)
+                .iter()
+                .filter(|j| !j.is_done())
+                .map(|j| format!("Job {}", j.name_any())),
+        );
         pending.extend(
             self.statefulsets
                 .by_index(MEMBER_INDEX, &key)

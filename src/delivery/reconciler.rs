@@ -25,7 +25,7 @@ use super::values;
 use super::{FINALIZER, HASH_LABEL, RECONCILE_AT, Settings, UID_LABEL};
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::objects::{HelmRelease, label};
-use crate::cached::workloads::{Deployment, StatefulSet};
+use crate::cached::workloads::{DaemonSet, Deployment, Job, StatefulSet};
 
 /// Why a reconcile must be retried (with backoff). Messages never carry a
 /// value: helm's are redacted before they get here.
@@ -45,6 +45,8 @@ pub struct Delivery {
     /// The release's workloads, for `wait` (by [`MEMBER_INDEX`]).
     pub(super) deployments: Store<Deployment>,
     pub(super) statefulsets: Store<StatefulSet>,
+    pub(super) daemonsets: Store<DaemonSet>,
+    pub(super) jobs: Store<Job>,
     /// Digests of the Secrets and ConfigMaps `valuesFrom` may name.
     pub(super) secrets: Store<SecretDigests>,
     pub(super) configmaps: Store<ConfigMapDigests>,

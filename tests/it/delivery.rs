@@ -1197,3 +1197,64 @@ fn is_ready(app: &HelmApp) -> bool {
             .any(|c| c.type_ == "Ready" && c.status == "True")
     })
 }
+
+#[tokio::test]
+async fn with_wait_a_daemonset_and_a_job_count_too() {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::batch::v1::Job;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "agents",
+        json!({ "chart": { "path": "agent" }, "wait": true }),
+    )
+    .await;
+    let app = with_reason(&f, "agents", "Progressing").await;
+    let message = app
+        .status
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message
+        .clone();
+    assert!(
+        message.contains("DaemonSet agents-agent") && message.contains("Job agents-setup"),
+        "{message}"
+    );
+    Api::<DaemonSet>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "agents-agent",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": {
+            "observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 } })),
+        )
+        .await
+        .unwrap();
+    eventually("only the Job left", 30, || async {
+        let app = get(&f, "agents").await?;
+        let c = app
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (!c.message.contains("DaemonSet") && c.message.contains("Job")).then_some(())
+    })
+    .await;
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    Api::<Job>::namespaced(f.cp.client(), NS)
+        .patch_status("agents-setup", &PatchParams::default(), &Patch::Merge(&json!({ "status": {
+            "succeeded": 1, "startTime": now, "completionTime": now,
+            "conditions": [
+                { "type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": now, "lastTransitionTime": now },
+                { "type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now }
+            ] } })))
+        .await
+        .unwrap();
+    with_reason(&f, "agents", "UpToDate").await;
+    operator.stop().await;
+}
