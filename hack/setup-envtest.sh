@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the test assets (kube-apiserver, etcd, kubectl, helm) into a
+# Installs the test assets (kube-apiserver, etcd, kubectl, helm, an OCI registry) into a
 # versioned cache outside the repository, building them from the Go module
 # proxy. Nothing but Go modules is downloaded; no binary is committed.
 #
@@ -17,15 +17,17 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PINNED_K8S="$(sed -n 's/^K8S_VERSION=//p' "$HERE/envtest.env")"
 PINNED_ETCD="$(sed -n 's/^ETCD_VERSION=//p' "$HERE/envtest.env")"
 PINNED_HELM="$(sed -n 's/^HELM_VERSION=//p' "$HERE/envtest.env")"
+PINNED_REGISTRY="$(sed -n 's/^REGISTRY_VERSION=//p' "$HERE/envtest.env")"
 K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
 ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
 HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
+REGISTRY_VERSION="${REGISTRY_VERSION:-$PINNED_REGISTRY}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
 BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
 STAMP="$BIN_DIR/.complete"
-WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION}"
-ASSETS=(kube-apiserver kubectl etcd helm)
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} registry=v${REGISTRY_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm registry)
 
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
@@ -130,10 +132,22 @@ build_helm() {
   mv "$gobin/helm" "$BIN_DIR/helm"
 }
 
+# --- OCI registry (CNCF distribution) ----------------------------------------
+# The tests push charts with `helm push` and the operator pulls them: a real
+# registry, served on loopback over plain HTTP or TLS with the test CA.
+build_registry() {
+  log "building registry (distribution) v${REGISTRY_VERSION}"
+  local gobin="$CACHE_ROOT/src/registry-gobin"
+  mkdir -p "$gobin"
+  with_heartbeat "building registry" env GOBIN="$gobin" go install -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=v${REGISTRY_VERSION}" "github.com/distribution/distribution/v3/cmd/registry@v${REGISTRY_VERSION}"
+  mv "$gobin/registry" "$BIN_DIR/registry"
+}
+
 rm -f "$STAMP"
 log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
 [[ -x "$BIN_DIR/helm" && "$("$BIN_DIR/helm" version --short 2>/dev/null)" == "v${HELM_VERSION}"* ]] || build_helm
+[[ -x "$BIN_DIR/registry" && "$("$BIN_DIR/registry" --version 2>/dev/null)" == *"v${REGISTRY_VERSION}"* ]] || build_registry
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
   build_kubernetes
 fi

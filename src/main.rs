@@ -133,6 +133,10 @@ async fn run(args: RunArgs) -> ExitCode {
         }
         let (controller, helm) = delivery::controller(&manager, settings);
         manager.add(controller);
+        // The next leader may run helm on the same releases: ours die now,
+        // not after the drain.
+        let on_lost = helm.clone();
+        manager.on_lease_lost(move || on_lost.kill_all());
         helm
     });
     let result = manager.run(runtime::shutdown_signal()).await;

@@ -20,24 +20,32 @@ use super::values;
 use crate::cached::objects::HelmRelease;
 
 impl Delivery {
-    /// The chart, local: by path, or from a repository (remembered for
-    /// `interval`: a reconcile in between touches no network). `Err` says
-    /// whether retrying may help.
+    /// The chart, local: by path, or from an HTTP repository or an OCI
+    /// registry (remembered for `interval`: a reconcile in between touches
+    /// no network). `Err` says whether retrying may help.
     pub(super) async fn chart(
         &self,
         app: &HelmApp,
     ) -> Result<source::LocalChart, (source::SourceError, bool)> {
         let spec = &app.spec;
-        if spec.chart.repo.is_empty() {
+        if spec.chart.repo.is_empty() && spec.chart.oci.is_empty() {
             return source::resolve(&spec.chart, self.settings.chart_path_root.as_deref())
                 .map_err(|e| (e, false));
         }
         let interval = parse_duration(&spec.interval).unwrap_or(Duration::from_secs(600));
-        if let Some(c) = self.repo_cache.fresh(&spec.chart, interval) {
+        // Whose credentials: a chart fetched with one Secret is never
+        // served to a HelmApp with another, or none.
+        let scope = spec
+            .chart
+            .credentials_secret_ref
+            .as_ref()
+            .map(|r| format!("{}/{}", app.namespace().unwrap_or_default(), r.name))
+            .unwrap_or_default();
+        if let Some(c) = self.repo_cache.fresh(&spec.chart, &scope, interval) {
             return Ok(c);
         }
         let repo_error = |message: String| source::SourceError::Repo {
-            repo: spec.chart.repo.clone(),
+            repo: format!("{}{}", spec.chart.repo, spec.chart.oci),
             message,
         };
         let credentials = match &spec.chart.credentials_secret_ref {
@@ -69,12 +77,23 @@ impl Delivery {
                         .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
                 };
                 source::Credentials {
+                    scope: scope.clone(),
                     username: text("username"),
                     password: text("password"),
                     ca: data.remove("ca.crt").map(|b| b.0),
                 }
             }
         };
+        if !spec.chart.oci.is_empty() {
+            return source::oci::fetch(
+                &spec.chart,
+                &credentials,
+                &self.settings.helm.work_dir,
+                &self.repo_cache,
+            )
+            .await
+            .map_err(|e| (e, true));
+        }
         let (chart, work_dir, cache) = (
             spec.chart.clone(),
             self.settings.helm.work_dir.clone(),

@@ -7,11 +7,12 @@
 //! [`Delivery`]'s `reconcile` holds the logic, [`runner`] is the one place
 //! that spawns helm, [`source`] finds charts, [`values`] merges values.
 //!
-//! Built so far: chart sources `path` (repo and OCI refused with a clear
-//! condition), every kind of values, the config hash on the release's
-//! storage and the no-op that follows from it, ownership, finalizer
-//! uninstall, suspend, conditions, history and Events.
+//! The reconciler's parts: [`source`] (path, HTTP repository, OCI),
+//! `inputs` (values, dependencies, the config hash), `readiness`,
+//! `lifecycle` (remediation, unlock, uninstall), `crds` (the
+//! `CreateReplace` policy) and `status`.
 
+mod crds;
 mod inputs;
 mod lifecycle;
 pub mod metrics;

@@ -318,12 +318,20 @@ impl Reconciler for Delivery {
             values: &values,
             labels: &labels,
             create_namespace: app.spec.create_namespace,
-            skip_crds: app.spec.crds == "Skip",
+            // CreateReplace: the operator applies them itself, just below.
+            skip_crds: app.spec.crds != "Create",
             service_account: (!app.spec.service_account_name.is_empty())
                 .then_some((app_ns.as_str(), app.spec.service_account_name.as_str())),
             timeout: parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300)),
         };
         let action = if install { "install" } else { "upgrade" };
+        if app.spec.crds == "CreateReplace"
+            && let Err(message) = self
+                .replace_crds(&chart.path, upgrade.service_account)
+                .await
+        {
+            return self.failed(&app, status, "CRDsFailed", &message).await;
+        }
         let Some(outcome) = self.helm.upgrade(&upgrade).await else {
             return Ok(Action::requeue_after(
                 Duration::from_secs(5),

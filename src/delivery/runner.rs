@@ -230,6 +230,17 @@ impl Helm {
         Some(self.run("rollback", args, None, timeout).await.map(|_| ()))
     }
 
+    /// `helm show crds` of a local chart: the YAML of its `crds/` directory
+    /// (no cluster access; holds a slot but no release).
+    pub async fn show_crds(&self, chart: &std::path::Path) -> Result<String, HelmError> {
+        let _slot = self.slots.acquire().await.map_err(|e| HelmError::Output {
+            action: "show",
+            message: e.to_string(),
+        })?;
+        let args = vec!["show".into(), "crds".into(), chart.display().to_string()];
+        self.run("show", args, None, Duration::from_secs(60)).await
+    }
+
     fn lock(&self, namespace: &str, release: &str) -> Option<Busy<'_>> {
         let key = format!("{namespace}/{release}");
         self.busy
@@ -245,7 +256,7 @@ impl Helm {
         stdin: Option<String>,
         timeout: Duration,
     ) -> Result<String, HelmError> {
-        if let Some(k) = &self.config.kubeconfig {
+        if let Some(k) = self.config.kubeconfig.as_ref().filter(|_| action != "show") {
             args.push("--kubeconfig".into());
             args.push(k.display().to_string());
         }

@@ -8,7 +8,11 @@
 //!   against the index's digest and cached in the private work directory.
 //!   A resolution is remembered for `interval`: a reconcile in between does
 //!   no network I/O.
-//! - `chart.oci`: refused with a clear condition until its fetcher lands.
+//! - `chart.oci`: an OCI registry ([`oci`]): the tag chosen like a
+//!   repository's version, the chart layer pulled, verified by digest and
+//!   cached the same way.
+
+pub mod oci;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,8 +42,6 @@ pub enum SourceError {
     OutsideRoot(String),
     #[error("chart.path {path:?}: {message}")]
     Unreadable { path: String, message: String },
-    #[error("chart.{0} is not supported by this build yet; use chart.path")]
-    Unsupported(&'static str),
     #[error("set exactly one of chart.repo, chart.oci, chart.path")]
     NotExactlyOne,
     #[error("chart repository {repo}: {message}")]
@@ -49,6 +51,10 @@ pub enum SourceError {
 /// What `credentialsSecretRef` holds.
 #[derive(Default, Clone)]
 pub struct Credentials {
+    /// `namespace/secret` they were read from (empty: none). Part of the
+    /// [`RepoCache`] key: a chart fetched with one tenant's credentials is
+    /// never handed to a HelmApp that has other credentials, or none.
+    pub scope: String,
     pub username: Option<String>,
     pub password: Option<String>,
     /// `ca.crt`: trusted besides the system's roots.
@@ -59,6 +65,7 @@ impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the password.
         f.debug_struct("Credentials")
+            .field("scope", &self.scope)
             .field("username", &self.username)
             .field("ca", &self.ca.is_some())
             .finish()
@@ -72,22 +79,32 @@ pub struct RepoCache {
 }
 
 impl RepoCache {
-    fn key(chart: &ChartSource) -> String {
-        format!("{}\n{}\n{}", chart.repo, chart.name, chart.version)
+    fn key(chart: &ChartSource, scope: &str) -> String {
+        format!(
+            "{}\n{}\n{}\n{}\n{}\n{scope}",
+            chart.repo, chart.oci, chart.name, chart.version, chart.insecure
+        )
     }
 
-    /// A resolution of `chart` younger than `interval` whose file is still there.
-    pub fn fresh(&self, chart: &ChartSource, interval: Duration) -> Option<LocalChart> {
+    /// A resolution of `chart` with the credentials of `scope` (see
+    /// [`Credentials::scope`]) younger than `interval` whose file is still
+    /// there.
+    pub fn fresh(
+        &self,
+        chart: &ChartSource,
+        scope: &str,
+        interval: Duration,
+    ) -> Option<LocalChart> {
         let map = self.resolved.lock();
-        map.get(&Self::key(chart))
+        map.get(&Self::key(chart, scope))
             .filter(|(at, c)| at.elapsed() < interval && c.path.exists())
             .map(|(_, c)| c.clone())
     }
 
-    fn remember(&self, chart: &ChartSource, local: &LocalChart) {
+    fn remember(&self, chart: &ChartSource, scope: &str, local: &LocalChart) {
         self.resolved
             .lock()
-            .insert(Self::key(chart), (Instant::now(), local.clone()));
+            .insert(Self::key(chart, scope), (Instant::now(), local.clone()));
     }
 }
 
@@ -190,7 +207,7 @@ pub fn fetch_from_repo(
         version: entry.version,
         digest: hex(&Sha256::digest(&bytes)),
     };
-    cache.remember(chart, &local);
+    cache.remember(chart, &credentials.scope, &local);
     Ok(local)
 }
 
@@ -204,8 +221,7 @@ struct IndexEntry {
     digest: String,
 }
 
-/// The version of `name` that `wanted` asks for: exact, a semver range, or
-/// (empty) the highest release that is not a pre-release.
+/// The entry of `name` in a repository index that `wanted` asks for.
 fn choose(index: &[u8], name: &str, wanted: &str) -> Result<IndexEntry, String> {
     #[derive(serde::Deserialize)]
     struct Index {
@@ -213,22 +229,43 @@ fn choose(index: &[u8], name: &str, wanted: &str) -> Result<IndexEntry, String> 
         entries: HashMap<String, Vec<IndexEntry>>,
     }
     let index: Index = serde_yaml_ng::from_slice(index).map_err(|e| format!("index.yaml: {e}"))?;
-    let versions = index
+    let entries = index
         .entries
         .get(name)
         .ok_or_else(|| format!("no chart named {name:?} in index.yaml"))?;
-    let parsed = versions.iter().filter_map(|e| {
-        semver::Version::parse(e.version.trim_start_matches('v'))
-            .ok()
-            .map(|v| (v, e))
-    });
+    let versions: Vec<String> = entries.iter().map(|e| e.version.clone()).collect();
+    let version = choose_version(&versions, name, wanted)?;
+    entries
+        .iter()
+        .find(|e| e.version == version)
+        .cloned()
+        .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
+}
+
+/// The version of `name` among `versions` that `wanted` asks for: exact, a
+/// semver range, or (empty) the highest release that is not a
+/// pre-release. Shared by HTTP repositories and OCI tags.
+pub(crate) fn choose_version(
+    versions: &[String],
+    name: &str,
+    wanted: &str,
+) -> Result<String, String> {
     let wanted = wanted.trim();
+    if let Some(exact) = versions
+        .iter()
+        .find(|v| !wanted.is_empty() && v.as_str() == wanted)
+    {
+        return Ok(exact.clone());
+    }
+    let parsed = versions.iter().filter_map(|s| {
+        semver::Version::parse(s.trim_start_matches('v'))
+            .ok()
+            .map(|v| (v, s))
+    });
     let best = if wanted.is_empty() {
         parsed
             .filter(|(v, _)| v.pre.is_empty())
             .max_by(|a, b| a.0.cmp(&b.0))
-    } else if let Some(exact) = versions.iter().find(|e| e.version == wanted) {
-        return Ok(exact.clone());
     } else {
         let req = semver::VersionReq::parse(wanted).map_err(|e| {
             format!("version {wanted:?} is neither a version of {name} nor a range: {e}")
@@ -237,7 +274,7 @@ fn choose(index: &[u8], name: &str, wanted: &str) -> Result<IndexEntry, String> 
             .filter(|(v, _)| req.matches(v))
             .max_by(|a, b| a.0.cmp(&b.0))
     };
-    best.map(|(_, e)| e.clone())
+    best.map(|(_, s)| s.clone())
         .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
 }
 
@@ -245,7 +282,7 @@ fn choose(index: &[u8], name: &str, wanted: &str) -> Result<IndexEntry, String> 
 const MAX_CHART_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Resolves a `chart.path` to a local chart (`chart.repo` goes through
-/// [`fetch_from_repo`]).
+/// [`fetch_from_repo`], `chart.oci` through [`oci::fetch`]).
 pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalChart, SourceError> {
     let set = [&chart.repo, &chart.oci, &chart.path]
         .iter()
@@ -253,9 +290,6 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
         .count();
     if set != 1 {
         return Err(SourceError::NotExactlyOne);
-    }
-    if !chart.oci.is_empty() {
-        return Err(SourceError::Unsupported("oci"));
     }
     let root = path_root.ok_or(SourceError::NoPathRoot)?;
     let unreadable = |message: String| SourceError::Unreadable {

@@ -148,3 +148,121 @@ async fn one_leader_reports_and_a_standby_takes_over_without_reposting() {
     assert_eq!(holder(&f).await, "", "the lease was not released");
     assert_eq!(f.requests_to("/v1/apps").len(), 2);
 }
+
+/// The pids a slow helm wrapper wrote: itself and the `sleep` it started
+/// (both in the process group the operator gave the run).
+fn pids_in(file: &std::path::Path) -> Vec<i32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Running, not a zombie waiting to be reaped.
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+#[tokio::test]
+async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_exits() {
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    f.namespace("hossted-operator").await;
+    f.helmapp_crd().await;
+    // A helm that hangs: it records its pid and its child's, then waits.
+    let pids = f.cp.dir().join("helm-pids");
+    let wrapper = f.cp.dir().join("hanging-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho $$ >> '{p}'\nsleep 600 &\necho $! >> '{p}'\nwait\n",
+            p = pids.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
+        .env("POD_NAME", "leader")
+        .args([
+            "run",
+            "--controllers",
+            "inventory,delivery",
+            "--leader-elect",
+        ])
+        .args(["--leader-election-namespace", "hossted-operator"])
+        .args(["--leader-elect-lease-duration", "4s"])
+        .args(["--leader-elect-renew-deadline", "3s"])
+        .args(["--leader-elect-retry-period", "500ms"])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .arg("--helm-binary")
+        .arg(&wrapper)
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("operator-work"))
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(f.cp.dir().join("operator.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let happ: serde_json::Value = json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "hangs", "namespace": "apps" },
+        "spec": { "chart": { "path": "tiny" } }
+    });
+    let file = f.cp.dir().join("hangs.json");
+    std::fs::write(&file, happ.to_string()).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    eventually("helm to be running", 60, || async {
+        let p = pids_in(&pids);
+        (p.len() == 2 && p.iter().all(|&p| alive(p))).then_some(())
+    })
+    .await;
+
+    // Another holder takes the lease: this replica cannot renew it.
+    let leases: Api<Lease> = Api::namespaced(f.cp.client(), "hossted-operator");
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    leases
+        .patch(
+            "hossted-operator",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({ "spec": {
+                "holderIdentity": "another-replica", "leaseDurationSeconds": 600,
+                "renewTime": now, "acquireTime": now } })),
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the operator did not stop after losing its lease"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(!status.success(), "a lost lease is not a clean exit");
+    for pid in pids_in(&pids) {
+        // Reaped by init once killed; give the kernel a moment.
+        eventually(
+            &format!("helm process {pid} to be gone"),
+            5,
+            || async move { (!alive(pid)).then_some(()) },
+        )
+        .await;
+    }
+}

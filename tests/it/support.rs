@@ -211,15 +211,8 @@ impl Fixture {
 
     /// Installs the HelmApp CRD and runs the delivery controller in-process:
     /// charts by path from `examples/charts`, helm from the test assets.
-    pub async fn start_delivery(&self) -> Operator {
-        self.start_delivery_with(|_| {}).await
-    }
-
-    /// [`start_delivery`](Self::start_delivery) with `change` applied to the settings.
-    pub async fn start_delivery_with(
-        &self,
-        change: impl FnOnce(&mut delivery::Settings),
-    ) -> Operator {
+    /// Applies the HelmApp CRD and waits until it is established.
+    pub async fn helmapp_crd(&self) {
         let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("manifests/crd/helmapps.hossted.com.yaml");
         output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&crd));
@@ -233,6 +226,18 @@ impl Fixture {
                 .then_some(())
         })
         .await;
+    }
+
+    pub async fn start_delivery(&self) -> Operator {
+        self.start_delivery_with(|_| {}).await
+    }
+
+    /// [`start_delivery`](Self::start_delivery) with `change` applied to the settings.
+    pub async fn start_delivery_with(
+        &self,
+        change: impl FnOnce(&mut delivery::Settings),
+    ) -> Operator {
+        self.helmapp_crd().await;
         let work_dir = self.cp.dir().join("delivery");
         std::fs::create_dir_all(&work_dir).unwrap();
         let mut settings = delivery::Settings {

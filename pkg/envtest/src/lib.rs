@@ -38,6 +38,7 @@ mod poll;
 mod process;
 mod proxy;
 mod receiver;
+mod registry;
 
 use std::fmt;
 use std::io::{self, Read};
@@ -58,6 +59,7 @@ pub use poll::eventually;
 use process::{Spawner, Supervised};
 pub use proxy::Proxy;
 pub use receiver::{Receiver, Recorded};
+pub use registry::OciRegistry;
 
 /// How long a process may take to become ready by default. Generous: a
 /// 2-core machine starting several control planes at once is slow.

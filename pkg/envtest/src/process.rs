@@ -50,9 +50,22 @@ impl Spawner {
         args: &[String],
         log: PathBuf,
     ) -> io::Result<Supervised> {
+        self.spawn_with_env(name, program, args, &[], log)
+    }
+
+    /// [`Self::spawn`] with extra environment variables.
+    pub fn spawn_with_env(
+        &self,
+        name: &'static str,
+        program: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        log: PathBuf,
+    ) -> io::Result<Supervised> {
         let out = File::options().create(true).append(true).open(&log)?;
         let mut cmd = Command::new(program);
         cmd.args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out);

@@ -132,6 +132,9 @@ pub struct Manager {
     readiness: Arc<Readiness>,
     stopping: Stopping,
     options: ManagerOptions,
+    /// Run first thing when the lease is lost, before workers are dropped
+    /// and Events flushed: whatever must not race the next leader.
+    on_lease_lost: Vec<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Manager {
@@ -147,7 +150,17 @@ impl Manager {
             readiness: Arc::default(),
             stopping: Stopping::default(),
             options,
+            on_lease_lost: Vec::new(),
         }
+    }
+
+    /// Registers `hook`, called the moment the leader lease is lost —
+    /// before the controllers' workers are dropped and before [`run`](Self::run)
+    /// returns — for work outside this process's tasks that another leader
+    /// must not race (e.g. child processes). Never called without leader
+    /// election, nor on a clean shutdown.
+    pub fn on_lease_lost(&mut self, hook: impl Fn() + Send + Sync + 'static) {
+        self.on_lease_lost.push(Box::new(hook));
     }
 
     /// The kube client.
@@ -265,6 +278,9 @@ impl Manager {
                 Ok(())
             }
             lost = elector.hold() => {
+                for hook in &self.on_lease_lost {
+                    hook();
+                }
                 // Dropping `work` aborts every worker at once.
                 self.set_leading(false);
                 log::error!("{lost}; stopping all work now");

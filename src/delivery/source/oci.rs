@@ -1,0 +1,237 @@
+//! `chart.oci`: a chart pushed to an OCI registry (`helm push`), pulled by
+//! the operator with the `oci-client` crate — helm only ever gets the local
+//! `.tgz`, and never the registry's credentials.
+//!
+//! - The version: an exact `chart.version` is the tag (Helm writes `+` of
+//!   semver build metadata as `_` in tags); a range or an empty version
+//!   lists the repository's tags and takes the highest match (no
+//!   pre-release for "latest"), as for HTTP repositories.
+//! - The chart layer (`application/vnd.cncf.helm.chart.content.v1.tar+gzip`)
+//!   is verified against the manifest's digest by the client while it is
+//!   read, and cached in the work directory under that digest: a later pull
+//!   of the same tag reads the manifest only.
+//! - `credentialsSecretRef` gives basic auth (`username`, `password`) and a
+//!   CA (`ca.crt`, trusted besides the system's roots); `chart.insecure`
+//!   speaks plain HTTP (local registries).
+
+use std::path::Path;
+use std::time::Duration;
+
+use apis::helmapp::ChartSource;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use sha2::{Digest, Sha256};
+
+use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version, hex};
+
+/// The media type of a Helm chart's content layer.
+pub const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+/// The largest chart layer pulled.
+const MAX_LAYER: i64 = 64 * 1024 * 1024;
+
+/// `oci://host[:port]/path/name` → (`host[:port]`, `path/name`).
+pub fn split(oci: &str) -> Result<(String, String), String> {
+    let rest = oci
+        .strip_prefix("oci://")
+        .ok_or_else(|| format!("{oci:?} does not start with oci://"))?;
+    let (host, repo) = rest
+        .trim_end_matches('/')
+        .split_once('/')
+        .ok_or_else(|| format!("{oci:?} names no repository after the registry"))?;
+    if host.is_empty() || repo.is_empty() || repo.contains(':') || repo.contains('@') {
+        return Err(format!(
+            "{oci:?} is not oci://registry/path/chart (the version goes in chart.version)"
+        ));
+    }
+    Ok((host.to_string(), repo.to_string()))
+}
+
+/// Pulls `chart.oci` at the version `chart.version` asks for into
+/// `work_dir/charts/`, and remembers it in `cache` for its `interval`.
+pub async fn fetch(
+    chart: &ChartSource,
+    credentials: &Credentials,
+    work_dir: &Path,
+    cache: &RepoCache,
+) -> Result<LocalChart, SourceError> {
+    let fail = |message: String| SourceError::Repo {
+        repo: chart.oci.clone(),
+        message,
+    };
+    let (registry, repository) = split(&chart.oci).map_err(&fail)?;
+    // reqwest is built without a crypto provider of its own: the one the
+    // rest of the operator uses (ring) serves it too. Installing twice is
+    // harmless (the first wins).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = Client::new(ClientConfig {
+        protocol: if chart.insecure {
+            ClientProtocol::Http
+        } else {
+            ClientProtocol::Https
+        },
+        extra_root_certificates: credentials
+            .ca
+            .iter()
+            .map(|pem| Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: pem.clone(),
+            })
+            .collect(),
+        connect_timeout: Some(Duration::from_secs(10)),
+        read_timeout: Some(Duration::from_secs(60)),
+        user_agent: concat!("hossted-operator/", env!("CARGO_PKG_VERSION")),
+        ..Default::default()
+    });
+    let auth = match (&credentials.username, &credentials.password) {
+        (Some(u), Some(p)) => RegistryAuth::Basic(u.clone(), p.clone()),
+        _ => RegistryAuth::Anonymous,
+    };
+    let reference = |tag: &str| -> Result<Reference, SourceError> {
+        format!("{registry}/{repository}:{}", tag.replace('+', "_"))
+            .parse::<Reference>()
+            .map_err(|e| fail(format!("tag {tag:?}: {e}")))
+    };
+    let explain = |what: &str, e: oci_client::errors::OciDistributionError| {
+        // reqwest keeps the cause (a TLS or connection error) in the chain.
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            text = format!("{text}: {c}");
+            cause = c.source();
+        }
+        let hint = if text.contains("401") || text.contains("403") || text.contains("nauthorized") {
+            ": check credentialsSecretRef"
+        } else if text.contains("certificate") || text.contains("UnknownIssuer") {
+            ": the registry's certificate is not trusted; put its CA in credentialsSecretRef's ca.crt"
+        } else {
+            ""
+        };
+        fail(format!("{what}: {text}{hint}"))
+    };
+
+    let wanted = chart.version.trim();
+    let version = if is_exact(wanted) {
+        wanted.to_string()
+    } else {
+        let tags = list_tags(&client, &reference("latest")?, &auth)
+            .await
+            .map_err(|e| explain("listing tags", e))?;
+        let versions: Vec<String> = tags.into_iter().map(|t| t.replace('_', "+")).collect();
+        let name = repository.rsplit('/').next().unwrap_or(&repository);
+        choose_version(&versions, name, wanted).map_err(&fail)?
+    };
+    let image = reference(&version)?;
+    let (manifest, _) = client
+        .pull_image_manifest(&image, &auth)
+        .await
+        .map_err(|e| explain(&format!("manifest of {version}"), e))?;
+    let layer = manifest
+        .layers
+        .iter()
+        .find(|l| l.media_type == CHART_LAYER)
+        .ok_or_else(|| {
+            fail(format!(
+                "{version} holds no Helm chart layer ({CHART_LAYER})"
+            ))
+        })?;
+    if layer.size > MAX_LAYER {
+        return Err(fail(format!(
+            "the chart layer of {version} is {} bytes, more than {MAX_LAYER}",
+            layer.size
+        )));
+    }
+    let digest = layer
+        .digest
+        .strip_prefix("sha256:")
+        .ok_or_else(|| fail(format!("layer digest {} is not sha256", layer.digest)))?
+        .to_string();
+    let dir = work_dir
+        .join("charts")
+        .join(&hex(&Sha256::digest(chart.oci.as_bytes()))[..16]);
+    let file = dir.join(format!("{digest}.tgz"));
+    let cached = std::fs::read(&file)
+        .ok()
+        .is_some_and(|b| hex(&Sha256::digest(&b)) == digest);
+    if !cached {
+        let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
+        // Verified against the manifest's digest while it is read.
+        client
+            .pull_blob(&image, layer, &mut bytes)
+            .await
+            .map_err(|e| explain(&format!("chart layer of {version}"), e))?;
+        std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(&file, &bytes))
+            .map_err(|e| fail(format!("cannot cache the chart in {}: {e}", dir.display())))?;
+    }
+    let local = LocalChart {
+        path: file,
+        version,
+        digest,
+    };
+    cache.remember(chart, &credentials.scope, &local);
+    Ok(local)
+}
+
+/// Every tag of the repository, page by page.
+async fn list_tags(
+    client: &Client,
+    image: &Reference,
+    auth: &RegistryAuth,
+) -> Result<Vec<String>, oci_client::errors::OciDistributionError> {
+    const PAGE: usize = 1000;
+    let mut tags = Vec::new();
+    loop {
+        let page = client
+            .list_tags(image, auth, Some(PAGE), tags.last().map(String::as_str))
+            .await?;
+        let n = page.tags.len();
+        tags.extend(page.tags);
+        if n < PAGE {
+            return Ok(tags);
+        }
+    }
+}
+
+/// Whether `wanted` names one version (a tag) rather than a range.
+fn is_exact(wanted: &str) -> bool {
+    semver::Version::parse(wanted.trim_start_matches('v')).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_oci_url_splits_into_registry_and_repository() {
+        assert_eq!(
+            split("oci://127.0.0.1:5000/charts/tiny"),
+            Ok(("127.0.0.1:5000".into(), "charts/tiny".into()))
+        );
+        assert_eq!(
+            split("oci://ghcr.io/org/charts/web/"),
+            Ok(("ghcr.io".into(), "org/charts/web".into()))
+        );
+        assert!(split("https://ghcr.io/x").unwrap_err().contains("oci://"));
+        assert!(
+            split("oci://ghcr.io")
+                .unwrap_err()
+                .contains("no repository")
+        );
+        assert!(
+            split("oci://ghcr.io/x/web:1.0")
+                .unwrap_err()
+                .contains("chart.version")
+        );
+    }
+
+    #[test]
+    fn an_exact_version_is_a_tag_and_a_range_is_not() {
+        assert!(is_exact("1.2.3"));
+        assert!(is_exact("1.2.3+build.1"));
+        assert!(is_exact("v1.2.3"));
+        assert!(!is_exact(""));
+        assert!(!is_exact("~1.2"));
+        assert!(!is_exact(">=1.0, <2"));
+    }
+}
