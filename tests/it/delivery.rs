@@ -293,6 +293,88 @@ async fn a_release_uninstalled_by_hand_does_not_block_deletion() {
 }
 
 #[tokio::test]
+async fn a_deleted_target_namespace_does_not_block_deletion() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "orphaned",
+        json!({ "chart": { "path": "tiny" }, "targetNamespace": "doomed", "createNamespace": true }),
+    )
+    .await;
+    ready(&f, "orphaned", "InstallSucceeded", 1).await;
+    // No namespace controller here: delete the namespace, empty it (Helm's
+    // storage included) and finalize it as that controller would.
+    let namespaces: Api<Namespace> = Api::all(f.cp.client());
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    for kind in ["configmaps", "secrets"] {
+        f.kubectl(&["delete", kind, "--all", "-n", "doomed", "--wait=false"]);
+    }
+    let mut ns = namespaces.get("doomed").await.unwrap();
+    ns.spec = Some(Default::default());
+    namespaces
+        .replace_subresource(
+            "finalize",
+            "doomed",
+            &PostParams::default(),
+            &ns,
+        )
+        .await
+        .unwrap();
+    eventually("the namespace gone", 30, || async {
+        namespaces
+            .get_opt("doomed")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("orphaned", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "orphaned").await.is_none().then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_chart_rendering_random_output_stays_at_its_revision_across_resyncs() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            s.helm.binary = wrapper.clone();
+            s.resync = std::time::Duration::from_secs(1);
+        })
+        .await;
+    apply(&f, "random", json!({ "chart": { "path": "random" } })).await;
+    let before = ready(&f, "random", "InstallSucceeded", 1).await;
+    for _ in 0..5 {
+        // Each mark is passed by a resync (nothing else changes).
+        let mark = operator.mark();
+        operator.reconciled_since(mark).await;
+    }
+    assert_eq!(runs_in(&log), vec!["upgrade random"], "helm ran again");
+    assert_eq!(revisions(&f, "random").await.len(), 1);
+    let after = get(&f, "random").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the status was written"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
 async fn a_chart_outside_the_path_root_is_refused_with_a_condition() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
