@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 cargo build -q --bin hossted-operator
-for name in hosstedprojects.hossted.com helmapps.hossted.com; do
+for name in hosstedprojects.hossted.com helmapps.hossted.com helmappsets.hossted.com; do
   target/debug/hossted-operator crd "$name" > "manifests/crd/$name.yaml"
   echo "wrote manifests/crd/$name.yaml"
 done

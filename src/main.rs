@@ -131,13 +131,7 @@ async fn run(args: RunArgs) -> ExitCode {
                 settings.helm.work_dir.display()
             );
         }
-        let (controller, helm) = delivery::controller(&manager, settings);
-        manager.add(controller);
-        // The next leader may run helm on the same releases: ours die now,
-        // not after the drain.
-        let on_lost = helm.clone();
-        manager.on_lease_lost(move || on_lost.kill_all());
-        helm
+        delivery::add_to(&mut manager, settings).helm
     });
     let result = manager.run(runtime::shutdown_signal()).await;
     // Whatever helm still runs (past the drain, or the lease lost) must not

@@ -15,7 +15,6 @@ use sha2::{Digest, Sha256};
 use super::RELEASE_INDEX;
 use super::reconciler::{Delivery, Target};
 use super::source::{self, hex};
-use super::status::*;
 use super::values;
 use crate::cached::objects::HelmRelease;
 
@@ -107,10 +106,19 @@ impl Delivery {
         .map_err(|e| (e, true))
     }
 
-    /// Why `app` must wait for its `dependsOn`, if it must: a dependency
-    /// that does not exist, or is not Ready.
+    /// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
+    /// dependency that does not exist, or one that is not Ready.
     pub(super) fn waiting_for(&self, app: &HelmApp) -> Option<(&'static str, String)> {
         let own_ns = app.namespace().unwrap_or_default();
+        if let Some(path) = super::dependencies::cycle_through(app, &self.apps, &self.sets) {
+            return Some((
+                "DependencyCycle",
+                format!(
+                    "dependsOn makes a cycle: {}; remove one of these dependencies",
+                    path.join(" → ")
+                ),
+            ));
+        }
         for d in &app.spec.depends_on {
             let ns = if d.namespace.is_empty() {
                 own_ns.as_str()
@@ -126,34 +134,40 @@ impl Delivery {
                     ),
                 ));
             }
-            if d.kind != "HelmApp" {
-                return Some((
-                    "DependencyNotFound",
-                    format!(
-                        "dependsOn {} {ns}/{}: only HelmApp dependencies are supported by this build",
-                        d.kind, d.name
-                    ),
-                ));
-            }
-            match self.apps.get(&format!("{ns}/{}", d.name)) {
+            let key = format!("{ns}/{}", d.name);
+            let conditions = match d.kind.as_str() {
+                "HelmApp" => self
+                    .apps
+                    .get(&key)
+                    .map(|a| a.status.clone().unwrap_or_default().conditions),
+                "HelmAppSet" => self
+                    .sets
+                    .get(&key)
+                    .map(|s| s.status.clone().unwrap_or_default().conditions),
+                other => {
+                    return Some((
+                        "DependencyNotFound",
+                        format!("dependsOn kind {other:?}: use HelmApp or HelmAppSet"),
+                    ));
+                }
+            };
+            match conditions {
                 None => {
                     return Some((
                         "DependencyNotFound",
                         format!(
-                            "dependsOn HelmApp {ns}/{} does not exist; installed once it does and is Ready",
-                            d.name
+                            "dependsOn {} {key} does not exist; installed once it does and is Ready",
+                            d.kind
                         ),
                     ));
                 }
-                Some(dep) => {
-                    let ready = dep.status.as_ref().is_some_and(|s| is_true(s, "Ready"));
-                    if !ready {
-                        return Some((
-                            "DependencyNotReady",
-                            format!("waiting for HelmApp {ns}/{} to be Ready", d.name),
-                        ));
-                    }
+                Some(c) if !crate::condition::is_true(&c, "Ready") => {
+                    return Some((
+                        "DependencyNotReady",
+                        format!("waiting for {} {key} to be Ready", d.kind),
+                    ));
                 }
+                Some(_) => {}
             }
         }
         None

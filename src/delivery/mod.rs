@@ -12,7 +12,9 @@
 //! `lifecycle` (remediation, unlock, uninstall), `crds` (the
 //! `CreateReplace` policy) and `status`.
 
+pub mod appset;
 mod crds;
+mod dependencies;
 mod inputs;
 mod lifecycle;
 pub mod metrics;
@@ -29,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::helmapp::HelmApp;
+use apis::helmappset::HelmAppSet;
 use cache::{Event, HandlerFn, IndexFn, InformerOptions};
 use kube::ResourceExt;
 use parking_lot::Mutex;
@@ -62,7 +65,8 @@ pub const TARGET_INDEX: &str = "target";
 /// Index of a release's objects by `namespace/instance label` (the
 /// inventory's, on the same shared informers).
 pub use crate::inventory::collector::RELEASE_INDEX as MEMBER_INDEX;
-/// Index of HelmApps by the HelmApps they depend on: `namespace/name`.
+/// Index of HelmApps by what they depend on: `HelmApp/namespace/name` or
+/// `HelmAppSet/namespace/name`.
 pub const DEPENDS_ON_INDEX: &str = "depends-on";
 
 /// How delivery runs.
@@ -79,12 +83,35 @@ pub struct Settings {
     pub resync: Duration,
 }
 
+/// What [`add_to`] started.
+pub struct Added {
+    /// The helm runner: `kill_all` it when the manager stops.
+    pub helm: Arc<Helm>,
+    /// The HelmApp controller's counters.
+    pub stats: Arc<runtime::ControllerStats>,
+}
+
+/// Adds every delivery controller to `manager` — HelmApp and HelmAppSet —
+/// and kills running helm process groups the moment the lease is lost
+/// (the next leader may run helm on the same releases).
+pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
+    let workers = settings.workers;
+    let (apps, helm) = controller(manager, settings);
+    let stats = apps.stats();
+    manager.add(apps);
+    manager.add(appset::controller(manager, workers.clamp(1, 2)));
+    let on_lost = helm.clone();
+    manager.on_lease_lost(move || on_lost.kill_all());
+    Added { helm, stats }
+}
+
 /// The delivery controller, its informers requested from `manager`'s shared
 /// factory and its handlers registered; `manager.add` it. The [`Helm`] it
 /// runs is returned too: `kill_all` it when the manager stops.
 pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery>, Arc<Helm>) {
     let factory = manager.factory();
     let apps = factory.informer::<HelmApp>(InformerOptions::default());
+    let sets = factory.informer::<HelmAppSet>(InformerOptions::default());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
     let by_name: IndexFn<HelmRelease> = Arc::new(|r: &HelmRelease| {
         let ns = r.metadata.namespace.as_deref().unwrap_or_default();
@@ -107,14 +134,13 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
         a.spec
             .depends_on
             .iter()
-            .filter(|d| d.kind == "HelmApp")
             .map(|d| {
                 let dns = if d.namespace.is_empty() {
                     ns.as_str()
                 } else {
                     d.namespace.as_str()
                 };
-                format!("{dns}/{}", d.name)
+                format!("{}/{dns}/{}", d.kind, d.name)
             })
             .collect()
     });
@@ -153,6 +179,7 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
     let delivery = Delivery {
         client: manager.client(),
         apps: apps.store(),
+        sets: sets.store(),
         releases: releases.store(),
         deployments: deployments.store(),
         statefulsets: statefulsets.store(),
@@ -186,7 +213,8 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
     apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| {
         // Its dependents, when it appears, goes, or its Ready changes.
         let dependents = |a: &HelmApp| {
-            for d in store.by_index(DEPENDS_ON_INDEX, &cache::object_key(a)) {
+            let key = format!("HelmApp/{}", cache::object_key(a));
+            for d in store.by_index(DEPENDS_ON_INDEX, &key) {
                 queue.add(cache::object_key(d.as_ref()));
             }
         };
@@ -206,6 +234,31 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<Delivery
                 {
                     queue.add(cache::object_key(new.as_ref()));
                 }
+            }
+        }
+    }));
+    // A HelmAppSet that HelmApps depend on: appeared, went, or its Ready
+    // changed — exactly its dependents look again.
+    let (queue, store) = (controller.queue(), apps.store());
+    sets.add_event_handler(HandlerFn(move |e: &Event<HelmAppSet>| {
+        let changed = match e {
+            Event::Add(s) | Event::Delete(s) => Some(s),
+            Event::Update { old, new } => {
+                let ready = |s: &HelmAppSet| {
+                    s.status.as_ref().and_then(|st| {
+                        st.conditions
+                            .iter()
+                            .find(|c| c.type_ == "Ready")
+                            .map(|c| c.status.clone())
+                    })
+                };
+                (ready(old) != ready(new)).then_some(new)
+            }
+        };
+        if let Some(set) = changed {
+            let key = format!("HelmAppSet/{}", cache::object_key(set.as_ref()));
+            for d in store.by_index(DEPENDS_ON_INDEX, &key) {
+                queue.add(cache::object_key(d.as_ref()));
             }
         }
     }));

@@ -41,6 +41,8 @@ pub enum DeliveryError {
 pub struct Delivery {
     pub(super) client: Client,
     pub(super) apps: Store<HelmApp>,
+    /// HelmAppSets, for `dependsOn` of kind HelmAppSet.
+    pub(super) sets: Store<apis::helmappset::HelmAppSet>,
     pub(super) releases: Store<HelmRelease>,
     /// The release's workloads, for `wait` (by [`MEMBER_INDEX`]).
     pub(super) deployments: Store<Deployment>,

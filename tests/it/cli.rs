@@ -54,7 +54,11 @@ fn a_missing_required_value_is_one_line_and_exit_status_2() {
 
 #[test]
 fn crd_prints_every_checked_in_manifest_and_each_by_name() {
-    let names = ["hosstedprojects.hossted.com", "helmapps.hossted.com"];
+    let names = [
+        "hosstedprojects.hossted.com",
+        "helmapps.hossted.com",
+        "helmappsets.hossted.com",
+    ];
     let file = |name: &str| {
         std::fs::read_to_string(format!(
             "{}/manifests/crd/{name}.yaml",

@@ -318,12 +318,7 @@ async fn a_deleted_target_namespace_does_not_block_deletion() {
     let mut ns = namespaces.get("doomed").await.unwrap();
     ns.spec = Some(Default::default());
     namespaces
-        .replace_subresource(
-            "finalize",
-            "doomed",
-            &PostParams::default(),
-            &ns,
-        )
+        .replace_subresource("finalize", "doomed", &PostParams::default(), &ns)
         .await
         .unwrap();
     eventually("the namespace gone", 30, || async {

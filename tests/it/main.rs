@@ -2,6 +2,7 @@
 //! once): a real kube-apiserver + etcd, real helm releases, a local receiver
 //! standing in for the Hossted API.
 
+mod appset;
 mod cli;
 mod delivery;
 mod failures;

@@ -211,21 +211,24 @@ impl Fixture {
 
     /// Installs the HelmApp CRD and runs the delivery controller in-process:
     /// charts by path from `examples/charts`, helm from the test assets.
-    /// Applies the HelmApp CRD and waits until it is established.
+    /// Applies the delivery CRDs (HelmApp, HelmAppSet) and waits until
+    /// they are established.
     pub async fn helmapp_crd(&self) {
-        let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("manifests/crd/helmapps.hossted.com.yaml");
-        output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&crd));
         let crds: Api<CustomResourceDefinition> = Api::all(self.cp.client());
-        eventually("the HelmApp CRD to be established", 30, || async {
-            let c = crds.get("helmapps.hossted.com").await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
+        for name in ["helmapps.hossted.com", "helmappsets.hossted.com"] {
+            let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("manifests/crd/{name}.yaml"));
+            output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&file));
+            eventually(&format!("CRD {name} to be established"), 30, || async {
+                let c = crds.get(name).await.ok()?;
+                c.status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                    .then_some(())
+            })
+            .await;
+        }
     }
 
     pub async fn start_delivery(&self) -> Operator {
@@ -260,10 +263,8 @@ impl Fixture {
         options.sync_timeout = Duration::from_secs(60);
         options.drain_timeout = Duration::from_secs(30);
         let mut manager = Manager::new(self.cp.client(), options);
-        let (controller, _helm) = delivery::controller(&manager, settings);
-        let stats = controller.stats();
-        manager.add(controller);
-        Operator::run(manager, stats)
+        let added = delivery::add_to(&mut manager, settings);
+        Operator::run(manager, added.stats)
     }
 
     /// Requests to `path` (e.g. `/v1/apps`) so far.

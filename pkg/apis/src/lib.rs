@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 
 pub mod delivered;
 pub mod helmapp;
+pub mod helmappset;
 pub use delivered::{DecodeError, DeliveredApp, decode_apps, encode_apps};
 pub use helmapp::{HelmApp, HelmAppSpec, HelmAppStatus};
+pub use helmappset::{HelmAppSet, HelmAppSetSpec, HelmAppSetStatus};
 
 /// What the operator should do for this cluster.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -211,7 +213,7 @@ pub fn crd() -> CustomResourceDefinition {
 
 /// Every CustomResourceDefinition of the operator, Hosstedproject first.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![crd(), helmapp_crd()]
+    vec![crd(), helmapp_crd(), helmappset_crd()]
 }
 
 /// The HelmApp CustomResourceDefinition, with the CEL rule the derive
@@ -233,6 +235,57 @@ pub fn helmapp_crd() -> CustomResourceDefinition {
             .and_then(|p| p.get_mut("chart"))
         {
             chart.x_kubernetes_validations = serde_json::from_value(rule.clone()).ok();
+        }
+    }
+    crd
+}
+
+/// The HelmAppSet CustomResourceDefinition, with the CEL rules the derive
+/// cannot express: app names unique, and each app's chart exactly one
+/// source.
+pub fn helmappset_crd() -> CustomResourceDefinition {
+    let mut crd = HelmAppSet::crd();
+    let chart_rule = helmapp_crd()
+        .spec
+        .versions
+        .first()
+        .and_then(|v| v.schema.as_ref())
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get("spec"))
+        .and_then(|s| s.properties.as_ref())
+        .and_then(|p| p.get("chart"))
+        .and_then(|c| c.x_kubernetes_validations.clone());
+    let unique = serde_json::json!([{
+        "rule": "self.all(a, self.exists_one(b, b.name == a.name))",
+        "message": "apps[].name must be unique in the set"
+    }]);
+    for version in &mut crd.spec.versions {
+        let Some(apps) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("apps"))
+        else {
+            continue;
+        };
+        apps.x_kubernetes_validations = serde_json::from_value(unique.clone()).ok();
+        if let Some(chart) = apps
+            .items
+            .as_mut()
+            .and_then(|i| match i {
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s),
+                _ => None,
+            })
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("chart"))
+        {
+            chart.x_kubernetes_validations = chart_rule.clone();
         }
     }
     crd
