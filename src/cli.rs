@@ -106,7 +106,8 @@ pub struct RunArgs {
     /// Run only while holding a coordination.k8s.io Lease (several replicas: one reports).
     #[arg(long)]
     leader_elect: bool,
-    /// Namespace of the leader Lease.
+    /// The operator's namespace: the leader Lease, and the ConfigMap
+    /// hossted-platform-charts that the platform toggles deliver from.
     #[arg(long, env = "POD_NAMESPACE", default_value = "hossted-operator")]
     leader_election_namespace: String,
     /// Name of the leader Lease.
@@ -256,9 +257,11 @@ impl RunArgs {
             },
             chart_path_root: self.chart_path_root.clone(),
             no_cross_namespace_refs: self.no_cross_namespace_refs,
+            operator_namespace: self.leader_election_namespace.clone(),
             workers: self.max_concurrent_helm.max(1),
             resync,
         });
+        let delivery_enabled = delivery.is_some();
         Ok(RunConfig {
             manager,
             delivery,
@@ -271,6 +274,7 @@ impl RunArgs {
                 configmap_driver: self.configmap_driver,
                 report_configmap_data: self.report_configmap_data,
                 workers: self.workers.max(1),
+                delivery_enabled,
             },
             api: ApiConfig {
                 base_url,

@@ -37,6 +37,8 @@ pub struct ReleaseSummary {
     pub first_deployed: String,
     /// `chart.metadata.name`.
     pub chart: String,
+    /// `chart.metadata.version` (empty when absent).
+    pub chart_version: String,
     /// `chart.metadata.appVersion` (empty when the chart has none).
     pub app_version: String,
     /// Whether the rendered manifest carries `hossted_helm: true`.
@@ -92,6 +94,8 @@ struct Chart {
 #[derive(Deserialize)]
 struct ChartMetadata {
     name: Option<String>,
+    #[serde(default)]
+    version: String,
     #[serde(rename = "appVersion", default)]
     app_version: String,
 }
@@ -149,6 +153,7 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
             .as_ref()
             .map(|m| m.app_version.clone())
             .unwrap_or_default(),
+        chart_version: meta.as_ref().map(|m| m.version.clone()).unwrap_or_default(),
         chart: meta
             .and_then(|m| m.name)
             .ok_or(Error::Missing("chart.metadata.name"))?,
@@ -216,6 +221,7 @@ mod tests {
             updated: "2024-02-28T01:32:37.338988+05:30".into(),
             first_deployed: "2024-02-27T10:00:00.1+05:30".into(),
             chart: "keycloak".into(),
+            chart_version: "18.4.0".into(),
             app_version: "23.0.5".into(),
             hossted_helm,
         }

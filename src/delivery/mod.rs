@@ -18,6 +18,7 @@ mod dependencies;
 mod inputs;
 mod lifecycle;
 pub mod metrics;
+pub mod project;
 mod readiness;
 pub mod reconciler;
 pub mod runner;
@@ -81,6 +82,8 @@ pub struct Settings {
     pub workers: usize,
     /// Safety resync of every HelmApp.
     pub resync: Duration,
+    /// The operator's namespace: where `hossted-platform-charts` lives.
+    pub operator_namespace: String,
 }
 
 /// What [`add_to`] started.
@@ -91,15 +94,21 @@ pub struct Added {
     pub stats: Arc<runtime::ControllerStats>,
 }
 
-/// Adds every delivery controller to `manager` — HelmApp and HelmAppSet —
+/// Adds every delivery controller to `manager` — HelmApp, HelmAppSet and
+/// the Hosstedproject's `spec.helm` and toggles —
 /// and kills running helm process groups the moment the lease is lost
 /// (the next leader may run helm on the same releases).
 pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     let workers = settings.workers;
+    let (namespace, work_dir) = (
+        settings.operator_namespace.clone(),
+        settings.helm.work_dir.clone(),
+    );
     let (apps, helm) = controller(manager, settings);
     let stats = apps.stats();
     manager.add(apps);
     manager.add(appset::controller(manager, workers.clamp(1, 2)));
+    manager.add(project::controller(manager, &namespace, work_dir));
     let on_lost = helm.clone();
     manager.on_lease_lost(move || on_lost.kill_all());
     Added { helm, stats }

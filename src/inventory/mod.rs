@@ -55,6 +55,9 @@ pub struct Settings {
     pub report_configmap_data: bool,
     /// Concurrent reconciles.
     pub workers: usize,
+    /// Whether the delivery controllers run (`--controllers` has
+    /// `delivery`); when not, a project asking for delivery is told so.
+    pub delivery_enabled: bool,
 }
 
 impl Default for Settings {
@@ -68,6 +71,7 @@ impl Default for Settings {
             configmap_driver: false,
             report_configmap_data: false,
             workers: 2,
+            delivery_enabled: false,
         }
     }
 }

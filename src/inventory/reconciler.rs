@@ -92,6 +92,7 @@ impl Reconciler for Inventory {
         if let Some(oldest) = self.older_project(&hp) {
             return self.duplicate(&mut run, &oldest).await;
         }
+        self.delivering(&mut run);
         if hp.spec.stop {
             return self.stopped(&mut run).await;
         }
@@ -132,19 +133,10 @@ impl Inventory {
     /// The Hosstedproject that reports instead of `hp`, if any: one reports
     /// for the cluster, the oldest (creation time, then name).
     fn older_project(&self, hp: &Hosstedproject) -> Option<String> {
-        let age = |p: &Hosstedproject| {
-            (
-                p.metadata.creation_timestamp.clone().map(|t| t.0),
-                p.name_any(),
-            )
-        };
-        self.projects
-            .list()
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .min_by_key(|p| age(p))
-            .filter(|oldest| age(oldest) < age(hp))
-            .map(|oldest| oldest.name_any())
+        let projects = self.projects.list();
+        apis::reporting_project(projects.iter().map(|p| p.as_ref()))
+            .map(|p| p.name_any())
+            .filter(|oldest| *oldest != hp.name_any())
     }
 
     /// Another Hosstedproject reports: say so once, send nothing.
@@ -180,6 +172,32 @@ impl Inventory {
             self.event(run, EventType::Normal, Reason::Stopped, message);
         }
         Ok(Action::done("stopped"))
+    }
+
+    /// `Delivering=False, DeliveryDisabled` (and one Warning) while the
+    /// project asks for delivery that this process does not run; the
+    /// condition goes when either changes. Written with the next status
+    /// write of this reconcile.
+    fn delivering(&self, run: &mut Run<'_>) {
+        let spec = &run.hp.spec;
+        let asked = !spec.helm.is_empty() || spec.monitoring.enable || spec.ingress.enable;
+        let reason = Reason::DeliveryDisabled.as_str();
+        if asked && !self.settings.delivery_enabled {
+            if !crate::condition::has(&run.status.conditions, "Delivering", false, reason) {
+                let message = "spec.helm or a platform toggle (monitoring, ingress) asks for Helm delivery, but this operator runs without it: add delivery to --controllers (and apply manifests/delivery)";
+                crate::condition::set(
+                    &mut run.status.conditions,
+                    "Delivering",
+                    false,
+                    reason,
+                    message,
+                    run.hp.metadata.generation,
+                );
+                self.event(run, EventType::Warning, Reason::DeliveryDisabled, message);
+            }
+        } else {
+            run.status.conditions.retain(|c| c.type_ != "Delivering");
+        }
     }
 
     /// The cluster UUID is made once and kept in status.

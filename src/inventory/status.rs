@@ -26,11 +26,14 @@ pub enum Reason {
     Duplicate,
     /// Warning: the status could not be written (retried).
     StatusWriteFailed,
+    /// Condition `Delivering=False` and Warning: `spec.helm` or a platform
+    /// toggle asks for delivery and `--controllers` lacks `delivery`.
+    DeliveryDisabled,
 }
 
 impl Reason {
     /// Every reason, in README order.
-    pub const ALL: [Reason; 9] = [
+    pub const ALL: [Reason; 10] = [
         Reason::Reporting,
         Reason::Stopped,
         Reason::ApiUnavailable,
@@ -40,6 +43,7 @@ impl Reason {
         Reason::InvalidRelease,
         Reason::Duplicate,
         Reason::StatusWriteFailed,
+        Reason::DeliveryDisabled,
     ];
 
     /// The CamelCase string the API shows.
@@ -54,6 +58,7 @@ impl Reason {
             Reason::InvalidRelease => "InvalidRelease",
             Reason::Duplicate => "Duplicate",
             Reason::StatusWriteFailed => "StatusWriteFailed",
+            Reason::DeliveryDisabled => "DeliveryDisabled",
         }
     }
 }

@@ -12,6 +12,7 @@ mod leader;
 mod migration;
 mod payload;
 mod poster;
+mod project;
 mod rbac;
 mod reporting;
 mod support;

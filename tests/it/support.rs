@@ -196,6 +196,7 @@ impl Fixture {
             configmap_driver: false,
             report_configmap_data: false,
             workers: 2,
+            delivery_enabled: false,
         };
         change(&mut settings);
         let mut options = ManagerOptions::new("hossted", "hossted-operator");
@@ -256,6 +257,7 @@ impl Fixture {
             no_cross_namespace_refs: false,
             workers: 4,
             resync: Duration::from_secs(600),
+            operator_namespace: "hossted-operator".into(),
         };
         change(&mut settings);
         let mut options = ManagerOptions::new("hossted", "hossted-operator");

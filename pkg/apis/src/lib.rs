@@ -206,6 +206,22 @@ pub struct HelmInfo {
     pub hossted_helm: bool,
 }
 
+/// The Hosstedproject that reports (and delivers) for the cluster among
+/// `projects`: the oldest live one, by creation time, then name.
+pub fn reporting_project<'a>(
+    projects: impl IntoIterator<Item = &'a Hosstedproject>,
+) -> Option<&'a Hosstedproject> {
+    projects
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .min_by_key(|p| {
+            (
+                p.metadata.creation_timestamp.clone().map(|t| t.0),
+                p.metadata.name.clone().unwrap_or_default(),
+            )
+        })
+}
+
 /// The Hosstedproject CustomResourceDefinition.
 pub fn crd() -> CustomResourceDefinition {
     Hosstedproject::crd()

@@ -39,6 +39,7 @@ fn release(ns: &str, name: &str, version: i64, status: &str, marker: bool) -> Ar
             updated: format!("2024-02-28T01:32:3{version}.338988+05:30"),
             first_deployed: "2024-02-28T01:32:31.338988+05:30".into(),
             chart: format!("{name}-chart"),
+            chart_version: "0.1.0".into(),
             app_version: "1.0".into(),
             hossted_helm: marker,
         }),

@@ -1,0 +1,251 @@
+//! The Go operator's delivery, drop-in: `Hosstedproject.spec.helm[]` and
+//! the platform toggles, on the real apiserver with real helm and a chart
+//! repository on loopback.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+
+use crate::support::*;
+use apis::helmapp::HelmApp;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+/// Revision numbers of release `name` in `ns`, from Helm's storage, with
+/// each revision's `first_deployed`-independent labels.
+async fn revisions(f: &Fixture, ns: &str, name: &str) -> Vec<i64> {
+    let mut v: Vec<i64> = Api::<Secret>::namespaced(f.cp.client(), ns)
+        .list(&ListParams::default().labels(&format!("owner=helm,name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.labels?.get("version")?.parse().ok())
+        .collect();
+    v.sort();
+    v
+}
+
+async fn wait_revisions(f: &Fixture, ns: &str, name: &str, want: &[i64]) {
+    eventually(
+        &format!("{ns}/{name} at revisions {want:?}"),
+        120,
+        || async { (revisions(f, ns, name).await == want).then_some(()) },
+    )
+    .await;
+}
+
+async fn helmapp(f: &Fixture, ns: &str, name: &str) -> Option<HelmApp> {
+    Api::<HelmApp>::namespaced(f.cp.client(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+fn charts_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts")
+}
+
+#[tokio::test]
+async fn spec_helm_entries_are_delivered_removed_and_a_go_era_release_adopted_in_place() {
+    let f = Fixture::new().await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts_dir().join("tiny")], None)
+        .await
+        .unwrap();
+    // What the Go operator left: a release installed by plain helm (from
+    // the repository's own package: a blocking helm fetching over HTTP
+    // would starve the repository's server, which runs on this thread).
+    let tgz = repo.dir().join("tiny-0.1.0.tgz");
+    f.helm(&[
+        "install",
+        "legacy",
+        tgz.to_str().unwrap(),
+        "-n",
+        "legacyns",
+        "--create-namespace",
+    ]);
+    let operator = f.start_delivery().await;
+    let entry = |name: &str, ns: &str| {
+        json!({ "releaseName": name, "namespace": ns, "chartName": "tiny",
+                "repoName": "local", "repoUrl": repo.url(), "values": ["greeting=hello"] })
+    };
+    // stop pauses reporting only: delivery goes on.
+    f.hosstedproject(
+        "cluster",
+        json!({ "stop": true, "helm": [entry("one", "apps1"), entry("two", "apps2"), entry("legacy", "legacyns")] }),
+    )
+    .await;
+    wait_revisions(&f, "apps1", "one", &[1]).await;
+    wait_revisions(&f, "apps2", "two", &[1]).await;
+    // Adopted: the same release upgraded in place, not installed anew.
+    wait_revisions(&f, "legacyns", "legacy", &[1, 2]).await;
+    let one = helmapp(&f, "apps1", "one").await.unwrap();
+    assert_eq!(
+        one.labels().get("hossted.com/project").map(String::as_str),
+        Some("cluster")
+    );
+    assert!(one.spec.adopt);
+    assert_eq!(one.spec.chart.version, "0.1.0", "the version is pinned");
+    assert_eq!(one.spec.set, vec!["greeting=hello".to_string()]);
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), "apps1")
+        .get("one-tiny")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["greeting"], "hello");
+
+    // An entry removed: its release uninstalled, its HelmApp gone.
+    f.patch_spec(
+        "cluster",
+        json!({ "helm": [entry("one", "apps1"), entry("legacy", "legacyns")] }),
+    )
+    .await;
+    wait_revisions(&f, "apps2", "two", &[]).await;
+    eventually("HelmApp two gone", 60, || async {
+        helmapp(&f, "apps2", "two").await.is_none().then_some(())
+    })
+    .await;
+
+    // The project deleted: its HelmApps go, the releases stay.
+    Api::<apis::Hosstedproject>::all(f.cp.client())
+        .delete("cluster", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the project's HelmApps gone", 60, || async {
+        (helmapp(&f, "apps1", "one").await.is_none()
+            && helmapp(&f, "legacyns", "legacy").await.is_none())
+        .then_some(())
+    })
+    .await;
+    assert_eq!(revisions(&f, "apps1", "one").await, vec![1], "uninstalled");
+    assert_eq!(revisions(&f, "legacyns", "legacy").await, vec![1, 2]);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn without_delivery_a_project_asking_for_it_says_so_once() {
+    let f = Fixture::new().await;
+    let operator = f.start_operator();
+    f.hosstedproject("cluster", json!({ "monitoring": { "enable": true } }))
+        .await;
+    eventually("Delivering=False, DeliveryDisabled", 60, || async {
+        let hp = f.get_hp("cluster").await;
+        hp.status?
+            .conditions
+            .iter()
+            .any(|c| {
+                c.type_ == "Delivering" && c.status == "False" && c.reason == "DeliveryDisabled"
+            })
+            .then_some(())
+    })
+    .await;
+    // Another reconcile: still one Event.
+    let mark = operator.mark();
+    f.patch_spec("cluster", json!({ "logging": { "enable": true } }))
+        .await;
+    operator.reconciled_since(mark).await;
+    let events = f.kubectl(&["get", "events", "-A", "-o", "json"]);
+    let events: serde_json::Value = serde_json::from_str(&events).unwrap();
+    let disabled: Vec<&serde_json::Value> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["reason"] == "DeliveryDisabled")
+        .collect();
+    assert_eq!(disabled.len(), 1, "{disabled:?}");
+    assert_eq!(disabled[0]["count"].as_i64().unwrap_or(1), 1);
+    // Turned off: the condition goes.
+    f.patch_spec("cluster", json!({ "monitoring": { "enable": false } }))
+        .await;
+    eventually("the Delivering condition gone", 60, || async {
+        let hp = f.get_hp("cluster").await;
+        (!hp.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Delivering"))
+        .then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_platform_toggle_delivers_its_charts_and_the_inventory_reports_them_once() {
+    let f = Fixture::new().await;
+    f.helmapp_crd().await;
+    f.namespace("hossted-operator").await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts_dir().join("tiny")], None)
+        .await
+        .unwrap();
+    let listed = format!(
+        "- name: agent\n  namespace: hossted-platform\n  spec:\n    chart: {{ repo: \"{}\", name: tiny, version: 0.1.0 }}\n",
+        repo.url()
+    );
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("hossted-platform-charts".into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("monitoring".to_string(), listed)])),
+        ..Default::default()
+    };
+    Api::<ConfigMap>::namespaced(f.cp.client(), "hossted-operator")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    f.hosstedproject("cluster", json!({ "monitoring": { "enable": true } }))
+        .await;
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
+        .args(["run", "--controllers", "inventory,delivery"])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .args(["--coalesce-window", "100ms"])
+        .arg("--helm-binary")
+        .arg(f.cp.helm_binary())
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("operator-work"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_revisions(&f, "hossted-platform", "agent", &[1]).await;
+    // The registration says monitoring is on; the release is reported once.
+    let registration = eventually("the registration", 60, || async {
+        f.api
+            .requests()
+            .into_iter()
+            .find(|r| r.path.ends_with("/register"))
+    })
+    .await;
+    assert_eq!(registration.json()["options_state"]["monitoring"], true);
+    let posts = f.wait_requests("/v1/apps", 1, 60).await;
+    assert_eq!(posts[0].json()["app_api_info"]["app_name"], "agent");
+    // Toggle off: uninstalled.
+    f.patch_spec("cluster", json!({ "monitoring": { "enable": false } }))
+        .await;
+    wait_revisions(&f, "hossted-platform", "agent", &[]).await;
+    eventually("the uninstall reported", 60, || async {
+        let posts = f.requests_to("/v1/apps");
+        posts
+            .iter()
+            .any(|p| p.json()["app_info"]["helm_info"]["status"] == "uninstalled")
+            .then_some(())
+    })
+    .await;
+    let installs = f
+        .requests_to("/v1/apps")
+        .iter()
+        .filter(|p| p.json()["app_info"]["helm_info"]["status"] == "deployed")
+        .count();
+    assert_eq!(
+        installs, 1,
+        "the delivered release was reported more than once"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
