@@ -283,12 +283,6 @@ impl ProjectDelivery {
 
     /// The apps the platform ConfigMap lists for `toggle`.
     fn platform_apps(&self, toggle: &'static str) -> Result<Vec<Wanted>, String> {
-        #[derive(serde::Deserialize)]
-        struct Listed {
-            name: String,
-            namespace: String,
-            spec: HelmAppSpec,
-        }
         let cm = self
             .platform
             .list()
@@ -304,7 +298,7 @@ impl ProjectDelivery {
             .ok_or_else(|| {
                 format!("{toggle} is enabled but {PLATFORM_CONFIGMAP} has no key {toggle:?}")
             })?;
-        let listed: Vec<Listed> = serde_yaml_ng::from_str(text).map_err(|e| {
+        let listed = parse_platform_list(text).map_err(|e| {
             format!("{PLATFORM_CONFIGMAP} key {toggle:?} is not a list of {{name, namespace, spec}}: {e}; its apps are left as they are")
         })?;
         Ok(listed
@@ -485,10 +479,63 @@ impl ProjectDelivery {
     }
 }
 
+/// One app of a toggle's list in [`PLATFORM_CONFIGMAP`].
+#[derive(Debug, serde::Deserialize)]
+struct Listed {
+    name: String,
+    namespace: String,
+    spec: HelmAppSpec,
+}
+
+fn parse_platform_list(text: &str) -> Result<Vec<Listed>, String> {
+    let listed: Vec<Listed> = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    if let Some(bad) = listed
+        .iter()
+        .find(|l| l.name.is_empty() || l.namespace.is_empty())
+    {
+        return Err(format!("an entry has no name or namespace: {bad:?}"));
+    }
+    Ok(listed)
+}
+
 fn ignore_missing<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     match r {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_platform_charts_parse_into_pinned_helmapp_specs() {
+        let manifest = include_str!("../../manifests/delivery/platform-charts.yaml");
+        let cm: ConfigMap = serde_yaml_ng::from_str(manifest).unwrap();
+        assert_eq!(cm.metadata.name.as_deref(), Some(PLATFORM_CONFIGMAP));
+        let data = cm.data.unwrap();
+        let names = |toggle: &str| -> Vec<String> {
+            let listed = parse_platform_list(&data[toggle]).unwrap();
+            for l in &listed {
+                assert_eq!(l.namespace, "hossted-platform");
+                assert!(!l.spec.chart.version.is_empty(), "{} is not pinned", l.name);
+                assert!(!l.spec.chart.repo.is_empty());
+            }
+            listed.into_iter().map(|l| l.name).collect()
+        };
+        assert_eq!(names("monitoring"), vec!["alloy", "kube-state-metrics"]);
+        assert_eq!(names("ingress"), vec!["ingress-nginx"]);
+    }
+
+    #[test]
+    fn a_list_entry_without_a_namespace_is_refused() {
+        assert!(parse_platform_list("- {name: a, spec: {chart: {path: x}}}").is_err());
+        assert!(
+            parse_platform_list("- {name: a, namespace: '', spec: {chart: {path: x}}}").is_err()
+        );
+        assert!(parse_platform_list("not: a list").is_err());
+        assert_eq!(parse_platform_list("[]").unwrap().len(), 0);
     }
 }

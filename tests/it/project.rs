@@ -249,3 +249,31 @@ async fn a_platform_toggle_delivers_its_charts_and_the_inventory_reports_them_on
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn the_delivery_examples_pass_server_side_dry_run() {
+    let f = Fixture::new().await;
+    f.helmapp_crd().await;
+    for ns in [
+        "monitoring",
+        "tenant-a",
+        "shop",
+        "platform",
+        "hossted-operator",
+    ] {
+        f.namespace(ns).await;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for file in [
+        "examples/helmapp.yaml",
+        "examples/helmapp-collector.yaml",
+        "examples/helmappset-sequenced.yaml",
+        "examples/helmappset-manifest.yaml",
+        "examples/hosstedproject-helm.yaml",
+        "manifests/delivery/platform-charts.yaml",
+    ] {
+        let path = root.join(file);
+        let out = f.kubectl(&["apply", "--dry-run=server", "-f", path.to_str().unwrap()]);
+        assert!(out.contains("(server dry run)"), "{file}: {out}");
+    }
+}
