@@ -408,7 +408,7 @@ async fn main() {
 
     let crd = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/manifests/crd/hosstedprojects.hossted.com.yaml"
+        "/manifests/base/crd/hosstedprojects.hossted.com.yaml"
     );
     let out = cp
         .kubectl()

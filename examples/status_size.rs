@@ -214,7 +214,7 @@ async fn main() {
         .expect("control plane");
     let client = cp.client();
     for file in [
-        "/manifests/crd/hosstedprojects.hossted.com.yaml",
+        "/manifests/base/crd/hosstedprojects.hossted.com.yaml",
         "/examples/hosstedproject.yaml",
     ] {
         let path = format!("{}{file}", env!("CARGO_MANIFEST_DIR"));

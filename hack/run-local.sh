@@ -45,7 +45,7 @@ PIDS+=($!)
 wait_for_file "$KUBECONFIG" "${PIDS[-1]}" "the control plane"
 
 echo "==> installing the Hosstedproject CRD"
-kubectl apply -f manifests/crd/hosstedprojects.hossted.com.yaml >/dev/null
+kubectl apply -f manifests/base/crd/hosstedprojects.hossted.com.yaml >/dev/null
 kubectl wait --for condition=established crd/hosstedprojects.hossted.com --timeout=60s >/dev/null
 
 echo "==> installing sample releases: team-a/web, team-a/api, team-b/portal"

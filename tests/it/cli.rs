@@ -61,8 +61,9 @@ fn crd_prints_every_checked_in_manifest_and_each_by_name() {
     ];
     let file = |name: &str| {
         std::fs::read_to_string(format!(
-            "{}/manifests/crd/{name}.yaml",
-            env!("CARGO_MANIFEST_DIR")
+            "{}/{}",
+            env!("CARGO_MANIFEST_DIR"),
+            apis::crd_manifest_path(name)
         ))
         .unwrap()
     };

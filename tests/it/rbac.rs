@@ -169,3 +169,138 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
     );
     assert!(!log.contains(TOKEN));
 }
+
+#[tokio::test]
+async fn the_delivery_overlay_applies_and_its_service_account_installs_and_uninstalls() {
+    let f = Fixture::new().await;
+    let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/delivery");
+    // The namespace first: a server dry run checks objects against it.
+    f.namespace("hossted-operator").await;
+    let dry = f.kubectl(&["apply", "--dry-run=server", "-k", overlay]);
+    for object in [
+        "customresourcedefinition.apiextensions.k8s.io/helmapps.hossted.com",
+        "customresourcedefinition.apiextensions.k8s.io/helmappsets.hossted.com",
+        "clusterrole.rbac.authorization.k8s.io/hossted-operator-delivery",
+        "configmap/hossted-platform-charts",
+        "deployment.apps/hossted-operator",
+    ] {
+        assert!(dry.contains(object), "{object} not in the dry run: {dry}");
+    }
+    f.kubectl(&["apply", "--server-side", "-k", overlay]);
+    for crd in ["helmapps.hossted.com", "helmappsets.hossted.com"] {
+        f.kubectl(&[
+            "wait",
+            "--for",
+            "condition=established",
+            &format!("crd/{crd}"),
+            "--timeout=60s",
+        ]);
+    }
+    let deployment = f.kubectl(&[
+        "get",
+        "deployment",
+        "-n",
+        "hossted-operator",
+        "hossted-operator",
+        "-o",
+        "json",
+    ]);
+    assert!(
+        deployment.contains("--controllers=inventory,delivery"),
+        "{deployment}"
+    );
+    f.hosstedproject("cluster", json!({})).await;
+    f.namespace("apps").await;
+
+    let kubeconfig =
+        f.cp.kubeconfig_for_service_account("hossted-operator", "hossted-operator")
+            .await
+            .unwrap();
+    let log_path = f.cp.dir().join("delivery-as-sa.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut operator = f
+        .operator_command(&kubeconfig)
+        .env("RUST_LOG", "info")
+        .args([
+            "run",
+            "--leader-elect",
+            "--controllers",
+            "inventory,delivery",
+        ])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .arg("--helm-binary")
+        .arg(f.cp.helm_binary())
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("work"))
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    // Every kind the `full` chart makes, through a set (both controllers).
+    let set = json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",
+        "metadata": { "name": "shop", "namespace": "apps" },
+        "spec": { "apps": [{ "name": "full", "spec": { "chart": { "path": "full" } } }] }
+    });
+    let file = f.cp.dir().join("set.json");
+    std::fs::write(&file, set.to_string()).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    eventually("the set installed by the ServiceAccount", 120, || async {
+        let out = f.kubectl(&[
+            "get",
+            "happset",
+            "-n",
+            "apps",
+            "shop",
+            "-o",
+            "jsonpath={.status.ready}",
+        ]);
+        (out.trim() == "1/1").then_some(())
+    })
+    .await;
+    f.wait_requests("/v1/apps", 1, 60).await;
+    f.kubectl(&["delete", "happset", "-n", "apps", "shop", "--wait=false"]);
+    eventually("the set and its release gone", 120, || async {
+        let sets = f.kubectl(&["get", "happset", "-n", "apps", "-o", "name"]);
+        let releases = f.kubectl(&[
+            "get",
+            "secrets",
+            "-n",
+            "apps",
+            "-l",
+            "owner=helm",
+            "-o",
+            "name",
+        ]);
+        (sets.trim().is_empty() && releases.trim().is_empty()).then_some(())
+    })
+    .await;
+
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(operator.id() as i32, libc::SIGTERM) };
+    let status = tokio::task::spawn_blocking(move || operator.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "operator exit: {status:?}");
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    let forbidden: Vec<&str> = log
+        .lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("forbidden") || l.contains(" 403")
+        })
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "forbidden requests:\n{}",
+        forbidden.join("\n")
+    );
+}

@@ -60,7 +60,7 @@ impl Fixture {
     /// [`new`](Self::new) on a control plane started by the caller.
     pub async fn on(cp: ControlPlane) -> Self {
         let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("manifests/crd/hosstedprojects.hossted.com.yaml");
+            .join(apis::crd_manifest_path("hosstedprojects.hossted.com"));
         output_ok(cp.kubectl().args(["apply", "-f"]).arg(&crd));
         let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
         eventually("the CRD to be established", 30, || async {
@@ -217,8 +217,8 @@ impl Fixture {
     pub async fn helmapp_crd(&self) {
         let crds: Api<CustomResourceDefinition> = Api::all(self.cp.client());
         for name in ["helmapps.hossted.com", "helmappsets.hossted.com"] {
-            let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join(format!("manifests/crd/{name}.yaml"));
+            let file =
+                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(apis::crd_manifest_path(name));
             output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&file));
             eventually(&format!("CRD {name} to be established"), 30, || async {
                 let c = crds.get(name).await.ok()?;

@@ -307,7 +307,20 @@ pub fn helmappset_crd() -> CustomResourceDefinition {
     crd
 }
 
-/// One CRD as YAML, as `manifests/crd/<name>.yaml` holds it.
+/// Where the checked-in YAML of CRD `name` lives, relative to the
+/// repository: the inventory's CRD in the base install
+/// (`manifests/base/crd/`), the delivery kinds in the delivery overlay
+/// (`manifests/delivery/crd/`).
+pub fn crd_manifest_path(name: &str) -> String {
+    let dir = if name == "hosstedprojects.hossted.com" {
+        "manifests/base/crd"
+    } else {
+        "manifests/delivery/crd"
+    };
+    format!("{dir}/{name}.yaml")
+}
+
+/// One CRD as YAML, as [`crd_manifest_path`] holds it.
 pub fn crd_yaml_of(crd: &CustomResourceDefinition) -> String {
     let body = serde_yaml_ng::to_string(crd).unwrap_or_else(|e| {
         // Serializing a value built from our own types cannot fail; say so
