@@ -32,3 +32,8 @@ fi
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 step "cargo test --workspace (${RUST_TEST_THREADS} tests at a time per binary)"
 cargo test --workspace "$@"
+
+# The Dockerfile's steps without Docker: the image's root filesystem (glibc
+# release binary + helm at the pinned version), checked to run.
+step "image root filesystem (hack/build-image-rootfs.sh)"
+hack/build-image-rootfs.sh
