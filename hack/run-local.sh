@@ -3,6 +3,8 @@
 #   - a real control plane (etcd + kube-apiserver from pkg/envtest),
 #   - sample Helm releases installed with the real helm,
 #   - a local stand-in for the Hossted API that prints every request,
+#   - delivery: a chart repository on loopback, a HelmApp and a sequenced
+#     HelmAppSet installed from it by the operator,
 # with the operator's logs in the foreground. Ctrl-C tears everything down.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,13 +42,18 @@ wait_for_file() { # FILE PID WHAT
 }
 
 echo "==> starting etcd + kube-apiserver"
-target/debug/envtest up --kubeconfig-out "$KUBECONFIG" &
+target/debug/envtest up --kubeconfig-out "$KUBECONFIG" \
+  --chart examples/charts/web --chart examples/charts/tiny --chart-repo-out "$WORK/repo-url" &
 PIDS+=($!)
 wait_for_file "$KUBECONFIG" "${PIDS[-1]}" "the control plane"
+wait_for_file "$WORK/repo-url" "${PIDS[-1]}" "the chart repository"
+REPO_URL="$(cat "$WORK/repo-url")"
 
-echo "==> installing the Hosstedproject CRD"
-kubectl apply -f manifests/base/crd/hosstedprojects.hossted.com.yaml >/dev/null
-kubectl wait --for condition=established crd/hosstedprojects.hossted.com --timeout=60s >/dev/null
+echo "==> installing the CRDs (Hosstedproject, HelmApp, HelmAppSet)"
+for crd in manifests/base/crd/hosstedprojects.hossted.com.yaml manifests/delivery/crd/helmapps.hossted.com.yaml manifests/delivery/crd/helmappsets.hossted.com.yaml; do
+  kubectl apply -f "$crd" >/dev/null
+done
+kubectl wait --for condition=established crd/hosstedprojects.hossted.com crd/helmapps.hossted.com crd/helmappsets.hossted.com --timeout=60s >/dev/null
 
 echo "==> installing sample releases: team-a/web, team-a/api, team-b/portal"
 helm install web examples/charts/web -n team-a --create-namespace >/dev/null
@@ -67,6 +74,27 @@ API_URL="$(sed -n 's/^receiver: listening on //p' "$WORK/receiver.log" | head -1
 
 kubectl apply -f examples/hosstedproject.yaml >/dev/null
 
+echo "==> delivery: HelmApp demo/shop and the sequenced HelmAppSet demo/stack (charts from $REPO_URL)"
+kubectl create namespace demo >/dev/null
+kubectl apply -f - >/dev/null <<YAML
+apiVersion: hossted.com/v1alpha1
+kind: HelmApp
+metadata: {name: shop, namespace: demo}
+spec:
+  chart: {repo: "$REPO_URL", name: web, version: "~1.2"}
+  values: {image: "nginx:1.27.3"}
+---
+apiVersion: hossted.com/v1alpha1
+kind: HelmAppSet
+metadata: {name: stack, namespace: demo}
+spec:
+  sequenced: true
+  apps:
+    - {name: db, spec: {chart: {repo: "$REPO_URL", name: tiny}, values: {greeting: db}}}
+    - {name: cache, spec: {chart: {repo: "$REPO_URL", name: tiny}, values: {greeting: cache}}}
+    - {name: api, spec: {chart: {repo: "$REPO_URL", name: tiny}, values: {greeting: api}}}
+YAML
+
 cat <<MSG
 
 ==> ready. The operator runs below; the receiver prints what it is sent.
@@ -76,11 +104,18 @@ In another terminal:
   kubectl describe hp hossted-operator-cr
   helm upgrade web examples/charts/web -n team-a --set image=nginx:1.27.4   # one POST for web
   kubectl patch hp hossted-operator-cr --type=merge -p '{"spec":{"stop":true}}'
+Delivery:
+  kubectl get happ,happset -A                 # shop, stack-db → stack-cache → stack-api (1/3, 2/3, 3/3)
+  kubectl describe happ -n demo shop          # conditions, history, Events
+  kubectl patch happ -n demo shop --type=merge -p '{"spec":{"values":{"image":"nginx:1.27.4"}}}'   # one new revision
+  kubectl delete service -n demo shop-web     # drift: it comes back (DriftRepaired)
+  kubectl delete happset -n demo stack        # uninstalls api, cache, db — in that order
 Ctrl-C here stops everything.
 
 MSG
 HOSSTED_API_URL="$API_URL/v1" HOSSTED_AUTH_TOKEN="local-dev-token" EMAIL_ID="dev@example.com" \
   CONTEXT_NAME="local-envtest" RUST_LOG="${RUST_LOG:-info}" \
-  target/debug/hossted-operator run &
+  target/debug/hossted-operator run --controllers inventory,delivery \
+    --helm-binary "$KUBEBUILDER_ASSETS/helm" --work-dir "$WORK/delivery" &
 PIDS+=($!)
 wait "${PIDS[-1]}"

@@ -4,8 +4,12 @@
 //!
 //! ```text
 //! envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]
+//!            [--chart DIR]... [--chart-repo-out PATH]
 //! envtest receive [--port N]
 //! ```
+//! `--chart DIR` (repeatable) packages those chart directories into a chart
+//! repository served on loopback for as long as the control plane runs;
+//! `--chart-repo-out` writes its URL to PATH (atomically).
 //! `receive` runs a stand-in for the Hossted API on 127.0.0.1 that answers
 //! 200 and pretty-prints every request it gets.
 //! `--kubeconfig-out` copies the admin kubeconfig to PATH once the control
@@ -16,7 +20,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-const USAGE: &str = "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once]\n       envtest receive [--port N]";
+const USAGE: &str = "usage: envtest up [--kubeconfig-out PATH] [--apiserver-arg FLAG]... [--once] [--chart DIR]... [--chart-repo-out PATH]\n       envtest receive [--port N]";
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -35,6 +39,8 @@ async fn main() -> ExitCode {
     }
     let mut kubeconfig_out: Option<PathBuf> = None;
     let mut once = false;
+    let mut charts: Vec<PathBuf> = Vec::new();
+    let mut repo_out: Option<PathBuf> = None;
     let mut builder = envtest::ControlPlane::builder();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -47,6 +53,14 @@ async fn main() -> ExitCode {
                 None => return usage_error("--apiserver-arg needs a flag"),
             },
             "--once" => once = true,
+            "--chart" => match args.next() {
+                Some(d) => charts.push(d.into()),
+                None => return usage_error("--chart needs a chart directory"),
+            },
+            "--chart-repo-out" => match args.next() {
+                Some(p) => repo_out = Some(p.into()),
+                None => return usage_error("--chart-repo-out needs a path"),
+            },
             "-h" | "--help" => {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
@@ -86,6 +100,30 @@ async fn main() -> ExitCode {
         kubeconfig = out;
     }
     println!("KUBECONFIG={}", kubeconfig.display());
+    // Kept alive (serving) until the control plane stops.
+    let _repo = if charts.is_empty() {
+        None
+    } else {
+        let dirs: Vec<&std::path::Path> = charts.iter().map(|c| c.as_path()).collect();
+        let repo = match envtest::ChartRepo::start(&cp, &dirs, None).await {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("envtest: cannot serve the charts: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        println!("envtest: chart repository at {}", repo.url());
+        if let Some(out) = &repo_out {
+            let tmp = out.with_extension("tmp");
+            if let Err(e) =
+                std::fs::write(&tmp, repo.url()).and_then(|_| std::fs::rename(&tmp, out))
+            {
+                eprintln!("envtest: cannot write {}: {e}", out.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        Some(repo)
+    };
     if once {
         return ExitCode::SUCCESS;
     }
