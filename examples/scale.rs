@@ -26,7 +26,10 @@ use serde_json::json;
 
 #[path = "common/mod.rs"]
 mod common;
-use common::{CONCURRENCY, Rng, create_all, manifest, meta, release_secret};
+use common::{
+    CONCURRENCY, Rng, cpu_seconds, create_all, manifest, meta, percentile, proc_field,
+    release_secret,
+};
 
 /// About 1 KB of configuration for a release's ConfigMap.
 fn config_text(rng: &mut Rng, name: &str) -> String {
@@ -272,33 +275,6 @@ async fn build(client: &Client, shape: &Shape, seed: u64) -> Vec<(String, String
     releases
 }
 
-fn proc_field(pid: u32, field: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()?
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(field)?
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse()
-                .ok()
-        })
-}
-
-/// utime + stime of a process, in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return 0.0;
-    };
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11).and_then(|u| u.parse::<f64>().ok()).unwrap_or(0.0)
-        + f.get(12).and_then(|s| s.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
-
 /// Requests of the operator's user in the audit log, by verb.
 fn audit_counts(path: &std::path::Path) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
@@ -316,13 +292,6 @@ fn audit_counts(path: &std::path::Path) -> BTreeMap<String, u64> {
         }
     }
     counts
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    sorted[((p / 100.0) * (sorted.len() - 1) as f64).round() as usize]
 }
 
 #[tokio::main]
