@@ -415,31 +415,10 @@ impl AppSets {
     }
 
     async fn set_finalizer(&self, set: &HelmAppSet, present: bool) -> Result<(), AppSetError> {
-        let mut finalizers: Vec<String> = set
-            .finalizers()
-            .iter()
-            .filter(|f| *f != SET_FINALIZER)
-            .cloned()
-            .collect();
-        if present {
-            finalizers.push(SET_FINALIZER.into());
-        }
         let api: Api<HelmAppSet> =
             Api::namespaced(self.client.clone(), &set.namespace().unwrap_or_default());
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers, "resourceVersion": set.resource_version() } });
-        match api
-            .patch(
-                &set.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        super::finalizer::set(&api, set, SET_FINALIZER, present).await?;
+        Ok(())
     }
 }
 

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use apis::helmapp::{HelmApp, HelmAppStatus};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use record::EventType;
 use runtime::Action;
@@ -161,32 +160,7 @@ impl Delivery {
         app: &HelmApp,
         present: bool,
     ) -> Result<(), DeliveryError> {
-        let mut finalizers: Vec<String> = app
-            .finalizers()
-            .iter()
-            .filter(|f| *f != FINALIZER)
-            .cloned()
-            .collect();
-        if present {
-            finalizers.push(FINALIZER.into());
-        }
-        let patch = json!({ "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": app.resource_version(),
-        }});
-        let api = self.api_of(app);
-        match api
-            .patch(
-                &app.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            Ok(_) => Ok(()),
-            // Already gone: nothing to hold.
-            Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        super::finalizer::set(&self.api_of(app), app, FINALIZER, present).await?;
+        Ok(())
     }
 }

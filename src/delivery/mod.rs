@@ -15,6 +15,7 @@
 pub mod appset;
 mod crds;
 mod dependencies;
+mod finalizer;
 mod inputs;
 mod lifecycle;
 pub mod metrics;

@@ -102,32 +102,12 @@ fn deploy_app(name: &str) -> serde_json::Value {
     json!({ "name": name, "spec": { "chart": { "path": "deploy" }, "wait": true } })
 }
 
-/// Uninstalls logged by the wrapper, in order.
+/// Uninstalls logged by [`counting_helm`], in order.
 fn uninstalls(log: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("uninstall "))
-        .filter_map(|l| l.split_whitespace().nth(1).map(String::from))
+    runs_in(log)
+        .into_iter()
+        .filter_map(|r| r.strip_prefix("uninstall ").map(String::from))
         .collect()
-}
-
-/// A helm that logs each run's arguments; returns (wrapper, log).
-fn logging_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
-    let log = f.cp.dir().join("helm-runs.log");
-    let wrapper = f.cp.dir().join("helm-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            f.cp.helm_binary().display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    (wrapper, log)
 }
 
 #[tokio::test]
@@ -135,7 +115,7 @@ async fn a_sequenced_set_installs_each_app_after_the_one_before_is_ready_and_uni
 {
     let f = Fixture::new().await;
     f.namespace(NS).await;
-    let (wrapper, log) = logging_helm(&f);
+    let (wrapper, log) = counting_helm(&f);
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;

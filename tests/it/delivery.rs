@@ -610,43 +610,6 @@ async fn a_chart_from_an_http_repository_with_basic_auth_and_a_repository_that_i
     operator.stop().await;
 }
 
-/// A helm that logs its subcommand per run; returns (wrapper, log).
-fn counting_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
-    let log = f.cp.dir().join("helm-runs.log");
-    let wrapper = f.cp.dir().join("helm-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            f.cp.helm_binary().display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    (wrapper, log)
-}
-
-/// The runs logged by [`counting_helm`], as `<subcommand> <release>`.
-fn runs_in(log: &std::path::Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| {
-            let args: Vec<&str> = l
-                .split_whitespace()
-                .filter(|a| !a.starts_with("--"))
-                .collect();
-            format!(
-                "{} {}",
-                args.first().unwrap_or(&""),
-                args.get(1).unwrap_or(&"")
-            )
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
     let f = Fixture::new().await;

@@ -158,12 +158,8 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         .unwrap();
     assert!(status.success(), "operator exit: {status:?}");
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let forbidden = log.lines().filter(|l| {
-        let l = l.to_ascii_lowercase();
-        l.contains("forbidden") || l.contains(" 403")
-    });
     assert_eq!(
-        forbidden.count(),
+        forbidden_lines(&log).len(),
         0,
         "forbidden requests in the operator's log:\n{log}"
     );
@@ -291,13 +287,7 @@ async fn the_delivery_overlay_applies_and_its_service_account_installs_and_unins
         .unwrap();
     assert!(status.success(), "operator exit: {status:?}");
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let forbidden: Vec<&str> = log
-        .lines()
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("forbidden") || l.contains(" 403")
-        })
-        .collect();
+    let forbidden = forbidden_lines(&log);
     assert!(
         forbidden.is_empty(),
         "forbidden requests:\n{}",

@@ -59,19 +59,7 @@ impl Fixture {
 
     /// [`new`](Self::new) on a control plane started by the caller.
     pub async fn on(cp: ControlPlane) -> Self {
-        let crd = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join(apis::crd_manifest_path("hosstedprojects.hossted.com"));
-        output_ok(cp.kubectl().args(["apply", "-f"]).arg(&crd));
-        let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
-        eventually("the CRD to be established", 30, || async {
-            let c = crds.get("hosstedprojects.hossted.com").await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
+        apply_crd(&cp, "hosstedprojects.hossted.com").await;
         let api = Receiver::start().await.unwrap();
         Fixture { cp, api }
     }
@@ -296,6 +284,70 @@ impl Fixture {
 /// environment the tests run in. It dies with the test thread that started
 /// it (`PR_SET_PDEATHSIG`), so a failed test leaves no operator running —
 /// one holding a port or a Lease would break the tests after it.
+/// Applies the checked-in CRD `name` and waits until it is established.
+async fn apply_crd(cp: &ControlPlane, name: &str) {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(apis::crd_manifest_path(name));
+    output_ok(cp.kubectl().args(["apply", "-f"]).arg(&file));
+    let crds: Api<CustomResourceDefinition> = Api::all(cp.client());
+    eventually(&format!("CRD {name} to be established"), 30, || async {
+        let c = crds.get(name).await.ok()?;
+        c.status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+}
+
+/// A helm that logs each run's full command line to a file, then runs the
+/// real one; returns (wrapper, log).
+pub fn counting_helm(f: &Fixture) -> (PathBuf, PathBuf) {
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = f.cp.dir().join("helm-wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            f.cp.helm_binary().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+/// The runs logged by [`counting_helm`], as `<subcommand> <release>`.
+pub fn runs_in(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            let args: Vec<&str> = l
+                .split_whitespace()
+                .filter(|a| !a.starts_with("--"))
+                .collect();
+            format!(
+                "{} {}",
+                args.first().unwrap_or(&""),
+                args.get(1).unwrap_or(&"")
+            )
+        })
+        .collect()
+}
+
+/// The lines of an operator log that tell of a forbidden request.
+pub fn forbidden_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("forbidden") || l.contains(" 403")
+        })
+        .collect()
+}
+
 pub fn operator_binary() -> Command {
     use std::os::unix::process::CommandExt;
     let mut c = Command::new(env!("CARGO_BIN_EXE_hossted-operator"));

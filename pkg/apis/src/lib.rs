@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, ValidationRule,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, CustomResourceExt};
 use schemars::JsonSchema;
@@ -232,25 +234,42 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![crd(), helmapp_crd(), helmappset_crd()]
 }
 
+/// The CEL rule on a HelmApp spec's `chart`: exactly one source.
+fn exactly_one_chart_source() -> Option<Vec<ValidationRule>> {
+    serde_json::from_value(serde_json::json!([{
+        "rule": "(has(self.repo) && self.repo != '' ? 1 : 0) + (has(self.oci) && self.oci != '' ? 1 : 0) + (has(self.path) && self.path != '' ? 1 : 0) == 1",
+        "message": "set exactly one of chart.repo, chart.oci, chart.path"
+    }]))
+    .ok()
+}
+
+/// The schema of `object.properties[name]`, if any.
+fn property<'a>(
+    object: Option<&'a mut JSONSchemaProps>,
+    name: &str,
+) -> Option<&'a mut JSONSchemaProps> {
+    object?.properties.as_mut()?.get_mut(name)
+}
+
+/// The `openAPIV3Schema.properties.spec` of every version of `crd`.
+fn specs(crd: &mut CustomResourceDefinition) -> impl Iterator<Item = &mut JSONSchemaProps> {
+    crd.spec.versions.iter_mut().filter_map(|v| {
+        property(
+            v.schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut()),
+            "spec",
+        )
+    })
+}
+
 /// The HelmApp CustomResourceDefinition, with the CEL rule the derive
 /// cannot express: exactly one chart source.
 pub fn helmapp_crd() -> CustomResourceDefinition {
     let mut crd = HelmApp::crd();
-    let rule = serde_json::json!([{
-        "rule": "(has(self.repo) && self.repo != '' ? 1 : 0) + (has(self.oci) && self.oci != '' ? 1 : 0) + (has(self.path) && self.path != '' ? 1 : 0) == 1",
-        "message": "set exactly one of chart.repo, chart.oci, chart.path"
-    }]);
-    for version in &mut crd.spec.versions {
-        if let Some(chart) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"))
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("chart"))
-        {
-            chart.x_kubernetes_validations = serde_json::from_value(rule.clone()).ok();
+    for spec in specs(&mut crd) {
+        if let Some(chart) = property(Some(spec), "chart") {
+            chart.x_kubernetes_validations = exactly_one_chart_source();
         }
     }
     crd
@@ -261,47 +280,21 @@ pub fn helmapp_crd() -> CustomResourceDefinition {
 /// source.
 pub fn helmappset_crd() -> CustomResourceDefinition {
     let mut crd = HelmAppSet::crd();
-    let chart_rule = helmapp_crd()
-        .spec
-        .versions
-        .first()
-        .and_then(|v| v.schema.as_ref())
-        .and_then(|s| s.open_api_v3_schema.as_ref())
-        .and_then(|s| s.properties.as_ref())
-        .and_then(|p| p.get("spec"))
-        .and_then(|s| s.properties.as_ref())
-        .and_then(|p| p.get("chart"))
-        .and_then(|c| c.x_kubernetes_validations.clone());
     let unique = serde_json::json!([{
         "rule": "self.all(a, self.exists_one(b, b.name == a.name))",
         "message": "apps[].name must be unique in the set"
     }]);
-    for version in &mut crd.spec.versions {
-        let Some(apps) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.as_mut())
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"))
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("apps"))
-        else {
+    for spec in specs(&mut crd) {
+        let Some(apps) = property(Some(spec), "apps") else {
             continue;
         };
         apps.x_kubernetes_validations = serde_json::from_value(unique.clone()).ok();
-        if let Some(chart) = apps
-            .items
-            .as_mut()
-            .and_then(|i| match i {
-                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(s) => Some(s),
-                _ => None,
-            })
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("spec"))
-            .and_then(|s| s.properties.as_mut())
-            .and_then(|p| p.get_mut("chart"))
-        {
-            chart.x_kubernetes_validations = chart_rule.clone();
+        let item = match apps.items.as_mut() {
+            Some(JSONSchemaPropsOrArray::Schema(s)) => Some(s.as_mut()),
+            _ => None,
+        };
+        if let Some(chart) = property(property(item, "spec"), "chart") {
+            chart.x_kubernetes_validations = exactly_one_chart_source();
         }
     }
     crd

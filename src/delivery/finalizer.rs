@@ -1,0 +1,46 @@
+//! Adding and removing one finalizer, for every kind delivery holds
+//! (HelmApp, HelmAppSet).
+
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+/// Adds (`present`) or removes `finalizer` on `obj`, keeping the others. The
+/// patch carries `obj`'s resourceVersion: a conflict fails it (the
+/// reconcile retries on fresh state). Removing it from an object already
+/// gone is done.
+pub(super) async fn set<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+    present: bool,
+) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut finalizers: Vec<String> = obj
+        .finalizers()
+        .iter()
+        .filter(|f| *f != finalizer)
+        .cloned()
+        .collect();
+    if present {
+        finalizers.push(finalizer.into());
+    }
+    let patch = json!({ "metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": obj.resource_version(),
+    }});
+    match api
+        .patch(
+            &obj.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
+        Err(e) => Err(e),
+    }
+}
