@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use apis::helmapp::ChartSource;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
@@ -92,7 +93,7 @@ pub async fn fetch(
             .parse::<Reference>()
             .map_err(|e| fail(format!("tag {tag:?}: {e}")))
     };
-    let explain = |what: &str, e: oci_client::errors::OciDistributionError| {
+    let explain = |what: &str, e: OciDistributionError| {
         // reqwest keeps the cause (a TLS or connection error) in the chain.
         let mut text = e.to_string();
         let mut cause = std::error::Error::source(&e);
@@ -100,13 +101,7 @@ pub async fn fetch(
             text = format!("{text}: {c}");
             cause = c.source();
         }
-        let hint = if text.contains("401") || text.contains("403") || text.contains("nauthorized") {
-            ": check credentialsSecretRef"
-        } else if text.contains("certificate") || text.contains("UnknownIssuer") {
-            ": the registry's certificate is not trusted; put its CA in credentialsSecretRef's ca.crt"
-        } else {
-            ""
-        };
+        let hint = hint(&e);
         fail(format!("{what}: {text}{hint}"))
     };
 
@@ -173,12 +168,65 @@ pub async fn fetch(
     Ok(local)
 }
 
+/// What to do about `e`, told by what kind of error it is — never by its
+/// text, which holds the registry's address (a port such as 40119 reads
+/// as "401").
+fn hint(e: &OciDistributionError) -> &'static str {
+    const CREDENTIALS: &str = ": check credentialsSecretRef's username and password";
+    const CA: &str =
+        ": the registry's certificate is not trusted; put its CA in credentialsSecretRef's ca.crt";
+    match e {
+        OciDistributionError::AuthenticationFailure(_)
+        | OciDistributionError::UnauthorizedError { .. }
+        | OciDistributionError::ServerError {
+            code: 401 | 403, ..
+        } => CREDENTIALS,
+        OciDistributionError::RegistryError { envelope, .. }
+            if envelope
+                .errors
+                .iter()
+                .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)) =>
+        {
+            CREDENTIALS
+        }
+        OciDistributionError::RequestError(e) if untrusted_certificate(e) => CA,
+        _ => "",
+    }
+}
+
+/// Whether a rustls certificate error is somewhere in `e`'s causes. The
+/// TLS error travels inside `io::Error`s (reqwest nests two), whose
+/// `source()` skips what they wrap, so each one is opened as well.
+fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
+    let is_certificate = |e: &(dyn std::error::Error + 'static)| {
+        matches!(
+            e.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        )
+    };
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let mut wrapped = Some(e);
+        while let Some(w) = wrapped {
+            if is_certificate(w) {
+                return true;
+            }
+            wrapped = w
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|inner| inner as &(dyn std::error::Error + 'static));
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// Every tag of the repository, page by page.
 async fn list_tags(
     client: &Client,
     image: &Reference,
     auth: &RegistryAuth,
-) -> Result<Vec<String>, oci_client::errors::OciDistributionError> {
+) -> Result<Vec<String>, OciDistributionError> {
     const PAGE: usize = 1000;
     let mut tags = Vec::new();
     loop {
@@ -223,6 +271,39 @@ mod tests {
                 .unwrap_err()
                 .contains("chart.version")
         );
+    }
+
+    #[test]
+    fn the_hint_follows_the_kind_of_error_not_the_port_in_its_url() {
+        let url = "https://127.0.0.1:40119/v2/charts/tiny/manifests/0.1.0".to_string();
+        let not_found = OciDistributionError::ServerError {
+            code: 404,
+            url: url.clone(),
+            message: "not found".into(),
+        };
+        assert_eq!(hint(&not_found), "");
+        let refused = OciDistributionError::ServerError {
+            code: 403,
+            url: url.clone(),
+            message: String::new(),
+        };
+        assert!(hint(&refused).contains("username and password"));
+        assert!(hint(&OciDistributionError::UnauthorizedError { url }).contains("password"));
+    }
+
+    #[test]
+    fn a_certificate_error_is_found_inside_the_io_error_that_carries_it() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("client error (Connect)")]
+        struct Connect(#[source] std::io::Error);
+        // As reqwest gives it: Other(InvalidData(rustls error)).
+        let tls = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        ));
+        assert!(untrusted_certificate(&Connect(tls)));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!untrusted_certificate(&Connect(refused)));
     }
 
     #[test]
