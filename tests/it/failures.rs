@@ -79,7 +79,7 @@ async fn a_rejected_payload_gives_a_warning_and_a_condition_without_a_retry_stor
             .message
             .as_deref()
             .unwrap_or_default()
-            .contains("400")
+            .contains("HTTP 400")
     );
     assert!(
         !events[0]
