@@ -596,7 +596,11 @@ async fn a_chart_from_an_http_repository_with_basic_auth_and_a_repository_that_i
     )
     .await;
     let app = ready(&f, "later", "ChartUnavailable", 0).await;
-    assert!(app.status.unwrap().conditions[0].message.contains("answered 503"));
+    assert!(
+        app.status.unwrap().conditions[0]
+            .message
+            .contains("answered 503")
+    );
     repo.set_down(false);
     ready(&f, "later", "InstallSucceeded", 1).await;
 
