@@ -2,7 +2,7 @@
 # The delivery benchmark (issue 15): the release operator binary on a real
 # control plane with a chart repository on loopback, against bare helm in
 # the same run. Writes the "delivery" section of bench/REPORT.md.
-# Not part of hack/test.sh (~10 minutes, 5 of them idle).
+# Not part of hack/test.sh (~13 minutes, 5 of them idle).
 #
 #   hack/bench-delivery.sh                      # the full run
 #   IDLE_SECS=30 SINGLES=5 hack/bench-delivery.sh   # a quick look
@@ -20,7 +20,7 @@ trap 'rm -rf "$OUT"' EXIT
 source hack/lib/report-section.sh
 
 target/release/examples/bench_delivery \
-  --singles "${SINGLES:-15}" --batch "${BATCH:-100}" --rounds "${ROUNDS:-2}" \
+  --singles "${SINGLES:-15}" --batch "${BATCH:-100}" --rounds "${ROUNDS:-6}" \
   --idle-secs "${IDLE_SECS:-300}" --changes "${CHANGES:-20}" --drifts "${DRIFTS:-10}" \
   --markdown "$OUT/delivery.md" | tee "$OUT/delivery.json"
 replace_report_section delivery "$OUT/delivery.md"
