@@ -266,3 +266,61 @@ async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_
         .await;
     }
 }
+
+#[tokio::test]
+async fn a_missing_lease_namespace_is_one_plain_warning_and_retried_until_it_exists() {
+    let f = Fixture::new().await;
+    let log = f.cp.dir().join("candidate.log");
+    let port = free_port();
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
+        .env("POD_NAME", "op-a")
+        .env("RUST_LOG", "info")
+        .args([
+            "run",
+            "--leader-elect",
+            "--leader-election-namespace",
+            "absent",
+        ])
+        .args(["--leader-elect-retry-period", "200ms"])
+        .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
+        .args(["--health-probe-bind-address", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let missing = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("cannot create the Lease absent/"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Retried every 200 ms: many attempts, one line.
+    eventually("the warning", 60, || async {
+        (!missing(&read()).is_empty()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let text = read();
+    let lines = missing(&text);
+    assert_eq!(lines.len(), 1, "{text}");
+    assert!(
+        lines[0].contains("create the namespace or set --leader-election-namespace"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        !text.contains("ErrorResponse") && !text.contains("Status {"),
+        "{text}"
+    );
+
+    // Once the namespace exists, the same process takes the Lease.
+    f.namespace("absent").await;
+    eventually("leadership", 60, || async {
+        read().contains("became leader").then_some(())
+    })
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+}

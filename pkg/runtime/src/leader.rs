@@ -46,12 +46,55 @@ impl Default for LeaseTiming {
 /// One candidate for the Lease `namespace/name`.
 pub struct LeaderElector {
     api: Api<Lease>,
+    namespace: String,
     name: String,
     identity: String,
     timing: LeaseTiming,
     /// The last Lease record seen (holder, renewTime, transitions) and when
     /// it was first seen with that content.
     observed: Option<((String, Option<MicroTime>), Instant)>,
+    problems: Problems,
+}
+
+/// How often a problem that persists is logged again.
+const REPEAT_PROBLEM: Duration = Duration::from_secs(60);
+
+/// Which problems to log: a new one at once, the same one again only after
+/// [`REPEAT_PROBLEM`] — not at every retry, twice a second.
+#[derive(Default)]
+struct Problems {
+    /// The last problem logged, and when.
+    last: Option<(String, Instant)>,
+}
+
+impl Problems {
+    fn worth_logging(&mut self, problem: &str, now: Instant) -> bool {
+        let repeated = self.last.as_ref().is_some_and(|(p, at)| {
+            p == problem && now.saturating_duration_since(*at) < REPEAT_PROBLEM
+        });
+        if !repeated {
+            self.last = Some((problem.to_string(), now));
+        }
+        !repeated
+    }
+}
+
+/// What went wrong with the Lease `namespace/name`, in one line, and what
+/// to do about it: never the Debug dump of the apiserver's answer.
+fn describe(namespace: &str, name: &str, e: &kube::Error) -> String {
+    let lease = format!("Lease {namespace}/{name}");
+    match e {
+        kube::Error::Api(s) if s.code == 404 => format!(
+            "cannot create the {lease}: {}; create the namespace or set --leader-election-namespace",
+            s.message
+        ),
+        kube::Error::Api(s) if s.code == 403 => format!(
+            "the {lease} is forbidden: {}; grant get, create and update on leases.coordination.k8s.io in {namespace}",
+            s.message
+        ),
+        kube::Error::Api(s) => format!("the {lease}: {} (HTTP {} {})", s.message, s.code, s.reason),
+        other => format!("the {lease}: {other}"),
+    }
 }
 
 /// The leader could not renew within the renew deadline.
@@ -70,10 +113,20 @@ impl LeaderElector {
     ) -> Self {
         LeaderElector {
             api: Api::namespaced(client, namespace),
+            namespace: namespace.to_string(),
             name: name.to_string(),
             identity: identity.to_string(),
             timing,
             observed: None,
+            problems: Problems::default(),
+        }
+    }
+
+    /// Logs `problem` unless it was the last one logged, less than
+    /// [`REPEAT_PROBLEM`] ago.
+    fn warn_once(&mut self, problem: String) {
+        if self.problems.worth_logging(&problem, Instant::now()) {
+            log::warn!("{problem} (retrying every {:?})", self.timing.retry_period);
         }
     }
 
@@ -93,7 +146,7 @@ impl LeaderElector {
                     return;
                 }
                 Ok(false) => {}
-                Err(e) => log::warn!("leader election: {e}"),
+                Err(e) => self.warn_once(format!("leader election: {e}")),
             }
             tokio::time::sleep(self.timing.retry_period).await;
         }
@@ -113,7 +166,7 @@ impl LeaderElector {
             match self.renew_deadline_bounded(left).await {
                 Ok(true) => last_renew = Instant::now(),
                 Ok(false) => return LeaseLost(self.name.clone()),
-                Err(e) => log::warn!("leader election: renewing failed: {e}"),
+                Err(e) => self.warn_once(format!("leader election: renewing failed: {e}")),
             }
             if last_renew.elapsed() >= self.timing.renew_deadline {
                 return LeaseLost(self.name.clone());
@@ -124,7 +177,7 @@ impl LeaderElector {
     /// One acquire-or-renew round that gives up after `limit`.
     async fn renew_deadline_bounded(&mut self, limit: Duration) -> Result<bool, String> {
         match tokio::time::timeout(limit, self.try_acquire_or_renew()).await {
-            Ok(r) => r.map_err(|e| e.to_string()),
+            Ok(r) => r.map_err(|e| describe(&self.namespace, &self.name, &e)),
             Err(_) => Err(format!("no answer from the apiserver within {limit:?}")),
         }
     }
@@ -228,4 +281,43 @@ impl LeaderElector {
 
 fn now() -> MicroTime {
     MicroTime(k8s_openapi::jiff::Timestamp::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": code, "reason": reason, "message": message,
+        }))
+        .expect("status");
+        kube::Error::Api(Box::new(status))
+    }
+
+    #[test]
+    fn a_missing_namespace_says_what_to_do_in_one_line() {
+        let e = api_error(404, "NotFound", "namespaces \"hossted-operator\" not found");
+        let line = describe("hossted-operator", "hossted-operator-leader", &e);
+        assert_eq!(
+            line,
+            "cannot create the Lease hossted-operator/hossted-operator-leader: namespaces \"hossted-operator\" not found; create the namespace or set --leader-election-namespace"
+        );
+        let e = api_error(403, "Forbidden", "leases is forbidden");
+        assert!(describe("ns", "l", &e).contains("grant get, create and update on leases"));
+        assert!(!describe("ns", "l", &e).contains("ErrorResponse"));
+    }
+
+    #[test]
+    fn the_same_problem_is_logged_once_a_minute_and_a_new_one_at_once() {
+        let mut problems = Problems::default();
+        let t0 = Instant::now();
+        assert!(problems.worth_logging("a", t0));
+        assert!(!problems.worth_logging("a", t0 + Duration::from_secs(2)));
+        assert!(!problems.worth_logging("a", t0 + Duration::from_secs(59)));
+        assert!(problems.worth_logging("a", t0 + Duration::from_secs(60)));
+        assert!(!problems.worth_logging("a", t0 + Duration::from_secs(61)));
+        assert!(problems.worth_logging("b", t0 + Duration::from_secs(62)));
+        assert!(problems.worth_logging("a", t0 + Duration::from_secs(63)));
+    }
 }
