@@ -1433,7 +1433,7 @@ async fn widget_fields(f: &Fixture) -> Option<Vec<String>> {
 }
 
 #[tokio::test]
-async fn crds_are_skipped_or_created_and_replaced_on_upgrade_as_the_policy_says() {
+async fn crds_follow_the_policy_and_a_tenant_without_crd_rights_gets_crds_failed() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     // Both chart versions under one --chart-path-root; 0.2.0's CRD has a
@@ -1487,5 +1487,53 @@ async fn crds_are_skipped_or_created_and_replaced_on_upgrade_as_the_policy_says(
         Some(vec!["color".to_string(), "size".to_string()]),
         "the upgrade did not replace the CRD"
     );
+
+    // A tenant that may not touch CRDs: CRDsFailed, the CRD as it was, no
+    // release (helm is not run when its CRDs could not be applied).
+    let rbac = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{ name: tenant, namespace: {NS} }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{ name: tenant, namespace: {NS} }}
+rules: [{{ apiGroups: ["*"], resources: ["*"], verbs: ["*"] }}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{ name: tenant, namespace: {NS} }}
+roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenant }}
+subjects: [{{ kind: ServiceAccount, name: tenant, namespace: {NS} }}]
+"#
+    );
+    let file = f.cp.dir().join("tenant-rbac.yaml");
+    std::fs::write(&file, rbac).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    apply(
+        &f,
+        "tenant",
+        json!({ "chart": { "path": rel(&v1) }, "crds": "CreateReplace",
+                "serviceAccountName": "tenant" }),
+    )
+    .await;
+    let app = with_reason(&f, "tenant", "CRDsFailed").await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(
+        message.contains("forbidden") && message.contains("customresourcedefinitions"),
+        "{message}"
+    );
+    assert!(
+        reasons_of_events(&f, "tenant")
+            .await
+            .contains(&"CRDsFailed".to_string())
+    );
+    assert_eq!(
+        widget_fields(&f).await,
+        Some(vec!["color".to_string(), "size".to_string()]),
+        "the tenant replaced the CRD"
+    );
+    assert!(revisions(&f, "tenant").await.is_empty(), "helm ran");
     operator.stop().await;
 }
