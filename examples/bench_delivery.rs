@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use apis::helmapp::HelmApp;
-use common::{cpu_seconds, percentile, proc_field};
+use common::{apply_crds, cpu_seconds, percentile, proc_field};
 use envtest::{ChartRepo, ControlPlane};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -419,30 +419,14 @@ async fn main() {
     let kubeconfig = cp
         .kubeconfig_for_user(USER, Some("system:masters"))
         .expect("kubeconfig");
-    for crd in [
-        "helmapps.hossted.com",
-        "helmappsets.hossted.com",
-        "hosstedprojects.hossted.com",
-    ] {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(apis::crd_manifest_path(crd));
-        let out = cp
-            .kubectl()
-            .args(["apply", "-f"])
-            .arg(&path)
-            .output()
-            .expect("kubectl");
-        assert!(out.status.success());
-    }
-    let _ = cp
-        .kubectl()
-        .args([
-            "wait",
-            "--for",
-            "condition=established",
-            "crd/helmapps.hossted.com",
-            "--timeout=60s",
-        ])
-        .output();
+    apply_crds(
+        &cp,
+        &[
+            "helmapps.hossted.com",
+            "helmappsets.hossted.com",
+            "hosstedprojects.hossted.com",
+        ],
+    );
     let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
     let repo = ChartRepo::start(&cp, &[&charts.join("tiny"), &charts.join("deploy")], None)
         .await
@@ -595,12 +579,7 @@ async fn main() {
             let ns = format!("batch-{r}");
             namespace(&client, &ns).await;
             let api: Api<HelmApp> = Api::namespaced(client.clone(), &ns);
-            let helm_before = (
-                op.sample("hossted_helm_run_duration_seconds_sum{action=\"upgrade\"}")
-                    .await,
-                op.sample("hossted_helm_run_duration_seconds_count{action=\"upgrade\"}")
-                    .await,
-            );
+            let spent_before = op.time_spent().await;
             let mut watch = Watched::start(&api).await;
             let cpu_before = cpu_seconds(op.pid());
             let cp_before = control_plane_cpu();
@@ -626,14 +605,8 @@ async fn main() {
             batch_cpu.push(cpu_seconds(op.pid()) - cpu_before);
             ours_cp_cpu.push(control_plane_cpu() - cp_before);
             ours_requests.push(delta(&req_before, &request_seconds()));
-            let sum = op
-                .sample("hossted_helm_run_duration_seconds_sum{action=\"upgrade\"}")
-                .await
-                - helm_before.0;
-            let count = op
-                .sample("hossted_helm_run_duration_seconds_count{action=\"upgrade\"}")
-                .await
-                - helm_before.1;
+            let spent = op.time_spent().await;
+            let (sum, count) = (spent[0] - spent_before[0], spent[1] - spent_before[1]);
             if count > 0.0 {
                 ours_runs.push(sum / count);
             }

@@ -375,25 +375,7 @@ async fn main() {
     let expected_apps = releases.len();
     let build_secs = build_started.elapsed().as_secs_f64();
 
-    let crd = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/manifests/base/crd/hosstedprojects.hossted.com.yaml"
-    );
-    let out = cp
-        .kubectl()
-        .args(["apply", "-f", crd])
-        .output()
-        .expect("kubectl");
-    assert!(out.status.success());
-    let _ = cp
-        .kubectl()
-        .args([
-            "wait",
-            "--for",
-            "condition=established",
-            "crd/hosstedprojects.hossted.com",
-        ])
-        .output();
+    common::apply_crds(&cp, &["hosstedprojects.hossted.com"]);
     let out = cp
         .kubectl()
         .args([

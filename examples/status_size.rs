@@ -213,26 +213,13 @@ async fn main() {
         .await
         .expect("control plane");
     let client = cp.client();
-    for file in [
-        "/manifests/base/crd/hosstedprojects.hossted.com.yaml",
-        "/examples/hosstedproject.yaml",
-    ] {
-        let path = format!("{}{file}", env!("CARGO_MANIFEST_DIR"));
-        let out = cp.kubectl().args(["apply", "-f", &path]).output();
-        assert!(
-            out.is_ok_and(|o| o.status.success()),
-            "kubectl apply {file}"
-        );
-        let _ = cp
-            .kubectl()
-            .args([
-                "wait",
-                "--for",
-                "condition=established",
-                "crd/hosstedprojects.hossted.com",
-            ])
-            .output();
-    }
+    common::apply_crds(&cp, &["hosstedprojects.hossted.com"]);
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/hosstedproject.yaml");
+    let out = cp.kubectl().args(["apply", "-f", example]).output();
+    assert!(
+        out.is_ok_and(|o| o.status.success()),
+        "kubectl apply {example}"
+    );
     let kubeconfig = cp.kubeconfig_path().to_path_buf();
     let api = Receiver::start().await.expect("receiver");
     let api_url = format!("{}/v1", api.url());

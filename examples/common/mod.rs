@@ -202,3 +202,27 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     sorted[((p / 100.0) * (sorted.len() - 1) as f64).round() as usize]
 }
+
+/// Applies the checked-in CRDs `names` (e.g. `"helmapps.hossted.com"`) and
+/// waits until they are established.
+pub fn apply_crds(cp: &envtest::ControlPlane, names: &[&str]) {
+    for name in names {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(apis::crd_manifest_path(name));
+        let out = cp.kubectl().args(["apply", "-f"]).arg(&path).output();
+        assert!(
+            out.is_ok_and(|o| o.status.success()),
+            "kubectl apply {}",
+            path.display()
+        );
+    }
+    let out = cp
+        .kubectl()
+        .args(["wait", "--for", "condition=established", "--timeout=60s"])
+        .args(names.iter().map(|n| format!("crd/{n}")))
+        .output();
+    assert!(
+        out.is_ok_and(|o| o.status.success()),
+        "CRDs {names:?} not established"
+    );
+}

@@ -1065,12 +1065,9 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
     operator.stop().await;
 }
 
-#[tokio::test]
-async fn a_service_account_bounds_what_a_chart_may_do_and_cross_namespace_refs_can_be_refused() {
-    let f = Fixture::new().await;
-    f.namespace(NS).await;
-    // A tenant ServiceAccount that may do anything in its namespace but
-    // create Services.
+/// The ServiceAccount `tenant` in [`NS`], bound to a Role with `rules` (YAML
+/// list items).
+fn tenant_account(f: &Fixture, rules: &str) {
     let rbac = format!(
         r#"
 apiVersion: v1
@@ -1079,25 +1076,37 @@ metadata: {{ name: tenant, namespace: {NS} }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {{ name: no-services, namespace: {NS} }}
-rules:
-  - apiGroups: ["", apps, networking.k8s.io]
-    resources: [secrets, configmaps, deployments, statefulsets, ingresses]
-    verbs: ["*"]
-  - apiGroups: [""]
-    resources: [services]
-    verbs: [get, list, watch]
+metadata: {{ name: tenant, namespace: {NS} }}
+rules:{rules}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {{ name: tenant, namespace: {NS} }}
-roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: no-services }}
+roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenant }}
 subjects: [{{ kind: ServiceAccount, name: tenant, namespace: {NS} }}]
 "#
     );
     let file = f.cp.dir().join("tenant-rbac.yaml");
     std::fs::write(&file, rbac).unwrap();
     f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+}
+
+#[tokio::test]
+async fn a_service_account_bounds_what_a_chart_may_do_and_cross_namespace_refs_can_be_refused() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // A tenant ServiceAccount that may do anything in its namespace but
+    // create Services.
+    tenant_account(
+        &f,
+        r#"
+  - apiGroups: ["", apps, networking.k8s.io]
+    resources: [secrets, configmaps, deployments, statefulsets, ingresses]
+    verbs: ["*"]
+  - apiGroups: [""]
+    resources: [services]
+    verbs: [get, list, watch]"#,
+    );
     let operator = f
         .start_delivery_with(|s| s.no_cross_namespace_refs = true)
         .await;
@@ -1490,27 +1499,13 @@ async fn crds_follow_the_policy_and_a_tenant_without_crd_rights_gets_crds_failed
 
     // A tenant that may not touch CRDs: CRDsFailed, the CRD as it was, no
     // release (helm is not run when its CRDs could not be applied).
-    let rbac = format!(
+    tenant_account(
+        &f,
         r#"
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{ name: tenant, namespace: {NS} }}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{ name: tenant, namespace: {NS} }}
-rules: [{{ apiGroups: ["*"], resources: ["*"], verbs: ["*"] }}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {{ name: tenant, namespace: {NS} }}
-roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: tenant }}
-subjects: [{{ kind: ServiceAccount, name: tenant, namespace: {NS} }}]
-"#
+  - apiGroups: ["*"]
+    resources: ["*"]
+    verbs: ["*"]"#,
     );
-    let file = f.cp.dir().join("tenant-rbac.yaml");
-    std::fs::write(&file, rbac).unwrap();
-    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
     apply(
         &f,
         "tenant",

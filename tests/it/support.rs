@@ -198,28 +198,17 @@ impl Fixture {
         Operator::run(manager, stats)
     }
 
-    /// Installs the HelmApp CRD and runs the delivery controller in-process:
-    /// charts by path from `examples/charts`, helm from the test assets.
     /// Applies the delivery CRDs (HelmApp, HelmAppSet) and waits until
     /// they are established.
     pub async fn helmapp_crd(&self) {
-        let crds: Api<CustomResourceDefinition> = Api::all(self.cp.client());
         for name in ["helmapps.hossted.com", "helmappsets.hossted.com"] {
-            let file =
-                PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(apis::crd_manifest_path(name));
-            output_ok(self.cp.kubectl().args(["apply", "-f"]).arg(&file));
-            eventually(&format!("CRD {name} to be established"), 30, || async {
-                let c = crds.get(name).await.ok()?;
-                c.status?
-                    .conditions?
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-                    .then_some(())
-            })
-            .await;
+            apply_crd(&self.cp, name).await;
         }
     }
 
+    /// Installs the delivery CRDs and runs the delivery controllers
+    /// in-process: charts by path from `examples/charts`, helm from the test
+    /// assets.
     pub async fn start_delivery(&self) -> Operator {
         self.start_delivery_with(|_| {}).await
     }
@@ -280,10 +269,6 @@ impl Fixture {
     }
 }
 
-/// The operator binary with none of its configuration inherited from the
-/// environment the tests run in. It dies with the test thread that started
-/// it (`PR_SET_PDEATHSIG`), so a failed test leaves no operator running —
-/// one holding a port or a Lease would break the tests after it.
 /// Applies the checked-in CRD `name` and waits until it is established.
 async fn apply_crd(cp: &ControlPlane, name: &str) {
     let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(apis::crd_manifest_path(name));
@@ -348,6 +333,10 @@ pub fn forbidden_lines(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The operator binary with none of its configuration inherited from the
+/// environment the tests run in. It dies with the test thread that started
+/// it (`PR_SET_PDEATHSIG`), so a failed test leaves no operator running —
+/// one holding a port or a Lease would break the tests after it.
 pub fn operator_binary() -> Command {
     use std::os::unix::process::CommandExt;
     let mut c = Command::new(env!("CARGO_BIN_EXE_hossted-operator"));
