@@ -43,6 +43,9 @@ pub struct ReleaseSummary {
     pub app_version: String,
     /// Whether the rendered manifest carries `hossted_helm: true`.
     pub hossted_helm: bool,
+    /// The objects of the manifest that delivery notices being deleted;
+    /// listed only for a release delivery owns (see [`decode_release_with`]).
+    pub objects: Vec<super::manifest::ManifestObject>,
 }
 
 /// Why a release payload could not be decoded.
@@ -135,6 +138,13 @@ pub fn encode_release(json: &[u8]) -> Vec<u8> {
 /// Decodes the `release` entry of a Helm storage Secret or ConfigMap (see
 /// [`release_json`]) into what the operator reports of it.
 pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
+    decode_release_with(data, false)
+}
+
+/// [`decode_release`], and with `list_objects` the manifest's
+/// [`super::manifest::watched_objects`] (kept only for releases delivery
+/// owns: the inventory's thousands of releases do not pay for it).
+pub fn decode_release_with(data: &[u8], list_objects: bool) -> Result<ReleaseSummary, Error> {
     let json = release_json(data)?;
     let r: Release = serde_json::from_slice(&json)?;
     let meta = r.chart.and_then(|c| c.metadata);
@@ -149,6 +159,11 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
         updated: r.info.last_deployed,
         first_deployed: r.info.first_deployed,
         hossted_helm: super::marker::has_hossted_marker(&r.manifest),
+        objects: if list_objects {
+            super::manifest::watched_objects(&r.manifest)
+        } else {
+            Vec::new()
+        },
         app_version: meta
             .as_ref()
             .map(|m| m.app_version.clone())
@@ -224,6 +239,7 @@ mod tests {
             chart_version: "18.4.0".into(),
             app_version: "23.0.5".into(),
             hossted_helm,
+            objects: Vec::new(),
         }
     }
 

@@ -5,7 +5,9 @@
 
 pub mod digests;
 pub mod helm;
+pub mod manifest;
 pub mod marker;
+pub mod members;
 pub mod objects;
 pub mod quantity;
 pub mod storage;

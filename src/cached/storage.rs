@@ -10,7 +10,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use super::helm::{ReleaseSummary, decode_release};
+use super::helm::{ReleaseSummary, decode_release_with};
 use super::objects::{label, lean_meta, resource};
 
 /// The `data` of a Secret as the API serves it: base64 values. Only the
@@ -22,6 +22,12 @@ fn secret_entry(data: &BTreeMap<String, String>, key: &str) -> Option<Result<Vec
             .map_err(|e| format!("data.{key} is not base64: {e}"))
     })
 }
+
+/// On a release's storage: the UID of the HelmApp that owns it (delivery
+/// writes it with `helm --labels`).
+pub const HELMAPP_UID_LABEL: &str = "hossted.com/helmapp-uid";
+/// On a release's storage: the hash of its HelmApp's configuration.
+pub const CONFIG_HASH_LABEL: &str = "hossted.com/config-hash";
 
 /// How Helm's release storage is watched — label `owner=helm`, small LIST
 /// pages (a release Secret is large: a gzip'd release, base64'd twice) —:
@@ -55,7 +61,10 @@ impl<'de> Deserialize<'de> for HelmRelease {
         let release = match secret_entry(&raw.data, "release") {
             None => Err("the Secret has no data.release".to_string()),
             Some(Err(e)) => Err(e),
-            Some(Ok(payload)) => decode_release(&payload).map_err(|e| e.to_string()),
+            Some(Ok(payload)) => {
+                let owned = !label(&raw.metadata, HELMAPP_UID_LABEL).is_empty();
+                decode_release_with(&payload, owned).map_err(|e| e.to_string())
+            }
         };
         Ok(HelmRelease {
             metadata: raw.metadata,
@@ -99,7 +108,9 @@ impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
         let raw = Raw::deserialize(d)?;
         let release = match raw.data.get("release") {
             None => Err("the ConfigMap has no data.release".to_string()),
-            Some(payload) => decode_release(payload.as_bytes()).map_err(|e| e.to_string()),
+            Some(payload) => {
+                super::helm::decode_release(payload.as_bytes()).map_err(|e| e.to_string())
+            }
         };
         Ok(HelmReleaseConfigMap(HelmRelease {
             metadata: raw.metadata,

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use apis::helmapp::{Dependency, HelmApp, HelmAppSpec};
+use apis::helmapp::{Dependency, DependencyKind, HelmApp, HelmAppSpec};
 use apis::helmappset::{HelmAppSet, HelmAppSetStatus, MAX_CHILD_NAME};
 use cache::{Event, HandlerFn, InformerOptions, Store};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -267,7 +267,7 @@ fn desired_spec(set: &HelmAppSet, app: &HelmAppSpec, previous: Option<&str>) -> 
     }
     if let Some(previous) = previous.filter(|_| set.spec.sequenced) {
         spec.depends_on.push(Dependency {
-            kind: "HelmApp".into(),
+            kind: DependencyKind::HelmApp,
             name: previous.into(),
             namespace: String::new(),
         });
@@ -446,7 +446,7 @@ mod tests {
             HelmAppSetSpec {
                 sequenced,
                 depends_on: vec![Dependency {
-                    kind: "HelmAppSet".into(),
+                    kind: DependencyKind::HelmAppSet,
                     name: "base".into(),
                     namespace: String::new(),
                 }],
@@ -466,7 +466,7 @@ mod tests {
         let app = HelmAppSpec::default();
         let first = desired_spec(&set(true), &app, None);
         assert_eq!(first.depends_on.len(), 1, "the set's own dependency");
-        assert_eq!(first.depends_on[0].kind, "HelmAppSet");
+        assert_eq!(first.depends_on[0].kind, DependencyKind::HelmAppSet);
         let second = desired_spec(&set(true), &app, Some("stack-db"));
         assert_eq!(second.depends_on.len(), 2);
         assert_eq!(second.depends_on[1].name, "stack-db");

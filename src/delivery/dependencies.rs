@@ -25,7 +25,7 @@ fn node_of(dependent_ns: &str, d: &Dependency) -> Node {
     } else {
         d.namespace.as_str()
     };
-    (d.kind.clone(), ns.to_string(), d.name.clone())
+    (d.kind.as_str().to_string(), ns.to_string(), d.name.clone())
 }
 
 /// What `node` points at.
@@ -97,7 +97,7 @@ mod tests {
 
     fn dep(kind: &str, name: &str) -> Dependency {
         Dependency {
-            kind: kind.into(),
+            kind: serde_json::from_value(serde_json::json!(kind)).unwrap(),
             name: name.into(),
             namespace: String::new(),
         }

@@ -36,7 +36,7 @@ use record::{EventRecorder, EventType};
 use runtime::{Action, Controller, Manager, Reconciler};
 use serde_json::json;
 
-use super::RELEASE_INDEX;
+use super::names::RELEASE_INDEX;
 use super::source::{self, RepoCache};
 use crate::cached::objects::HelmRelease;
 use crate::cached::storage::helm_storage_options;
@@ -86,6 +86,7 @@ pub fn controller(
     manager: &Manager,
     operator_namespace: &str,
     work_dir: PathBuf,
+    resync: Duration,
 ) -> Controller<ProjectDelivery> {
     let factory = manager.factory();
     // The inventory's informer (same options: one watch).
@@ -112,7 +113,8 @@ pub fn controller(
     };
     let controller = Controller::new(manager, "project-delivery", reconciler)
         .max_backoff(Duration::from_secs(300))
-        .workers(1);
+        .workers(1)
+        .resync_every(resync, &projects);
 
     // A project: new or gone changes which one delivers — all look again;
     // a spec change or a deletion begun, that one.
@@ -132,12 +134,13 @@ pub fn controller(
             }
         }
     }));
-    // One of its HelmApps deleted or edited by someone: put it back.
+    // One of its HelmApps deleted or edited by someone: put it back. A
+    // HelmApp that appears — on start, those of a project deleted while the
+    // operator was down — has its project look again (and let it go).
     let queue = controller.queue();
     apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| {
         let app = match e {
-            Event::Add(_) => return,
-            Event::Delete(a) => a,
+            Event::Add(a) | Event::Delete(a) => a,
             Event::Update { old, new } => {
                 if old.metadata.generation == new.metadata.generation
                     && old.metadata.deletion_timestamp == new.metadata.deletion_timestamp

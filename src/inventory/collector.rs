@@ -19,27 +19,15 @@ use super::payload::{
 };
 use crate::cached::helm::ReleaseSummary;
 use crate::cached::objects::{
-    HelmRelease, HelmReleaseConfigMap, INSTANCE_LABEL, Ingress, MANAGED_BY_LABEL, Namespace,
-    PersistentVolumeClaim, Pod, Service, UuidSecret, label,
+    HelmRelease, HelmReleaseConfigMap, Ingress, MANAGED_BY_LABEL, Namespace, PersistentVolumeClaim,
+    Pod, Service, UuidSecret, label,
 };
 use crate::cached::trivy::VulnerabilityReport;
 use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 
-/// Index of pods, services, PVCs and ingresses by `namespace/<instance label>`.
-pub const RELEASE_INDEX: &str = "release";
-
-/// The [`RELEASE_INDEX`] function: an object belongs to the release named by
-/// its `app.kubernetes.io/instance` label, in its own namespace.
-pub fn release_index<K: Resource>() -> IndexFn<K> {
-    Arc::new(|obj: &K| {
-        let meta = obj.meta();
-        let instance = label(meta, INSTANCE_LABEL);
-        match (&meta.namespace, instance.is_empty()) {
-            (Some(ns), false) => vec![format!("{ns}/{instance}")],
-            _ => Vec::new(),
-        }
-    })
-}
+/// Index of pods, services, PVCs and ingresses by `namespace/<instance
+/// label>` (the one both jobs share: [`crate::cached::members`]).
+pub use crate::cached::members::{MEMBER_INDEX as RELEASE_INDEX, member_index as release_index};
 
 /// Index of vulnerability reports by `namespace/kind/name/container` of the
 /// workload and container they are about.

@@ -64,22 +64,26 @@ impl Informers {
             secrets: factory.informer(managed_by_helm()),
             vulnerability_reports: factory.optional_informer(InformerOptions::default()),
         };
-        i.pods.store().add_index(RELEASE_INDEX, release_index());
-        i.services.store().add_index(RELEASE_INDEX, release_index());
-        i.pvcs.store().add_index(RELEASE_INDEX, release_index());
+        i.pods.store().ensure_index(RELEASE_INDEX, release_index());
+        i.services
+            .store()
+            .ensure_index(RELEASE_INDEX, release_index());
+        i.pvcs.store().ensure_index(RELEASE_INDEX, release_index());
         i.ingresses
             .store()
-            .add_index(RELEASE_INDEX, release_index());
+            .ensure_index(RELEASE_INDEX, release_index());
         i.deployments
             .store()
-            .add_index(RELEASE_INDEX, release_index());
+            .ensure_index(RELEASE_INDEX, release_index());
         i.statefulsets
             .store()
-            .add_index(RELEASE_INDEX, release_index());
+            .ensure_index(RELEASE_INDEX, release_index());
         i.configmaps
             .store()
-            .add_index(RELEASE_INDEX, release_index());
-        i.secrets.store().add_index(RELEASE_INDEX, release_index());
+            .ensure_index(RELEASE_INDEX, release_index());
+        i.secrets
+            .store()
+            .ensure_index(RELEASE_INDEX, release_index());
         i.vulnerability_reports
             .store()
             .add_index(WORKLOAD_INDEX, workload_index());

@@ -87,9 +87,13 @@ pub struct HelmAppSpec {
     #[serde(default)]
     pub adopt: bool,
     /// The chart's `crds/` directory: `Skip`, `Create` or `CreateReplace`.
-    #[serde(default = "default_crds")]
-    #[schemars(regex(pattern = r"^(Skip|Create|CreateReplace)$"))]
-    pub crds: String,
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_crds",
+        regex(pattern = r"^(Skip|Create|CreateReplace)$")
+    )]
+    pub crds: CrdPolicy,
 }
 
 /// Where the chart comes from: exactly one of `repo`, `oci`, `path`.
@@ -129,8 +133,8 @@ pub struct LocalObjectReference {
 #[serde(rename_all = "camelCase")]
 pub struct ValuesReference {
     /// `Secret` or `ConfigMap`.
-    #[schemars(regex(pattern = r"^(Secret|ConfigMap)$"))]
-    pub kind: String,
+    #[schemars(with = "String", regex(pattern = r"^(Secret|ConfigMap)$"))]
+    pub kind: ValuesKind,
     pub name: String,
     /// Default `values.yaml`.
     #[serde(default = "default_values_key")]
@@ -144,8 +148,9 @@ pub struct ValuesReference {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Dependency {
     /// `HelmApp` or `HelmAppSet`.
-    #[serde(default = "default_dependency_kind")]
-    pub kind: String,
+    #[serde(default)]
+    #[schemars(with = "String", default = "default_dependency_kind")]
+    pub kind: DependencyKind,
     pub name: String,
     /// Default: the namespace of the one that depends.
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -159,19 +164,78 @@ pub struct Remediation {
     #[serde(default = "default_retries")]
     pub retries: i32,
     /// `rollback`, `uninstall` or `none`, once the retries are spent.
-    #[serde(default = "default_on_failure")]
-    #[schemars(regex(pattern = r"^(rollback|uninstall|none)$"))]
-    pub on_failure: String,
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_on_failure",
+        regex(pattern = r"^(rollback|uninstall|none)$")
+    )]
+    pub on_failure: OnFailure,
 }
 
 impl Default for Remediation {
     fn default() -> Self {
         Remediation {
             retries: default_retries(),
-            on_failure: default_on_failure(),
+            on_failure: OnFailure::default(),
         }
     }
 }
+
+/// Declares a string enum of the spec: its JSON spellings are given, and
+/// any other spelling decodes as `Unknown` — a stored object the schema no
+/// longer allows still loads, and gets a condition naming the field
+/// instead of failing the whole list. The CRD keeps the field a string with
+/// a pattern (`#[schemars(with = "String")]` on the field).
+macro_rules! spelled {
+    ($(#[$doc:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? } default $default:ident) => {
+        $(#[$doc])*
+        #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $(#[serde(rename = $text)] $variant,)+
+            /// A spelling the schema does not allow.
+            #[serde(other)]
+            Unknown,
+        }
+        impl Default for $name {
+            fn default() -> Self {
+                $name::$default
+            }
+        }
+        impl $name {
+            /// The JSON spelling (`"?"` for `Unknown`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                    $name::Unknown => "?",
+                }
+            }
+        }
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+spelled!(
+    /// The chart's `crds/` directory: helm skips it, creates it (helm's
+    /// own behaviour), or the operator applies it on every run.
+    CrdPolicy { Skip = "Skip", Create = "Create", CreateReplace = "CreateReplace" } default Create
+);
+spelled!(
+    /// Where a `valuesFrom` document is.
+    ValuesKind { Secret = "Secret", ConfigMap = "ConfigMap" } default Secret
+);
+spelled!(
+    /// What a `dependsOn` entry names.
+    DependencyKind { HelmApp = "HelmApp", HelmAppSet = "HelmAppSet" } default HelmApp
+);
+spelled!(
+    /// What is done once an upgrade's retries are spent.
+    OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
+);
 
 /// What the operator did and sees.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

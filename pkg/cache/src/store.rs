@@ -105,6 +105,15 @@ impl<K: Resource + 'static> Store<K> {
         inner.index_fns.insert(name.to_string(), f);
     }
 
+    /// [`Store::add_index`] unless an index called `name` exists: for an
+    /// index several controllers need on one shared informer, computed
+    /// once whoever asks first.
+    pub fn ensure_index(&self, name: &str, f: IndexFn<K>) {
+        if !self.inner.read().index_fns.contains_key(name) {
+            self.add_index(name, f);
+        }
+    }
+
     /// Stores `obj` under its key; returns the version it replaced.
     pub fn upsert(&self, obj: Arc<K>) -> Option<Arc<K>> {
         let key = object_key(obj.as_ref());

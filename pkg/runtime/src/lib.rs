@@ -8,6 +8,8 @@
 //! - [`Controller`]: a named rate-limiting queue, workers, safety resync,
 //!   retries through the rate limiter, drain on shutdown — around a
 //!   [`Reconciler`], the business logic of one key.
+//! - [`StatusWriter`]: writes a status only when it changed, and reads back
+//!   what it wrote while the lister lags.
 //!
 //! Wiring a controller is one module and one line:
 //!
@@ -30,12 +32,16 @@ mod manager;
 pub mod memory;
 mod metrics;
 mod server;
+mod status;
 
 pub use controller::{Action, Controller, ControllerStats, DEFAULT_RESYNC, Reconciler};
 pub use leader::LeaseTiming;
 pub use manager::{LeaderElection, Manager, ManagerError, ManagerOptions, Stopping};
 pub use metrics::Metrics;
 pub use server::ServerOptions;
+pub use status::{StatusWriter, Written, ignore_not_found, is_conflict, is_not_found};
+/// The queue type a [`Controller`] hands to its handlers.
+pub use workqueue::RateLimitingQueue;
 
 /// Completes on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {

@@ -1,7 +1,7 @@
 //! The collector on in-memory stores.
 
 use super::*;
-use crate::cached::objects::{Container, Owner};
+use crate::cached::objects::{Container, INSTANCE_LABEL, Owner};
 use kube::api::ObjectMeta;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -42,6 +42,7 @@ fn release(ns: &str, name: &str, version: i64, status: &str, marker: bool) -> Ar
             chart_version: "0.1.0".into(),
             app_version: "1.0".into(),
             hossted_helm: marker,
+            objects: Vec::new(),
         }),
     })
 }

@@ -13,15 +13,16 @@ use kube::api::{Patch, PatchParams};
 use kube::core::Request;
 use serde_json::Value;
 
-use super::reconciler::{Delivery, DeliveryError};
+use super::super::context::Context;
+use super::DeliveryError;
 
 /// The field manager of the operator's own applies.
 pub const FIELD_MANAGER: &str = "hossted-operator";
 
-impl Delivery {
+impl Context {
     /// Applies every CustomResourceDefinition of the chart at `chart`;
     /// returns their names. `Err` carries a message for the condition.
-    pub(super) async fn replace_crds(
+    pub async fn replace_crds(
         &self,
         chart: &std::path::Path,
         service_account: Option<(&str, &str)>,

@@ -1,8 +1,6 @@
-//! What a HelmApp's release is made of: its chart, its dependencies, its
-//! values (and their cached digests), the release's newest storage, and
-//! the hash of it all.
+//! What a HelmApp's release is made of: its chart, its values (and their
+//! cached digests), and the hash of it all.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use apis::helmapp::HelmApp;
@@ -12,17 +10,34 @@ use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::RELEASE_INDEX;
-use super::reconciler::{Delivery, Target};
-use super::source::{self, hex};
-use super::values;
-use crate::cached::objects::HelmRelease;
+use super::context::Context;
+use super::target::Target;
+use crate::delivery::helm::values;
+use crate::delivery::source::{self, hex};
+use apis::helmapp::ValuesKind;
 
-impl Delivery {
+/// Why the chart could not be had, and whether retrying may help (a
+/// repository that is down) or only a change of the spec can (a wrong path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChartProblem {
+    pub message: String,
+    pub retry: bool,
+}
+
+impl Context {
     /// The chart, local: by path, or from an HTTP repository or an OCI
     /// registry (remembered for `interval`: a reconcile in between touches
     /// no network). `Err` says whether retrying may help.
-    pub(super) async fn chart(
+    pub async fn chart(&self, app: &HelmApp) -> Result<source::LocalChart, ChartProblem> {
+        self.fetch_chart(app)
+            .await
+            .map_err(|(e, retry)| ChartProblem {
+                message: e.to_string(),
+                retry,
+            })
+    }
+
+    async fn fetch_chart(
         &self,
         app: &HelmApp,
     ) -> Result<source::LocalChart, (source::SourceError, bool)> {
@@ -106,86 +121,19 @@ impl Delivery {
         .map_err(|e| (e, true))
     }
 
-    /// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
-    /// dependency that does not exist, or one that is not Ready.
-    pub(super) fn waiting_for(&self, app: &HelmApp) -> Option<(&'static str, String)> {
-        let own_ns = app.namespace().unwrap_or_default();
-        if let Some(path) = super::dependencies::cycle_through(app, &self.apps, &self.sets) {
-            return Some((
-                "DependencyCycle",
-                format!(
-                    "dependsOn makes a cycle: {}; remove one of these dependencies",
-                    path.join(" → ")
-                ),
-            ));
-        }
-        for d in &app.spec.depends_on {
-            let ns = if d.namespace.is_empty() {
-                own_ns.as_str()
-            } else {
-                d.namespace.as_str()
-            };
-            if self.settings.no_cross_namespace_refs && ns != own_ns {
-                return Some((
-                    "CrossNamespaceRef",
-                    format!(
-                        "dependsOn {ns}/{}: another namespace, which --no-cross-namespace-refs refuses",
-                        d.name
-                    ),
-                ));
-            }
-            let key = format!("{ns}/{}", d.name);
-            let conditions = match d.kind.as_str() {
-                "HelmApp" => self
-                    .apps
-                    .get(&key)
-                    .map(|a| a.status.clone().unwrap_or_default().conditions),
-                "HelmAppSet" => self
-                    .sets
-                    .get(&key)
-                    .map(|s| s.status.clone().unwrap_or_default().conditions),
-                other => {
-                    return Some((
-                        "DependencyNotFound",
-                        format!("dependsOn kind {other:?}: use HelmApp or HelmAppSet"),
-                    ));
-                }
-            };
-            match conditions {
-                None => {
-                    return Some((
-                        "DependencyNotFound",
-                        format!(
-                            "dependsOn {} {key} does not exist; installed once it does and is Ready",
-                            d.kind
-                        ),
-                    ));
-                }
-                Some(c) if !crate::condition::is_true(&c, "Ready") => {
-                    return Some((
-                        "DependencyNotReady",
-                        format!("waiting for {} {key} to be Ready", d.kind),
-                    ));
-                }
-                Some(_) => {}
-            }
-        }
-        None
-    }
-
     /// The cached digest of each `valuesFrom` key, in order (`None`: an
     /// optional reference that is absent).
-    pub(super) fn reference_digests(&self, app: &HelmApp) -> Result<Vec<Option<String>>, String> {
+    pub fn reference_digests(&self, app: &HelmApp) -> Result<Vec<Option<String>>, String> {
         let ns = app.namespace().unwrap_or_default();
         app.spec
             .values_from
             .iter()
             .map(|r| {
                 let key = format!("{ns}/{}", r.name);
-                let keys = match r.kind.as_str() {
-                    "Secret" => self.secrets.get(&key).map(|s| s.keys.clone()),
-                    "ConfigMap" => self.configmaps.get(&key).map(|c| c.keys.clone()),
-                    other => return Err(format!("valuesFrom kind {other:?}: use Secret or ConfigMap")),
+                let keys = match r.kind {
+                    ValuesKind::Secret => self.secrets.get(&key).map(|s| s.keys.clone()),
+                    ValuesKind::ConfigMap => self.configmaps.get(&key).map(|c| c.keys.clone()),
+                    ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
                 };
                 match keys.and_then(|mut k| k.remove(&r.key)) {
                     Some(d) => Ok(Some(d)),
@@ -200,7 +148,7 @@ impl Delivery {
     }
 
     /// The merged values: `values`, `valuesFrom`, `valuesBase64`, `set`.
-    pub(super) async fn values(&self, app: &HelmApp) -> Result<Value, String> {
+    pub async fn values(&self, app: &HelmApp) -> Result<Value, String> {
         let spec = &app.spec;
         let ns = app.namespace().unwrap_or_default();
         let mut merged = json!({});
@@ -212,8 +160,8 @@ impl Delivery {
         }
         for r in &spec.values_from {
             let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
-            let text = match r.kind.as_str() {
-                "Secret" => {
+            let text = match r.kind {
+                ValuesKind::Secret => {
                     let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
                     match api
                         .get_opt(&r.name)
@@ -227,7 +175,7 @@ impl Delivery {
                         None => None,
                     }
                 }
-                "ConfigMap" => {
+                ValuesKind::ConfigMap => {
                     let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
                     match api
                         .get_opt(&r.name)
@@ -238,11 +186,7 @@ impl Delivery {
                         None => None,
                     }
                 }
-                other => {
-                    return Err(format!(
-                        "valuesFrom kind {other:?}: use Secret or ConfigMap"
-                    ));
-                }
+                ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
             };
             match text {
                 Some(t) => values::merge(
@@ -270,20 +214,18 @@ impl Delivery {
         }
         Ok(merged)
     }
-
-    /// The newest revision of the target release in Helm's storage.
-    pub(super) fn newest_release(&self, target: &Target) -> Option<Arc<HelmRelease>> {
-        self.releases
-            .by_index(
-                RELEASE_INDEX,
-                &format!("{}/{}", target.namespace, target.release),
-            )
-            .into_iter()
-            .max_by_key(|r| r.version())
-    }
 }
 
-pub(super) fn config_hash(
+fn unknown_kind(name: &str) -> String {
+    format!("valuesFrom {name}: kind must be Secret or ConfigMap")
+}
+
+/// What decides the release's content (DELIVERY.md): the chart (source,
+/// resolved version, digest), every source of values (inline, each
+/// `valuesFrom` with the digest of its content, `valuesBase64`, `set`),
+/// release name, target namespace and `crds` — hashed to 32 hex
+/// characters (a label value).
+pub fn config_hash(
     app: &HelmApp,
     target: &Target,
     chart: &source::LocalChart,
@@ -295,7 +237,7 @@ pub(super) fn config_hash(
         .values_from
         .iter()
         .zip(references)
-        .map(|(r, d)| json!({ "kind": r.kind, "name": r.name, "key": r.key, "digest": d }))
+        .map(|(r, d)| json!({ "kind": r.kind.as_str(), "name": r.name, "key": r.key, "digest": d }))
         .collect();
     let doc = json!({
         "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
@@ -303,7 +245,7 @@ pub(super) fn config_hash(
         "values": { "inline": s.values, "from": from, "base64": s.values_base64, "set": s.set },
         "release": target.release,
         "namespace": target.namespace,
-        "crds": app.spec.crds,
+        "crds": app.spec.crds.as_str(),
     });
     let mut hasher = Sha256::new();
     hasher.update(canonical(&doc).as_bytes());
@@ -311,7 +253,7 @@ pub(super) fn config_hash(
 }
 
 /// JSON with every map's keys sorted, whatever serde_json's map order.
-pub(super) fn canonical(v: &Value) -> String {
+pub fn canonical(v: &Value) -> String {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
@@ -331,7 +273,7 @@ pub(super) fn canonical(v: &Value) -> String {
 }
 
 /// A duration of the spec (Go syntax, as the CRD's pattern allows).
-pub(super) fn parse_duration(s: &str) -> Option<Duration> {
+pub fn parse_duration(s: &str) -> Option<Duration> {
     crate::duration::parse(s).ok()
 }
 
@@ -392,7 +334,7 @@ mod tests {
         );
         let mut from = same.clone();
         from.spec.values_from = vec![apis::helmapp::ValuesReference {
-            kind: "Secret".into(),
+            kind: ValuesKind::Secret,
             name: "vals".into(),
             key: "values.yaml".into(),
             optional: false,

@@ -89,7 +89,7 @@ pub struct Upgrade<'a> {
 /// Runs helm; shared by every reconcile of the delivery controller.
 pub struct Helm {
     config: HelmConfig,
-    metrics: super::metrics::HelmMetrics,
+    metrics: crate::delivery::metrics::HelmMetrics,
     slots: Semaphore,
     /// Releases (`namespace/name`) a helm process runs on now.
     busy: Mutex<HashSet<String>>,
@@ -110,7 +110,7 @@ impl Drop for Busy<'_> {
 }
 
 impl Helm {
-    pub fn new(config: HelmConfig, metrics: super::metrics::HelmMetrics) -> Self {
+    pub fn new(config: HelmConfig, metrics: crate::delivery::metrics::HelmMetrics) -> Self {
         Helm {
             metrics,
             slots: Semaphore::new(config.max_concurrent.max(1)),

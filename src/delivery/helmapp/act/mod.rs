@@ -1,0 +1,150 @@
+//! Act: one file per action, each doing one [`Step`] and saying how it
+//! ended. None decides what comes next: that is `super::plan`'s.
+//!
+//! Every action records what it did in `Observed::status`; the reconcile
+//! writes that status once, whatever the outcome.
+
+mod crds;
+mod release;
+mod remediate;
+mod uninstall;
+mod unlock;
+
+use apis::helmapp::HelmApp;
+use record::EventType;
+use runtime::Action;
+
+use super::context::Context;
+use super::observe::Observed;
+use super::plan::Step;
+use super::readiness;
+use super::status::{self, READY, RELEASED, Reason};
+
+pub use crds::FIELD_MANAGER;
+
+/// Why a reconcile must be retried (with backoff). Messages never carry a
+/// value: helm's are redacted before they get here.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error("writing to the API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// How an action ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Finished: the controller does this next.
+    Finished(Action),
+    /// Failed in a way trying again may fix: retried with backoff.
+    Retry(String),
+    /// The release changed: plan again from the updated observation.
+    Replan,
+}
+
+/// Does `step` for `app`.
+pub async fn run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    step: Step,
+) -> Result<Outcome, DeliveryError> {
+    match step {
+        Step::Install => release::run(ctx, app, o, release::Kind::Install).await,
+        Step::Upgrade => release::run(ctx, app, o, release::Kind::Upgrade).await,
+        Step::Repair { objects } => {
+            log::info!(
+                "{}: objects of its release were deleted: {}",
+                o.target.key(),
+                objects.join(", ")
+            );
+            release::run(ctx, app, o, release::Kind::Repair).await
+        }
+        Step::Unlock { message } => unlock::run(ctx, app, o, &message).await,
+        Step::Uninstall => uninstall::run(ctx, app, o).await,
+        Step::LetGo => uninstall::let_go(ctx, app).await,
+        Step::Done { revision } => Ok(done(app, o, revision)),
+        Step::Wait {
+            reason,
+            message,
+            after,
+        } => {
+            refuse(ctx, app, o, reason, &message, true);
+            Ok(Outcome::Finished(Action::requeue_after(
+                after,
+                reason.as_str(),
+            )))
+        }
+        Step::Requeue { after, why } => Ok(Outcome::Finished(Action::requeue_after(after, why))),
+        Step::Refuse {
+            reason,
+            message,
+            warn,
+            retry,
+        } => {
+            refuse(ctx, app, o, reason, &message, warn);
+            Ok(if retry {
+                Outcome::Retry(message)
+            } else {
+                Outcome::Finished(Action::done(format!("{reason}: {message}")))
+            })
+        }
+        Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),
+    }
+}
+
+/// The release is deployed with this configuration: `Ready` once its
+/// workloads are (with `wait`).
+fn done(app: &HelmApp, o: &mut Observed, revision: Option<i64>) -> Outcome {
+    let hash = o.hash().map(str::to_string);
+    let status = &mut o.status;
+    if let (Some(revision), Some(hash)) = (revision, hash) {
+        status.config_hash = hash;
+        status.revision = revision;
+    }
+    let timeout = super::observe::timeout_of(app);
+    if let Some((reason, message, again)) = readiness::verdict(&o.pending, status, timeout, o.now) {
+        status::set(status, READY, false, reason, &message);
+        return Outcome::Finished(Action::requeue_after(again, message));
+    }
+    if !status::is_true(status, READY) {
+        let message = "the release is deployed with this configuration";
+        status::set(status, READY, true, Reason::UpToDate, message);
+        status::set(status, RELEASED, true, Reason::UpToDate, message);
+    }
+    Outcome::Finished(Action::done("up to date"))
+}
+
+/// `Ready=False` with `reason`, and a Warning Event when `warn` and the
+/// reason is new.
+fn refuse(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    reason: Reason,
+    message: &str,
+    warn: bool,
+) {
+    if warn && !status::has(&o.status, READY, false, reason) {
+        ctx.recorder
+            .event(app, EventType::Warning, reason.as_str(), message);
+    }
+    status::set(&mut o.status, READY, false, reason, message);
+}
+
+/// A failed attempt: `Ready=False` and `Released=False` with `reason` and
+/// the (redacted) message, a Warning Event, and a retry with backoff.
+fn failed(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    reason: Reason,
+    message: &str,
+) -> Outcome {
+    status::set(&mut o.status, READY, false, reason, message);
+    status::set(&mut o.status, RELEASED, false, reason, message);
+    ctx.recorder
+        .event(app, EventType::Warning, reason.as_str(), message);
+    Outcome::Retry(message.to_string())
+}

@@ -1,0 +1,71 @@
+//! Unlock: a release left `pending-*` by a crashed helm is marked `failed`
+//! in Helm's storage — what helm itself does when its wait times out — so
+//! that the next step can upgrade it.
+
+use apis::helmapp::HelmApp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use record::EventType;
+use serde_json::{Value, json};
+
+use super::{DeliveryError, Outcome};
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observe::Observed;
+use crate::delivery::helmapp::status::{Reason, push_history};
+
+/// Unlocks the newest revision of `o`'s release, then asks for a new plan.
+pub async fn run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    message: &str,
+) -> Result<Outcome, DeliveryError> {
+    let Some(newest) = o.newest.as_mut() else {
+        return Ok(Outcome::Replan);
+    };
+    mark_failed(ctx, &o.target.namespace, &newest.secret).await?;
+    newest.status = "failed".into();
+    let revision = newest.revision;
+    ctx.recorder.event(
+        app,
+        EventType::Warning,
+        Reason::ReleaseUnlocked.as_str(),
+        message,
+    );
+    let hash = o.hash().unwrap_or_default().to_string();
+    let status = &mut o.status;
+    let version = status.chart_version.clone();
+    push_history(status, "unlock", revision, &version, &hash, "succeeded");
+    status.last_action = "unlock".into();
+    Ok(Outcome::Replan)
+}
+
+/// Rewrites the storage Secret `ns/name` with its release's status `failed`.
+async fn mark_failed(ctx: &Context, ns: &str, name: &str) -> Result<(), DeliveryError> {
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
+    let mut secret = api.get(name).await?;
+    let data = secret.data.get_or_insert_with(Default::default);
+    let raw = data
+        .get("release")
+        .map(|b| b.0.clone())
+        .ok_or_else(|| DeliveryError::Failed(format!("{ns}/{name} has no data.release")))?;
+    let broken = |e: String| DeliveryError::Failed(format!("{ns}/{name}: {e}"));
+    let json = crate::cached::helm::release_json(&raw).map_err(|e| broken(e.to_string()))?;
+    let mut release: Value = serde_json::from_slice(&json).map_err(|e| broken(e.to_string()))?;
+    release["info"]["status"] = json!("failed");
+    release["info"]["description"] =
+        json!("unlocked by hossted-operator: pending longer than spec.timeout");
+    let json = serde_json::to_vec(&release).map_err(|e| broken(e.to_string()))?;
+    data.insert(
+        "release".into(),
+        k8s_openapi::ByteString(crate::cached::helm::encode_release(&json)),
+    );
+    secret
+        .metadata
+        .labels
+        .get_or_insert_with(Default::default)
+        .insert("status".into(), "failed".into());
+    // Replace with its resourceVersion: a helm that woke up wins.
+    api.replace(name, &Default::default(), &secret).await?;
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! What every part of the HelmApp controller reads from and writes
+//! through: the client, the caches, the helm runner, the status writer and
+//! the event recorder. Built once by `super::controller`.
+
+use std::sync::Arc;
+
+use apis::helmapp::{HelmApp, HelmAppStatus};
+use apis::helmappset::HelmAppSet;
+use cache::Store;
+use kube::{Api, Client, ResourceExt};
+use record::EventRecorder;
+use runtime::StatusWriter;
+
+use crate::cached::digests::{ConfigMapDigests, SecretDigests};
+use crate::cached::objects::{HelmRelease, Ingress, Service};
+use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
+use crate::delivery::helm::Helm;
+use crate::delivery::settings::Settings;
+use crate::delivery::source::RepoCache;
+
+/// The caches of a release's objects, indexed by release
+/// ([`crate::cached::members::MEMBER_INDEX`]) and keyed `namespace/name`.
+pub struct Members {
+    pub deployments: Store<Deployment>,
+    pub statefulsets: Store<StatefulSet>,
+    pub daemonsets: Store<DaemonSet>,
+    pub jobs: Store<Job>,
+    pub services: Store<Service>,
+    pub ingresses: Store<Ingress>,
+    pub secrets: Store<ReleaseSecret>,
+}
+
+/// See the module docs.
+pub struct Context {
+    pub client: Client,
+    pub apps: Store<HelmApp>,
+    /// HelmAppSets, for `dependsOn` of kind HelmAppSet.
+    pub sets: Store<HelmAppSet>,
+    /// Helm's release storage.
+    pub releases: Store<HelmRelease>,
+    pub members: Members,
+    /// Digests of the Secrets and ConfigMaps `valuesFrom` may name.
+    pub secrets: Store<SecretDigests>,
+    pub configmaps: Store<ConfigMapDigests>,
+    pub helm: Arc<Helm>,
+    /// Chart sources' resolutions, remembered for their `interval`.
+    pub repo_cache: Arc<RepoCache>,
+    pub status: StatusWriter<HelmApp, HelmAppStatus>,
+    pub recorder: EventRecorder,
+    pub settings: Settings,
+}
+
+impl Context {
+    /// The HelmApp API of `app`'s namespace.
+    pub fn api_of(&self, app: &HelmApp) -> Api<HelmApp> {
+        Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default())
+    }
+}

@@ -1,0 +1,265 @@
+//! The HelmApp controller, in the shape of `k8s.io/sample-controller`:
+//! [`controller`] asks the manager's shared factory for its informers and
+//! registers handlers that only enqueue keys ([`wiring`]); [`HelmApps`]'s
+//! `reconcile` is one list of steps:
+//!
+//! gather → [`observe`] → [`state`] → [`plan`] → [`act`] → write the status
+//! once.
+//!
+//! Deciding is pure (`state`, `plan`: tables of unit tests); doing is one
+//! action per file under `act/` (Flux helm-controller's `internal/reconcile`
+//! splits deciding from doing the same way).
+
+pub mod act;
+mod context;
+mod inputs;
+pub mod observe;
+pub mod plan;
+mod readiness;
+pub mod state;
+pub mod status;
+mod target;
+mod wiring;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+use apis::helmappset::HelmAppSet;
+use cache::{Event, HandlerFn, IndexFn, InformerOptions, SharedInformerFactory};
+use kube::ResourceExt;
+use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
+
+use crate::cached::digests::{ConfigMapDigests, SecretDigests};
+use crate::cached::members::member_informer;
+use crate::cached::objects::HelmRelease;
+use crate::cached::storage::helm_storage_options;
+use crate::delivery::helm::Helm;
+use crate::delivery::metrics::HelmMetrics;
+use crate::delivery::names::{
+    DEPENDS_ON_INDEX, FINALIZER, RELEASE_INDEX, TARGET_INDEX, VALUES_FROM_INDEX,
+};
+use crate::delivery::settings::Settings;
+pub use act::{DeliveryError, Outcome};
+pub use context::{Context, Members};
+pub use target::Target;
+
+/// A plan that unlocks a release plans again; nothing needs more steps.
+const MAX_STEPS: usize = 3;
+
+/// The HelmApp controller's [`Reconciler`].
+pub struct HelmApps {
+    ctx: Context,
+}
+
+impl Reconciler for HelmApps {
+    type Error = DeliveryError;
+
+    async fn reconcile(&self, key: &str) -> Result<Action, DeliveryError> {
+        let ctx = &self.ctx;
+        let Some(app) = ctx.apps.get(key) else {
+            return Ok(Action::done("gone"));
+        };
+        let deleting = app.metadata.deletion_timestamp.is_some();
+        let held = app.finalizers().iter().any(|f| f == FINALIZER);
+        match (deleting, held) {
+            (true, false) => return Ok(Action::done("deleted")),
+            // Before the first helm run: deleting the HelmApp uninstalls.
+            (false, false) => {
+                crate::delivery::finalizer::set(&ctx.api_of(&app), &app, FINALIZER, true).await?
+            }
+            _ => {}
+        }
+        let mut observed = observe::observe(ctx, &app).await;
+        let mut outcome = Ok(Outcome::Replan);
+        for _ in 0..MAX_STEPS {
+            let step = plan::next(&state::state(&observed, &app), &app);
+            outcome = act::run(ctx, &app, &mut observed, step).await;
+            if !matches!(outcome, Ok(Outcome::Replan)) {
+                break;
+            }
+        }
+        if !deleting {
+            ctx.status.write(&app, &observed.status).await?;
+        }
+        match outcome? {
+            Outcome::Finished(action) => Ok(action),
+            Outcome::Retry(message) => Err(DeliveryError::Failed(message)),
+            Outcome::Replan => Ok(Action::requeue_after(plan::HELM_HOLDS, "plan again")),
+        }
+    }
+}
+
+/// The HelmApp controller, its informers requested from `manager`'s shared
+/// factory and its handlers registered; `manager.add` it. The [`Helm`] it
+/// runs is returned too: `kill_all` it when the manager stops.
+pub fn controller(manager: &Manager, settings: Settings) -> (Controller<HelmApps>, Arc<Helm>) {
+    let factory = manager.factory();
+    let apps = factory.informer::<HelmApp>(InformerOptions::default());
+    index_helmapps(&apps.store());
+    let metrics = HelmMetrics::register(manager, apps.store());
+    let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
+    let sets = factory.informer::<HelmAppSet>(InformerOptions::default());
+    let releases = factory.informer::<HelmRelease>(helm_storage_options());
+    releases
+        .store()
+        .ensure_index(RELEASE_INDEX, release_by_name());
+    // Everything but Helm's own storage, as digests (never the content).
+    let secrets =
+        factory.informer::<SecretDigests>(InformerOptions::default().labels("owner!=helm"));
+    let configmaps =
+        factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
+    let members = member_informers(factory);
+    let ctx = Context {
+        client: manager.client(),
+        apps: apps.store(),
+        sets: sets.store(),
+        releases: releases.store(),
+        members: members.stores(),
+        secrets: secrets.store(),
+        configmaps: configmaps.store(),
+        helm: helm.clone(),
+        repo_cache: Arc::default(),
+        status: StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone()),
+        recorder: manager.recorder(),
+        settings: settings.clone(),
+    };
+    let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
+        .max_backoff(Duration::from_secs(300))
+        .workers(settings.workers)
+        .resync_every(settings.resync, &apps);
+
+    let to = wiring::Enqueue {
+        queue: controller.queue(),
+        apps: apps.store(),
+    };
+    let h = to.clone();
+    apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| h.on_helmapp(e)));
+    let h = to.clone();
+    sets.add_event_handler(HandlerFn(move |e: &Event<HelmAppSet>| h.on_dependency(e)));
+    let h = to.clone();
+    secrets.add_event_handler(HandlerFn(move |e: &Event<SecretDigests>| {
+        if let Some(o) = e.changed() {
+            h.on_values_source("Secret", &o.metadata);
+        }
+    }));
+    let h = to.clone();
+    configmaps.add_event_handler(HandlerFn(move |e: &Event<ConfigMapDigests>| {
+        if let Some(o) = e.changed() {
+            h.on_values_source("ConfigMap", &o.metadata);
+        }
+    }));
+    members.wire(&to);
+    (controller, helm)
+}
+
+/// The HelmApp indexes: by what `valuesFrom` names, by what it depends on,
+/// by its target release.
+fn index_helmapps(apps: &cache::Store<HelmApp>) {
+    let refs: IndexFn<HelmApp> = Arc::new(|a: &HelmApp| {
+        let ns = a.namespace().unwrap_or_default();
+        a.spec
+            .values_from
+            .iter()
+            .map(|r| format!("{}/{ns}/{}", r.kind, r.name))
+            .collect()
+    });
+    let deps: IndexFn<HelmApp> = Arc::new(|a: &HelmApp| {
+        let ns = a.namespace().unwrap_or_default();
+        a.spec
+            .depends_on
+            .iter()
+            .map(|d| {
+                let dns = if d.namespace.is_empty() {
+                    ns.as_str()
+                } else {
+                    d.namespace.as_str()
+                };
+                format!("{}/{dns}/{}", d.kind, d.name)
+            })
+            .collect()
+    });
+    apps.add_index(DEPENDS_ON_INDEX, deps);
+    apps.add_index(VALUES_FROM_INDEX, refs);
+    apps.add_index(
+        TARGET_INDEX,
+        Arc::new(|a: &HelmApp| vec![Target::of(a).key()]),
+    );
+}
+
+/// Release storage by `namespace/release name`.
+fn release_by_name() -> IndexFn<HelmRelease> {
+    Arc::new(|r: &HelmRelease| {
+        let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+        match r.release_name() {
+            "" => Vec::new(),
+            name => vec![format!("{ns}/{name}")],
+        }
+    })
+}
+
+/// The informers of a release's objects (shared with the inventory: same
+/// options, one watch each).
+struct MemberInformers {
+    deployments: Arc<cache::SharedInformer<crate::cached::workloads::Deployment>>,
+    statefulsets: Arc<cache::SharedInformer<crate::cached::workloads::StatefulSet>>,
+    daemonsets: Arc<cache::SharedInformer<crate::cached::workloads::DaemonSet>>,
+    jobs: Arc<cache::SharedInformer<crate::cached::workloads::Job>>,
+    services: Arc<cache::SharedInformer<crate::cached::objects::Service>>,
+    ingresses: Arc<cache::SharedInformer<crate::cached::objects::Ingress>>,
+    secrets: Arc<cache::SharedInformer<crate::cached::workloads::ReleaseSecret>>,
+}
+
+fn member_informers(factory: &SharedInformerFactory) -> MemberInformers {
+    MemberInformers {
+        deployments: member_informer(factory),
+        statefulsets: member_informer(factory),
+        daemonsets: member_informer(factory),
+        jobs: member_informer(factory),
+        services: member_informer(factory),
+        ingresses: member_informer(factory),
+        secrets: member_informer(factory),
+    }
+}
+
+impl MemberInformers {
+    fn stores(&self) -> Members {
+        Members {
+            deployments: self.deployments.store(),
+            statefulsets: self.statefulsets.store(),
+            daemonsets: self.daemonsets.store(),
+            jobs: self.jobs.store(),
+            services: self.services.store(),
+            ingresses: self.ingresses.store(),
+            secrets: self.secrets.store(),
+        }
+    }
+
+    /// Workloads' changes (their rollout, for `wait`) and deletions of any
+    /// member (drift) enqueue the release's HelmApps.
+    fn wire(&self, to: &wiring::Enqueue) {
+        fn on<K: cache::Object>(
+            informer: &Arc<cache::SharedInformer<K>>,
+            to: &wiring::Enqueue,
+            rollout: bool,
+        ) {
+            let to = to.clone();
+            informer.add_event_handler(HandlerFn(move |e: &Event<K>| match e {
+                Event::Delete(o) => to.on_release_object(o.meta(), false),
+                _ if rollout => {
+                    if let Some(o) = e.changed() {
+                        to.on_release_object(o.meta(), true);
+                    }
+                }
+                _ => {}
+            }));
+        }
+        on(&self.deployments, to, true);
+        on(&self.statefulsets, to, true);
+        on(&self.daemonsets, to, true);
+        on(&self.jobs, to, true);
+        on(&self.services, to, false);
+        on(&self.ingresses, to, false);
+        on(&self.secrets, to, false);
+    }
+}

@@ -1,0 +1,327 @@
+//! Observe: everything a decision about one HelmApp needs, gathered from
+//! the caches, Helm's storage and the chart source into a plain
+//! [`Observed`] value. Nothing here decides; `super::state` does, from this
+//! alone — so what an event handler saw is always re-derived here, and a
+//! restart or a new leader loses nothing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::helmapp::{DependencyKind, HelmApp, HelmAppStatus};
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::networking::v1::Ingress;
+use kube::{Api, ResourceExt};
+
+use super::context::Context;
+use super::inputs::{ChartProblem, config_hash};
+use super::readiness;
+use super::state;
+use super::status::Reason;
+use super::target::Target;
+use crate::cached::manifest::ManifestObject;
+use crate::cached::objects::{HelmRelease, label};
+use crate::delivery::names::{HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
+use crate::delivery::source::LocalChart;
+
+/// One revision of the release, as Helm's storage holds it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stored {
+    pub revision: i64,
+    /// The storage Secret's name.
+    pub secret: String,
+    /// The UID of the HelmApp that owns it (label; empty: none).
+    pub owner: String,
+    /// The config hash it was made with (label).
+    pub hash: String,
+    /// `deployed`, `failed`, `pending-upgrade`, … (empty: undecodable).
+    pub status: String,
+    /// When helm last changed it (RFC 3339).
+    pub updated: String,
+}
+
+/// The chart and the hash of every input, or why they could not be had.
+#[derive(Debug)]
+pub enum Inputs {
+    Ready { chart: LocalChart, hash: String },
+    ChartUnavailable(ChartProblem),
+    ValuesInvalid(String),
+}
+
+/// What a decision about one HelmApp needs (see the module docs).
+#[derive(Debug)]
+pub struct Observed {
+    pub target: Target,
+    /// The HelmApp's UID.
+    pub uid: String,
+    /// The newest status (the one written last, if the lister lags),
+    /// with `observedGeneration`, `releaseName` and `targetNamespace` set.
+    pub status: HelmAppStatus,
+    /// The value of `hossted.com/reconcile-at` (empty: none).
+    pub reconcile_at: String,
+    /// Why `targetNamespace` is refused, if it is.
+    pub cross_namespace: Option<String>,
+    /// Why `dependsOn` holds the release back, if it does.
+    pub dependency: Option<(Reason, String)>,
+    /// `None`: not gathered, as something above already holds it back.
+    pub inputs: Option<Inputs>,
+    /// The newest revision in Helm's storage.
+    pub newest: Option<Stored>,
+    /// The newest revision's owner is another HelmApp that exists and is
+    /// not being deleted.
+    pub owner_is_live: bool,
+    /// A helm process of ours runs on the release now.
+    pub busy: bool,
+    /// Objects of the newest revision that are gone (`Kind namespace/name`).
+    pub missing: Vec<String>,
+    /// With `wait`: workloads of the release still rolling out.
+    pub pending: Vec<String>,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Observed {
+    /// The hash of the inputs, when they were had.
+    pub fn hash(&self) -> Option<&str> {
+        match &self.inputs {
+            Some(Inputs::Ready { hash, .. }) => Some(hash),
+            _ => None,
+        }
+    }
+}
+
+/// Gathers what [`state::state`] needs to decide about `app`.
+pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
+    let target = Target::of(app);
+    let mut status = ctx.status.current(app);
+    status.observed_generation = app.metadata.generation;
+    status.release_name = target.release.clone();
+    status.target_namespace = target.namespace.clone();
+    let entry = newest_entry(ctx, &target);
+    let newest = entry.as_deref().map(Stored::of);
+    let owner_is_live = newest
+        .as_ref()
+        .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
+    let mut o = Observed {
+        uid: app.uid().unwrap_or_default(),
+        reconcile_at: app
+            .annotations()
+            .get(RECONCILE_AT)
+            .cloned()
+            .unwrap_or_default(),
+        cross_namespace: cross_namespace(ctx, app, &target),
+        dependency: None,
+        inputs: None,
+        busy: ctx.helm.is_busy(&target.namespace, &target.release),
+        newest,
+        owner_is_live,
+        missing: Vec::new(),
+        pending: Vec::new(),
+        now: chrono::Utc::now(),
+        status,
+        target,
+    };
+    if app.metadata.deletion_timestamp.is_some() || app.spec.suspend || o.cross_namespace.is_some()
+    {
+        return o;
+    }
+    o.dependency = dependency(ctx, app);
+    if state::held_back(&o, app).is_some() {
+        // Nothing below would be read: no chart is fetched for an app that
+        // waits.
+        return o;
+    }
+    o.inputs = Some(inputs(ctx, app, &o.target).await);
+    if app.spec.wait {
+        o.pending = readiness::pending(ctx, &o.target);
+    }
+    if app.spec.drift_repair
+        && !o.busy
+        && let Some(entry) = entry.filter(|e| label(&e.metadata, UID_LABEL) == o.uid)
+    {
+        o.missing = missing_objects(ctx, &o.target, &entry).await;
+    }
+    o
+}
+
+/// The chart, the cached digests of what `valuesFrom` names, and their
+/// hash: deciding "nothing to do" reads no Secret.
+async fn inputs(ctx: &Context, app: &HelmApp, target: &Target) -> Inputs {
+    let chart = match ctx.chart(app).await {
+        Ok(c) => c,
+        Err(problem) => return Inputs::ChartUnavailable(problem),
+    };
+    match ctx.reference_digests(app) {
+        Ok(references) => Inputs::Ready {
+            hash: config_hash(app, target, &chart, &references),
+            chart,
+        },
+        Err(e) => Inputs::ValuesInvalid(e),
+    }
+}
+
+/// The newest revision of `target` in Helm's storage.
+fn newest_entry(ctx: &Context, target: &Target) -> Option<Arc<HelmRelease>> {
+    ctx.releases
+        .by_index(RELEASE_INDEX, &target.key())
+        .into_iter()
+        .max_by_key(|r| r.version())
+}
+
+impl Stored {
+    fn of(entry: &HelmRelease) -> Self {
+        let (status, updated) = match &entry.release {
+            Ok(r) => (r.status.clone(), r.updated.clone()),
+            Err(_) => Default::default(),
+        };
+        Stored {
+            revision: entry.version(),
+            secret: entry.metadata.name.clone().unwrap_or_default(),
+            owner: label(&entry.metadata, UID_LABEL).to_string(),
+            hash: label(&entry.metadata, HASH_LABEL).to_string(),
+            status,
+            updated,
+        }
+    }
+}
+
+/// Whether `owner` is the UID of another HelmApp that exists and is not
+/// being deleted.
+fn owned_by_live(ctx: &Context, owner: &str, app: &HelmApp) -> bool {
+    !owner.is_empty()
+        && app.uid().as_deref() != Some(owner)
+        && ctx
+            .apps
+            .list()
+            .iter()
+            .any(|a| a.uid().as_deref() == Some(owner) && a.metadata.deletion_timestamp.is_none())
+}
+
+/// With `--no-cross-namespace-refs`, a `targetNamespace` of another
+/// namespace is refused.
+fn cross_namespace(ctx: &Context, app: &HelmApp, target: &Target) -> Option<String> {
+    (ctx.settings.no_cross_namespace_refs
+        && target.namespace != app.namespace().unwrap_or_default())
+    .then(|| "targetNamespace is another namespace, which --no-cross-namespace-refs refuses".into())
+}
+
+/// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
+/// reference to another namespace that is refused, a dependency that does
+/// not exist, or one that is not Ready.
+fn dependency(ctx: &Context, app: &HelmApp) -> Option<(Reason, String)> {
+    let own_ns = app.namespace().unwrap_or_default();
+    if let Some(path) = crate::delivery::dependencies::cycle_through(app, &ctx.apps, &ctx.sets) {
+        let message = format!(
+            "dependsOn makes a cycle: {}; remove one of these dependencies",
+            path.join(" → ")
+        );
+        return Some((Reason::DependencyCycle, message));
+    }
+    for d in &app.spec.depends_on {
+        let ns = if d.namespace.is_empty() {
+            own_ns.as_str()
+        } else {
+            d.namespace.as_str()
+        };
+        if ctx.settings.no_cross_namespace_refs && ns != own_ns {
+            let message = format!(
+                "dependsOn {ns}/{}: another namespace, which --no-cross-namespace-refs refuses",
+                d.name
+            );
+            return Some((Reason::CrossNamespaceRef, message));
+        }
+        let key = format!("{ns}/{}", d.name);
+        let conditions = match d.kind {
+            DependencyKind::HelmApp => ctx
+                .apps
+                .get(&key)
+                .map(|a| a.status.clone().unwrap_or_default().conditions),
+            DependencyKind::HelmAppSet => ctx
+                .sets
+                .get(&key)
+                .map(|s| s.status.clone().unwrap_or_default().conditions),
+            DependencyKind::Unknown => {
+                let message = format!("dependsOn {key}: kind must be HelmApp or HelmAppSet");
+                return Some((Reason::DependencyNotFound, message));
+            }
+        };
+        match conditions {
+            None => {
+                let message = format!(
+                    "dependsOn {} {key} does not exist; installed once it does and is Ready",
+                    d.kind
+                );
+                return Some((Reason::DependencyNotFound, message));
+            }
+            Some(c) if !crate::condition::is_true(&c, "Ready") => {
+                let message = format!("waiting for {} {key} to be Ready", d.kind);
+                return Some((Reason::DependencyNotReady, message));
+            }
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+/// Objects of `entry` (the release's newest revision, ours) that are not
+/// in the caches and, asked of the API, are really gone (a cache may not
+/// have seen an object helm has just created).
+async fn missing_objects(ctx: &Context, target: &Target, entry: &HelmRelease) -> Vec<String> {
+    let Ok(release) = entry.release.as_ref() else {
+        return Vec::new();
+    };
+    let mut gone = Vec::new();
+    for object in &release.objects {
+        let ns = if object.namespace.is_empty() {
+            target.namespace.as_str()
+        } else {
+            object.namespace.as_str()
+        };
+        if !cached(ctx, object, ns) && absent(ctx, object, ns).await {
+            gone.push(format!("{} {ns}/{}", object.kind, object.name));
+        }
+    }
+    gone
+}
+
+fn cached(ctx: &Context, object: &ManifestObject, ns: &str) -> bool {
+    let key = format!("{ns}/{}", object.name);
+    let m = &ctx.members;
+    match object.kind.as_str() {
+        "Deployment" => m.deployments.get(&key).is_some(),
+        "StatefulSet" => m.statefulsets.get(&key).is_some(),
+        "Service" => m.services.get(&key).is_some(),
+        "Ingress" => m.ingresses.get(&key).is_some(),
+        "Secret" => m.secrets.get(&key).is_some(),
+        _ => true,
+    }
+}
+
+/// Whether the API says `object` does not exist (an error says nothing:
+/// not absent).
+async fn absent(ctx: &Context, object: &ManifestObject, ns: &str) -> bool {
+    async fn gone<K>(ctx: &Context, ns: &str, name: &str) -> bool
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+        matches!(api.get_metadata_opt(name).await, Ok(None))
+    }
+    let name = object.name.as_str();
+    match object.kind.as_str() {
+        "Deployment" => gone::<Deployment>(ctx, ns, name).await,
+        "StatefulSet" => gone::<StatefulSet>(ctx, ns, name).await,
+        "Service" => gone::<Service>(ctx, ns, name).await,
+        "Ingress" => gone::<Ingress>(ctx, ns, name).await,
+        "Secret" => gone::<Secret>(ctx, ns, name).await,
+        _ => false,
+    }
+}
+
+/// `spec.timeout` (5m when it does not parse: the schema's pattern makes
+/// that rare).
+pub fn timeout_of(app: &HelmApp) -> Duration {
+    super::inputs::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300))
+}

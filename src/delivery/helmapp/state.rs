@@ -1,0 +1,209 @@
+//! State: what the release is, decided from an [`Observed`] alone (pure,
+//! no I/O; unit-tested as a table in `tests`). The rules are DELIVERY.md's
+//! "Rules", in the order they apply.
+
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+
+use super::observe::{Inputs, Observed, Stored, timeout_of};
+use super::status::{self, READY, RELEASED, Reason};
+
+/// What the release of one HelmApp is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReleaseState {
+    /// The HelmApp is being deleted; `uninstall`: its release is ours and
+    /// `uninstallOnDelete` holds.
+    Deleting { uninstall: bool },
+    /// `spec.suspend`: no helm operation.
+    Suspended,
+    /// Held back by something only a change can fix (or that re-queues it
+    /// when it changes): a refused reference, a dependency, invalid values.
+    Refused { reason: Reason, message: String },
+    /// The chart could not be had; `retry`: trying again may help.
+    ChartUnavailable { message: String, retry: bool },
+    /// Pending, and a helm run of ours holds it.
+    HeldByHelm,
+    /// Pending with no helm of ours on it, for less than `timeout`.
+    Locked {
+        message: String,
+        remaining: Duration,
+    },
+    /// Pending with no helm of ours on it, for longer than `timeout`: a
+    /// crashed helm left it; unlock it.
+    Stuck { message: String },
+    /// Owned by another live HelmApp: never taken.
+    OwnedByOther { message: String },
+    /// Exists, and no live HelmApp owns it (`adopt` is false).
+    NotOurs { message: String },
+    /// Deployed with this configuration. `revision`: the stored one, when
+    /// the storage (not our own last write) says so.
+    InSync { revision: Option<i64> },
+    /// Deployed with this configuration, but objects of it were deleted.
+    Drifted { objects: Vec<String> },
+    /// Upgrades failed `remediation.retries` times: nothing runs until the
+    /// configuration or `hossted.com/reconcile-at` changes.
+    RetriesExhausted,
+    /// No release yet.
+    Absent,
+    /// Exists and must be upgraded.
+    OutOfSync { why: Why },
+}
+
+/// Why a release is out of sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// Its configuration hash is not ours.
+    Changed,
+    /// No live HelmApp owns it and `adopt` is true.
+    Adopt,
+    /// Its newest revision is not `deployed` (failed, or just unlocked).
+    NotDeployed,
+}
+
+/// What holds the release back before any input is gathered: suspension,
+/// a refused target namespace, `dependsOn`.
+pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
+    if app.spec.suspend {
+        return Some(ReleaseState::Suspended);
+    }
+    if let Some(message) = &o.cross_namespace {
+        return Some(ReleaseState::Refused {
+            reason: Reason::CrossNamespaceRef,
+            message: message.clone(),
+        });
+    }
+    o.dependency
+        .as_ref()
+        .map(|(reason, message)| ReleaseState::Refused {
+            reason: *reason,
+            message: message.clone(),
+        })
+}
+
+/// The state of `app`'s release (see the module docs).
+pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
+    if app.metadata.deletion_timestamp.is_some() {
+        let ours = o.newest.as_ref().is_some_and(|r| r.owner == o.uid);
+        return ReleaseState::Deleting {
+            uninstall: ours && app.spec.uninstall_on_delete,
+        };
+    }
+    if let Some(state) = held_back(o, app) {
+        return state;
+    }
+    let hash = match &o.inputs {
+        Some(Inputs::Ready { hash, .. }) => hash.as_str(),
+        Some(Inputs::ChartUnavailable(p)) => {
+            return ReleaseState::ChartUnavailable {
+                message: p.message.clone(),
+                retry: p.retry,
+            };
+        }
+        Some(Inputs::ValuesInvalid(message)) => {
+            return ReleaseState::Refused {
+                reason: Reason::ValuesInvalid,
+                message: message.clone(),
+            };
+        }
+        None => {
+            return ReleaseState::ChartUnavailable {
+                message: "the chart was not looked up".into(),
+                retry: true,
+            };
+        }
+    };
+    // Our own last run is newer than the cached storage (its watch event
+    // has not arrived yet): what we wrote is the truth.
+    let cached_revision = o.newest.as_ref().map_or(0, |r| r.revision);
+    if o.status.config_hash == hash
+        && o.status.revision > cached_revision
+        && status::is_true(&o.status, RELEASED)
+    {
+        return ReleaseState::InSync { revision: None };
+    }
+    let Some(newest) = &o.newest else {
+        return exhausted(o, hash).unwrap_or(ReleaseState::Absent);
+    };
+    if newest.owner == o.uid && newest.status.starts_with("pending-") {
+        return pending(o, app, newest);
+    }
+    let why = if newest.owner != o.uid {
+        if o.owner_is_live {
+            let message = format!(
+                "release {} belongs to another HelmApp (uid {}); it is never taken",
+                o.target.key(),
+                newest.owner
+            );
+            return ReleaseState::OwnedByOther { message };
+        }
+        if !app.spec.adopt {
+            let message = format!(
+                "release {} exists and no live HelmApp owns it; set spec.adopt: true to take it over",
+                o.target.key()
+            );
+            return ReleaseState::NotOurs { message };
+        }
+        Why::Adopt
+    } else if newest.status != "deployed" {
+        Why::NotDeployed
+    } else if newest.hash != hash {
+        Why::Changed
+    } else if o.missing.is_empty() {
+        return ReleaseState::InSync {
+            revision: Some(newest.revision),
+        };
+    } else {
+        return ReleaseState::Drifted {
+            objects: o.missing.clone(),
+        };
+    };
+    exhausted(o, hash).unwrap_or(ReleaseState::OutOfSync { why })
+}
+
+/// A release of ours left `pending-*`: held by our helm, locked until
+/// `timeout` has passed since helm last touched it, or stuck.
+fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
+    if o.busy {
+        return ReleaseState::HeldByHelm;
+    }
+    let timeout = timeout_of(app);
+    let pending_for = chrono::DateTime::parse_from_rfc3339(&newest.updated)
+        .map(|t| {
+            (o.now - t.with_timezone(&chrono::Utc))
+                .to_std()
+                .unwrap_or_default()
+        })
+        .unwrap_or(timeout);
+    let (key, state, since) = (o.target.key(), &newest.status, &newest.updated);
+    if pending_for < timeout {
+        let message = format!(
+            "release {key} is {state} since {since} and no helm of ours runs on it; unlocked after spec.timeout ({})",
+            app.spec.timeout
+        );
+        return ReleaseState::Locked {
+            message,
+            remaining: timeout - pending_for,
+        };
+    }
+    let message = format!(
+        "release {key} was {state} for {}s with no helm running: marked failed, as helm does after a timeout",
+        pending_for.as_secs()
+    );
+    ReleaseState::Stuck { message }
+}
+
+/// Spent retries run nothing — unless the configuration changed since the
+/// last attempt or `hossted.com/reconcile-at` has a new value, which start
+/// them afresh.
+fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
+    let s = &o.status;
+    let afresh = o.reconcile_at != s.last_handled_reconcile_at
+        || s.history.first().is_some_and(|h| h.config_hash != hash);
+    (!afresh && s.failures > 0 && status::has(s, READY, false, Reason::RetriesExhausted))
+        .then_some(ReleaseState::RetriesExhausted)
+}
+
+#[cfg(test)]
+#[path = "state_tests.rs"]
+mod tests;

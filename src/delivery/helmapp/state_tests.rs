@@ -1,0 +1,380 @@
+//! `state` as a table: one row per rule of DELIVERY.md, no cluster.
+
+use std::time::Duration;
+
+use apis::helmapp::{HelmApp, HelmAppStatus, HistoryEntry};
+use chrono::{TimeZone, Utc};
+
+use super::*;
+use crate::delivery::helmapp::inputs::ChartProblem;
+use crate::delivery::helmapp::status::{READY, RELEASED, Reason, set};
+use crate::delivery::helmapp::target::Target;
+use crate::delivery::source::LocalChart;
+
+const UID: &str = "uid-1";
+const HASH: &str = "h1";
+
+fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
+    let mut a: HelmApp = serde_json::from_value(serde_json::json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "web", "namespace": "apps", "uid": UID },
+        "spec": { "chart": { "path": "web" } }
+    }))
+    .expect("a HelmApp");
+    edit(&mut a);
+    a
+}
+
+fn deleted() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+fn now() -> chrono::DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).unwrap()
+}
+
+/// An app whose chart and values were had, with no release yet.
+fn observed() -> Observed {
+    Observed {
+        target: Target {
+            release: "web".into(),
+            namespace: "apps".into(),
+        },
+        uid: UID.into(),
+        status: Default::default(),
+        reconcile_at: String::new(),
+        cross_namespace: None,
+        dependency: None,
+        inputs: Some(Inputs::Ready {
+            chart: LocalChart {
+                path: "/c".into(),
+                version: "1.0.0".into(),
+                digest: "d".into(),
+            },
+            hash: HASH.into(),
+        }),
+        newest: None,
+        owner_is_live: false,
+        busy: false,
+        missing: Vec::new(),
+        pending: Vec::new(),
+        now: now(),
+    }
+}
+
+/// A stored revision `revision` with `status`, owned by `owner`, made with `hash`.
+fn stored(revision: i64, status: &str, owner: &str, hash: &str) -> Option<Stored> {
+    Some(Stored {
+        revision,
+        secret: format!("sh.helm.release.v1.web.v{revision}"),
+        owner: owner.into(),
+        hash: hash.into(),
+        status: status.into(),
+        updated: "2026-11-23T11:58:00Z".into(),
+    })
+}
+
+fn exhausted_status() -> HelmAppStatus {
+    let mut s = HelmAppStatus {
+        failures: 4,
+        history: vec![HistoryEntry {
+            action: "upgrade".into(),
+            config_hash: HASH.into(),
+            result: "failed".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    set(&mut s, READY, false, Reason::RetriesExhausted, "spent");
+    s
+}
+
+#[test]
+fn every_rule_gives_its_state() {
+    use ReleaseState as S;
+    let plain = app(|_| {});
+    type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
+    let rows: Vec<Row> = vec![
+        ("no release: install", plain.clone(), observed(), |s| {
+            *s == S::Absent
+        }),
+        (
+            "deleting, ours: uninstall",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                newest: stored(1, "deployed", UID, HASH),
+                ..observed()
+            },
+            |s| *s == S::Deleting { uninstall: true },
+        ),
+        (
+            "deleting, ours, uninstallOnDelete false: let go",
+            app(|a| {
+                a.metadata.deletion_timestamp = Some(deleted());
+                a.spec.uninstall_on_delete = false;
+            }),
+            Observed {
+                newest: stored(1, "deployed", UID, HASH),
+                ..observed()
+            },
+            |s| *s == S::Deleting { uninstall: false },
+        ),
+        (
+            "deleting, not ours: let go",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                newest: stored(1, "deployed", "other", HASH),
+                ..observed()
+            },
+            |s| *s == S::Deleting { uninstall: false },
+        ),
+        (
+            "suspended comes before anything",
+            app(|a| a.spec.suspend = true),
+            Observed {
+                dependency: Some((Reason::DependencyNotFound, "x".into())),
+                ..observed()
+            },
+            |s| *s == S::Suspended,
+        ),
+        (
+            "a refused target namespace comes before dependencies",
+            plain.clone(),
+            Observed {
+                cross_namespace: Some("no".into()),
+                dependency: Some((Reason::DependencyCycle, "x".into())),
+                ..observed()
+            },
+            |s| {
+                matches!(
+                    s,
+                    S::Refused {
+                        reason: Reason::CrossNamespaceRef,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "a dependency not ready holds it back",
+            plain.clone(),
+            Observed {
+                dependency: Some((Reason::DependencyNotReady, "x".into())),
+                ..observed()
+            },
+            |s| {
+                matches!(
+                    s,
+                    S::Refused {
+                        reason: Reason::DependencyNotReady,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "a repository that is down is retried",
+            plain.clone(),
+            Observed {
+                inputs: Some(Inputs::ChartUnavailable(ChartProblem {
+                    message: "down".into(),
+                    retry: true,
+                })),
+                ..observed()
+            },
+            |s| matches!(s, S::ChartUnavailable { retry: true, .. }),
+        ),
+        (
+            "values that cannot be had",
+            plain.clone(),
+            Observed {
+                inputs: Some(Inputs::ValuesInvalid("bad".into())),
+                ..observed()
+            },
+            |s| {
+                matches!(
+                    s,
+                    S::Refused {
+                        reason: Reason::ValuesInvalid,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "deployed with our hash: in sync at the stored revision",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "deployed", UID, HASH),
+                ..observed()
+            },
+            |s| *s == S::InSync { revision: Some(2) },
+        ),
+        (
+            "our own write is newer than the cached storage: in sync",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "deployed", UID, "old"),
+                status: {
+                    let mut s = HelmAppStatus {
+                        config_hash: HASH.into(),
+                        revision: 3,
+                        ..Default::default()
+                    };
+                    set(&mut s, RELEASED, true, Reason::UpgradeSucceeded, "ok");
+                    s
+                },
+                ..observed()
+            },
+            |s| *s == S::InSync { revision: None },
+        ),
+        (
+            "another hash: upgrade",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "deployed", UID, "old"),
+                ..observed()
+            },
+            |s| *s == S::OutOfSync { why: Why::Changed },
+        ),
+        (
+            "a failed newest revision: upgrade",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                ..observed()
+            },
+            |s| {
+                *s == S::OutOfSync {
+                    why: Why::NotDeployed,
+                }
+            },
+        ),
+        (
+            "objects gone: drifted",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "deployed", UID, HASH),
+                missing: vec!["Service apps/web".into()],
+                ..observed()
+            },
+            |s| matches!(s, S::Drifted { objects } if objects.len() == 1),
+        ),
+        (
+            "owned by another live HelmApp: never taken, adopt or not",
+            app(|a| a.spec.adopt = true),
+            Observed {
+                newest: stored(1, "deployed", "other", HASH),
+                owner_is_live: true,
+                ..observed()
+            },
+            |s| matches!(s, S::OwnedByOther { .. }),
+        ),
+        (
+            "owned by no live HelmApp: not ours",
+            plain.clone(),
+            Observed {
+                newest: stored(1, "deployed", "", HASH),
+                ..observed()
+            },
+            |s| matches!(s, S::NotOurs { .. }),
+        ),
+        (
+            "owned by no live HelmApp, adopt: upgrade",
+            app(|a| a.spec.adopt = true),
+            Observed {
+                newest: stored(1, "deployed", "gone-uid", HASH),
+                ..observed()
+            },
+            |s| *s == S::OutOfSync { why: Why::Adopt },
+        ),
+        (
+            "pending, our helm on it",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "pending-upgrade", UID, HASH),
+                busy: true,
+                ..observed()
+            },
+            |s| *s == S::HeldByHelm,
+        ),
+        (
+            "pending for 2 of 5 minutes: locked for 3 more",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "pending-upgrade", UID, HASH),
+                ..observed()
+            },
+            |s| matches!(s, S::Locked { remaining, .. } if *remaining == Duration::from_secs(180)),
+        ),
+        (
+            "pending past the timeout: stuck",
+            app(|a| a.spec.timeout = "1m".into()),
+            Observed {
+                newest: stored(2, "pending-install", UID, HASH),
+                ..observed()
+            },
+            |s| matches!(s, S::Stuck { .. }),
+        ),
+        (
+            "spent retries with the same hash: nothing runs",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: exhausted_status(),
+                ..observed()
+            },
+            |s| *s == S::RetriesExhausted,
+        ),
+        (
+            "spent retries, a new reconcile-at: upgrade again",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: exhausted_status(),
+                reconcile_at: "now".into(),
+                ..observed()
+            },
+            |s| {
+                *s == S::OutOfSync {
+                    why: Why::NotDeployed,
+                }
+            },
+        ),
+        (
+            "spent retries, a new hash: upgrade again",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "deployed", UID, "old"),
+                status: HelmAppStatus {
+                    history: vec![HistoryEntry {
+                        config_hash: "old".into(),
+                        ..Default::default()
+                    }],
+                    ..exhausted_status()
+                },
+                ..observed()
+            },
+            |s| *s == S::OutOfSync { why: Why::Changed },
+        ),
+    ];
+    for (rule, app, observed, expected) in rows {
+        let got = state(&observed, &app);
+        assert!(expected(&got), "{rule}: got {got:?}");
+    }
+}
+
+#[test]
+fn only_what_holds_an_app_back_is_decided_before_its_chart_is_fetched() {
+    let plain = app(|_| {});
+    assert_eq!(held_back(&observed(), &plain), None);
+    let waiting = Observed {
+        dependency: Some((Reason::DependencyNotFound, "x".into())),
+        ..observed()
+    };
+    assert!(held_back(&waiting, &plain).is_some());
+    assert_eq!(
+        held_back(&observed(), &app(|a| a.spec.suspend = true)),
+        Some(ReleaseState::Suspended)
+    );
+}

@@ -1,0 +1,114 @@
+//! The HelmApp controller's event handlers. Each only maps an object to
+//! the keys of the HelmApps it concerns and enqueues them; what it saw is
+//! re-derived by `super::observe`, so nothing is kept here.
+
+use std::sync::Arc;
+
+use apis::helmapp::HelmApp;
+use apis::helmappset::HelmAppSet;
+use cache::{Event, Store};
+use kube::ResourceExt;
+use kube::api::ObjectMeta;
+use runtime::RateLimitingQueue;
+
+use crate::cached::objects::{INSTANCE_LABEL, label};
+use crate::delivery::names::{DEPENDS_ON_INDEX, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX};
+
+/// The queue and the HelmApp cache every handler maps through.
+#[derive(Clone)]
+pub struct Enqueue {
+    pub queue: Arc<RateLimitingQueue<String>>,
+    pub apps: Store<HelmApp>,
+}
+
+impl Enqueue {
+    /// Enqueues every HelmApp that `index` files under `value`, or only
+    /// those `only` accepts.
+    fn through(&self, index: &str, value: &str, only: impl Fn(&HelmApp) -> bool) {
+        for app in self.apps.by_index(index, value) {
+            if only(&app) {
+                self.queue.add(cache::object_key(app.as_ref()));
+            }
+        }
+    }
+
+    /// A HelmApp: new, deleted, its spec changed (generation), its deletion
+    /// begun, or `hossted.com/reconcile-at` changed — itself. Labels, other
+    /// annotations and our own status writes are not reasons. When it
+    /// appears, goes, or its `Ready` changes: its dependents.
+    pub fn on_helmapp(&self, e: &Event<HelmApp>) {
+        let asked = |a: &HelmApp| a.annotations().get(RECONCILE_AT).cloned();
+        let (app, itself, dependents) = match e {
+            Event::Add(a) | Event::Delete(a) => (a, true, true),
+            Event::Update { old, new } => (
+                new,
+                old.metadata.generation != new.metadata.generation
+                    || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+                    || asked(old) != asked(new),
+                ready(old.status.as_ref().map(|s| &s.conditions[..]))
+                    != ready(new.status.as_ref().map(|s| &s.conditions[..])),
+            ),
+        };
+        if itself {
+            self.queue.add(cache::object_key(app.as_ref()));
+        }
+        if dependents {
+            let key = format!("HelmApp/{}", cache::object_key(app.as_ref()));
+            self.through(DEPENDS_ON_INDEX, &key, |_| true);
+        }
+    }
+
+    /// A HelmAppSet that HelmApps depend on: appeared, went, or its `Ready`
+    /// changed — exactly its dependents.
+    pub fn on_dependency(&self, e: &Event<HelmAppSet>) {
+        let set = match e {
+            Event::Add(s) | Event::Delete(s) => s,
+            Event::Update { old, new } => {
+                let conditions = |s: &HelmAppSet| s.status.as_ref().map(|s| s.conditions.clone());
+                if ready(conditions(old).as_deref()) == ready(conditions(new).as_deref()) {
+                    return;
+                }
+                new
+            }
+        };
+        let key = format!("HelmAppSet/{}", cache::object_key(set.as_ref()));
+        self.through(DEPENDS_ON_INDEX, &key, |_| true);
+    }
+
+    /// A Secret or ConfigMap (`kind`) changed: the HelmApps whose
+    /// `valuesFrom` names it (they run helm only if the named key's digest
+    /// moved).
+    pub fn on_values_source(&self, kind: &str, meta: &ObjectMeta) {
+        let key = format!(
+            "{kind}/{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        );
+        self.through(VALUES_FROM_INDEX, &key, |_| true);
+    }
+
+    /// An object of a release (by its instance label) was deleted, or a
+    /// workload's rollout moved (`rollout_only`: then only the HelmApps
+    /// that `wait`).
+    pub fn on_release_object(&self, meta: &ObjectMeta, rollout_only: bool) {
+        let release = label(meta, INSTANCE_LABEL);
+        if release.is_empty() {
+            return;
+        }
+        let key = format!(
+            "{}/{release}",
+            meta.namespace.as_deref().unwrap_or_default()
+        );
+        self.through(TARGET_INDEX, &key, |a| !rollout_only || a.spec.wait);
+    }
+}
+
+/// The status of a `Ready` condition.
+fn ready(
+    conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+) -> Option<String> {
+    conditions?
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .map(|c| c.status.clone())
+}
