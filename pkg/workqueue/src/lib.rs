@@ -5,9 +5,8 @@
 //!   added while a worker processes it is handed out again after
 //!   [`Queue::done`], never to two workers at once; [`Queue::add_after`]
 //!   delays an item (client-go's *delaying queue* is this same type, see
-//!   [`DelayingQueue`]). Split into shards so that workers on different
-//!   threads rarely meet: first-in first-out within a shard, shards take
-//!   turns (why and what it costs: the `queue` module's source).
+//!   [`DelayingQueue`]). Strictly first-in first-out, one lock over the
+//!   line and the dirty and processing sets, as client-go's.
 //! - [`RateLimitingQueue`]: [`Queue`] plus a [`RateLimiter`] deciding how long
 //!   a failed item waits before its retry.
 //! - [`metrics`]: client-go's `workqueue_*` metrics in Prometheus text format.
