@@ -27,6 +27,7 @@
 //! # }
 //! ```
 
+mod delays;
 pub mod metrics;
 mod queue;
 mod rate_limiter;

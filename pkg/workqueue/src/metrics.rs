@@ -37,6 +37,18 @@ use prometheus_client::metrics::MetricType;
 /// client-go's latency buckets: 10 ns · 10^i for i in 0..10, i.e. 10 ns to 10 s.
 const BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
 
+/// `(seconds of work in progress, longest running seconds)` of the items
+/// in processing since `started` (client-go's unfinished-work gauges).
+pub(crate) fn unfinished_work<'a>(
+    started: impl Iterator<Item = &'a tokio::time::Instant>,
+) -> (f64, f64) {
+    let now = tokio::time::Instant::now();
+    started.fold((0.0, 0.0), |(sum, longest), t| {
+        let secs = now.saturating_duration_since(*t).as_secs_f64();
+        (sum + secs, f64::max(longest, secs))
+    })
+}
+
 pub(crate) type UnfinishedProbe = Box<dyn Fn() -> (f64, f64) + Send + Sync>;
 
 /// A set of queues whose metrics are rendered together.

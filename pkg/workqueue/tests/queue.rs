@@ -474,3 +474,36 @@ async fn run_random(seed: u64) {
         );
     }
 }
+
+#[tokio::test]
+async fn items_come_out_in_the_order_they_were_first_added() {
+    let q = Queue::new();
+    for i in [5, 3, 9, 3, 1, 5] {
+        q.add(i);
+    }
+    let mut out = Vec::new();
+    while !q.is_empty() {
+        out.push(q.get().await.unwrap());
+    }
+    assert_eq!(out, vec![5, 3, 9, 1]);
+    // All four are in processing: adding them again lines none up.
+    for i in [5, 3, 9, 1] {
+        q.add(i);
+    }
+    assert!(q.is_empty());
+    q.done(&3);
+    assert_eq!(q.get().await, Some(3));
+}
+
+#[tokio::test]
+async fn a_superseded_delay_is_skipped_and_the_item_comes_out_once() {
+    tokio::time::pause();
+    let q = Queue::new();
+    q.add_after(1, Duration::from_secs(10));
+    q.add_after(1, Duration::from_secs(1));
+    q.add_after(1, Duration::from_secs(5));
+    tokio::time::advance(Duration::from_secs(11)).await;
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.get().await, Some(1));
+    assert!(q.is_empty());
+}
