@@ -108,23 +108,31 @@ async fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    log::info!(
-        "hossted-operator {} starting ({}, {} workers)",
-        env!("CARGO_PKG_VERSION"),
-        if config.api.dry_run {
-            "dry run: requests are printed, not sent"
-        } else {
-            "reporting to the Hossted API"
-        },
-        config.inventory.workers
-    );
-    let poster = match Poster::new(config.api) {
-        Ok(p) => p,
-        Err(e) => return usage(&e),
-    };
     let mut manager = Manager::new(client, config.manager);
-    manager.add(inventory::controller(&manager, config.inventory, poster));
+    if let Some((settings, api)) = config.inventory {
+        log::info!(
+            "hossted-operator {}: inventory ({}, {} workers)",
+            env!("CARGO_PKG_VERSION"),
+            if api.dry_run {
+                "dry run: requests are printed, not sent"
+            } else {
+                "reporting to the Hossted API"
+            },
+            settings.workers
+        );
+        let poster = match Poster::new(api) {
+            Ok(p) => p,
+            Err(e) => return usage(&e),
+        };
+        manager.add(inventory::controller(&manager, settings, poster));
+    }
     let helm = config.delivery.map(|settings| {
+        log::info!(
+            "hossted-operator {}: delivery (at most {} helm processes, helm {})",
+            env!("CARGO_PKG_VERSION"),
+            settings.helm.max_concurrent,
+            settings.helm.binary.display()
+        );
         if let Err(e) = std::fs::create_dir_all(&settings.helm.work_dir) {
             log::warn!(
                 "cannot create --work-dir {}: {e}; helm runs will fail",

@@ -11,6 +11,7 @@
 //! (chart sources), [`names`] (finalizer, labels, annotations, indexes).
 
 pub mod appset;
+mod children;
 mod dependencies;
 mod finalizer;
 pub mod helm;

@@ -15,4 +15,5 @@ mod poster;
 mod project;
 mod rbac;
 mod reporting;
+mod restart;
 mod support;

@@ -282,6 +282,44 @@ impl SharedInformerFactory {
         informer
     }
 
+    /// The informer already requested for `K` with `opts`' selectors in
+    /// all namespaces, whatever its role: for a controller that can share
+    /// a required informer when another controller asked for one, and
+    /// asks for an optional one otherwise.
+    pub fn existing<K: Object>(&self, opts: &InformerOptions<K>) -> Option<Arc<SharedInformer<K>>> {
+        let key = InformerKey {
+            type_id: TypeId::of::<K>(),
+            namespace: None,
+            label_selector: opts.label_selector.clone(),
+            field_selector: opts.field_selector.clone(),
+        };
+        self.informers
+            .lock()
+            .get(&key)?
+            .informer
+            .as_any()
+            .downcast_ref::<Arc<SharedInformer<K>>>()
+            .cloned()
+    }
+
+    /// `(kind, CRD)` of each optional informer that is not running: its
+    /// CustomResourceDefinition is absent (or not yet established).
+    pub fn waiting_for_crds(&self) -> Vec<(String, String)> {
+        let mut waiting: Vec<(String, String)> = self
+            .informers
+            .lock()
+            .values()
+            .filter_map(|e| match &e.role {
+                Role::OnCrd(crd) if !e.informer.is_running() => {
+                    Some((e.informer.kind(), crd.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        waiting.sort();
+        waiting
+    }
+
     fn get_or_create<K>(
         &self,
         namespace: Option<&str>,

@@ -241,6 +241,11 @@ impl Manager {
         crate::memory::release_free_memory();
         self.readiness.synced.store(true, Relaxed);
         log::info!("caches synced");
+        for (kind, crd) in self.factory.waiting_for_crds() {
+            log::warn!(
+                "the {kind} informer waits for CustomResourceDefinition {crd}; what reads {kind}s starts by itself once it exists (hossted-operator crd {crd} | kubectl apply -f -)"
+            );
+        }
 
         let Some(election) = &self.options.leader_election else {
             self.set_leading(true);

@@ -4,11 +4,14 @@
 //! event of a status patch arrives after the patch returns, and a reconcile
 //! that starts in between would read the old status, decide again, and
 //! write again. The writer remembers the status it wrote last per object
-//! and, until the lister shows the object past the version that write was
-//! based on, reads that one instead.
+//! and reads that one instead until the lister has caught up: it shows the
+//! resourceVersion the write returned, or (a later write of someone else's
+//! on top) the status that was written.
 //!
 //! resourceVersions are compared for equality only: the API conventions
-//! make them opaque strings, never numbers to order.
+//! make them opaque strings, never numbers to order. (Equality with the
+//! version a write was *based on* is not enough: the controller's own
+//! other writes, e.g. a finalizer patch, make versions in between.)
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -34,10 +37,10 @@ use serde::de::DeserializeOwned;
 pub struct StatusWriter<K, S> {
     client: Client,
     status_of: fn(&K) -> Option<S>,
-    /// Per object key: the resourceVersion the last write was based on, and
-    /// the status it wrote. Invariant: an entry exists only while the lister
-    /// may still show that base version; it goes as soon as a read shows
-    /// another one.
+    /// Per object key: the resourceVersion the last write returned, and the
+    /// status it wrote. Invariant: an entry exists only while the lister has
+    /// not caught up with that write; it goes at the first read that shows
+    /// it has.
     written: Mutex<HashMap<String, (String, S)>>,
 }
 
@@ -70,13 +73,14 @@ where
     /// written last when the lister has not caught up with that write.
     pub fn current(&self, obj: &K) -> S {
         let key = key_of(obj);
-        let listed = obj.resource_version().unwrap_or_default();
+        let listed_rv = obj.resource_version().unwrap_or_default();
+        let listed = (self.status_of)(obj).unwrap_or_default();
         let mut written = self.written.lock();
         match written.get(&key) {
-            Some((base, status)) if *base == listed => status.clone(),
+            Some((rv, status)) if !caught_up(rv, status, &listed_rv, &listed) => status.clone(),
             _ => {
                 written.remove(&key);
-                (self.status_of)(obj).unwrap_or_default()
+                listed
             }
         }
     }
@@ -100,11 +104,11 @@ where
             )
             .map_err(kube::Error::BuildRequest)?;
         match self.client.request::<K>(request).await {
-            Ok(_) => {
-                let base = obj.resource_version().unwrap_or_default();
+            Ok(returned) => {
+                let rv = returned.resource_version().unwrap_or_default();
                 self.written
                     .lock()
-                    .insert(key_of(obj), (base, status.clone()));
+                    .insert(key_of(obj), (rv, status.clone()));
                 Ok(Written::Patched)
             }
             Err(e) if is_not_found(&e) => Ok(Written::Gone),
@@ -116,6 +120,12 @@ where
     pub fn forget(&self, obj: &K) {
         self.written.lock().remove(&key_of(obj));
     }
+}
+
+/// Whether a lister showing `listed` at `listed_rv` has seen the write that
+/// returned `written_rv` with `written` (or something after it).
+fn caught_up<S: PartialEq>(written_rv: &str, written: &S, listed_rv: &str, listed: &S) -> bool {
+    written_rv == listed_rv || written == listed
 }
 
 fn key_of<K: Resource>(obj: &K) -> String {
@@ -141,5 +151,22 @@ pub fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<Option<T>, 
         Ok(v) => Ok(Some(v)),
         Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::caught_up;
+
+    #[test]
+    fn the_lister_has_caught_up_at_the_written_version_or_the_written_status() {
+        // The write returned "12" with "ready".
+        assert!(caught_up("12", &"ready", "12", &"ready"));
+        // A version in between (our own finalizer patch, "11"): not yet.
+        assert!(!caught_up("12", &"ready", "11", &""));
+        // The version the write was based on: not yet.
+        assert!(!caught_up("12", &"ready", "10", &""));
+        // Someone wrote on top ("13"), our status in it: caught up.
+        assert!(caught_up("12", &"ready", "13", &"ready"));
     }
 }

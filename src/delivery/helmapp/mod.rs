@@ -95,11 +95,11 @@ impl Reconciler for HelmApps {
 /// runs is returned too: `kill_all` it when the manager stops.
 pub fn controller(manager: &Manager, settings: Settings) -> (Controller<HelmApps>, Arc<Helm>) {
     let factory = manager.factory();
-    let apps = factory.informer::<HelmApp>(InformerOptions::default());
+    let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
-    let sets = factory.informer::<HelmAppSet>(InformerOptions::default());
+    let sets = factory.optional_informer::<HelmAppSet>(InformerOptions::default());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
     releases
         .store()

@@ -1,0 +1,106 @@
+//! Flags and environment variables (API.md's names), validated into what
+//! the manager and the controllers take. A bad value is one line naming it.
+
+mod api;
+mod delivery;
+mod manager;
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use runtime::ManagerOptions;
+
+use crate::duration;
+use crate::inventory::Settings;
+use crate::inventory::poster::ApiConfig;
+pub use api::ApiArgs;
+pub use delivery::DeliveryArgs;
+pub use manager::{ControllerName, ManagerArgs};
+
+/// Keeps an inventory of every Helm release in a cluster — its pods,
+/// services, volumes and ingresses — and reports it to the Hossted API
+/// (`--controllers inventory`, the default); installs, upgrades and
+/// uninstalls the Helm charts HelmApps declare (`--controllers delivery`,
+/// which alone needs no API settings).
+#[derive(Debug, Parser)]
+#[command(name = "hossted-operator", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Cmd {
+    /// Run the operator (the default).
+    Run(Box<RunArgs>),
+    /// Print the apps payloads for the current kubeconfig context as a JSON array, and exit.
+    Collect {
+        /// Owner e-mail copied into every payload.
+        #[arg(long, env = "EMAIL_ID", default_value = "")]
+        email_id: String,
+        /// Organization id copied into every payload.
+        #[arg(long, env = "HOSSTED_ORG_ID", default_value = "")]
+        org_id: String,
+        /// Also read Helm releases stored by the configmap driver.
+        #[arg(long)]
+        configmap_driver: bool,
+        /// Send the data of releases' ConfigMaps in `configmap_info`.
+        #[arg(long)]
+        report_configmap_data: bool,
+    },
+    /// Print the operator's CustomResourceDefinitions as YAML (one document each).
+    Crd {
+        /// Only this one, e.g. `helmapps.hossted.com`.
+        name: Option<String>,
+    },
+}
+
+/// The flags of `run`, in groups: each group is validated into the
+/// settings of what it configures.
+#[derive(Debug, Args, Clone)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub manager: ManagerArgs,
+    #[command(flatten)]
+    pub api: ApiArgs,
+    #[command(flatten)]
+    pub delivery: DeliveryArgs,
+}
+
+/// Everything `run` needs, validated.
+pub struct RunConfig {
+    pub manager: ManagerOptions,
+    /// `Some` when `--controllers` includes `inventory`.
+    pub inventory: Option<(Settings, ApiConfig)>,
+    /// `Some` when `--controllers` includes `delivery`.
+    pub delivery: Option<crate::delivery::Settings>,
+}
+
+impl RunArgs {
+    /// Validates the flags of the controllers that run (delivery alone asks
+    /// for no API settings); `Err` is the one line to print before exit 2.
+    pub fn validate(self) -> Result<RunConfig, String> {
+        let m = &self.manager;
+        let resync = m.resync()?;
+        let delivery = m
+            .runs(ControllerName::Delivery)
+            .then(|| self.delivery.validate(resync, &m.operator_namespace));
+        let inventory = if m.runs(ControllerName::Inventory) {
+            Some(self.api.validate(resync, delivery.is_some())?)
+        } else {
+            None
+        };
+        Ok(RunConfig {
+            manager: m.validate()?,
+            inventory,
+            delivery,
+        })
+    }
+}
+
+/// A duration flag, named in the error.
+fn parse(name: &str, value: &str) -> Result<Duration, String> {
+    duration::parse(value).map_err(|e| format!("{name}: {e}"))
+}

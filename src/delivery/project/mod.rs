@@ -1,0 +1,284 @@
+//! The Go operator's delivery, drop-in: `Hosstedproject.spec.helm[]` and
+//! the platform toggles (`spec.monitoring.enable`, `spec.ingress.enable`)
+//! kept as HelmApps, which the HelmApp controller installs, upgrades and
+//! uninstalls.
+//!
+//! - Only the reporting Hosstedproject (the oldest) delivers; `stop` pauses
+//!   reporting only.
+//! - A `spec.helm` entry is the HelmApp `<releaseName>` in `<namespace>`
+//!   (the namespace is created first) with `adopt: true` — the Go operator
+//!   installed such releases without our labels. Its chart version is
+//!   pinned once, when the HelmApp is created: the adopted release's
+//!   version, else the repository's latest; a Go-era app is never upgraded
+//!   by surprise.
+//! - An enabled toggle delivers the apps its key of the ConfigMap
+//!   `hossted-platform-charts` (operator namespace) lists: a YAML list of
+//!   `{name, namespace, spec}`, `spec` a HelmApp spec.
+//! - What leaves the spec (an entry removed, a toggle turned off) is
+//!   deleted, and its release uninstalled. Deleting the Hosstedproject
+//!   removes its HelmApps *without* uninstalling.
+//!
+//! Every HelmApp made here carries `hossted.com/project: <project>` and
+//! `hossted.com/delivered-for: helm | monitoring | ingress`.
+
+mod ensure;
+mod wanted;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::Hosstedproject;
+use apis::helmapp::HelmApp;
+use cache::{Event, HandlerFn, InformerOptions, Store};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::{Api, Client, ResourceExt};
+use record::{EventRecorder, EventType};
+use runtime::{Action, Controller, Manager, Reconciler};
+use serde_json::json;
+
+use super::helmapp::status::Reason;
+use super::source::RepoCache;
+use crate::cached::objects::HelmRelease;
+use crate::cached::storage::helm_storage_options;
+
+/// On a HelmApp made for a Hosstedproject: the project's name.
+pub const PROJECT_LABEL: &str = "hossted.com/project";
+/// On a HelmApp made for a Hosstedproject: `helm`, `monitoring` or `ingress`.
+pub const SOURCE_LABEL: &str = "hossted.com/delivered-for";
+/// The ConfigMap (operator namespace) listing each toggle's apps.
+pub const PLATFORM_CONFIGMAP: &str = "hossted-platform-charts";
+/// Index of HelmApps by [`PROJECT_LABEL`].
+const PROJECT_INDEX: &str = "project";
+/// The toggles that deliver, with their ConfigMap key.
+const TOGGLES: [&str; 2] = ["monitoring", "ingress"];
+
+/// Why a project's delivery must be retried.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error("writing to the API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The project-delivery controller's [`Reconciler`].
+pub struct ProjectDelivery {
+    client: Client,
+    projects: Store<Hosstedproject>,
+    apps: Store<HelmApp>,
+    platform: Store<ConfigMap>,
+    releases: Store<HelmRelease>,
+    recorder: EventRecorder,
+    work_dir: PathBuf,
+    repo_cache: Arc<RepoCache>,
+}
+
+/// The controller; `operator_namespace` holds [`PLATFORM_CONFIGMAP`].
+pub fn controller(
+    manager: &Manager,
+    operator_namespace: &str,
+    work_dir: PathBuf,
+    resync: Duration,
+) -> Controller<ProjectDelivery> {
+    let factory = manager.factory();
+    // The inventory's informer when it runs (same options: one watch);
+    // alone, delivery serves spec.helm only while the CRD exists.
+    let projects = factory
+        .existing::<Hosstedproject>(&InformerOptions::default())
+        .unwrap_or_else(|| factory.optional_informer(InformerOptions::default()));
+    let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
+    apps.store().add_index(
+        PROJECT_INDEX,
+        Arc::new(|a: &HelmApp| a.labels().get(PROJECT_LABEL).cloned().into_iter().collect()),
+    );
+    let platform = factory.namespaced_informer::<ConfigMap>(
+        operator_namespace,
+        InformerOptions::default().fields(&format!("metadata.name={PLATFORM_CONFIGMAP}")),
+    );
+    let releases = factory.informer::<HelmRelease>(helm_storage_options());
+    let reconciler = ProjectDelivery {
+        client: manager.client(),
+        projects: projects.store(),
+        apps: apps.store(),
+        platform: platform.store(),
+        releases: releases.store(),
+        recorder: manager.recorder(),
+        work_dir,
+        repo_cache: Arc::default(),
+    };
+    let controller = Controller::new(manager, "project-delivery", reconciler)
+        .max_backoff(Duration::from_secs(300))
+        .workers(1)
+        .resync_every(resync, &projects);
+
+    let to = Enqueue {
+        queue: controller.queue(),
+        projects: projects.store(),
+    };
+    let h = to.clone();
+    projects.add_event_handler(HandlerFn(move |e: &Event<Hosstedproject>| h.on_project(e)));
+    let h = to.clone();
+    apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| h.on_helmapp(e)));
+    platform.add_event_handler(HandlerFn(move |e: &Event<ConfigMap>| {
+        if e.changed().is_some() || matches!(e, Event::Delete(_)) {
+            to.all();
+        }
+    }));
+    controller
+}
+
+/// The project controller's handlers: each maps an object to project names.
+#[derive(Clone)]
+struct Enqueue {
+    queue: Arc<runtime::RateLimitingQueue<String>>,
+    projects: Store<Hosstedproject>,
+}
+
+impl Enqueue {
+    /// Every project looks again (the platform charts changed, or which
+    /// project delivers may have).
+    fn all(&self) {
+        for p in self.projects.list() {
+            self.queue.add(p.name_any());
+        }
+    }
+
+    /// A project new or gone changes which one delivers — all look again; a
+    /// spec change or a deletion begun, that one.
+    fn on_project(&self, e: &Event<Hosstedproject>) {
+        match e {
+            Event::Add(p) | Event::Delete(p) => {
+                self.queue.add(p.name_any());
+                self.all();
+            }
+            Event::Update { old, new } => {
+                if old.metadata.generation != new.metadata.generation
+                    || old.metadata.deletion_timestamp != new.metadata.deletion_timestamp
+                {
+                    self.queue.add(new.name_any());
+                }
+            }
+        }
+    }
+
+    /// One of its HelmApps deleted or edited by someone: put it back. A
+    /// HelmApp that appears — on start, those of a project deleted while
+    /// the operator was down — has its project look again (and let it go).
+    fn on_helmapp(&self, e: &Event<HelmApp>) {
+        let app = match e {
+            Event::Add(a) | Event::Delete(a) => a,
+            Event::Update { old, new } => {
+                if old.metadata.generation == new.metadata.generation
+                    && old.metadata.deletion_timestamp == new.metadata.deletion_timestamp
+                {
+                    return;
+                }
+                new
+            }
+        };
+        if let Some(project) = app.labels().get(PROJECT_LABEL) {
+            self.queue.add(project.clone());
+        }
+    }
+}
+
+impl Reconciler for ProjectDelivery {
+    type Error = ProjectError;
+
+    async fn reconcile(&self, key: &str) -> Result<Action, ProjectError> {
+        let owned = self.apps.by_index(PROJECT_INDEX, key);
+        let hp = self.projects.get(key);
+        let Some(hp) = hp.filter(|h| h.metadata.deletion_timestamp.is_none()) else {
+            return self.let_go(&owned).await;
+        };
+        let projects = self.projects.list();
+        let reporting =
+            apis::reporting_project(projects.iter().map(|p| p.as_ref())).map(|p| p.name_any());
+        if reporting.as_deref() != Some(key) {
+            return Ok(Action::done(
+                "not the reporting Hosstedproject: delivers nothing",
+            ));
+        }
+
+        let (wanted, unreadable) = self.wanted(&hp);
+        let mut created = 0;
+        for w in &wanted {
+            if self.ensure(&hp, w).await? {
+                created += 1;
+            }
+        }
+        // What left the spec goes (and is uninstalled) — but never the
+        // apps of a toggle whose list could not be read: that loses nothing.
+        let keep: HashSet<(String, String)> = wanted
+            .iter()
+            .map(|w| (w.namespace.clone(), w.name.clone()))
+            .collect();
+        let mut removed = 0;
+        for app in &owned {
+            let source = app.labels().get(SOURCE_LABEL).cloned().unwrap_or_default();
+            let id = (app.namespace().unwrap_or_default(), app.name_any());
+            if keep.contains(&id)
+                || unreadable.contains(source.as_str())
+                || app.metadata.deletion_timestamp.is_some()
+            {
+                continue;
+            }
+            self.recorder.event(
+                hp.as_ref(),
+                EventType::Normal,
+                Reason::DeliveryRemoved.as_str(),
+                &format!(
+                    "HelmApp {}/{} ({source}) is no longer asked for: deleted, its release uninstalled",
+                    id.0, id.1
+                ),
+            );
+            let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &id.0);
+            ignore_missing(api.delete(&id.1, &DeleteParams::default()).await)?;
+            removed += 1;
+        }
+        Ok(Action::done(format!(
+            "{} HelmApp(s) asked for, {created} created, {removed} removed",
+            wanted.len()
+        )))
+    }
+}
+
+impl ProjectDelivery {
+    /// The project is gone: its HelmApps are removed, their releases left
+    /// installed.
+    async fn let_go(&self, owned: &[Arc<HelmApp>]) -> Result<Action, ProjectError> {
+        for app in owned {
+            let api: Api<HelmApp> =
+                Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default());
+            if app.spec.uninstall_on_delete {
+                ignore_missing(
+                    api.patch(
+                        &app.name_any(),
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({ "spec": { "uninstallOnDelete": false } })),
+                    )
+                    .await
+                    .map(|_| ()),
+                )?;
+            }
+            if app.metadata.deletion_timestamp.is_none() {
+                ignore_missing(
+                    api.delete(&app.name_any(), &DeleteParams::default())
+                        .await
+                        .map(|_| ()),
+                )?;
+            }
+        }
+        Ok(Action::done(format!(
+            "project gone: {} HelmApp(s) removed, releases left installed",
+            owned.len()
+        )))
+    }
+}
+
+fn ignore_missing<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    runtime::ignore_not_found(r).map(|_| ())
+}

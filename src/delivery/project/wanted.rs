@@ -1,0 +1,168 @@
+//! What a Hosstedproject asks for: one HelmApp per valid `spec.helm`
+//! entry, and for each enabled toggle the apps its key of the ConfigMap
+//! `hossted-platform-charts` lists.
+
+use std::collections::HashSet;
+
+use apis::Hosstedproject;
+use apis::helmapp::HelmAppSpec;
+use record::EventType;
+use serde_json::json;
+
+use super::{PLATFORM_CONFIGMAP, ProjectDelivery, TOGGLES};
+use crate::delivery::helmapp::status::Reason;
+
+/// One HelmApp a project asks for.
+pub(super) struct Wanted {
+    pub(super) namespace: String,
+    pub(super) name: String,
+    pub(super) source: &'static str,
+    pub(super) spec: HelmAppSpec,
+}
+
+impl ProjectDelivery {
+    /// The HelmApps `hp` asks for, and the toggles whose app list could
+    /// not be read (their apps are kept as they are).
+    pub(super) fn wanted(&self, hp: &Hosstedproject) -> (Vec<Wanted>, HashSet<&'static str>) {
+        let mut wanted = Vec::new();
+        let mut unreadable = HashSet::new();
+        for entry in &hp.spec.helm {
+            if entry.release_name.is_empty()
+                || entry.namespace.is_empty()
+                || entry.chart_name.is_empty()
+                || entry.repo_url.is_empty()
+            {
+                self.recorder.event(
+                    hp,
+                    EventType::Warning,
+                    Reason::InvalidHelmEntry.as_str(),
+                    &format!(
+                        "spec.helm entry {:?} in {:?} needs releaseName, namespace, chartName and repoUrl; skipped",
+                        entry.release_name, entry.namespace
+                    ),
+                );
+                continue;
+            }
+            let spec: HelmAppSpec = match serde_json::from_value(json!({
+                "releaseName": entry.release_name,
+                "targetNamespace": entry.namespace,
+                "chart": { "repo": entry.repo_url, "name": entry.chart_name },
+                "set": entry.values,
+                "adopt": true,
+            })) {
+                Ok(s) => s,
+                Err(e) => {
+                    log::warn!("spec.helm entry {}: {e}", entry.release_name);
+                    continue;
+                }
+            };
+            wanted.push(Wanted {
+                namespace: entry.namespace.clone(),
+                name: entry.release_name.clone(),
+                source: "helm",
+                spec,
+            });
+        }
+        let toggles = [hp.spec.monitoring.enable, hp.spec.ingress.enable];
+        for (toggle, _) in TOGGLES.iter().zip(toggles).filter(|(_, on)| *on) {
+            match self.platform_apps(toggle) {
+                Ok(apps) => wanted.extend(apps),
+                Err(message) => {
+                    unreadable.insert(*toggle);
+                    self.recorder.event(
+                        hp,
+                        EventType::Warning,
+                        Reason::PlatformChartsInvalid.as_str(),
+                        &message,
+                    );
+                }
+            }
+        }
+        (wanted, unreadable)
+    }
+
+    /// The apps the platform ConfigMap lists for `toggle`.
+    fn platform_apps(&self, toggle: &'static str) -> Result<Vec<Wanted>, String> {
+        let cm = self
+            .platform
+            .list()
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                format!("{toggle} is enabled but the ConfigMap {PLATFORM_CONFIGMAP} does not exist in the operator's namespace")
+            })?;
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get(toggle))
+            .ok_or_else(|| {
+                format!("{toggle} is enabled but {PLATFORM_CONFIGMAP} has no key {toggle:?}")
+            })?;
+        let listed = parse_platform_list(text).map_err(|e| {
+            format!("{PLATFORM_CONFIGMAP} key {toggle:?} is not a list of {{name, namespace, spec}}: {e}; its apps are left as they are")
+        })?;
+        Ok(listed
+            .into_iter()
+            .map(|l| Wanted {
+                namespace: l.namespace,
+                name: l.name,
+                source: toggle,
+                spec: l.spec,
+            })
+            .collect())
+    }
+}
+
+/// One app of a toggle's list in [`PLATFORM_CONFIGMAP`].
+#[derive(Debug, serde::Deserialize)]
+struct Listed {
+    name: String,
+    namespace: String,
+    spec: HelmAppSpec,
+}
+
+fn parse_platform_list(text: &str) -> Result<Vec<Listed>, String> {
+    let listed: Vec<Listed> = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
+    if let Some(bad) = listed
+        .iter()
+        .find(|l| l.name.is_empty() || l.namespace.is_empty())
+    {
+        return Err(format!("an entry has no name or namespace: {bad:?}"));
+    }
+    Ok(listed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[test]
+    fn the_shipped_platform_charts_parse_into_pinned_helmapp_specs() {
+        let manifest = include_str!("../../../manifests/delivery/platform-charts.yaml");
+        let cm: ConfigMap = serde_yaml_ng::from_str(manifest).unwrap();
+        assert_eq!(cm.metadata.name.as_deref(), Some(PLATFORM_CONFIGMAP));
+        let data = cm.data.unwrap();
+        let names = |toggle: &str| -> Vec<String> {
+            let listed = parse_platform_list(&data[toggle]).unwrap();
+            for l in &listed {
+                assert_eq!(l.namespace, "hossted-platform");
+                assert!(!l.spec.chart.version.is_empty(), "{} is not pinned", l.name);
+                assert!(!l.spec.chart.repo.is_empty());
+            }
+            listed.into_iter().map(|l| l.name).collect()
+        };
+        assert_eq!(names("monitoring"), vec!["alloy", "kube-state-metrics"]);
+        assert_eq!(names("ingress"), vec!["ingress-nginx"]);
+    }
+
+    #[test]
+    fn a_list_entry_without_a_namespace_is_refused() {
+        assert!(parse_platform_list("- {name: a, spec: {chart: {path: x}}}").is_err());
+        assert!(
+            parse_platform_list("- {name: a, namespace: '', spec: {chart: {path: x}}}").is_err()
+        );
+        assert!(parse_platform_list("not: a list").is_err());
+        assert_eq!(parse_platform_list("[]").unwrap().len(), 0);
+    }
+}
