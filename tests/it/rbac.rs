@@ -6,7 +6,10 @@
 use std::process::Stdio;
 
 use crate::support::*;
-use envtest::{ControlPlane, Receiver};
+use envtest::Receiver;
+
+/// The identity the manifests' ServiceAccount gives the operator.
+const OPERATOR_USER: &str = "system:serviceaccount:hossted-operator:hossted-operator";
 use k8s_openapi::api::core::v1::Event;
 use kube::Api;
 use kube::api::ListParams;
@@ -14,7 +17,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn the_manifests_service_account_can_run_the_reporting_scenario() {
-    let cp = ControlPlane::start().await.unwrap();
+    let (cp, audit_log) = audited_control_plane().await;
     let f = Fixture {
         cp,
         api: Receiver::start().await.unwrap(),
@@ -158,17 +161,23 @@ async fn the_manifests_service_account_can_run_the_reporting_scenario() {
         .unwrap();
     assert!(status.success(), "operator exit: {status:?}");
     let log = std::fs::read_to_string(&log_path).unwrap();
-    assert_eq!(
-        forbidden_lines(&log).len(),
-        0,
-        "forbidden requests in the operator's log:\n{log}"
+    assert!(
+        audited_requests(&audit_log, OPERATOR_USER) > 0,
+        "the audit log holds the operator's requests"
+    );
+    let forbidden = forbidden_requests(&audit_log, OPERATOR_USER);
+    assert!(
+        forbidden.is_empty(),
+        "forbidden requests:\n{}\noperator log:\n{log}",
+        forbidden.join("\n")
     );
     assert!(!log.contains(TOKEN));
 }
 
 #[tokio::test]
 async fn the_delivery_overlay_applies_and_its_service_account_installs_and_uninstalls() {
-    let f = Fixture::new().await;
+    let (cp, audit_log) = audited_control_plane().await;
+    let f = Fixture::on(cp).await;
     let overlay = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/delivery");
     // The namespace first: a server dry run checks objects against it.
     f.namespace("hossted-operator").await;
@@ -287,10 +296,14 @@ async fn the_delivery_overlay_applies_and_its_service_account_installs_and_unins
         .unwrap();
     assert!(status.success(), "operator exit: {status:?}");
     let log = std::fs::read_to_string(&log_path).unwrap();
-    let forbidden = forbidden_lines(&log);
+    assert!(
+        audited_requests(&audit_log, OPERATOR_USER) > 0,
+        "the audit log holds the operator's requests"
+    );
+    let forbidden = forbidden_requests(&audit_log, OPERATOR_USER);
     assert!(
         forbidden.is_empty(),
-        "forbidden requests:\n{}",
+        "forbidden requests:\n{}\noperator log:\n{log}",
         forbidden.join("\n")
     );
 }

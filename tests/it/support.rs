@@ -323,14 +323,56 @@ pub fn runs_in(log: &Path) -> Vec<String> {
         .collect()
 }
 
-/// The lines of an operator log that tell of a forbidden request.
-pub fn forbidden_lines(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("forbidden") || l.contains(" 403")
+/// A control plane whose apiserver writes an audit log (one JSON event
+/// per completed request, `Metadata` level) to the returned path: what a
+/// test decides about requests it reads from there, not from log text.
+pub async fn audited_control_plane() -> (ControlPlane, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("audit-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = dir.join("policy.yaml");
+    std::fs::write(
+        &policy,
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted, Panic]\nrules:\n- level: Metadata\n",
+    )
+    .unwrap();
+    let log = dir.join("audit.log");
+    let cp = ControlPlane::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", log.display()))
+        .start()
+        .await
+        .expect("control plane");
+    (cp, log)
+}
+
+/// The requests `user` made that the apiserver answered 403, from its
+/// audit log (`verb resource namespace/name`).
+pub fn forbidden_requests(audit_log: &Path, user: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user && e["responseStatus"]["code"] == 403)
+        .map(|e| {
+            let r = &e["objectRef"];
+            format!(
+                "{} {} {}/{}",
+                e["verb"].as_str().unwrap_or("?"),
+                r["resource"].as_str().unwrap_or("?"),
+                r["namespace"].as_str().unwrap_or(""),
+                r["name"].as_str().unwrap_or("")
+            )
         })
         .collect()
+}
+
+/// How many requests `user` made, from the audit log (a test that finds no
+/// forbidden request first shows the log holds the user's requests).
+pub fn audited_requests(audit_log: &Path, user: &str) -> usize {
+    let text = std::fs::read_to_string(audit_log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["user"]["username"] == user)
+        .count()
 }
 
 /// The operator binary with none of its configuration inherited from the
