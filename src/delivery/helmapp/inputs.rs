@@ -64,39 +64,10 @@ impl Context {
         };
         let credentials = match &spec.chart.credentials_secret_ref {
             None => source::Credentials::default(),
-            Some(r) => {
-                let ns = app.namespace().unwrap_or_default();
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-                let secret = api
-                    .get_opt(&r.name)
-                    .await
-                    .map_err(|e| {
-                        (
-                            repo_error(format!("credentialsSecretRef {ns}/{}: {e}", r.name)),
-                            true,
-                        )
-                    })?
-                    .ok_or_else(|| {
-                        (
-                            repo_error(format!(
-                                "credentialsSecretRef {ns}/{} does not exist",
-                                r.name
-                            )),
-                            false,
-                        )
-                    })?;
-                let mut data = secret.data.unwrap_or_default();
-                let mut text = |k: &str| {
-                    data.remove(k)
-                        .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
-                };
-                source::Credentials {
-                    scope: scope.clone(),
-                    username: text("username"),
-                    password: text("password"),
-                    ca: data.remove("ca.crt").map(|b| b.0),
-                }
-            }
+            Some(r) => self
+                .credentials(app, &r.name, scope)
+                .await
+                .map_err(|(message, retry)| (repo_error(message), retry))?,
         };
         if !spec.chart.oci.is_empty() {
             return source::oci::fetch(
@@ -119,6 +90,40 @@ impl Context {
         .await
         .map_err(|e| (repo_error(format!("the fetch stopped: {e}")), true))?
         .map_err(|e| (e, true))
+    }
+
+    /// What `credentialsSecretRef` `name` holds; `Err` says why not and
+    /// whether retrying may help (a Secret that does not exist waits for a
+    /// change).
+    async fn credentials(
+        &self,
+        app: &HelmApp,
+        name: &str,
+        scope: String,
+    ) -> Result<source::Credentials, (String, bool)> {
+        let ns = app.namespace().unwrap_or_default();
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| (format!("credentialsSecretRef {ns}/{name}: {e}"), true))?
+            .ok_or_else(|| {
+                (
+                    format!("credentialsSecretRef {ns}/{name} does not exist"),
+                    false,
+                )
+            })?;
+        let mut data = secret.data.unwrap_or_default();
+        let mut text = |k: &str| {
+            data.remove(k)
+                .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
+        };
+        Ok(source::Credentials {
+            scope,
+            username: text("username"),
+            password: text("password"),
+            ca: data.remove("ca.crt").map(|b| b.0),
+        })
     }
 
     /// The cached digest of each `valuesFrom` key, in order (`None`: an

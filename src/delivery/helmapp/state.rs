@@ -205,5 +205,4 @@ fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
 }
 
 #[cfg(test)]
-#[path = "state_tests.rs"]
 mod tests;

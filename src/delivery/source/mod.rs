@@ -124,47 +124,8 @@ pub fn fetch_from_repo(
         repo: repo.clone(),
         message,
     };
-    let mut config = ureq::Agent::config_builder()
-        .timeout_connect(Some(Duration::from_secs(10)))
-        .timeout_global(Some(Duration::from_secs(120)))
-        .http_status_as_error(false)
-        .user_agent(concat!("hossted-operator/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca) = &credentials.ca {
-        config = config
-            .tls_config(crate::tls::with_extra_ca(ca).map_err(|e| fail(format!("ca.crt {e}")))?);
-    }
-    let agent: ureq::Agent = config.build().into();
-    let auth = match (&credentials.username, &credentials.password) {
-        (Some(u), Some(p)) => {
-            use base64::Engine;
-            Some(format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
-            ))
-        }
-        _ => None,
-    };
-    let get = |url: &str| -> Result<Vec<u8>, SourceError> {
-        let mut req = agent.get(url);
-        if let Some(a) = &auth {
-            req = req.header("Authorization", a);
-        }
-        let mut resp = req.call().map_err(|e| fail(format!("GET {url}: {e}")))?;
-        let status = resp.status().as_u16();
-        if status == 401 || status == 403 {
-            return Err(fail(format!(
-                "GET {url} answered {status}: check credentialsSecretRef"
-            )));
-        }
-        if !(200..300).contains(&status) {
-            return Err(fail(format!("GET {url} answered {status}")));
-        }
-        resp.body_mut()
-            .with_config()
-            .limit(MAX_DOWNLOAD)
-            .read_to_vec()
-            .map_err(|e| fail(format!("GET {url}: {e}")))
-    };
+    let http = Http::new(credentials).map_err(&fail)?;
+    let get = |url: &str| http.get(url).map_err(&fail);
 
     let index = get(&format!("{repo}/index.yaml"))?;
     let entry = choose(&index, &chart.name, &chart.version).map_err(fail)?;
@@ -209,6 +170,65 @@ pub fn fetch_from_repo(
     };
     cache.remember(chart, &credentials.scope, &local);
     Ok(local)
+}
+
+/// A repository's HTTP client, with its credentials.
+struct Http {
+    agent: ureq::Agent,
+    /// The `Authorization` header, when credentials have a username and password.
+    auth: Option<String>,
+}
+
+impl Http {
+    fn new(credentials: &Credentials) -> Result<Self, String> {
+        let mut config = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(10)))
+            .timeout_global(Some(Duration::from_secs(120)))
+            .http_status_as_error(false)
+            .user_agent(concat!("hossted-operator/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &credentials.ca {
+            config = config
+                .tls_config(crate::tls::with_extra_ca(ca).map_err(|e| format!("ca.crt {e}"))?);
+        }
+        let auth = match (&credentials.username, &credentials.password) {
+            (Some(u), Some(p)) => {
+                use base64::Engine;
+                Some(format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+                ))
+            }
+            _ => None,
+        };
+        Ok(Http {
+            agent: config.build().into(),
+            auth,
+        })
+    }
+
+    /// The body of `url` (at most [`MAX_DOWNLOAD`] bytes); `Err` says the
+    /// URL and the status or error.
+    fn get(&self, url: &str) -> Result<Vec<u8>, String> {
+        let mut req = self.agent.get(url);
+        if let Some(a) = &self.auth {
+            req = req.header("Authorization", a);
+        }
+        let mut resp = req.call().map_err(|e| format!("GET {url}: {e}"))?;
+        let status = resp.status().as_u16();
+        if status == 401 || status == 403 {
+            return Err(format!(
+                "GET {url} answered {status}: check credentialsSecretRef"
+            ));
+        }
+        if !(200..300).contains(&status) {
+            return Err(format!("GET {url} answered {status}"));
+        }
+        resp.body_mut()
+            .with_config()
+            .limit(MAX_DOWNLOAD)
+            .read_to_vec()
+            .map_err(|e| format!("GET {url}: {e}"))
+    }
 }
 
 /// One chart version of a repository index.

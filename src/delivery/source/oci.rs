@@ -56,16 +56,86 @@ pub async fn fetch(
     work_dir: &Path,
     cache: &RepoCache,
 ) -> Result<LocalChart, SourceError> {
-    let fail = |message: String| SourceError::Repo {
+    let fail = |message: String| failed(chart, message);
+    let (registry, repository) = split(&chart.oci).map_err(&fail)?;
+    let client = client_for(chart, credentials);
+    let auth = match (&credentials.username, &credentials.password) {
+        (Some(u), Some(p)) => RegistryAuth::Basic(u.clone(), p.clone()),
+        _ => RegistryAuth::Anonymous,
+    };
+    let reference = |tag: &str| -> Result<Reference, SourceError> {
+        format!("{registry}/{repository}:{}", tag.replace('+', "_"))
+            .parse::<Reference>()
+            .map_err(|e| fail(format!("tag {tag:?}: {e}")))
+    };
+    let wanted = chart.version.trim();
+    let version = if is_exact(wanted) {
+        wanted.to_string()
+    } else {
+        let tags = list_tags(&client, &reference("latest")?, &auth)
+            .await
+            .map_err(|e| explain(chart, "listing tags", e))?;
+        let versions: Vec<String> = tags.into_iter().map(|t| t.replace('_', "+")).collect();
+        let name = repository.rsplit('/').next().unwrap_or(&repository);
+        choose_version(&versions, name, wanted).map_err(&fail)?
+    };
+    let image = reference(&version)?;
+    let (manifest, _) = client
+        .pull_image_manifest(&image, &auth)
+        .await
+        .map_err(|e| explain(chart, &format!("manifest of {version}"), e))?;
+    let layer = manifest
+        .layers
+        .iter()
+        .find(|l| l.media_type == CHART_LAYER)
+        .ok_or_else(|| {
+            fail(format!(
+                "{version} holds no Helm chart layer ({CHART_LAYER})"
+            ))
+        })?;
+    let digest = checked_digest(layer, &version).map_err(&fail)?;
+    let dir = work_dir
+        .join("charts")
+        .join(&hex(&Sha256::digest(chart.oci.as_bytes()))[..16]);
+    let file = dir.join(format!("{digest}.tgz"));
+    let cached = std::fs::read(&file)
+        .ok()
+        .is_some_and(|b| hex(&Sha256::digest(&b)) == digest);
+    if !cached {
+        let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
+        // Verified against the manifest's digest while it is read.
+        client
+            .pull_blob(&image, layer, &mut bytes)
+            .await
+            .map_err(|e| explain(chart, &format!("chart layer of {version}"), e))?;
+        std::fs::create_dir_all(&dir)
+            .and_then(|_| std::fs::write(&file, &bytes))
+            .map_err(|e| fail(format!("cannot cache the chart in {}: {e}", dir.display())))?;
+    }
+    let local = LocalChart {
+        path: file,
+        version,
+        digest,
+    };
+    cache.remember(chart, &credentials.scope, &local);
+    Ok(local)
+}
+
+fn failed(chart: &ChartSource, message: String) -> SourceError {
+    SourceError::Repo {
         repo: chart.oci.clone(),
         message,
-    };
-    let (registry, repository) = split(&chart.oci).map_err(&fail)?;
+    }
+}
+
+/// A registry client for `chart`: HTTPS (or plain HTTP when `insecure`),
+/// trusting `credentials`' CA besides the system's roots.
+fn client_for(chart: &ChartSource, credentials: &Credentials) -> Client {
     // reqwest is built without a crypto provider of its own: the one the
     // rest of the operator uses (ring) serves it too. Installing twice is
     // harmless (the first wins).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let client = Client::new(ClientConfig {
+    Client::new(ClientConfig {
         protocol: if chart.insecure {
             ClientProtocol::Http
         } else {
@@ -83,89 +153,38 @@ pub async fn fetch(
         read_timeout: Some(Duration::from_secs(60)),
         user_agent: concat!("hossted-operator/", env!("CARGO_PKG_VERSION")),
         ..Default::default()
-    });
-    let auth = match (&credentials.username, &credentials.password) {
-        (Some(u), Some(p)) => RegistryAuth::Basic(u.clone(), p.clone()),
-        _ => RegistryAuth::Anonymous,
-    };
-    let reference = |tag: &str| -> Result<Reference, SourceError> {
-        format!("{registry}/{repository}:{}", tag.replace('+', "_"))
-            .parse::<Reference>()
-            .map_err(|e| fail(format!("tag {tag:?}: {e}")))
-    };
-    let explain = |what: &str, e: OciDistributionError| {
-        // reqwest keeps the cause (a TLS or connection error) in the chain.
-        let mut text = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            text = format!("{text}: {c}");
-            cause = c.source();
-        }
-        let hint = hint(&e);
-        fail(format!("{what}: {text}{hint}"))
-    };
+    })
+}
 
-    let wanted = chart.version.trim();
-    let version = if is_exact(wanted) {
-        wanted.to_string()
-    } else {
-        let tags = list_tags(&client, &reference("latest")?, &auth)
-            .await
-            .map_err(|e| explain("listing tags", e))?;
-        let versions: Vec<String> = tags.into_iter().map(|t| t.replace('_', "+")).collect();
-        let name = repository.rsplit('/').next().unwrap_or(&repository);
-        choose_version(&versions, name, wanted).map_err(&fail)?
-    };
-    let image = reference(&version)?;
-    let (manifest, _) = client
-        .pull_image_manifest(&image, &auth)
-        .await
-        .map_err(|e| explain(&format!("manifest of {version}"), e))?;
-    let layer = manifest
-        .layers
-        .iter()
-        .find(|l| l.media_type == CHART_LAYER)
-        .ok_or_else(|| {
-            fail(format!(
-                "{version} holds no Helm chart layer ({CHART_LAYER})"
-            ))
-        })?;
+/// The chart layer's sha256 digest, once its declared size is within bounds.
+fn checked_digest(
+    layer: &oci_client::manifest::OciDescriptor,
+    version: &str,
+) -> Result<String, String> {
     if layer.size > MAX_LAYER {
-        return Err(fail(format!(
+        return Err(format!(
             "the chart layer of {version} is {} bytes, more than {MAX_LAYER}",
             layer.size
-        )));
+        ));
     }
-    let digest = layer
+    layer
         .digest
         .strip_prefix("sha256:")
-        .ok_or_else(|| fail(format!("layer digest {} is not sha256", layer.digest)))?
-        .to_string();
-    let dir = work_dir
-        .join("charts")
-        .join(&hex(&Sha256::digest(chart.oci.as_bytes()))[..16]);
-    let file = dir.join(format!("{digest}.tgz"));
-    let cached = std::fs::read(&file)
-        .ok()
-        .is_some_and(|b| hex(&Sha256::digest(&b)) == digest);
-    if !cached {
-        let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
-        // Verified against the manifest's digest while it is read.
-        client
-            .pull_blob(&image, layer, &mut bytes)
-            .await
-            .map_err(|e| explain(&format!("chart layer of {version}"), e))?;
-        std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::write(&file, &bytes))
-            .map_err(|e| fail(format!("cannot cache the chart in {}: {e}", dir.display())))?;
+        .map(str::to_string)
+        .ok_or_else(|| format!("layer digest {} is not sha256", layer.digest))
+}
+
+/// A registry error with its causes (reqwest keeps a TLS or connection
+/// error in the chain) and a hint that follows its kind.
+fn explain(chart: &ChartSource, what: &str, e: OciDistributionError) -> SourceError {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        text = format!("{text}: {c}");
+        cause = c.source();
     }
-    let local = LocalChart {
-        path: file,
-        version,
-        digest,
-    };
-    cache.remember(chart, &credentials.scope, &local);
-    Ok(local)
+    let hint = hint(&e);
+    failed(chart, format!("{what}: {text}{hint}"))
 }
 
 /// What to do about `e`, told by what kind of error it is — never by its

@@ -1,7 +1,7 @@
 //! The collector on in-memory stores.
 
 use super::*;
-use crate::cached::objects::{Container, INSTANCE_LABEL, Owner};
+use crate::cached::objects::{Container, INSTANCE_LABEL, MANAGED_BY_LABEL, Owner};
 use kube::api::ObjectMeta;
 use serde_json::json;
 use std::collections::BTreeMap;

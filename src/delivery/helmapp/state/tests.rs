@@ -89,12 +89,21 @@ fn exhausted_status() -> HelmAppStatus {
     s
 }
 
+type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
+
+fn check(rows: Vec<Row>) {
+    for (rule, app, observed, expected) in rows {
+        let got = state(&observed, &app);
+        assert!(expected(&got), "{rule}: got {got:?}");
+    }
+}
+
+/// Deletion, suspension, references and inputs decide before the release does.
 #[test]
-fn every_rule_gives_its_state() {
+fn deletion_suspension_references_and_inputs_come_first() {
     use ReleaseState as S;
     let plain = app(|_| {});
-    type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
-    let rows: Vec<Row> = vec![
+    check(vec![
         ("no release: install", plain.clone(), observed(), |s| {
             *s == S::Absent
         }),
@@ -201,6 +210,15 @@ fn every_rule_gives_its_state() {
                 )
             },
         ),
+    ]);
+}
+
+/// The release in storage: in sync, drifted, out of sync, or someone else's.
+#[test]
+fn the_release_in_storage_decides_sync_drift_and_ownership() {
+    use ReleaseState as S;
+    let plain = app(|_| {});
+    check(vec![
         (
             "deployed with our hash: in sync at the stored revision",
             plain.clone(),
@@ -288,6 +306,15 @@ fn every_rule_gives_its_state() {
             },
             |s| *s == S::OutOfSync { why: Why::Adopt },
         ),
+    ]);
+}
+
+/// A pending release is held, locked or stuck; spent retries wait for a change.
+#[test]
+fn a_pending_release_is_held_locked_or_stuck_and_spent_retries_wait() {
+    use ReleaseState as S;
+    let plain = app(|_| {});
+    check(vec![
         (
             "pending, our helm on it",
             plain.clone(),
@@ -357,11 +384,7 @@ fn every_rule_gives_its_state() {
             },
             |s| *s == S::OutOfSync { why: Why::Changed },
         ),
-    ];
-    for (rule, app, observed, expected) in rows {
-        let got = state(&observed, &app);
-        assert!(expected(&got), "{rule}: got {got:?}");
-    }
+    ]);
 }
 
 #[test]

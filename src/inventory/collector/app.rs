@@ -1,0 +1,255 @@
+//! One release's app: its status entry and its payload, from its members
+//! in the caches (API.md "What it sends").
+
+use std::sync::Arc;
+
+use apis::HelmInfo as StatusHelmInfo;
+use cache::Store;
+use kube::Resource;
+
+use crate::cached::helm::ReleaseSummary;
+use crate::cached::objects::{MANAGED_BY_LABEL, Pod, label};
+use crate::inventory::payload::{
+    AccessInfo, AccessUrl, AppApiInfo, AppInfo, AppOptionsState, AppPayload, ConfigMapInfo,
+    ContainerSecurity, DeploymentInfo, HelmInfo, HelmValueInfo, IngressInfo, MonitoringState,
+    PodInfo, PodSecurity, SecretInfo, ServiceInfo, StatefulSetInfo, VolumeInfo,
+};
+
+use super::{App, Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
+
+fn members<K: Resource + 'static>(store: &Store<K>, key: &str) -> Vec<Arc<K>> {
+    let mut found: Vec<Arc<K>> = store
+        .by_index(RELEASE_INDEX, key)
+        .into_iter()
+        .filter(|o| label(o.meta(), MANAGED_BY_LABEL) == "Helm")
+        .collect();
+    found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    found
+}
+
+fn name_of(meta: &kube::api::ObjectMeta) -> String {
+    meta.name.clone().unwrap_or_default()
+}
+
+pub(super) fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> App {
+    let app_uuid = app_uuid(c, ctx, namespace, r);
+    let helm_info = HelmInfo {
+        name: r.name.clone(),
+        namespace: namespace.to_string(),
+        revision: r.version,
+        updated: r.updated.clone(),
+        status: r.status.clone(),
+        chart: r.chart.clone(),
+        app_version: r.app_version.clone(),
+        app_uuid: app_uuid.clone(),
+        hossted_helm: r.hossted_helm,
+    };
+    App {
+        status: StatusHelmInfo {
+            name: r.name.clone(),
+            namespace: namespace.to_string(),
+            app_uuid: app_uuid.clone(),
+            revision: r.version,
+            updated: r.updated.clone(),
+            status: r.status.clone(),
+            chart: r.chart.clone(),
+            app_version: r.app_version.clone(),
+            hossted_helm: r.hossted_helm,
+        },
+        payload: AppPayload {
+            app_api_info: app_api_info(ctx, &app_uuid, &r.name, r.hossted_helm),
+            app_info: app_info(c, ctx, namespace, r, helm_info),
+        },
+    }
+}
+
+/// What the release is made of: its members in the caches (API.md).
+fn app_info(
+    c: &Caches,
+    ctx: &Context<'_>,
+    namespace: &str,
+    r: &ReleaseSummary,
+    helm_info: HelmInfo,
+) -> AppInfo {
+    let key = format!("{namespace}/{}", r.name);
+    let ns = || namespace.to_string();
+    let pods = members(&c.pods, &key);
+    let ingresses = members(&c.ingresses, &key);
+    AppInfo {
+        helm_info,
+        pod_info: pods.iter().map(|p| pod_info(p, namespace)).collect(),
+        service_info: members(&c.services, &key)
+            .iter()
+            .map(|s| ServiceInfo {
+                name: name_of(&s.metadata),
+                namespace: ns(),
+                port: s.port,
+            })
+            .collect(),
+        volume_info: volumes(c, namespace, &key),
+        ingress_info: ingresses
+            .iter()
+            .map(|i| IngressInfo {
+                name: name_of(&i.metadata),
+                namespace: ns(),
+                domain: i.domain().to_string(),
+            })
+            .collect(),
+        deployment_info: members(&c.deployments, &key)
+            .iter()
+            .map(|d| DeploymentInfo {
+                name: name_of(&d.metadata),
+                namespace: ns(),
+                secret_ref: d.secret_ref.clone(),
+            })
+            .collect(),
+        statefulset_info: members(&c.statefulsets, &key)
+            .iter()
+            .map(|s| StatefulSetInfo {
+                name: name_of(&s.metadata),
+                namespace: ns(),
+            })
+            .collect(),
+        configmap_info: members(&c.configmaps, &key)
+            .iter()
+            .map(|m| ConfigMapInfo {
+                name: name_of(&m.metadata),
+                data: m.data.clone().unwrap_or_default(),
+            })
+            .collect(),
+        secret_info: members(&c.secrets, &key)
+            .iter()
+            .map(|s| SecretInfo {
+                name: name_of(&s.metadata),
+                namespace: ns(),
+                data: Default::default(),
+            })
+            .collect(),
+        helmvalue_info: HelmValueInfo {
+            chart_name: r.chart.clone(),
+            chart_values: Default::default(),
+        },
+        access_info: AccessInfo {
+            urls: access_urls(&ingresses),
+        },
+        security_info: if ctx.cve {
+            security(c, namespace, &pods)
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+fn pod_info(p: &Pod, namespace: &str) -> PodInfo {
+    PodInfo {
+        name: name_of(&p.metadata),
+        namespace: namespace.to_string(),
+        image: p.image().to_string(),
+        status: p.phase.clone(),
+    }
+}
+
+/// Volumes come from StatefulSet claim templates, which carry the instance
+/// label but not managed-by: no managed-by filter here (API.md).
+fn volumes(c: &Caches, namespace: &str, key: &str) -> Vec<VolumeInfo> {
+    let mut volume_info: Vec<VolumeInfo> = c
+        .pvcs
+        .by_index(RELEASE_INDEX, key)
+        .iter()
+        .map(|v| VolumeInfo {
+            name: name_of(&v.metadata),
+            namespace: namespace.to_string(),
+            size: v.size,
+        })
+        .collect();
+    volume_info.sort_by(|a, b| a.name.cmp(&b.name));
+    volume_info
+}
+
+/// `http(s)://host` of each ingress host (https where TLS lists it), sorted,
+/// once each.
+fn access_urls(ingresses: &[std::sync::Arc<crate::cached::objects::Ingress>]) -> Vec<AccessUrl> {
+    let mut urls: Vec<AccessUrl> = ingresses
+        .iter()
+        .flat_map(|i| {
+            i.hosts.iter().filter(|h| !h.is_empty()).map(|h| {
+                let scheme = if i.tls_hosts.contains(h) {
+                    "https"
+                } else {
+                    "http"
+                };
+                AccessUrl {
+                    url: format!("{scheme}://{h}"),
+                }
+            })
+        })
+        .collect();
+    urls.sort();
+    urls.dedup();
+    urls
+}
+
+pub(super) fn app_api_info(
+    ctx: &Context<'_>,
+    app_uuid: &str,
+    name: &str,
+    hossted_helm: bool,
+) -> AppApiInfo {
+    AppApiInfo {
+        cluster_uuid: ctx.cluster_uuid.to_string(),
+        app_uuid: app_uuid.to_string(),
+        app_name: name.to_string(),
+        email_id: ctx.email_id.to_string(),
+        kind: "k8s".to_string(),
+        hossted_helm,
+        org_id: ctx.org_id.to_string(),
+        options_state: AppOptionsState {
+            monitoring: MonitoringState {
+                enabled: ctx.monitoring,
+                grafana_product_name: String::new(),
+            },
+        },
+    }
+}
+
+/// `security_info`: per pod of the release (sorted by name), each container
+/// that has a report for the pod's own workload — its controller, or the
+/// pod itself — and that container's name. A pod gets its own findings
+/// only (the Go operator gave each pod every earlier pod's).
+fn security(c: &Caches, namespace: &str, pods: &[Arc<Pod>]) -> Vec<PodSecurity> {
+    let mut out: Vec<PodSecurity> = pods
+        .iter()
+        .filter_map(|pod| {
+            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let (kind, workload) = match &pod.controller {
+                Some(o) => (o.kind.as_str(), o.name.as_str()),
+                None => ("Pod", pod_name.as_str()),
+            };
+            let containers: Vec<ContainerSecurity> = pod
+                .containers
+                .iter()
+                .filter_map(|container| {
+                    let key = workload_key(namespace, kind, workload, &container.name);
+                    let report = c
+                        .vulnerability_reports
+                        .by_index(WORKLOAD_INDEX, &key)
+                        .into_iter()
+                        .next()?;
+                    Some(ContainerSecurity {
+                        container_image: container.image.clone(),
+                        kind: "k8s".into(),
+                        summary: report.summary.clone(),
+                        vulnerabilities: report.vulnerabilities.clone(),
+                    })
+                })
+                .collect();
+            (!containers.is_empty()).then(|| PodSecurity {
+                pod_name: pod_name.clone(),
+                pod_namespace: namespace.to_string(),
+                containers,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.pod_name.cmp(&b.pod_name));
+    out
+}
