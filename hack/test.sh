@@ -26,6 +26,11 @@ else
   echo "!!!! WARNING: clippy is not installed; lints were NOT checked !!!!" >&2
 fi
 
+# Delivery's files import downward only (observe → state → plan → act);
+# a circle between two of its files is a design regression.
+step "no import cycle in src/delivery (hack/check-import-cycles.py)"
+python3 hack/check-import-cycles.py src/delivery
+
 # The integration tests mostly wait on real control planes (each its own
 # etcd + apiserver, mostly idle): four at a time finish in ~60% of the time
 # two take on a 2-core machine. RUST_TEST_THREADS overrides.

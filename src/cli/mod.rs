@@ -23,7 +23,12 @@ pub use manager::{ControllerName, ManagerArgs};
 /// uninstalls the Helm charts HelmApps declare (`--controllers delivery`,
 /// which alone needs no API settings).
 #[derive(Debug, Parser)]
-#[command(name = "hossted-operator", version, about, long_about = None)]
+#[command(
+    name = "hossted-operator",
+    version,
+    about = "Keeps an inventory of every Helm release in a cluster and reports it to the Hossted API (--controllers inventory, the default); installs, upgrades and uninstalls the Helm charts that HelmApps declare (--controllers delivery: alone, it needs none of the API settings)",
+    long_about = None
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Cmd>,

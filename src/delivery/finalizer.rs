@@ -40,7 +40,7 @@ where
         .await
     {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 && !present => Ok(()),
+        Err(e) if runtime::is_not_found(&e) && !present => Ok(()),
         Err(e) => Err(e),
     }
 }

@@ -1,6 +1,6 @@
 //! What the inventory controller remembers between reconciles of a
-//! Hosstedproject, beyond what its status says: the status it wrote last
-//! (the lister may lag behind its own write), the payloads the API
+//! Hosstedproject, beyond what its status says (the status it wrote last is
+//! `runtime::StatusWriter`'s to remember): the payloads the API
 //! rejected, and the `helm_info` last seen of each release (the compact
 //! status keeps no chart or time, which a removal report carries). (App
 //! UUIDs need no memory: they are derived, see the collector.)
@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use apis::{HelmInfo, Hosstedproject, HosstedprojectStatus};
+use apis::HelmInfo;
 use parking_lot::Mutex;
 
 /// A Helm release: its namespace and name.
@@ -48,9 +48,6 @@ pub enum Target {
 /// The memory of one Hosstedproject.
 #[derive(Default)]
 struct Project {
-    /// The status this process wrote last, with the resourceVersion the
-    /// write returned.
-    written: Option<(u64, HosstedprojectStatus)>,
     /// Fingerprints of payloads the API rejected (4xx), by target: not sent
     /// again until they change.
     rejected: HashMap<Target, u64>,
@@ -66,30 +63,6 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// The newest status known for `hp`: the lister's, or the one written
-    /// here if the lister has not caught up with it yet.
-    pub fn newest_status(&self, key: &str, hp: &Hosstedproject) -> HosstedprojectStatus {
-        let listed = resource_version(hp);
-        match self
-            .projects
-            .lock()
-            .get(key)
-            .and_then(|p| p.written.as_ref())
-        {
-            Some((rv, status)) if *rv > listed => status.clone(),
-            _ => hp.status.clone().unwrap_or_default(),
-        }
-    }
-
-    /// Records a status write that returned `written`.
-    pub fn wrote(&self, key: &str, written: &Hosstedproject, status: &HosstedprojectStatus) {
-        self.projects
-            .lock()
-            .entry(key.to_string())
-            .or_default()
-            .written = Some((resource_version(written), status.clone()));
-    }
-
     /// Forgets a Hosstedproject that is gone.
     pub fn forget(&self, key: &str) {
         self.projects.lock().remove(key);
@@ -160,49 +133,9 @@ impl Ledger {
     }
 }
 
-fn resource_version(hp: &Hosstedproject) -> u64 {
-    hp.metadata
-        .resource_version
-        .as_deref()
-        .and_then(|rv| rv.parse().ok())
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hp(rv: &str, apps: i64) -> Hosstedproject {
-        let mut hp = Hosstedproject::new("p", Default::default());
-        hp.metadata.resource_version = Some(rv.into());
-        hp.status = Some(HosstedprojectStatus {
-            app_count: apps,
-            ..Default::default()
-        });
-        hp
-    }
-
-    #[test]
-    fn the_newest_status_wins_over_a_lagging_lister() {
-        let l = Ledger::default();
-        let written = HosstedprojectStatus {
-            app_count: 2,
-            ..Default::default()
-        };
-        l.wrote("p", &hp("10", 0), &written);
-        assert_eq!(
-            l.newest_status("p", &hp("9", 1)).app_count,
-            2,
-            "lister behind"
-        );
-        assert_eq!(
-            l.newest_status("p", &hp("11", 5)).app_count,
-            5,
-            "lister ahead"
-        );
-        l.forget("p");
-        assert_eq!(l.newest_status("p", &hp("9", 1)).app_count, 1);
-    }
 
     #[test]
     fn a_rejection_holds_until_the_payload_changes_or_is_accepted() {

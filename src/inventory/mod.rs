@@ -14,6 +14,7 @@
 
 mod api;
 pub mod collector;
+mod deliver;
 mod informers;
 pub mod ledger;
 pub mod payload;
@@ -27,7 +28,7 @@ use std::time::Duration;
 use apis::Hosstedproject;
 use cache::{Event, HandlerFn, InformerOptions, Object, SharedInformer, SharedInformerFactory};
 use kube::{Api, Client, ResourceExt};
-use runtime::{Controller, Manager};
+use runtime::{Controller, Manager, StatusWriter};
 
 use crate::cached::objects::{INSTANCE_LABEL, label};
 
@@ -89,7 +90,6 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
         api_requests.clone(),
     );
     let inventory = Inventory {
-        client: manager.client(),
         projects: projects.store(),
         caches: informers.caches(),
         recorder: manager.recorder(),
@@ -99,6 +99,7 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
         },
         settings: settings.clone(),
         ledger: Ledger::default(),
+        status: status_writer(manager, &projects),
         stopping: manager.stopping(),
     };
     let controller = Controller::new(manager, "hosstedproject", inventory)
@@ -205,7 +206,7 @@ pub async fn collect_once(
         .await
     {
         Ok(list) => list.items.into_iter().next(),
-        Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(e) if runtime::is_not_found(&e) => None,
         Err(e) => return Err(format!("cannot list Hosstedprojects: {e}")),
     };
     let factory = SharedInformerFactory::new(client, None);
@@ -244,4 +245,25 @@ pub async fn collect_once(
     }
     factory.shutdown();
     Ok(collection.apps.into_iter().map(|a| a.payload).collect())
+}
+
+/// The Hosstedproject status writer, following `projects`.
+fn status_writer(
+    manager: &Manager,
+    projects: &SharedInformer<Hosstedproject>,
+) -> StatusWriter<Hosstedproject, apis::HosstedprojectStatus> {
+    let writer = StatusWriter::new(manager.client(), |hp: &Hosstedproject| hp.status.clone())
+        .unchanged_when(same_but_timestamp);
+    writer.follow(projects);
+    writer
+}
+
+/// Statuses that differ only in `lastReconcileTimestamp` are the same: the
+/// timestamp alone is no reason to write.
+fn same_but_timestamp(a: &apis::HosstedprojectStatus, b: &apis::HosstedprojectStatus) -> bool {
+    let strip = |s: &apis::HosstedprojectStatus| apis::HosstedprojectStatus {
+        last_reconcile_timestamp: String::new(),
+        ..s.clone()
+    };
+    strip(a) == strip(b)
 }

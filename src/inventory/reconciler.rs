@@ -2,23 +2,21 @@
 //! stopped? → cluster UUID → registration → collect → deliver → record
 //! status → ready.
 
-use std::collections::HashSet;
 use std::time::Instant;
 
 use apis::{DeliveredApp, Hosstedproject, HosstedprojectStatus, RegisteredOptions};
 use cache::Store;
-use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
+use kube::ResourceExt;
 use record::{EventRecorder, EventType};
-use runtime::{Action, Reconciler, Stopping};
+use runtime::{Action, Reconciler, StatusWriter, Stopping};
 
 use super::Settings;
 use super::api::HosstedApi;
 use super::collector::{self, Caches, Collection, Context, Known};
 use super::ledger::{Ledger, ReleaseRef, Target};
-use super::payload::{AppPayload, ClusterRegistration, OptionsState};
+use super::payload::{ClusterRegistration, OptionsState};
 use super::poster::PostError;
-use super::status::{Reason, is_ready, merge_patch, now_rfc3339, set_ready};
+use super::status::{Reason, is_ready, now_rfc3339, set_ready};
 
 /// Why a reconcile must be retried (with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -36,36 +34,38 @@ pub enum SyncError {
 
 /// The inventory's [`Reconciler`].
 pub struct Inventory {
-    pub(super) client: Client,
     pub(super) projects: Store<Hosstedproject>,
     pub(super) caches: Caches,
     pub(super) recorder: EventRecorder,
     pub(super) api: HosstedApi,
     pub(super) settings: Settings,
     pub(super) ledger: Ledger,
+    /// Writes the status when it changed (`lastReconcileTimestamp` alone is
+    /// no change), and reads back its last write while the lister lags.
+    pub(super) status: StatusWriter<Hosstedproject, HosstedprojectStatus>,
     /// Shutdown has begun: start no new POST (the next run sends it).
     pub(super) stopping: Stopping,
 }
 
 /// One reconcile's view of its Hosstedproject.
-struct Run<'a> {
-    key: &'a str,
-    hp: &'a Hosstedproject,
-    status: HosstedprojectStatus,
+pub(super) struct Run<'a> {
+    pub(super) key: &'a str,
+    pub(super) hp: &'a Hosstedproject,
+    pub(super) status: HosstedprojectStatus,
     /// What the status says was delivered.
-    known: Known,
+    pub(super) known: Known,
 }
 
 /// What the deliver step did.
 #[derive(Default)]
-struct Delivered {
+pub(super) struct Delivered {
     /// `status.apps` after this round: delivered apps, and what was known
     /// of those that were not.
-    apps: Vec<DeliveredApp>,
+    pub(super) apps: Vec<DeliveredApp>,
     /// Releases POSTed this round.
-    reported: Vec<ReleaseRef>,
+    pub(super) reported: Vec<ReleaseRef>,
     /// The first failure (an unavailable API stops further POSTs).
-    failure: Option<PostError>,
+    pub(super) failure: Option<PostError>,
 }
 
 impl Reconciler for Inventory {
@@ -74,9 +74,10 @@ impl Reconciler for Inventory {
     async fn reconcile(&self, key: &str) -> Result<Action, SyncError> {
         let Some(hp) = self.projects.get(key) else {
             self.ledger.forget(key);
+            self.status.forget_key(key);
             return Ok(Action::done("gone"));
         };
-        let status = self.ledger.newest_status(key, &hp);
+        let status = self.status.current(&hp);
         let (known, unreadable) = status.delivered();
         for bad in unreadable {
             // Dropped at the next write; that release is sent again (with the
@@ -278,7 +279,7 @@ impl Inventory {
     }
 
     /// Who reports, and what was delivered: the collector's context.
-    fn context<'a>(&'a self, run: &'a Run<'_>) -> Context<'a> {
+    pub(super) fn context<'a>(&'a self, run: &'a Run<'_>) -> Context<'a> {
         Context {
             cluster_uuid: &run.status.cluster_uuid,
             email_id: &self.settings.email_id,
@@ -297,141 +298,6 @@ impl Inventory {
                 bad.namespace, bad.secret, bad.error
             );
             self.event(run, EventType::Warning, Reason::InvalidRelease, &message);
-        }
-    }
-
-    /// POSTs every app that is new or changed. Only what was delivered
-    /// enters `status.apps`; once the API is unavailable, nothing more is
-    /// sent.
-    async fn deliver(
-        &self,
-        run: &Run<'_>,
-        collection: &Collection,
-    ) -> Result<Delivered, SyncError> {
-        let mut out = Delivered::default();
-        for app in &collection.apps {
-            let release = ReleaseRef::new(&app.status.namespace, &app.status.name);
-            self.ledger.saw(run.key, &release, &app.status);
-            let known = run.known.get(&release.namespace, &release.name);
-            if !settled(&app.status.status) {
-                // Sent once it settles (deployed, failed, ...).
-                out.apps.extend(known.cloned());
-                continue;
-            }
-            if !collector::needs_report(app, known) {
-                out.apps.push(app.delivered());
-                continue;
-            }
-            self.send_app(
-                run,
-                &mut out,
-                release,
-                &app.payload,
-                Some(app.delivered()),
-                known,
-            )
-            .await?;
-        }
-        Ok(out)
-    }
-
-    /// Sends once, with status `uninstalled`, every delivered release that
-    /// is gone (its storage deleted); forgets it once that is delivered.
-    async fn deliver_removals(
-        &self,
-        run: &Run<'_>,
-        collection: &Collection,
-        out: &mut Delivered,
-    ) -> Result<(), SyncError> {
-        let deny = &run.hp.spec.deny_namespaces;
-        // Releases still there: collected, or present but undecodable.
-        let present: HashSet<(&str, &str)> = collection
-            .apps
-            .iter()
-            .map(|a| (a.status.namespace.as_str(), a.status.name.as_str()))
-            .chain(
-                collection
-                    .invalid
-                    .iter()
-                    .map(|i| (i.namespace.as_str(), i.release.as_str())),
-            )
-            .collect();
-        let mut gone: Vec<&DeliveredApp> = run
-            .known
-            .iter()
-            .filter(|k| !present.contains(&(k.namespace.as_str(), k.name.as_str())))
-            .collect();
-        gone.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        for known in gone {
-            let release = ReleaseRef::new(&known.namespace, &known.name);
-            if deny.contains(&known.namespace) {
-                // No longer reported, not uninstalled: just dropped.
-                self.ledger.forget_release(run.key, &release);
-                continue;
-            }
-            let payload = collector::uninstalled(
-                known,
-                self.ledger.last_seen(run.key, &release).as_ref(),
-                &self.context(run),
-            );
-            // Delivered: the release leaves the status (and memory).
-            if self
-                .send_app(run, out, release.clone(), &payload, None, Some(known))
-                .await?
-            {
-                self.ledger.forget_release(run.key, &release);
-            }
-        }
-        Ok(())
-    }
-
-    /// POSTs one app — unless the API is down (don't hammer it) or shutdown
-    /// has begun — and says whether it was delivered. Delivered: `delivered`
-    /// enters the status (`None`: the release leaves it); not: what was
-    /// `known` stays.
-    async fn send_app(
-        &self,
-        run: &Run<'_>,
-        out: &mut Delivered,
-        release: ReleaseRef,
-        payload: &AppPayload,
-        delivered: Option<DeliveredApp>,
-        known: Option<&DeliveredApp>,
-    ) -> Result<bool, SyncError> {
-        let api_down = matches!(out.failure, Some(PostError::Unavailable { .. }));
-        if api_down || self.stopping.is_set() {
-            out.apps.extend(known.cloned());
-            return Ok(false);
-        }
-        let target = Target::App(release.clone());
-        match self
-            .api
-            .post(&self.ledger, run.key, target, "/apps", payload)
-            .await?
-        {
-            Ok(()) => {
-                out.apps.extend(delivered);
-                out.reported.push(release);
-                Ok(true)
-            }
-            Err(e) => {
-                out.apps.extend(known.cloned());
-                if !api_down {
-                    out.failure = Some(e);
-                }
-                Ok(false)
-            }
-        }
-    }
-
-    /// Puts what was delivered into the status and the ledger.
-    fn record(&self, run: &mut Run<'_>, delivered: &Delivered) {
-        let status = &mut run.status;
-        status.set_delivered(&delivered.apps);
-        status.observed_generation = run.hp.metadata.generation;
-        if !delivered.reported.is_empty() {
-            let message = reported_message(&delivered.reported);
-            self.event(run, EventType::Normal, Reason::AppsReported, &message);
         }
     }
 
@@ -472,72 +338,21 @@ impl Inventory {
         }
     }
 
-    /// Replaces the status subresource with `run.status` — only when it
-    /// changed (`lastReconcileTimestamp` alone is no change).
+    /// Writes `run.status` when it changed; a failed write is a Warning.
     async fn write_status(&self, run: &Run<'_>) -> Result<(), SyncError> {
-        let previous = self.ledger.newest_status(run.key, run.hp);
-        let unchanged = {
-            let (mut a, mut b) = (run.status.clone(), previous.clone());
-            a.last_reconcile_timestamp.clear();
-            b.last_reconcile_timestamp.clear();
-            a == b
-        };
-        if unchanged {
-            return Ok(());
+        if let Err(e) = self.status.write(run.hp, &run.status).await {
+            let message = format!(
+                "cannot write the status: {e}; what was delivered since is sent again, with the same app UUIDs, until it can"
+            );
+            self.event(run, EventType::Warning, Reason::StatusWriteFailed, &message);
+            return Err(e.into());
         }
-        let patch = merge_patch(&run.status, &previous).map_err(|source| SyncError::Serialize {
-            what: "the status",
-            source,
-        })?;
-        let api: Api<Hosstedproject> = Api::all(self.client.clone());
-        let written = match api
-            .patch_status(
-                &run.hp.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(patch),
-            )
-            .await
-        {
-            Ok(w) => w,
-            Err(e) => {
-                let message = format!(
-                    "cannot write the status: {e}; what was delivered since is sent again, with the same app UUIDs, until it can"
-                );
-                self.event(run, EventType::Warning, Reason::StatusWriteFailed, &message);
-                return Err(e.into());
-            }
-        };
-        self.ledger.wrote(run.key, &written, &run.status);
         Ok(())
     }
 
-    fn event(&self, run: &Run<'_>, kind: EventType, reason: Reason, message: &str) {
+    pub(super) fn event(&self, run: &Run<'_>, kind: EventType, reason: Reason, message: &str) {
         self.recorder.event(run.hp, kind, reason.as_str(), message);
     }
-}
-
-/// The Event message for a round of reports: the first names, then a count
-/// (an Event naming 10,000 releases would be a 300 KB object).
-fn reported_message(reported: &[ReleaseRef]) -> String {
-    const NAMED: usize = 10;
-    let names: Vec<String> = reported.iter().take(NAMED).map(|r| r.to_string()).collect();
-    let more = reported.len().saturating_sub(NAMED);
-    let tail = if more > 0 {
-        format!(" and {more} more")
-    } else {
-        String::new()
-    };
-    format!(
-        "reported {} app(s): {}{tail}",
-        reported.len(),
-        names.join(", ")
-    )
-}
-
-/// Whether a release's newest revision has settled: `pending-*` and
-/// `uninstalling` have not (the state that follows is sent).
-fn settled(status: &str) -> bool {
-    !status.starts_with("pending-") && status != "uninstalling"
 }
 
 /// A status last written by the Go operator: a cluster UUID but none of the
@@ -570,37 +385,5 @@ mod tests {
             !go_written(&HosstedprojectStatus::default()),
             "a new project"
         );
-    }
-
-    #[test]
-    fn a_report_event_names_ten_releases_then_counts() {
-        let few: Vec<ReleaseRef> = (0..2)
-            .map(|i| ReleaseRef::new("a", &format!("r{i}")))
-            .collect();
-        assert_eq!(reported_message(&few), "reported 2 app(s): a/r0, a/r1");
-        let many: Vec<ReleaseRef> = (0..10_000)
-            .map(|i| ReleaseRef::new("a", &format!("r{i}")))
-            .collect();
-        let message = reported_message(&many);
-        assert!(
-            message.starts_with("reported 10000 app(s): a/r0, a/r1,"),
-            "{message}"
-        );
-        assert!(message.ends_with("a/r9 and 9990 more"), "{message}");
-    }
-
-    #[test]
-    fn pending_and_uninstalling_revisions_are_not_settled() {
-        for s in [
-            "pending-install",
-            "pending-upgrade",
-            "pending-rollback",
-            "uninstalling",
-        ] {
-            assert!(!settled(s), "{s}");
-        }
-        for s in ["deployed", "failed", "superseded", "uninstalled"] {
-            assert!(settled(s), "{s}");
-        }
     }
 }

@@ -2,7 +2,6 @@
 //! condition with its reasons, and the merge patch that writes it.
 
 use apis::HosstedprojectStatus;
-use serde::Serialize;
 
 /// Every reason of the `Ready` condition and of the Events the inventory
 /// writes (listed in the README).
@@ -87,35 +86,8 @@ pub fn set_ready(
     );
 }
 
-/// The JSON merge patch `{"status": status}` that turns `previous` into
-/// `status`. A merge patch merges maps, so whatever `previous` has and
-/// `status` lacks (a namespace gone from `apps`, the Go operator's fields)
-/// is named as `null`. A status that does not serialize is an error — never
-/// an empty patch (`{"status": null}` would delete the whole status).
-pub fn merge_patch(
-    status: &impl Serialize,
-    previous: &impl Serialize,
-) -> Result<serde_json::Value, serde_json::Error> {
-    let mut body = serde_json::to_value(status)?;
-    let previous = serde_json::to_value(previous)?;
-    null_removed(&mut body, &previous);
-    Ok(serde_json::json!({ "status": body }))
-}
-
-/// Adds to `new` a `null` for every key of `old` it lacks, in nested maps too.
-fn null_removed(new: &mut serde_json::Value, old: &serde_json::Value) {
-    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
-        return;
-    };
-    for (key, old_value) in old {
-        match new.get_mut(key) {
-            Some(new_value) => null_removed(new_value, old_value),
-            None => {
-                new.insert(key.clone(), serde_json::Value::Null);
-            }
-        }
-    }
-}
+/// The status patch every status write sends (see the runtime's docs).
+pub use runtime::status_merge_patch as merge_patch;
 
 /// Now, as `lastReconcileTimestamp` shows it.
 pub fn now_rfc3339() -> String {
@@ -125,6 +97,7 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use serde::Serialize;
 
     /// A value whose serialization fails, as a broken Serialize impl would.
     pub(crate) struct Unserializable;

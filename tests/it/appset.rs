@@ -28,15 +28,7 @@ async fn apply_set(f: &Fixture, name: &str, spec: serde_json::Value) {
 }
 
 async fn apply_app(f: &Fixture, name: &str, spec: serde_json::Value) {
-    let app: HelmApp = serde_json::from_value(json!({
-        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
-        "metadata": { "name": name, "namespace": NS }, "spec": spec
-    }))
-    .unwrap();
-    Api::<HelmApp>::namespaced(f.cp.client(), NS)
-        .create(&PostParams::default(), &app)
-        .await
-        .unwrap();
+    apply_helmapp(f, NS, name, spec).await
 }
 
 /// Release name → its newest revision, from Helm's storage in [`NS`].
@@ -73,19 +65,7 @@ async fn set_ready(f: &Fixture, name: &str, want: &str) {
 
 /// The child HelmApp once its Ready reason is `reason`.
 async fn app_reason(f: &Fixture, name: &str, reason: &str) -> HelmApp {
-    eventually(&format!("{name}: {reason}"), 90, || async {
-        let app = Api::<HelmApp>::namespaced(f.cp.client(), NS)
-            .get_opt(name)
-            .await
-            .unwrap()?;
-        let ok = app.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.reason == reason)
-        });
-        ok.then_some(app)
-    })
-    .await
+    helmapp_with_reason(f, NS, name, reason).await
 }
 
 /// Marks Deployment `name` rolled out (no controller does it here).

@@ -7,56 +7,23 @@ use std::process::Stdio;
 use crate::support::*;
 use apis::helmapp::HelmApp;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::api::core::v1::Service;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams};
+use kube::api::DeleteParams;
 use serde_json::json;
 
 const NS: &str = "apps";
 
 async fn release_revisions(f: &Fixture, ns: &str, name: &str) -> usize {
-    Api::<Secret>::namespaced(f.cp.client(), ns)
-        .list(&ListParams::default().labels(&format!("owner=helm,name={name}")))
-        .await
-        .unwrap()
-        .items
-        .len()
-}
-
-/// `(status, reason, revision)` of HelmApp `name`'s `Ready`.
-async fn ready_of(f: &Fixture, name: &str) -> Option<(String, String, i64)> {
-    let app = Api::<HelmApp>::namespaced(f.cp.client(), NS)
-        .get_opt(name)
-        .await
-        .ok()??;
-    let status = app.status?;
-    let c = status.conditions.iter().find(|c| c.type_ == "Ready")?;
-    Some((c.status.clone(), c.reason.clone(), status.revision))
+    storage_revisions(f, ns, name).await.len()
 }
 
 async fn wait_ready(f: &Fixture, name: &str, reason: &str, revision: i64) {
-    eventually(
-        &format!("{name}: {reason} at revision {revision}"),
-        120,
-        || async {
-            let (_, r, rev) = ready_of(f, name).await?;
-            (r == reason && rev == revision).then_some(())
-        },
-    )
-    .await;
+    helmapp_ready(f, NS, name, reason, revision).await;
 }
 
 async fn apply_app(f: &Fixture, name: &str, spec: serde_json::Value) {
-    let app: HelmApp = serde_json::from_value(json!({
-        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
-        "metadata": { "name": name, "namespace": NS },
-        "spec": spec
-    }))
-    .unwrap();
-    Api::<HelmApp>::namespaced(f.cp.client(), NS)
-        .create(&Default::default(), &app)
-        .await
-        .unwrap();
+    apply_helmapp(f, NS, name, spec).await
 }
 
 #[tokio::test]

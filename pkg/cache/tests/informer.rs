@@ -2,126 +2,17 @@
 //! relist after 410 Gone, apiserver restarts, slow handlers, sharing.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::time::Duration;
 
-use cache::{
-    Event, HandlerFn, InformerOptions, ListWatchConfig, SharedInformerFactory, object_key,
-};
+use cache::{Event, HandlerFn, InformerOptions, ListWatchConfig, SharedInformerFactory};
 use envtest::{ControlPlane, Proxy, eventually};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use kube::{Api, Client};
-use tokio::sync::mpsc;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
-const WAIT: Duration = Duration::from_secs(WAIT_SECS);
-const WAIT_SECS: u64 = 60;
-
-async fn namespace(client: &Client, name: &str) {
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-}
-
-fn cm(name: &str, value: &str) -> ConfigMap {
-    ConfigMap {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            labels: Some(BTreeMap::from([(
-                "test".to_string(),
-                "informer".to_string(),
-            )])),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([("v".to_string(), value.to_string())])),
-        ..Default::default()
-    }
-}
-
-fn value(c: &ConfigMap) -> String {
-    c.data
-        .as_ref()
-        .and_then(|d| d.get("v").cloned())
-        .unwrap_or_default()
-}
-
-/// `Add ns/name=v`, `Update ns/name v1->v2`, `Delete ns/name=v`.
-fn describe(e: &Event<ConfigMap>) -> String {
-    match e {
-        Event::Add(o) => format!("Add {}={}", object_key(o.as_ref()), value(o)),
-        Event::Update { old, new } => {
-            format!(
-                "Update {} {}->{}",
-                object_key(new.as_ref()),
-                value(old),
-                value(new)
-            )
-        }
-        Event::Delete(o) => format!("Delete {}={}", object_key(o.as_ref()), value(o)),
-    }
-}
-
-/// A handler sending descriptions of events in `ns` to a channel.
-fn recorder(
-    ns: &'static str,
-) -> (
-    HandlerFn<impl FnMut(&Event<ConfigMap>) + Send>,
-    mpsc::UnboundedReceiver<String>,
-) {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let handler = HandlerFn(move |e: &Event<ConfigMap>| {
-        let obj = match e {
-            Event::Add(o) | Event::Delete(o) | Event::Update { new: o, .. } => o,
-        };
-        if obj.metadata.namespace.as_deref() == Some(ns) {
-            let _ = tx.send(describe(e));
-        }
-    });
-    (handler, rx)
-}
-
-async fn next_events(rx: &mut mpsc::UnboundedReceiver<String>, n: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    while out.len() < n {
-        match tokio::time::timeout(WAIT, rx.recv()).await {
-            Ok(Some(e)) => out.push(e),
-            _ => panic!("expected {n} events, got {out:?}"),
-        }
-    }
-    out
-}
-
-fn keys_in(store: &cache::Store<ConfigMap>, ns: &str) -> Vec<String> {
-    let mut keys: Vec<String> = store
-        .by_index(cache::NAMESPACE_INDEX, ns)
-        .iter()
-        .map(|o| object_key(o.as_ref()))
-        .collect();
-    keys.sort();
-    keys
-}
-
-async fn server_keys(client: &Client, ns: &str) -> Vec<String> {
-    let mut keys: Vec<String> = Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(object_key)
-        .collect();
-    keys.sort();
-    keys
-}
+mod common;
+use common::*;
 
 #[tokio::test]
 async fn adds_updates_and_deletes_arrive_in_order() {
@@ -389,39 +280,6 @@ async fn a_slow_handler_delays_neither_the_reflector_nor_other_handlers() {
     assert_eq!(slow_so_far, fast_events);
 }
 
-/// WATCHes of configmaps the apiserver serves now.
-async fn configmap_watches(client: &Client) -> f64 {
-    envtest::open_watches(client, "configmaps").await.unwrap()
-}
-
-#[tokio::test]
-async fn the_factory_opens_one_watch_per_type_however_many_callers_ask() {
-    let cp = ControlPlane::start().await.unwrap();
-    let client = cp.client();
-    let baseline = configmap_watches(&client).await;
-    let factory = SharedInformerFactory::new(client.clone(), None);
-    let informers: Vec<_> = (0..5)
-        .map(|_| factory.informer::<ConfigMap>(InformerOptions::default()))
-        .collect();
-    assert!(informers.iter().all(|i| Arc::ptr_eq(i, &informers[0])));
-    let other = factory.informer::<ConfigMap>(InformerOptions::default().labels("test=informer"));
-    assert!(
-        !Arc::ptr_eq(&other, &informers[0]),
-        "other selectors get their own informer"
-    );
-    assert_eq!(factory.len(), 2);
-    factory.start().unwrap();
-    assert!(factory.wait_for_cache_sync(WAIT).await);
-    eventually("two configmap watches at the apiserver", WAIT_SECS, || {
-        let client = client.clone();
-        async move { (configmap_watches(&client).await - baseline >= 2.0).then_some(()) }
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(configmap_watches(&client).await - baseline, 2.0);
-    assert_eq!(informers[0].stats().watches.load(SeqCst), 1);
-}
-
 #[tokio::test]
 async fn a_watch_on_a_stalled_connection_is_restarted_and_the_cache_catches_up() {
     let cp = ControlPlane::start().await.unwrap();
@@ -468,113 +326,4 @@ async fn a_watch_on_a_stalled_connection_is_restarted_and_the_cache_catches_up()
         1,
         "a restarted watch resumes from its resourceVersion, without a relist"
     );
-}
-
-#[tokio::test]
-async fn one_informer_asked_for_with_different_options_fails_the_start() {
-    let factory = SharedInformerFactory::new(factory_client(), None);
-    let a = factory.informer::<ConfigMap>(InformerOptions::default().labels("app=x"));
-    let mut small_pages = InformerOptions::default().labels("app=x");
-    small_pages.list_watch.page_size = 50;
-    let b = factory.informer::<ConfigMap>(small_pages);
-    assert!(
-        Arc::ptr_eq(&a, &b),
-        "still one informer per (kind, selectors)"
-    );
-    let e = factory
-        .start()
-        .expect_err("conflicting options must not start");
-    let msg = e.to_string();
-    assert!(
-        msg.contains("ConfigMap") && msg.contains("page_size=50"),
-        "{msg}"
-    );
-
-    // Same options (and a same-named transform) share without complaint.
-    let factory = SharedInformerFactory::new(factory_client(), None);
-    for _ in 0..2 {
-        factory.informer::<ConfigMap>(InformerOptions::default().transform("strip", |c| c));
-    }
-    factory.informer::<ConfigMap>(InformerOptions::default().labels("other=1"));
-    assert_eq!(factory.len(), 2);
-    assert!(factory.start().is_ok());
-}
-
-fn factory_client() -> Client {
-    Client::try_from(kube::Config::new("https://127.0.0.1:1".parse().unwrap())).unwrap()
-}
-
-#[tokio::test]
-async fn an_optional_informer_waits_for_its_crd_without_polling_and_stops_when_it_goes() {
-    use apis::Hosstedproject;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    let cp = ControlPlane::start().await.unwrap();
-    let admin = cp.client();
-    let factory = SharedInformerFactory::new(admin.clone(), None);
-    let configmaps = factory.informer::<ConfigMap>(InformerOptions::default());
-    let projects = factory.optional_informer::<Hosstedproject>(InformerOptions::default());
-    factory.start().unwrap();
-    assert!(
-        factory.wait_for_cache_sync(WAIT).await,
-        "an absent optional kind must not hold up the sync"
-    );
-    assert!(configmaps.has_synced() && !projects.has_synced());
-    // Something could have listed by now: the CRD watch has synced.
-    eventually("the CRD watch to sync", WAIT_SECS, || async {
-        factory
-            .synced()
-            .iter()
-            .all(|i| i.kind != "CustomResourceDefinition" || i.synced)
-            .then_some(())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        projects.stats().lists.load(SeqCst),
-        0,
-        "no LIST of an absent kind"
-    );
-
-    let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    crds.create(&pp(), &apis::crd()).await.unwrap();
-    eventually(
-        "the optional informer to start and sync",
-        WAIT_SECS,
-        || async { projects.has_synced().then_some(()) },
-    )
-    .await;
-    let hp: Hosstedproject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "hossted.com/v1", "kind": "Hosstedproject",
-        "metadata": { "name": "late" }, "spec": {}
-    }))
-    .unwrap();
-    Api::<Hosstedproject>::all(admin.clone())
-        .create(&pp(), &hp)
-        .await
-        .unwrap();
-    eventually("the object in the optional cache", WAIT_SECS, || async {
-        projects.store().get("late").map(|_| ())
-    })
-    .await;
-
-    crds.delete("hosstedprojects.hossted.com", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(
-        "the optional informer to stop and empty its cache",
-        WAIT_SECS,
-        || async {
-            (!projects.is_running() && projects.store().list().is_empty() && !projects.has_synced())
-                .then_some(())
-        },
-    )
-    .await;
-    assert!(
-        factory.required_synced(),
-        "losing an optional kind never costs readiness"
-    );
-}
-
-fn pp() -> PostParams {
-    PostParams::default()
 }

@@ -31,7 +31,14 @@
 //! ```
 
 mod assets;
+mod error;
+mod util;
+
+use util::*;
+
+pub use error::Error;
 mod chart_repo;
+mod identity;
 mod kubeconfig;
 mod pki;
 mod poll;
@@ -40,7 +47,6 @@ mod proxy;
 mod receiver;
 mod registry;
 
-use std::fmt;
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -68,47 +74,6 @@ const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
 const OUTPUT_TAIL_LINES: usize = 25;
 /// Attempts with fresh ports when a port taken meanwhile makes a start fail.
 const PORT_ATTEMPTS: usize = 3;
-
-/// Why a control plane could not be started or used.
-#[derive(thiserror::Error)]
-pub enum Error {
-    /// A binary is not in the asset directory.
-    #[error(
-        "test asset `{name}` not found in {dir}: run hack/setup-envtest.sh to build the test control plane (or point KUBEBUILDER_ASSETS at a directory holding it)"
-    )]
-    AssetMissing { name: &'static str, dir: PathBuf },
-    /// A process exited or never became ready; `output` is the tail of what it printed.
-    #[error(
-        "{process} did not start: {reason}\n----- last lines of {process}'s output -----\n{output}\n-----"
-    )]
-    StartFailed {
-        process: &'static str,
-        reason: String,
-        output: String,
-    },
-    #[error("envtest I/O: {0}")]
-    Io(#[from] io::Error),
-    #[error("generating certificates: {0}")]
-    Certificate(#[from] rcgen::Error),
-    #[error("kubeconfig: {0}")]
-    Kubeconfig(String),
-    #[error("Kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
-}
-
-// `expect()` prints Debug: make that the readable message, with the real
-// line breaks of a process's output.
-impl fmt::Debug for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(self, f)
-    }
-}
-
-impl From<kube::config::KubeconfigError> for Error {
-    fn from(e: kube::config::KubeconfigError) -> Self {
-        Error::Kubeconfig(e.to_string())
-    }
-}
 
 /// Options for starting a [`ControlPlane`].
 #[derive(Debug, Clone)]
@@ -379,114 +344,6 @@ impl ControlPlane {
         cmd
     }
 
-    /// A kubeconfig file for user `user` (optionally in `group`),
-    /// authenticated by a client certificate signed by the cluster CA.
-    /// The user has no permissions until RBAC grants some.
-    pub fn kubeconfig_for_user(&self, user: &str, group: Option<&str>) -> Result<PathBuf, Error> {
-        let pair = self.ca.client_cert(user, group)?;
-        let yaml = kubeconfig::render(
-            &self.server,
-            &self.ca.cert_pem(),
-            user,
-            Credentials::ClientCert {
-                cert_pem: &pair.cert,
-                key_pem: &pair.key,
-            },
-        );
-        let path = self
-            .dir
-            .path()
-            .join(format!("user-{}.kubeconfig", file_safe(user)));
-        std::fs::write(&path, yaml)?;
-        Ok(path)
-    }
-
-    /// A client acting as user `user` (see [`Self::kubeconfig_for_user`]).
-    pub async fn client_for_user(
-        &self,
-        user: &str,
-        group: Option<&str>,
-    ) -> Result<kube::Client, Error> {
-        let path = self.kubeconfig_for_user(user, group)?;
-        kubeconfig::client_from(&std::fs::read_to_string(path)?).await
-    }
-
-    /// A kubeconfig file for ServiceAccount `namespace/name`, with a bound
-    /// token from the TokenRequest API (valid 24 h). Creates the namespace
-    /// and the ServiceAccount when they do not exist.
-    pub async fn kubeconfig_for_service_account(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<PathBuf, Error> {
-        let pp = PostParams::default();
-        let namespaces: Api<Namespace> = Api::all(self.client());
-        if namespaces.get_opt(namespace).await?.is_none() {
-            let ns = Namespace {
-                metadata: ObjectMeta {
-                    name: Some(namespace.to_string()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            ignore_conflict(namespaces.create(&pp, &ns).await)?;
-        }
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client(), namespace);
-        if accounts.get_opt(name).await?.is_none() {
-            let sa = ServiceAccount {
-                metadata: ObjectMeta {
-                    name: Some(name.to_string()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            };
-            ignore_conflict(accounts.create(&pp, &sa).await)?;
-        }
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences: Vec::new(),
-                expiration_seconds: Some(24 * 3600),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let token = accounts
-            .create_token_request(name, &pp, &request)
-            .await?
-            .status
-            .map(|s| s.token)
-            .ok_or_else(|| {
-                Error::Kubeconfig(format!(
-                    "TokenRequest for {namespace}/{name} returned no token"
-                ))
-            })?;
-        let user = format!("system:serviceaccount:{namespace}:{name}");
-        let yaml = kubeconfig::render(
-            &self.server,
-            &self.ca.cert_pem(),
-            &user,
-            Credentials::Token(&token),
-        );
-        let path = self.dir.path().join(format!(
-            "sa-{}-{}.kubeconfig",
-            file_safe(namespace),
-            file_safe(name)
-        ));
-        std::fs::write(&path, yaml)?;
-        Ok(path)
-    }
-
-    /// A client acting as ServiceAccount `namespace/name`
-    /// (see [`Self::kubeconfig_for_service_account`]).
-    pub async fn client_for_service_account(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<kube::Client, Error> {
-        let path = self.kubeconfig_for_service_account(namespace, name).await?;
-        kubeconfig::client_from(&std::fs::read_to_string(path)?).await
-    }
-
     /// Kills kube-apiserver (SIGKILL); etcd and the data stay. Clients see
     /// connection errors until [`Self::start_apiserver`].
     pub fn stop_apiserver(&mut self) {
@@ -525,112 +382,6 @@ impl Drop for ControlPlane {
         self.stop_apiserver();
         self.etcd.kill();
     }
-}
-
-/// Waits until `process` accepts TCP connections on `port`.
-async fn wait_listening(
-    process: &mut Supervised,
-    port: u16,
-    timeout: Duration,
-) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(());
-        }
-        check_alive(process)?;
-        if Instant::now() > deadline {
-            return Err(not_started(
-                process,
-                format!("not listening on port {port} after {timeout:?}"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Waits until the apiserver's `/readyz` passes and the `default` namespace
-/// exists (the apiserver creates it shortly after becoming ready).
-async fn wait_ready(
-    apiserver: &mut Supervised,
-    etcd: &mut Supervised,
-    client: &kube::Client,
-    timeout: Duration,
-) -> Result<(), Error> {
-    let deadline = Instant::now() + timeout;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    loop {
-        let ready = match http::Request::get("/readyz").body(Vec::new()) {
-            Ok(req) => client
-                .request_text(req)
-                .await
-                .is_ok_and(|body| body.trim() == "ok"),
-            Err(_) => false,
-        };
-        if ready && matches!(namespaces.get_opt("default").await, Ok(Some(_))) {
-            return Ok(());
-        }
-        check_alive(etcd)?;
-        check_alive(apiserver)?;
-        if Instant::now() > deadline {
-            return Err(not_started(
-                apiserver,
-                format!("/readyz did not pass within {timeout:?}"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn check_alive(process: &mut Supervised) -> Result<(), Error> {
-    match process.exited() {
-        None => Ok(()),
-        Some(status) => Err(not_started(process, format!("exited with {status}"))),
-    }
-}
-
-fn not_started(process: &Supervised, reason: String) -> Error {
-    Error::StartFailed {
-        process: process.name(),
-        reason,
-        output: process.output_tail(OUTPUT_TAIL_LINES),
-    }
-}
-
-fn ignore_conflict<T>(r: Result<T, kube::Error>) -> Result<(), Error> {
-    match r {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn file_safe(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// A free TCP port on 127.0.0.1 (free when asked; see [`PORT_ATTEMPTS`]).
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-fn port_clash(e: &Error) -> bool {
-    matches!(e, Error::StartFailed { output, .. } if output.contains("address already in use"))
-}
-
-/// `n` random bytes from the kernel, hex-encoded.
-fn random_hex(n: usize) -> io::Result<String> {
-    let mut buf = vec![0u8; n];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// How many WATCH requests on `resource` (e.g. `"configmaps"`) the

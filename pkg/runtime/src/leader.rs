@@ -238,7 +238,7 @@ impl LeaderElector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(true),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(false), // another candidate was faster
+                Err(e) if crate::is_conflict(&e) => Ok(false), // another candidate was faster
                 Err(e) => Err(e),
             };
         };
@@ -273,7 +273,7 @@ impl LeaderElector {
             .await
         {
             Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) if crate::is_conflict(&e) => Ok(false),
             Err(e) => Err(e),
         }
     }

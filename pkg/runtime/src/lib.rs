@@ -39,7 +39,9 @@ pub use leader::LeaseTiming;
 pub use manager::{LeaderElection, Manager, ManagerError, ManagerOptions, Stopping};
 pub use metrics::Metrics;
 pub use server::ServerOptions;
-pub use status::{StatusWriter, Written, ignore_not_found, is_conflict, is_not_found};
+pub use status::{
+    StatusWriter, Written, ignore_not_found, is_conflict, is_not_found, status_merge_patch,
+};
 /// The queue type a [`Controller`] hands to its handlers.
 pub use workqueue::RateLimitingQueue;
 

@@ -4,9 +4,10 @@
 //! event of a status patch arrives after the patch returns, and a reconcile
 //! that starts in between would read the old status, decide again, and
 //! write again. The writer remembers the status it wrote last per object
-//! and reads that one instead until the lister has caught up: it shows the
-//! resourceVersion the write returned, or (a later write of someone else's
-//! on top) the status that was written.
+//! and reads that one instead until the lister has caught up: its informer
+//! delivered the resourceVersion the write returned ([`StatusWriter::follow`];
+//! a watch delivers versions in order, so whatever comes later is newer),
+//! or the lister shows that version or the status that was written.
 //!
 //! resourceVersions are compared for equality only: the API conventions
 //! make them opaque strings, never numbers to order. (Equality with the
@@ -15,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use kube::api::{Patch, PatchParams};
 use kube::core::Request;
@@ -37,11 +39,13 @@ use serde::de::DeserializeOwned;
 pub struct StatusWriter<K, S> {
     client: Client,
     status_of: fn(&K) -> Option<S>,
+    /// When two statuses count as the same (default: equal).
+    unchanged: fn(&S, &S) -> bool,
     /// Per object key: the resourceVersion the last write returned, and the
     /// status it wrote. Invariant: an entry exists only while the lister has
     /// not caught up with that write; it goes at the first read that shows
     /// it has.
-    written: Mutex<HashMap<String, (String, S)>>,
+    written: Arc<Mutex<HashMap<String, (String, S)>>>,
 }
 
 /// What [`StatusWriter::write`] did.
@@ -65,8 +69,30 @@ where
         StatusWriter {
             client,
             status_of,
-            written: Mutex::default(),
+            unchanged: |a, b| a == b,
+            written: Arc::default(),
         }
+    }
+
+    /// Drops what was written to an object as soon as `informer` delivers
+    /// that write (or the object's deletion): from then on its lister is at
+    /// or past the write, whatever it shows.
+    pub fn follow(&self, informer: &cache::SharedInformer<K>)
+    where
+        K: cache::Object,
+        S: Send + 'static,
+    {
+        let written = self.written.clone();
+        informer.add_event_handler(cache::HandlerFn(move |e: &cache::Event<K>| {
+            observed(&written, e);
+        }));
+    }
+
+    /// Counts two statuses as the same when `unchanged` says so (e.g. a
+    /// timestamp alone is no change): no write.
+    pub fn unchanged_when(mut self, unchanged: fn(&S, &S) -> bool) -> Self {
+        self.unchanged = unchanged;
+        self
     }
 
     /// The newest status of `obj` (a lister's copy): its own, or the one
@@ -86,12 +112,14 @@ where
     }
 
     /// Writes `status` to `obj` with a JSON merge patch of the status
-    /// subresource, unless [`StatusWriter::current`] is already `status`.
+    /// subresource ([`status_merge_patch`]), unless
+    /// [`StatusWriter::current`] is already `status`.
     pub async fn write(&self, obj: &K, status: &S) -> Result<Written, kube::Error> {
-        if self.current(obj) == *status {
+        let current = self.current(obj);
+        if (self.unchanged)(&current, status) {
             return Ok(Written::Unchanged);
         }
-        let patch = serde_json::json!({ "status": status });
+        let patch = status_merge_patch(status, &current).map_err(kube::Error::SerdeError)?;
         // A Request rather than an `Api`: one path for namespaced and
         // cluster-scoped kinds alike.
         let namespace = obj.namespace();
@@ -118,7 +146,60 @@ where
 
     /// Forgets what was written to `obj` (it is gone).
     pub fn forget(&self, obj: &K) {
-        self.written.lock().remove(&key_of(obj));
+        self.forget_key(&key_of(obj));
+    }
+
+    /// Forgets what was written to the object of `key` (`namespace/name`,
+    /// or `name` for a cluster-scoped kind).
+    pub fn forget_key(&self, key: &str) {
+        self.written.lock().remove(key);
+    }
+}
+
+/// The JSON merge patch `{"status": status}` that turns `previous` into
+/// `status`. A merge patch merges maps, so whatever `previous` has and
+/// `status` lacks (an entry gone from a map, a field left empty and not
+/// serialized) is named as `null`. A status that does not serialize is an
+/// error — never an empty patch (`{"status": null}` would delete the whole
+/// status).
+pub fn status_merge_patch(
+    status: &impl Serialize,
+    previous: &impl Serialize,
+) -> Result<serde_json::Value, serde_json::Error> {
+    let mut body = serde_json::to_value(status)?;
+    let previous = serde_json::to_value(previous)?;
+    null_removed(&mut body, &previous);
+    Ok(serde_json::json!({ "status": body }))
+}
+
+/// Adds to `new` a `null` for every key of `old` it lacks, in nested maps too.
+fn null_removed(new: &mut serde_json::Value, old: &serde_json::Value) {
+    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
+        return;
+    };
+    for (key, old_value) in old {
+        match new.get_mut(key) {
+            Some(new_value) => null_removed(new_value, old_value),
+            None => {
+                new.insert(key.clone(), serde_json::Value::Null);
+            }
+        }
+    }
+}
+
+/// What a watch event tells the memory of written statuses.
+fn observed<K: Resource, S>(written: &Mutex<HashMap<String, (String, S)>>, e: &cache::Event<K>) {
+    let (obj, gone) = match e {
+        cache::Event::Add(o) | cache::Event::Update { new: o, .. } => (o, false),
+        cache::Event::Delete(o) => (o, true),
+    };
+    let key = key_of(obj.as_ref());
+    let mut written = written.lock();
+    let delivered = written
+        .get(&key)
+        .is_some_and(|(rv, _)| gone || obj.resource_version().as_deref() == Some(rv.as_str()));
+    if delivered {
+        written.remove(&key);
     }
 }
 
@@ -156,7 +237,38 @@ pub fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<Option<T>, 
 
 #[cfg(test)]
 mod tests {
-    use super::caught_up;
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(rv: &str) -> Arc<ConfigMap> {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some("c".into());
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.resource_version = Some(rv.into());
+        Arc::new(c)
+    }
+
+    #[test]
+    fn a_write_is_forgotten_once_its_watch_event_is_delivered() {
+        let written: Mutex<HashMap<String, (String, u32)>> = Mutex::default();
+        written.lock().insert("ns/c".into(), ("12".into(), 2));
+        // An older version arrives: the write is still ahead.
+        observed(&written, &cache::Event::Add(cm("11")));
+        assert!(written.lock().contains_key("ns/c"));
+        // The write itself: from now on the lister is at or past it (a
+        // later version, with someone else's status, wins).
+        observed(
+            &written,
+            &cache::Event::Update {
+                old: cm("11"),
+                new: cm("12"),
+            },
+        );
+        assert!(!written.lock().contains_key("ns/c"));
+        written.lock().insert("ns/c".into(), ("14".into(), 3));
+        observed(&written, &cache::Event::Delete(cm("13")));
+        assert!(!written.lock().contains_key("ns/c"), "gone");
+    }
 
     #[test]
     fn the_lister_has_caught_up_at_the_written_version_or_the_written_status() {

@@ -8,10 +8,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use super::SET_LABEL;
 use crate::condition;
 use crate::delivery::helmapp::status::Reason;
 
+/// On a child HelmApp: the name of the set that owns it.
+pub const SET_LABEL: &str = "hossted.com/helmappset";
 /// The child HelmApp name of `app` in `set`.
 pub fn child_name(set: &str, app: &str) -> String {
     format!("{set}-{app}")

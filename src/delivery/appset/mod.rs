@@ -26,10 +26,8 @@ use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 use super::children;
 use super::helmapp::status::Reason;
 use crate::condition;
-pub use desired::child_name;
+pub use desired::{SET_LABEL, child_name};
 
-/// On a child HelmApp: the name of the set that owns it.
-pub const SET_LABEL: &str = "hossted.com/helmappset";
 /// Held by a set until its children are gone, in reverse order.
 pub const SET_FINALIZER: &str = "hossted.com/ordered-uninstall";
 /// Index of HelmApps by the set that owns them: `namespace/set`.
@@ -65,7 +63,11 @@ pub fn controller(manager: &Manager, workers: usize) -> Controller<AppSets> {
         client: manager.client(),
         sets: sets.store(),
         apps: apps.store(),
-        status: StatusWriter::new(manager.client(), |s: &HelmAppSet| s.status.clone()),
+        status: {
+            let writer = StatusWriter::new(manager.client(), |s: &HelmAppSet| s.status.clone());
+            writer.follow(&sets);
+            writer
+        },
         recorder: manager.recorder(),
     };
     let controller = Controller::new(manager, "helmappset", reconciler)

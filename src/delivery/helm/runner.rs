@@ -59,6 +59,19 @@ pub enum HelmError {
     },
 }
 
+impl HelmError {
+    /// helm's message for a condition or an Event: its first lines, at most
+    /// 1,024 characters (not yet redacted: the caller does that).
+    pub fn summary(&self) -> String {
+        let text = self.to_string();
+        let mut lines: Vec<&str> = text.lines().take(5).collect();
+        if lines.is_empty() {
+            lines.push("helm failed");
+        }
+        lines.join(" ").chars().take(1024).collect()
+    }
+}
+
 /// What an install or upgrade left, from `helm ... -o json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Released {

@@ -85,7 +85,7 @@ impl Context {
             self.repo_cache.clone(),
         );
         tokio::task::spawn_blocking(move || {
-            source::fetch_from_repo(&chart, &credentials, &work_dir, &cache)
+            source::repo::fetch_from_repo(&chart, &credentials, &work_dir, &cache)
         })
         .await
         .map_err(|e| (repo_error(format!("the fetch stopped: {e}")), true))?

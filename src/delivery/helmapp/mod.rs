@@ -14,6 +14,7 @@ pub mod act;
 mod context;
 mod inputs;
 pub mod observe;
+pub mod observed;
 pub mod plan;
 mod readiness;
 pub mod state;
@@ -120,7 +121,11 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<HelmApps
         configmaps: configmaps.store(),
         helm: helm.clone(),
         repo_cache: Arc::default(),
-        status: StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone()),
+        status: {
+            let writer = StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone());
+            writer.follow(&apps);
+            writer
+        },
         recorder: manager.recorder(),
         settings: settings.clone(),
     };

@@ -1,20 +1,20 @@
 //! Observe: everything a decision about one HelmApp needs, gathered from
 //! the caches, Helm's storage and the chart source into a plain
-//! [`Observed`] value. Nothing here decides; `super::state` does, from this
+//! [`Observed`] value (`observed.rs`). Nothing here decides; `super::state` does, from this
 //! alone — so what an event handler saw is always re-derived here, and a
 //! restart or a new leader loses nothing.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use apis::helmapp::{DependencyKind, HelmApp, HelmAppStatus};
+use apis::helmapp::{DependencyKind, HelmApp};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::{Api, ResourceExt};
 
 use super::context::Context;
-use super::inputs::{ChartProblem, config_hash};
+use super::inputs::config_hash;
+use super::observed::{Inputs, Observed, Stored};
 use super::readiness;
 use super::state;
 use super::status::Reason;
@@ -22,72 +22,6 @@ use super::target::Target;
 use crate::cached::manifest::ManifestObject;
 use crate::cached::objects::{HelmRelease, label};
 use crate::delivery::names::{HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
-use crate::delivery::source::LocalChart;
-
-/// One revision of the release, as Helm's storage holds it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Stored {
-    pub revision: i64,
-    /// The storage Secret's name.
-    pub secret: String,
-    /// The UID of the HelmApp that owns it (label; empty: none).
-    pub owner: String,
-    /// The config hash it was made with (label).
-    pub hash: String,
-    /// `deployed`, `failed`, `pending-upgrade`, … (empty: undecodable).
-    pub status: String,
-    /// When helm last changed it (RFC 3339).
-    pub updated: String,
-}
-
-/// The chart and the hash of every input, or why they could not be had.
-#[derive(Debug)]
-pub enum Inputs {
-    Ready { chart: LocalChart, hash: String },
-    ChartUnavailable(ChartProblem),
-    ValuesInvalid(String),
-}
-
-/// What a decision about one HelmApp needs (see the module docs).
-#[derive(Debug)]
-pub struct Observed {
-    pub target: Target,
-    /// The HelmApp's UID.
-    pub uid: String,
-    /// The newest status (the one written last, if the lister lags),
-    /// with `observedGeneration`, `releaseName` and `targetNamespace` set.
-    pub status: HelmAppStatus,
-    /// The value of `hossted.com/reconcile-at` (empty: none).
-    pub reconcile_at: String,
-    /// Why `targetNamespace` is refused, if it is.
-    pub cross_namespace: Option<String>,
-    /// Why `dependsOn` holds the release back, if it does.
-    pub dependency: Option<(Reason, String)>,
-    /// `None`: not gathered, as something above already holds it back.
-    pub inputs: Option<Inputs>,
-    /// The newest revision in Helm's storage.
-    pub newest: Option<Stored>,
-    /// The newest revision's owner is another HelmApp that exists and is
-    /// not being deleted.
-    pub owner_is_live: bool,
-    /// A helm process of ours runs on the release now.
-    pub busy: bool,
-    /// Objects of the newest revision that are gone (`Kind namespace/name`).
-    pub missing: Vec<String>,
-    /// With `wait`: workloads of the release still rolling out.
-    pub pending: Vec<String>,
-    pub now: chrono::DateTime<chrono::Utc>,
-}
-
-impl Observed {
-    /// The hash of the inputs, when they were had.
-    pub fn hash(&self) -> Option<&str> {
-        match &self.inputs {
-            Some(Inputs::Ready { hash, .. }) => Some(hash),
-            _ => None,
-        }
-    }
-}
 
 /// Gathers what [`state::state`] needs to decide about `app`.
 pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
@@ -318,10 +252,4 @@ async fn absent(ctx: &Context, object: &ManifestObject, ns: &str) -> bool {
         "Secret" => gone::<Secret>(ctx, ns, name).await,
         _ => false,
     }
-}
-
-/// `spec.timeout` (5m when it does not parse: the schema's pattern makes
-/// that rare).
-pub fn timeout_of(app: &HelmApp) -> Duration {
-    super::inputs::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use apis::helmapp::HelmApp;
 
-use super::observe::{Inputs, Observed, Stored, timeout_of};
+use super::observed::{Inputs, Observed, Stored, timeout_of};
 use super::status::{self, READY, RELEASED, Reason};
 
 /// What the release of one HelmApp is.

@@ -20,7 +20,6 @@ pub enum Reason {
     ReleaseOwnedByOther,
     ReleaseNotOwned,
     RetriesExhausted,
-    InvalidSpec,
     // HelmApp: what a run did.
     InstallSucceeded,
     UpgradeSucceeded,
@@ -48,10 +47,47 @@ pub enum Reason {
     DeliveryRemoved,
     InvalidHelmEntry,
     PlatformChartsInvalid,
-    DeliveryDisabled,
 }
 
 impl Reason {
+    /// Every reason (the README documents each).
+    pub const ALL: [Reason; 34] = [
+        Reason::Suspended,
+        Reason::CrossNamespaceRef,
+        Reason::DependencyCycle,
+        Reason::DependencyNotFound,
+        Reason::DependencyNotReady,
+        Reason::ChartUnavailable,
+        Reason::ValuesInvalid,
+        Reason::ReleaseLocked,
+        Reason::ReleaseOwnedByOther,
+        Reason::ReleaseNotOwned,
+        Reason::RetriesExhausted,
+        Reason::InstallSucceeded,
+        Reason::UpgradeSucceeded,
+        Reason::InstallFailed,
+        Reason::UpgradeFailed,
+        Reason::CRDsFailed,
+        Reason::DriftRepaired,
+        Reason::ReleaseUnlocked,
+        Reason::RollbackPerformed,
+        Reason::UninstallPerformed,
+        Reason::UninstallSucceeded,
+        Reason::UninstallFailed,
+        Reason::UpToDate,
+        Reason::Progressing,
+        Reason::ReadinessTimeout,
+        Reason::AppsReady,
+        Reason::InvalidName,
+        Reason::NameTaken,
+        Reason::AppRemoved,
+        Reason::Uninstalling,
+        Reason::DeliveryCreated,
+        Reason::DeliveryRemoved,
+        Reason::InvalidHelmEntry,
+        Reason::PlatformChartsInvalid,
+    ];
+
     pub fn as_str(self) -> &'static str {
         use Reason::*;
         match self {
@@ -66,7 +102,6 @@ impl Reason {
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
             ReleaseNotOwned => "ReleaseNotOwned",
             RetriesExhausted => "RetriesExhausted",
-            InvalidSpec => "InvalidSpec",
             InstallSucceeded => "InstallSucceeded",
             UpgradeSucceeded => "UpgradeSucceeded",
             InstallFailed => "InstallFailed",
@@ -90,7 +125,6 @@ impl Reason {
             DeliveryRemoved => "DeliveryRemoved",
             InvalidHelmEntry => "InvalidHelmEntry",
             PlatformChartsInvalid => "PlatformChartsInvalid",
-            DeliveryDisabled => "DeliveryDisabled",
         }
     }
 }
@@ -158,6 +192,15 @@ pub fn push_history(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_reason_is_named_in_the_readme() {
+        let readme = include_str!("../../../README.md");
+        for reason in Reason::ALL {
+            let named = format!("`{reason}`");
+            assert!(readme.contains(&named), "README does not name {named}");
+        }
+    }
 
     #[test]
     fn a_reason_reads_as_its_name_and_a_condition_keeps_its_transition_time() {

@@ -11,8 +11,8 @@ use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, ResourceExt};
 use record::EventType;
 
+use super::context::{PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 use super::wanted::Wanted;
-use super::{PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 use crate::delivery::children::{self, Applied};
 use crate::delivery::helmapp::status::Reason;
 use crate::delivery::names::RELEASE_INDEX;
@@ -111,7 +111,12 @@ impl ProjectDelivery {
             self.repo_cache.clone(),
         );
         let fetched = tokio::task::spawn_blocking(move || {
-            source::fetch_from_repo(&chart, &source::Credentials::default(), &work_dir, &cache)
+            source::repo::fetch_from_repo(
+                &chart,
+                &source::Credentials::default(),
+                &work_dir,
+                &cache,
+            )
         })
         .await
         .map_err(|e| ProjectError::Failed(e.to_string()))?;

@@ -21,6 +21,7 @@
 //! Every HelmApp made here carries `hossted.com/project: <project>` and
 //! `hossted.com/delivered-for: helm | monitoring | ingress`.
 
+mod context;
 mod ensure;
 mod wanted;
 
@@ -34,47 +35,16 @@ use apis::helmapp::HelmApp;
 use cache::{Event, HandlerFn, InformerOptions, Store};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{DeleteParams, Patch, PatchParams};
-use kube::{Api, Client, ResourceExt};
-use record::{EventRecorder, EventType};
+use kube::{Api, ResourceExt};
+use record::EventType;
 use runtime::{Action, Controller, Manager, Reconciler};
 use serde_json::json;
 
 use super::helmapp::status::Reason;
-use super::source::RepoCache;
 use crate::cached::objects::HelmRelease;
 use crate::cached::storage::helm_storage_options;
-
-/// On a HelmApp made for a Hosstedproject: the project's name.
-pub const PROJECT_LABEL: &str = "hossted.com/project";
-/// On a HelmApp made for a Hosstedproject: `helm`, `monitoring` or `ingress`.
-pub const SOURCE_LABEL: &str = "hossted.com/delivered-for";
-/// The ConfigMap (operator namespace) listing each toggle's apps.
-pub const PLATFORM_CONFIGMAP: &str = "hossted-platform-charts";
-/// Index of HelmApps by [`PROJECT_LABEL`].
-const PROJECT_INDEX: &str = "project";
-/// The toggles that deliver, with their ConfigMap key.
-const TOGGLES: [&str; 2] = ["monitoring", "ingress"];
-
-/// Why a project's delivery must be retried.
-#[derive(Debug, thiserror::Error)]
-pub enum ProjectError {
-    #[error("writing to the API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// The project-delivery controller's [`Reconciler`].
-pub struct ProjectDelivery {
-    client: Client,
-    projects: Store<Hosstedproject>,
-    apps: Store<HelmApp>,
-    platform: Store<ConfigMap>,
-    releases: Store<HelmRelease>,
-    recorder: EventRecorder,
-    work_dir: PathBuf,
-    repo_cache: Arc<RepoCache>,
-}
+use context::PROJECT_INDEX;
+pub use context::{PLATFORM_CONFIGMAP, PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 
 /// The controller; `operator_namespace` holds [`PLATFORM_CONFIGMAP`].
 pub fn controller(

@@ -9,7 +9,7 @@ use apis::helmapp::HelmAppSpec;
 use record::EventType;
 use serde_json::json;
 
-use super::{PLATFORM_CONFIGMAP, ProjectDelivery, TOGGLES};
+use super::context::{PLATFORM_CONFIGMAP, ProjectDelivery, TOGGLES};
 use crate::delivery::helmapp::status::Reason;
 
 /// One HelmApp a project asks for.

@@ -14,7 +14,7 @@ use kube::core::Request;
 use serde_json::Value;
 
 use super::super::context::Context;
-use super::DeliveryError;
+use super::outcome::DeliveryError;
 
 /// The field manager of the operator's own applies.
 pub const FIELD_MANAGER: &str = "hossted-operator";

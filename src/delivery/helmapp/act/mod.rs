@@ -5,43 +5,24 @@
 //! writes that status once, whatever the outcome.
 
 mod crds;
+mod outcome;
 mod release;
 mod remediate;
 mod uninstall;
 mod unlock;
 
 use apis::helmapp::HelmApp;
-use record::EventType;
 use runtime::Action;
 
 use super::context::Context;
-use super::observe::Observed;
+use super::observed::Observed;
 use super::plan::Step;
 use super::readiness;
 use super::status::{self, READY, RELEASED, Reason};
 
 pub use crds::FIELD_MANAGER;
-
-/// Why a reconcile must be retried (with backoff). Messages never carry a
-/// value: helm's are redacted before they get here.
-#[derive(Debug, thiserror::Error)]
-pub enum DeliveryError {
-    #[error("writing to the API: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Failed(String),
-}
-
-/// How an action ended.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Finished: the controller does this next.
-    Finished(Action),
-    /// Failed in a way trying again may fix: retried with backoff.
-    Retry(String),
-    /// The release changed: plan again from the updated observation.
-    Replan,
-}
+use outcome::refuse;
+pub use outcome::{DeliveryError, Outcome};
 
 /// Does `step` for `app`.
 pub async fn run(
@@ -103,7 +84,7 @@ fn done(app: &HelmApp, o: &mut Observed, revision: Option<i64>) -> Outcome {
         status.config_hash = hash;
         status.revision = revision;
     }
-    let timeout = super::observe::timeout_of(app);
+    let timeout = super::observed::timeout_of(app);
     if let Some((reason, message, again)) = readiness::verdict(&o.pending, status, timeout, o.now) {
         status::set(status, READY, false, reason, &message);
         return Outcome::Finished(Action::requeue_after(again, message));
@@ -114,37 +95,4 @@ fn done(app: &HelmApp, o: &mut Observed, revision: Option<i64>) -> Outcome {
         status::set(status, RELEASED, true, Reason::UpToDate, message);
     }
     Outcome::Finished(Action::done("up to date"))
-}
-
-/// `Ready=False` with `reason`, and a Warning Event when `warn` and the
-/// reason is new.
-fn refuse(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-    reason: Reason,
-    message: &str,
-    warn: bool,
-) {
-    if warn && !status::has(&o.status, READY, false, reason) {
-        ctx.recorder
-            .event(app, EventType::Warning, reason.as_str(), message);
-    }
-    status::set(&mut o.status, READY, false, reason, message);
-}
-
-/// A failed attempt: `Ready=False` and `Released=False` with `reason` and
-/// the (redacted) message, a Warning Event, and a retry with backoff.
-fn failed(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-    reason: Reason,
-    message: &str,
-) -> Outcome {
-    status::set(&mut o.status, READY, false, reason, message);
-    status::set(&mut o.status, RELEASED, false, reason, message);
-    ctx.recorder
-        .event(app, EventType::Warning, reason.as_str(), message);
-    Outcome::Retry(message.to_string())
 }

@@ -7,10 +7,10 @@ use kube::ResourceExt;
 use record::EventType;
 use runtime::Action;
 
-use super::{DeliveryError, Outcome, failed, refuse};
-use crate::delivery::helm::{HelmError, Released, Upgrade, values};
+use super::outcome::{DeliveryError, Outcome, failed, refuse};
+use crate::delivery::helm::{Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observe::{Inputs, Observed, timeout_of};
+use crate::delivery::helmapp::observed::{Inputs, Observed, timeout_of};
 use crate::delivery::helmapp::plan::{AfterFailure, HELM_HOLDS, after_failure};
 use crate::delivery::helmapp::readiness;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
@@ -83,7 +83,7 @@ pub async fn run(
     Ok(match result {
         Ok(released) => succeeded(ctx, app, o, kind, &hash, released),
         Err(e) => {
-            let message = values::redact(&helm_message(&e), &values::secrets_of(&values));
+            let message = values::redact(&e.summary(), &values::secrets_of(&values));
             failed_run(ctx, app, o, kind, &hash, chart.version.as_str(), &message).await
         }
     })
@@ -220,15 +220,4 @@ async fn failed_run(
             Outcome::Finished(Action::done("retries exhausted"))
         }
     }
-}
-
-/// helm's message: its first lines, without its "Error: " prefixes' noise,
-/// at most 1,024 characters (not yet redacted).
-pub fn helm_message(e: &HelmError) -> String {
-    let text = e.to_string();
-    let mut lines: Vec<&str> = text.lines().take(5).collect();
-    if lines.is_empty() {
-        lines.push("helm failed");
-    }
-    lines.join(" ").chars().take(1024).collect()
 }

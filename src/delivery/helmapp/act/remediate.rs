@@ -4,9 +4,8 @@
 use apis::helmapp::{HelmApp, OnFailure};
 use record::EventType;
 
-use super::release::helm_message;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observe::{Observed, timeout_of};
+use crate::delivery::helmapp::observed::{Observed, timeout_of};
 use crate::delivery::helmapp::status::{Reason, push_history};
 
 /// Uninstalls a release whose install failed (nothing to roll back to).
@@ -37,7 +36,7 @@ pub async fn run(
     };
     let (result, said) = match outcome {
         Some(Ok(())) => ("succeeded", format!("{remedy} done")),
-        Some(Err(e)) => ("failed", format!("{remedy} failed: {}", helm_message(&e))),
+        Some(Err(e)) => ("failed", format!("{remedy} failed: {}", e.summary())),
         None => (
             "failed",
             format!("{remedy} skipped: another helm run holds the release"),

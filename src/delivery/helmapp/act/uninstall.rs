@@ -5,10 +5,9 @@ use apis::helmapp::HelmApp;
 use record::EventType;
 use runtime::Action;
 
-use super::release::helm_message;
-use super::{DeliveryError, Outcome};
+use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observe::{Observed, timeout_of};
+use crate::delivery::helmapp::observed::{Observed, timeout_of};
 use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::status::Reason;
 use crate::delivery::names::FINALIZER;
@@ -22,7 +21,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &Observed) -> Result<Outcome, 
             return Ok(Outcome::Finished(action));
         }
         Some(Err(e)) => {
-            let message = helm_message(&e);
+            let message = e.summary();
             let reason = Reason::UninstallFailed.as_str();
             ctx.recorder
                 .event(app, EventType::Warning, reason, &message);

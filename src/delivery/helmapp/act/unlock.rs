@@ -8,9 +8,9 @@ use kube::Api;
 use record::EventType;
 use serde_json::{Value, json};
 
-use super::{DeliveryError, Outcome};
+use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observe::Observed;
+use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
 
 /// Unlocks the newest revision of `o`'s release, then asks for a new plan.

@@ -12,6 +12,9 @@ use std::time::Duration;
 use apis::Hosstedproject;
 pub use envtest::eventually;
 use envtest::{ControlPlane, Receiver, Recorded};
+
+mod helmapps;
+pub use helmapps::*;
 use hossted_operator::delivery;
 use hossted_operator::inventory::poster::{ApiConfig, Poster};
 use hossted_operator::inventory::{self, Settings};

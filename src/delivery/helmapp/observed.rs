@@ -1,0 +1,82 @@
+//! The plain value a decision about one HelmApp is made from: what
+//! `super::observe` gathered. Data only; `super::state` decides from it.
+
+use std::time::Duration;
+
+use apis::helmapp::{HelmApp, HelmAppStatus};
+
+use super::inputs::ChartProblem;
+use super::status::Reason;
+use super::target::Target;
+use crate::delivery::source::LocalChart;
+
+/// One revision of the release, as Helm's storage holds it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stored {
+    pub revision: i64,
+    /// The storage Secret's name.
+    pub secret: String,
+    /// The UID of the HelmApp that owns it (label; empty: none).
+    pub owner: String,
+    /// The config hash it was made with (label).
+    pub hash: String,
+    /// `deployed`, `failed`, `pending-upgrade`, … (empty: undecodable).
+    pub status: String,
+    /// When helm last changed it (RFC 3339).
+    pub updated: String,
+}
+
+/// The chart and the hash of every input, or why they could not be had.
+#[derive(Debug)]
+pub enum Inputs {
+    Ready { chart: LocalChart, hash: String },
+    ChartUnavailable(ChartProblem),
+    ValuesInvalid(String),
+}
+
+/// What a decision about one HelmApp needs (see the module docs).
+#[derive(Debug)]
+pub struct Observed {
+    pub target: Target,
+    /// The HelmApp's UID.
+    pub uid: String,
+    /// The newest status (the one written last, if the lister lags),
+    /// with `observedGeneration`, `releaseName` and `targetNamespace` set.
+    pub status: HelmAppStatus,
+    /// The value of `hossted.com/reconcile-at` (empty: none).
+    pub reconcile_at: String,
+    /// Why `targetNamespace` is refused, if it is.
+    pub cross_namespace: Option<String>,
+    /// Why `dependsOn` holds the release back, if it does.
+    pub dependency: Option<(Reason, String)>,
+    /// `None`: not gathered, as something above already holds it back.
+    pub inputs: Option<Inputs>,
+    /// The newest revision in Helm's storage.
+    pub newest: Option<Stored>,
+    /// The newest revision's owner is another HelmApp that exists and is
+    /// not being deleted.
+    pub owner_is_live: bool,
+    /// A helm process of ours runs on the release now.
+    pub busy: bool,
+    /// Objects of the newest revision that are gone (`Kind namespace/name`).
+    pub missing: Vec<String>,
+    /// With `wait`: workloads of the release still rolling out.
+    pub pending: Vec<String>,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+impl Observed {
+    /// The hash of the inputs, when they were had.
+    pub fn hash(&self) -> Option<&str> {
+        match &self.inputs {
+            Some(Inputs::Ready { hash, .. }) => Some(hash),
+            _ => None,
+        }
+    }
+}
+
+/// `spec.timeout` (5m when it does not parse: the schema's pattern makes
+/// that rare).
+pub fn timeout_of(app: &HelmApp) -> Duration {
+    super::inputs::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300))
+}

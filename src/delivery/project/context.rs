@@ -1,0 +1,47 @@
+//! What the project-delivery controller is made of: its caches, client and
+//! recorder, the names it writes, and its error.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use apis::Hosstedproject;
+use apis::helmapp::HelmApp;
+use cache::Store;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Client;
+use record::EventRecorder;
+
+use crate::cached::objects::HelmRelease;
+use crate::delivery::source::RepoCache;
+
+/// On a HelmApp made for a Hosstedproject: the project's name.
+pub const PROJECT_LABEL: &str = "hossted.com/project";
+/// On a HelmApp made for a Hosstedproject: `helm`, `monitoring` or `ingress`.
+pub const SOURCE_LABEL: &str = "hossted.com/delivered-for";
+/// The ConfigMap (operator namespace) listing each toggle's apps.
+pub const PLATFORM_CONFIGMAP: &str = "hossted-platform-charts";
+/// Index of HelmApps by [`PROJECT_LABEL`].
+pub(super) const PROJECT_INDEX: &str = "project";
+/// The toggles that deliver, with their ConfigMap key.
+pub(super) const TOGGLES: [&str; 2] = ["monitoring", "ingress"];
+
+/// Why a project's delivery must be retried.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error("writing to the API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The project-delivery controller's [`Reconciler`].
+pub struct ProjectDelivery {
+    pub(super) client: Client,
+    pub(super) projects: Store<Hosstedproject>,
+    pub(super) apps: Store<HelmApp>,
+    pub(super) platform: Store<ConfigMap>,
+    pub(super) releases: Store<HelmRelease>,
+    pub(super) recorder: EventRecorder,
+    pub(super) work_dir: PathBuf,
+    pub(super) repo_cache: Arc<RepoCache>,
+}

@@ -1,0 +1,523 @@
+//! A HelmApp's release from install to deletion: one revision per change, no-ops that run nothing, ownership, failures and remediation, stuck releases.
+
+use super::*;
+
+#[tokio::test]
+async fn a_helmapp_installs_then_each_values_change_is_one_revision_and_a_label_change_none() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "tiny",
+        json!({ "chart": { "path": "tiny" }, "values": { "greeting": "hello" } }),
+    )
+    .await;
+
+    let app = ready(&f, "tiny", "InstallSucceeded", 1).await;
+    let st = app.status.clone().unwrap();
+    assert_eq!(
+        (st.release_name.as_str(), st.target_namespace.as_str()),
+        ("tiny", NS)
+    );
+    assert_eq!(st.last_action, "install");
+    let storage = revisions(&f, "tiny").await;
+    assert_eq!(storage.len(), 1);
+    assert_eq!(storage[&1]["hossted.com/config-hash"], st.config_hash);
+    assert_eq!(
+        storage[&1]["hossted.com/helmapp-uid"],
+        app.metadata.uid.clone().unwrap()
+    );
+    assert!(
+        app.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"hossted.com/helm-uninstall".to_string())
+    );
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get("tiny-tiny")
+        .await;
+    assert!(cm.is_ok(), "the chart's ConfigMap was installed: {cm:?}");
+    eventually("the InstallSucceeded Event", 30, || async {
+        reasons_of_events(&f, "tiny")
+            .await
+            .contains(&"InstallSucceeded".to_string())
+            .then_some(())
+    })
+    .await;
+    let table = f.kubectl(&["get", "happ", "-n", NS]);
+    for column in [
+        "RELEASE",
+        "NAMESPACE",
+        "CHART",
+        "VERSION",
+        "REVISION",
+        "READY",
+        "STATUS",
+        "AGE",
+    ] {
+        assert!(table.contains(column), "{column} missing from:\n{table}");
+    }
+    assert!(table.contains("InstallSucceeded"), "{table}");
+
+    // A label change, then a forced reconcile: nothing runs.
+    patch(
+        &f,
+        "tiny",
+        json!({ "metadata": { "labels": { "team": "web" } } }),
+    )
+    .await;
+    let mark = operator.mark();
+    patch(
+        &f,
+        "tiny",
+        json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": "1" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    assert_eq!(
+        revisions(&f, "tiny").await.len(),
+        1,
+        "a label change made a revision"
+    );
+
+    // Inline values, then a --set string: one revision each.
+    patch(
+        &f,
+        "tiny",
+        json!({ "spec": { "values": { "greeting": "bonjour" } } }),
+    )
+    .await;
+    ready(&f, "tiny", "UpgradeSucceeded", 2).await;
+    patch(&f, "tiny", json!({ "spec": { "set": ["greeting=hallo"] } })).await;
+    let app = ready(&f, "tiny", "UpgradeSucceeded", 3).await;
+    operator.settle().await;
+    assert_eq!(revisions(&f, "tiny").await.len(), 3);
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get("tiny-tiny")
+        .await
+        .unwrap();
+    assert!(format!("{:?}", cm.data).contains("hallo"), "{:?}", cm.data);
+    assert_eq!(app.status.unwrap().history.len(), 3);
+
+    // Deleted: uninstalled, then the HelmApp goes.
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("tiny", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "tiny").await.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        revisions(&f, "tiny").await.is_empty(),
+        "the release was not uninstalled"
+    );
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get_opt("tiny-tiny")
+        .await
+        .unwrap();
+    assert!(cm.is_none(), "the release's objects remain");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_nobody_owns_is_left_alone_unless_adopted_and_then_upgraded_in_place() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // Installed "the old way", without our labels.
+    f.helm(&["install", "legacy", &chart("tiny"), "-n", NS]);
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "legacy",
+        json!({ "chart": { "path": "tiny" }, "values": { "greeting": "adopted" } }),
+    )
+    .await;
+    let app = ready(&f, "legacy", "ReleaseNotOwned", 0).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(message.contains("adopt"), "{message}");
+    assert_eq!(
+        revisions(&f, "legacy").await.len(),
+        1,
+        "a release we do not own was touched"
+    );
+
+    patch(&f, "legacy", json!({ "spec": { "adopt": true } })).await;
+    ready(&f, "legacy", "UpgradeSucceeded", 2).await;
+    let storage = revisions(&f, "legacy").await;
+    assert_eq!(
+        storage.keys().copied().collect::<Vec<_>>(),
+        [1, 2],
+        "upgraded in place, not reinstalled"
+    );
+
+    // uninstallOnDelete: false keeps the release when the HelmApp goes.
+    patch(
+        &f,
+        "legacy",
+        json!({ "spec": { "uninstallOnDelete": false } }),
+    )
+    .await;
+    operator.settle().await;
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "legacy").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        revisions(&f, "legacy").await.len(),
+        2,
+        "the release was removed"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_uninstalled_by_hand_does_not_block_deletion() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "gone", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "gone", "InstallSucceeded", 1).await;
+    f.helm(&["uninstall", "gone", "-n", NS]);
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "gone").await.is_none().then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_target_namespace_does_not_block_deletion() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "orphaned",
+        json!({ "chart": { "path": "tiny" }, "targetNamespace": "doomed", "createNamespace": true }),
+    )
+    .await;
+    ready(&f, "orphaned", "InstallSucceeded", 1).await;
+    // No namespace controller here: delete the namespace, empty it (Helm's
+    // storage included) and finalize it as that controller would.
+    let namespaces: Api<Namespace> = Api::all(f.cp.client());
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    for kind in ["configmaps", "secrets"] {
+        f.kubectl(&["delete", kind, "--all", "-n", "doomed", "--wait=false"]);
+    }
+    let mut ns = namespaces.get("doomed").await.unwrap();
+    ns.spec = Some(Default::default());
+    namespaces
+        .replace_subresource("finalize", "doomed", &PostParams::default(), &ns)
+        .await
+        .unwrap();
+    eventually("the namespace gone", 30, || async {
+        namespaces
+            .get_opt("doomed")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("orphaned", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "orphaned").await.is_none().then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_chart_rendering_random_output_stays_at_its_revision_across_resyncs() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            s.helm.binary = wrapper.clone();
+            s.resync = std::time::Duration::from_secs(1);
+        })
+        .await;
+    apply(&f, "random", json!({ "chart": { "path": "random" } })).await;
+    let before = ready(&f, "random", "InstallSucceeded", 1).await;
+    for _ in 0..5 {
+        // Each mark is passed by a resync (nothing else changes).
+        let mark = operator.mark();
+        operator.reconciled_since(mark).await;
+    }
+    assert_eq!(runs_in(&log), vec!["upgrade random"], "helm ran again");
+    assert_eq!(revisions(&f, "random").await.len(), 1);
+    let after = get(&f, "random").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the status was written"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn settled_helmapps_run_no_helm_across_a_restart_and_forced_reconciles() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // A helm that logs each run, so runs can be counted.
+    let (wrapper, log) = counting_helm(&f);
+    let runs = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let with_wrapper =
+        |s: &mut hossted_operator::delivery::Settings| s.helm.binary = wrapper.clone();
+
+    let operator = f.start_delivery_with(with_wrapper).await;
+    let names: Vec<String> = (0..20).map(|i| format!("app-{i:02}")).collect();
+    for name in &names {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "path": "tiny" }, "values": { "greeting": name } }),
+        )
+        .await;
+    }
+    for name in &names {
+        ready(&f, name, "InstallSucceeded", 1).await;
+    }
+    operator.settle().await;
+    assert_eq!(runs(), 20, "one helm run per install");
+    operator.stop().await;
+
+    // Restarted, then three forced reconciles of every HelmApp.
+    let operator = f.start_delivery_with(with_wrapper).await;
+    operator.settle().await;
+    let mut before = Vec::new();
+    for name in &names {
+        before.push(get(&f, name).await.unwrap().status);
+    }
+    for round in 0..3 {
+        let mark = operator.mark();
+        for name in &names {
+            patch(&f, name, json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": round.to_string() } } })).await;
+        }
+        operator.reconciled_since(mark).await;
+        operator.settle().await;
+    }
+    assert_eq!(runs(), 20, "a settled HelmApp ran helm");
+    for (name, status) in names.iter().zip(&before) {
+        assert_eq!(
+            revisions(&f, name).await.len(),
+            1,
+            "{name} got a new revision"
+        );
+        // No status write: the status is exactly what it was.
+        assert_eq!(
+            get(&f, name).await.unwrap().status,
+            *status,
+            "{name}'s status was written"
+        );
+    }
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+
+    // A failed install is uninstalled before each next try.
+    apply(
+        &f,
+        "badinstall",
+        json!({ "chart": { "path": "tiny" }, "values": { "broken": true } }),
+    )
+    .await;
+    let app = ready(&f, "badinstall", "InstallFailed", 0).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(
+        message.contains("NOT_A_VALID_NAME"),
+        "helm's message: {message}"
+    );
+    eventually("a second install attempt", 60, || async {
+        let attempts = runs_in(&log)
+            .iter()
+            .filter(|r| r.starts_with("upgrade badinstall"))
+            .count();
+        (attempts >= 2).then_some(())
+    })
+    .await;
+    let of_it: Vec<String> = runs_in(&log)
+        .into_iter()
+        .filter(|r| r.ends_with("badinstall"))
+        .collect();
+    for pair in of_it.chunks(2).filter(|p| p.len() == 2) {
+        assert_eq!(
+            pair,
+            ["upgrade badinstall", "uninstall badinstall"],
+            "each failed install is uninstalled before the next: {of_it:?}"
+        );
+    }
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("badinstall", &DeleteParams::default())
+        .await
+        .unwrap();
+
+    // An upgrade that keeps failing: retried, rolled back, then nothing more.
+    apply(
+        &f,
+        "flaky",
+        json!({ "chart": { "path": "tiny" }, "remediation": { "retries": 1 } }),
+    )
+    .await;
+    ready(&f, "flaky", "InstallSucceeded", 1).await;
+    patch(
+        &f,
+        "flaky",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    let app = with_reason(&f, "flaky", "RetriesExhausted").await;
+    let st = app.status.unwrap();
+    assert_eq!(st.failures, 2, "one try and one retry");
+    assert_eq!(st.history[0].action, "rollback");
+    let of_flaky = |log: &std::path::Path| -> Vec<String> {
+        runs_in(log)
+            .into_iter()
+            .filter(|r| r.ends_with("flaky"))
+            .collect()
+    };
+    assert_eq!(
+        of_flaky(&log),
+        [
+            "upgrade flaky",
+            "upgrade flaky",
+            "upgrade flaky",
+            "rollback flaky"
+        ],
+        "install, two failed upgrades, one rollback"
+    );
+    // The rollback left the first configuration running.
+    let storage = revisions(&f, "flaky").await;
+    let newest = storage.keys().max().copied().unwrap();
+    assert_eq!(storage[&newest]["status"], "deployed");
+    // A reconcile that changes nothing the hash covers runs nothing.
+    let mark = operator.mark();
+    patch(
+        &f,
+        "flaky",
+        json!({ "spec": { "wait": false, "timeout": "4m" } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        of_flaky(&log).len(),
+        4,
+        "retries exhausted, yet helm ran again"
+    );
+
+    // Fixing the spec retries at once.
+    patch(
+        &f,
+        "flaky",
+        json!({ "spec": { "values": { "broken": false, "greeting": "fixed" } } }),
+    )
+    .await;
+    let app = with_reason(&f, "flaky", "UpgradeSucceeded").await;
+    assert_eq!(app.status.unwrap().failures, 0);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_upgraded() {
+    use hossted_operator::cached::helm::{encode_release, release_json};
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "stuck",
+        json!({ "chart": { "path": "tiny" }, "timeout": "8s" }),
+    )
+    .await;
+    ready(&f, "stuck", "InstallSucceeded", 1).await;
+
+    // A crashed helm's leftover: revision 2, pending-upgrade, in Helm's format.
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
+    let mut v1 = secrets.get("sh.helm.release.v1.stuck.v1").await.unwrap();
+    let raw = v1.data.as_ref().unwrap()["release"].0.clone();
+    let mut release: serde_json::Value =
+        serde_json::from_slice(&release_json(&raw).unwrap()).unwrap();
+    release["version"] = json!(2);
+    release["info"]["status"] = json!("pending-upgrade");
+    release["info"]["last_deployed"] = json!(chrono::Utc::now().to_rfc3339());
+    let mut v2 = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("sh.helm.release.v1.stuck.v2".into()),
+            namespace: Some(NS.into()),
+            labels: v1.metadata.labels.take().map(|mut l| {
+                l.insert("version".into(), "2".into());
+                l.insert("status".into(), "pending-upgrade".into());
+                l
+            }),
+            ..Default::default()
+        },
+        type_: v1.type_.clone(),
+        data: Some(
+            [(
+                "release".to_string(),
+                k8s_openapi::ByteString(encode_release(&serde_json::to_vec(&release).unwrap())),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    v2.metadata.labels.get_or_insert_with(Default::default);
+    secrets.create(&PostParams::default(), &v2).await.unwrap();
+    patch(
+        &f,
+        "stuck",
+        json!({ "spec": { "values": { "greeting": "after the crash" } } }),
+    )
+    .await;
+
+    let app = ready(&f, "stuck", "ReleaseLocked", 1).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(message.contains("pending-upgrade"), "{message}");
+    // After the timeout: marked failed, then upgraded.
+    ready(&f, "stuck", "UpgradeSucceeded", 3).await;
+    let storage = revisions(&f, "stuck").await;
+    assert_eq!(
+        storage[&2]["status"], "failed",
+        "the stuck revision was not unlocked"
+    );
+    assert_eq!(storage[&3]["status"], "deployed");
+    eventually("the ReleaseUnlocked Event", 30, || async {
+        reasons_of_events(&f, "stuck")
+            .await
+            .contains(&"ReleaseUnlocked".to_string())
+            .then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
