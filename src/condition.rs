@@ -15,6 +15,14 @@ pub fn has(conditions: &[Condition], type_: &str, value: bool, reason: &str) -> 
         .any(|c| c.type_ == type_ && c.status == value_of(value) && c.reason == reason)
 }
 
+/// The status (`True`, `False`, `Unknown`) of condition `type_`, if set.
+pub fn status<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a str> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
 /// Whether condition `type_` is `True`, whatever its reason.
 pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
     conditions

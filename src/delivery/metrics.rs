@@ -51,9 +51,8 @@ impl EncodeMetric for AppsByReady {
             let ready = a
                 .status
                 .as_ref()
-                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
-                .map(|c| c.status.clone());
-            counts[match ready.as_deref() {
+                .and_then(|s| crate::condition::status(&s.conditions, "Ready"));
+            counts[match ready {
                 Some("True") => 0,
                 Some("False") => 1,
                 _ => 2,

@@ -223,31 +223,17 @@ async fn the_delivery_overlay_applies_and_its_service_account_installs_and_unins
             .unwrap();
     let log_path = f.cp.dir().join("delivery-as-sa.log");
     let log = std::fs::File::create(&log_path).unwrap();
-    let mut operator = f
-        .operator_command(&kubeconfig)
-        .env("RUST_LOG", "info")
+    let mut cmd = f.operator_command(&kubeconfig);
+    cmd.env("RUST_LOG", "info")
         .args([
             "run",
             "--leader-elect",
             "--controllers",
             "inventory,delivery",
         ])
-        .args([
-            "--metrics-bind-address",
-            "0",
-            "--health-probe-bind-address",
-            "0",
-        ])
-        .arg("--helm-binary")
-        .arg(f.cp.helm_binary())
-        .arg("--work-dir")
-        .arg(f.cp.dir().join("work"))
-        .arg("--chart-path-root")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+        .args(["--metrics-bind-address", "0"]);
+    delivery_flags(&mut cmd, &f.cp, &f.cp.dir().join("work"));
+    let mut operator = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
     // Every kind the `full` chart makes, through a set (both controllers).
     let set = json!({
         "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",

@@ -105,26 +105,18 @@ async fn delivery_alone_asks_for_no_api_settings_and_installs_a_helmapp() {
     let log_path = f.cp.dir().join("delivery-alone.log");
     let log = std::fs::File::create(&log_path).unwrap();
     // operator_binary: no HOSSTED_API_URL, token or EMAIL_ID at all.
-    let mut child = operator_binary()
-        .env("KUBECONFIG", f.cp.kubeconfig_path())
+    let mut cmd = operator_binary();
+    cmd.env("KUBECONFIG", f.cp.kubeconfig_path())
         .env("RUST_LOG", "info")
-        .args(["run", "--controllers", "delivery"])
         .args([
+            "run",
+            "--controllers",
+            "delivery",
             "--metrics-bind-address",
             "0",
-            "--health-probe-bind-address",
-            "0",
-        ])
-        .arg("--helm-binary")
-        .arg(f.cp.helm_binary())
-        .arg("--work-dir")
-        .arg(f.cp.dir().join("alone-work"))
-        .arg("--chart-path-root")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+        ]);
+    delivery_flags(&mut cmd, &f.cp, &f.cp.dir().join("alone-work"));
+    let mut child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
     apply_app(&f, "alone", json!({ "chart": { "path": "tiny" } })).await;
     wait_ready(&f, "alone", "InstallSucceeded", 1).await;
     assert!(child.try_wait().unwrap().is_none(), "the operator exited");

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use apis::helmapp::HelmApp;
 use apis::helmappset::HelmAppSet;
 use cache::{Event, Store};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use runtime::RateLimitingQueue;
@@ -64,8 +65,10 @@ impl Enqueue {
         let set = match e {
             Event::Add(s) | Event::Delete(s) => s,
             Event::Update { old, new } => {
-                let conditions = |s: &HelmAppSet| s.status.as_ref().map(|s| s.conditions.clone());
-                if ready(conditions(old).as_deref()) == ready(conditions(new).as_deref()) {
+                fn conditions(s: &HelmAppSet) -> Option<&[Condition]> {
+                    s.status.as_ref().map(|s| &s.conditions[..])
+                }
+                if ready(conditions(old)) == ready(conditions(new)) {
                     return;
                 }
                 new
@@ -104,11 +107,6 @@ impl Enqueue {
 }
 
 /// The status of a `Ready` condition.
-fn ready(
-    conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
-) -> Option<String> {
-    conditions?
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .map(|c| c.status.clone())
+fn ready(conditions: Option<&[Condition]>) -> Option<&str> {
+    crate::condition::status(conditions?, "Ready")
 }

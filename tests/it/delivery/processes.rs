@@ -10,20 +10,14 @@ async fn the_binary_runs_delivery_with_controllers_flag_and_counts_helm_runs_in_
     f.hosstedproject("cluster", json!({})).await;
     let metrics_port = free_port();
     let work = f.cp.dir().join("operator-work");
-    let mut child = f
-        .operator_command(f.cp.kubeconfig_path())
-        .args(["run", "--controllers", "inventory,delivery"])
+    let mut cmd = f.operator_command(f.cp.kubeconfig_path());
+    cmd.args(["run", "--controllers", "inventory,delivery"])
         .args([
             "--metrics-bind-address",
             &format!("127.0.0.1:{metrics_port}"),
-        ])
-        .args(["--health-probe-bind-address", "0"])
-        .arg("--helm-binary")
-        .arg(f.cp.helm_binary())
-        .arg("--work-dir")
-        .arg(&work)
-        .arg("--chart-path-root")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        ]);
+    delivery_flags(&mut cmd, &f.cp, &work);
+    let mut child = cmd
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

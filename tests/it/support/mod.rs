@@ -378,6 +378,19 @@ pub fn audited_requests(audit_log: &Path, user: &str) -> usize {
         .count()
 }
 
+/// The flags every test that runs the binary with delivery gives it:
+/// the test's helm, a work directory `work`, charts by path from
+/// `examples/charts`, and the health probes off.
+pub fn delivery_flags(cmd: &mut Command, cp: &ControlPlane, work: &Path) {
+    cmd.args(["--health-probe-bind-address", "0"])
+        .arg("--helm-binary")
+        .arg(cp.helm_binary())
+        .arg("--work-dir")
+        .arg(work)
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"));
+}
+
 /// The operator binary with none of its configuration inherited from the
 /// environment the tests run in. It dies with the test thread that started
 /// it (`PR_SET_PDEATHSIG`), so a failed test leaves no operator running —
