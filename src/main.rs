@@ -141,6 +141,9 @@ async fn run(args: RunArgs) -> ExitCode {
         }
         delivery::add_to(&mut manager, settings).helm
     });
+    if helm.is_none() {
+        delivery::add_disabled_to(&mut manager);
+    }
     let result = manager.run(runtime::shutdown_signal()).await;
     // Whatever helm still runs (past the drain, or the lease lost) must not
     // outlive us: another replica may take over its release.

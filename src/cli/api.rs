@@ -57,11 +57,7 @@ pub struct ApiArgs {
 impl ApiArgs {
     /// The inventory's settings and API configuration; `Err` is the one
     /// line to print before exit 2.
-    pub fn validate(
-        self,
-        resync: Duration,
-        delivery_enabled: bool,
-    ) -> Result<(Settings, ApiConfig), String> {
+    pub fn validate(self, resync: Duration) -> Result<(Settings, ApiConfig), String> {
         let Some(email_id) = self.email_id.filter(|e| !e.is_empty()) else {
             return Err(
                 "missing EMAIL_ID (or --email-id): the owner e-mail copied into every payload"
@@ -109,7 +105,6 @@ impl ApiArgs {
             configmap_driver: self.configmap_driver,
             report_configmap_data: self.report_configmap_data,
             workers: self.workers.max(1),
-            delivery_enabled,
         };
         let api = ApiConfig {
             base_url,

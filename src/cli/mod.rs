@@ -93,7 +93,7 @@ impl RunArgs {
             .runs(ControllerName::Delivery)
             .then(|| self.delivery.validate(resync, &m.operator_namespace));
         let inventory = if m.runs(ControllerName::Inventory) {
-            Some(self.api.validate(resync, delivery.is_some())?)
+            Some(self.api.validate(resync)?)
         } else {
             None
         };

@@ -7,12 +7,16 @@
 //! - [`project`]: a Hosstedproject's `spec.helm` and platform toggles, as
 //!   HelmApps.
 //!
+//! When delivery does not run, [`disabled`] alone tells a Hosstedproject
+//! that asks for it ([`add_disabled_to`]).
+//!
 //! Beside them: [`helm`] (the one place helm is spawned, values), [`source`]
 //! (chart sources), [`names`] (finalizer, labels, annotations, indexes).
 
 pub mod appset;
 mod children;
 mod dependencies;
+pub mod disabled;
 mod finalizer;
 pub mod helm;
 pub mod helmapp;
@@ -57,4 +61,10 @@ pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     let on_lost = helm.clone();
     manager.on_lease_lost(move || on_lost.kill_all());
     Added { helm, stats }
+}
+
+/// Delivery off (`--controllers` without `delivery`): adds only the piece
+/// that tells a Hosstedproject asking for delivery that it is disabled.
+pub fn add_disabled_to(manager: &mut Manager) {
+    manager.add(disabled::controller(manager));
 }

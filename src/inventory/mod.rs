@@ -56,9 +56,6 @@ pub struct Settings {
     pub report_configmap_data: bool,
     /// Concurrent reconciles.
     pub workers: usize,
-    /// Whether the delivery controllers run (`--controllers` has
-    /// `delivery`); when not, a project asking for delivery is told so.
-    pub delivery_enabled: bool,
 }
 
 impl Default for Settings {
@@ -72,7 +69,6 @@ impl Default for Settings {
             configmap_driver: false,
             report_configmap_data: false,
             workers: 2,
-            delivery_enabled: false,
         }
     }
 }
@@ -247,13 +243,18 @@ pub async fn collect_once(
     Ok(collection.apps.into_iter().map(|a| a.payload).collect())
 }
 
+/// The inventory's field manager for the Hosstedproject conditions it owns
+/// (`Ready`); delivery applies `Delivering` under its own.
+pub const FIELD_MANAGER: &str = "hossted-inventory";
+
 /// The Hosstedproject status writer, following `projects`.
 fn status_writer(
     manager: &Manager,
     projects: &SharedInformer<Hosstedproject>,
 ) -> StatusWriter<Hosstedproject, apis::HosstedprojectStatus> {
     let writer = StatusWriter::new(manager.client(), |hp: &Hosstedproject| hp.status.clone())
-        .unchanged_when(same_but_timestamp);
+        .unchanged_when(same_but_timestamp)
+        .owning_conditions(FIELD_MANAGER, &[apis::PROJECT_READY]);
     writer.follow(projects);
     writer
 }

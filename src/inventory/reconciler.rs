@@ -93,7 +93,6 @@ impl Reconciler for Inventory {
         if let Some(oldest) = self.older_project(&hp) {
             return self.duplicate(&mut run, &oldest).await;
         }
-        self.delivering(&mut run);
         if hp.spec.stop {
             return self.stopped(&mut run).await;
         }
@@ -173,32 +172,6 @@ impl Inventory {
             self.event(run, EventType::Normal, Reason::Stopped, message);
         }
         Ok(Action::done("stopped"))
-    }
-
-    /// `Delivering=False, DeliveryDisabled` (and one Warning) while the
-    /// project asks for delivery that this process does not run; the
-    /// condition goes when either changes. Written with the next status
-    /// write of this reconcile.
-    fn delivering(&self, run: &mut Run<'_>) {
-        let spec = &run.hp.spec;
-        let asked = !spec.helm.is_empty() || spec.monitoring.enable || spec.ingress.enable;
-        let reason = Reason::DeliveryDisabled.as_str();
-        if asked && !self.settings.delivery_enabled {
-            if !crate::condition::has(&run.status.conditions, "Delivering", false, reason) {
-                let message = "spec.helm or a platform toggle (monitoring, ingress) asks for Helm delivery, but this operator runs without it: add delivery to --controllers (and apply manifests/delivery)";
-                crate::condition::set(
-                    &mut run.status.conditions,
-                    "Delivering",
-                    false,
-                    reason,
-                    message,
-                    run.hp.metadata.generation,
-                );
-                self.event(run, EventType::Warning, Reason::DeliveryDisabled, message);
-            }
-        } else {
-            run.status.conditions.retain(|c| c.type_ != "Delivering");
-        }
     }
 
     /// The cluster UUID is made once and kept in status.

@@ -25,14 +25,11 @@ pub enum Reason {
     Duplicate,
     /// Warning: the status could not be written (retried).
     StatusWriteFailed,
-    /// Condition `Delivering=False` and Warning: `spec.helm` or a platform
-    /// toggle asks for delivery and `--controllers` lacks `delivery`.
-    DeliveryDisabled,
 }
 
 impl Reason {
     /// Every reason, in README order.
-    pub const ALL: [Reason; 10] = [
+    pub const ALL: [Reason; 9] = [
         Reason::Reporting,
         Reason::Stopped,
         Reason::ApiUnavailable,
@@ -42,7 +39,6 @@ impl Reason {
         Reason::InvalidRelease,
         Reason::Duplicate,
         Reason::StatusWriteFailed,
-        Reason::DeliveryDisabled,
     ];
 
     /// The CamelCase string the API shows.
@@ -57,14 +53,18 @@ impl Reason {
             Reason::InvalidRelease => "InvalidRelease",
             Reason::Duplicate => "Duplicate",
             Reason::StatusWriteFailed => "StatusWriteFailed",
-            Reason::DeliveryDisabled => "DeliveryDisabled",
         }
     }
 }
 
 /// Whether the `Ready` condition has this value and reason.
 pub fn is_ready(status: &HosstedprojectStatus, value: bool, reason: Reason) -> bool {
-    crate::condition::has(&status.conditions, "Ready", value, reason.as_str())
+    crate::condition::has(
+        &status.conditions,
+        apis::PROJECT_READY,
+        value,
+        reason.as_str(),
+    )
 }
 
 /// Sets the `Ready` condition; `lastTransitionTime` moves only when the
@@ -78,7 +78,7 @@ pub fn set_ready(
 ) {
     crate::condition::set(
         &mut status.conditions,
-        "Ready",
+        apis::PROJECT_READY,
         value,
         reason.as_str(),
         message,

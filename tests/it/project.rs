@@ -122,23 +122,64 @@ async fn spec_helm_entries_are_delivered_removed_and_a_go_era_release_adopted_in
     operator.stop().await;
 }
 
+/// The condition `type_` of the project `name`, if set, as (status, reason).
+async fn project_condition(f: &Fixture, name: &str, type_: &str) -> Option<(String, String)> {
+    let hp = f.get_hp(name).await;
+    hp.status?
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status, c.reason))
+}
+
+/// The field manager that applied (server-side apply) the status condition
+/// `type_` of the project `name`, read from `metadata.managedFields`.
+async fn condition_applied_by(f: &Fixture, name: &str, type_: &str) -> Vec<String> {
+    let hp = f.get_hp(name).await;
+    let key = format!("k:{{\"type\":\"{type_}\"}}");
+    hp.metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.operation.as_deref() == Some("Apply"))
+        .filter(|m| {
+            m.fields_v1.as_ref().is_some_and(|f| {
+                f.0.pointer("/f:status/f:conditions")
+                    .and_then(|c| c.get(&key))
+                    .is_some()
+            })
+        })
+        .filter_map(|m| m.manager)
+        .collect()
+}
+
 #[tokio::test]
 async fn without_delivery_a_project_asking_for_it_says_so_once() {
     let f = Fixture::new().await;
-    let operator = f.start_operator();
+    let operator = f.start_inventory_alone();
     f.hosstedproject("cluster", json!({ "monitoring": { "enable": true } }))
         .await;
-    eventually("Delivering=False, DeliveryDisabled", 60, || async {
-        let hp = f.get_hp("cluster").await;
-        hp.status?
-            .conditions
-            .iter()
-            .any(|c| {
-                c.type_ == "Delivering" && c.status == "False" && c.reason == "DeliveryDisabled"
-            })
+    eventually(
+        "Delivering=False, DeliveryDisabled and Ready=True",
+        60,
+        || async {
+            let delivering = project_condition(&f, "cluster", "Delivering").await;
+            let ready = project_condition(&f, "cluster", "Ready").await;
+            (delivering == Some(("False".into(), "DeliveryDisabled".into()))
+                && ready.is_some_and(|(s, _)| s == "True"))
             .then_some(())
-    })
+        },
+    )
     .await;
+    // Two writers, each applying only its own condition.
+    assert_eq!(
+        condition_applied_by(&f, "cluster", "Delivering").await,
+        vec!["hossted-delivery".to_string()]
+    );
+    assert_eq!(
+        condition_applied_by(&f, "cluster", "Ready").await,
+        vec!["hossted-inventory".to_string()]
+    );
     // Another reconcile: still one Event.
     let mark = operator.mark();
     f.patch_spec("cluster", json!({ "logging": { "enable": true } }))
@@ -154,19 +195,63 @@ async fn without_delivery_a_project_asking_for_it_says_so_once() {
         .collect();
     assert_eq!(disabled.len(), 1, "{disabled:?}");
     assert_eq!(disabled[0]["count"].as_i64().unwrap_or(1), 1);
-    // Turned off: the condition goes.
+    // Turned off: the condition goes; the inventory's stays.
     f.patch_spec("cluster", json!({ "monitoring": { "enable": false } }))
         .await;
     eventually("the Delivering condition gone", 60, || async {
-        let hp = f.get_hp("cluster").await;
-        (!hp.status?
-            .conditions
-            .iter()
-            .any(|c| c.type_ == "Delivering"))
-        .then_some(())
+        project_condition(&f, "cluster", "Delivering")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(project_condition(&f, "cluster", "Ready").await.is_some());
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_writer_with_a_stale_copy_keeps_the_other_writers_condition() {
+    use runtime::StatusWriter;
+    let f = Fixture::new().await;
+    let operator = f.start_inventory_alone();
+    f.hosstedproject("cluster", json!({ "monitoring": { "enable": true } }))
+        .await;
+    eventually("both conditions", 60, || async {
+        let delivering = project_condition(&f, "cluster", "Delivering").await;
+        let ready = project_condition(&f, "cluster", "Ready").await;
+        (delivering.is_some() && ready.is_some()).then_some(())
     })
     .await;
     operator.stop().await;
+    // The inventory's view from before delivery's condition was written.
+    let mut stale = f.get_hp("cluster").await;
+    let status = stale.status.as_mut().unwrap();
+    status.conditions.retain(|c| c.type_ != "Delivering");
+    let mut changed = status.clone();
+    for c in &mut changed.conditions {
+        c.reason = "Stopped".into();
+        c.status = "False".into();
+    }
+    let inventory = StatusWriter::new(f.cp.client(), |hp: &apis::Hosstedproject| hp.status.clone())
+        .owning_conditions("hossted-inventory", &["Ready"]);
+    inventory.write(&stale, &changed).await.unwrap();
+    assert_eq!(
+        project_condition(&f, "cluster", "Ready").await,
+        Some(("False".into(), "Stopped".into()))
+    );
+    assert_eq!(
+        project_condition(&f, "cluster", "Delivering").await,
+        Some(("False".into(), "DeliveryDisabled".into())),
+        "applied conditions leave the other manager's alone"
+    );
+    // The same stale write as one merge patch of the status (how both
+    // wrote before) drops it: what the test above guards against.
+    let merge = StatusWriter::new(f.cp.client(), |hp: &apis::Hosstedproject| hp.status.clone());
+    for c in &mut changed.conditions {
+        c.reason = "Duplicate".into();
+    }
+    merge.write(&stale, &changed).await.unwrap();
+    assert_eq!(project_condition(&f, "cluster", "Delivering").await, None);
 }
 
 #[tokio::test]

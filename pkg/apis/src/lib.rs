@@ -84,6 +84,12 @@ pub struct Toggle {
     pub enable: bool,
 }
 
+/// The Hosstedproject condition the inventory writes.
+pub const PROJECT_READY: &str = "Ready";
+/// The Hosstedproject condition delivery writes (`False`, `DeliveryDisabled`,
+/// while a project asks for delivery that does not run).
+pub const PROJECT_DELIVERING: &str = "Delivering";
+
 /// What the operator has delivered. Written only after the Hossted API
 /// accepted it, so a restart neither loses nor repeats a report.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -133,8 +139,12 @@ pub struct HosstedprojectStatus {
     /// The generation of the spec this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready` (reasons `Reporting`, `Stopped`, `ApiUnavailable`, `ApiRejected`, ...).
+    /// `Ready` (reasons `Reporting`, `Stopped`, `ApiUnavailable`,
+    /// `ApiRejected`, ...), written by the inventory; `Delivering`, written
+    /// by delivery. A map list keyed by `type`: each writer applies its own
+    /// entries (server-side apply) and cannot remove the other's.
     #[serde(default)]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
 }
 

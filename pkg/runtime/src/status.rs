@@ -13,6 +13,15 @@
 //! make them opaque strings, never numbers to order. (Equality with the
 //! version a write was *based on* is not enough: the controller's own
 //! other writes, e.g. a finalizer patch, make versions in between.)
+//!
+//! When two controllers write conditions of one object (the inventory's
+//! `Ready` and delivery's `Delivering` on a Hosstedproject), each writer
+//! names the condition types it owns ([`StatusWriter::owning_conditions`]):
+//! those go by server-side apply under its own field manager — the CRD
+//! makes `conditions` a map list keyed by `type`, so an apply touches only
+//! its own entries — and the rest of the status by merge patch without the
+//! `conditions` key. Neither can clobber the other's condition from a stale
+//! copy.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -46,6 +55,17 @@ pub struct StatusWriter<K, S> {
     /// not caught up with that write; it goes at the first read that shows
     /// it has.
     written: Arc<Mutex<HashMap<String, (String, S)>>>,
+    /// Set by [`StatusWriter::owning_conditions`]: the conditions are not
+    /// merge-patched but applied, only these types, under this manager.
+    conditions: Option<OwnedConditions>,
+}
+
+/// The condition types one writer owns, and the field manager it applies
+/// them as.
+#[derive(Clone, Copy, Debug)]
+struct OwnedConditions {
+    field_manager: &'static str,
+    types: &'static [&'static str],
 }
 
 /// What [`StatusWriter::write`] did.
@@ -71,7 +91,28 @@ where
             status_of,
             unchanged: |a, b| a == b,
             written: Arc::default(),
+            conditions: None,
         }
+    }
+
+    /// Writes only the conditions of `types` (from `status.conditions`),
+    /// by server-side apply under `field_manager` (forced: the types are
+    /// this writer's alone), and the rest of the status by a merge patch
+    /// that leaves `conditions` out. Conditions of other types in the
+    /// status handed to [`StatusWriter::write`] are never written.
+    ///
+    /// Needs `status.conditions` to be a map list keyed by `type`
+    /// (`x-kubernetes-list-type: map`) in the object's CRD.
+    pub fn owning_conditions(
+        mut self,
+        field_manager: &'static str,
+        types: &'static [&'static str],
+    ) -> Self {
+        self.conditions = Some(OwnedConditions {
+            field_manager,
+            types,
+        });
+        self
     }
 
     /// Drops what was written to an object as soon as `informer` delivers
@@ -113,35 +154,82 @@ where
 
     /// Writes `status` to `obj` with a JSON merge patch of the status
     /// subresource ([`status_merge_patch`]), unless
-    /// [`StatusWriter::current`] is already `status`.
+    /// [`StatusWriter::current`] is already `status`. With
+    /// [`StatusWriter::owning_conditions`], the owned conditions are applied
+    /// instead (a request only for the part that changed).
     pub async fn write(&self, obj: &K, status: &S) -> Result<Written, kube::Error> {
         let current = self.current(obj);
         if (self.unchanged)(&current, status) {
             return Ok(Written::Unchanged);
         }
-        let patch = status_merge_patch(status, &current).map_err(kube::Error::SerdeError)?;
+        let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
+        let mut previous = serde_json::to_value(&current).map_err(kube::Error::SerdeError)?;
+        let mut returned = None;
+        if let Some(owned) = self.conditions {
+            let (now, before) = (owned.pick(&mut body), owned.pick(&mut previous));
+            if now != before {
+                returned = self.apply_conditions(obj, owned, now).await?;
+                if returned.is_none() {
+                    return Ok(Written::Gone);
+                }
+            }
+        }
+        if body != previous {
+            null_removed(&mut body, &previous);
+            let patch = serde_json::json!({ "status": body });
+            returned = self
+                .request(obj, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+            if returned.is_none() {
+                return Ok(Written::Gone);
+            }
+        }
+        let Some(returned) = returned else {
+            // Only conditions of other writers differ: not ours to write.
+            return Ok(Written::Unchanged);
+        };
+        let rv = returned.resource_version().unwrap_or_default();
+        self.written
+            .lock()
+            .insert(key_of(obj), (rv, status.clone()));
+        Ok(Written::Patched)
+    }
+
+    /// Applies `conditions` (this writer's only) to `obj`'s status.
+    async fn apply_conditions(
+        &self,
+        obj: &K,
+        owned: OwnedConditions,
+        conditions: serde_json::Value,
+    ) -> Result<Option<K>, kube::Error> {
+        let mut metadata = serde_json::json!({ "name": obj.name_any() });
+        if let Some(ns) = obj.namespace() {
+            metadata["namespace"] = ns.into();
+        }
+        let body = serde_json::json!({
+            "apiVersion": K::api_version(&()),
+            "kind": K::kind(&()),
+            "metadata": metadata,
+            "status": { "conditions": conditions },
+        });
+        let params = PatchParams::apply(owned.field_manager).force();
+        self.request(obj, &params, &Patch::Apply(&body)).await
+    }
+
+    /// Patches `obj`'s status subresource; `None` when it is gone (404).
+    async fn request<P: Serialize + Debug>(
+        &self,
+        obj: &K,
+        params: &PatchParams,
+        patch: &Patch<P>,
+    ) -> Result<Option<K>, kube::Error> {
         // A Request rather than an `Api`: one path for namespaced and
         // cluster-scoped kinds alike.
         let namespace = obj.namespace();
         let request = Request::new(K::url_path(&(), namespace.as_deref()))
-            .patch_subresource(
-                "status",
-                &obj.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+            .patch_subresource("status", &obj.name_any(), params, patch)
             .map_err(kube::Error::BuildRequest)?;
-        match self.client.request::<K>(request).await {
-            Ok(returned) => {
-                let rv = returned.resource_version().unwrap_or_default();
-                self.written
-                    .lock()
-                    .insert(key_of(obj), (rv, status.clone()));
-                Ok(Written::Patched)
-            }
-            Err(e) if is_not_found(&e) => Ok(Written::Gone),
-            Err(e) => Err(e),
-        }
+        ignore_not_found(self.client.request::<K>(request).await)
     }
 
     /// Forgets what was written to `obj` (it is gone).
@@ -170,6 +258,30 @@ pub fn status_merge_patch(
     let previous = serde_json::to_value(previous)?;
     null_removed(&mut body, &previous);
     Ok(serde_json::json!({ "status": body }))
+}
+
+impl OwnedConditions {
+    /// Takes `conditions` out of a serialized status and returns those of
+    /// the owned types (a list, possibly empty).
+    fn pick(&self, status: &mut serde_json::Value) -> serde_json::Value {
+        let all = status
+            .as_object_mut()
+            .and_then(|s| s.remove("conditions"))
+            .and_then(|c| match c {
+                serde_json::Value::Array(items) => Some(items),
+                _ => None,
+            })
+            .unwrap_or_default();
+        let mine = all
+            .into_iter()
+            .filter(|c| {
+                c.get("type")
+                    .and_then(|t| t.as_str())
+                    .is_some_and(|t| self.types.contains(&t))
+            })
+            .collect();
+        serde_json::Value::Array(mine)
+    }
 }
 
 /// Adds to `new` a `null` for every key of `old` it lacks, in nested maps too.
@@ -280,5 +392,33 @@ mod tests {
         assert!(!caught_up("12", &"ready", "10", &""));
         // Someone wrote on top ("13"), our status in it: caught up.
         assert!(caught_up("12", &"ready", "13", &"ready"));
+    }
+
+    #[test]
+    fn an_owning_writer_picks_its_condition_types_and_takes_the_list_out() {
+        let owned = OwnedConditions {
+            field_manager: "m",
+            types: &["Ready"],
+        };
+        let mut status = serde_json::json!({
+            "apps": 1,
+            "conditions": [{"type": "Ready", "status": "True"}, {"type": "Delivering"}],
+        });
+        let mine = owned.pick(&mut status);
+        assert_eq!(
+            mine,
+            serde_json::json!([{"type": "Ready", "status": "True"}])
+        );
+        assert_eq!(
+            status,
+            serde_json::json!({"apps": 1}),
+            "merge-patched without conditions"
+        );
+        let mut none = serde_json::json!({});
+        assert_eq!(
+            owned.pick(&mut none),
+            serde_json::json!([]),
+            "an empty list removes ours"
+        );
     }
 }

@@ -47,11 +47,12 @@ pub enum Reason {
     DeliveryRemoved,
     InvalidHelmEntry,
     PlatformChartsInvalid,
+    DeliveryDisabled,
 }
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 34] = [
+    pub const ALL: [Reason; 35] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -86,6 +87,7 @@ impl Reason {
         Reason::DeliveryRemoved,
         Reason::InvalidHelmEntry,
         Reason::PlatformChartsInvalid,
+        Reason::DeliveryDisabled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -125,6 +127,7 @@ impl Reason {
             DeliveryRemoved => "DeliveryRemoved",
             InvalidHelmEntry => "InvalidHelmEntry",
             PlatformChartsInvalid => "PlatformChartsInvalid",
+            DeliveryDisabled => "DeliveryDisabled",
         }
     }
 }

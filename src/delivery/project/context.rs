@@ -4,12 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use apis::Hosstedproject;
 use apis::helmapp::HelmApp;
+use apis::{Hosstedproject, HosstedprojectStatus};
 use cache::Store;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
 use record::EventRecorder;
+use runtime::StatusWriter;
 
 use crate::cached::objects::HelmRelease;
 use crate::delivery::source::RepoCache;
@@ -44,4 +45,6 @@ pub struct ProjectDelivery {
     pub(super) recorder: EventRecorder,
     pub(super) work_dir: PathBuf,
     pub(super) repo_cache: Arc<RepoCache>,
+    /// Removes a `Delivering=False` left from a run without delivery.
+    pub(super) delivering: StatusWriter<Hosstedproject, HosstedprojectStatus>,
 }

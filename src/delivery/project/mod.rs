@@ -78,6 +78,7 @@ pub fn controller(
         recorder: manager.recorder(),
         work_dir,
         repo_cache: Arc::default(),
+        delivering: super::disabled::writer(manager, &projects),
     };
     let controller = Controller::new(manager, "project-delivery", reconciler)
         .max_backoff(Duration::from_secs(300))
@@ -164,6 +165,8 @@ impl Reconciler for ProjectDelivery {
         let Some(hp) = hp.filter(|h| h.metadata.deletion_timestamp.is_none()) else {
             return self.let_go(&owned).await;
         };
+        // Delivery runs: whatever a run without it said no longer holds.
+        super::disabled::clear(&self.delivering, &hp).await?;
         let projects = self.projects.list();
         let reporting =
             apis::reporting_project(projects.iter().map(|p| p.as_ref())).map(|p| p.name_any());

@@ -177,6 +177,17 @@ impl Fixture {
     /// [`start_operator`](Self::start_operator) with `change` applied to
     /// the inventory settings.
     pub fn start_operator_with(&self, change: impl FnOnce(&mut Settings)) -> Operator {
+        self.start_inventory(change, false)
+    }
+
+    /// The inventory as `--controllers inventory` runs it: with delivery's
+    /// piece that says `DeliveryDisabled` (the other tests' in-process
+    /// inventory runs beside an in-process delivery).
+    pub fn start_inventory_alone(&self) -> Operator {
+        self.start_inventory(|_| {}, true)
+    }
+
+    fn start_inventory(&self, change: impl FnOnce(&mut Settings), delivery_off: bool) -> Operator {
         let poster = Poster::new(ApiConfig::new(&format!("{}/v1", self.api.url()), TOKEN)).unwrap();
         let mut settings = Settings {
             email_id: EMAIL.into(),
@@ -187,7 +198,6 @@ impl Fixture {
             configmap_driver: false,
             report_configmap_data: false,
             workers: 2,
-            delivery_enabled: false,
         };
         change(&mut settings);
         let mut options = ManagerOptions::new("hossted", "hossted-operator");
@@ -198,6 +208,9 @@ impl Fixture {
         let controller = inventory::controller(&manager, settings, poster);
         let stats = controller.stats();
         manager.add(controller);
+        if delivery_off {
+            delivery::add_disabled_to(&mut manager);
+        }
         Operator::run(manager, stats)
     }
 
