@@ -45,6 +45,29 @@ pub struct HelmRelease {
     pub metadata: ObjectMeta,
     /// The decoded release, or why it could not be decoded.
     pub release: Result<ReleaseSummary, String>,
+    /// SHA-256 of `data.release` (helm's payload, as helm wrote it), kept
+    /// only for a revision a HelmApp owns: delivery compares it with the
+    /// digest it recorded before trusting the storage.
+    pub digest: Option<[u8; 32]>,
+}
+
+/// The digest delivery records of a release revision: `sha256:<hex>` of
+/// its storage's `data.release` (helm's payload).
+pub fn release_digest(payload: &[u8]) -> String {
+    use sha2::Digest;
+    digest_text(&sha2::Sha256::digest(payload).into())
+}
+
+fn digest_text(sum: &[u8; 32]) -> String {
+    let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+impl HelmRelease {
+    /// [`HelmRelease::digest`] in the form [`release_digest`] gives.
+    pub fn digest_string(&self) -> Option<String> {
+        self.digest.as_ref().map(digest_text)
+    }
 }
 resource!(HelmRelease, "Secret", "secrets", NamespaceResourceScope);
 
@@ -58,17 +81,23 @@ impl<'de> Deserialize<'de> for HelmRelease {
             data: BTreeMap<String, String>,
         }
         let raw = Raw::deserialize(d)?;
+        let owned = !label(&raw.metadata, HELMAPP_UID_LABEL).is_empty();
+        let mut digest = None;
         let release = match secret_entry(&raw.data, "release") {
             None => Err("the Secret has no data.release".to_string()),
             Some(Err(e)) => Err(e),
             Some(Ok(payload)) => {
-                let owned = !label(&raw.metadata, HELMAPP_UID_LABEL).is_empty();
+                if owned {
+                    use sha2::Digest;
+                    digest = Some(sha2::Sha256::digest(&payload).into());
+                }
                 decode_release_with(&payload, owned).map_err(|e| e.to_string())
             }
         };
         Ok(HelmRelease {
             metadata: raw.metadata,
             release,
+            digest,
         })
     }
 }
@@ -115,6 +144,7 @@ impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
         Ok(HelmReleaseConfigMap(HelmRelease {
             metadata: raw.metadata,
             release,
+            digest: None,
         }))
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::delivery::{HelmConfig, Settings};
+use crate::delivery::{HelmConfig, Settings, Tenancy};
 
 #[derive(Debug, Args, Clone)]
 #[command(next_help_heading = "Delivery (--controllers delivery)")]
@@ -22,14 +22,11 @@ pub struct DeliveryArgs {
     /// A writable directory for helm's homes and the chart cache.
     #[arg(long, default_value = "/tmp/hossted-operator")]
     work_dir: PathBuf,
-    /// Refuse a HelmApp's targetNamespace, dependsOn and valuesFrom outside its namespace.
-    #[arg(long)]
-    no_cross_namespace_refs: bool,
 }
 
 impl DeliveryArgs {
     /// Delivery's settings.
-    pub fn validate(self, resync: Duration, operator_namespace: &str) -> Settings {
+    pub fn validate(self, resync: Duration, tenancy: Tenancy) -> Settings {
         Settings {
             helm: HelmConfig {
                 binary: self.helm_binary,
@@ -38,8 +35,8 @@ impl DeliveryArgs {
                 max_concurrent: self.max_concurrent_helm.max(1),
             },
             chart_path_root: self.chart_path_root,
-            no_cross_namespace_refs: self.no_cross_namespace_refs,
-            operator_namespace: operator_namespace.to_string(),
+            operator_namespace: tenancy.operator_namespace.clone(),
+            tenancy,
             // Twice the helm slots: a worker's steps around helm (finalizer,
             // status write) must not leave a slot idle — with one worker
             // per slot, 100 new HelmApps took 1.36x as long as 100 bare

@@ -4,6 +4,7 @@
 mod api;
 mod delivery;
 mod manager;
+mod tenancy;
 
 use std::time::Duration;
 
@@ -16,6 +17,7 @@ use crate::inventory::poster::ApiConfig;
 pub use api::ApiArgs;
 pub use delivery::DeliveryArgs;
 pub use manager::{ControllerName, ManagerArgs};
+pub use tenancy::TenancyArgs;
 
 /// Keeps an inventory of every Helm release in a cluster — its pods,
 /// services, volumes and ingresses — and reports it to the Hossted API
@@ -72,6 +74,8 @@ pub struct RunArgs {
     pub api: ApiArgs,
     #[command(flatten)]
     pub delivery: DeliveryArgs,
+    #[command(flatten)]
+    pub tenancy: TenancyArgs,
 }
 
 /// Everything `run` needs, validated.
@@ -89,9 +93,13 @@ impl RunArgs {
     pub fn validate(self) -> Result<RunConfig, String> {
         let m = &self.manager;
         let resync = m.resync()?;
-        let delivery = m
-            .runs(ControllerName::Delivery)
-            .then(|| self.delivery.validate(resync, &m.operator_namespace));
+        let delivery = match m.runs(ControllerName::Delivery) {
+            true => {
+                let tenancy = self.tenancy.validate(&m.operator_namespace)?;
+                Some(self.delivery.validate(resync, tenancy))
+            }
+            false => None,
+        };
         let inventory = if m.runs(ControllerName::Inventory) {
             Some(self.api.validate(resync)?)
         } else {

@@ -25,6 +25,7 @@ pub mod names;
 pub mod project;
 mod settings;
 pub mod source;
+pub mod tenancy;
 
 use std::sync::Arc;
 
@@ -34,6 +35,7 @@ pub use helm::{Helm, HelmConfig, values};
 pub use helmapp::{DeliveryError, HelmApps};
 pub use names::{FINALIZER, HASH_LABEL, RECONCILE_AT, UID_LABEL};
 pub use settings::Settings;
+pub use tenancy::{Identity, Privileged, Tenancy};
 
 /// What [`add_to`] started.
 pub struct Added {

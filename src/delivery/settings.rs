@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::helm::HelmConfig;
+use super::tenancy::Tenancy;
 
 /// How delivery runs.
 #[derive(Debug, Clone)]
@@ -11,8 +12,8 @@ pub struct Settings {
     pub helm: HelmConfig,
     /// `chart.path` must be under this (`--chart-path-root`; none: refused).
     pub chart_path_root: Option<PathBuf>,
-    /// `--no-cross-namespace-refs`.
-    pub no_cross_namespace_refs: bool,
+    /// Who helm runs as; what a HelmApp may reference.
+    pub tenancy: Tenancy,
     /// Concurrent reconciles.
     pub workers: usize,
     /// Safety resync of every HelmApp.

@@ -194,6 +194,7 @@ async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_
             "--controllers",
             "inventory,delivery",
             "--leader-elect",
+            "--privileged-namespaces=*",
         ])
         .args(["--leader-election-namespace", "hossted-operator"])
         .args(["--leader-elect-lease-duration", "4s"])

@@ -40,8 +40,15 @@ pub struct HelmAppSpec {
     /// Create the target namespace if it does not exist.
     #[serde(default)]
     pub create_namespace: bool,
-    /// Helm runs impersonating this ServiceAccount of the HelmApp's namespace.
+    /// Every helm action runs impersonating this ServiceAccount of the
+    /// HelmApp's namespace. Empty: the operator itself in a privileged
+    /// namespace (`--privileged-namespaces`), else the namespace's
+    /// `--default-service-account` (`hossted-deployer`).
     #[serde(default)]
+    #[schemars(
+        length(max = 253),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$")
+    )]
     pub service_account_name: String,
     pub chart: ChartSource,
     /// Inline values (any YAML object).
@@ -293,6 +300,11 @@ pub struct HistoryEntry {
     pub result: String,
     /// RFC 3339.
     pub time: String,
+    /// `sha256:<hex>` of the newest revision in Helm's storage after this
+    /// operation (`data.release`): checked before the storage is trusted
+    /// again (reason `StorageTampered` when it differs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release_digest: String,
 }
 
 fn yes() -> bool {

@@ -70,6 +70,21 @@ impl HelmError {
         }
         lines.join(" ").chars().take(1024).collect()
     }
+
+    /// What the API refused the identity helm ran as, when that is why helm
+    /// failed: the "cannot <verb> resource ..." of the apiserver's
+    /// Forbidden message (`... is forbidden: User "..." cannot ...`).
+    pub fn forbidden(&self) -> Option<String> {
+        let HelmError::Failed { stderr, .. } = self else {
+            return None;
+        };
+        let at = stderr.find(" is forbidden: User \"")?;
+        let rest = &stderr[at..];
+        let what = rest.find(" cannot ").map_or(rest, |i| &rest[i + 1..]);
+        // Up to the end of the apiserver's sentence (helm may append more).
+        let end = what.find(['\n', ':']).unwrap_or(what.len());
+        Some(what[..end].trim().chars().take(300).collect())
+    }
 }
 
 /// What an install or upgrade left, from `helm ... -o json`.
@@ -94,8 +109,8 @@ pub struct Upgrade<'a> {
     pub labels: &'a [(&'a str, &'a str)],
     pub create_namespace: bool,
     pub skip_crds: bool,
-    /// Impersonate `system:serviceaccount:<ns>:<name>`.
-    pub service_account: Option<(&'a str, &'a str)>,
+    /// The user helm impersonates (`--kube-as-user`); `None`: the operator.
+    pub as_user: Option<&'a str>,
     pub timeout: Duration,
 }
 
@@ -183,10 +198,7 @@ impl Helm {
         if u.skip_crds {
             args.push("--skip-crds".into());
         }
-        if let Some((ns, sa)) = u.service_account {
-            args.push("--kube-as-user".into());
-            args.push(format!("system:serviceaccount:{ns}:{sa}"));
-        }
+        impersonate(&mut args, u.as_user);
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         Some(
             self.run("upgrade", args, Some(values), u.timeout)
@@ -195,43 +207,45 @@ impl Helm {
         )
     }
 
-    /// `helm uninstall`; a release that is already gone counts as done.
-    /// `None`: another run holds the release.
+    /// `helm uninstall --ignore-not-found` as `as_user`: a release that is
+    /// already gone counts as done (helm says so by its exit status, not
+    /// by a message to read). `None`: another run holds the release.
     pub async fn uninstall(
         &self,
         namespace: &str,
         release: &str,
         timeout: Duration,
+        as_user: Option<&str>,
     ) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(namespace, release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        let args = vec![
+        let mut args = vec![
             "uninstall".into(),
             release.into(),
+            "--ignore-not-found".into(),
             "--namespace".into(),
             namespace.into(),
             "--timeout".into(),
             format!("{}s", timeout.as_secs().max(1)),
         ];
-        Some(match self.run("uninstall", args, None, timeout).await {
-            Ok(_) => Ok(()),
-            Err(HelmError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(()),
-            Err(e) => Err(e),
-        })
+        impersonate(&mut args, as_user);
+        Some(self.run("uninstall", args, None, timeout).await.map(|_| ()))
     }
 
     /// `helm rollback` to `revision` (the last that succeeded: the one
-    /// before may be a failed one). `None`: another run holds the release.
+    /// before may be a failed one) as `as_user`. `None`: another run holds
+    /// the release.
     pub async fn rollback(
         &self,
         namespace: &str,
         release: &str,
         revision: i64,
         timeout: Duration,
+        as_user: Option<&str>,
     ) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(namespace, release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        let args = vec![
+        let mut args = vec![
             "rollback".into(),
             release.into(),
             revision.to_string(),
@@ -240,6 +254,7 @@ impl Helm {
             "--timeout".into(),
             format!("{}s", timeout.as_secs().max(1)),
         ];
+        impersonate(&mut args, as_user);
         Some(self.run("rollback", args, None, timeout).await.map(|_| ()))
     }
 
@@ -339,6 +354,15 @@ impl Helm {
     }
 }
 
+/// `--kube-as-user`: every helm action of a HelmApp outside the privileged
+/// namespaces runs as its ServiceAccount (`crate::delivery::tenancy`).
+fn impersonate(args: &mut Vec<String>, as_user: Option<&str>) {
+    if let Some(user) = as_user {
+        args.push("--kube-as-user".into());
+        args.push(user.into());
+    }
+}
+
 /// The release helm printed with `-o json`.
 fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError> {
     #[derive(serde::Deserialize)]
@@ -382,6 +406,25 @@ fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forbidden_run_says_what_the_identity_may_not_do() {
+        let e = HelmError::Failed {
+            action: "upgrade",
+            stderr: "Error: UPGRADE FAILED: failed to create resource: clusterrolebindings.rbac.authorization.k8s.io \"admin\" is forbidden: User \"system:serviceaccount:team-a:hossted-deployer\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope".into(),
+        };
+        assert_eq!(
+            e.forbidden().as_deref(),
+            Some(
+                "cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
+            )
+        );
+        let other = HelmError::Failed {
+            action: "upgrade",
+            stderr: "Error: timed out waiting for the condition after 403 ms".into(),
+        };
+        assert_eq!(other.forbidden(), None);
+    }
 
     #[test]
     fn helms_json_release_gives_revision_status_and_versions() {

@@ -19,6 +19,7 @@ pub mod plan;
 mod readiness;
 pub mod state;
 pub mod status;
+mod storage;
 mod target;
 mod wiring;
 

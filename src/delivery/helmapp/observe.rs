@@ -18,6 +18,7 @@ use super::observed::{Inputs, Observed, Stored};
 use super::readiness;
 use super::state;
 use super::status::Reason;
+use super::storage;
 use super::target::Target;
 use crate::cached::manifest::ManifestObject;
 use crate::cached::objects::{HelmRelease, label};
@@ -37,6 +38,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
     let mut o = Observed {
         uid: app.uid().unwrap_or_default(),
+        identity: ctx.settings.tenancy.identity(app),
         reconcile_at: app
             .annotations()
             .get(RECONCILE_AT)
@@ -48,12 +50,14 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         newest,
         owner_is_live,
+        tampered: None,
         missing: Vec::new(),
         pending: Vec::new(),
         now: chrono::Utc::now(),
         status,
         target,
     };
+    o.tampered = tampered(ctx, &mut o).await;
     if app.metadata.deletion_timestamp.is_some() || app.spec.suspend || o.cross_namespace.is_some()
     {
         return o;
@@ -65,6 +69,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         return o;
     }
     o.inputs = Some(inputs(ctx, app, &o.target).await);
+    accept_if_asked(&mut o);
     if app.spec.wait {
         o.pending = readiness::pending(ctx, &o.target);
     }
@@ -75,6 +80,39 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.missing = missing_objects(ctx, &o.target, &entry).await;
     }
     o
+}
+
+/// Whether the newest revision differs from what the operator recorded
+/// (a failed confirming read counts as a difference: the cache shows one).
+async fn tampered(ctx: &Context, o: &mut Observed) -> Option<String> {
+    let cached = o
+        .newest
+        .as_ref()
+        .map(|n| (n.revision, n.owner.clone(), n.digest.clone()));
+    storage::check(&ctx.client, o, cached)
+        .await
+        .unwrap_or_else(|e| {
+            Some(format!(
+                "the newest revision of {} differs from the digest the operator recorded, and re-reading it failed: {e}",
+                o.target.key()
+            ))
+        })
+}
+
+/// Changed storage is accepted when the HelmApp's configuration changed
+/// since the last run, or `hossted.com/reconcile-at` has a new value:
+/// whoever did that accepts the stored state, which is trusted from now.
+fn accept_if_asked(o: &mut Observed) {
+    if o.tampered.is_none() {
+        return;
+    }
+    let changed = o.hash().is_some_and(|h| h != o.status.config_hash);
+    if changed || o.reconcile_at != o.status.last_handled_reconcile_at {
+        o.tampered = None;
+        if let Some(digest) = o.newest.as_ref().map(|n| n.digest.clone()) {
+            storage::trust(&mut o.status, &digest);
+        }
+    }
 }
 
 /// The chart, the cached digests of what `valuesFrom` names, and their
@@ -114,6 +152,7 @@ impl Stored {
             hash: label(&entry.metadata, HASH_LABEL).to_string(),
             status,
             updated,
+            digest: entry.digest_string().unwrap_or_default(),
         }
     }
 }
@@ -130,12 +169,26 @@ fn owned_by_live(ctx: &Context, owner: &str, app: &HelmApp) -> bool {
             .any(|a| a.uid().as_deref() == Some(owner) && a.metadata.deletion_timestamp.is_none())
 }
 
-/// With `--no-cross-namespace-refs`, a `targetNamespace` of another
-/// namespace is refused.
+/// Why `app` may not name the namespace it targets or one of its
+/// `dependsOn` names, if it may not ([`crate::delivery::tenancy`]). Checked
+/// before anything that reads other namespaces (dependency cycles), so its
+/// message reveals nothing of them.
 fn cross_namespace(ctx: &Context, app: &HelmApp, target: &Target) -> Option<String> {
-    (ctx.settings.no_cross_namespace_refs
-        && target.namespace != app.namespace().unwrap_or_default())
-    .then(|| "targetNamespace is another namespace, which --no-cross-namespace-refs refuses".into())
+    let tenancy = &ctx.settings.tenancy;
+    if let Some(why) = tenancy.refuses_reference(app, &target.namespace) {
+        return Some(format!("targetNamespace {}: {why}", target.namespace));
+    }
+    let own_ns = app.namespace().unwrap_or_default();
+    app.spec.depends_on.iter().find_map(|d| {
+        let ns = if d.namespace.is_empty() {
+            own_ns.as_str()
+        } else {
+            d.namespace.as_str()
+        };
+        tenancy
+            .refuses_reference(app, ns)
+            .map(|why| format!("dependsOn {ns}/{}: {why}", d.name))
+    })
 }
 
 /// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
@@ -156,13 +209,6 @@ fn dependency(ctx: &Context, app: &HelmApp) -> Option<(Reason, String)> {
         } else {
             d.namespace.as_str()
         };
-        if ctx.settings.no_cross_namespace_refs && ns != own_ns {
-            let message = format!(
-                "dependsOn {ns}/{}: another namespace, which --no-cross-namespace-refs refuses",
-                d.name
-            );
-            return Some((Reason::CrossNamespaceRef, message));
-        }
         let key = format!("{ns}/{}", d.name);
         let conditions = match d.kind {
             DependencyKind::HelmApp => ctx

@@ -24,6 +24,8 @@ pub struct Stored {
     pub status: String,
     /// When helm last changed it (RFC 3339).
     pub updated: String,
+    /// `sha256:<hex>` of its payload (empty: not ours, or unreadable).
+    pub digest: String,
 }
 
 /// The chart and the hash of every input, or why they could not be had.
@@ -40,6 +42,8 @@ pub struct Observed {
     pub target: Target,
     /// The HelmApp's UID.
     pub uid: String,
+    /// Whom every helm action for it runs as (`crate::delivery::tenancy`).
+    pub identity: crate::delivery::Identity,
     /// The newest status (the one written last, if the lister lags),
     /// with `observedGeneration`, `releaseName` and `targetNamespace` set.
     pub status: HelmAppStatus,
@@ -53,6 +57,9 @@ pub struct Observed {
     pub inputs: Option<Inputs>,
     /// The newest revision in Helm's storage.
     pub newest: Option<Stored>,
+    /// Why the newest revision is not trusted, if it is not: it differs
+    /// from the digest the operator recorded (`super::storage`).
+    pub tampered: Option<String>,
     /// The newest revision's owner is another HelmApp that exists and is
     /// not being deleted.
     pub owner_is_live: bool,

@@ -24,6 +24,9 @@ pub enum Step {
     Uninstall,
     /// Let the HelmApp go without touching the release.
     LetGo,
+    /// Let the HelmApp go, leaving a release whose storage was changed by
+    /// someone else as it is, with a Warning saying so.
+    Abandon { message: String },
     /// Report readiness of a release in sync.
     Done { revision: Option<i64> },
     /// `Ready=False` with `reason`, and look again after `after` (an Event
@@ -62,6 +65,16 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
     match state {
         ReleaseState::Deleting { uninstall: true } => Step::Uninstall,
         ReleaseState::Deleting { uninstall: false } => Step::LetGo,
+        ReleaseState::Tampered {
+            message,
+            deleting: true,
+        } => Step::Abandon {
+            message: message.clone(),
+        },
+        ReleaseState::Tampered {
+            message,
+            deleting: false,
+        } => refuse(Reason::StorageTampered, message),
         ReleaseState::Suspended => Step::Refuse {
             reason: Reason::Suspended,
             message: "spec.suspend is true: no helm operation runs".into(),
@@ -150,6 +163,25 @@ mod tests {
         let rows: Vec<(ReleaseState, Step)> = vec![
             (ReleaseState::Deleting { uninstall: true }, Step::Uninstall),
             (ReleaseState::Deleting { uninstall: false }, Step::LetGo),
+            (
+                ReleaseState::Tampered {
+                    message: m(),
+                    deleting: true,
+                },
+                Step::Abandon { message: m() },
+            ),
+            (
+                ReleaseState::Tampered {
+                    message: m(),
+                    deleting: false,
+                },
+                Step::Refuse {
+                    reason: Reason::StorageTampered,
+                    message: m(),
+                    warn: true,
+                    retry: false,
+                },
+            ),
             (ReleaseState::Absent, Step::Install),
             (
                 ReleaseState::OutOfSync {

@@ -15,6 +15,10 @@ pub enum ReleaseState {
     /// The HelmApp is being deleted; `uninstall`: its release is ours and
     /// `uninstallOnDelete` holds.
     Deleting { uninstall: bool },
+    /// Helm's storage is not what the operator left there
+    /// (`super::storage`): no helm runs on it; `deleting`: the HelmApp is
+    /// being deleted and goes without an uninstall.
+    Tampered { message: String, deleting: bool },
     /// `spec.suspend`: no helm operation.
     Suspended,
     /// Held back by something only a change can fix (or that re-queues it
@@ -83,6 +87,16 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
 
 /// The state of `app`'s release (see the module docs).
 pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
+    if let Some(message) = &o.tampered {
+        // Before anything else: even a deletion runs no helm on it.
+        let deleting = app.metadata.deletion_timestamp.is_some();
+        if deleting || held_back(o, app).is_none() {
+            return ReleaseState::Tampered {
+                message: message.clone(),
+                deleting,
+            };
+        }
+    }
     if app.metadata.deletion_timestamp.is_some() {
         let ours = o.newest.as_ref().is_some_and(|r| r.owner == o.uid);
         return ReleaseState::Deleting {

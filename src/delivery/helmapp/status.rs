@@ -20,7 +20,9 @@ pub enum Reason {
     ReleaseOwnedByOther,
     ReleaseNotOwned,
     RetriesExhausted,
+    StorageTampered,
     // HelmApp: what a run did.
+    Forbidden,
     InstallSucceeded,
     UpgradeSucceeded,
     InstallFailed,
@@ -52,7 +54,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 35] = [
+    pub const ALL: [Reason; 37] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -64,6 +66,8 @@ impl Reason {
         Reason::ReleaseOwnedByOther,
         Reason::ReleaseNotOwned,
         Reason::RetriesExhausted,
+        Reason::StorageTampered,
+        Reason::Forbidden,
         Reason::InstallSucceeded,
         Reason::UpgradeSucceeded,
         Reason::InstallFailed,
@@ -104,6 +108,8 @@ impl Reason {
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
             ReleaseNotOwned => "ReleaseNotOwned",
             RetriesExhausted => "RetriesExhausted",
+            StorageTampered => "StorageTampered",
+            Forbidden => "Forbidden",
             InstallSucceeded => "InstallSucceeded",
             UpgradeSucceeded => "UpgradeSucceeded",
             InstallFailed => "InstallFailed",
@@ -187,6 +193,7 @@ pub fn push_history(
             config_hash: hash.into(),
             result: result.into(),
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            release_digest: String::new(),
         },
     );
     status.history.truncate(HISTORY);

@@ -62,7 +62,7 @@ async fn a_service_account_bounds_what_a_chart_may_do_and_cross_namespace_refs_c
     verbs: [get, list, watch]"#,
     );
     let operator = f
-        .start_delivery_with(|s| s.no_cross_namespace_refs = true)
+        .start_delivery_with(|s| s.tenancy.no_cross_namespace_refs = true)
         .await;
     apply(
         &f,
@@ -70,7 +70,9 @@ async fn a_service_account_bounds_what_a_chart_may_do_and_cross_namespace_refs_c
         json!({ "chart": { "path": "full" }, "serviceAccountName": "tenant" }),
     )
     .await;
-    let app = with_reason(&f, "tenant", "InstallFailed").await;
+    // Under the tenancy contract a refusal by RBAC is `Forbidden` (was
+    // `InstallFailed`): a state, retried, never remediated.
+    let app = with_reason(&f, "tenant", "Forbidden").await;
     let message = app.status.unwrap().conditions[0].message.clone();
     assert!(
         message.contains("forbidden") && message.contains("services"),

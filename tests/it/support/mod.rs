@@ -247,7 +247,7 @@ impl Fixture {
             chart_path_root: Some(
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/charts"),
             ),
-            no_cross_namespace_refs: false,
+            tenancy: delivery::Tenancy::single_tenant("hossted-operator"),
             workers: 4,
             resync: Duration::from_secs(600),
             operator_namespace: "hossted-operator".into(),
@@ -395,7 +395,9 @@ pub fn audited_requests(audit_log: &Path, user: &str) -> usize {
 /// the test's helm, a work directory `work`, charts by path from
 /// `examples/charts`, and the health probes off.
 pub fn delivery_flags(cmd: &mut Command, cp: &ControlPlane, work: &Path) {
+    // Not about tenancy: every namespace privileged (DELIVERY.md "Tenancy").
     cmd.args(["--health-probe-bind-address", "0"])
+        .arg("--privileged-namespaces=*")
         .arg("--helm-binary")
         .arg(cp.helm_binary())
         .arg("--work-dir")

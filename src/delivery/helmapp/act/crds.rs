@@ -5,9 +5,9 @@
 //!
 //! The CRDs are read with `helm show crds` on the local chart (no cluster
 //! access) and applied server-side with the operator's field manager,
-//! forced: the chart is their owner. With `serviceAccountName`, the apply
-//! impersonates that ServiceAccount, as helm does — a tenant without the
-//! right to write CRDs gets a forbidden error, not the operator's rights.
+//! forced: the chart is their owner. The apply runs as the HelmApp's
+//! identity, as helm does — a tenant without the right to write CRDs gets
+//! a forbidden error, not the operator's rights.
 
 use kube::api::{Patch, PatchParams};
 use kube::core::Request;
@@ -25,7 +25,7 @@ impl Context {
     pub async fn replace_crds(
         &self,
         chart: &std::path::Path,
-        service_account: Option<(&str, &str)>,
+        as_user: Option<&str>,
     ) -> Result<Vec<String>, String> {
         let text = self
             .helm
@@ -39,7 +39,7 @@ impl Context {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            self.apply_crd(&name, &crd, service_account)
+            self.apply_crd(&name, &crd, as_user)
                 .await
                 .map_err(|e| format!("applying CustomResourceDefinition {name}: {e}"))?;
             applied.push(name);
@@ -51,18 +51,13 @@ impl Context {
         &self,
         name: &str,
         crd: &Value,
-        service_account: Option<(&str, &str)>,
+        as_user: Option<&str>,
     ) -> Result<(), DeliveryError> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut request = Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
             .patch(name, &params, &Patch::Apply(crd))
             .map_err(|e| DeliveryError::Failed(e.to_string()))?;
-        if let Some((ns, sa)) = service_account {
-            let user = format!("system:serviceaccount:{ns}:{sa}");
-            let value = http::HeaderValue::from_str(&user)
-                .map_err(|e| DeliveryError::Failed(format!("{user:?}: {e}")))?;
-            request.headers_mut().insert("Impersonate-User", value);
-        }
+        crate::delivery::tenancy::impersonate(&mut request, as_user)?;
         self.client.request::<Value>(request).await?;
         Ok(())
     }

@@ -45,6 +45,15 @@ pub async fn run(
         Step::Unlock { message } => unlock::run(ctx, app, o, &message).await,
         Step::Uninstall => uninstall::run(ctx, app, o).await,
         Step::LetGo => uninstall::let_go(ctx, app).await,
+        Step::Abandon { message } => {
+            let message = format!(
+                "{message}. The HelmApp is deleted without uninstalling: the release was left as it is"
+            );
+            let reason = Reason::StorageTampered.as_str();
+            ctx.recorder
+                .event(app, record::EventType::Warning, reason, &message);
+            uninstall::let_go(ctx, app).await
+        }
         Step::Done { revision } => Ok(done(app, o, revision)),
         Step::Wait {
             reason,

@@ -47,6 +47,45 @@ pub fn refuse(
     status::set(&mut o.status, READY, false, reason, message);
 }
 
+/// The identity helm ran as may not do what `action` needs (`refused`:
+/// what the API said it cannot do). A state, not a failure: `Ready=False`
+/// and `Released=False` with reason `Forbidden`, one Warning Event per new
+/// message, retried with backoff (RBAC may be granted later) — it does not
+/// count against `remediation.retries` and triggers no remediation.
+pub fn forbidden(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    action: &str,
+    refused: &str,
+    helm_message: &str,
+) -> Outcome {
+    let hint = match o.identity {
+        crate::delivery::Identity::Operator => "grant it to the operator's ServiceAccount",
+        crate::delivery::Identity::ServiceAccount { .. } => {
+            "grant it with a Role bound to that ServiceAccount, or name another in serviceAccountName"
+        }
+    };
+    let message = format!(
+        "helm {action} ran as {} and was refused: it {refused}; {hint}. helm said: {helm_message}",
+        o.identity
+    );
+    let new = !o.status.conditions.iter().any(|c| {
+        c.type_ == READY && c.reason == Reason::Forbidden.as_str() && c.message == message
+    });
+    status::set(&mut o.status, READY, false, Reason::Forbidden, &message);
+    status::set(&mut o.status, RELEASED, false, Reason::Forbidden, &message);
+    if new {
+        ctx.recorder.event(
+            app,
+            EventType::Warning,
+            Reason::Forbidden.as_str(),
+            &message,
+        );
+    }
+    Outcome::Retry(message)
+}
+
 /// A failed attempt: `Ready=False` and `Released=False` with `reason` and
 /// the (redacted) message, a Warning Event, and a retry with backoff.
 pub fn failed(

@@ -3,11 +3,10 @@
 //! and, when it fails, what `super::super::plan::after_failure` says.
 
 use apis::helmapp::{CrdPolicy, HelmApp};
-use kube::ResourceExt;
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{DeliveryError, Outcome, failed, refuse};
+use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
 use crate::delivery::helm::{Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Inputs, Observed, timeout_of};
@@ -57,7 +56,7 @@ pub async fn run(
     };
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
-    let app_ns = app.namespace().unwrap_or_default();
+    let user = o.identity.user();
     let upgrade = Upgrade {
         release: &o.target.release,
         namespace: &o.target.namespace,
@@ -67,12 +66,11 @@ pub async fn run(
         create_namespace: app.spec.create_namespace,
         // CreateReplace: the operator applies them itself, just below.
         skip_crds: app.spec.crds != CrdPolicy::Create,
-        service_account: (!app.spec.service_account_name.is_empty())
-            .then_some((app_ns.as_str(), app.spec.service_account_name.as_str())),
+        as_user: user.as_deref(),
         timeout: timeout_of(app),
     };
     if app.spec.crds == CrdPolicy::CreateReplace
-        && let Err(message) = ctx.replace_crds(&chart.path, upgrade.service_account).await
+        && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
     {
         return Ok(failed(ctx, app, o, Reason::CRDsFailed, &message));
     }
@@ -80,13 +78,31 @@ pub async fn run(
         let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
         return Ok(Outcome::Finished(action));
     };
-    Ok(match result {
+    let outcome = match result {
         Ok(released) => succeeded(ctx, app, o, kind, &hash, released),
         Err(e) => {
-            let message = values::redact(&e.summary(), &values::secrets_of(&values));
-            failed_run(ctx, app, o, kind, &hash, chart.version.as_str(), &message).await
+            let secrets = values::secrets_of(&values);
+            let message = values::redact(&e.summary(), &secrets);
+            if let Some(refused) = e.forbidden() {
+                let refused = values::redact(&refused, &secrets);
+                let revision = o.status.revision;
+                push_history(
+                    &mut o.status,
+                    kind.action(),
+                    revision,
+                    &chart.version,
+                    &hash,
+                    "forbidden",
+                );
+                forbidden(ctx, app, o, kind.action(), &refused, &message)
+            } else {
+                failed_run(ctx, app, o, kind, &hash, chart.version.as_str(), &message).await
+            }
         }
-    })
+    };
+    // Whatever helm left in the storage is what the next check expects.
+    crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
+    Ok(outcome)
 }
 
 /// A new configuration, or a new `hossted.com/reconcile-at`, starts the

@@ -23,15 +23,17 @@ pub async fn run(
 ) -> String {
     let (ns, release) = (o.target.namespace.as_str(), o.target.release.as_str());
     let timeout = timeout_of(app);
+    let user = o.identity.user();
+    let as_user = user.as_deref();
     let outcome = match remedy {
         // To the last revision that succeeded.
         OnFailure::Rollback if o.status.revision > 0 => {
             ctx.helm
-                .rollback(ns, release, o.status.revision, timeout)
+                .rollback(ns, release, o.status.revision, timeout, as_user)
                 .await
         }
         OnFailure::Rollback => return "no rollback: no revision ever succeeded".into(),
-        OnFailure::Uninstall => ctx.helm.uninstall(ns, release, timeout).await,
+        OnFailure::Uninstall => ctx.helm.uninstall(ns, release, timeout, as_user).await,
         OnFailure::None | OnFailure::Unknown => return "no remediation (onFailure: none)".into(),
     };
     let (result, said) = match outcome {

@@ -2,26 +2,44 @@
 //! counts as done), then the finalizer goes.
 
 use apis::helmapp::HelmApp;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{DeliveryError, Outcome};
+use super::outcome::{DeliveryError, Outcome, forbidden};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Observed, timeout_of};
 use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::status::Reason;
 use crate::delivery::names::FINALIZER;
 
-/// Uninstalls `o`'s release, then lets the HelmApp go.
-pub async fn run(ctx: &Context, app: &HelmApp, o: &Observed) -> Result<Outcome, DeliveryError> {
+/// Uninstalls `o`'s release as the HelmApp's identity, then lets the
+/// HelmApp go. A target namespace that is gone or terminating takes the
+/// release with it: done, without helm.
+pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outcome, DeliveryError> {
     let (ns, release) = (&o.target.namespace, &o.target.release);
-    match ctx.helm.uninstall(ns, release, timeout_of(app)).await {
+    if namespace_going(ctx, ns).await? {
+        let message = format!("namespace {ns} is gone or terminating: {release} goes with it");
+        let reason = Reason::UninstallSucceeded.as_str();
+        ctx.recorder.event(app, EventType::Normal, reason, &message);
+        return let_go(ctx, app).await;
+    }
+    let user = o.identity.user();
+    match ctx
+        .helm
+        .uninstall(ns, release, timeout_of(app), user.as_deref())
+        .await
+    {
         None => {
             let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
             return Ok(Outcome::Finished(action));
         }
         Some(Err(e)) => {
             let message = e.summary();
+            if let Some(refused) = e.forbidden() {
+                return Ok(forbidden(ctx, app, o, "uninstall", &refused, &message));
+            }
             let reason = Reason::UninstallFailed.as_str();
             ctx.recorder
                 .event(app, EventType::Warning, reason, &message);
@@ -34,6 +52,18 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &Observed) -> Result<Outcome, 
         }
     }
     let_go(ctx, app).await
+}
+
+/// Whether namespace `ns` is gone (404) or terminating.
+async fn namespace_going(ctx: &Context, ns: &str) -> Result<bool, DeliveryError> {
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    Ok(match runtime::ignore_not_found(api.get(ns).await)? {
+        None => true,
+        Some(n) => {
+            n.metadata.deletion_timestamp.is_some()
+                || n.status.and_then(|s| s.phase).as_deref() == Some("Terminating")
+        }
+    })
 }
 
 /// Removes our finalizer: the HelmApp may go.

@@ -4,7 +4,9 @@
 
 use apis::helmapp::HelmApp;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Api;
+use kube::Resource;
+use kube::api::{GetParams, PostParams};
+use kube::core::Request;
 use record::EventType;
 use serde_json::{Value, json};
 
@@ -12,6 +14,7 @@ use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::tenancy::impersonate;
 
 /// Unlocks the newest revision of `o`'s release, then asks for a new plan.
 pub async fn run(
@@ -23,7 +26,8 @@ pub async fn run(
     let Some(newest) = o.newest.as_mut() else {
         return Ok(Outcome::Replan);
     };
-    mark_failed(ctx, &o.target.namespace, &newest.secret).await?;
+    let user = o.identity.user();
+    mark_failed(ctx, &o.target.namespace, &newest.secret, user.as_deref()).await?;
     newest.status = "failed".into();
     let revision = newest.revision;
     ctx.recorder.event(
@@ -37,13 +41,24 @@ pub async fn run(
     let version = status.chart_version.clone();
     push_history(status, "unlock", revision, &version, &hash, "succeeded");
     status.last_action = "unlock".into();
+    crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
     Ok(Outcome::Replan)
 }
 
-/// Rewrites the storage Secret `ns/name` with its release's status `failed`.
-async fn mark_failed(ctx: &Context, ns: &str, name: &str) -> Result<(), DeliveryError> {
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), ns);
-    let mut secret = api.get(name).await?;
+/// Rewrites the storage Secret `ns/name` with its release's status
+/// `failed`, as `as_user` (read and written as the HelmApp's identity, as
+/// helm would).
+async fn mark_failed(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    as_user: Option<&str>,
+) -> Result<(), DeliveryError> {
+    let url = Request::new(Secret::url_path(&(), Some(ns)));
+    let build = |e: kube::core::request::Error| DeliveryError::Failed(e.to_string());
+    let mut get = url.get(name, &GetParams::default()).map_err(build)?;
+    impersonate(&mut get, as_user)?;
+    let mut secret: Secret = ctx.client.request(get).await?;
     let data = secret.data.get_or_insert_with(Default::default);
     let raw = data
         .get("release")
@@ -66,6 +81,11 @@ async fn mark_failed(ctx: &Context, ns: &str, name: &str) -> Result<(), Delivery
         .get_or_insert_with(Default::default)
         .insert("status".into(), "failed".into());
     // Replace with its resourceVersion: a helm that woke up wins.
-    api.replace(name, &Default::default(), &secret).await?;
+    let body = serde_json::to_vec(&secret).map_err(|e| broken(e.to_string()))?;
+    let mut replace = url
+        .replace(name, &PostParams::default(), body)
+        .map_err(build)?;
+    impersonate(&mut replace, as_user)?;
+    let _: Secret = ctx.client.request(replace).await?;
     Ok(())
 }

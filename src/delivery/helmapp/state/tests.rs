@@ -41,6 +41,7 @@ fn observed() -> Observed {
             namespace: "apps".into(),
         },
         uid: UID.into(),
+        identity: crate::delivery::Identity::Operator,
         status: Default::default(),
         reconcile_at: String::new(),
         cross_namespace: None,
@@ -55,6 +56,7 @@ fn observed() -> Observed {
         }),
         newest: None,
         owner_is_live: false,
+        tampered: None,
         busy: false,
         missing: Vec::new(),
         pending: Vec::new(),
@@ -71,6 +73,7 @@ fn stored(revision: i64, status: &str, owner: &str, hash: &str) -> Option<Stored
         hash: hash.into(),
         status: status.into(),
         updated: "2026-11-23T11:58:00Z".into(),
+        digest: String::new(),
     })
 }
 
@@ -115,6 +118,45 @@ fn deletion_suspension_references_and_inputs_come_first() {
                 ..observed()
             },
             |s| *s == S::Deleting { uninstall: true },
+        ),
+        (
+            "deleting, storage tampered: let go without uninstalling",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                newest: stored(1, "deployed", UID, HASH),
+                tampered: Some("edited".into()),
+                ..observed()
+            },
+            |s| {
+                *s == S::Tampered {
+                    message: "edited".into(),
+                    deleting: true,
+                }
+            },
+        ),
+        (
+            "storage tampered: no helm runs",
+            plain.clone(),
+            Observed {
+                newest: stored(1, "deployed", UID, "old"),
+                tampered: Some("edited".into()),
+                ..observed()
+            },
+            |s| {
+                *s == S::Tampered {
+                    message: "edited".into(),
+                    deleting: false,
+                }
+            },
+        ),
+        (
+            "storage tampered but suspended: suspended says more",
+            app(|a| a.spec.suspend = true),
+            Observed {
+                tampered: Some("edited".into()),
+                ..observed()
+            },
+            |s| *s == S::Suspended,
         ),
         (
             "deleting, ours, uninstallOnDelete false: let go",

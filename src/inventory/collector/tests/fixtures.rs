@@ -51,6 +51,7 @@ pub(super) fn release(
             hossted_helm: marker,
             objects: Vec::new(),
         }),
+        digest: None,
     })
 }
 

@@ -178,6 +178,7 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
             &[("name", "test"), ("version", "3")],
         ),
         release: Err("the release's gzip stream is corrupt".into()),
+        digest: None,
     }));
     let got = collect(&c, &ctx(&[], &Known::default()));
     assert_eq!(

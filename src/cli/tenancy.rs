@@ -1,0 +1,58 @@
+//! Tenancy flags: who a HelmApp's helm runs as, and which namespaces it
+//! may name (DELIVERY.md "Tenancy").
+
+use clap::Args;
+
+use crate::delivery::tenancy::{DEFAULT_SERVICE_ACCOUNT, Privileged, Tenancy};
+
+#[derive(Debug, Args, Clone)]
+#[command(next_help_heading = "Tenancy (--controllers delivery)")]
+pub struct TenancyArgs {
+    /// Namespaces whose HelmApps without serviceAccountName run helm as the
+    /// operator (comma list; default: --operator-namespace). `*` makes every
+    /// namespace privileged: any user who can create a HelmApp then gets the
+    /// operator's cluster-wide rights.
+    #[arg(long, value_delimiter = ',')]
+    privileged_namespaces: Option<Vec<String>>,
+    /// The ServiceAccount of a HelmApp's namespace that helm impersonates
+    /// outside the privileged namespaces when the HelmApp names none.
+    #[arg(long, default_value = DEFAULT_SERVICE_ACCOUNT)]
+    default_service_account: String,
+    /// Let HelmApps outside the privileged namespaces name another namespace
+    /// (targetNamespace, dependsOn).
+    #[arg(long, conflicts_with = "no_cross_namespace_refs")]
+    allow_cross_namespace_refs: bool,
+    /// Refuse targetNamespace and dependsOn of another namespace everywhere,
+    /// privileged namespaces included (HelmApps made from a Hosstedproject
+    /// excepted).
+    #[arg(long)]
+    no_cross_namespace_refs: bool,
+}
+
+impl TenancyArgs {
+    /// The tenancy settings; `Err` is the one line to print before exit 2.
+    pub fn validate(self, operator_namespace: &str) -> Result<Tenancy, String> {
+        let listed: Vec<String> = self
+            .privileged_namespaces
+            .unwrap_or_else(|| vec![operator_namespace.to_string()])
+            .into_iter()
+            .map(|n| n.trim().to_string())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let privileged = if listed.iter().any(|n| n == "*") {
+            Privileged::All
+        } else {
+            Privileged::Namespaces(listed.into_iter().collect())
+        };
+        if self.default_service_account.is_empty() {
+            return Err("--default-service-account is empty: name a ServiceAccount (the default is hossted-deployer)".into());
+        }
+        Ok(Tenancy {
+            operator_namespace: operator_namespace.to_string(),
+            privileged,
+            default_service_account: self.default_service_account,
+            allow_cross_namespace_refs: self.allow_cross_namespace_refs,
+            no_cross_namespace_refs: self.no_cross_namespace_refs,
+        })
+    }
+}
