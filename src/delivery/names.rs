@@ -13,6 +13,25 @@ pub const RELEASE_INDEX: &str = "release-name";
 pub const VALUES_FROM_INDEX: &str = "values-from";
 /// Index of HelmApps by their release: `targetNamespace/releaseName`.
 pub const TARGET_INDEX: &str = "target";
+/// The name of the HelmApp the operator makes for release `release` in
+/// `target` (a Hosstedproject's `spec.helm` entry or platform app, in the
+/// operator's namespace): `<target>-<release>-<hash8>`, cut to fit 63
+/// characters. The hash of `target/release` keeps `a-b`+`c` and `a`+`b-c`
+/// apart.
+///
+/// ```
+/// use hossted_operator::delivery::names::made_app_name;
+/// assert_ne!(made_app_name("a-b", "c"), made_app_name("a", "b-c"));
+/// assert!(made_app_name(&"n".repeat(63), &"r".repeat(53)).len() <= 63);
+/// ```
+pub fn made_app_name(target: &str, release: &str) -> String {
+    use sha2::Digest;
+    let sum = sha2::Sha256::digest(format!("{target}/{release}").as_bytes());
+    let hash: String = sum[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let stem: String = format!("{target}-{release}").chars().take(63 - 9).collect();
+    format!("{}-{hash}", stem.trim_end_matches(['-', '.']))
+}
+
 /// Index of HelmApps by what they depend on: `HelmApp/namespace/name` or
 /// `HelmAppSet/namespace/name`.
 pub const DEPENDS_ON_INDEX: &str = "depends-on";

@@ -104,7 +104,7 @@ impl Tenancy {
     pub fn identity(&self, app: &HelmApp) -> Identity {
         let namespace = app.namespace().unwrap_or_default();
         let named = &app.spec.service_account_name;
-        if named.is_empty() && self.is_privileged(&namespace) {
+        if named.is_empty() && (self.is_privileged(&namespace) || self.operator_made(app)) {
             return Identity::Operator;
         }
         let name = if named.is_empty() {

@@ -36,11 +36,21 @@ async fn wait_revisions(f: &Fixture, ns: &str, name: &str, want: &[i64]) {
     .await;
 }
 
+/// The HelmApp the project made for release `name` in `ns`: in the
+/// operator's namespace (DELIVERY.md "Tenancy"), its spec naming both.
 async fn helmapp(f: &Fixture, ns: &str, name: &str) -> Option<HelmApp> {
-    Api::<HelmApp>::namespaced(f.cp.client(), ns)
-        .get_opt(name)
+    let made = Api::<HelmApp>::namespaced(f.cp.client(), "hossted-operator")
+        .get_opt(&hossted_operator::delivery::names::made_app_name(ns, name))
         .await
-        .unwrap()
+        .unwrap()?;
+    assert_eq!(
+        (
+            made.spec.target_namespace.as_str(),
+            made.spec.release_name.as_str()
+        ),
+        (ns, name)
+    );
+    Some(made)
 }
 
 fn charts_dir() -> std::path::PathBuf {
@@ -151,6 +161,68 @@ async fn condition_applied_by(f: &Fixture, name: &str, type_: &str) -> Vec<Strin
         })
         .filter_map(|m| m.manager)
         .collect()
+}
+
+#[tokio::test]
+async fn a_helmapp_made_under_the_earlier_rule_moves_to_the_operators_namespace_without_a_helm_run()
+{
+    let f = Fixture::new().await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts_dir().join("tiny")], None)
+        .await
+        .unwrap();
+    f.namespace("apps1").await;
+    // What the earlier rule made: the HelmApp in the target namespace,
+    // labelled for the project, installed (revision 1).
+    let spec = json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": "0.1.0" },
+                       "set": ["greeting=hello"], "adopt": true });
+    let operator = f.start_delivery().await;
+    apply_helmapp(&f, "apps1", "one", spec).await;
+    let old = helmapp_ready(&f, "apps1", "one", "InstallSucceeded", 1).await;
+    operator.stop().await;
+    let labels = json!({ "metadata": { "labels": {
+        "hossted.com/project": "cluster", "hossted.com/delivered-for": "helm" } } });
+    patch_helmapp(&f, "apps1", "one", labels).await;
+    f.hosstedproject(
+        "cluster",
+        json!({ "helm": [{ "releaseName": "one", "namespace": "apps1", "chartName": "tiny",
+                           "repoName": "local", "repoUrl": repo.url(), "values": ["greeting=hello"] }] }),
+    )
+    .await;
+
+    // Started again: moved, with no helm process at all.
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let moved = eventually("the HelmApp moved and up to date", 120, || async {
+        let made = helmapp(&f, "apps1", "one").await?;
+        let gone = get_helmapp(&f, "apps1", "one").await.is_none();
+        let ready = made.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        (gone && ready && !made.spec.suspend).then_some(made)
+    })
+    .await;
+    assert_eq!(
+        revisions(&f, "apps1", "one").await,
+        vec![1],
+        "same release, same revision"
+    );
+    let storage = storage_revisions(&f, "apps1", "one").await;
+    assert_eq!(
+        storage[&1].get("hossted.com/helmapp-uid"),
+        moved.metadata.uid.as_ref(),
+        "the storage now belongs to the moved HelmApp"
+    );
+    assert_ne!(moved.metadata.uid, old.metadata.uid);
+    assert_eq!(
+        moved.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "Hosstedproject"
+    );
+    assert!(runs_in(&log).is_empty(), "helm ran: {:?}", runs_in(&log));
+    operator.stop().await;
 }
 
 #[tokio::test]

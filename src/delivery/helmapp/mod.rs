@@ -142,6 +142,8 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<HelmApps
     let h = to.clone();
     apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| h.on_helmapp(e)));
     let h = to.clone();
+    releases.add_event_handler(HandlerFn(move |e: &Event<HelmRelease>| h.on_storage(e)));
+    let h = to.clone();
     sets.add_event_handler(HandlerFn(move |e: &Event<HelmAppSet>| h.on_dependency(e)));
     let h = to.clone();
     secrets.add_event_handler(HandlerFn(move |e: &Event<SecretDigests>| {

@@ -51,13 +51,21 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         newest,
         owner_is_live,
         tampered: None,
+        project_gone: false,
         missing: Vec::new(),
         pending: Vec::new(),
         now: chrono::Utc::now(),
         status,
         target,
     };
+    let deleting_now = app.metadata.deletion_timestamp.is_some();
+    if deleting_now || o.newest.as_ref().is_some_and(|n| n.owner != o.uid) {
+        refresh_owner(ctx, app, &mut o).await;
+    }
     o.tampered = tampered(ctx, &mut o).await;
+    if deleting_now {
+        o.project_gone = project_gone(ctx, app).await;
+    }
     if app.metadata.deletion_timestamp.is_some() || app.spec.suspend || o.cross_namespace.is_some()
     {
         return o;
@@ -80,6 +88,50 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.missing = missing_objects(ctx, &o.target, &entry).await;
     }
     o
+}
+
+/// The owner of the newest revision read afresh, before an uninstall, an
+/// adoption or a refusal is decided on it: the storage's watch may lag
+/// behind a move that just rewrote its owner labels.
+async fn refresh_owner(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    match storage::newest(&ctx.client, &o.target).await {
+        Ok(fresh) => match (o.newest.as_mut(), fresh) {
+            (Some(cached), Some(fresh)) if cached.revision <= fresh.revision => {
+                cached.owner = fresh.owner;
+            }
+            (Some(_), None) => o.newest = None,
+            _ => {}
+        },
+        Err(e) => log::warn!("{}: cannot re-read Helm's storage: {e}", o.target.key()),
+    }
+    o.owner_is_live = o
+        .newest
+        .as_ref()
+        .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
+}
+
+/// Whether the Hosstedproject an operator-made app came from is gone or
+/// being deleted: the garbage collector deletes such apps after their
+/// project, and their releases stay.
+async fn project_gone(ctx: &Context, app: &HelmApp) -> bool {
+    if !ctx.settings.tenancy.operator_made(app) {
+        return false;
+    }
+    let project = app
+        .labels()
+        .get(crate::delivery::project::PROJECT_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    let api: Api<apis::Hosstedproject> = Api::all(ctx.client.clone());
+    match api.get_opt(&project).await {
+        Ok(Some(hp)) => hp.metadata.deletion_timestamp.is_some(),
+        Ok(None) => true,
+        Err(e) => {
+            let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
+            log::warn!("{key}: cannot read Hosstedproject {project}: {e}");
+            false
+        }
+    }
 }
 
 /// Whether the newest revision differs from what the operator recorded

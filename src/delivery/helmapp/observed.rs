@@ -57,6 +57,9 @@ pub struct Observed {
     pub inputs: Option<Inputs>,
     /// The newest revision in Helm's storage.
     pub newest: Option<Stored>,
+    /// Made from a Hosstedproject that is gone or being deleted (read when
+    /// the HelmApp is being deleted): its release stays installed.
+    pub project_gone: bool,
     /// Why the newest revision is not trusted, if it is not: it differs
     /// from the digest the operator recorded (`super::storage`).
     pub tampered: Option<String>,

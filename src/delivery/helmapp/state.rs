@@ -100,7 +100,7 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     if app.metadata.deletion_timestamp.is_some() {
         let ours = o.newest.as_ref().is_some_and(|r| r.owner == o.uid);
         return ReleaseState::Deleting {
-            uninstall: ours && app.spec.uninstall_on_delete,
+            uninstall: ours && app.spec.uninstall_on_delete && !o.project_gone,
         };
     }
     if let Some(state) = held_back(o, app) {

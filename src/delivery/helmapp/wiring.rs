@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use runtime::RateLimitingQueue;
 
-use crate::cached::objects::{INSTANCE_LABEL, label};
+use crate::cached::objects::{HelmRelease, INSTANCE_LABEL, label};
 use crate::delivery::names::{DEPENDS_ON_INDEX, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX};
 
 /// The queue and the HelmApp cache every handler maps through.
@@ -103,6 +103,28 @@ impl Enqueue {
             meta.namespace.as_deref().unwrap_or_default()
         );
         self.through(TARGET_INDEX, &key, |a| !rollout_only || a.spec.wait);
+    }
+}
+
+impl Enqueue {
+    /// A revision in Helm's storage that a HelmApp owns appeared or its
+    /// payload changed (the digest moved): the HelmApps of that release —
+    /// what changed it is decided against the digest they recorded.
+    pub fn on_storage(&self, e: &Event<HelmRelease>) {
+        let entry = match e {
+            Event::Add(r) => r,
+            Event::Update { old, new } if old.digest != new.digest => new,
+            _ => return,
+        };
+        if entry.digest.is_none() {
+            return;
+        }
+        let key = format!(
+            "{}/{}",
+            entry.metadata.namespace.as_deref().unwrap_or_default(),
+            entry.release_name()
+        );
+        self.through(TARGET_INDEX, &key, |_| true);
     }
 }
 

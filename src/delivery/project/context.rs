@@ -45,6 +45,8 @@ pub struct ProjectDelivery {
     pub(super) recorder: EventRecorder,
     pub(super) work_dir: PathBuf,
     pub(super) repo_cache: Arc<RepoCache>,
+    /// Where its HelmApps live.
+    pub(super) operator_namespace: String,
     /// Removes a `Delivering=False` left from a run without delivery.
     pub(super) delivering: StatusWriter<Hosstedproject, HosstedprojectStatus>,
 }

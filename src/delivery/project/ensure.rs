@@ -1,38 +1,53 @@
-//! Keeping a project's HelmApps: created in the entry's namespace (made
-//! first), a `spec.helm` entry's chart version pinned once, updated when the
-//! project's spec changes.
+//! Keeping a project's HelmApps: created in the operator's namespace (the
+//! target namespace made first), a `spec.helm` entry's chart version pinned
+//! once, updated when the project's spec changes; one made under the
+//! earlier rule (in the target namespace) moved there first.
 
 use std::collections::BTreeMap;
 
 use apis::Hosstedproject;
-use apis::helmapp::HelmApp;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{ObjectMeta, PostParams};
+use apis::helmapp::{HelmApp, HelmAppSpec};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use record::EventType;
+use serde_json::json;
 
 use super::context::{PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 use super::wanted::Wanted;
 use crate::delivery::children::{self, Applied};
 use crate::delivery::helmapp::status::Reason;
-use crate::delivery::names::RELEASE_INDEX;
+use crate::delivery::names::{RELEASE_INDEX, UID_LABEL};
 use crate::delivery::source;
 
 impl ProjectDelivery {
-    /// Creates or updates the HelmApp `w`; `true` when created.
+    /// Creates or updates the HelmApp of `w` in the operator's namespace,
+    /// after moving one made under the earlier rule (in the target
+    /// namespace) there; `true` when created.
     pub(super) async fn ensure(
         &self,
         hp: &Hosstedproject,
         w: &Wanted,
     ) -> Result<bool, ProjectError> {
         let project = hp.name_any();
-        let existing = self.apps.get(&format!("{}/{}", w.namespace, w.name));
+        let name = w.app_name();
+        let key = format!("{}/{name}", self.operator_namespace);
+        let old = self
+            .apps
+            .get(&format!("{}/{}", w.target, w.release))
+            .filter(|o| o.labels().get(PROJECT_LABEL) == Some(&project))
+            .filter(|o| o.namespace().as_deref() != Some(self.operator_namespace.as_str()));
+        if let Some(old) = old {
+            self.move_to_operator_namespace(hp, w, &old).await?;
+        }
+        let existing = self.apps.get(&key);
         let mut spec = w.spec.clone();
         match &existing {
             Some(e) if e.labels().get(PROJECT_LABEL) != Some(&project) => {
                 let message = format!(
-                    "HelmApp {}/{} exists and was not made for this project; {} is not delivered",
-                    w.namespace, w.name, w.name
+                    "HelmApp {key} exists and was not made for this project; {}/{} is not delivered",
+                    w.target, w.release
                 );
                 let reason = Reason::NameTaken.as_str();
                 self.recorder
@@ -51,37 +66,124 @@ impl ProjectDelivery {
             Some(_) if w.source == "helm" => spec.chart.version = self.pin(hp, w).await?,
             Some(_) => {}
             None => {
-                self.namespace(&w.namespace).await?;
+                self.namespace(&w.target).await?;
                 if w.source == "helm" {
                     spec.chart.version = self.pin(hp, w).await?;
                 }
             }
         }
         let (chart, version) = (spec.chart.name.clone(), spec.chart.version.clone());
-        let app = HelmApp {
-            metadata: ObjectMeta {
-                name: Some(w.name.clone()),
-                namespace: Some(w.namespace.clone()),
-                labels: Some(BTreeMap::from([
-                    (PROJECT_LABEL.to_string(), project),
-                    (SOURCE_LABEL.to_string(), w.source.to_string()),
-                ])),
-                ..Default::default()
-            },
-            spec,
-            status: None,
-        };
-        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &w.namespace);
+        let app = self.made_app(hp, w, spec);
+        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &self.operator_namespace);
         let applied = children::create_or_replace(&api, existing.as_deref(), app).await?;
         if applied == Applied::Created {
             let message = format!(
-                "HelmApp {}/{} created for {} (chart {chart} {version})",
-                w.namespace, w.name, w.source
+                "HelmApp {key} created for {} (release {}/{}, chart {chart} {version})",
+                w.source, w.target, w.release
             );
             let reason = Reason::DeliveryCreated.as_str();
             self.recorder.event(hp, EventType::Normal, reason, &message);
         }
         Ok(applied == Applied::Created)
+    }
+
+    /// The HelmApp of `w` with `spec`: in the operator's namespace, owned by
+    /// the project (an ownerReference) and labelled with it.
+    fn made_app(&self, hp: &Hosstedproject, w: &Wanted, spec: HelmAppSpec) -> HelmApp {
+        HelmApp {
+            metadata: ObjectMeta {
+                name: Some(w.app_name()),
+                namespace: Some(self.operator_namespace.clone()),
+                labels: Some(BTreeMap::from([
+                    (PROJECT_LABEL.to_string(), hp.name_any()),
+                    (SOURCE_LABEL.to_string(), w.source.to_string()),
+                ])),
+                owner_references: Some(vec![OwnerReference {
+                    api_version: "hossted.com/v1".into(),
+                    kind: "Hosstedproject".into(),
+                    name: hp.name_any(),
+                    uid: hp.uid().unwrap_or_default(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+
+    /// Moves `old` — made under the earlier rule, in the target namespace —
+    /// to the operator's namespace without a helm run: the new HelmApp is
+    /// made suspended, the owner labels of the release's storage are
+    /// rewritten to it (no new revision), and `old` is removed without an
+    /// uninstall (its release is no longer its own).
+    async fn move_to_operator_namespace(
+        &self,
+        hp: &Hosstedproject,
+        w: &Wanted,
+        old: &HelmApp,
+    ) -> Result<(), ProjectError> {
+        let api: Api<HelmApp> = Api::namespaced(self.client.clone(), &self.operator_namespace);
+        let new = match api.get_opt(&w.app_name()).await? {
+            Some(n) => n,
+            None => {
+                let mut spec = w.spec.clone();
+                spec.chart.version = old.spec.chart.version.clone();
+                spec.suspend = true;
+                api.create(&PostParams::default(), &self.made_app(hp, w, spec))
+                    .await?
+            }
+        };
+        let (old_uid, new_uid) = (old.uid().unwrap_or_default(), new.uid().unwrap_or_default());
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &w.target);
+        let selector = format!("owner=helm,name={},{UID_LABEL}={old_uid}", w.release);
+        for s in secrets
+            .list(&ListParams::default().labels(&selector))
+            .await?
+            .items
+        {
+            let patch = json!({ "metadata": { "labels": { UID_LABEL: new_uid } } });
+            secrets
+                .patch(
+                    &s.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+        }
+        let old_api: Api<HelmApp> =
+            Api::namespaced(self.client.clone(), &old.namespace().unwrap_or_default());
+        let keep = json!({ "spec": { "uninstallOnDelete": false } });
+        runtime::ignore_not_found(
+            old_api
+                .patch(
+                    &old.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(&keep),
+                )
+                .await,
+        )?;
+        runtime::ignore_not_found(
+            old_api
+                .delete(&old.name_any(), &DeleteParams::default())
+                .await,
+        )?;
+        let message = format!(
+            "HelmApp {}/{} moved to {}/{} (release {}/{} kept as it is, no helm run)",
+            old.namespace().unwrap_or_default(),
+            old.name_any(),
+            self.operator_namespace,
+            w.app_name(),
+            w.target,
+            w.release
+        );
+        self.recorder.event(
+            hp,
+            EventType::Normal,
+            Reason::DeliveryCreated.as_str(),
+            &message,
+        );
+        Ok(())
     }
 
     /// The version a `spec.helm` entry is pinned to: that of the release
@@ -90,7 +192,7 @@ impl ProjectDelivery {
     async fn pin(&self, hp: &Hosstedproject, w: &Wanted) -> Result<String, ProjectError> {
         let installed = self
             .releases
-            .by_index(RELEASE_INDEX, &format!("{}/{}", w.namespace, w.name))
+            .by_index(RELEASE_INDEX, &format!("{}/{}", w.target, w.release))
             .into_iter()
             .max_by_key(|r| r.version())
             .and_then(|r| {
@@ -121,7 +223,7 @@ impl ProjectDelivery {
         .await
         .map_err(|e| ProjectError::Failed(e.to_string()))?;
         fetched.map(|c| c.version).map_err(|e| {
-            let message = format!("spec.helm {}: cannot pin a chart version: {e}", w.name);
+            let message = format!("spec.helm {}: cannot pin a chart version: {e}", w.release);
             self.recorder.event(
                 hp,
                 EventType::Warning,

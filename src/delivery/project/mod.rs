@@ -78,6 +78,7 @@ pub fn controller(
         recorder: manager.recorder(),
         work_dir,
         repo_cache: Arc::default(),
+        operator_namespace: operator_namespace.to_string(),
         delivering: super::disabled::writer(manager, &projects),
     };
     let controller = Controller::new(manager, "project-delivery", reconciler)
@@ -160,7 +161,15 @@ impl Reconciler for ProjectDelivery {
     type Error = ProjectError;
 
     async fn reconcile(&self, key: &str) -> Result<Action, ProjectError> {
-        let owned = self.apps.by_index(PROJECT_INDEX, key);
+        // Only its place makes a HelmApp the project's: the label on one
+        // anywhere else means nothing (one made under the earlier rule is
+        // moved by `ensure` when its entry is still wanted).
+        let owned: Vec<_> = self
+            .apps
+            .by_index(PROJECT_INDEX, key)
+            .into_iter()
+            .filter(|a| a.namespace().as_deref() == Some(self.operator_namespace.as_str()))
+            .collect();
         let hp = self.projects.get(key);
         let Some(hp) = hp.filter(|h| h.metadata.deletion_timestamp.is_none()) else {
             return self.let_go(&owned).await;
@@ -187,7 +196,7 @@ impl Reconciler for ProjectDelivery {
         // apps of a toggle whose list could not be read: that loses nothing.
         let keep: HashSet<(String, String)> = wanted
             .iter()
-            .map(|w| (w.namespace.clone(), w.name.clone()))
+            .map(|w| (self.operator_namespace.clone(), w.app_name()))
             .collect();
         let mut removed = 0;
         for app in &owned {

@@ -12,12 +12,33 @@ use serde_json::json;
 use super::context::{PLATFORM_CONFIGMAP, ProjectDelivery, TOGGLES};
 use crate::delivery::helmapp::status::Reason;
 
-/// One HelmApp a project asks for.
+/// One HelmApp a project asks for: release `release` in namespace
+/// `target`, kept as the HelmApp [`Wanted::app_name`] in the operator's
+/// namespace (DELIVERY.md "Tenancy": only that place makes it privileged),
+/// its spec's `releaseName` and `targetNamespace` always set.
 pub(super) struct Wanted {
-    pub(super) namespace: String,
-    pub(super) name: String,
+    pub(super) target: String,
+    pub(super) release: String,
     pub(super) source: &'static str,
     pub(super) spec: HelmAppSpec,
+}
+
+impl Wanted {
+    fn new(target: String, release: String, source: &'static str, mut spec: HelmAppSpec) -> Self {
+        spec.release_name = release.clone();
+        spec.target_namespace = target.clone();
+        Wanted {
+            target,
+            release,
+            source,
+            spec,
+        }
+    }
+
+    /// The HelmApp's name in the operator's namespace.
+    pub(super) fn app_name(&self) -> String {
+        crate::delivery::names::made_app_name(&self.target, &self.release)
+    }
 }
 
 impl ProjectDelivery {
@@ -56,12 +77,12 @@ impl ProjectDelivery {
                     continue;
                 }
             };
-            wanted.push(Wanted {
-                namespace: entry.namespace.clone(),
-                name: entry.release_name.clone(),
-                source: "helm",
+            wanted.push(Wanted::new(
+                entry.namespace.clone(),
+                entry.release_name.clone(),
+                "helm",
                 spec,
-            });
+            ));
         }
         let toggles = [hp.spec.monitoring.enable, hp.spec.ingress.enable];
         for (toggle, _) in TOGGLES.iter().zip(toggles).filter(|(_, on)| *on) {
@@ -103,11 +124,15 @@ impl ProjectDelivery {
         })?;
         Ok(listed
             .into_iter()
-            .map(|l| Wanted {
-                namespace: l.namespace,
-                name: l.name,
-                source: toggle,
-                spec: l.spec,
+            .map(|l| {
+                // The listed spec may name its release and namespace itself.
+                let target = Some(l.spec.target_namespace.clone())
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or(l.namespace);
+                let release = Some(l.spec.release_name.clone())
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or(l.name);
+                Wanted::new(target, release, toggle, l.spec)
             })
             .collect())
     }

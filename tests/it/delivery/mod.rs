@@ -5,6 +5,7 @@ mod lifecycle;
 mod processes;
 mod readiness;
 mod sources;
+mod tenancy;
 mod values;
 
 pub use std::collections::BTreeMap;

@@ -253,6 +253,8 @@ impl Fixture {
             operator_namespace: "hossted-operator".into(),
         };
         change(&mut settings);
+        // Where the operator runs: a Hosstedproject's HelmApps live there.
+        self.namespace(&settings.operator_namespace).await;
         let mut options = ManagerOptions::new("hossted", "hossted-operator");
         options.instance = "test-delivery".into();
         options.sync_timeout = Duration::from_secs(60);

@@ -57,6 +57,7 @@ fn observed() -> Observed {
         newest: None,
         owner_is_live: false,
         tampered: None,
+        project_gone: false,
         busy: false,
         missing: Vec::new(),
         pending: Vec::new(),
@@ -118,6 +119,16 @@ fn deletion_suspension_references_and_inputs_come_first() {
                 ..observed()
             },
             |s| *s == S::Deleting { uninstall: true },
+        ),
+        (
+            "deleting, ours, made from a project that is gone: let go",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                newest: stored(1, "deployed", UID, HASH),
+                project_gone: true,
+                ..observed()
+            },
+            |s| *s == S::Deleting { uninstall: false },
         ),
         (
             "deleting, storage tampered: let go without uninstalling",

@@ -1,0 +1,476 @@
+//! Tenancy, secure by default (DELIVERY.md "Tenancy — who helm runs as"):
+//! a real apiserver with RBAC, the real helm run by the operator through a
+//! wrapper that logs every command line. The operator's namespace
+//! (`hossted-operator`) is the only privileged one.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use hossted_operator::delivery::{Privileged, Tenancy};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+
+const TENANT: &str = "team-a";
+const OPERATOR_NS: &str = "hossted-operator";
+
+/// The shipped default: only the operator's namespace is privileged.
+fn secure_by_default(s: &mut hossted_operator::delivery::Settings) {
+    s.tenancy = Tenancy {
+        privileged: Privileged::Namespaces(BTreeSet::from([OPERATOR_NS.to_string()])),
+        ..Tenancy::single_tenant(OPERATOR_NS)
+    };
+}
+
+/// `hossted-deployer` in [`TENANT`], with a Role over what helm's storage
+/// and the `reach` chart's own ConfigMap need — nothing cluster-wide.
+fn deployer(f: &Fixture) {
+    let rbac = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{ name: hossted-deployer, namespace: {TENANT} }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{ name: hossted-deployer, namespace: {TENANT} }}
+rules:
+  - apiGroups: [""]
+    resources: [secrets, configmaps]
+    verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{ name: hossted-deployer, namespace: {TENANT} }}
+roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: hossted-deployer }}
+subjects: [{{ kind: ServiceAccount, name: hossted-deployer, namespace: {TENANT} }}]
+"#
+    );
+    let file = f.cp.dir().join("deployer-rbac.yaml");
+    std::fs::write(&file, rbac).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+}
+
+/// The command lines the wrapper logged for `release` (`<subcommand> …`).
+fn lines_for(log: &std::path::Path, subcommand: &str, release: &str) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            let mut words = l.split_whitespace().filter(|w| !w.starts_with("--"));
+            words.next() == Some(subcommand) && l.split_whitespace().any(|w| w == release)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `line` runs helm as `user` (`--kube-as-user <user>`).
+fn runs_as(line: &str, user: &str) -> bool {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    words
+        .windows(2)
+        .any(|w| w[0] == "--kube-as-user" && w[1] == user)
+}
+
+fn impersonates(line: &str) -> bool {
+    line.split_whitespace().any(|w| w == "--kube-as-user")
+}
+
+const DEPLOYER: &str = "system:serviceaccount:team-a:hossted-deployer";
+
+#[tokio::test]
+async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    deployer(&f);
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+
+    // Within the namespace's RBAC: installs and upgrades, as the deployer.
+    apply_helmapp(&f, TENANT, "plain", json!({ "chart": { "path": "reach" } })).await;
+    helmapp_ready(&f, TENANT, "plain", "InstallSucceeded", 1).await;
+    patch_helmapp(
+        &f,
+        TENANT,
+        "plain",
+        json!({ "spec": { "values": { "greeting": "hi" } } }),
+    )
+    .await;
+    helmapp_ready(&f, TENANT, "plain", "UpgradeSucceeded", 2).await;
+
+    // A ClusterRoleBinding to cluster-admin: refused by the API, as the
+    // deployer may not; nothing bound.
+    apply_helmapp(
+        &f,
+        TENANT,
+        "admin",
+        json!({ "chart": { "path": "reach" }, "values": { "clusterAdmin": true } }),
+    )
+    .await;
+    let app = helmapp_with_reason(&f, TENANT, "admin", "Forbidden").await;
+    let status = app.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert!(
+        ready.message.contains("clusterrolebindings")
+            && ready.message.contains("serviceAccountName"),
+        "names what was refused and what to do: {}",
+        ready.message
+    );
+    assert_eq!(status.failures, 0, "a refusal is not a failed attempt");
+    let bindings: Api<ClusterRoleBinding> = Api::all(f.cp.client());
+    assert!(bindings.get_opt("admin-admin").await.unwrap().is_none());
+    assert!(
+        event_reasons(&f, TENANT, "admin")
+            .await
+            .contains(&"Forbidden".to_string())
+    );
+
+    // A template with metadata.namespace: kube-system: refused, nothing there.
+    apply_helmapp(
+        &f,
+        TENANT,
+        "elsewhere",
+        json!({ "chart": { "path": "reach" }, "values": { "otherNamespace": "kube-system" } }),
+    )
+    .await;
+    helmapp_with_reason(&f, TENANT, "elsewhere", "Forbidden").await;
+    let kube_system: Api<ConfigMap> = Api::namespaced(f.cp.client(), "kube-system");
+    assert!(
+        kube_system
+            .get_opt("elsewhere-elsewhere")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // targetNamespace and dependsOn into another namespace: refused before
+    // any helm process.
+    apply_helmapp(
+        &f,
+        TENANT,
+        "target",
+        json!({ "chart": { "path": "reach" }, "targetNamespace": "kube-system" }),
+    )
+    .await;
+    helmapp_with_reason(&f, TENANT, "target", "CrossNamespaceRef").await;
+    apply_helmapp(
+        &f,
+        TENANT,
+        "depends",
+        json!({ "chart": { "path": "reach" },
+                "dependsOn": [{ "name": "x", "namespace": OPERATOR_NS }] }),
+    )
+    .await;
+    helmapp_with_reason(&f, TENANT, "depends", "CrossNamespaceRef").await;
+    assert!(lines_for(&log, "upgrade", "target").is_empty());
+    assert!(lines_for(&log, "upgrade", "depends").is_empty());
+
+    // The platform's own namespace keeps the operator's rights.
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "platform",
+        json!({ "chart": { "path": "reach" }, "values": { "clusterRole": true } }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "platform", "InstallSucceeded", 1).await;
+    let roles: Api<ClusterRole> = Api::all(f.cp.client());
+    assert!(roles.get_opt("platform-reader").await.unwrap().is_some());
+    let platform_runs = lines_for(&log, "upgrade", "platform");
+    assert!(!platform_runs.is_empty() && !platform_runs.iter().any(|l| impersonates(l)));
+
+    // A tenant HelmApp that carries the project label gains nothing by it.
+    let labelled: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "labelled", "namespace": TENANT,
+                      "labels": { "hossted.com/project": "cluster" } },
+        "spec": { "chart": { "path": "reach" }, "values": { "clusterRole": true } }
+    }))
+    .unwrap();
+    Api::<HelmApp>::namespaced(f.cp.client(), TENANT)
+        .create(&PostParams::default(), &labelled)
+        .await
+        .unwrap();
+    helmapp_with_reason(&f, TENANT, "labelled", "Forbidden").await;
+    assert!(roles.get_opt("labelled-reader").await.unwrap().is_none());
+
+    // Deleting a tenant app: its uninstall runs as the deployer too.
+    Api::<HelmApp>::namespaced(f.cp.client(), TENANT)
+        .delete("plain", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("plain gone", 60, || async {
+        get_helmapp(&f, TENANT, "plain")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    // Every helm command line of a tenant release carried the deployer.
+    for release in ["plain", "admin", "elsewhere", "labelled"] {
+        let lines: Vec<String> = ["upgrade", "uninstall", "rollback"]
+            .iter()
+            .flat_map(|s| lines_for(&log, s, release))
+            .collect();
+        assert!(!lines.is_empty(), "{release} ran helm");
+        for line in &lines {
+            assert!(runs_as(line, DEPLOYER), "{release}: {line}");
+        }
+    }
+    assert_eq!(lines_for(&log, "uninstall", "plain").len(), 1);
+    operator.stop().await;
+}
+
+/// Rewrites the newest storage Secret of `release` in `ns` with a
+/// ConfigMap in kube-system added to its manifest — what a tenant who may
+/// write Secrets in its namespace could do to make the operator's next
+/// uninstall delete it.
+async fn tamper(f: &Fixture, ns: &str, release: &str) {
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), ns);
+    let newest = *storage_revisions(f, ns, release)
+        .await
+        .keys()
+        .last()
+        .unwrap();
+    let name = format!("sh.helm.release.v1.{release}.v{newest}");
+    let mut secret = secrets.get(&name).await.unwrap();
+    let data = secret.data.as_mut().unwrap();
+    let json = hossted_operator::cached::helm::release_json(&data["release"].0).unwrap();
+    let mut stored: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let manifest = stored["manifest"].as_str().unwrap().to_string();
+    stored["manifest"] = json!(format!(
+        "{manifest}\n---\n# Source: reach/templates/planted.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\n"
+    ));
+    let encoded =
+        hossted_operator::cached::helm::encode_release(&serde_json::to_vec(&stored).unwrap());
+    data.insert("release".into(), k8s_openapi::ByteString(encoded));
+    secrets
+        .replace(&name, &PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn tampered_storage_runs_no_helm_and_a_deletion_leaves_it_alone() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    deployer(&f);
+    // What the planted manifest entry would delete.
+    let kube_system: Api<ConfigMap> = Api::namespaced(f.cp.client(), "kube-system");
+    let precious: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "precious", "namespace": "kube-system" }, "data": { "keep": "me" }
+    }))
+    .unwrap();
+    kube_system
+        .create(&PostParams::default(), &precious)
+        .await
+        .unwrap();
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    // A privileged app (helm as the operator, who could delete anything)
+    // and a tenant's.
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "platform",
+        json!({ "chart": { "path": "reach" } }),
+    )
+    .await;
+    apply_helmapp(
+        &f,
+        TENANT,
+        "tenant",
+        json!({ "chart": { "path": "reach" } }),
+    )
+    .await;
+    let platform = helmapp_ready(&f, OPERATOR_NS, "platform", "InstallSucceeded", 1).await;
+    helmapp_ready(&f, TENANT, "tenant", "InstallSucceeded", 1).await;
+    let recorded = &platform.status.unwrap().history[0].release_digest;
+    assert!(
+        recorded.starts_with("sha256:"),
+        "digest recorded: {recorded:?}"
+    );
+
+    let runs_before = std::fs::read_to_string(&log).unwrap().lines().count();
+    tamper(&f, OPERATOR_NS, "platform").await;
+    tamper(&f, TENANT, "tenant").await;
+    helmapp_with_reason(&f, OPERATOR_NS, "platform", "StorageTampered").await;
+    helmapp_with_reason(&f, TENANT, "tenant", "StorageTampered").await;
+    assert!(
+        event_reasons(&f, OPERATOR_NS, "platform")
+            .await
+            .contains(&"StorageTampered".to_string())
+    );
+    // Deleted: the finalizer goes without an uninstall.
+    for (ns, name) in [(OPERATOR_NS, "platform"), (TENANT, "tenant")] {
+        Api::<HelmApp>::namespaced(f.cp.client(), ns)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    for (ns, name) in [(OPERATOR_NS, "platform"), (TENANT, "tenant")] {
+        eventually("the HelmApp gone", 60, || async {
+            get_helmapp(&f, ns, name).await.is_none().then_some(())
+        })
+        .await;
+    }
+    let runs_after = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert_eq!(runs_after, runs_before, "no helm ran on tampered storage");
+    assert!(
+        kube_system.get_opt("precious").await.unwrap().is_some(),
+        "the object the edit planted was not deleted"
+    );
+    // The releases were left as they are.
+    assert!(
+        !storage_revisions(&f, OPERATOR_NS, "platform")
+            .await
+            .is_empty()
+    );
+    assert!(!storage_revisions(&f, TENANT, "tenant").await.is_empty());
+    operator.stop().await;
+}
+
+/// A HelmApp in [`TENANT`] named `name` that reads values from the Secret
+/// `secret`.
+fn app_reading(name: &str, secret: &str) -> HelmApp {
+    serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": name, "namespace": TENANT },
+        "spec": { "chart": { "path": "tiny" },
+                  "valuesFrom": [{ "kind": "Secret", "name": secret }] }
+    }))
+    .unwrap()
+}
+
+/// A Role in [`TENANT`] letting `subject` (a `kind: User` or
+/// `ServiceAccount` subject, YAML) write HelmApps and HelmAppSets, plus
+/// `extra` rules.
+fn author_role(f: &Fixture, name: &str, subject: &str, extra: &str) {
+    let rbac = format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{ name: {name}, namespace: {TENANT} }}
+rules:
+  - apiGroups: [hossted.com]
+    resources: [helmapps, helmappsets]
+    verbs: [get, list, create, update, patch]{extra}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{ name: {name}, namespace: {TENANT} }}
+roleRef: {{ apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name} }}
+subjects: [{subject}]
+"#
+    );
+    let file = f.cp.dir().join(format!("{name}-rbac.yaml"));
+    std::fs::write(&file, rbac).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+}
+
+#[tokio::test]
+async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
+    let f = Fixture::new().await;
+    f.helmapp_crd().await;
+    f.namespace(TENANT).await;
+    let policy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/manifests/delivery/admission/helmapp-references.yaml"
+    );
+    f.kubectl(&["apply", "-f", policy]);
+    f.secret(TENANT, "db", &[("values.yaml", "password: s3cret")])
+        .await;
+    author_role(
+        &f,
+        "alice",
+        "{ kind: User, name: alice, apiGroup: rbac.authorization.k8s.io }",
+        "",
+    );
+    let alice = f.cp.client_for_user("alice", None).await.unwrap();
+    let as_alice: Api<HelmApp> = Api::namespaced(alice.clone(), TENANT);
+
+    // Alice may create HelmApps but not read the Secret db: refused, named.
+    let refused = eventually("the policy refuses alice", 60, || async {
+        match as_alice
+            .create(&PostParams::default(), &app_reading("web", "db"))
+            .await
+        {
+            Err(kube::Error::Api(s)) if s.code == 403 => Some(s),
+            Ok(_) => {
+                // Created before the policy was in force: try again.
+                let _ = as_alice.delete("web", &DeleteParams::default()).await;
+                None
+            }
+            Err(_) => None,
+        }
+    })
+    .await;
+    assert!(
+        refused.message.contains("secrets/db"),
+        "{}",
+        refused.message
+    );
+
+    // The same for a set's app's chart credentials.
+    let set: apis::helmappset::HelmAppSet = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",
+        "metadata": { "name": "shop", "namespace": TENANT },
+        "spec": { "apps": [{ "name": "a", "spec": { "chart": {
+            "repo": "https://charts.example.com", "name": "web",
+            "credentialsSecretRef": { "name": "repo-creds" } } } }] }
+    }))
+    .unwrap();
+    let sets: Api<apis::helmappset::HelmAppSet> = Api::namespaced(alice.clone(), TENANT);
+    match sets.create(&PostParams::default(), &set).await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403);
+            assert!(s.message.contains("secrets/repo-creds"), "{}", s.message);
+        }
+        other => panic!("a set referencing an unreadable Secret: {other:?}"),
+    }
+
+    // Given get on db, alice may.
+    author_role(
+        &f,
+        "alice",
+        "{ kind: User, name: alice, apiGroup: rbac.authorization.k8s.io }",
+        "\n  - apiGroups: [\"\"]\n    resources: [secrets]\n    resourceNames: [db]\n    verbs: [get]",
+    );
+    eventually("alice may, with get on db", 60, || async {
+        as_alice
+            .create(&PostParams::default(), &app_reading("web", "db"))
+            .await
+            .ok()
+    })
+    .await;
+
+    // The operator's own ServiceAccount is exempt (a set's children).
+    author_role(
+        &f,
+        "operator",
+        "{ kind: ServiceAccount, name: hossted-operator, namespace: hossted-operator }",
+        "",
+    );
+    let operator =
+        f.cp.client_for_service_account("hossted-operator", "hossted-operator")
+            .await
+            .unwrap();
+    Api::<HelmApp>::namespaced(operator, TENANT)
+        .create(&PostParams::default(), &app_reading("child", "db"))
+        .await
+        .expect("the operator's own writes pass");
+}
