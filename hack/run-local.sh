@@ -43,7 +43,7 @@ wait_for_file() { # FILE PID WHAT
 
 echo "==> starting etcd + kube-apiserver"
 target/debug/envtest up --kubeconfig-out "$KUBECONFIG" \
-  --chart examples/charts/web --chart examples/charts/tiny --chart-repo-out "$WORK/repo-url" &
+  --chart examples/charts/web --chart examples/charts/tiny --chart examples/charts/reach --chart-repo-out "$WORK/repo-url" &
 PIDS+=($!)
 wait_for_file "$KUBECONFIG" "${PIDS[-1]}" "the control plane"
 wait_for_file "$WORK/repo-url" "${PIDS[-1]}" "the chart repository"
@@ -95,6 +95,24 @@ spec:
     - {name: api, spec: {chart: {repo: "$REPO_URL", name: tiny}, values: {greeting: api}}}
 YAML
 
+echo "==> tenancy: in tenant-a helm runs as its hossted-deployer (examples/helmapp-tenant.yaml's Role)"
+kubectl create namespace tenant-a >/dev/null
+kubectl apply -f - >/dev/null <<YAML
+$(awk '/^# Installs:/{exit} {print}' examples/helmapp-tenant.yaml)
+apiVersion: hossted.com/v1alpha1
+kind: HelmApp
+metadata: {name: notes, namespace: tenant-a}
+spec:
+  chart: {repo: "$REPO_URL", name: tiny}
+---
+apiVersion: hossted.com/v1alpha1
+kind: HelmApp
+metadata: {name: admin, namespace: tenant-a}
+spec:
+  chart: {repo: "$REPO_URL", name: reach}
+  values: {clusterAdmin: true}   # a ClusterRoleBinding to cluster-admin: refused (Forbidden)
+YAML
+
 cat <<MSG
 
 ==> ready. The operator runs below; the receiver prints what it is sent.
@@ -110,12 +128,16 @@ Delivery:
   kubectl patch happ -n demo shop --type=merge -p '{"spec":{"values":{"image":"nginx:1.27.4"}}}'   # one new revision
   kubectl delete service -n demo shop-web     # drift: it comes back (DriftRepaired)
   kubectl delete happset -n demo stack        # uninstalls api, cache, db — in that order
+Tenancy (helm runs as the operator only in hossted-operator and demo):
+  kubectl get happ -n tenant-a                # notes: Ready; admin: Forbidden (no ClusterRoleBinding made)
+  kubectl describe happ -n tenant-a admin     # what was refused, and what to do
 Ctrl-C here stops everything.
 
 MSG
 HOSSTED_API_URL="$API_URL/v1" HOSSTED_AUTH_TOKEN="local-dev-token" EMAIL_ID="dev@example.com" \
   CONTEXT_NAME="local-envtest" RUST_LOG="${RUST_LOG:-info}" \
   target/debug/hossted-operator run --controllers inventory,delivery \
+    --privileged-namespaces=hossted-operator,demo \
     --helm-binary "$KUBEBUILDER_ASSETS/helm" --work-dir "$WORK/delivery" &
 PIDS+=($!)
 wait "${PIDS[-1]}"

@@ -144,14 +144,11 @@ impl Tenancy {
 }
 
 /// Makes `request` run as `as_user` (the `Impersonate-User` header), for
-/// the writes the operator makes itself on a HelmApp's behalf.
-pub fn impersonate<B>(
-    request: &mut http::Request<B>,
-    as_user: Option<&str>,
-) -> Result<(), super::DeliveryError> {
+/// the writes the operator makes itself on a HelmApp's behalf. `Err` names
+/// a user that cannot be a header value.
+pub fn impersonate<B>(request: &mut http::Request<B>, as_user: Option<&str>) -> Result<(), String> {
     if let Some(user) = as_user {
-        let value = http::HeaderValue::from_str(user)
-            .map_err(|e| super::DeliveryError::Failed(format!("{user:?}: {e}")))?;
+        let value = http::HeaderValue::from_str(user).map_err(|e| format!("{user:?}: {e}"))?;
         request.headers_mut().insert("Impersonate-User", value);
     }
     Ok(())

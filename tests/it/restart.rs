@@ -79,8 +79,10 @@ async fn helmapps_of_a_project_deleted_while_the_operator_is_stopped_are_let_go_
                         "repoName": "local", "repoUrl": repo.url() });
     f.hosstedproject("cluster", json!({ "helm": [entry] }))
         .await;
-    let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), NS);
-    wait_ready(&f, "platform", "InstallSucceeded", 1).await;
+    // The project's HelmApp lives in the operator's namespace.
+    let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), "hossted-operator");
+    let made = hossted_operator::delivery::names::made_app_name(NS, "platform");
+    helmapp_ready(&f, "hossted-operator", &made, "InstallSucceeded", 1).await;
     operator.settle().await;
     operator.stop().await;
 
@@ -89,7 +91,7 @@ async fn helmapps_of_a_project_deleted_while_the_operator_is_stopped_are_let_go_
 
     let operator = f.start_delivery().await;
     eventually("the project's HelmApp let go", 60, || async {
-        apps.get_opt("platform").await.ok()?.is_none().then_some(())
+        apps.get_opt(&made).await.ok()?.is_none().then_some(())
     })
     .await;
     // Let go without an uninstall: the release stays.

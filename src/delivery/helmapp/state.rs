@@ -87,23 +87,10 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
 
 /// The state of `app`'s release (see the module docs).
 pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
-    if let Some(message) = &o.tampered {
-        // Before anything else: even a deletion runs no helm on it.
-        let deleting = app.metadata.deletion_timestamp.is_some();
-        if deleting || held_back(o, app).is_none() {
-            return ReleaseState::Tampered {
-                message: message.clone(),
-                deleting,
-            };
-        }
-    }
-    if app.metadata.deletion_timestamp.is_some() {
-        let ours = o.newest.as_ref().is_some_and(|r| r.owner == o.uid);
-        return ReleaseState::Deleting {
-            uninstall: ours && app.spec.uninstall_on_delete && !o.project_gone,
-        };
-    }
-    if let Some(state) = held_back(o, app) {
+    if let Some(state) = tampered(o, app)
+        .or_else(|| deleting(o, app))
+        .or_else(|| held_back(o, app))
+    {
         return state;
     }
     let hash = match &o.inputs {
@@ -175,6 +162,27 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     exhausted(o, hash).unwrap_or(ReleaseState::OutOfSync { why })
 }
 
+/// Being deleted: the release is uninstalled when it is ours, asked for,
+/// and not that of an operator-made app whose project is gone.
+fn deleting(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
+    app.metadata.deletion_timestamp.as_ref()?;
+    let ours = o.newest.as_ref().is_some_and(|r| r.owner == o.uid);
+    Some(ReleaseState::Deleting {
+        uninstall: ours && app.spec.uninstall_on_delete && !o.project_gone,
+    })
+}
+
+/// Storage changed by someone else, decided before anything else: even a
+/// deletion runs no helm on it (but suspension and refusals say more).
+fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
+    let message = o.tampered.as_ref()?;
+    let deleting = app.metadata.deletion_timestamp.is_some();
+    (deleting || held_back(o, app).is_none()).then(|| ReleaseState::Tampered {
+        message: message.clone(),
+        deleting,
+    })
+}
+
 /// A release of ours left `pending-*`: held by our helm, locked until
 /// `timeout` has passed since helm last touched it, or stuck.
 fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
@@ -218,5 +226,7 @@ fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
         .then_some(ReleaseState::RetriesExhausted)
 }
 
+#[cfg(test)]
+mod tenancy_tests;
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,9 @@
 //!
 //! - Only the reporting Hosstedproject (the oldest) delivers; `stop` pauses
 //!   reporting only.
-//! - A `spec.helm` entry is the HelmApp `<releaseName>` in `<namespace>`
-//!   (the namespace is created first) with `adopt: true` — the Go operator
+//! - A `spec.helm` entry is a HelmApp in the operator's namespace, named
+//!   `<namespace>-<releaseName>-<hash8>`, targeting release `<releaseName>`
+//!   in `<namespace>` (created first), with `adopt: true` — the Go operator
 //!   installed such releases without our labels. Its chart version is
 //!   pinned once, when the HelmApp is created: the adopted release's
 //!   version, else the repository's latest; a Go-era app is never upgraded

@@ -202,6 +202,26 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     helmapp_with_reason(&f, TENANT, "labelled", "Forbidden").await;
     assert!(roles.get_opt("labelled-reader").await.unwrap().is_none());
 
+    // A failed upgrade is rolled back — as the deployer too.
+    apply_helmapp(
+        &f,
+        TENANT,
+        "rolled",
+        json!({ "chart": { "path": "tiny" },
+                "remediation": { "retries": 0, "onFailure": "rollback" } }),
+    )
+    .await;
+    helmapp_ready(&f, TENANT, "rolled", "InstallSucceeded", 1).await;
+    patch_helmapp(
+        &f,
+        TENANT,
+        "rolled",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    helmapp_with_reason(&f, TENANT, "rolled", "RetriesExhausted").await;
+    assert_eq!(lines_for(&log, "rollback", "rolled").len(), 1);
+
     // Deleting a tenant app: its uninstall runs as the deployer too.
     Api::<HelmApp>::namespaced(f.cp.client(), TENANT)
         .delete("plain", &DeleteParams::default())
@@ -215,7 +235,7 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     })
     .await;
     // Every helm command line of a tenant release carried the deployer.
-    for release in ["plain", "admin", "elsewhere", "labelled"] {
+    for release in ["plain", "admin", "elsewhere", "labelled", "rolled"] {
         let lines: Vec<String> = ["upgrade", "uninstall", "rollback"]
             .iter()
             .flat_map(|s| lines_for(&log, s, release))
@@ -341,6 +361,34 @@ async fn tampered_storage_runs_no_helm_and_a_deletion_leaves_it_alone() {
             .is_empty()
     );
     assert!(!storage_revisions(&f, TENANT, "tenant").await.is_empty());
+
+    // An uninstall into a namespace that is terminating counts as done (no
+    // namespace controller runs here: a deleted namespace stays so).
+    f.namespace("doomed").await;
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "doomed",
+        json!({ "chart": { "path": "tiny" }, "targetNamespace": "doomed" }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "doomed", "InstallSucceeded", 1).await;
+    f.kubectl(&["delete", "namespace", "doomed", "--wait=false"]);
+    Api::<HelmApp>::namespaced(f.cp.client(), OPERATOR_NS)
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("doomed gone", 60, || async {
+        get_helmapp(&f, OPERATOR_NS, "doomed")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        lines_for(&log, "uninstall", "doomed").is_empty(),
+        "no helm uninstall ran"
+    );
     operator.stop().await;
 }
 

@@ -57,7 +57,8 @@ impl Context {
         let mut request = Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
             .patch(name, &params, &Patch::Apply(crd))
             .map_err(|e| DeliveryError::Failed(e.to_string()))?;
-        crate::delivery::tenancy::impersonate(&mut request, as_user)?;
+        crate::delivery::tenancy::impersonate(&mut request, as_user)
+            .map_err(DeliveryError::Failed)?;
         self.client.request::<Value>(request).await?;
         Ok(())
     }

@@ -57,7 +57,7 @@ async fn mark_failed(
     let url = Request::new(Secret::url_path(&(), Some(ns)));
     let build = |e: kube::core::request::Error| DeliveryError::Failed(e.to_string());
     let mut get = url.get(name, &GetParams::default()).map_err(build)?;
-    impersonate(&mut get, as_user)?;
+    impersonate(&mut get, as_user).map_err(DeliveryError::Failed)?;
     let mut secret: Secret = ctx.client.request(get).await?;
     let data = secret.data.get_or_insert_with(Default::default);
     let raw = data
@@ -85,7 +85,7 @@ async fn mark_failed(
     let mut replace = url
         .replace(name, &PostParams::default(), body)
         .map_err(build)?;
-    impersonate(&mut replace, as_user)?;
+    impersonate(&mut replace, as_user).map_err(DeliveryError::Failed)?;
     let _: Secret = ctx.client.request(replace).await?;
     Ok(())
 }

@@ -11,10 +11,10 @@ use crate::delivery::helmapp::status::{READY, RELEASED, Reason, set};
 use crate::delivery::helmapp::target::Target;
 use crate::delivery::source::LocalChart;
 
-const UID: &str = "uid-1";
-const HASH: &str = "h1";
+pub(super) const UID: &str = "uid-1";
+pub(super) const HASH: &str = "h1";
 
-fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
+pub(super) fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
     let mut a: HelmApp = serde_json::from_value(serde_json::json!({
         "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
         "metadata": { "name": "web", "namespace": "apps", "uid": UID },
@@ -25,7 +25,7 @@ fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
     a
 }
 
-fn deleted() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+pub(super) fn deleted() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
 }
 
@@ -34,7 +34,7 @@ fn now() -> chrono::DateTime<Utc> {
 }
 
 /// An app whose chart and values were had, with no release yet.
-fn observed() -> Observed {
+pub(super) fn observed() -> Observed {
     Observed {
         target: Target {
             release: "web".into(),
@@ -66,7 +66,7 @@ fn observed() -> Observed {
 }
 
 /// A stored revision `revision` with `status`, owned by `owner`, made with `hash`.
-fn stored(revision: i64, status: &str, owner: &str, hash: &str) -> Option<Stored> {
+pub(super) fn stored(revision: i64, status: &str, owner: &str, hash: &str) -> Option<Stored> {
     Some(Stored {
         revision,
         secret: format!("sh.helm.release.v1.web.v{revision}"),
@@ -93,9 +93,9 @@ fn exhausted_status() -> HelmAppStatus {
     s
 }
 
-type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
+pub(super) type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
 
-fn check(rows: Vec<Row>) {
+pub(super) fn check(rows: Vec<Row>) {
     for (rule, app, observed, expected) in rows {
         let got = state(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
@@ -119,55 +119,6 @@ fn deletion_suspension_references_and_inputs_come_first() {
                 ..observed()
             },
             |s| *s == S::Deleting { uninstall: true },
-        ),
-        (
-            "deleting, ours, made from a project that is gone: let go",
-            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
-            Observed {
-                newest: stored(1, "deployed", UID, HASH),
-                project_gone: true,
-                ..observed()
-            },
-            |s| *s == S::Deleting { uninstall: false },
-        ),
-        (
-            "deleting, storage tampered: let go without uninstalling",
-            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
-            Observed {
-                newest: stored(1, "deployed", UID, HASH),
-                tampered: Some("edited".into()),
-                ..observed()
-            },
-            |s| {
-                *s == S::Tampered {
-                    message: "edited".into(),
-                    deleting: true,
-                }
-            },
-        ),
-        (
-            "storage tampered: no helm runs",
-            plain.clone(),
-            Observed {
-                newest: stored(1, "deployed", UID, "old"),
-                tampered: Some("edited".into()),
-                ..observed()
-            },
-            |s| {
-                *s == S::Tampered {
-                    message: "edited".into(),
-                    deleting: false,
-                }
-            },
-        ),
-        (
-            "storage tampered but suspended: suspended says more",
-            app(|a| a.spec.suspend = true),
-            Observed {
-                tampered: Some("edited".into()),
-                ..observed()
-            },
-            |s| *s == S::Suspended,
         ),
         (
             "deleting, ours, uninstallOnDelete false: let go",
