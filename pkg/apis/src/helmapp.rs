@@ -30,9 +30,13 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct HelmAppSpec {
-    /// The Helm release name (default: metadata.name; at most 53 characters).
+    /// The Helm release name (default: metadata.name): Helm's own pattern,
+    /// at most 53 characters — never something helm would read as a flag.
     #[serde(default)]
-    #[schemars(length(max = 53))]
+    #[schemars(
+        length(max = 53),
+        regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$")
+    )]
     pub release_name: String,
     /// Where the release is installed (default: metadata.namespace).
     #[serde(default)]
@@ -110,8 +114,10 @@ pub struct ChartSource {
     /// An HTTP(S) chart repository (with an `index.yaml`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub repo: String,
-    /// The chart's name in `repo`.
+    /// The chart's name in `repo` (letters, digits, `.`, `_`, `-`; never a
+    /// path).
     #[serde(default)]
+    #[schemars(regex(pattern = r"^([A-Za-z0-9][A-Za-z0-9._-]*)?$"))]
     pub name: String,
     /// An exact version or a semver range; empty: the latest.
     #[serde(default)]

@@ -60,10 +60,11 @@ pub enum HelmError {
 }
 
 impl HelmError {
-    /// helm's message for a condition or an Event: its first lines, at most
-    /// 1,024 characters (not yet redacted: the caller does that).
-    pub fn summary(&self) -> String {
-        let text = self.to_string();
+    /// helm's message for a condition or an Event: redacted whole by
+    /// `redactor` first — a cut could otherwise leave part of a value that
+    /// no longer matches — then its first lines, at most 1,024 characters.
+    pub fn summary(&self, redactor: &super::values::Redactor) -> String {
+        let text = redactor.redact(&self.to_string());
         let mut lines: Vec<&str> = text.lines().take(5).collect();
         if lines.is_empty() {
             lines.push("helm failed");
@@ -290,7 +291,11 @@ impl Helm {
         }
         let home = &self.config.work_dir;
         let mut cmd = tokio::process::Command::new(&self.config.binary);
+        // helm gets what it needs and nothing of the operator's own
+        // environment (the API token among it).
         cmd.args(&args)
+            .env_clear()
+            .envs(std::env::vars().filter(|(k, _)| helm_needs(k)))
             .env("HELM_CACHE_HOME", home.join("helm/cache"))
             .env("HELM_CONFIG_HOME", home.join("helm/config"))
             .env("HELM_DATA_HOME", home.join("helm/data"))
@@ -311,26 +316,33 @@ impl Helm {
         if let Some(p) = pgid {
             self.groups.lock().insert(p);
         }
-        if let (Some(values), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            // helm reads the whole document before it starts; a failed
-            // write shows as helm's own error.
-            let _ = pipe.write_all(values.as_bytes()).await;
-            drop(pipe);
-        }
         // Helm's own --timeout bounds its waits; this bounds helm (plus a
-        // margin for its start and its last API calls).
+        // margin for its start and its last API calls) — the values written
+        // on its stdin and its output read included.
         let limit = timeout + Duration::from_secs(30);
         let started = std::time::Instant::now();
-        let result = tokio::time::timeout(limit, child.wait_with_output()).await;
-        let ok = matches!(&result, Ok(Ok(o)) if o.status.success());
+        let (input, out, err) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let io = async move {
+            let write = async {
+                if let (Some(values), Some(mut pipe)) = (stdin, input) {
+                    // helm reads the whole document before it starts; a
+                    // failed write shows as helm's own error.
+                    let _ = pipe.write_all(values.as_bytes()).await;
+                }
+            };
+            let ((), out, err) = tokio::join!(write, read_capped(out), read_capped(err));
+            (child.wait().await, out, err)
+        };
+        let result = tokio::time::timeout(limit, io).await;
+        let ok = matches!(&result, Ok((Ok(status), _, _)) if status.success());
         self.metrics
             .ran(action, ok, started.elapsed().as_secs_f64());
         if let Some(p) = pgid {
             self.groups.lock().remove(&p);
         }
-        let output = match result {
-            Ok(Ok(o)) => o,
-            Ok(Err(source)) => {
+        let (status, stdout, stderr) = match result {
+            Ok((Ok(status), out, err)) => (status, out, err),
+            Ok((Err(source), _, _)) => {
                 return Err(HelmError::Spawn {
                     binary: self.config.binary.display().to_string(),
                     source,
@@ -346,12 +358,37 @@ impl Helm {
                 return Err(HelmError::Timeout { action, timeout });
             }
         };
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if !status.success() {
+            let stderr = String::from_utf8_lossy(&stderr).trim().to_string();
             return Err(HelmError::Failed { action, stderr });
         }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        Ok(String::from_utf8_lossy(&stdout).into_owned())
     }
+}
+
+/// At most this much of helm's stdout and of its stderr is kept; the rest
+/// is read and dropped (so helm never blocks on a full pipe).
+pub const MAX_OUTPUT: u64 = 1024 * 1024;
+
+/// Reads `pipe` to its end, keeping its first [`MAX_OUTPUT`] bytes.
+async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut kept = Vec::new();
+    if let Some(mut pipe) = pipe {
+        let _ = (&mut pipe).take(MAX_OUTPUT).read_to_end(&mut kept).await;
+        let _ = tokio::io::copy(&mut pipe, &mut tokio::io::sink()).await;
+    }
+    kept
+}
+
+/// The variables of the operator's environment that helm gets: how to
+/// find binaries and its home, how to reach the cluster (a kubeconfig, or
+/// the in-cluster service), and helm's own settings.
+fn helm_needs(name: &str) -> bool {
+    matches!(
+        name,
+        "PATH" | "HOME" | "KUBECONFIG" | "KUBERNETES_SERVICE_HOST" | "KUBERNETES_SERVICE_PORT"
+    ) || name.starts_with("HELM_")
 }
 
 /// `--kube-as-user`: every helm action of a HelmApp outside the privileged
@@ -406,6 +443,27 @@ fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_is_redacted_whole_before_it_is_cut() {
+        let secret = "s3cret-password-value";
+        let values = serde_json::json!({ "db": { "password": secret } });
+        // The value straddles the 1,024-character cut.
+        // ("helm rollback failed: " is 22 characters: the cut falls 7 into it.)
+        let stderr = format!("{}{secret} and more", "x".repeat(995));
+        let e = HelmError::Failed {
+            action: "rollback",
+            stderr,
+        };
+        let summary = e.summary(&crate::delivery::helm::values::Redactor::of(&values));
+        assert!(!summary.contains("s3cret"), "{summary}");
+        assert!(summary.len() <= 1024);
+        assert_eq!(
+            format!("{:?}", crate::delivery::helm::values::Redactor::of(&values)),
+            "Redactor(1 values)",
+            "Debug never shows a value"
+        );
+    }
 
     #[test]
     fn a_forbidden_run_says_what_the_identity_may_not_do() {

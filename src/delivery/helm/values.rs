@@ -252,6 +252,30 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
         .fold(text.to_string(), |t, s| t.replace(s.as_str(), "[redacted]"))
 }
 
+/// What a HelmApp's helm messages are scrubbed of (its values' strings,
+/// [`secrets_of`]), kept beside the observation for every action — its
+/// `Debug` shows how many, never which.
+#[derive(Clone, Default)]
+pub struct Redactor(Vec<String>);
+
+impl Redactor {
+    /// The strings of `values`.
+    pub fn of(values: &Value) -> Self {
+        Redactor(secrets_of(values))
+    }
+
+    /// `text` with every value replaced by `[redacted]`.
+    pub fn redact(&self, text: &str) -> String {
+        redact(text, &self.0)
+    }
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Redactor({} values)", self.0.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

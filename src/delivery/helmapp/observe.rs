@@ -39,6 +39,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     let mut o = Observed {
         uid: app.uid().unwrap_or_default(),
         identity: ctx.settings.tenancy.identity(app),
+        redactor: Default::default(),
         reconcile_at: app
             .annotations()
             .get(RECONCILE_AT)

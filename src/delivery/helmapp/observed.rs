@@ -44,6 +44,9 @@ pub struct Observed {
     pub uid: String,
     /// Whom every helm action for it runs as (`crate::delivery::tenancy`).
     pub identity: crate::delivery::Identity,
+    /// What helm's messages about it are scrubbed of: its values, once an
+    /// action has read them.
+    pub redactor: crate::delivery::helm::values::Redactor,
     /// The newest status (the one written last, if the lister lags),
     /// with `observedGeneration`, `releaseName` and `targetNamespace` set.
     pub status: HelmAppStatus,

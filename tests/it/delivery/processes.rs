@@ -46,6 +46,70 @@ async fn the_binary_runs_delivery_with_controllers_flag_and_counts_helm_runs_in_
 }
 
 #[tokio::test]
+async fn helm_runs_with_none_of_the_operators_environment() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    // A helm that writes the environment it was given, then runs the real one.
+    let env_log = f.cp.dir().join("helm-env.log");
+    let wrapper = f.cp.dir().join("env-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nenv >> '{}'\nexec '{}' \"$@\"\n",
+            env_log.display(),
+            f.cp.helm_binary().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    // operator_command gives it the API token, URL and e-mail.
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
+        .env("HELM_DEBUG", "false")
+        .args([
+            "run",
+            "--controllers",
+            "delivery",
+            "--privileged-namespaces=*",
+        ])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .arg("--helm-binary")
+        .arg(&wrapper)
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("env-work"))
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    apply(&f, "envless", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "envless", "InstallSucceeded", 1).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let dumped = std::fs::read_to_string(&env_log).unwrap();
+    let names: std::collections::BTreeSet<&str> = dumped
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for gone in ["HOSSTED_AUTH_TOKEN", "HOSSTED_API_URL", "EMAIL_ID"] {
+        assert!(!names.contains(gone), "helm got {gone}: {names:?}");
+    }
+    assert!(!dumped.contains(TOKEN), "the token's value reached helm");
+    // What it needs is kept: the kubeconfig, PATH, helm's own settings.
+    for kept in ["KUBECONFIG", "PATH", "HELM_DEBUG", "HELM_CACHE_HOME"] {
+        assert!(names.contains(kept), "helm lacks {kept}: {names:?}");
+    }
+}
+
+#[tokio::test]
 async fn a_service_account_bounds_what_a_chart_may_do_and_cross_namespace_refs_can_be_refused() {
     let f = Fixture::new().await;
     f.namespace(NS).await;

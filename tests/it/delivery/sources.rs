@@ -344,3 +344,51 @@ async fn crds_follow_the_policy_and_a_tenant_without_crd_rights_gets_crds_failed
     assert!(revisions(&f, "tenant").await.is_empty(), "helm ran");
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn the_crd_refuses_a_release_or_chart_name_helm_would_misread() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let api: Api<HelmApp> = Api::namespaced(f.cp.client(), NS);
+    let app = |spec: serde_json::Value| -> HelmApp {
+        serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "named", "namespace": NS }, "spec": spec
+        }))
+        .unwrap()
+    };
+    for (spec, field) in [
+        (
+            json!({ "releaseName": "--dry-run", "chart": { "path": "tiny" } }),
+            "releaseName",
+        ),
+        (
+            json!({ "releaseName": "a".repeat(54), "chart": { "path": "tiny" } }),
+            "releaseName",
+        ),
+        (
+            json!({ "chart": { "repo": "https://charts.example.com", "name": "../other/alloy" } }),
+            "chart.name",
+        ),
+    ] {
+        match api.create(&PostParams::default(), &app(spec.clone())).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422, "{spec}: {}", s.message);
+                let causes = s.details.map(|d| d.causes).unwrap_or_default();
+                assert!(
+                    causes.iter().any(|c| c.field.ends_with(field)),
+                    "{spec}: {causes:?}"
+                );
+            }
+            other => panic!("{spec} was accepted: {other:?}"),
+        }
+    }
+    // Helm's own names pass.
+    api.create(
+        &PostParams::default(),
+        &app(json!({ "releaseName": "web-1.prod", "chart": { "path": "tiny" } })),
+    )
+    .await
+    .unwrap();
+}

@@ -54,6 +54,7 @@ pub async fn run(
             ))));
         }
     };
+    o.redactor = values::Redactor::of(&values);
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
@@ -81,10 +82,9 @@ pub async fn run(
     let outcome = match result {
         Ok(released) => succeeded(ctx, app, o, kind, &hash, released),
         Err(e) => {
-            let secrets = values::secrets_of(&values);
-            let message = values::redact(&e.summary(), &secrets);
+            let message = e.summary(&o.redactor);
             if let Some(refused) = e.forbidden() {
-                let refused = values::redact(&refused, &secrets);
+                let refused = o.redactor.redact(&refused);
                 let revision = o.status.revision;
                 push_history(
                     &mut o.status,

@@ -38,7 +38,10 @@ pub async fn run(
     };
     let (result, said) = match outcome {
         Some(Ok(())) => ("succeeded", format!("{remedy} done")),
-        Some(Err(e)) => ("failed", format!("{remedy} failed: {}", e.summary())),
+        Some(Err(e)) => (
+            "failed",
+            format!("{remedy} failed: {}", e.summary(&o.redactor)),
+        ),
         None => (
             "failed",
             format!("{remedy} skipped: another helm run holds the release"),

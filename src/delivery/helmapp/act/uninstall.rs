@@ -25,6 +25,11 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
         ctx.recorder.event(app, EventType::Normal, reason, &message);
         return let_go(ctx, app).await;
     }
+    // Its values, for scrubbing helm's message (none when they cannot be
+    // read any more: the message is then as helm gave it).
+    if let Ok(values) = ctx.values(app).await {
+        o.redactor = crate::delivery::helm::values::Redactor::of(&values);
+    }
     let user = o.identity.user();
     match ctx
         .helm
@@ -36,8 +41,9 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             return Ok(Outcome::Finished(action));
         }
         Some(Err(e)) => {
-            let message = e.summary();
+            let message = e.summary(&o.redactor);
             if let Some(refused) = e.forbidden() {
+                let refused = o.redactor.redact(&refused);
                 return Ok(forbidden(ctx, app, o, "uninstall", &refused, &message));
             }
             let reason = Reason::UninstallFailed.as_str();

@@ -42,6 +42,7 @@ pub(super) fn observed() -> Observed {
         },
         uid: UID.into(),
         identity: crate::delivery::Identity::Operator,
+        redactor: Default::default(),
         status: Default::default(),
         reconcile_at: String::new(),
         cross_namespace: None,
