@@ -278,6 +278,26 @@ impl Helm {
             .then(|| Busy { helm: self, key })
     }
 
+    /// helm with `args`: its homes in the work directory, its own process
+    /// group, and what it needs of the environment and nothing else of the
+    /// operator's (the API token among it).
+    fn command(&self, args: &[String], stdin: bool) -> tokio::process::Command {
+        let home = &self.config.work_dir;
+        let mut cmd = tokio::process::Command::new(&self.config.binary);
+        cmd.args(args)
+            .env_clear()
+            .envs(std::env::vars().filter(|(k, _)| helm_needs(k)))
+            .env("HELM_CACHE_HOME", home.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", home.join("helm/config"))
+            .env("HELM_DATA_HOME", home.join("helm/data"))
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        cmd
+    }
+
     async fn run(
         &self,
         action: &'static str,
@@ -289,29 +309,13 @@ impl Helm {
             args.push("--kubeconfig".into());
             args.push(k.display().to_string());
         }
-        let home = &self.config.work_dir;
-        let mut cmd = tokio::process::Command::new(&self.config.binary);
-        // helm gets what it needs and nothing of the operator's own
-        // environment (the API token among it).
-        cmd.args(&args)
-            .env_clear()
-            .envs(std::env::vars().filter(|(k, _)| helm_needs(k)))
-            .env("HELM_CACHE_HOME", home.join("helm/cache"))
-            .env("HELM_CONFIG_HOME", home.join("helm/config"))
-            .env("HELM_DATA_HOME", home.join("helm/data"))
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| HelmError::Spawn {
-            binary: self.config.binary.display().to_string(),
-            source,
-        })?;
+        let mut child = self
+            .command(&args, stdin.is_some())
+            .spawn()
+            .map_err(|source| HelmError::Spawn {
+                binary: self.config.binary.display().to_string(),
+                source,
+            })?;
         let pgid = child.id().map(|p| p as i32);
         if let Some(p) = pgid {
             self.groups.lock().insert(p);
@@ -441,63 +445,4 @@ fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError>
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_message_is_redacted_whole_before_it_is_cut() {
-        let secret = "s3cret-password-value";
-        let values = serde_json::json!({ "db": { "password": secret } });
-        // The value straddles the 1,024-character cut.
-        // ("helm rollback failed: " is 22 characters: the cut falls 7 into it.)
-        let stderr = format!("{}{secret} and more", "x".repeat(995));
-        let e = HelmError::Failed {
-            action: "rollback",
-            stderr,
-        };
-        let summary = e.summary(&crate::delivery::helm::values::Redactor::of(&values));
-        assert!(!summary.contains("s3cret"), "{summary}");
-        assert!(summary.len() <= 1024);
-        assert_eq!(
-            format!("{:?}", crate::delivery::helm::values::Redactor::of(&values)),
-            "Redactor(1 values)",
-            "Debug never shows a value"
-        );
-    }
-
-    #[test]
-    fn a_forbidden_run_says_what_the_identity_may_not_do() {
-        let e = HelmError::Failed {
-            action: "upgrade",
-            stderr: "Error: UPGRADE FAILED: failed to create resource: clusterrolebindings.rbac.authorization.k8s.io \"admin\" is forbidden: User \"system:serviceaccount:team-a:hossted-deployer\" cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope".into(),
-        };
-        assert_eq!(
-            e.forbidden().as_deref(),
-            Some(
-                "cannot create resource \"clusterrolebindings\" in API group \"rbac.authorization.k8s.io\" at the cluster scope"
-            )
-        );
-        let other = HelmError::Failed {
-            action: "upgrade",
-            stderr: "Error: timed out waiting for the condition after 403 ms".into(),
-        };
-        assert_eq!(other.forbidden(), None);
-    }
-
-    #[test]
-    fn helms_json_release_gives_revision_status_and_versions() {
-        let out = r#"{"name":"web","info":{"status":"deployed","notes":"x"},
-            "chart":{"metadata":{"name":"web","version":"1.2.0","appVersion":"1.27.3"},"values":{"a":1}},
-            "config":{"password":"never-read"},"version":3,"namespace":"apps"}"#;
-        assert_eq!(
-            parse_release("upgrade", out).unwrap(),
-            Released {
-                revision: 3,
-                status: "deployed".into(),
-                chart_version: "1.2.0".into(),
-                app_version: "1.27.3".into()
-            }
-        );
-        assert!(parse_release("upgrade", "Error: nope").is_err());
-    }
-}
+mod tests;
