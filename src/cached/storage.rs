@@ -91,7 +91,9 @@ impl<'de> Deserialize<'de> for HelmRelease {
                     use sha2::Digest;
                     digest = Some(sha2::Sha256::digest(&payload).into());
                 }
-                decode_release_with(&payload, owned).map_err(|e| e.to_string())
+                decode_release_with(&payload, owned)
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| plausible(r, &raw.metadata))
             }
         };
         Ok(HelmRelease {
@@ -100,6 +102,41 @@ impl<'de> Deserialize<'de> for HelmRelease {
             digest,
         })
     }
+}
+
+/// `release` if it could be what helm stored in the Secret `meta`: a name
+/// in Helm's pattern (at most 53 characters) equal to the Secret's `name`
+/// label, the Secret's namespace, a revision of at least 1. Anyone who may
+/// write a Secret labelled `owner=helm` can forge one: an implausible one
+/// is never reported, never in a status (a 1 MB name would push the
+/// Hosstedproject's status past etcd's limit).
+fn plausible(release: ReleaseSummary, meta: &ObjectMeta) -> Result<ReleaseSummary, String> {
+    let name = &release.name;
+    let helm_name = name.len() <= 53
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    if !helm_name {
+        return Err("not a plausible Helm release: its name is not a Helm release name".into());
+    }
+    if label(meta, "name") != name.as_str() {
+        return Err(
+            "not a plausible Helm release: its name differs from the Secret's name label".into(),
+        );
+    }
+    if meta
+        .namespace
+        .as_deref()
+        .is_some_and(|ns| ns != release.namespace)
+    {
+        return Err("not a plausible Helm release: its namespace is not the Secret's".into());
+    }
+    if release.version < 1 {
+        return Err("not a plausible Helm release: its revision is below 1".into());
+    }
+    Ok(release)
 }
 
 impl HelmRelease {

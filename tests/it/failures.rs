@@ -202,3 +202,90 @@ async fn a_corrupt_release_is_named_in_a_warning_and_the_others_are_still_report
     assert_eq!(f.get_hp("cluster").await.status.unwrap().app_count, 1);
     operator.stop().await;
 }
+
+/// A release Secret as anyone who may write Secrets could forge it: a
+/// well-formed payload (`name`, `namespace`, `version` as given) under the
+/// storage labels of `label_name`.
+async fn forge(f: &Fixture, secret: &str, label_name: &str, release: serde_json::Value) {
+    let json = serde_json::to_vec(&release).unwrap();
+    let payload = hossted_operator::cached::helm::encode_release(&json);
+    let labels = [
+        ("owner", "helm"),
+        ("name", label_name),
+        ("version", "1"),
+        ("status", "deployed"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let forged = Secret {
+        metadata: ObjectMeta {
+            name: Some(secret.into()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        type_: Some("helm.sh/release.v1".into()),
+        data: Some([("release".to_string(), k8s_openapi::ByteString(payload))].into()),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(f.cp.client(), "apps")
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_forged_release_is_never_reported_nor_kept_in_status() {
+    let f = Fixture::new().await;
+    f.helm_install("good", "tiny", "apps");
+    let release = |name: &str, ns: &str| {
+        json!({ "name": name, "namespace": ns, "version": 1,
+                "info": { "status": "deployed", "first_deployed": "2026-11-01T10:00:00Z",
+                          "last_deployed": "2026-11-01T10:00:00Z" },
+                "chart": { "metadata": { "name": "tiny", "version": "0.1.0" } },
+                "manifest": "" })
+    };
+    // A 100,000-character name (it would push the project's status past
+    // etcd's limit), and a release claiming another namespace.
+    forge(
+        &f,
+        "sh.helm.release.v1.huge.v1",
+        "huge",
+        release(&"x".repeat(100_000), "apps"),
+    )
+    .await;
+    forge(
+        &f,
+        "sh.helm.release.v1.moved.v1",
+        "moved",
+        release("moved", "kube-system"),
+    )
+    .await;
+    f.hosstedproject("cluster", json!({})).await;
+    let operator = f.start_operator();
+
+    let posts = f.wait_requests("/v1/apps", 1, 60).await;
+    assert_eq!(posts[0].json()["app_api_info"]["app_name"], "good");
+    let named = eventually("both named in InvalidRelease warnings", 30, || async {
+        let messages: Vec<String> = warning_events(&f, "InvalidRelease")
+            .await
+            .into_iter()
+            .filter_map(|e| e.message)
+            .collect();
+        let named = |s: &str| messages.iter().any(|m| m.contains(s));
+        (named("apps/sh.helm.release.v1.huge.v1") && named("apps/sh.helm.release.v1.moved.v1"))
+            .then_some(messages)
+    })
+    .await;
+    assert!(
+        named.iter().all(|m| m.len() < 2_000),
+        "a forged name is never echoed whole"
+    );
+    operator.settle().await;
+    assert_eq!(f.requests_to("/v1/apps").len(), 1);
+    let status = f.get_hp("cluster").await.status.unwrap();
+    assert_eq!(status.app_count, 1);
+    let kept = serde_json::to_string(&status.apps).unwrap();
+    assert!(!kept.contains("xxxx") && !kept.contains("moved"), "{kept}");
+    operator.stop().await;
+}
