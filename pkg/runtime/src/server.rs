@@ -33,10 +33,14 @@ pub struct ServerOptions {
 }
 
 impl Default for ServerOptions {
+    /// 5 s for a request head, 512 connections at once: 200 idle
+    /// connections held open (anyone the NetworkPolicy lets reach the
+    /// port) leave `/healthz` answering well within the kubelet's 1 s probe
+    /// timeout, for a few MiB of buffers at most.
     fn default() -> Self {
         ServerOptions {
-            idle_timeout: Duration::from_secs(10),
-            max_connections: 64,
+            idle_timeout: Duration::from_secs(5),
+            max_connections: 512,
         }
     }
 }
@@ -185,6 +189,20 @@ mod tests {
         assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
         assert!(reply.ends_with("ok\n"), "{reply}");
         assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
+    }
+
+    #[tokio::test]
+    async fn two_hundred_idle_connections_do_not_stop_the_probe() {
+        let addr = start(0, ServerOptions::default()).await;
+        let mut idle = Vec::new();
+        for _ in 0..200 {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let reply = tokio::time::timeout(Duration::from_secs(1), get(addr, "/healthz"))
+            .await
+            .expect("/healthz within the kubelet's 1 s probe timeout");
+        assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+        drop(idle);
     }
 
     #[tokio::test]
