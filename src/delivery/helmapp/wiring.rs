@@ -57,6 +57,14 @@ impl Enqueue {
             let key = format!("HelmApp/{}", cache::object_key(app.as_ref()));
             self.through(DEPENDS_ON_INDEX, &key, |_| true);
         }
+        if let Event::Delete(gone) = e {
+            // A release it owned may now be another's to take (one that
+            // waited as `ReleaseOwnedByOther`, or a HelmApp moved to the
+            // operator's namespace): the other HelmApps of that release
+            // look again.
+            let release = super::target::Target::of(gone).key();
+            self.through(TARGET_INDEX, &release, |a| a.uid() != gone.uid());
+        }
     }
 
     /// A HelmAppSet that HelmApps depend on: appeared, went, or its `Ready`
