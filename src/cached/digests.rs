@@ -19,7 +19,7 @@ fn digests(data: BTreeMap<String, String>) -> KeyDigests {
     data.into_iter()
         .map(|(k, v)| {
             let d = Sha256::digest(v.as_bytes());
-            (k, d.iter().map(|b| format!("{b:02x}")).collect())
+            (k, super::hex::hex(&d))
         })
         .collect()
 }

@@ -5,6 +5,7 @@
 
 pub mod digests;
 pub mod helm;
+pub mod hex;
 pub mod manifest;
 pub mod marker;
 pub mod members;

@@ -59,8 +59,7 @@ pub fn release_digest(payload: &[u8]) -> String {
 }
 
 fn digest_text(sum: &[u8; 32]) -> String {
-    let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", super::hex::hex(sum))
 }
 
 impl HelmRelease {

@@ -35,7 +35,6 @@ impl DeliveryArgs {
                 max_concurrent: self.max_concurrent_helm.max(1),
             },
             chart_path_root: self.chart_path_root,
-            operator_namespace: tenancy.operator_namespace.clone(),
             tenancy,
             // Twice the helm slots: a worker's steps around helm (finalizer,
             // status write) must not leave a slot idle — with one worker

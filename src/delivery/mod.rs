@@ -52,7 +52,7 @@ pub struct Added {
 pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     let (workers, resync) = (settings.workers, settings.resync);
     let (namespace, work_dir) = (
-        settings.operator_namespace.clone(),
+        settings.tenancy.operator_namespace.clone(),
         settings.helm.work_dir.clone(),
     );
     let (apps, helm) = helmapp::controller(manager, settings);

@@ -27,7 +27,7 @@ pub const TARGET_INDEX: &str = "target";
 pub fn made_app_name(target: &str, release: &str) -> String {
     use sha2::Digest;
     let sum = sha2::Sha256::digest(format!("{target}/{release}").as_bytes());
-    let hash: String = sum[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let hash = crate::cached::hex::hex(&sum[..4]);
     let stem: String = format!("{target}-{release}").chars().take(63 - 9).collect();
     format!("{}-{hash}", stem.trim_end_matches(['-', '.']))
 }

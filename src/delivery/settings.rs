@@ -12,12 +12,11 @@ pub struct Settings {
     pub helm: HelmConfig,
     /// `chart.path` must be under this (`--chart-path-root`; none: refused).
     pub chart_path_root: Option<PathBuf>,
-    /// Who helm runs as; what a HelmApp may reference.
+    /// Who helm runs as; what a HelmApp may reference. Its
+    /// `operator_namespace` also holds `hossted-platform-charts`.
     pub tenancy: Tenancy,
     /// Concurrent reconciles.
     pub workers: usize,
     /// Safety resync of every HelmApp.
     pub resync: Duration,
-    /// The operator's namespace: where `hossted-platform-charts` lives.
-    pub operator_namespace: String,
 }

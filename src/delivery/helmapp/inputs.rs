@@ -12,8 +12,9 @@ use sha2::{Digest, Sha256};
 
 use super::context::Context;
 use super::target::Target;
+use crate::cached::hex::hex;
 use crate::delivery::helm::values;
-use crate::delivery::source::{self, hex};
+use crate::delivery::source;
 use apis::helmapp::ValuesKind;
 
 /// Why the chart could not be had, and whether retrying may help (a

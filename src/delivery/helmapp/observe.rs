@@ -60,10 +60,12 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         target,
     };
     let deleting_now = app.metadata.deletion_timestamp.is_some();
-    if deleting_now || o.newest.as_ref().is_some_and(|n| n.owner != o.uid) {
-        refresh_owner(ctx, app, &mut o).await;
-    }
-    o.tampered = tampered(ctx, &mut o).await;
+    let fresh = if deleting_now || o.newest.as_ref().is_some_and(|n| n.owner != o.uid) {
+        refresh_owner(ctx, app, &mut o).await
+    } else {
+        None
+    };
+    o.tampered = tampered(ctx, &mut o, fresh).await;
     if deleting_now {
         o.project_gone = project_gone(ctx, app).await;
     }
@@ -93,22 +95,34 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
 
 /// The owner of the newest revision read afresh, before an uninstall, an
 /// adoption or a refusal is decided on it: the storage's watch may lag
-/// behind a move that just rewrote its owner labels.
-async fn refresh_owner(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    match storage::newest(&ctx.client, &o.target).await {
-        Ok(fresh) => match (o.newest.as_mut(), fresh) {
-            (Some(cached), Some(fresh)) if cached.revision <= fresh.revision => {
-                cached.owner = fresh.owner;
+/// behind a move that just rewrote its owner labels. Returns the fresh
+/// read (`None`: it failed), for the tamper check to reuse.
+async fn refresh_owner(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+) -> Option<Option<storage::Newest>> {
+    let read = match storage::newest(&ctx.client, &o.target).await {
+        Ok(fresh) => {
+            match (o.newest.as_mut(), fresh.as_ref()) {
+                (Some(cached), Some(fresh)) if cached.revision <= fresh.revision => {
+                    cached.owner = fresh.owner.clone();
+                }
+                (Some(_), None) => o.newest = None,
+                _ => {}
             }
-            (Some(_), None) => o.newest = None,
-            _ => {}
-        },
-        Err(e) => log::warn!("{}: cannot re-read Helm's storage: {e}", o.target.key()),
-    }
+            Some(fresh)
+        }
+        Err(e) => {
+            log::warn!("{}: cannot re-read Helm's storage: {e}", o.target.key());
+            None
+        }
+    };
     o.owner_is_live = o
         .newest
         .as_ref()
         .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
+    read
 }
 
 /// Whether the Hosstedproject an operator-made app came from is gone or
@@ -137,12 +151,16 @@ async fn project_gone(ctx: &Context, app: &HelmApp) -> bool {
 
 /// Whether the newest revision differs from what the operator recorded
 /// (a failed confirming read counts as a difference: the cache shows one).
-async fn tampered(ctx: &Context, o: &mut Observed) -> Option<String> {
+async fn tampered(
+    ctx: &Context,
+    o: &mut Observed,
+    fresh: Option<Option<storage::Newest>>,
+) -> Option<String> {
     let cached = o
         .newest
         .as_ref()
         .map(|n| (n.revision, n.owner.clone(), n.digest.clone()));
-    storage::check(&ctx.client, o, cached)
+    storage::check(&ctx.client, o, cached, fresh)
         .await
         .unwrap_or_else(|e| {
             Some(format!(

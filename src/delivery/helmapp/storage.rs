@@ -97,12 +97,13 @@ pub async fn record_after_action(client: &Client, o: &mut Observed) {
 /// Whether the newest revision differs from what was recorded: `Some`
 /// with the message for the condition. `cached` is the cached newest
 /// revision's (revision, owner, digest); a difference is confirmed with a
-/// fresh read. With nothing recorded yet, the current digest is trusted on
-/// first sight.
+/// fresh read (`fresh`, when this reconcile already made one). With nothing
+/// recorded yet, the current digest is trusted on first sight.
 pub async fn check(
     client: &Client,
     o: &mut Observed,
     cached: Option<(i64, String, String)>,
+    fresh: Option<Option<Newest>>,
 ) -> Result<Option<String>, kube::Error> {
     let Some((_, owner, digest)) = cached.filter(|(_, owner, _)| *owner == o.uid) else {
         return Ok(None);
@@ -114,7 +115,10 @@ pub async fn check(
     if digest == expected {
         return Ok(None);
     }
-    let fresh = newest(client, &o.target).await?;
+    let fresh = match fresh {
+        Some(f) => f,
+        None => newest(client, &o.target).await?,
+    };
     Ok(match fresh {
         Some(n) if n.owner == owner && n.digest != expected => Some(format!(
             "revision {} of release {} in Helm's storage is not what the operator left there ({}, recorded {expected}): someone changed it; no helm runs on it until the HelmApp's configuration changes or hossted.com/reconcile-at is set by someone who accepts the stored state",

@@ -24,6 +24,8 @@ use parking_lot::Mutex;
 use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
+use crate::cached::hex::hex;
+
 /// A chart ready for helm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalChart {
@@ -226,11 +228,6 @@ fn digest_tree(
         digest_tree(base, &e, hasher, budget)?;
     }
     Ok(())
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

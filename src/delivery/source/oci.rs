@@ -24,7 +24,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 use sha2::{Digest, Sha256};
 
-use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version, hex};
+use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version};
+use crate::cached::hex::hex;
 
 /// The media type of a Helm chart's content layer.
 pub const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";

@@ -9,7 +9,8 @@ use std::time::Duration;
 use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
-use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version, hex};
+use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version};
+use crate::cached::hex::hex;
 
 /// The largest index or chart archive downloaded.
 const MAX_DOWNLOAD: u64 = 64 * 1024 * 1024;

@@ -250,11 +250,10 @@ impl Fixture {
             tenancy: delivery::Tenancy::single_tenant("hossted-operator"),
             workers: 4,
             resync: Duration::from_secs(600),
-            operator_namespace: "hossted-operator".into(),
         };
         change(&mut settings);
         // Where the operator runs: a Hosstedproject's HelmApps live there.
-        self.namespace(&settings.operator_namespace).await;
+        self.namespace(&settings.tenancy.operator_namespace).await;
         let mut options = ManagerOptions::new("hossted", "hossted-operator");
         options.instance = "test-delivery".into();
         options.sync_timeout = Duration::from_secs(60);
