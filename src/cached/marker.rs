@@ -14,13 +14,16 @@ use yaml_rust2::{Yaml, YamlLoader};
 const KEY: &str = "hossted_helm";
 
 /// Whether `manifest` carries the marker (see the module docs). A document
-/// that does not parse carries none.
+/// that does not parse, or is refused by [`super::yaml::check`] (an alias
+/// bomb), carries none.
 pub fn has_hossted_marker(manifest: &str) -> bool {
     if !manifest.contains(KEY) {
         return false;
     }
     documents(manifest)
         .filter(|doc| doc.contains(KEY))
+        // A document past the YAML budget is refused unread: not marked.
+        .filter(|doc| super::yaml::check(doc).is_ok())
         .any(|doc| {
             YamlLoader::load_from_str(doc)
                 .map(|docs| docs.iter().any(marked))
@@ -74,6 +77,19 @@ fn marked(doc: &Yaml) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_alias_bomb_carries_no_marker_and_is_not_expanded() {
+        // 10^12 nodes once expanded; the loader would clone every one.
+        let mut doc = String::from("hossted_helm: true\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let refs = vec![format!("*l{}", i - 1); 10].join(", ");
+            doc.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+        }
+        assert!(!has_hossted_marker(&doc));
+        // The same document with few aliases is read and marked.
+        assert!(has_hossted_marker("hossted_helm: true\na: &a [1]\nb: *a\n"));
+    }
 
     #[test]
     fn the_marker_is_a_key_with_value_true_in_any_style() {

@@ -14,3 +14,4 @@ pub mod quantity;
 pub mod storage;
 pub mod trivy;
 pub mod workloads;
+pub mod yaml;

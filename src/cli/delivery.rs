@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::delivery::source::SourceLimits;
+use crate::delivery::source::address::AddressPolicy;
 use crate::delivery::{HelmConfig, Settings, Tenancy};
 
 #[derive(Debug, Args, Clone)]
@@ -22,12 +24,35 @@ pub struct DeliveryArgs {
     /// A writable directory for helm's homes and the chart cache.
     #[arg(long, default_value = "/tmp/hossted-operator")]
     work_dir: PathBuf,
+    /// Chart fetches at once, all namespaces together (at most 2 per
+    /// namespace).
+    #[arg(long, default_value_t = 4)]
+    max_concurrent_fetches: usize,
+    /// Deadline of one whole chart fetch (index, archive, registry calls).
+    #[arg(long, default_value = "2m", value_parser = crate::duration::parse)]
+    chart_fetch_timeout: Duration,
+    /// Bytes the chart cache (in --work-dir) may hold; the least recently
+    /// used charts are evicted past it.
+    #[arg(long, default_value_t = 128 * 1024 * 1024)]
+    chart_cache_size: u64,
+    /// Bytes of a repository's index.yaml received, at most.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    max_index_size: u64,
+    /// Networks no chart is fetched from, comma-separated (empty: none).
+    #[arg(long, default_value = crate::delivery::source::address::DEFAULT_DENIED)]
+    deny_chart_source_cidrs: String,
+    /// Longest helm timeout honoured: a HelmApp's longer spec.timeout is
+    /// clamped to it, with a Warning.
+    #[arg(long, default_value = "30m", value_parser = crate::duration::parse)]
+    max_helm_timeout: Duration,
 }
 
 impl DeliveryArgs {
     /// Delivery's settings.
-    pub fn validate(self, resync: Duration, tenancy: Tenancy) -> Settings {
-        Settings {
+    pub fn validate(self, resync: Duration, tenancy: Tenancy) -> Result<Settings, String> {
+        let policy = AddressPolicy::parse(&self.deny_chart_source_cidrs)
+            .map_err(|e| format!("--deny-chart-source-cidrs: {e}"))?;
+        Ok(Settings {
             helm: HelmConfig {
                 binary: self.helm_binary,
                 work_dir: self.work_dir,
@@ -43,6 +68,14 @@ impl DeliveryArgs {
             // semaphore in the runner still caps helm processes.
             workers: self.max_concurrent_helm.max(1) * 2,
             resync,
-        }
+            sources: SourceLimits {
+                fetch_timeout: self.chart_fetch_timeout,
+                max_concurrent_fetches: self.max_concurrent_fetches.max(1),
+                cache_size: self.chart_cache_size,
+                max_index_size: self.max_index_size,
+                policy,
+            },
+            max_helm_timeout: self.max_helm_timeout,
+        })
     }
 }

@@ -96,7 +96,7 @@ impl RunArgs {
         let delivery = match m.runs(ControllerName::Delivery) {
             true => {
                 let tenancy = self.tenancy.validate(&m.operator_namespace)?;
-                Some(self.delivery.validate(resync, tenancy))
+                Some(self.delivery.validate(resync, tenancy)?)
             }
             false => None,
         };

@@ -35,6 +35,7 @@ pub use helm::{Helm, HelmConfig, values};
 pub use helmapp::{DeliveryError, HelmApps};
 pub use names::{FINALIZER, HASH_LABEL, RECONCILE_AT, UID_LABEL};
 pub use settings::Settings;
+pub use source::SourceLimits;
 pub use tenancy::{Identity, Privileged, Tenancy};
 
 /// What [`add_to`] started.
@@ -51,15 +52,17 @@ pub struct Added {
 /// helm on the same releases).
 pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     let (workers, resync) = (settings.workers, settings.resync);
-    let (namespace, work_dir) = (
-        settings.tenancy.operator_namespace.clone(),
-        settings.helm.work_dir.clone(),
-    );
-    let (apps, helm) = helmapp::controller(manager, settings);
+    let namespace = settings.tenancy.operator_namespace.clone();
+    // One fetch pool and chart cache for every controller.
+    let sources = Arc::new(source::Sources::new(
+        &settings.helm.work_dir,
+        settings.sources.clone(),
+    ));
+    let (apps, helm) = helmapp::controller(manager, settings, sources.clone());
     let stats = apps.stats();
     manager.add(apps);
     manager.add(appset::controller(manager, workers.clamp(1, 2)));
-    manager.add(project::controller(manager, &namespace, work_dir, resync));
+    manager.add(project::controller(manager, &namespace, sources, resync));
     let on_lost = helm.clone();
     manager.on_lease_lost(move || on_lost.kill_all());
     Added { helm, stats }

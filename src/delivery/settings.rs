@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::helm::HelmConfig;
+use super::source::SourceLimits;
 use super::tenancy::Tenancy;
 
 /// How delivery runs.
@@ -19,4 +20,9 @@ pub struct Settings {
     pub workers: usize,
     /// Safety resync of every HelmApp.
     pub resync: Duration,
+    /// How charts are fetched from repositories and registries.
+    pub sources: SourceLimits,
+    /// Longest `spec.timeout` honoured (`--max-helm-timeout`); a longer one
+    /// is clamped with a Warning.
+    pub max_helm_timeout: Duration,
 }

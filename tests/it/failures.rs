@@ -9,7 +9,7 @@ use kube::Api;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use serde_json::json;
 
-async fn warning_events(f: &Fixture, reason: &str) -> Vec<Event> {
+pub(crate) async fn warning_events(f: &Fixture, reason: &str) -> Vec<Event> {
     Api::<Event>::namespaced(f.cp.client(), "default")
         .list(
             &ListParams::default().fields(&format!("involvedObject.name=cluster,reason={reason}")),
@@ -206,7 +206,7 @@ async fn a_corrupt_release_is_named_in_a_warning_and_the_others_are_still_report
 /// A release Secret as anyone who may write Secrets could forge it: a
 /// well-formed payload (`name`, `namespace`, `version` as given) under the
 /// storage labels of `label_name`.
-async fn forge(f: &Fixture, secret: &str, label_name: &str, release: serde_json::Value) {
+pub(crate) async fn forge(f: &Fixture, secret: &str, label_name: &str, release: serde_json::Value) {
     let json = serde_json::to_vec(&release).unwrap();
     let payload = hossted_operator::cached::helm::encode_release(&json);
     let labels = [

@@ -8,6 +8,7 @@ mod delivery;
 mod failures;
 mod hardening;
 mod helm_release;
+mod hostile;
 mod leader;
 mod migration;
 mod payload;

@@ -253,6 +253,16 @@ fn exactly_one_chart_source() -> Option<Vec<ValidationRule>> {
     .ok()
 }
 
+/// `spec.timeout` of at most a day: four HelmApps with a hook that never
+/// ends and a `1000h` timeout would hold every helm slot for weeks.
+fn timeout_at_most_a_day() -> Option<Vec<ValidationRule>> {
+    serde_json::from_value(serde_json::json!([{
+        "rule": "duration(self) <= duration('24h')",
+        "message": "spec.timeout must be at most 24h"
+    }]))
+    .ok()
+}
+
 /// The schema of `object.properties[name]`, if any.
 fn property<'a>(
     object: Option<&'a mut JSONSchemaProps>,
@@ -273,16 +283,24 @@ fn specs(crd: &mut CustomResourceDefinition) -> impl Iterator<Item = &mut JSONSc
     })
 }
 
-/// The HelmApp CustomResourceDefinition, with the CEL rule the derive
-/// cannot express: exactly one chart source.
+/// The HelmApp CustomResourceDefinition, with the CEL rules the derive
+/// cannot express: exactly one chart source, a timeout of at most a day.
 pub fn helmapp_crd() -> CustomResourceDefinition {
     let mut crd = HelmApp::crd();
     for spec in specs(&mut crd) {
-        if let Some(chart) = property(Some(spec), "chart") {
-            chart.x_kubernetes_validations = exactly_one_chart_source();
-        }
+        app_spec_rules(spec);
     }
     crd
+}
+
+/// The CEL rules of a HelmApp spec (a HelmApp's, or an app's of a set).
+fn app_spec_rules(spec: &mut JSONSchemaProps) {
+    if let Some(timeout) = property(Some(spec), "timeout") {
+        timeout.x_kubernetes_validations = timeout_at_most_a_day();
+    }
+    if let Some(chart) = property(Some(spec), "chart") {
+        chart.x_kubernetes_validations = exactly_one_chart_source();
+    }
 }
 
 /// The HelmAppSet CustomResourceDefinition, with the CEL rules the derive
@@ -303,8 +321,8 @@ pub fn helmappset_crd() -> CustomResourceDefinition {
             Some(JSONSchemaPropsOrArray::Schema(s)) => Some(s.as_mut()),
             _ => None,
         };
-        if let Some(chart) = property(property(item, "spec"), "chart") {
-            chart.x_kubernetes_validations = exactly_one_chart_source();
+        if let Some(spec) = property(item, "spec") {
+            app_spec_rules(spec);
         }
     }
     crd

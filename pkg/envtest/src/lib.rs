@@ -38,6 +38,7 @@ use util::*;
 
 pub use error::Error;
 mod chart_repo;
+mod hostile;
 mod identity;
 mod kubeconfig;
 mod pki;
@@ -60,6 +61,7 @@ use kube::api::{ObjectMeta, PostParams};
 
 pub use assets::{Assets, kubernetes_version};
 pub use chart_repo::ChartRepo;
+pub use hostile::{Answer, HostileServer, Seen};
 use kubeconfig::Credentials;
 pub use poll::eventually;
 use process::{Spawner, Supervised};

@@ -34,6 +34,7 @@ pub fn parse_document(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
+    crate::cached::yaml::check(text).map_err(|e| format!("refused: {e}"))?;
     let v: Value =
         serde_yaml_ng::from_str(text).map_err(|e| format!("not a YAML document: {e}"))?;
     match v {
@@ -327,6 +328,19 @@ mod tests {
             base,
             json!({ "image": { "repo": "nginx", "tag": "2" }, "ports": [8080], "keep": 1, "new": { "a": 1 } })
         );
+    }
+
+    #[test]
+    fn a_values_document_past_the_yaml_budget_is_refused() {
+        let mut doc = String::from("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..8 {
+            let refs = vec![format!("*l{}", i - 1); 10].join(", ");
+            doc.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+        }
+        let e = parse_document(&doc).unwrap_err();
+        assert!(e.contains("more than 100000 nodes"), "{e}");
+        let deep = format!("a: {}{}", "[".repeat(300), "]".repeat(300));
+        assert!(parse_document(&deep).unwrap_err().contains("deeper than"));
     }
 
     #[test]

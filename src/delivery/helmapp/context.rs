@@ -16,7 +16,7 @@ use crate::cached::objects::{HelmRelease, Ingress, Service};
 use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 use crate::delivery::helm::Helm;
 use crate::delivery::settings::Settings;
-use crate::delivery::source::RepoCache;
+use crate::delivery::source::Sources;
 
 /// The caches of a release's objects, indexed by release
 /// ([`crate::cached::members::MEMBER_INDEX`]) and keyed `namespace/name`.
@@ -44,7 +44,8 @@ pub struct Context {
     pub configmaps: Store<ConfigMapDigests>,
     pub helm: Arc<Helm>,
     /// Chart sources' resolutions, remembered for their `interval`.
-    pub repo_cache: Arc<RepoCache>,
+    /// Chart fetching, shared with the other delivery controllers.
+    pub sources: Arc<Sources>,
     pub status: StatusWriter<HelmApp, HelmAppStatus>,
     pub recorder: EventRecorder,
     pub settings: Settings,

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::context::Context;
+use super::status::Reason;
 use super::target::Target;
 use crate::cached::hex::hex;
 use crate::delivery::helm::values;
@@ -21,6 +22,8 @@ use apis::helmapp::ValuesKind;
 /// repository that is down) or only a change of the spec can (a wrong path).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChartProblem {
+    /// `ChartUnavailable`, `ChartInvalid` or `ChartSourceRefused`.
+    pub reason: Reason,
     pub message: String,
     pub retry: bool,
 }
@@ -33,6 +36,11 @@ impl Context {
         self.fetch_chart(app)
             .await
             .map_err(|(e, retry)| ChartProblem {
+                reason: match e {
+                    source::SourceError::Invalid { .. } => Reason::ChartInvalid,
+                    source::SourceError::Refused { .. } => Reason::ChartSourceRefused,
+                    _ => Reason::ChartUnavailable,
+                },
                 message: e.to_string(),
                 retry,
             })
@@ -56,7 +64,7 @@ impl Context {
             .as_ref()
             .map(|r| format!("{}/{}", app.namespace().unwrap_or_default(), r.name))
             .unwrap_or_default();
-        if let Some(c) = self.repo_cache.fresh(&spec.chart, &scope, interval) {
+        if let Some(c) = self.sources.resolved.fresh(&spec.chart, &scope, interval) {
             return Ok(c);
         }
         let repo_error = |message: String| source::SourceError::Repo {
@@ -70,27 +78,19 @@ impl Context {
                 .await
                 .map_err(|(message, retry)| (repo_error(message), retry))?,
         };
-        if !spec.chart.oci.is_empty() {
-            return source::oci::fetch(
+        let retry = |e: source::SourceError| {
+            // An address refused stays refused until the spec changes.
+            let retry = !matches!(e, source::SourceError::Refused { .. });
+            (e, retry)
+        };
+        self.sources
+            .fetch(
+                &app.namespace().unwrap_or_default(),
                 &spec.chart,
-                &credentials,
-                &self.settings.helm.work_dir,
-                &self.repo_cache,
+                credentials,
             )
             .await
-            .map_err(|e| (e, true));
-        }
-        let (chart, work_dir, cache) = (
-            spec.chart.clone(),
-            self.settings.helm.work_dir.clone(),
-            self.repo_cache.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            source::repo::fetch_from_repo(&chart, &credentials, &work_dir, &cache)
-        })
-        .await
-        .map_err(|e| (repo_error(format!("the fetch stopped: {e}")), true))?
-        .map_err(|e| (e, true))
+            .map_err(retry)
     }
 
     /// What `credentialsSecretRef` `name` holds; `Err` says why not and

@@ -42,6 +42,7 @@ use crate::delivery::names::{
     DEPENDS_ON_INDEX, FINALIZER, RELEASE_INDEX, TARGET_INDEX, VALUES_FROM_INDEX,
 };
 use crate::delivery::settings::Settings;
+use crate::delivery::source::Sources;
 pub use act::{DeliveryError, Outcome};
 pub use context::{Context, Members};
 pub use target::Target;
@@ -95,7 +96,11 @@ impl Reconciler for HelmApps {
 /// The HelmApp controller, its informers requested from `manager`'s shared
 /// factory and its handlers registered; `manager.add` it. The [`Helm`] it
 /// runs is returned too: `kill_all` it when the manager stops.
-pub fn controller(manager: &Manager, settings: Settings) -> (Controller<HelmApps>, Arc<Helm>) {
+pub fn controller(
+    manager: &Manager,
+    settings: Settings,
+    sources: Arc<Sources>,
+) -> (Controller<HelmApps>, Arc<Helm>) {
     let factory = manager.factory();
     let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
     index_helmapps(&apps.store());
@@ -121,7 +126,7 @@ pub fn controller(manager: &Manager, settings: Settings) -> (Controller<HelmApps
         secrets: secrets.store(),
         configmaps: configmaps.store(),
         helm: helm.clone(),
-        repo_cache: Arc::default(),
+        sources,
         status: {
             let writer = StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone());
             writer.follow(&apps);

@@ -14,7 +14,7 @@ use kube::{Api, ResourceExt};
 
 use super::context::Context;
 use super::inputs::config_hash;
-use super::observed::{Inputs, Observed, Stored};
+use super::observed::{Inputs, Observed, Stored, timeout_of};
 use super::readiness;
 use super::state;
 use super::status::Reason;
@@ -36,7 +36,10 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     let owner_is_live = newest
         .as_ref()
         .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
+    let (timeout, timeout_clamped) = timeout_of(app, ctx.settings.max_helm_timeout);
     let mut o = Observed {
+        timeout,
+        timeout_clamped,
         uid: app.uid().unwrap_or_default(),
         identity: ctx.settings.tenancy.identity(app),
         redactor: Default::default(),

@@ -76,6 +76,10 @@ pub struct Observed {
     /// With `wait`: workloads of the release still rolling out.
     pub pending: Vec<String>,
     pub now: chrono::DateTime<chrono::Utc>,
+    /// The helm timeout: `spec.timeout`, clamped to `--max-helm-timeout`.
+    pub timeout: Duration,
+    /// `spec.timeout` was longer than `--max-helm-timeout`.
+    pub timeout_clamped: bool,
 }
 
 impl Observed {
@@ -89,7 +93,26 @@ impl Observed {
 }
 
 /// `spec.timeout` (5m when it does not parse: the schema's pattern makes
-/// that rare).
-pub fn timeout_of(app: &HelmApp) -> Duration {
-    super::inputs::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300))
+/// that rare) clamped to `max`, and whether it was.
+pub fn timeout_of(app: &HelmApp, max: Duration) -> (Duration, bool) {
+    let asked =
+        super::inputs::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
+    (asked.min(max), asked > max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_past_the_bound_is_clamped_and_said_so() {
+        let mut app = HelmApp::new("a", Default::default());
+        let max = Duration::from_secs(1800);
+        app.spec.timeout = "10h".into();
+        assert_eq!(timeout_of(&app, max), (max, true));
+        app.spec.timeout = "90s".into();
+        assert_eq!(timeout_of(&app, max), (Duration::from_secs(90), false));
+        app.spec.timeout = "30m".into();
+        assert_eq!(timeout_of(&app, max), (max, false));
+    }
 }

@@ -82,8 +82,12 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             retry: false,
         },
         ReleaseState::Refused { reason, message } => refuse(*reason, message),
-        ReleaseState::ChartUnavailable { message, retry } => Step::Refuse {
-            reason: Reason::ChartUnavailable,
+        ReleaseState::ChartUnavailable {
+            reason,
+            message,
+            retry,
+        } => Step::Refuse {
+            reason: *reason,
             message: message.clone(),
             warn: true,
             retry: *retry,
@@ -249,6 +253,7 @@ mod tests {
             ),
             (
                 ReleaseState::ChartUnavailable {
+                    reason: Reason::ChartUnavailable,
                     message: m(),
                     retry: true,
                 },
@@ -257,6 +262,19 @@ mod tests {
                     message: m(),
                     warn: true,
                     retry: true,
+                },
+            ),
+            (
+                ReleaseState::ChartUnavailable {
+                    reason: Reason::ChartSourceRefused,
+                    message: m(),
+                    retry: false,
+                },
+                Step::Refuse {
+                    reason: Reason::ChartSourceRefused,
+                    message: m(),
+                    warn: true,
+                    retry: false,
                 },
             ),
             (

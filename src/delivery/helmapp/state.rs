@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use apis::helmapp::HelmApp;
 
-use super::observed::{Inputs, Observed, Stored, timeout_of};
+use super::observed::{Inputs, Observed, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 /// What the release of one HelmApp is.
@@ -25,7 +25,13 @@ pub enum ReleaseState {
     /// when it changes): a refused reference, a dependency, invalid values.
     Refused { reason: Reason, message: String },
     /// The chart could not be had; `retry`: trying again may help.
-    ChartUnavailable { message: String, retry: bool },
+    /// The chart cannot be had (`reason`: `ChartUnavailable`,
+    /// `ChartInvalid` or `ChartSourceRefused`).
+    ChartUnavailable {
+        reason: Reason,
+        message: String,
+        retry: bool,
+    },
     /// Pending, and a helm run of ours holds it.
     HeldByHelm,
     /// Pending with no helm of ours on it, for less than `timeout`.
@@ -97,6 +103,7 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
         Some(Inputs::Ready { hash, .. }) => hash.as_str(),
         Some(Inputs::ChartUnavailable(p)) => {
             return ReleaseState::ChartUnavailable {
+                reason: p.reason,
                 message: p.message.clone(),
                 retry: p.retry,
             };
@@ -109,6 +116,7 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
         }
         None => {
             return ReleaseState::ChartUnavailable {
+                reason: Reason::ChartUnavailable,
                 message: "the chart was not looked up".into(),
                 retry: true,
             };
@@ -189,7 +197,7 @@ fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
     if o.busy {
         return ReleaseState::HeldByHelm;
     }
-    let timeout = timeout_of(app);
+    let timeout = o.timeout;
     let pending_for = chrono::DateTime::parse_from_rfc3339(&newest.updated)
         .map(|t| {
             (o.now - t.with_timezone(&chrono::Utc))

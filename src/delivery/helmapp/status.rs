@@ -15,6 +15,8 @@ pub enum Reason {
     DependencyNotFound,
     DependencyNotReady,
     ChartUnavailable,
+    ChartInvalid,
+    ChartSourceRefused,
     ValuesInvalid,
     ReleaseLocked,
     ReleaseOwnedByOther,
@@ -23,6 +25,7 @@ pub enum Reason {
     StorageTampered,
     // HelmApp: what a run did.
     Forbidden,
+    TimeoutClamped,
     InstallSucceeded,
     UpgradeSucceeded,
     InstallFailed,
@@ -54,13 +57,15 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 37] = [
+    pub const ALL: [Reason; 40] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
         Reason::DependencyNotFound,
         Reason::DependencyNotReady,
         Reason::ChartUnavailable,
+        Reason::ChartInvalid,
+        Reason::ChartSourceRefused,
         Reason::ValuesInvalid,
         Reason::ReleaseLocked,
         Reason::ReleaseOwnedByOther,
@@ -68,6 +73,7 @@ impl Reason {
         Reason::RetriesExhausted,
         Reason::StorageTampered,
         Reason::Forbidden,
+        Reason::TimeoutClamped,
         Reason::InstallSucceeded,
         Reason::UpgradeSucceeded,
         Reason::InstallFailed,
@@ -103,6 +109,8 @@ impl Reason {
             DependencyNotFound => "DependencyNotFound",
             DependencyNotReady => "DependencyNotReady",
             ChartUnavailable => "ChartUnavailable",
+            ChartInvalid => "ChartInvalid",
+            ChartSourceRefused => "ChartSourceRefused",
             ValuesInvalid => "ValuesInvalid",
             ReleaseLocked => "ReleaseLocked",
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
@@ -110,6 +118,7 @@ impl Reason {
             RetriesExhausted => "RetriesExhausted",
             StorageTampered => "StorageTampered",
             Forbidden => "Forbidden",
+            TimeoutClamped => "TimeoutClamped",
             InstallSucceeded => "InstallSucceeded",
             UpgradeSucceeded => "UpgradeSucceeded",
             InstallFailed => "InstallFailed",

@@ -1,7 +1,6 @@
 //! What the project-delivery controller is made of: its caches, client and
 //! recorder, the names it writes, and its error.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use apis::helmapp::HelmApp;
@@ -13,7 +12,7 @@ use record::EventRecorder;
 use runtime::StatusWriter;
 
 use crate::cached::objects::HelmRelease;
-use crate::delivery::source::RepoCache;
+use crate::delivery::source::Sources;
 
 /// On a HelmApp made for a Hosstedproject: the project's name.
 pub const PROJECT_LABEL: &str = "hossted.com/project";
@@ -43,8 +42,8 @@ pub struct ProjectDelivery {
     pub(super) platform: Store<ConfigMap>,
     pub(super) releases: Store<HelmRelease>,
     pub(super) recorder: EventRecorder,
-    pub(super) work_dir: PathBuf,
-    pub(super) repo_cache: Arc<RepoCache>,
+    /// Chart fetching, shared with the HelmApp controller.
+    pub(super) sources: Arc<Sources>,
     /// Where its HelmApps live.
     pub(super) operator_namespace: String,
     /// Removes a `Delivering=False` left from a run without delivery.

@@ -207,21 +207,14 @@ impl ProjectDelivery {
         {
             return Ok(version);
         }
-        let (chart, work_dir, cache) = (
-            w.spec.chart.clone(),
-            self.work_dir.clone(),
-            self.repo_cache.clone(),
-        );
-        let fetched = tokio::task::spawn_blocking(move || {
-            source::repo::fetch_from_repo(
-                &chart,
-                &source::Credentials::default(),
-                &work_dir,
-                &cache,
+        let fetched = self
+            .sources
+            .fetch(
+                &self.operator_namespace,
+                &w.spec.chart,
+                source::Credentials::default(),
             )
-        })
-        .await
-        .map_err(|e| ProjectError::Failed(e.to_string()))?;
+            .await;
         fetched.map(|c| c.version).map_err(|e| {
             let message = format!("spec.helm {}: cannot pin a chart version: {e}", w.release);
             self.recorder.event(

@@ -27,7 +27,6 @@ mod ensure;
 mod wanted;
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +43,7 @@ use serde_json::json;
 use super::helmapp::status::Reason;
 use crate::cached::objects::HelmRelease;
 use crate::cached::storage::helm_storage_options;
+use crate::delivery::source::Sources;
 use context::PROJECT_INDEX;
 pub use context::{PLATFORM_CONFIGMAP, PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 
@@ -51,7 +51,7 @@ pub use context::{PLATFORM_CONFIGMAP, PROJECT_LABEL, ProjectDelivery, ProjectErr
 pub fn controller(
     manager: &Manager,
     operator_namespace: &str,
-    work_dir: PathBuf,
+    sources: Arc<Sources>,
     resync: Duration,
 ) -> Controller<ProjectDelivery> {
     let factory = manager.factory();
@@ -77,8 +77,7 @@ pub fn controller(
         platform: platform.store(),
         releases: releases.store(),
         recorder: manager.recorder(),
-        work_dir,
-        repo_cache: Arc::default(),
+        sources,
         operator_namespace: operator_namespace.to_string(),
         delivering: super::disabled::writer(manager, &projects),
     };

@@ -147,12 +147,18 @@ struct Listed {
 }
 
 fn parse_platform_list(text: &str) -> Result<Vec<Listed>, String> {
+    crate::cached::yaml::check(text).map_err(|e| e.to_string())?;
     let listed: Vec<Listed> = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
-    if let Some(bad) = listed
+    if let Some((i, bad)) = listed
         .iter()
-        .find(|l| l.name.is_empty() || l.namespace.is_empty())
+        .enumerate()
+        .find(|(_, l)| l.name.is_empty() || l.namespace.is_empty())
     {
-        return Err(format!("an entry has no name or namespace: {bad:?}"));
+        // Its name and namespace only: the spec may hold values.
+        return Err(format!(
+            "entry {i} (name {:?}, namespace {:?}) has no name or no namespace",
+            bad.name, bad.namespace
+        ));
     }
     Ok(listed)
 }

@@ -12,8 +12,17 @@
 //!   repository's version, the chart layer pulled, verified by digest and
 //!   cached the same way.
 
+pub mod address;
+pub mod archive;
+pub mod cache;
+mod fetch;
+pub mod http;
+pub mod index;
 pub mod oci;
+pub mod pool;
 pub mod repo;
+
+pub use fetch::{SourceLimits, Sources};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -49,6 +58,12 @@ pub enum SourceError {
     NotExactlyOne,
     #[error("chart repository {repo}: {message}")]
     Repo { repo: String, message: String },
+    /// The archive breaks a bound or rule of [`archive::check`].
+    #[error("chart repository {repo}: {message}")]
+    Invalid { repo: String, message: String },
+    /// The address policy refused the source's address.
+    #[error("chart repository {repo}: {message}")]
+    Refused { repo: String, message: String },
 }
 
 /// What `credentialsSecretRef` holds.
@@ -76,7 +91,7 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// Chart repositories' resolutions, remembered for their `interval`.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct RepoCache {
     resolved: Mutex<HashMap<String, (Instant, LocalChart)>>,
 }
@@ -187,6 +202,7 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
     let version = if path.is_dir() {
         std::fs::read_to_string(path.join("Chart.yaml"))
             .ok()
+            .filter(|t| crate::cached::yaml::check(t).is_ok())
             .and_then(|t| serde_yaml_ng::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from))
             .unwrap_or_default()

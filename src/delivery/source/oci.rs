@@ -14,7 +14,6 @@
 //!   CA (`ca.crt`, trusted besides the system's roots); `chart.insecure`
 //!   speaks plain HTTP (local registries).
 
-use std::path::Path;
 use std::time::Duration;
 
 use apis::helmapp::ChartSource;
@@ -22,10 +21,8 @@ use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientP
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use sha2::{Digest, Sha256};
 
-use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version};
-use crate::cached::hex::hex;
+use super::{Credentials, LocalChart, SourceError, Sources, archive, choose_version};
 
 /// The media type of a Helm chart's content layer.
 pub const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
@@ -54,8 +51,7 @@ pub fn split(oci: &str) -> Result<(String, String), String> {
 pub async fn fetch(
     chart: &ChartSource,
     credentials: &Credentials,
-    work_dir: &Path,
-    cache: &RepoCache,
+    sources: &Sources,
 ) -> Result<LocalChart, SourceError> {
     let fail = |message: String| failed(chart, message);
     let (registry, repository) = split(&chart.oci).map_err(&fail)?;
@@ -95,30 +91,33 @@ pub async fn fetch(
             ))
         })?;
     let digest = checked_digest(layer, &version).map_err(&fail)?;
-    let dir = work_dir
-        .join("charts")
-        .join(&hex(&Sha256::digest(chart.oci.as_bytes()))[..16]);
-    let file = dir.join(format!("{digest}.tgz"));
-    let cached = std::fs::read(&file)
-        .ok()
-        .is_some_and(|b| hex(&Sha256::digest(&b)) == digest);
-    if !cached {
-        let mut bytes = Vec::with_capacity(layer.size.max(0) as usize);
-        // Verified against the manifest's digest while it is read.
+    let file = sources.cache.path(&chart.oci, "", &digest);
+    if sources.cache.read(&file, &digest).is_none() {
+        // Counted as it arrives: the registry may send more than it
+        // declared, and the client checks the digest only at the end.
+        let mut sink = Bounded::new(layer.size.clamp(0, MAX_LAYER) as usize);
         client
-            .pull_blob(&image, layer, &mut bytes)
+            .pull_blob(&image, layer, &mut sink)
             .await
-            .map_err(|e| explain(chart, &format!("chart layer of {version}"), e))?;
-        std::fs::create_dir_all(&dir)
-            .and_then(|_| std::fs::write(&file, &bytes))
-            .map_err(|e| fail(format!("cannot cache the chart in {}: {e}", dir.display())))?;
+            .map_err(|e| match sink.overflowed {
+                true => fail(format!(
+                    "the chart layer of {version} is larger than the {} bytes its manifest declares",
+                    layer.size
+                )),
+                false => explain(chart, &format!("chart layer of {version}"), e),
+            })?;
+        archive::check(&sink.bytes).map_err(|message| SourceError::Invalid {
+            repo: chart.oci.clone(),
+            message: format!("{version}: {message}"),
+        })?;
+        sources.cache.store(&file, &sink.bytes).map_err(&fail)?;
     }
     let local = LocalChart {
         path: file,
         version,
         digest,
     };
-    cache.remember(chart, &credentials.scope, &local);
+    sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)
 }
 
@@ -241,23 +240,79 @@ fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-/// Every tag of the repository, page by page.
+/// Pages of tags read, at most.
+const MAX_TAG_PAGES: usize = 10;
+/// Tags kept, at most.
+const MAX_TAGS: usize = 10_000;
+
+/// The repository's tags, page by page: at most [`MAX_TAG_PAGES`] pages
+/// and [`MAX_TAGS`] tags (a registry that pages without end, or answers a
+/// page of a million tags, is cut off).
 async fn list_tags(
     client: &Client,
     image: &Reference,
     auth: &RegistryAuth,
 ) -> Result<Vec<String>, OciDistributionError> {
     const PAGE: usize = 1000;
-    let mut tags = Vec::new();
-    loop {
+    let mut tags: Vec<String> = Vec::new();
+    for _ in 0..MAX_TAG_PAGES {
         let page = client
             .list_tags(image, auth, Some(PAGE), tags.last().map(String::as_str))
             .await?;
         let n = page.tags.len();
-        tags.extend(page.tags);
-        if n < PAGE {
-            return Ok(tags);
+        let before = tags.last().cloned();
+        tags.extend(page.tags.into_iter().take(MAX_TAGS - tags.len()));
+        // A short page ends the list; so does one that does not move on.
+        if n < PAGE || tags.len() >= MAX_TAGS || tags.last() == before.as_ref() {
+            break;
         }
+    }
+    Ok(tags)
+}
+
+/// Where a blob is pulled to: fails the write past `limit` bytes.
+struct Bounded {
+    bytes: Vec<u8>,
+    limit: usize,
+    overflowed: bool,
+}
+
+impl Bounded {
+    fn new(limit: usize) -> Self {
+        Bounded {
+            bytes: Vec::with_capacity(limit.min(1 << 20)),
+            limit,
+            overflowed: false,
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Bounded {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        if self.bytes.len() + buf.len() > self.limit {
+            self.overflowed = true;
+            return std::task::Poll::Ready(Err(std::io::ErrorKind::FileTooLarge.into()));
+        }
+        self.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
     }
 }
 

@@ -2,37 +2,44 @@
 //! chosen, the archive downloaded (verified by the index's digest) and
 //! cached in the private work directory.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::time::Duration;
-
 use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
-use super::{Credentials, LocalChart, RepoCache, SourceError, choose_version};
+use super::http::{Http, HttpError, without_credentials};
+use super::index::{IndexEntry, entries_of};
+use super::{Credentials, LocalChart, SourceError, Sources, archive, choose_version};
 use crate::cached::hex::hex;
 
-/// The largest index or chart archive downloaded.
-const MAX_DOWNLOAD: u64 = 64 * 1024 * 1024;
-
 /// Resolves `chart.repo` over the network (blocking: run it off the async
-/// workers) into `work_dir/charts/`, and remembers it in `cache`.
+/// workers, through [`Sources::fetch`]) into the chart cache, and
+/// remembers it.
 pub fn fetch_from_repo(
     chart: &ChartSource,
     credentials: &Credentials,
-    work_dir: &Path,
-    cache: &RepoCache,
+    sources: &Sources,
 ) -> Result<LocalChart, SourceError> {
     let repo = chart.repo.trim_end_matches('/').to_string();
+    let shown = without_credentials(&repo);
     let fail = |message: String| SourceError::Repo {
-        repo: repo.clone(),
+        repo: shown.clone(),
         message,
     };
-    let http = Http::new(credentials).map_err(&fail)?;
-    let get = |url: &str| http.get(url).map_err(&fail);
+    let limits = &sources.limits;
+    let http =
+        Http::new(&repo, credentials, &limits.policy, limits.fetch_timeout).map_err(&fail)?;
+    let get = |url: &str, limit: u64| {
+        http.get(url, limit).map_err(|e| match e {
+            HttpError::Refused(message) => SourceError::Refused {
+                repo: shown.clone(),
+                message,
+            },
+            HttpError::Failed(message) => fail(message),
+        })
+    };
 
-    let index = get(&format!("{repo}/index.yaml"))?;
-    let entry = choose(&index, &chart.name, &chart.version).map_err(fail)?;
+    let index = get(&format!("{repo}/index.yaml"), limits.max_index_size)?;
+    let entry = choose(&index, &chart.name, &chart.version).map_err(&fail)?;
+    drop(index);
     let url = match entry.urls.first() {
         Some(u) if u.contains("://") => u.clone(),
         Some(u) => format!("{repo}/{}", u.trim_start_matches('/')),
@@ -43,27 +50,24 @@ pub fn fetch_from_repo(
             )));
         }
     };
-    let dir = work_dir
-        .join("charts")
-        .join(&hex(&Sha256::digest(repo.as_bytes()))[..16]);
-    let file = dir.join(format!("{}-{}.tgz", chart.name, entry.version));
-    let cached = std::fs::read(&file)
-        .ok()
-        .filter(|b| entry.digest.is_empty() || hex(&Sha256::digest(b)) == entry.digest);
-    let bytes = match cached {
+    let file = sources.cache.path(&repo, &chart.name, &entry.version);
+    let bytes = match sources.cache.read(&file, &entry.digest) {
         Some(b) => b,
         None => {
-            let b = get(&url)?;
+            let b = get(&url, archive::MAX_PACKED)?;
             let digest = hex(&Sha256::digest(&b));
             if !entry.digest.is_empty() && digest != entry.digest {
                 return Err(fail(format!(
-                    "{url}: digest {digest} is not the index's {}",
+                    "{}: digest {digest} is not the index's {}",
+                    without_credentials(&url),
                     entry.digest
                 )));
             }
-            std::fs::create_dir_all(&dir)
-                .and_then(|_| std::fs::write(&file, &b))
-                .map_err(|e| fail(format!("cannot cache the chart in {}: {e}", dir.display())))?;
+            archive::check(&b).map_err(|message| SourceError::Invalid {
+                repo: shown.clone(),
+                message: format!("{} {}: {message}", chart.name, entry.version),
+            })?;
+            sources.cache.store(&file, &b).map_err(&fail)?;
             b
         }
     };
@@ -72,97 +76,21 @@ pub fn fetch_from_repo(
         version: entry.version,
         digest: hex(&Sha256::digest(&bytes)),
     };
-    cache.remember(chart, &credentials.scope, &local);
+    sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)
-}
-
-/// A repository's HTTP client, with its credentials.
-struct Http {
-    agent: ureq::Agent,
-    /// The `Authorization` header, when credentials have a username and password.
-    auth: Option<String>,
-}
-
-impl Http {
-    fn new(credentials: &Credentials) -> Result<Self, String> {
-        let mut config = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(10)))
-            .timeout_global(Some(Duration::from_secs(120)))
-            .http_status_as_error(false)
-            .user_agent(concat!("hossted-operator/", env!("CARGO_PKG_VERSION")));
-        if let Some(ca) = &credentials.ca {
-            config = config
-                .tls_config(crate::tls::with_extra_ca(ca).map_err(|e| format!("ca.crt {e}"))?);
-        }
-        let auth = match (&credentials.username, &credentials.password) {
-            (Some(u), Some(p)) => {
-                use base64::Engine;
-                Some(format!(
-                    "Basic {}",
-                    base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
-                ))
-            }
-            _ => None,
-        };
-        Ok(Http {
-            agent: config.build().into(),
-            auth,
-        })
-    }
-
-    /// The body of `url` (at most [`MAX_DOWNLOAD`] bytes); `Err` says the
-    /// URL and the status or error.
-    fn get(&self, url: &str) -> Result<Vec<u8>, String> {
-        let mut req = self.agent.get(url);
-        if let Some(a) = &self.auth {
-            req = req.header("Authorization", a);
-        }
-        let mut resp = req.call().map_err(|e| format!("GET {url}: {e}"))?;
-        let status = resp.status().as_u16();
-        if status == 401 || status == 403 {
-            return Err(format!(
-                "GET {url} answered {status}: check credentialsSecretRef"
-            ));
-        }
-        if !(200..300).contains(&status) {
-            return Err(format!("GET {url} answered {status}"));
-        }
-        resp.body_mut()
-            .with_config()
-            .limit(MAX_DOWNLOAD)
-            .read_to_vec()
-            .map_err(|e| format!("GET {url}: {e}"))
-    }
-}
-
-/// One chart version of a repository index.
-#[derive(Debug, Clone, serde::Deserialize)]
-struct IndexEntry {
-    version: String,
-    #[serde(default)]
-    urls: Vec<String>,
-    #[serde(default)]
-    digest: String,
 }
 
 /// The entry of `name` in a repository index that `wanted` asks for.
 fn choose(index: &[u8], name: &str, wanted: &str) -> Result<IndexEntry, String> {
-    #[derive(serde::Deserialize)]
-    struct Index {
-        #[serde(default)]
-        entries: HashMap<String, Vec<IndexEntry>>,
+    let entries = entries_of(index, name)?;
+    if entries.is_empty() {
+        return Err(format!("no chart named {name:?} in index.yaml"));
     }
-    let index: Index = serde_yaml_ng::from_slice(index).map_err(|e| format!("index.yaml: {e}"))?;
-    let entries = index
-        .entries
-        .get(name)
-        .ok_or_else(|| format!("no chart named {name:?} in index.yaml"))?;
     let versions: Vec<String> = entries.iter().map(|e| e.version.clone()).collect();
     let version = choose_version(&versions, name, wanted)?;
     entries
-        .iter()
+        .into_iter()
         .find(|e| e.version == version)
-        .cloned()
         .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
 }
 

@@ -371,6 +371,10 @@ async fn the_crd_refuses_a_release_or_chart_name_helm_would_misread() {
             json!({ "chart": { "repo": "https://charts.example.com", "name": "../other/alloy" } }),
             "chart.name",
         ),
+        (
+            json!({ "timeout": "25h", "chart": { "path": "tiny" } }),
+            "timeout",
+        ),
     ] {
         match api.create(&PostParams::default(), &app(spec.clone())).await {
             Err(kube::Error::Api(s)) => {

@@ -250,6 +250,10 @@ impl Fixture {
             tenancy: delivery::Tenancy::single_tenant("hossted-operator"),
             workers: 4,
             resync: Duration::from_secs(600),
+            // Tests serve charts from loopback, which the default policy
+            // allows; 169.254/16 stays refused.
+            sources: delivery::SourceLimits::default(),
+            max_helm_timeout: Duration::from_secs(1800),
         };
         change(&mut settings);
         // Where the operator runs: a Hosstedproject's HelmApps live there.

@@ -68,6 +68,7 @@ impl Context {
 /// kinds and empty documents are skipped; a CRD without a name is an
 /// error).
 fn parse_crds(text: &str) -> Result<Vec<Value>, String> {
+    crate::cached::yaml::check(text).map_err(|e| format!("the chart's crds/ is refused: {e}"))?;
     let mut crds = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let value: Value = serde::Deserialize::deserialize(doc)

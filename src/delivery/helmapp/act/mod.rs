@@ -54,7 +54,7 @@ pub async fn run(
                 .event(app, record::EventType::Warning, reason, &message);
             uninstall::let_go(ctx, app).await
         }
-        Step::Done { revision } => Ok(done(app, o, revision)),
+        Step::Done { revision } => Ok(done(o, revision)),
         Step::Wait {
             reason,
             message,
@@ -86,14 +86,14 @@ pub async fn run(
 
 /// The release is deployed with this configuration: `Ready` once its
 /// workloads are (with `wait`).
-fn done(app: &HelmApp, o: &mut Observed, revision: Option<i64>) -> Outcome {
+fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
     let hash = o.hash().map(str::to_string);
     let status = &mut o.status;
     if let (Some(revision), Some(hash)) = (revision, hash) {
         status.config_hash = hash;
         status.revision = revision;
     }
-    let timeout = super::observed::timeout_of(app);
+    let timeout = o.timeout;
     if let Some((reason, message, again)) = readiness::verdict(&o.pending, status, timeout, o.now) {
         status::set(status, READY, false, reason, &message);
         return Outcome::Finished(Action::requeue_after(again, message));

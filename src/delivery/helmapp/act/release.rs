@@ -9,7 +9,7 @@ use runtime::Action;
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
 use crate::delivery::helm::{Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Inputs, Observed, timeout_of};
+use crate::delivery::helmapp::observed::{Inputs, Observed};
 use crate::delivery::helmapp::plan::{AfterFailure, HELM_HOLDS, after_failure};
 use crate::delivery::helmapp::readiness;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
@@ -55,6 +55,19 @@ pub async fn run(
         }
     };
     o.redactor = values::Redactor::of(&values);
+    if o.timeout_clamped {
+        let message = format!(
+            "spec.timeout {} is longer than the operator's --max-helm-timeout: helm runs with {}s",
+            app.spec.timeout,
+            o.timeout.as_secs()
+        );
+        ctx.recorder.event(
+            app,
+            EventType::Warning,
+            Reason::TimeoutClamped.as_str(),
+            &message,
+        );
+    }
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
@@ -68,7 +81,7 @@ pub async fn run(
         // CreateReplace: the operator applies them itself, just below.
         skip_crds: app.spec.crds != CrdPolicy::Create,
         as_user: user.as_deref(),
-        timeout: timeout_of(app),
+        timeout: o.timeout,
     };
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
@@ -169,7 +182,7 @@ fn succeeded(
         // The caches as they are now: a workload helm just changed shows
         // its new generation when its event arrives, and re-queues.
         let pending = readiness::pending(ctx, &o.target);
-        let timeout = timeout_of(app);
+        let timeout = o.timeout;
         if let Some((reason, text, again)) = readiness::verdict(&pending, &o.status, timeout, o.now)
         {
             status::set(&mut o.status, READY, false, reason, &text);

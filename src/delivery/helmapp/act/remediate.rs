@@ -5,7 +5,7 @@ use apis::helmapp::{HelmApp, OnFailure};
 use record::EventType;
 
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Observed, timeout_of};
+use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
 
 /// Uninstalls a release whose install failed (nothing to roll back to).
@@ -22,7 +22,7 @@ pub async fn run(
     hash: &str,
 ) -> String {
     let (ns, release) = (o.target.namespace.as_str(), o.target.release.as_str());
-    let timeout = timeout_of(app);
+    let timeout = o.timeout;
     let user = o.identity.user();
     let as_user = user.as_deref();
     let outcome = match remedy {

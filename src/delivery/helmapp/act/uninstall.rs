@@ -9,7 +9,7 @@ use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, forbidden};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Observed, timeout_of};
+use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::status::Reason;
 use crate::delivery::names::FINALIZER;
@@ -33,7 +33,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
     let user = o.identity.user();
     match ctx
         .helm
-        .uninstall(ns, release, timeout_of(app), user.as_deref())
+        .uninstall(ns, release, o.timeout, user.as_deref())
         .await
     {
         None => {

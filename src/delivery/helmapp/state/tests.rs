@@ -63,6 +63,8 @@ pub(super) fn observed() -> Observed {
         missing: Vec::new(),
         pending: Vec::new(),
         now: now(),
+        timeout: Duration::from_secs(300),
+        timeout_clamped: false,
     }
 }
 
@@ -97,7 +99,9 @@ fn exhausted_status() -> HelmAppStatus {
 pub(super) type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
 
 pub(super) fn check(rows: Vec<Row>) {
-    for (rule, app, observed, expected) in rows {
+    for (rule, app, mut observed, expected) in rows {
+        // As observe sets it: the app's own timeout, with no bound.
+        observed.timeout = crate::delivery::helmapp::observed::timeout_of(&app, Duration::MAX).0;
         let got = state(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
     }
@@ -191,6 +195,7 @@ fn deletion_suspension_references_and_inputs_come_first() {
             plain.clone(),
             Observed {
                 inputs: Some(Inputs::ChartUnavailable(ChartProblem {
+                    reason: Reason::ChartUnavailable,
                     message: "down".into(),
                     retry: true,
                 })),

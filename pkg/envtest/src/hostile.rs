@@ -1,0 +1,197 @@
+//! A chart repository that lies: an HTTP server on loopback whose answer
+//! for each path is scripted — bytes with any status, a redirect, a body
+//! dripped slowly or sent without end, a `Content-Length` that is not the
+//! truth — and that records every request's path and `Authorization`
+//! header. For the hostile-input tests of chart sources (DELIVERY.md
+//! "Hostile input"); it listens on 127.0.0.1 only.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use envtest::{Answer, HostileServer};
+//! let server = HostileServer::start().await.unwrap();
+//! server.answer("/index.yaml", Answer::Redirect("/elsewhere".into()));
+//! // GET {server.url()}/index.yaml → 302 Location: /elsewhere
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
+
+/// What the server answers for a path.
+#[derive(Debug, Clone)]
+pub enum Answer {
+    /// `status` with `body` and its true length.
+    Bytes(u16, Vec<u8>),
+    /// 302 to `location` (absolute, or a path on this server).
+    Redirect(String),
+    /// 200, `body` sent `chunk` bytes at a time, `every` apart.
+    Drip {
+        body: Vec<u8>,
+        chunk: usize,
+        every: Duration,
+    },
+    /// 200 without a length, zeros until the client goes away.
+    Endless,
+    /// 200 declaring `declared` bytes, then sending `body` whatever its
+    /// length.
+    Lie { declared: usize, body: Vec<u8> },
+}
+
+/// One request the server saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub path: String,
+    /// The `Authorization` header, if any.
+    pub authorization: Option<String>,
+}
+
+struct Shared {
+    answers: Mutex<HashMap<String, Answer>>,
+    seen: Mutex<Vec<Seen>>,
+    /// Set by [`HostileServer::hang_up`]: slow answers stop.
+    hung_up: AtomicBool,
+}
+
+/// The server (see the module docs); stops when dropped.
+pub struct HostileServer {
+    url: String,
+    shared: Arc<Shared>,
+    task: JoinHandle<()>,
+}
+
+impl HostileServer {
+    /// Listens on a free port of 127.0.0.1; every path answers 404 until
+    /// scripted.
+    pub async fn start() -> io::Result<Self> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let shared = Arc::new(Shared {
+            answers: Mutex::default(),
+            seen: Mutex::default(),
+            hung_up: AtomicBool::new(false),
+        });
+        let task = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    tokio::spawn(serve(stream, shared.clone()));
+                }
+            }
+        });
+        Ok(HostileServer { url, shared, task })
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Scripts the answer for `path` (`/index.yaml`).
+    pub fn answer(&self, path: &str, answer: Answer) {
+        lock(&self.shared.answers).insert(path.to_string(), answer);
+    }
+
+    /// Ends every dripping or endless answer now (the connection closes)
+    /// and from now on: a test's attack stops before its operator does.
+    pub fn hang_up(&self) {
+        self.shared.hung_up.store(true, Relaxed);
+    }
+
+    /// Every request so far, in order.
+    pub fn seen(&self) -> Vec<Seen> {
+        lock(&self.shared.seen).clone()
+    }
+}
+
+impl Drop for HostileServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        if buf.len() > 64 * 1024 {
+            return;
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let path = head
+        .lines()
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .unwrap_or("/")
+        .to_string();
+    let authorization = head.lines().find_map(|l| {
+        l.split_once(':')
+            .filter(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    lock(&shared.seen).push(Seen {
+        path: path.clone(),
+        authorization,
+    });
+    let answer = lock(&shared.answers).get(&path).cloned();
+    let head = |status: u16, extra: &str| {
+        format!("HTTP/1.1 {status} X\r\n{extra}Connection: close\r\n\r\n").into_bytes()
+    };
+    let _ = match answer {
+        None => stream.write_all(&head(404, "Content-Length: 0\r\n")).await,
+        Some(Answer::Bytes(status, body)) => {
+            let mut out = head(status, &format!("Content-Length: {}\r\n", body.len()));
+            out.extend_from_slice(&body);
+            stream.write_all(&out).await
+        }
+        Some(Answer::Redirect(location)) => {
+            stream
+                .write_all(&head(
+                    302,
+                    &format!("Location: {location}\r\nContent-Length: 0\r\n"),
+                ))
+                .await
+        }
+        Some(Answer::Lie { declared, body }) => {
+            let mut out = head(200, &format!("Content-Length: {declared}\r\n"));
+            out.extend_from_slice(&body);
+            stream.write_all(&out).await
+        }
+        Some(Answer::Drip { body, chunk, every }) => {
+            let mut result = stream
+                .write_all(&head(200, &format!("Content-Length: {}\r\n", body.len())))
+                .await;
+            for part in body.chunks(chunk.max(1)) {
+                if result.is_err() || shared.hung_up.load(Relaxed) {
+                    break;
+                }
+                tokio::time::sleep(every).await;
+                result = stream.write_all(part).await;
+            }
+            result
+        }
+        Some(Answer::Endless) => {
+            let mut result = stream.write_all(&head(200, "")).await;
+            let zeros = vec![0u8; 64 * 1024];
+            while result.is_ok() && !shared.hung_up.load(Relaxed) {
+                result = stream.write_all(&zeros).await;
+            }
+            result
+        }
+    };
+}

@@ -1,0 +1,198 @@
+//! The budget every YAML document passes before a parser builds it.
+//!
+//! YAML aliases (`*a`) repeat an anchored node (`&a`) wherever they
+//! appear, so a few KB of nested aliases ("billion laughs") stand for
+//! billions of nodes, and parsers that build values copy every one of them
+//! (yaml-rust2's loader clones the anchored node at each alias;
+//! serde_yaml_ng's limit counts alias jumps, not what they expand to). The
+//! operator parses YAML that anyone who can write a Secret, a HelmApp or a
+//! chart repository can send; [`check`] reads the document's *event*
+//! stream once — linear in its text, nothing expanded — and computes how
+//! many nodes it would become. Only a document within [`MAX_NODES`] and
+//! [`MAX_DEPTH`] is handed to a parser, whose work is then bounded too.
+//!
+//! Its error says what was exceeded and where, never a byte of the input:
+//! the document may be someone else's (a repository's index, a release's
+//! manifest).
+//!
+//! ```
+//! use hossted_operator::cached::yaml::{check, Refused};
+//! assert!(check("a: &x [1, 2]\nb: *x\n").is_ok());
+//! let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n\
+//!             b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n\
+//!             c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n\
+//!             d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n\
+//!             e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n";
+//! assert!(matches!(check(bomb), Err(Refused::TooManyNodes { .. })));
+//! ```
+
+use std::collections::HashMap;
+
+use yaml_rust2::parser::{Event, Parser};
+
+/// Nodes one document may expand to (aliases counted as what they repeat).
+pub const MAX_NODES: u64 = 100_000;
+/// Collections one inside another, at most.
+pub const MAX_DEPTH: usize = 256;
+
+/// Why a YAML text is refused. Never carries any of the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error(
+        "document {document} expands to more than {MAX_NODES} nodes through its aliases (line {line})"
+    )]
+    TooManyNodes { document: usize, line: usize },
+    #[error("document {document} nests collections deeper than {MAX_DEPTH} (line {line})")]
+    TooDeep { document: usize, line: usize },
+    #[error("not valid YAML at line {line}, column {column}")]
+    Syntax { line: usize, column: usize },
+}
+
+/// Whether every document of `text` stays within [`MAX_NODES`] and
+/// [`MAX_DEPTH`] (see the module docs). Work and memory are linear in
+/// `text`: one pass over its events, one number kept per anchor.
+pub fn check(text: &str) -> Result<(), Refused> {
+    let mut parser = Parser::new_from_str(text);
+    // Expanded size of each complete anchored node of this document.
+    let mut anchored: HashMap<usize, u64> = HashMap::new();
+    // Open collections: (anchor id, nodes so far including itself).
+    let mut open: Vec<(usize, u64)> = Vec::new();
+    let (mut document, mut nodes) = (0usize, 0u64);
+    loop {
+        let (event, mark) = parser.next_token().map_err(|e| {
+            // The scanner stops flow collections ([{) at 255 levels itself.
+            if e.info() == "recursion limit exceeded" {
+                Refused::TooDeep {
+                    document: document.max(1),
+                    line: e.marker().line(),
+                }
+            } else {
+                Refused::Syntax {
+                    line: e.marker().line(),
+                    column: e.marker().col() + 1,
+                }
+            }
+        })?;
+        let line = mark.line();
+        // Nodes this event adds where it stands.
+        let added = match event {
+            Event::StreamEnd => return Ok(()),
+            Event::DocumentStart => {
+                document += 1;
+                nodes = 0;
+                anchored.clear();
+                0
+            }
+            Event::Scalar(_, _, anchor, _) => {
+                if anchor > 0 {
+                    anchored.insert(anchor, 1);
+                }
+                1
+            }
+            // An alias of a node still open (a cycle) or unknown expands to
+            // one node here; the parser that builds it refuses it.
+            Event::Alias(anchor) => anchored.get(&anchor).copied().unwrap_or(1),
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                open.push((anchor, 1));
+                if open.len() > MAX_DEPTH {
+                    return Err(Refused::TooDeep { document, line });
+                }
+                nodes += 1;
+                if nodes > MAX_NODES {
+                    return Err(Refused::TooManyNodes { document, line });
+                }
+                continue;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let Some((anchor, size)) = open.pop() else {
+                    continue;
+                };
+                if anchor > 0 {
+                    anchored.insert(anchor, size);
+                }
+                // Already counted in `nodes`; only the parent grows.
+                if let Some(parent) = open.last_mut() {
+                    parent.1 = parent.1.saturating_add(size);
+                }
+                continue;
+            }
+            Event::StreamStart | Event::DocumentEnd | Event::Nothing => 0,
+        };
+        if let Some(parent) = open.last_mut() {
+            parent.1 = parent.1.saturating_add(added);
+        }
+        nodes = nodes.saturating_add(added);
+        if nodes > MAX_NODES {
+            return Err(Refused::TooManyNodes { document, line });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `levels` levels of `width` aliases each to the level below.
+    fn laughs(levels: usize, width: usize) -> String {
+        let mut text = format!("l0: &l0 [{}]\n", vec!["x"; width].join(", "));
+        for i in 1..levels {
+            let refs = vec![format!("*l{}", i - 1); width].join(", ");
+            text.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+        }
+        text
+    }
+
+    #[test]
+    fn ordinary_documents_pass_with_their_aliases() {
+        assert_eq!(check(""), Ok(()));
+        assert_eq!(check("a: 1\n---\nb: [1, 2, {c: d}]\n"), Ok(()));
+        assert_eq!(check("base: &b {x: 1}\none: *b\ntwo: *b\n"), Ok(()));
+        // 10^4 expanded leaves: well within the budget.
+        assert_eq!(check(&laughs(4, 10)), Ok(()));
+    }
+
+    #[test]
+    fn aliases_that_expand_past_the_budget_are_refused_whatever_the_text_size() {
+        // 10^6 leaves from a few hundred bytes.
+        let bomb = laughs(6, 10);
+        assert!(bomb.len() < 600, "{}", bomb.len());
+        assert!(matches!(
+            check(&bomb),
+            Err(Refused::TooManyNodes { document: 1, .. })
+        ));
+        // 9 levels of 9: 387 million leaves; refused as fast as the above.
+        assert!(matches!(
+            check(&laughs(9, 9)),
+            Err(Refused::TooManyNodes { .. })
+        ));
+    }
+
+    #[test]
+    fn the_budget_is_per_document() {
+        let half = laughs(4, 10); // 11,111 nodes or so
+        let many: String = (0..20).map(|_| format!("---\n{half}")).collect();
+        assert_eq!(check(&many), Ok(()), "20 documents of ~11k nodes each");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_without_recursion() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(
+            matches!(check(&deep), Err(Refused::TooDeep { .. })),
+            "{:?}",
+            check(&deep)
+        );
+        let block: String = (0..300).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        assert!(matches!(check(&block), Err(Refused::TooDeep { .. })));
+        let ok = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        assert_eq!(check(&ok), Ok(()));
+    }
+
+    #[test]
+    fn errors_never_carry_the_text() {
+        let secret = "password: hunter2-very-secret\n  bad: [";
+        let e = check(secret).unwrap_err();
+        assert!(matches!(e, Refused::Syntax { .. }), "{e:?}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+}

@@ -1,0 +1,174 @@
+//! The checks a fetched chart archive (`.tgz`) passes before it is cached
+//! and handed to helm.
+//!
+//! A repository or registry chooses the archive's bytes. Helm unpacks it in
+//! memory; a gzip bomb, or ten million empty entries, would cost the
+//! operator's pod that memory. And an entry that is absolute, climbs with
+//! `..` or is a link has no place in a chart (`helm package` writes none).
+//! The archive is read once as a stream, counting what it unpacks to, and
+//! stopped at the first bound passed — never unpacked to disk.
+
+use std::io::Read;
+use std::path::Component;
+
+/// The largest archive received.
+pub const MAX_PACKED: u64 = 16 * 1024 * 1024;
+/// The most an archive may unpack to.
+pub const MAX_UNPACKED: u64 = 64 * 1024 * 1024;
+/// The most entries an archive may hold.
+pub const MAX_ENTRIES: usize = 10_000;
+
+/// `Err` says which bound or rule the archive breaks (and which entry);
+/// no content of the archive is in it beyond that entry's path, cut short.
+pub fn check(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() as u64 > MAX_PACKED {
+        return Err(format!(
+            "the chart archive is {} bytes, more than {MAX_PACKED}",
+            bytes.len()
+        ));
+    }
+    // Counts every byte the decompressor gives, headers and padding too,
+    // and stops at the bound whatever the headers declare.
+    let unpacked = Bounded {
+        inner: flate2::read::GzDecoder::new(bytes),
+        left: MAX_UNPACKED,
+    };
+    let mut archive = tar::Archive::new(unpacked);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("the chart archive is not a gzipped tar: {e}"))?;
+    for (n, entry) in entries.enumerate() {
+        if n >= MAX_ENTRIES {
+            return Err(format!(
+                "the chart archive has more than {MAX_ENTRIES} entries"
+            ));
+        }
+        let mut entry = entry.map_err(|e| unreadable(&e))?;
+        let path = entry.path().map_err(|e| unreadable(&e))?.into_owned();
+        let shown: String = path.display().to_string().chars().take(120).collect();
+        if path.is_absolute()
+            || path.components().any(|c| {
+                matches!(
+                    c,
+                    Component::ParentDir | Component::RootDir | Component::Prefix(_)
+                )
+            })
+        {
+            return Err(format!(
+                "the chart archive's entry {shown:?} leaves the chart"
+            ));
+        }
+        let kind = entry.header().entry_type();
+        if kind.is_symlink() || kind.is_hard_link() {
+            return Err(format!("the chart archive's entry {shown:?} is a link"));
+        }
+        // Read through: the count above covers what it really holds.
+        std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| unreadable(&e))?;
+    }
+    // Trailing data past the tar's end still counts towards the bound.
+    std::io::copy(&mut archive.into_inner(), &mut std::io::sink()).map_err(|e| unreadable(&e))?;
+    Ok(())
+}
+
+fn unreadable(e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::FileTooLarge {
+        return format!("the chart archive unpacks to more than {MAX_UNPACKED} bytes");
+    }
+    format!("the chart archive cannot be read: {}", e.kind())
+}
+
+/// A reader that fails with `FileTooLarge` past `left` bytes.
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: Read> Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.left = self
+            .left
+            .checked_sub(n as u64)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::FileTooLarge))?;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use flate2::Compression;
+    use flate2::write::GzEncoder;
+
+    /// A `.tgz` of `entries` (path, content, link target).
+    pub(crate) fn tgz(entries: &[(&str, &[u8], Option<&str>)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(GzEncoder::new(Vec::new(), Compression::fast()));
+        for (path, content, link) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(0o644);
+            match link {
+                Some(target) => {
+                    header.set_entry_type(tar::EntryType::Symlink);
+                    header.set_size(0);
+                    builder.append_link(&mut header, path, target).unwrap();
+                }
+                None => {
+                    header.set_size(content.len() as u64);
+                    // Bypasses the builder's own path checks: hostile
+                    // archives are made by hand.
+                    let name = header.as_old_mut();
+                    name.name[..path.len()].copy_from_slice(path.as_bytes());
+                    header.set_cksum();
+                    builder.append(&header, *content).unwrap();
+                }
+            }
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn a_chart_passes() {
+        let chart = tgz(&[
+            ("web/Chart.yaml", b"name: web\nversion: 1.0.0\n", None),
+            ("web/templates/cm.yaml", b"kind: ConfigMap\n", None),
+        ]);
+        assert_eq!(check(&chart), Ok(()));
+    }
+
+    #[test]
+    fn entries_that_leave_the_chart_or_link_are_refused() {
+        for (bad, why) in [
+            (tgz(&[("/etc/passwd", b"x", None)]), "leaves the chart"),
+            (tgz(&[("web/../../x", b"x", None)]), "leaves the chart"),
+            (tgz(&[("web/link", b"", Some("/etc/shadow"))]), "is a link"),
+        ] {
+            let e = check(&bad).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_gzip_bomb_is_stopped_at_the_unpacked_bound() {
+        // 65 MiB of zeros in one entry packs to about 65 KB.
+        let zeros = vec![0u8; 65 * 1024 * 1024];
+        let bomb = tgz(&[("web/big", &zeros, None)]);
+        assert!(bomb.len() < 1024 * 1024, "{}", bomb.len());
+        let e = check(&bomb).unwrap_err();
+        assert!(e.contains("unpacks to more than"), "{e}");
+    }
+
+    #[test]
+    fn too_many_entries_are_refused() {
+        let names: Vec<String> = (0..=MAX_ENTRIES).map(|i| format!("web/f{i}")).collect();
+        let entries: Vec<(&str, &[u8], Option<&str>)> =
+            names.iter().map(|n| (n.as_str(), &b""[..], None)).collect();
+        let e = check(&tgz(&entries)).unwrap_err();
+        assert!(e.contains("more than 10000 entries"), "{e}");
+    }
+
+    #[test]
+    fn garbage_is_not_an_archive() {
+        let e = check(b"<html>secret-token</html>").unwrap_err();
+        assert!(!e.contains("secret-token"), "{e}");
+    }
+}

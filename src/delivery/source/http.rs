@@ -1,0 +1,253 @@
+//! The HTTP client chart sources are fetched with, and its rules:
+//!
+//! - addresses: every connection goes through the [`AddressPolicy`]'s
+//!   resolver (`ChartSourceRefused`);
+//! - redirects: at most [`MAX_REDIRECTS`], each to the same scheme, host
+//!   and port;
+//! - credentials: sent to the host they were given for, never to another
+//!   (an index's `urls` may name any host);
+//! - bodies: read up to a bound, counting what arrives whatever a header
+//!   declares; never quoted in an error — errors say the URL (without
+//!   credentials), the HTTP status and what was expected;
+//! - time: one deadline for the whole request, body included.
+
+use std::time::Duration;
+
+use http::Uri;
+
+use super::Credentials;
+use super::address::{AddressPolicy, PolicyResolver, Refused};
+
+/// Redirects followed, at most.
+pub const MAX_REDIRECTS: usize = 3;
+
+/// Why a GET failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpError {
+    /// The address policy refused the host's address.
+    Refused(String),
+    /// Anything else: the message says URL, status and what was expected.
+    Failed(String),
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpError::Refused(m) | HttpError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// An HTTP client for one source (its credentials, CA and deadline).
+pub struct Http {
+    agent: ureq::Agent,
+    /// The `Authorization` header and the `host:port` it may go to.
+    auth: Option<(String, String)>,
+}
+
+impl Http {
+    /// A client whose credentials go to `source_url`'s host only.
+    pub fn new(
+        source_url: &str,
+        credentials: &Credentials,
+        policy: &AddressPolicy,
+        deadline: Duration,
+    ) -> Result<Self, String> {
+        let mut config = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(10)))
+            .timeout_global(Some(deadline))
+            .http_status_as_error(false)
+            // Followed by hand, to check each hop.
+            .max_redirects(0)
+            .user_agent(concat!("hossted-operator/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &credentials.ca {
+            config = config
+                .tls_config(crate::tls::with_extra_ca(ca).map_err(|e| format!("ca.crt {e}"))?);
+        }
+        let auth = match (&credentials.username, &credentials.password) {
+            (Some(u), Some(p)) => {
+                use base64::Engine;
+                let header = format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+                );
+                Some((header, origin(source_url)?.1))
+            }
+            _ => None,
+        };
+        let resolver = PolicyResolver {
+            policy: policy.clone(),
+            inner: Default::default(),
+        };
+        let agent = ureq::Agent::with_parts(
+            config.build(),
+            ureq::unversioned::transport::DefaultConnector::new(),
+            resolver,
+        );
+        Ok(Http { agent, auth })
+    }
+
+    /// The body of `url`, at most `limit` bytes, after at most
+    /// [`MAX_REDIRECTS`] same-origin redirects.
+    pub fn get(&self, url: &str, limit: u64) -> Result<Vec<u8>, HttpError> {
+        let first = origin(url).map_err(HttpError::Failed)?;
+        let mut at = url.to_string();
+        for _ in 0..=MAX_REDIRECTS {
+            let shown = without_credentials(&at);
+            let mut req = self.agent.get(&at);
+            if let Some((header, host)) = &self.auth
+                && origin(&at).is_ok_and(|(_, h)| h == *host)
+            {
+                req = req.header("Authorization", header);
+            }
+            let mut resp = req.call().map_err(|e| called(&shown, e))?;
+            let status = resp.status().as_u16();
+            if (300..400).contains(&status) {
+                let location = resp
+                    .headers()
+                    .get("location")
+                    .and_then(|l| l.to_str().ok())
+                    .ok_or_else(|| {
+                        HttpError::Failed(format!(
+                            "GET {shown} answered {status} without a Location"
+                        ))
+                    })?;
+                let next = join(&at, location);
+                if origin(&next).ok() != Some(first.clone()) {
+                    return Err(HttpError::Failed(format!(
+                        "GET {shown} answered {status}, a redirect to another scheme, host or port ({}): not followed",
+                        without_credentials(&next)
+                    )));
+                }
+                at = next;
+                continue;
+            }
+            if status == 401 || status == 403 {
+                return Err(HttpError::Failed(format!(
+                    "GET {shown} answered {status}: check credentialsSecretRef"
+                )));
+            }
+            if !(200..300).contains(&status) {
+                return Err(HttpError::Failed(format!(
+                    "GET {shown} answered {status}, expected 200"
+                )));
+            }
+            return resp
+                .body_mut()
+                .with_config()
+                .limit(limit)
+                .read_to_vec()
+                .map_err(|e| match e {
+                    ureq::Error::BodyExceedsLimit(_) => HttpError::Failed(format!(
+                        "GET {shown}: the answer is larger than {limit} bytes"
+                    )),
+                    e => called(&shown, e),
+                });
+        }
+        Err(HttpError::Failed(format!(
+            "GET {}: more than {MAX_REDIRECTS} redirects",
+            without_credentials(url)
+        )))
+    }
+}
+
+/// A failed call, said by kind: ureq's own messages quote no body.
+fn called(shown: &str, e: ureq::Error) -> HttpError {
+    if let ureq::Error::Other(inner) = &e
+        && let Some(refused) = inner.downcast_ref::<Refused>()
+    {
+        return HttpError::Refused(format!("GET {shown}: {refused}"));
+    }
+    if let ureq::Error::Timeout(_) = e {
+        return HttpError::Failed(format!(
+            "GET {shown}: no complete answer within the fetch deadline (--chart-fetch-timeout)"
+        ));
+    }
+    HttpError::Failed(format!("GET {shown}: {e}"))
+}
+
+/// (scheme, `host:port`) of `url`.
+fn origin(url: &str) -> Result<(String, String), String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|_| format!("{} is not a URL", without_credentials(url)))?;
+    let scheme = uri.scheme_str().unwrap_or_default().to_ascii_lowercase();
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("{} names no host", without_credentials(url)))?
+        .to_ascii_lowercase();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if scheme == "http" { 80 } else { 443 });
+    Ok((scheme, format!("{host}:{port}")))
+}
+
+/// `location` resolved against `base` (absolute, or a path).
+fn join(base: &str, location: &str) -> String {
+    if location.contains("://") {
+        return location.to_string();
+    }
+    let Ok(uri) = base.parse::<Uri>() else {
+        return location.to_string();
+    };
+    let root = format!(
+        "{}://{}",
+        uri.scheme_str().unwrap_or("https"),
+        uri.authority().map(|a| a.as_str()).unwrap_or_default()
+    );
+    if location.starts_with('/') {
+        format!("{root}{location}")
+    } else {
+        let dir = uri.path().rsplit_once('/').map(|(d, _)| d).unwrap_or("");
+        format!("{root}{dir}/{location}")
+    }
+}
+
+/// `url` without a `user:password@` part.
+pub fn without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(
+            without_credentials("https://bob:s3cret@charts.example/x/index.yaml"),
+            "https://charts.example/x/index.yaml"
+        );
+        assert_eq!(
+            without_credentials("https://a.example/b@c"),
+            "https://a.example/b@c"
+        );
+    }
+
+    #[test]
+    fn redirects_resolve_against_the_url_they_answer() {
+        assert_eq!(join("http://h:1/a/index.yaml", "/b/c"), "http://h:1/b/c");
+        assert_eq!(
+            join("http://h:1/a/index.yaml", "c.tgz"),
+            "http://h:1/a/c.tgz"
+        );
+        assert_eq!(join("http://h:1/a", "https://o/x"), "https://o/x");
+        assert_eq!(
+            origin("HTTP://Example.com/x").unwrap(),
+            ("http".into(), "example.com:80".into())
+        );
+        assert_ne!(
+            origin("http://h:1/").unwrap(),
+            origin("https://h:1/").unwrap()
+        );
+    }
+}

@@ -1,0 +1,244 @@
+//! A chart repository's `index.yaml`, read for one chart.
+//!
+//! Public indexes hold thousands of charts (tens of MB); a HelmApp wants
+//! one. The index is walked as a stream of YAML events and only the wanted
+//! chart's versions are built — the rest is skipped without a value being
+//! made — after [`crate::cached::yaml::check`] has bounded the document.
+//! Errors say what was expected and where, never a byte of the index: it
+//! comes from a server anyone may run.
+
+use std::str::Chars;
+
+use yaml_rust2::parser::{Event, Parser};
+
+use crate::cached::yaml;
+
+/// One version of a chart in an index.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub version: String,
+    pub urls: Vec<String>,
+    /// SHA-256 of the archive, hex (empty: the index gives none).
+    pub digest: String,
+}
+
+/// The versions of chart `name` in `index` (none: the chart is not there).
+///
+/// ```
+/// use hossted_operator::delivery::source::index::entries_of;
+/// let index = b"apiVersion: v1\nentries:\n  web:\n    - {version: 1.0.0, urls: [web-1.0.0.tgz]}\n  api:\n    - {version: 2.0.0}\n";
+/// let web = entries_of(index, "web").unwrap();
+/// assert_eq!((web.len(), web[0].urls[0].as_str()), (1, "web-1.0.0.tgz"));
+/// assert!(entries_of(index, "db").unwrap().is_empty());
+/// ```
+pub fn entries_of(index: &[u8], name: &str) -> Result<Vec<IndexEntry>, String> {
+    let text = std::str::from_utf8(index)
+        .map_err(|e| format!("index.yaml is not UTF-8 text (byte {})", e.valid_up_to()))?;
+    yaml::check(text).map_err(|e| format!("index.yaml is refused: {e}"))?;
+    let mut events = Events(Parser::new_from_str(text));
+    let mut found = Vec::new();
+    loop {
+        match events.next()? {
+            (Event::StreamEnd, _) => return Ok(found),
+            (Event::MappingStart(..), _) => {
+                // The document's top mapping: find `entries`.
+                while let Some(key) = events.key()? {
+                    if key == "entries" {
+                        found.extend(events.chart_map(name)?);
+                    } else {
+                        events.skip_value()?;
+                    }
+                }
+            }
+            (Event::SequenceStart(..), line) | (Event::Scalar(..), line) => {
+                return Err(format!(
+                    "index.yaml is not a chart repository index: line {line} holds no mapping"
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The event stream, with what the index's shape needs.
+struct Events<'a>(Parser<Chars<'a>>);
+
+impl Events<'_> {
+    fn next(&mut self) -> Result<(Event, usize), String> {
+        self.0
+            .next_token()
+            .map(|(e, m)| (e, m.line()))
+            .map_err(|e| {
+                format!(
+                    "index.yaml is not valid YAML at line {}, column {}",
+                    e.marker().line(),
+                    e.marker().col() + 1
+                )
+            })
+    }
+
+    /// The next key of the mapping being read (`None`: its end). A key
+    /// that is not a scalar is skipped with its value, read as "" .
+    fn key(&mut self) -> Result<Option<String>, String> {
+        loop {
+            match self.next()? {
+                (Event::MappingEnd, _) => return Ok(None),
+                (Event::Scalar(k, ..), _) => return Ok(Some(k)),
+                (first, _) => {
+                    self.skip(first)?;
+                    self.skip_value()?;
+                }
+            }
+        }
+    }
+
+    fn skip_value(&mut self) -> Result<(), String> {
+        let (first, _) = self.next()?;
+        self.skip(first)
+    }
+
+    /// Consumes the rest of the node that starts with `first`.
+    fn skip(&mut self, first: Event) -> Result<(), String> {
+        let mut depth = match first {
+            Event::SequenceStart(..) | Event::MappingStart(..) => 1usize,
+            _ => 0,
+        };
+        while depth > 0 {
+            match self.next()?.0 {
+                Event::SequenceStart(..) | Event::MappingStart(..) => depth += 1,
+                Event::SequenceEnd | Event::MappingEnd => depth -= 1,
+                Event::StreamEnd => return Err("index.yaml ends inside a node".into()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// `entries`: chart name → list of versions; only `name`'s are built.
+    fn chart_map(&mut self, name: &str) -> Result<Vec<IndexEntry>, String> {
+        let (first, line) = self.next()?;
+        if !matches!(first, Event::MappingStart(..)) {
+            self.skip(first)?;
+            return Err(format!(
+                "index.yaml is not a chart repository index: `entries` (line {line}) is not a mapping"
+            ));
+        }
+        let mut found = Vec::new();
+        while let Some(chart) = self.key()? {
+            if chart == name {
+                found.extend(self.versions()?);
+            } else {
+                self.skip_value()?;
+            }
+        }
+        Ok(found)
+    }
+
+    /// A chart's list of versions.
+    fn versions(&mut self) -> Result<Vec<IndexEntry>, String> {
+        let (first, line) = self.next()?;
+        if !matches!(first, Event::SequenceStart(..)) {
+            self.skip(first)?;
+            return Err(format!(
+                "index.yaml is not a chart repository index: the chart's entry (line {line}) is not a list"
+            ));
+        }
+        let mut versions = Vec::new();
+        loop {
+            match self.next()? {
+                (Event::SequenceEnd, _) => return Ok(versions),
+                (Event::MappingStart(..), _) => versions.push(self.entry()?),
+                (other, _) => self.skip(other)?,
+            }
+        }
+    }
+
+    /// One version's mapping (after its start): `version`, `urls`, `digest`.
+    fn entry(&mut self) -> Result<IndexEntry, String> {
+        let mut entry = IndexEntry::default();
+        while let Some(key) = self.key()? {
+            match (key.as_str(), self.next()?) {
+                ("version", (Event::Scalar(v, ..), _)) => entry.version = v,
+                ("digest", (Event::Scalar(v, ..), _)) => entry.digest = v,
+                ("urls", (Event::SequenceStart(..), _)) => loop {
+                    match self.next()?.0 {
+                        Event::SequenceEnd => break,
+                        Event::Scalar(u, ..) => entry.urls.push(u),
+                        other => self.skip(other)?,
+                    }
+                },
+                (_, (other, _)) => self.skip(other)?,
+            }
+        }
+        Ok(entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_wanted_chart_is_read_in_any_style() {
+        let index = br#"
+apiVersion: v1
+generated: "2026-01-01T00:00:00Z"
+entries:
+  other: [{version: 9.9.9, urls: [o.tgz]}]
+  "web":
+    - version: "1.10"
+      urls:
+        - https://example.com/web-1.10.tgz
+      digest: abc
+      annotations: {a: [1, 2, {b: c}]}
+    - {version: 1.9.2, urls: [web-1.9.2.tgz], created: 2024-01-01}
+  api: []
+"#;
+        let web = entries_of(index, "web").unwrap();
+        assert_eq!(
+            web,
+            vec![
+                IndexEntry {
+                    version: "1.10".into(),
+                    urls: vec!["https://example.com/web-1.10.tgz".into()],
+                    digest: "abc".into()
+                },
+                IndexEntry {
+                    version: "1.9.2".into(),
+                    urls: vec!["web-1.9.2.tgz".into()],
+                    digest: String::new()
+                },
+            ]
+        );
+        assert_eq!(entries_of(index, "api").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn what_is_not_an_index_is_said_without_echoing_it() {
+        for bad in [
+            &b"- just a list with secret-token-123\n"[..],
+            b"entries: secret-token-123\n",
+            b"entries:\n  web: secret-token-123\n",
+            b"entries: {web: [\n",
+            b"\xff\xfesecret-token-123",
+        ] {
+            let e = entries_of(bad, "web").unwrap_err();
+            assert!(e.starts_with("index.yaml"), "{e}");
+            assert!(!e.contains("secret-token"), "{e}");
+        }
+    }
+
+    #[test]
+    fn an_alias_bomb_index_is_refused() {
+        let mut text = String::from("l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..7 {
+            text.push_str(&format!(
+                "l{i}: &l{i} [{}]\n",
+                vec![format!("*l{}", i - 1); 10].join(", ")
+            ));
+        }
+        text.push_str("entries: {web: [*l6]}\n");
+        let e = entries_of(text.as_bytes(), "web").unwrap_err();
+        assert!(e.contains("more than 100000 nodes"), "{e}");
+    }
+}

@@ -1,0 +1,281 @@
+//! Hostile chart sources (DELIVERY.md "Hostile input"): a repository that
+//! redirects, lies, drips or answers garbage; a HelmApp naming a denied
+//! address or an endless timeout. Each is bounded and said plainly, with
+//! no byte of the server's answer in status or Events.
+
+use super::*;
+use envtest::{Answer, HostileServer};
+use std::time::Duration;
+
+/// `helm package` of `examples/charts/<name>`.
+fn packaged(f: &Fixture, name: &str) -> Vec<u8> {
+    let out = f.cp.dir().join(format!("packaged-{name}"));
+    std::fs::create_dir_all(&out).unwrap();
+    let chart = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/charts")
+        .join(name);
+    let status =
+        f.cp.helm()
+            .arg("package")
+            .arg(&chart)
+            .arg("--destination")
+            .arg(&out)
+            .status()
+            .unwrap();
+    assert!(status.success());
+    let file = std::fs::read_dir(&out)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    std::fs::read(file).unwrap()
+}
+
+/// An index listing chart `tiny` 0.1.0 at `url`.
+fn index_of_tiny(url: &str) -> Vec<u8> {
+    format!("apiVersion: v1\nentries:\n  tiny:\n    - version: 0.1.0\n      urls: [\"{url}\"]\n")
+        .into_bytes()
+}
+
+/// The Ready condition's message of `name` once its reason is `reason`.
+async fn refused_with(f: &Fixture, name: &str, reason: &str) -> String {
+    let app = with_reason(f, name, reason).await;
+    let status = app.status.unwrap_or_default();
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+    ready.map(|c| c.message.clone()).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn credentials_go_to_the_repository_host_only_and_redirects_stay_on_it() {
+    const PASSWORD: &str = "pa55-for-repo-a-only";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (a, b) = (
+        HostileServer::start().await.unwrap(),
+        HostileServer::start().await.unwrap(),
+    );
+    // A's index sends the download to B (another port: another origin).
+    a.answer(
+        "/index.yaml",
+        Answer::Bytes(200, index_of_tiny(&format!("{}/tiny-0.1.0.tgz", b.url()))),
+    );
+    b.answer("/tiny-0.1.0.tgz", Answer::Bytes(200, packaged(&f, "tiny")));
+    // A redirect to B, and one that never ends.
+    a.answer(
+        "/away/index.yaml",
+        Answer::Redirect(format!("{}/index.yaml", b.url())),
+    );
+    a.answer(
+        "/loop/index.yaml",
+        Answer::Redirect("/loop/index.yaml".into()),
+    );
+    f.secret(NS, "creds", &[("username", "u"), ("password", PASSWORD)])
+        .await;
+    let operator = f.start_delivery().await;
+    let with_creds = |repo: String| json!({ "chart": { "repo": repo, "name": "tiny", "credentialsSecretRef": { "name": "creds" } } });
+    apply(&f, "split", with_creds(a.url().to_string())).await;
+    apply(&f, "away", with_creds(format!("{}/away", a.url()))).await;
+    apply(&f, "loop", with_creds(format!("{}/loop", a.url()))).await;
+
+    ready(&f, "split", "InstallSucceeded", 1).await;
+    let to_a = a.seen();
+    assert!(
+        to_a.iter()
+            .any(|s| s.path == "/index.yaml" && s.authorization.is_some()),
+        "the repository gets its credentials: {to_a:?}"
+    );
+    let to_b = b.seen();
+    assert!(to_b.iter().any(|s| s.path == "/tiny-0.1.0.tgz"), "{to_b:?}");
+    assert!(
+        to_b.iter().all(|s| s.authorization.is_none()),
+        "credentials went to another host: {to_b:?}"
+    );
+
+    refused_with(&f, "away", "ChartUnavailable").await;
+    assert!(
+        !b.seen().iter().any(|s| s.path == "/index.yaml"),
+        "a redirect to another host was followed"
+    );
+    refused_with(&f, "loop", "ChartUnavailable").await;
+    let hops = a
+        .seen()
+        .iter()
+        .filter(|s| s.path == "/loop/index.yaml")
+        .count();
+    // One request and three redirects per attempt; retries repeat it.
+    assert!(hops >= 4 && hops % 4 == 0, "{hops} requests");
+
+    let status = serde_json::to_string(&get(&f, "split").await.unwrap().status).unwrap();
+    assert!(!status.contains(PASSWORD));
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_servers_answer_is_never_echoed_and_a_bad_archive_or_address_is_refused() {
+    const SECRET: &str = "SECRET-BODY-of-the-server";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let s = HostileServer::start().await.unwrap();
+    s.answer("/err/index.yaml", Answer::Bytes(500, SECRET.into()));
+    s.answer(
+        "/garbage/index.yaml",
+        Answer::Bytes(200, format!("{SECRET}: [unclosed\n").into_bytes()),
+    );
+    s.answer("/string/index.yaml", Answer::Bytes(200, SECRET.into()));
+    // A chart archive holding a link out of the chart.
+    let link = {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(
+            Vec::new(),
+            flate2::Compression::fast(),
+        ));
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Symlink);
+        header.set_size(0);
+        builder
+            .append_link(&mut header, "tiny/values.yaml", "/etc/passwd")
+            .unwrap();
+        builder.into_inner().unwrap().finish().unwrap()
+    };
+    s.answer(
+        "/link/index.yaml",
+        Answer::Bytes(200, index_of_tiny("tiny-0.1.0.tgz")),
+    );
+    s.answer("/link/tiny-0.1.0.tgz", Answer::Bytes(200, link));
+    let operator = f.start_delivery().await;
+    for name in ["err", "garbage", "string", "link"] {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "repo": format!("{}/{name}", s.url()), "name": "tiny" } }),
+        )
+        .await;
+    }
+    // The cloud metadata address: refused before any connection.
+    apply(
+        &f,
+        "metadata",
+        json!({ "chart": { "repo": "http://169.254.169.254/charts", "name": "tiny" } }),
+    )
+    .await;
+    for name in ["err", "garbage", "string"] {
+        refused_with(&f, name, "ChartUnavailable").await;
+    }
+    let message = refused_with(&f, "link", "ChartInvalid").await;
+    assert!(message.contains("is a link"), "{message}");
+    let message = refused_with(&f, "metadata", "ChartSourceRefused").await;
+    assert!(message.contains("--deny-chart-source-cidrs"), "{message}");
+
+    for name in ["err", "garbage", "string", "link", "metadata"] {
+        let status = serde_json::to_string(&get(&f, name).await.unwrap().status).unwrap();
+        assert!(!status.contains(SECRET), "{name}: {status}");
+    }
+    let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
+    assert!(!events.contains(SECRET), "an Event quotes the server");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn slow_and_endless_sources_are_cut_off_without_holding_other_namespaces() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.namespace("other").await;
+    let s = HostileServer::start().await.unwrap();
+    // 2 KB a byte every 100 ms: far past the fetch deadline.
+    s.answer(
+        "/drip/index.yaml",
+        Answer::Drip {
+            body: index_of_tiny("tiny-0.1.0.tgz").repeat(30),
+            chunk: 1,
+            every: Duration::from_millis(100),
+        },
+    );
+    s.answer("/endless/index.yaml", Answer::Endless);
+    s.answer(
+        "/lie/index.yaml",
+        Answer::Lie {
+            declared: 10,
+            body: index_of_tiny("tiny-0.1.0.tgz"),
+        },
+    );
+    s.answer(
+        "/good/index.yaml",
+        Answer::Bytes(200, index_of_tiny("tiny-0.1.0.tgz")),
+    );
+    s.answer(
+        "/good/tiny-0.1.0.tgz",
+        Answer::Bytes(200, packaged(&f, "tiny")),
+    );
+    let operator = f
+        .start_delivery_with(|s| {
+            s.sources.fetch_timeout = Duration::from_secs(20);
+            s.sources.max_index_size = 1024 * 1024;
+        })
+        .await;
+    // Three slow fetches in one namespace: two run, one waits for them.
+    for name in ["drip-1", "drip-2", "drip-3"] {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "repo": format!("{}/drip", s.url()), "name": "tiny" } }),
+        )
+        .await;
+    }
+    apply_helmapp(
+        &f,
+        "other",
+        "good",
+        json!({ "chart": { "repo": format!("{}/good", s.url()), "name": "tiny" } }),
+    )
+    .await;
+    helmapp_ready(&f, "other", "good", "InstallSucceeded", 1).await;
+    for name in ["drip-1", "drip-2", "drip-3"] {
+        let app = get(&f, name).await.unwrap();
+        let decided = app
+            .status
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready"));
+        assert!(
+            !decided,
+            "{name} is still fetching while the other namespace is served"
+        );
+    }
+    let message = refused_with(&f, "drip-1", "ChartUnavailable").await;
+    assert!(message.contains("--chart-fetch-timeout"), "{message}");
+
+    for name in ["endless", "lie"] {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "repo": format!("{}/{name}", s.url()), "name": "tiny" } }),
+        )
+        .await;
+    }
+    refused_with(&f, "endless", "ChartUnavailable").await;
+    refused_with(&f, "lie", "ChartUnavailable").await;
+    // Retries of the drips would outlast the operator's drain.
+    s.hang_up();
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_timeout_longer_than_the_operators_bound_is_clamped_with_a_warning() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f
+        .start_delivery_with(|s| s.max_helm_timeout = Duration::from_secs(120))
+        .await;
+    apply(
+        &f,
+        "long",
+        json!({ "timeout": "10h", "chart": { "path": "tiny" } }),
+    )
+    .await;
+    ready(&f, "long", "InstallSucceeded", 1).await;
+    assert!(
+        reasons_of_events(&f, "long")
+            .await
+            .iter()
+            .any(|r| r == "TimeoutClamped")
+    );
+    operator.stop().await;
+}
