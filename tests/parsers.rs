@@ -1,0 +1,259 @@
+//! The parsers hostile input reaches (DELIVERY.md "Hostile input"): property
+//! tests over generated YAML — anchors, aliases, nesting, sizes — that the
+//! YAML budget counts exactly and that no parser behind it builds more than
+//! the budget allows (the parse work stays linear in the input); and fuzz
+//! loops of the release decoder, the marker, the `--set` parser and the
+//! index parser, run for `FUZZ_SECONDS` each by `hack/fuzz.sh` (ignored in
+//! the normal test run).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+use hossted_operator::cached::helm::{decode_release, encode_release};
+use hossted_operator::cached::marker::has_hossted_marker;
+use hossted_operator::cached::yaml::{self, MAX_NODES, Refused};
+use hossted_operator::delivery::source::index::entries_of;
+use hossted_operator::delivery::values::{apply_set, parse_document};
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use proptest::test_runner::TestRunner;
+
+/// A document of anchored levels (`lN: &lN [...]`), with the number of
+/// nodes it expands to and its deepest nesting, computed by construction.
+#[derive(Debug, Clone)]
+struct Generated {
+    text: String,
+    expanded: u64,
+    depth: usize,
+}
+
+fn generated() -> impl Strategy<Value = Generated> {
+    let level = (
+        prop::collection::vec(prop::option::weighted(0.8, 0usize..64), 1..14),
+        0usize..4,
+    );
+    (prop::collection::vec(level, 1..12), 0usize..300).prop_map(|(levels, deep)| {
+        let mut text = String::new();
+        let mut sizes: Vec<u64> = Vec::new();
+        // The top mapping.
+        let mut expanded: u64 = 1;
+        for (i, (items, depth)) in levels.into_iter().enumerate() {
+            // Each item a plain scalar or an alias to an earlier level.
+            let items: Vec<Option<usize>> = items
+                .into_iter()
+                // Mostly to one of the last three levels: the bombs.
+                .map(|a| a.filter(|_| i > 0).map(|a| i - 1 - a % i.min(3)))
+                .collect();
+            let mut inner: Vec<String> = Vec::new();
+            let mut size: u64 = 0;
+            for item in &items {
+                match item {
+                    Some(j) => {
+                        inner.push(format!("*l{j}"));
+                        size = size.saturating_add(sizes[*j]);
+                    }
+                    None => {
+                        inner.push("x".into());
+                        size += 1;
+                    }
+                }
+            }
+            let mut node = format!("[{}]", inner.join(", "));
+            size += 1;
+            for _ in 0..depth {
+                node = format!("[{node}]");
+                size += 1;
+            }
+            sizes.push(size);
+            text.push_str(&format!("l{i}: &l{i} {node}\n"));
+            // The key, and the value.
+            expanded = expanded.saturating_add(1).saturating_add(size);
+        }
+        // One more key holding `deep` nested block sequences (the levels
+        // above nest at most 1 + 1 + 4 deep).
+        if deep > 0 {
+            text.push_str("deep:\n");
+            for d in 0..deep {
+                text.push_str(&format!("{}-\n", "  ".repeat(d + 1)));
+            }
+            // The key, the sequences, the null at the bottom.
+            expanded = expanded.saturating_add(1 + deep as u64 + 1);
+        }
+        Generated {
+            text,
+            expanded,
+            depth: (1 + deep).max(6),
+        }
+    })
+}
+
+/// Nodes of a JSON value (keys are not counted: YAML counts more).
+fn json_nodes(v: &serde_json::Value) -> u64 {
+    let mut stack = vec![v];
+    let mut n = 0;
+    while let Some(v) = stack.pop() {
+        n += 1;
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(o) => stack.extend(o.values()),
+            _ => {}
+        }
+    }
+    n
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The budget refuses a document exactly when its expansion passes
+    /// [`MAX_NODES`] (or its nesting 256), and counts without expanding.
+    #[test]
+    fn the_budget_counts_what_aliases_expand_to(g in generated()) {
+        match yaml::check(&g.text) {
+            Ok(()) => prop_assert!(
+                g.expanded <= MAX_NODES && g.depth <= yaml::MAX_DEPTH,
+                "{} nodes, depth {} passed", g.expanded, g.depth
+            ),
+            Err(Refused::TooManyNodes { .. }) => prop_assert!(g.expanded > MAX_NODES),
+            Err(Refused::TooDeep { .. }) => prop_assert!(g.depth > yaml::MAX_DEPTH),
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+
+    /// Whatever the budget lets through, no parser behind it builds more
+    /// than the budget: values (serde_yaml_ng) and the marker's loader
+    /// (yaml-rust2) alike — their work is bounded by the input's length
+    /// plus [`MAX_NODES`].
+    #[test]
+    fn no_parser_builds_more_than_the_budget_allows(g in generated()) {
+        if let Ok(v) = parse_document(&g.text) {
+            prop_assert!(json_nodes(&v) <= MAX_NODES, "values built {} nodes", json_nodes(&v));
+        }
+        if yaml::check(&g.text).is_ok() {
+            let docs = yaml_rust2::YamlLoader::load_from_str(&g.text).unwrap_or_default();
+            let mut stack: Vec<&yaml_rust2::Yaml> = docs.iter().collect();
+            let mut n = 0u64;
+            while let Some(y) = stack.pop() {
+                n += 1;
+                match y {
+                    yaml_rust2::Yaml::Array(a) => stack.extend(a),
+                    yaml_rust2::Yaml::Hash(h) => stack.extend(h.iter().flat_map(|(k, v)| [k, v])),
+                    _ => {}
+                }
+            }
+            prop_assert!(n <= MAX_NODES + 1, "the loader built {n} nodes");
+        }
+        // The marker and the index parser answer, whatever the document.
+        let marked = format!("hossted_helm: true\n{}", g.text);
+        let _ = has_hossted_marker(&marked);
+        let _ = entries_of(g.text.as_bytes(), "l0");
+    }
+}
+
+/// The generator reaches every outcome the properties above tell apart:
+/// passed, too many nodes, too deep (else they could not fail).
+#[test]
+fn generated_documents_cover_every_outcome() {
+    let mut runner = TestRunner::deterministic();
+    let (mut ok, mut many, mut deep) = (0, 0, 0);
+    for _ in 0..400 {
+        let g = generated().new_tree(&mut runner).unwrap().current();
+        match yaml::check(&g.text) {
+            Ok(()) => ok += 1,
+            Err(Refused::TooManyNodes { .. }) => many += 1,
+            Err(Refused::TooDeep { .. }) => deep += 1,
+            Err(e) => panic!("{e}: {}", g.text),
+        }
+    }
+    assert!(ok > 20 && many > 20 && deep > 5, "ok {ok}, too many {many}, too deep {deep}");
+}
+
+/// Runs `check` on values of `strategy` for `FUZZ_SECONDS` (default 5),
+/// and says how many ran; a panic names the input.
+fn fuzz<S: Strategy>(name: &str, strategy: S, check: impl Fn(&S::Value))
+where
+    S::Value: std::fmt::Debug,
+{
+    let seconds: u64 = std::env::var("FUZZ_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let mut runner = TestRunner::default();
+    let start = Instant::now();
+    let mut runs: u64 = 0;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        let Ok(tree) = strategy.new_tree(&mut runner) else {
+            continue;
+        };
+        let value = tree.current();
+        if let Err(panic) = catch_unwind(AssertUnwindSafe(|| check(&value))) {
+            panic!("fuzz {name}: panicked on {value:?}: {panic:?}");
+        }
+        runs += 1;
+    }
+    println!("fuzz {name}: {runs} inputs in {seconds} s, no failure");
+}
+
+/// Bytes of YAML's and JSON's punctuation, with words the parsers look for.
+fn yamlish() -> impl Strategy<Value = String> {
+    let token = prop::sample::select(vec![
+        "hossted_helm", ": ", "true", "&a ", "*a", "[", "]", "{", "}", ",", "- ", "\n", "  ", "---\n",
+        "\"", "'", "#", "entries", "version", "urls", "tiny", "!!str ", "<<: ", "? ", "|\n", "x",
+        "\t", "\u{feff}", "SECRETTOKEN",
+    ]);
+    prop::collection::vec(token, 0..200).prop_map(|t| t.concat())
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_release_decoder() {
+    let payload = (any::<Vec<u8>>(), yamlish(), 0u8..3).prop_map(|(bytes, text, kind)| match kind {
+        0 => bytes,
+        1 => encode_release(text.as_bytes()),
+        _ => encode_release(
+            format!(
+                "{{\"name\":\"r\",\"namespace\":\"n\",\"version\":1,\"manifest\":{}}}",
+                serde_json::Value::String(text)
+            )
+            .as_bytes(),
+        ),
+    });
+    fuzz("release decoder", payload, |p| {
+        let _ = decode_release(p);
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_marker() {
+    fuzz("marker", yamlish(), |text| {
+        let _ = has_hossted_marker(text);
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_set_parser() {
+    let set = prop::collection::vec(
+        prop::sample::select(vec![
+            "a", ".", "[", "]", "0", "=", ",", "{", "}", "\\", "null", "true", "99999999999", "-1",
+            " ", "b",
+        ]),
+        0..60,
+    )
+    .prop_map(|t| t.concat());
+    fuzz("--set parser", set, |line| {
+        let mut into = serde_json::json!({});
+        let _ = apply_set(line, &mut into);
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_index_parser() {
+    fuzz("index parser", yamlish(), |text| {
+        if let Err(e) = entries_of(text.as_bytes(), "tiny") {
+            assert!(!e.contains("SECRETTOKEN"), "an error quotes the index: {e}");
+        }
+    });
+}
