@@ -178,6 +178,8 @@ pub struct InvalidRelease {
     pub release: String,
     /// The storage Secret (or ConfigMap) that could not be decoded.
     pub secret: String,
+    /// Its `resourceVersion`: it is warned about once per version.
+    pub resource_version: String,
     pub error: String,
 }
 
@@ -231,6 +233,11 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
                     .name
                     .clone()
                     .unwrap_or_else(|| name.clone()),
+                resource_version: storage
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .unwrap_or_default(),
                 release: name,
                 error: error.clone(),
             }),

@@ -13,6 +13,7 @@ use runtime::{Action, Reconciler, StatusWriter, Stopping};
 use super::Settings;
 use super::api::HosstedApi;
 use super::collector::{self, Caches, Collection, Context, Known};
+use super::forged::ForgedNotices;
 use super::ledger::{Ledger, ReleaseRef, Target};
 use super::payload::{ClusterRegistration, OptionsState};
 use super::poster::PostError;
@@ -45,6 +46,8 @@ pub struct Inventory {
     pub(super) status: StatusWriter<Hosstedproject, HosstedprojectStatus>,
     /// Shutdown has begun: start no new POST (the next run sends it).
     pub(super) stopping: Stopping,
+    /// The Warning on each release storage object that is not reported.
+    pub(super) forged: ForgedNotices,
 }
 
 /// One reconcile's view of its Hosstedproject.
@@ -271,6 +274,7 @@ impl Inventory {
                 bad.namespace, bad.secret, bad.error
             );
             self.event(run, EventType::Warning, Reason::InvalidRelease, &message);
+            self.forged.warn(bad);
         }
     }
 

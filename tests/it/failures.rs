@@ -287,5 +287,30 @@ async fn a_forged_release_is_never_reported_nor_kept_in_status() {
     assert_eq!(status.app_count, 1);
     let kept = serde_json::to_string(&status.apps).unwrap();
     assert!(!kept.contains("xxxx") && !kept.contains("moved"), "{kept}");
+
+    // One Warning on each forged Secret itself, matched by its UID (as
+    // `kubectl describe secret` finds it), however many reconciles saw it.
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), "apps");
+    for name in ["sh.helm.release.v1.huge.v1", "sh.helm.release.v1.moved.v1"] {
+        let uid = secrets.get(name).await.unwrap().metadata.uid.unwrap();
+        let on_secret = eventually("a Warning on the Secret", 30, || async {
+            let events = Api::<Event>::namespaced(f.cp.client(), "apps")
+                .list(&ListParams::default().fields(&format!(
+                    "involvedObject.kind=Secret,involvedObject.name={name},involvedObject.uid={uid},reason=InvalidRelease"
+                )))
+                .await
+                .unwrap()
+                .items;
+            (!events.is_empty()).then_some(events)
+        })
+        .await;
+        assert_eq!(on_secret.len(), 1, "{name}");
+        assert_eq!(
+            on_secret[0].count.unwrap_or(1),
+            1,
+            "{name}: warned more than once"
+        );
+        assert_eq!(on_secret[0].type_.as_deref(), Some("Warning"));
+    }
     operator.stop().await;
 }

@@ -187,6 +187,7 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
             namespace: "default".into(),
             release: "test".into(),
             secret: "sh.helm.release.v1.test.v3".into(),
+            resource_version: String::new(),
             error: "the release's gzip stream is corrupt".into(),
         }]
     );
