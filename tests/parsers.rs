@@ -165,7 +165,10 @@ fn generated_documents_cover_every_outcome() {
             Err(e) => panic!("{e}: {}", g.text),
         }
     }
-    assert!(ok > 20 && many > 20 && deep > 5, "ok {ok}, too many {many}, too deep {deep}");
+    assert!(
+        ok > 20 && many > 20 && deep > 5,
+        "ok {ok}, too many {many}, too deep {deep}"
+    );
 }
 
 /// Runs `check` on values of `strategy` for `FUZZ_SECONDS` (default 5),
@@ -197,9 +200,35 @@ where
 /// Bytes of YAML's and JSON's punctuation, with words the parsers look for.
 fn yamlish() -> impl Strategy<Value = String> {
     let token = prop::sample::select(vec![
-        "hossted_helm", ": ", "true", "&a ", "*a", "[", "]", "{", "}", ",", "- ", "\n", "  ", "---\n",
-        "\"", "'", "#", "entries", "version", "urls", "tiny", "!!str ", "<<: ", "? ", "|\n", "x",
-        "\t", "\u{feff}", "SECRETTOKEN",
+        "hossted_helm",
+        ": ",
+        "true",
+        "&a ",
+        "*a",
+        "[",
+        "]",
+        "{",
+        "}",
+        ",",
+        "- ",
+        "\n",
+        "  ",
+        "---\n",
+        "\"",
+        "'",
+        "#",
+        "entries",
+        "version",
+        "urls",
+        "tiny",
+        "!!str ",
+        "<<: ",
+        "? ",
+        "|\n",
+        "x",
+        "\t",
+        "\u{feff}",
+        "SECRETTOKEN",
     ]);
     prop::collection::vec(token, 0..200).prop_map(|t| t.concat())
 }
@@ -207,17 +236,18 @@ fn yamlish() -> impl Strategy<Value = String> {
 #[test]
 #[ignore = "a long run: hack/fuzz.sh"]
 fn fuzz_release_decoder() {
-    let payload = (any::<Vec<u8>>(), yamlish(), 0u8..3).prop_map(|(bytes, text, kind)| match kind {
-        0 => bytes,
-        1 => encode_release(text.as_bytes()),
-        _ => encode_release(
-            format!(
-                "{{\"name\":\"r\",\"namespace\":\"n\",\"version\":1,\"manifest\":{}}}",
-                serde_json::Value::String(text)
-            )
-            .as_bytes(),
-        ),
-    });
+    let payload =
+        (any::<Vec<u8>>(), yamlish(), 0u8..3).prop_map(|(bytes, text, kind)| match kind {
+            0 => bytes,
+            1 => encode_release(text.as_bytes()),
+            _ => encode_release(
+                format!(
+                    "{{\"name\":\"r\",\"namespace\":\"n\",\"version\":1,\"manifest\":{}}}",
+                    serde_json::Value::String(text)
+                )
+                .as_bytes(),
+            ),
+        });
     fuzz("release decoder", payload, |p| {
         let _ = decode_release(p);
     });
@@ -236,8 +266,22 @@ fn fuzz_marker() {
 fn fuzz_set_parser() {
     let set = prop::collection::vec(
         prop::sample::select(vec![
-            "a", ".", "[", "]", "0", "=", ",", "{", "}", "\\", "null", "true", "99999999999", "-1",
-            " ", "b",
+            "a",
+            ".",
+            "[",
+            "]",
+            "0",
+            "=",
+            ",",
+            "{",
+            "}",
+            "\\",
+            "null",
+            "true",
+            "99999999999",
+            "-1",
+            " ",
+            "b",
         ]),
         0..60,
     )

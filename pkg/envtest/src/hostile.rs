@@ -42,6 +42,13 @@ pub enum Answer {
     /// 200 declaring `declared` bytes, then sending `body` whatever its
     /// length.
     Lie { declared: usize, body: Vec<u8> },
+    /// `then` for a request whose `Authorization` is `expect`; otherwise
+    /// 401 with `WWW-Authenticate: <challenge>`.
+    Guarded {
+        expect: String,
+        challenge: String,
+        then: Box<Answer>,
+    },
 }
 
 /// One request the server saw.
@@ -144,16 +151,37 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             .filter(|(k, _)| k.eq_ignore_ascii_case("authorization"))
             .map(|(_, v)| v.trim().to_string())
     });
+    let seen_auth = authorization.clone();
     lock(&shared.seen).push(Seen {
         path: path.clone(),
         authorization,
     });
-    let answer = lock(&shared.answers).get(&path).cloned();
+    let mut answer = lock(&shared.answers).get(&path).cloned();
+    let mut challenge = None;
+    while let Some(Answer::Guarded {
+        expect,
+        challenge: c,
+        then,
+    }) = answer.clone()
+    {
+        if seen_auth.as_deref() == Some(expect.as_str()) {
+            answer = Some(*then);
+        } else {
+            challenge = Some(c);
+            break;
+        }
+    }
     let head = |status: u16, extra: &str| {
         format!("HTTP/1.1 {status} X\r\n{extra}Connection: close\r\n\r\n").into_bytes()
     };
+    if let Some(c) = challenge {
+        let extra = format!("WWW-Authenticate: {c}\r\nContent-Length: 0\r\n");
+        let _ = stream.write_all(&head(401, &extra)).await;
+        return;
+    }
     let _ = match answer {
         None => stream.write_all(&head(404, "Content-Length: 0\r\n")).await,
+        Some(Answer::Guarded { .. }) => Ok(()),
         Some(Answer::Bytes(status, body)) => {
             let mut out = head(status, &format!("Content-Length: {}\r\n", body.len()));
             out.extend_from_slice(&body);

@@ -78,22 +78,21 @@ impl Sources {
                 deadline.as_secs()
             ),
         };
-        if !chart.oci.is_empty() {
-            return tokio::time::timeout(deadline, oci::fetch(chart, &credentials, self))
-                .await
-                .map_err(|_| late())?;
-        }
         let (me, wanted) = (self.clone(), chart.clone());
         // The client's own deadline ends the blocking read; the slot is
         // held until it does.
         let run = tokio::task::spawn_blocking(move || {
             let _slot = slot;
-            repo::fetch_from_repo(&wanted, &credentials, &me)
+            if wanted.oci.is_empty() {
+                repo::fetch_from_repo(&wanted, &credentials, &me)
+            } else {
+                oci::fetch(&wanted, &credentials, &me)
+            }
         });
         match tokio::time::timeout(deadline + Duration::from_secs(5), run).await {
             Ok(Ok(result)) => result,
             Ok(Err(e)) => Err(SourceError::Repo {
-                repo: chart.repo.clone(),
+                repo: format!("{}{}", chart.repo, chart.oci),
                 message: format!("the fetch stopped: {e}"),
             }),
             Err(_) => Err(late()),

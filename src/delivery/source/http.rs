@@ -90,15 +90,38 @@ impl Http {
     /// The body of `url`, at most `limit` bytes, after at most
     /// [`MAX_REDIRECTS`] same-origin redirects.
     pub fn get(&self, url: &str, limit: u64) -> Result<Vec<u8>, HttpError> {
+        let get = Get {
+            limit,
+            ..Get::default()
+        };
+        match self.request(url, &get)? {
+            Reply::Body(body) => Ok(body),
+            Reply::Challenge(_) => Err(HttpError::Failed(format!(
+                "GET {} answered 401: check credentialsSecretRef",
+                without_credentials(url)
+            ))),
+        }
+    }
+
+    /// GET `url` as `get` says (see [`Get`]): the body of a 2xx answer, or
+    /// the challenge of a 401 for the caller to answer.
+    pub fn request(&self, url: &str, get: &Get<'_>) -> Result<Reply, HttpError> {
         let first = origin(url).map_err(HttpError::Failed)?;
         let mut at = url.to_string();
         for _ in 0..=MAX_REDIRECTS {
             let shown = without_credentials(&at);
+            let here = origin(&at).map_err(HttpError::Failed)?;
             let mut req = self.agent.get(&at);
-            if let Some((header, host)) = &self.auth
-                && origin(&at).is_ok_and(|(_, h)| h == *host)
-            {
-                req = req.header("Authorization", header);
+            if let Some(accept) = get.accept {
+                req = req.header("Accept", accept);
+            }
+            // Credentials only where they were given for.
+            match (get.authorization, &self.auth) {
+                (Some(header), _) if here == first => req = req.header("Authorization", header),
+                (None, Some((header, host))) if here.1 == *host => {
+                    req = req.header("Authorization", header)
+                }
+                _ => {}
             }
             let mut resp = req.call().map_err(|e| called(&shown, e))?;
             let status = resp.status().as_u16();
@@ -113,7 +136,9 @@ impl Http {
                         ))
                     })?;
                 let next = join(&at, location);
-                if origin(&next).ok() != Some(first.clone()) {
+                let to = origin(&next).map_err(HttpError::Failed)?;
+                let allowed = to == first || (get.other_host_redirect && to.0 == first.0);
+                if !allowed {
                     return Err(HttpError::Failed(format!(
                         "GET {shown} answered {status}, a redirect to another scheme, host or port ({}): not followed",
                         without_credentials(&next)
@@ -122,9 +147,17 @@ impl Http {
                 at = next;
                 continue;
             }
-            if status == 401 || status == 403 {
+            if status == 401 {
+                let challenge = resp
+                    .headers()
+                    .get("www-authenticate")
+                    .and_then(|c| c.to_str().ok())
+                    .map(str::to_string);
+                return Ok(Reply::Challenge(challenge));
+            }
+            if status == 403 {
                 return Err(HttpError::Failed(format!(
-                    "GET {shown} answered {status}: check credentialsSecretRef"
+                    "GET {shown} answered 403: check credentialsSecretRef"
                 )));
             }
             if !(200..300).contains(&status) {
@@ -132,23 +165,56 @@ impl Http {
                     "GET {shown} answered {status}, expected 200"
                 )));
             }
-            return resp
+            let limit = get.limit;
+            let larger = || {
+                HttpError::Failed(format!(
+                    "GET {shown}: the answer is larger than {limit} bytes"
+                ))
+            };
+            // ureq refuses a body that reaches its limit: one byte more
+            // tells "exactly `limit`" from "larger".
+            let body = resp
                 .body_mut()
                 .with_config()
-                .limit(limit)
+                .limit(limit.saturating_add(1))
                 .read_to_vec()
                 .map_err(|e| match e {
-                    ureq::Error::BodyExceedsLimit(_) => HttpError::Failed(format!(
-                        "GET {shown}: the answer is larger than {limit} bytes"
-                    )),
+                    ureq::Error::BodyExceedsLimit(_) => larger(),
                     e => called(&shown, e),
-                });
+                })?;
+            if body.len() as u64 > limit {
+                return Err(larger());
+            }
+            return Ok(Reply::Body(body));
         }
         Err(HttpError::Failed(format!(
             "GET {}: more than {MAX_REDIRECTS} redirects",
             without_credentials(url)
         )))
     }
+}
+
+/// A GET's options besides its URL.
+#[derive(Debug, Default)]
+pub struct Get<'a> {
+    pub accept: Option<&'a str>,
+    /// Sent instead of the client's credentials, to the URL's own origin
+    /// only (a registry's bearer token).
+    pub authorization: Option<&'a str>,
+    /// Bytes of the body read, at most.
+    pub limit: u64,
+    /// Follow a redirect to another host of the same scheme (a registry
+    /// sends blobs to its storage host): nothing of `authorization` or the
+    /// credentials goes there, and the address policy still applies.
+    pub other_host_redirect: bool,
+}
+
+/// What a [`Http::request`] got.
+#[derive(Debug)]
+pub enum Reply {
+    Body(Vec<u8>),
+    /// 401, with its `WWW-Authenticate` header.
+    Challenge(Option<String>),
 }
 
 /// A failed call, said by kind: ureq's own messages quote no body.
@@ -158,6 +224,16 @@ fn called(shown: &str, e: ureq::Error) -> HttpError {
     {
         return HttpError::Refused(format!("GET {shown}: {refused}"));
     }
+    let tls = match &e {
+        // ureq gives no `source()`: the io error is opened here.
+        ureq::Error::Io(io) => untrusted_certificate(io),
+        e => untrusted_certificate(e),
+    };
+    if tls {
+        return HttpError::Failed(format!(
+            "GET {shown}: {e}: the server's certificate is not trusted; put its CA in credentialsSecretRef's ca.crt"
+        ));
+    }
     if let ureq::Error::Timeout(_) = e {
         return HttpError::Failed(format!(
             "GET {shown}: no complete answer within the fetch deadline (--chart-fetch-timeout)"
@@ -166,8 +242,38 @@ fn called(shown: &str, e: ureq::Error) -> HttpError {
     HttpError::Failed(format!("GET {shown}: {e}"))
 }
 
+/// Whether a rustls certificate error is somewhere in `e`'s causes. The
+/// TLS error may travel inside `io::Error`s, whose `source()` skips what
+/// they wrap, so each one is opened as well.
+fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
+    let is_certificate = |e: &(dyn std::error::Error + 'static)| {
+        matches!(
+            e.downcast_ref::<rustls::Error>(),
+            Some(rustls::Error::InvalidCertificate(_))
+        ) || matches!(
+            e.downcast_ref::<ureq::Error>(),
+            Some(ureq::Error::Rustls(rustls::Error::InvalidCertificate(_)))
+        )
+    };
+    let mut next = Some(e);
+    while let Some(e) = next {
+        let mut wrapped = Some(e);
+        while let Some(w) = wrapped {
+            if is_certificate(w) {
+                return true;
+            }
+            wrapped = w
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|inner| inner as &(dyn std::error::Error + 'static));
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// (scheme, `host:port`) of `url`.
-fn origin(url: &str) -> Result<(String, String), String> {
+pub fn origin(url: &str) -> Result<(String, String), String> {
     let uri: Uri = url
         .parse()
         .map_err(|_| format!("{} is not a URL", without_credentials(url)))?;
@@ -231,6 +337,19 @@ mod tests {
             without_credentials("https://a.example/b@c"),
             "https://a.example/b@c"
         );
+    }
+
+    #[test]
+    fn a_certificate_error_is_found_inside_the_io_error_that_carries_it() {
+        let tls = std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        ));
+        assert!(untrusted_certificate(&tls));
+        let e = called("https://r.example/x", ureq::Error::Io(tls));
+        assert!(e.to_string().contains("ca.crt"), "{e}");
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!untrusted_certificate(&refused));
     }
 
     #[test]

@@ -1,33 +1,48 @@
 //! `chart.oci`: a chart pushed to an OCI registry (`helm push`), pulled by
-//! the operator with the `oci-client` crate — helm only ever gets the local
-//! `.tgz`, and never the registry's credentials.
+//! the operator over the same bounded client as chart repositories
+//! ([`super::http`]) — helm only ever gets the local `.tgz`, and never the
+//! registry's credentials.
+//!
+//! The pull is the distribution API's read side, four requests: the
+//! manifest (≤ 4 MiB), the tag list (≤ 10 pages of ≤ 1,000, 10,000 tags),
+//! the chart layer (counted as it arrives, cut past its declared size and
+//! 64 MiB, verified by digest, checked as an archive), and, on a 401, the
+//! challenge's answer: basic credentials, or a bearer token from the
+//! challenge's realm — with the credentials only when the realm is the
+//! registry's own host. (oci-client, used before, pulls through reqwest,
+//! where no address policy, body bound or redirect rule can be applied.)
 //!
 //! - The version: an exact `chart.version` is the tag (Helm writes `+` of
 //!   semver build metadata as `_` in tags); a range or an empty version
 //!   lists the repository's tags and takes the highest match (no
 //!   pre-release for "latest"), as for HTTP repositories.
-//! - The chart layer (`application/vnd.cncf.helm.chart.content.v1.tar+gzip`)
-//!   is verified against the manifest's digest by the client while it is
-//!   read, and cached in the work directory under that digest: a later pull
-//!   of the same tag reads the manifest only.
 //! - `credentialsSecretRef` gives basic auth (`username`, `password`) and a
 //!   CA (`ca.crt`, trusted besides the system's roots); `chart.insecure`
 //!   speaks plain HTTP (local registries).
-
-use std::time::Duration;
+//! - A blob may be redirected to another host of the same scheme (a
+//!   registry's storage): no credential or token goes there.
 
 use apis::helmapp::ChartSource;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
+use sha2::{Digest, Sha256};
 
+use super::http::{Get, Http, HttpError, Reply, origin, without_credentials};
 use super::{Credentials, LocalChart, SourceError, Sources, archive, choose_version};
+use crate::cached::hex::hex;
 
 /// The media type of a Helm chart's content layer.
 pub const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+/// What a manifest is asked as.
+const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 /// The largest chart layer pulled.
-const MAX_LAYER: i64 = 64 * 1024 * 1024;
+const MAX_LAYER: u64 = 64 * 1024 * 1024;
+/// The largest manifest, tag page or token answer read.
+const MAX_DOCUMENT: u64 = 4 * 1024 * 1024;
+/// Pages of tags read, at most.
+const MAX_TAG_PAGES: usize = 10;
+/// Tags kept, at most.
+const MAX_TAGS: usize = 10_000;
+/// Tags asked per page.
+const PAGE: usize = 1000;
 
 /// `oci://host[:port]/path/name` → (`host[:port]`, `path/name`).
 pub fn split(oci: &str) -> Result<(String, String), String> {
@@ -46,76 +61,69 @@ pub fn split(oci: &str) -> Result<(String, String), String> {
     Ok((host.to_string(), repo.to_string()))
 }
 
-/// Pulls `chart.oci` at the version `chart.version` asks for into
-/// `work_dir/charts/`, and remembers it in `cache` for its `interval`.
-pub async fn fetch(
+/// Pulls `chart.oci` at the version `chart.version` asks for into the
+/// chart cache, and remembers it for its `interval` (blocking: run it off
+/// the async workers, through [`Sources::fetch`]).
+pub fn fetch(
     chart: &ChartSource,
     credentials: &Credentials,
     sources: &Sources,
 ) -> Result<LocalChart, SourceError> {
     let fail = |message: String| failed(chart, message);
-    let (registry, repository) = split(&chart.oci).map_err(&fail)?;
-    let client = client_for(chart, credentials);
-    let auth = match (&credentials.username, &credentials.password) {
-        (Some(u), Some(p)) => RegistryAuth::Basic(u.clone(), p.clone()),
-        _ => RegistryAuth::Anonymous,
-    };
-    let reference = |tag: &str| -> Result<Reference, SourceError> {
-        format!("{registry}/{repository}:{}", tag.replace('+', "_"))
-            .parse::<Reference>()
-            .map_err(|e| fail(format!("tag {tag:?}: {e}")))
+    let (host, repository) = split(&chart.oci).map_err(&fail)?;
+    let scheme = if chart.insecure { "http" } else { "https" };
+    let base = format!("{scheme}://{host}");
+    let limits = &sources.limits;
+    let mut registry = Registry {
+        http: Http::new(&base, credentials, &limits.policy, limits.fetch_timeout).map_err(&fail)?,
+        base,
+        repository,
+        token: None,
+        chart,
     };
     let wanted = chart.version.trim();
     let version = if is_exact(wanted) {
         wanted.to_string()
     } else {
-        let tags = list_tags(&client, &reference("latest")?, &auth)
-            .await
-            .map_err(|e| explain(chart, "listing tags", e))?;
+        let tags = registry.tags()?;
         let versions: Vec<String> = tags.into_iter().map(|t| t.replace('_', "+")).collect();
-        let name = repository.rsplit('/').next().unwrap_or(&repository);
-        choose_version(&versions, name, wanted).map_err(&fail)?
+        let name = registry
+            .repository
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        choose_version(&versions, &name, wanted).map_err(&fail)?
     };
-    let image = reference(&version)?;
-    let (manifest, _) = client
-        .pull_image_manifest(&image, &auth)
-        .await
-        .map_err(|e| explain(chart, &format!("manifest of {version}"), e))?;
-    let layer = manifest
-        .layers
-        .iter()
-        .find(|l| l.media_type == CHART_LAYER)
-        .ok_or_else(|| {
-            fail(format!(
-                "{version} holds no Helm chart layer ({CHART_LAYER})"
-            ))
-        })?;
-    let digest = checked_digest(layer, &version).map_err(&fail)?;
-    let file = sources.cache.path(&chart.oci, "", &digest);
-    if sources.cache.read(&file, &digest).is_none() {
-        // Counted as it arrives: the registry may send more than it
-        // declared, and the client checks the digest only at the end.
-        let mut sink = Bounded::new(layer.size.clamp(0, MAX_LAYER) as usize);
-        client
-            .pull_blob(&image, layer, &mut sink)
-            .await
-            .map_err(|e| match sink.overflowed {
-                true => fail(format!(
-                    "the chart layer of {version} is larger than the {} bytes its manifest declares",
-                    layer.size
-                )),
-                false => explain(chart, &format!("chart layer of {version}"), e),
-            })?;
-        archive::check(&sink.bytes).map_err(|message| SourceError::Invalid {
+    let tag = version.replace('+', "_");
+    let manifest = registry.get(
+        &format!("manifests/{tag}"),
+        Some(MANIFEST),
+        MAX_DOCUMENT,
+        false,
+    )?;
+    let layer = chart_layer(&manifest, &version).map_err(&fail)?;
+    let file = sources.cache.path(&chart.oci, "", &layer.digest);
+    if sources.cache.read(&file, &layer.digest).is_none() {
+        let limit = layer.size.min(MAX_LAYER);
+        let bytes = registry.get(&format!("blobs/sha256:{}", layer.digest), None, limit, true)?;
+        let digest = hex(&Sha256::digest(&bytes));
+        if digest != layer.digest {
+            return Err(fail(format!(
+                "the chart layer of {version} has digest {digest}, not the manifest's {}",
+                layer.digest
+            )));
+        }
+        archive::check(&bytes).map_err(|message| SourceError::Invalid {
             repo: chart.oci.clone(),
             message: format!("{version}: {message}"),
         })?;
-        sources.cache.store(&file, &sink.bytes).map_err(&fail)?;
+        sources.cache.store(&file, &bytes).map_err(&fail)?;
     }
     let local = LocalChart {
         path: file,
         version,
-        digest,
+        digest: layer.digest,
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)
@@ -128,192 +136,254 @@ fn failed(chart: &ChartSource, message: String) -> SourceError {
     }
 }
 
-/// A registry client for `chart`: HTTPS (or plain HTTP when `insecure`),
-/// trusting `credentials`' CA besides the system's roots.
-fn client_for(chart: &ChartSource, credentials: &Credentials) -> Client {
-    // reqwest is built without a crypto provider of its own: the one the
-    // rest of the operator uses (ring) serves it too. Installing twice is
-    // harmless (the first wins).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Client::new(ClientConfig {
-        protocol: if chart.insecure {
-            ClientProtocol::Http
+/// One repository of a registry, with the token its challenge gave.
+struct Registry<'a> {
+    http: Http,
+    /// `scheme://host[:port]`.
+    base: String,
+    repository: String,
+    /// `Bearer …` once a challenge was answered.
+    token: Option<String>,
+    chart: &'a ChartSource,
+}
+
+impl Registry<'_> {
+    /// `GET /v2/<repository>/<path>`, answering one 401 challenge.
+    fn get(
+        &mut self,
+        path: &str,
+        accept: Option<&str>,
+        limit: u64,
+        blob: bool,
+    ) -> Result<Vec<u8>, SourceError> {
+        let url = format!("{}/v2/{}/{path}", self.base, self.repository);
+        for attempt in 0..2 {
+            let get = Get {
+                accept,
+                authorization: self.token.as_deref(),
+                limit,
+                other_host_redirect: blob,
+            };
+            match self.http.request(&url, &get).map_err(|e| self.error(e))? {
+                Reply::Body(body) => return Ok(body),
+                Reply::Challenge(challenge) if attempt == 0 => {
+                    self.token = Some(self.answer(challenge.as_deref())?);
+                }
+                Reply::Challenge(_) => break,
+            }
+        }
+        Err(failed(
+            self.chart,
+            format!(
+                "GET {} answered 401: check credentialsSecretRef's username and password",
+                without_credentials(&url)
+            ),
+        ))
+    }
+
+    /// The `Authorization` answering a 401's `WWW-Authenticate`.
+    fn answer(&self, challenge: Option<&str>) -> Result<String, SourceError> {
+        let challenge = challenge.unwrap_or_default();
+        let (scheme, params) = challenge.split_once(' ').unwrap_or((challenge, ""));
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            // Basic: the client sent its credentials already, or has none.
+            return Err(failed(
+                self.chart,
+                format!(
+                    "the registry {} asks for credentials: check credentialsSecretRef's username and password",
+                    self.base
+                ),
+            ));
+        }
+        let param = |name: &str| challenge_param(params, name);
+        let realm = param("realm").unwrap_or_default();
+        if origin(&realm).is_err() {
+            return Err(failed(
+                self.chart,
+                "the registry's challenge names no token service".into(),
+            ));
+        }
+        let mut query = Vec::new();
+        if let Some(service) = param("service") {
+            query.push(format!("service={}", encode(&service)));
+        }
+        let scope =
+            param("scope").unwrap_or_else(|| format!("repository:{}:pull", self.repository));
+        query.push(format!("scope={}", encode(&scope)));
+        let sep = if realm.contains('?') { '&' } else { '?' };
+        let url = format!("{realm}{sep}{}", query.join("&"));
+        // The client's credentials go with it only if the realm is the
+        // registry's own host (Http's rule).
+        let get = Get {
+            limit: MAX_DOCUMENT,
+            ..Get::default()
+        };
+        let body = match self.http.request(&url, &get).map_err(|e| self.error(e))? {
+            Reply::Body(b) => b,
+            Reply::Challenge(_) => {
+                return Err(failed(
+                    self.chart,
+                    format!(
+                        "the token service {} refused: check credentialsSecretRef's username and password",
+                        without_credentials(&realm)
+                    ),
+                ));
+            }
+        };
+        #[derive(serde::Deserialize)]
+        struct Token {
+            #[serde(default)]
+            token: String,
+            #[serde(default)]
+            access_token: String,
+        }
+        let t: Token = serde_json::from_slice(&body).map_err(|_| {
+            failed(
+                self.chart,
+                format!(
+                    "the token service {} answered no token",
+                    without_credentials(&realm)
+                ),
+            )
+        })?;
+        let token = if t.token.is_empty() {
+            t.access_token
         } else {
-            ClientProtocol::Https
-        },
-        extra_root_certificates: credentials
-            .ca
-            .iter()
-            .map(|pem| Certificate {
-                encoding: CertificateEncoding::Pem,
-                data: pem.clone(),
-            })
-            .collect(),
-        connect_timeout: Some(Duration::from_secs(10)),
-        read_timeout: Some(Duration::from_secs(60)),
-        user_agent: concat!("hossted-operator/", env!("CARGO_PKG_VERSION")),
-        ..Default::default()
+            t.token
+        };
+        if token.is_empty() {
+            return Err(failed(
+                self.chart,
+                "the token service answered an empty token".into(),
+            ));
+        }
+        Ok(format!("Bearer {token}"))
+    }
+
+    /// The repository's tags, page by page: at most [`MAX_TAG_PAGES`]
+    /// pages and [`MAX_TAGS`] tags (a registry that pages without end, or
+    /// answers one enormous page, is cut off).
+    fn tags(&mut self) -> Result<Vec<String>, SourceError> {
+        #[derive(serde::Deserialize)]
+        struct Page {
+            #[serde(default)]
+            tags: Option<Vec<String>>,
+        }
+        let mut tags: Vec<String> = Vec::new();
+        for _ in 0..MAX_TAG_PAGES {
+            let path = match tags.last() {
+                None => format!("tags/list?n={PAGE}"),
+                Some(last) => format!("tags/list?n={PAGE}&last={}", encode(last)),
+            };
+            let body = self.get(&path, None, MAX_DOCUMENT, false)?;
+            let page: Page = serde_json::from_slice(&body).map_err(|_| {
+                failed(
+                    self.chart,
+                    "the tag list is not the distribution API's JSON".into(),
+                )
+            })?;
+            let page = page.tags.unwrap_or_default();
+            let n = page.len();
+            let before = tags.last().cloned();
+            tags.extend(page.into_iter().take(MAX_TAGS - tags.len()));
+            // A short page ends the list; so does one that does not move on.
+            if n < PAGE || tags.len() >= MAX_TAGS || tags.last() == before.as_ref() {
+                break;
+            }
+        }
+        Ok(tags)
+    }
+
+    fn error(&self, e: HttpError) -> SourceError {
+        match e {
+            HttpError::Refused(message) => SourceError::Refused {
+                repo: self.chart.oci.clone(),
+                message,
+            },
+            HttpError::Failed(message) => failed(self.chart, message),
+        }
+    }
+}
+
+/// A layer of a manifest: its sha256 (hex) and declared size.
+#[derive(Debug, PartialEq, Eq)]
+struct Layer {
+    digest: String,
+    size: u64,
+}
+
+/// The chart layer of a manifest, once its declared size is in bounds.
+fn chart_layer(manifest: &[u8], version: &str) -> Result<Layer, String> {
+    #[derive(serde::Deserialize)]
+    struct Descriptor {
+        #[serde(rename = "mediaType", default)]
+        media_type: String,
+        #[serde(default)]
+        digest: String,
+        #[serde(default)]
+        size: i64,
+    }
+    #[derive(serde::Deserialize)]
+    struct Manifest {
+        #[serde(default)]
+        layers: Vec<Descriptor>,
+    }
+    let m: Manifest = serde_json::from_slice(manifest)
+        .map_err(|_| format!("the manifest of {version} is not an OCI image manifest"))?;
+    let layer = m
+        .layers
+        .into_iter()
+        .find(|l| l.media_type == CHART_LAYER)
+        .ok_or_else(|| format!("{version} holds no Helm chart layer ({CHART_LAYER})"))?;
+    let size = u64::try_from(layer.size).unwrap_or(0);
+    if size > MAX_LAYER {
+        return Err(format!(
+            "the chart layer of {version} is {size} bytes, more than {MAX_LAYER}"
+        ));
+    }
+    let digest = layer
+        .digest
+        .strip_prefix("sha256:")
+        .filter(|d| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+        .ok_or_else(|| "the chart layer's digest is not sha256:<64 hex>".to_string())?;
+    Ok(Layer {
+        digest: digest.to_ascii_lowercase(),
+        size,
     })
 }
 
-/// The chart layer's sha256 digest, once its declared size is within bounds.
-fn checked_digest(
-    layer: &oci_client::manifest::OciDescriptor,
-    version: &str,
-) -> Result<String, String> {
-    if layer.size > MAX_LAYER {
-        return Err(format!(
-            "the chart layer of {version} is {} bytes, more than {MAX_LAYER}",
-            layer.size
-        ));
-    }
-    layer
-        .digest
-        .strip_prefix("sha256:")
-        .map(str::to_string)
-        .ok_or_else(|| format!("layer digest {} is not sha256", layer.digest))
-}
-
-/// A registry error with its causes (reqwest keeps a TLS or connection
-/// error in the chain) and a hint that follows its kind.
-fn explain(chart: &ChartSource, what: &str, e: OciDistributionError) -> SourceError {
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(&e);
-    while let Some(c) = cause {
-        text = format!("{text}: {c}");
-        cause = c.source();
-    }
-    let hint = hint(&e);
-    failed(chart, format!("{what}: {text}{hint}"))
-}
-
-/// What to do about `e`, told by what kind of error it is — never by its
-/// text, which holds the registry's address (a port such as 40119 reads
-/// as "401").
-fn hint(e: &OciDistributionError) -> &'static str {
-    const CREDENTIALS: &str = ": check credentialsSecretRef's username and password";
-    const CA: &str =
-        ": the registry's certificate is not trusted; put its CA in credentialsSecretRef's ca.crt";
-    match e {
-        OciDistributionError::AuthenticationFailure(_)
-        | OciDistributionError::UnauthorizedError { .. }
-        | OciDistributionError::ServerError {
-            code: 401 | 403, ..
-        } => CREDENTIALS,
-        OciDistributionError::RegistryError { envelope, .. }
-            if envelope
-                .errors
-                .iter()
-                .any(|e| matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)) =>
-        {
-            CREDENTIALS
-        }
-        OciDistributionError::RequestError(e) if untrusted_certificate(e) => CA,
-        _ => "",
-    }
-}
-
-/// Whether a rustls certificate error is somewhere in `e`'s causes. The
-/// TLS error travels inside `io::Error`s (reqwest nests two), whose
-/// `source()` skips what they wrap, so each one is opened as well.
-fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> bool {
-    let is_certificate = |e: &(dyn std::error::Error + 'static)| {
-        matches!(
-            e.downcast_ref::<rustls::Error>(),
-            Some(rustls::Error::InvalidCertificate(_))
-        )
-    };
-    let mut next = Some(e);
-    while let Some(e) = next {
-        let mut wrapped = Some(e);
-        while let Some(w) = wrapped {
-            if is_certificate(w) {
-                return true;
+/// The value of `name` in a challenge's `k="v",k2="v2"` list.
+fn challenge_param(params: &str, name: &str) -> Option<String> {
+    let mut rest = params.trim();
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let key = key.trim().trim_start_matches(',').trim();
+        let (value, after) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let end = quoted.find('"')?;
+                (&quoted[..end], &quoted[end + 1..])
             }
-            wrapped = w
-                .downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .map(|inner| inner as &(dyn std::error::Error + 'static));
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        if key.eq_ignore_ascii_case(name) {
+            return Some(value.to_string());
         }
-        next = e.source();
+        rest = after.trim_start_matches([',', ' ']);
     }
-    false
+    None
 }
 
-/// Pages of tags read, at most.
-const MAX_TAG_PAGES: usize = 10;
-/// Tags kept, at most.
-const MAX_TAGS: usize = 10_000;
-
-/// The repository's tags, page by page: at most [`MAX_TAG_PAGES`] pages
-/// and [`MAX_TAGS`] tags (a registry that pages without end, or answers a
-/// page of a million tags, is cut off).
-async fn list_tags(
-    client: &Client,
-    image: &Reference,
-    auth: &RegistryAuth,
-) -> Result<Vec<String>, OciDistributionError> {
-    const PAGE: usize = 1000;
-    let mut tags: Vec<String> = Vec::new();
-    for _ in 0..MAX_TAG_PAGES {
-        let page = client
-            .list_tags(image, auth, Some(PAGE), tags.last().map(String::as_str))
-            .await?;
-        let n = page.tags.len();
-        let before = tags.last().cloned();
-        tags.extend(page.tags.into_iter().take(MAX_TAGS - tags.len()));
-        // A short page ends the list; so does one that does not move on.
-        if n < PAGE || tags.len() >= MAX_TAGS || tags.last() == before.as_ref() {
-            break;
-        }
-    }
-    Ok(tags)
-}
-
-/// Where a blob is pulled to: fails the write past `limit` bytes.
-struct Bounded {
-    bytes: Vec<u8>,
-    limit: usize,
-    overflowed: bool,
-}
-
-impl Bounded {
-    fn new(limit: usize) -> Self {
-        Bounded {
-            bytes: Vec::with_capacity(limit.min(1 << 20)),
-            limit,
-            overflowed: false,
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for Bounded {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        if self.bytes.len() + buf.len() > self.limit {
-            self.overflowed = true;
-            return std::task::Poll::Ready(Err(std::io::ErrorKind::FileTooLarge.into()));
-        }
-        self.bytes.extend_from_slice(buf);
-        std::task::Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
+/// Percent-encoding of a query value.
+fn encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// Whether `wanted` names one version (a tag) rather than a range.
@@ -349,36 +419,60 @@ mod tests {
     }
 
     #[test]
-    fn the_hint_follows_the_kind_of_error_not_the_port_in_its_url() {
-        let url = "https://127.0.0.1:40119/v2/charts/tiny/manifests/0.1.0".to_string();
-        let not_found = OciDistributionError::ServerError {
-            code: 404,
-            url: url.clone(),
-            message: "not found".into(),
-        };
-        assert_eq!(hint(&not_found), "");
-        let refused = OciDistributionError::ServerError {
-            code: 403,
-            url: url.clone(),
-            message: String::new(),
-        };
-        assert!(hint(&refused).contains("username and password"));
-        assert!(hint(&OciDistributionError::UnauthorizedError { url }).contains("password"));
+    fn a_challenge_is_read_quoted_or_not() {
+        let p = r#"realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull,push""#;
+        assert_eq!(
+            challenge_param(p, "realm").as_deref(),
+            Some("https://auth.example/token")
+        );
+        assert_eq!(
+            challenge_param(p, "service").as_deref(),
+            Some("registry.example")
+        );
+        assert_eq!(
+            challenge_param(p, "scope").as_deref(),
+            Some("repository:a/b:pull,push")
+        );
+        assert_eq!(
+            challenge_param("realm=x,service=y", "service").as_deref(),
+            Some("y")
+        );
+        assert_eq!(challenge_param(p, "nope"), None);
+        assert_eq!(encode("repository:a/b:pull"), "repository%3Aa%2Fb%3Apull");
     }
 
     #[test]
-    fn a_certificate_error_is_found_inside_the_io_error_that_carries_it() {
-        #[derive(Debug, thiserror::Error)]
-        #[error("client error (Connect)")]
-        struct Connect(#[source] std::io::Error);
-        // As reqwest gives it: Other(InvalidData(rustls error)).
-        let tls = std::io::Error::other(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
-        ));
-        assert!(untrusted_certificate(&Connect(tls)));
-        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        assert!(!untrusted_certificate(&Connect(refused)));
+    fn the_chart_layer_is_found_and_its_declared_size_bounded() {
+        let d = "ab".repeat(32);
+        let m = |size: i64, digest: &str| {
+            serde_json::json!({ "layers": [
+                { "mediaType": "application/vnd.oci.image.config.v1+json", "digest": "sha256:00", "size": 1 },
+                { "mediaType": CHART_LAYER, "digest": digest, "size": size } ] })
+            .to_string()
+            .into_bytes()
+        };
+        assert_eq!(
+            chart_layer(&m(1024, &format!("sha256:{d}")), "1.0.0"),
+            Ok(Layer {
+                digest: d.clone(),
+                size: 1024
+            })
+        );
+        assert!(
+            chart_layer(&m(1 << 30, &format!("sha256:{d}")), "1.0.0")
+                .unwrap_err()
+                .contains("more than")
+        );
+        assert!(
+            chart_layer(&m(10, "sha256:../../x"), "1.0.0")
+                .unwrap_err()
+                .contains("64 hex")
+        );
+        assert!(
+            chart_layer(b"<html>secret</html>", "1.0.0")
+                .unwrap_err()
+                .contains("not an OCI")
+        );
     }
 
     #[test]

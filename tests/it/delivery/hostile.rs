@@ -279,3 +279,91 @@ async fn a_timeout_longer_than_the_operators_bound_is_clamped_with_a_warning() {
     );
     operator.stop().await;
 }
+
+/// A fake registry's manifest of one chart layer of `size` and `digest`.
+fn manifest(digest: &str, size: usize) -> Vec<u8> {
+    json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": { "mediaType": "application/vnd.cncf.helm.config.v1+json",
+                    "digest": format!("sha256:{}", "00".repeat(32)), "size": 2 },
+        "layers": [{ "mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+                     "digest": format!("sha256:{digest}"), "size": size }]
+    })
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn a_registry_is_bounded_and_its_token_service_on_another_host_gets_no_credentials() {
+    use sha2::Digest;
+    const PASSWORD: &str = "registry-pa55-only-for-the-registry";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (registry, auth) = (
+        HostileServer::start().await.unwrap(),
+        HostileServer::start().await.unwrap(),
+    );
+    let host = registry.url().trim_start_matches("http://").to_string();
+    let chart = packaged(&f, "tiny");
+    let digest = hossted_operator::cached::hex::hex(&sha2::Sha256::digest(&chart));
+    // Bearer: the token comes from another host, which must not get the
+    // registry's credentials.
+    let challenge = format!(
+        "Bearer realm=\"{}/token\",service=\"fake\",scope=\"repository:charts/tiny:pull\"",
+        auth.url()
+    );
+    auth.answer(
+        "/token?service=fake&scope=repository%3Acharts%2Ftiny%3Apull",
+        Answer::Bytes(200, br#"{"token":"t0k3n"}"#.to_vec()),
+    );
+    let guarded = |then: Answer| Answer::Guarded {
+        expect: "Bearer t0k3n".into(),
+        challenge: challenge.clone(),
+        then: Box::new(then),
+    };
+    registry.answer(
+        "/v2/charts/tiny/manifests/0.1.0",
+        guarded(Answer::Bytes(200, manifest(&digest, chart.len()))),
+    );
+    registry.answer(
+        &format!("/v2/charts/tiny/blobs/sha256:{digest}"),
+        guarded(Answer::Bytes(200, chart.clone())),
+    );
+    // A layer that goes on past the size its manifest declares (sent
+    // without a length, until the client hangs up); a manifest without end.
+    let lie = "cd".repeat(32);
+    registry.answer(
+        "/v2/charts/lie/manifests/0.1.0",
+        Answer::Bytes(200, manifest(&lie, 100)),
+    );
+    registry.answer(
+        &format!("/v2/charts/lie/blobs/sha256:{lie}"),
+        Answer::Endless,
+    );
+    registry.answer("/v2/charts/endless/manifests/0.1.0", Answer::Endless);
+    f.secret(NS, "creds", &[("username", "u"), ("password", PASSWORD)])
+        .await;
+    let operator = f.start_delivery().await;
+    for name in ["tiny", "lie", "endless"] {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "oci": format!("oci://{host}/charts/{name}"), "version": "0.1.0",
+                               "insecure": true, "credentialsSecretRef": { "name": "creds" } } }),
+        )
+        .await;
+    }
+    ready(&f, "tiny", "InstallSucceeded", 1).await;
+    let to_auth = auth.seen();
+    assert!(!to_auth.is_empty(), "the token service was asked");
+    assert!(
+        to_auth.iter().all(|s| s.authorization.is_none()),
+        "the registry's credentials went to another host: {to_auth:?}"
+    );
+    let message = refused_with(&f, "lie", "ChartUnavailable").await;
+    assert!(message.contains("larger than 100 bytes"), "{message}");
+    let message = refused_with(&f, "endless", "ChartUnavailable").await;
+    assert!(message.contains("larger than 4194304 bytes"), "{message}");
+    registry.hang_up();
+    operator.stop().await;
+}
