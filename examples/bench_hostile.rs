@@ -1,0 +1,532 @@
+//! The hostile-input benchmark (`hack/bench-hostile.sh`): the operator
+//! binary on a real control plane, under one attack at a time, measured
+//! from outside (DELIVERY.md "Hostile input").
+//!
+//! For each attack: its peak RSS (the kernel's high-water mark, reset
+//! before the attack through `/proc/<pid>/clear_refs`) next to the idle
+//! RSS of the same run, whether it is still alive, and `/healthz`'s
+//! latency. The attacks: a release Secret whose manifest is an alias bomb
+//! (the inventory's marker), a HelmApp whose `valuesBase64` is one, an
+//! index that never ends (≥ 200 MiB offered), a chart layer that never
+//! ends (declared 1 KB), 200 idle connections to the probe port. Then a
+//! normal HelmApp of another namespace, timed idle and while six HelmApps
+//! of one namespace fetch from a repository that drips its index.
+//!
+//! Prints one JSON line, and with `--markdown FILE` the report section.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use apis::helmapp::HelmApp;
+use common::{apply_crds, proc_field};
+use envtest::{Answer, ChartRepo, ControlPlane, HostileServer};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{ObjectMeta, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+struct Operator {
+    child: Child,
+    probe: String,
+}
+
+impl Operator {
+    fn start(bin: &str, kubeconfig: &Path, helm: &Path, work: &Path, log: &Path) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("port")
+            .port();
+        let probe = format!("127.0.0.1:{port}");
+        let child = Command::new(bin)
+            .env("KUBECONFIG", kubeconfig)
+            .env("EMAIL_ID", "bench@example.com")
+            .env("RUST_LOG", "warn")
+            .args(["run", "--dry-run", "--controllers", "inventory,delivery"])
+            .arg("--privileged-namespaces=*")
+            .args(["--metrics-bind-address", "0"])
+            .args(["--health-probe-bind-address", &probe])
+            .arg("--helm-binary")
+            .arg(helm)
+            .arg("--work-dir")
+            .arg(work)
+            .args(["--chart-fetch-timeout", "30s"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).expect("log"))
+            .spawn()
+            .expect("operator");
+        Operator { child, probe }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Resets the kernel's peak-RSS mark (`VmHWM`) to the current RSS.
+    fn reset_peak(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
+    }
+
+    fn mib(&self, field: &str) -> f64 {
+        proc_field(self.pid(), field).unwrap_or(0) as f64 / 1024.0
+    }
+
+    /// `/healthz` latencies in ms (`NaN`: no answer within 5 s).
+    async fn healthz(&self, n: usize) -> Vec<f64> {
+        let url = format!("http://{}/healthz", self.probe);
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let url = url.clone();
+            let ms = tokio::task::spawn_blocking(move || {
+                let agent: ureq::Agent = ureq::Agent::config_builder()
+                    .timeout_global(Some(Duration::from_secs(5)))
+                    .build()
+                    .into();
+                let t = Instant::now();
+                agent
+                    .get(&url)
+                    .call()
+                    .map(|_| t.elapsed().as_secs_f64() * 1000.0)
+                    .unwrap_or(f64::NAN)
+            })
+            .await
+            .unwrap_or(f64::NAN);
+            out.push(ms);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        out
+    }
+
+    fn stop(mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let _ = Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+}
+
+async fn create_app(client: &Client, ns: &str, name: &str, spec: serde_json::Value) {
+    let app: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": name, "namespace": ns }, "spec": spec
+    }))
+    .expect("helmapp");
+    Api::<HelmApp>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &app)
+        .await
+        .expect("create helmapp");
+}
+
+/// Waits (up to `within`) until HelmApp `ns/name`'s Ready reason is one of
+/// `reasons`; the reason seen, if any.
+async fn reason(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    reasons: &[&str],
+    within: Duration,
+) -> Option<String> {
+    let api = Api::<HelmApp>::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if let Ok(app) = api.get(name).await {
+            let seen = app.status.and_then(|s| {
+                s.conditions
+                    .into_iter()
+                    .find(|c| c.type_ == "Ready")
+                    .map(|c| c.reason)
+            });
+            if let Some(r) = seen.filter(|r| reasons.contains(&r.as_str())) {
+                return Some(r);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// `levels` levels of 10 aliases each, after `prefix`.
+fn alias_bomb(prefix: &str, levels: usize) -> String {
+    let mut text = format!("{prefix}l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..levels {
+        let refs = vec![format!("*l{}", i - 1); 10].join(", ");
+        text.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+    }
+    text
+}
+
+/// One attack's figures.
+struct Row {
+    attack: &'static str,
+    peak: f64,
+    alive: bool,
+    healthz: Vec<f64>,
+    outcome: String,
+}
+
+fn max_ms(v: &[f64]) -> f64 {
+    v.iter().copied().fold(
+        0.0,
+        |a, b| if b.is_nan() { f64::INFINITY } else { a.max(b) },
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let mut markdown: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--markdown" => markdown = args.next().map(PathBuf::from),
+            other => eprintln!("bench-hostile: ignoring {other}"),
+        }
+    }
+    let bin = std::env::var("HOSSTED_OPERATOR_BIN")
+        .unwrap_or_else(|_| "target/release/hossted-operator".into());
+    let dir = std::env::temp_dir().join(format!("bench-hostile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let cp = ControlPlane::builder()
+        .start()
+        .await
+        .expect("control plane");
+    let client = cp.client();
+    apply_crds(
+        &cp,
+        &[
+            "helmapps.hossted.com",
+            "helmappsets.hossted.com",
+            "hosstedprojects.hossted.com",
+        ],
+    );
+    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = ChartRepo::start(&cp, &[&charts.join("tiny")], None)
+        .await
+        .expect("repo");
+    let hostile = HostileServer::start().await.expect("hostile server");
+    for ns in ["attack", "calm", "hossted-operator"] {
+        namespace(&client, ns).await;
+    }
+    let hp: apis::Hosstedproject = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1", "kind": "Hosstedproject",
+        "metadata": { "name": "cluster" }, "spec": {}
+    }))
+    .expect("hp");
+    let _ = Api::<apis::Hosstedproject>::all(client.clone())
+        .create(&PostParams::default(), &hp)
+        .await;
+
+    let mut op = Operator::start(
+        &bin,
+        cp.kubeconfig_path(),
+        &cp.helm_binary(),
+        &dir.join("work"),
+        &dir.join("operator.log"),
+    );
+    // A normal app, three times idle: the usual time to Ready.
+    let mut usual = Vec::new();
+    for i in 0..3 {
+        let t = Instant::now();
+        let name = format!("usual-{i}");
+        create_app(
+            &client,
+            "calm",
+            &name,
+            json!({ "chart": { "repo": repo.url(), "name": "tiny" } }),
+        )
+        .await;
+        reason(
+            &client,
+            "calm",
+            &name,
+            &["InstallSucceeded"],
+            Duration::from_secs(120),
+        )
+        .await;
+        usual.push(t.elapsed().as_secs_f64());
+    }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle = op.mib("VmRSS:");
+    let idle_healthz = op.healthz(10).await;
+    let mut rows: Vec<Row> = Vec::new();
+
+    // 1. A release Secret whose manifest is an alias bomb (10^12 nodes).
+    op.reset_peak();
+    let release = json!({ "name": "bomb", "namespace": "attack", "version": 1,
+        "info": { "status": "deployed", "first_deployed": "2026-11-01T10:00:00Z", "last_deployed": "2026-11-01T10:00:00Z" },
+        "chart": { "metadata": { "name": "bomb", "version": "1.0.0" } },
+        "manifest": alias_bomb("hossted_helm: true\n", 12) });
+    let payload = hossted_operator::cached::helm::encode_release(release.to_string().as_bytes());
+    let labels = [
+        ("owner", "helm"),
+        ("name", "bomb"),
+        ("version", "1"),
+        ("status", "deployed"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some("sh.helm.release.v1.bomb.v1".into()),
+            namespace: Some("attack".into()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        type_: Some("helm.sh/release.v1".into()),
+        data: Some([("release".to_string(), ByteString(payload))].into()),
+        ..Default::default()
+    };
+    let _ = Api::<Secret>::namespaced(client.clone(), "attack")
+        .create(&PostParams::default(), &secret)
+        .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    rows.push(Row {
+        attack: "alias bomb release (10^12 nodes, inventory marker)",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: "reported unmarked".into(),
+    });
+
+    // 2. valuesBase64 that is an alias bomb.
+    op.reset_peak();
+    use base64::Engine;
+    let bomb = base64::engine::general_purpose::STANDARD.encode(alias_bomb("", 12));
+    create_app(
+        &client,
+        "attack",
+        "values-bomb",
+        json!({
+        "chart": { "repo": repo.url(), "name": "tiny" }, "valuesBase64": bomb }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "values-bomb",
+        &["ValuesInvalid"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        attack: "alias bomb valuesBase64 (10^12 nodes)",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+    });
+
+    // 3. An index that never ends.
+    op.reset_peak();
+    hostile.answer("/endless/index.yaml", Answer::Endless);
+    create_app(
+        &client,
+        "attack",
+        "endless-index",
+        json!({
+        "chart": { "repo": format!("{}/endless", hostile.url()), "name": "tiny" } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "endless-index",
+        &["ChartUnavailable"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        attack: "endless index.yaml (cut at --max-index-size 64 MiB)",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+    });
+
+    // 4. An OCI chart layer that never ends (declared 1 KB).
+    op.reset_peak();
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    hostile.answer("/v2/", Answer::Bytes(200, b"{}".to_vec()));
+    let manifest = json!({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": { "mediaType": "application/vnd.cncf.helm.config.v1+json", "digest": digest, "size": 2 },
+        "layers": [{ "mediaType": hossted_operator::delivery::source::oci::CHART_LAYER, "digest": digest, "size": 1024 }]
+    });
+    hostile.answer(
+        "/v2/charts/endless/manifests/1.0.0",
+        Answer::Bytes(200, manifest.to_string().into_bytes()),
+    );
+    hostile.answer(
+        &format!("/v2/charts/endless/blobs/{digest}"),
+        Answer::Endless,
+    );
+    let oci = format!(
+        "oci://{}/charts/endless",
+        hostile.url().trim_start_matches("http://")
+    );
+    create_app(
+        &client,
+        "attack",
+        "endless-blob",
+        json!({
+        "chart": { "oci": oci, "version": "1.0.0", "insecure": true } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "endless-blob",
+        &["ChartUnavailable", "ChartInvalid"],
+        Duration::from_secs(60),
+    )
+    .await;
+    let blob_asked = hostile.seen().iter().any(|s| s.path.contains("/blobs/"));
+    rows.push(Row {
+        attack: "endless OCI chart layer (declared 1 KB)",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "{}{}",
+            seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+            if blob_asked {
+                ""
+            } else {
+                " (the blob was never asked for)"
+            }
+        ),
+    });
+
+    // 5. 200 idle connections to the probe port.
+    op.reset_peak();
+    let held: Vec<std::net::TcpStream> = (0..200)
+        .filter_map(|_| std::net::TcpStream::connect(&op.probe).ok())
+        .collect();
+    let healthz = op.healthz(10).await;
+    let held_n = held.len();
+    rows.push(Row {
+        attack: "200 idle connections to the probe port",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz,
+        outcome: format!("{held_n} held"),
+    });
+    drop(held);
+
+    // 6. Slow sources of one namespace; a normal app of another, timed.
+    op.reset_peak();
+    hostile.answer(
+        "/drip/index.yaml",
+        Answer::Drip {
+            body: vec![b'#'; 100_000],
+            chunk: 1,
+            every: Duration::from_millis(100),
+        },
+    );
+    for i in 0..6 {
+        create_app(
+            &client,
+            "attack",
+            &format!("drip-{i}"),
+            json!({
+            "chart": { "repo": format!("{}/drip", hostile.url()), "name": "tiny" } }),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let t = Instant::now();
+    create_app(
+        &client,
+        "calm",
+        "during",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" } }),
+    )
+    .await;
+    let calm = reason(
+        &client,
+        "calm",
+        "during",
+        &["InstallSucceeded"],
+        Duration::from_secs(120),
+    )
+    .await;
+    let during = t.elapsed().as_secs_f64();
+    rows.push(Row {
+        attack: "6 HelmApps of one namespace on a dripping repository",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "other namespace's app: {}",
+            calm.unwrap_or_else(|| "not Ready".into())
+        ),
+    });
+    hostile.hang_up();
+    let alive = op.alive();
+    op.stop();
+
+    let mut sorted = usual.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let usual_s = sorted[sorted.len() / 2];
+    let json_rows: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| json!({ "attack": r.attack, "peak_mib": r.peak, "over_idle_mib": r.peak - idle,
+                         "alive": r.alive, "healthz_max_ms": max_ms(&r.healthz), "outcome": r.outcome }))
+        .collect();
+    println!(
+        "{}",
+        json!({ "idle_mib": idle, "idle_healthz_max_ms": max_ms(&idle_healthz), "attacks": json_rows,
+                "calm_usual_s": usual_s, "calm_during_s": during, "ratio": during / usual_s, "alive": alive })
+    );
+    if let Some(path) = markdown {
+        let mut md = String::new();
+        md.push_str("## Hostile input: the operator under attack\n\n");
+        md.push_str(&format!(
+            "Generated by `hack/bench-hostile.sh` on {}; {} cores. The release binary on a real control plane; one attack\n",
+            chrono::Utc::now().format("%Y-%m-%dT%H:%MZ"),
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+        ));
+        md.push_str("at a time. *peak*: the kernel's RSS high-water mark (`VmHWM`), reset before each attack; *idle*: RSS\n");
+        md.push_str("before the first one, same run. Targets: peak ≤ idle + 64 MiB, alive, `/healthz` under 1 s.\n\n");
+        md.push_str(&format!(
+            "Idle RSS **{idle:.1} MiB**, idle `/healthz` max {:.1} ms.\n\n",
+            max_ms(&idle_healthz)
+        ));
+        md.push_str("| attack | peak MiB | over idle MiB | alive | `/healthz` max ms | outcome |\n| --- | ---: | ---: | --- | ---: | --- |\n");
+        for r in &rows {
+            md.push_str(&format!(
+                "| {} | {:.1} | {:+.1} | {} | {:.1} | {} |\n",
+                r.attack,
+                r.peak,
+                r.peak - idle,
+                if r.alive { "yes" } else { "**no**" },
+                max_ms(&r.healthz),
+                r.outcome
+            ));
+        }
+        md.push_str(&format!(
+            "\nA normal HelmApp of another namespace: Ready in **{during:.2} s** while one namespace's six apps fetch from a\ndripping repository, against **{usual_s:.2} s** idle (median of 3): **{:.2}×** (target ≤ 2×).\n",
+            during / usual_s
+        ));
+        std::fs::write(path, md).expect("markdown");
+    }
+}
