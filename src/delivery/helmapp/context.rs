@@ -2,13 +2,14 @@
 //! through: the client, the caches, the helm runner, the status writer and
 //! the event recorder. Built once by `super::controller`.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use apis::helmapp::{HelmApp, HelmAppStatus};
 use apis::helmappset::HelmAppSet;
 use cache::Store;
 use kube::{Api, Client, ResourceExt};
 use record::EventRecorder;
+use runtime::RateLimitingQueue;
 use runtime::StatusWriter;
 
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
@@ -43,9 +44,11 @@ pub struct Context {
     pub secrets: Store<SecretDigests>,
     pub configmaps: Store<ConfigMapDigests>,
     pub helm: Arc<Helm>,
-    /// Chart sources' resolutions, remembered for their `interval`.
     /// Chart fetching, shared with the other delivery controllers.
     pub sources: Arc<Sources>,
+    /// The controller's queue, set once it exists: a background chart
+    /// fetch re-queues its HelmApp when it ends.
+    pub wake: Arc<OnceLock<Arc<RateLimitingQueue<String>>>>,
     pub status: StatusWriter<HelmApp, HelmAppStatus>,
     pub recorder: EventRecorder,
     pub settings: Settings,

@@ -31,8 +31,10 @@ pub struct ChartProblem {
 impl Context {
     /// The chart, local: by path, or from an HTTP repository or an OCI
     /// registry (remembered for `interval`: a reconcile in between touches
-    /// no network). `Err` says whether retrying may help.
-    pub async fn chart(&self, app: &HelmApp) -> Result<source::LocalChart, ChartProblem> {
+    /// no network). `Ok(None)`: it is being fetched in the background,
+    /// which re-queues the HelmApp when done. `Err` says whether retrying
+    /// may help.
+    pub async fn chart(&self, app: &HelmApp) -> Result<Option<source::LocalChart>, ChartProblem> {
         self.fetch_chart(app)
             .await
             .map_err(|(e, retry)| ChartProblem {
@@ -49,10 +51,11 @@ impl Context {
     async fn fetch_chart(
         &self,
         app: &HelmApp,
-    ) -> Result<source::LocalChart, (source::SourceError, bool)> {
+    ) -> Result<Option<source::LocalChart>, (source::SourceError, bool)> {
         let spec = &app.spec;
         if spec.chart.repo.is_empty() && spec.chart.oci.is_empty() {
             return source::resolve(&spec.chart, self.settings.chart_path_root.as_deref())
+                .map(Some)
                 .map_err(|e| (e, false));
         }
         let interval = parse_duration(&spec.interval).unwrap_or(Duration::from_secs(600));
@@ -65,7 +68,18 @@ impl Context {
             .map(|r| format!("{}/{}", app.namespace().unwrap_or_default(), r.name))
             .unwrap_or_default();
         if let Some(c) = self.sources.resolved.fresh(&spec.chart, &scope, interval) {
-            return Ok(c);
+            return Ok(Some(c));
+        }
+        let retry = |e: source::SourceError| {
+            // An address refused stays refused until the spec changes.
+            let retry = !matches!(e, source::SourceError::Refused { .. });
+            (e, retry)
+        };
+        let key = source::RepoCache::key(&spec.chart, &scope);
+        match self.sources.take(&key) {
+            Some(None) => return Ok(None),
+            Some(Some(done)) => return done.map(Some).map_err(retry),
+            None => {}
         }
         let repo_error = |message: String| source::SourceError::Repo {
             repo: format!("{}{}", spec.chart.repo, spec.chart.oci),
@@ -78,19 +92,22 @@ impl Context {
                 .await
                 .map_err(|(message, retry)| (repo_error(message), retry))?,
         };
-        let retry = |e: source::SourceError| {
-            // An address refused stays refused until the spec changes.
-            let retry = !matches!(e, source::SourceError::Refused { .. });
-            (e, retry)
-        };
-        self.sources
-            .fetch(
-                &app.namespace().unwrap_or_default(),
-                &spec.chart,
-                credentials,
-            )
-            .await
-            .map_err(retry)
+        // Fetched in the background: a slow source holds a fetch slot,
+        // never this worker.
+        let wake = self.wake.get().cloned();
+        let app_key = cache::object_key(app);
+        self.sources.start(
+            key,
+            &app.namespace().unwrap_or_default(),
+            &spec.chart,
+            credentials,
+            move || {
+                if let Some(queue) = wake {
+                    queue.add(app_key);
+                }
+            },
+        );
+        Ok(None)
     }
 
     /// What `credentialsSecretRef` `name` holds; `Err` says why not and

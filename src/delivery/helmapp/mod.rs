@@ -127,6 +127,7 @@ pub fn controller(
         configmaps: configmaps.store(),
         helm: helm.clone(),
         sources,
+        wake: Arc::default(),
         status: {
             let writer = StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone());
             writer.follow(&apps);
@@ -140,6 +141,7 @@ pub fn controller(
         .workers(settings.workers)
         .resync_every(settings.resync, &apps);
 
+    let _ = controller.reconciler().ctx.wake.set(controller.queue());
     let to = wiring::Enqueue {
         queue: controller.queue(),
         apps: apps.store(),

@@ -193,7 +193,8 @@ fn accept_if_asked(o: &mut Observed) {
 /// hash: deciding "nothing to do" reads no Secret.
 async fn inputs(ctx: &Context, app: &HelmApp, target: &Target) -> Inputs {
     let chart = match ctx.chart(app).await {
-        Ok(c) => c,
+        Ok(Some(c)) => c,
+        Ok(None) => return Inputs::ChartPending,
         Err(problem) => return Inputs::ChartUnavailable(problem),
     };
     match ctx.reference_digests(app) {

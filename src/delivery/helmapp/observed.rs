@@ -31,7 +31,12 @@ pub struct Stored {
 /// The chart and the hash of every input, or why they could not be had.
 #[derive(Debug)]
 pub enum Inputs {
-    Ready { chart: LocalChart, hash: String },
+    Ready {
+        chart: LocalChart,
+        hash: String,
+    },
+    /// The chart is being fetched in the background; its end re-queues.
+    ChartPending,
     ChartUnavailable(ChartProblem),
     ValuesInvalid(String),
 }

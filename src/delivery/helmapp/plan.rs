@@ -92,6 +92,9 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             warn: true,
             retry: *retry,
         },
+        ReleaseState::FetchingChart => Step::Idle {
+            why: "fetching the chart; its end re-queues",
+        },
         ReleaseState::HeldByHelm => Step::Requeue {
             after: HELM_HOLDS,
             why: "a helm run holds the release",
@@ -262,6 +265,12 @@ mod tests {
                     message: m(),
                     warn: true,
                     retry: true,
+                },
+            ),
+            (
+                ReleaseState::FetchingChart,
+                Step::Idle {
+                    why: "fetching the chart; its end re-queues",
                 },
             ),
             (

@@ -24,9 +24,11 @@ pub enum ReleaseState {
     /// Held back by something only a change can fix (or that re-queues it
     /// when it changes): a refused reference, a dependency, invalid values.
     Refused { reason: Reason, message: String },
-    /// The chart could not be had; `retry`: trying again may help.
+    /// The chart is being fetched; the fetch re-queues when it ends.
+    FetchingChart,
     /// The chart cannot be had (`reason`: `ChartUnavailable`,
-    /// `ChartInvalid` or `ChartSourceRefused`).
+    /// `ChartInvalid` or `ChartSourceRefused`); `retry`: trying again may
+    /// help.
     ChartUnavailable {
         reason: Reason,
         message: String,
@@ -101,6 +103,7 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     }
     let hash = match &o.inputs {
         Some(Inputs::Ready { hash, .. }) => hash.as_str(),
+        Some(Inputs::ChartPending) => return ReleaseState::FetchingChart,
         Some(Inputs::ChartUnavailable(p)) => {
             return ReleaseState::ChartUnavailable {
                 reason: p.reason,

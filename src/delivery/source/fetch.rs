@@ -2,8 +2,11 @@
 //! a registry — in a slot of the fetch pool, within the fetch deadline,
 //! through the address policy, into the bounded cache.
 
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use apis::helmapp::ChartSource;
 
@@ -47,7 +50,18 @@ pub struct Sources {
     pub cache: ChartCache,
     pub limits: SourceLimits,
     pool: FetchPool,
+    /// Fetches [`Sources::start`]ed and not yet [`Sources::take`]n, by
+    /// [`RepoCache::key`]: `None` while running, then the outcome. A
+    /// reconcile never waits for a fetch: it starts one and returns, and
+    /// the fetch's end wakes it.
+    background: Mutex<HashMap<String, (Instant, Option<Fetched>)>>,
 }
+
+/// A fetch's outcome.
+pub type Fetched = Result<LocalChart, SourceError>;
+
+/// An outcome not taken within this is dropped (its app went away).
+const UNCLAIMED: Duration = Duration::from_secs(600);
 
 impl Sources {
     /// Sources caching under `work_dir`.
@@ -57,7 +71,48 @@ impl Sources {
             cache: ChartCache::new(work_dir, limits.cache_size),
             pool: FetchPool::new(limits.max_concurrent_fetches),
             limits,
+            background: Mutex::default(),
         }
+    }
+
+    /// The outcome of the background fetch of `key`, once it ended (taken:
+    /// the next call starts afresh); `Some(None)` while it runs; `None`
+    /// when none was started.
+    pub fn take(&self, key: &str) -> Option<Option<Fetched>> {
+        let mut background = self.background.lock();
+        match background.get(key) {
+            Some((_, None)) => Some(None),
+            Some((_, Some(_))) => background.remove(key).map(|(_, done)| done),
+            None => None,
+        }
+    }
+
+    /// Starts [`Sources::fetch`] of `chart` in the background under `key`
+    /// (nothing if one runs already); `wake` is called when it ends.
+    pub fn start(
+        self: &Arc<Self>,
+        key: String,
+        namespace: &str,
+        chart: &ChartSource,
+        credentials: Credentials,
+        wake: impl FnOnce() + Send + 'static,
+    ) {
+        {
+            let mut background = self.background.lock();
+            background.retain(|_, (at, done)| done.is_none() || at.elapsed() < UNCLAIMED);
+            if background.contains_key(&key) {
+                return;
+            }
+            background.insert(key.clone(), (Instant::now(), None));
+        }
+        let (me, namespace, chart) = (self.clone(), namespace.to_string(), chart.clone());
+        tokio::spawn(async move {
+            let done = me.fetch(&namespace, &chart, credentials).await;
+            me.background
+                .lock()
+                .insert(key, (Instant::now(), Some(done)));
+            wake();
+        });
     }
 
     /// Fetches `chart` (`repo` or `oci`) for an app of `namespace`: waits for

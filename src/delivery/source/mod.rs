@@ -97,7 +97,9 @@ pub struct RepoCache {
 }
 
 impl RepoCache {
-    fn key(chart: &ChartSource, scope: &str) -> String {
+    /// What tells one resolution from another: the source, the chart, the
+    /// version asked and whose credentials.
+    pub fn key(chart: &ChartSource, scope: &str) -> String {
         format!(
             "{}\n{}\n{}\n{}\n{}\n{scope}",
             chart.repo, chart.oci, chart.name, chart.version, chart.insecure

@@ -181,15 +181,18 @@ async fn slow_and_endless_sources_are_cut_off_without_holding_other_namespaces()
     f.namespace(NS).await;
     f.namespace("other").await;
     let s = HostileServer::start().await.unwrap();
-    // 2 KB a byte every 100 ms: far past the fetch deadline.
-    s.answer(
-        "/drip/index.yaml",
-        Answer::Drip {
-            body: index_of_tiny("tiny-0.1.0.tgz").repeat(30),
-            chunk: 1,
-            every: Duration::from_millis(100),
-        },
-    );
+    // 2 KB a byte every 100 ms: far past the fetch deadline; one
+    // repository per app (one fetch each).
+    for i in 1..=10 {
+        s.answer(
+            &format!("/drip-{i}/index.yaml"),
+            Answer::Drip {
+                body: index_of_tiny("tiny-0.1.0.tgz").repeat(30),
+                chunk: 1,
+                every: Duration::from_millis(100),
+            },
+        );
+    }
     s.answer("/endless/index.yaml", Answer::Endless);
     s.answer(
         "/lie/index.yaml",
@@ -212,12 +215,15 @@ async fn slow_and_endless_sources_are_cut_off_without_holding_other_namespaces()
             s.sources.max_index_size = 1024 * 1024;
         })
         .await;
-    // Three slow fetches in one namespace: two run, one waits for them.
-    for name in ["drip-1", "drip-2", "drip-3"] {
+    // Ten slow fetches in one namespace, more than the operator's workers
+    // (8): two run, the others wait for them — in the background, holding
+    // no worker.
+    let drips: Vec<String> = (1..=10).map(|i| format!("drip-{i}")).collect();
+    for name in &drips {
         apply(
             &f,
             name,
-            json!({ "chart": { "repo": format!("{}/drip", s.url()), "name": "tiny" } }),
+            json!({ "chart": { "repo": format!("{}/{name}", s.url()), "name": "tiny" } }),
         )
         .await;
     }
@@ -229,7 +235,7 @@ async fn slow_and_endless_sources_are_cut_off_without_holding_other_namespaces()
     )
     .await;
     helmapp_ready(&f, "other", "good", "InstallSucceeded", 1).await;
-    for name in ["drip-1", "drip-2", "drip-3"] {
+    for name in &drips {
         let app = get(&f, name).await.unwrap();
         let decided = app
             .status
@@ -242,16 +248,26 @@ async fn slow_and_endless_sources_are_cut_off_without_holding_other_namespaces()
     let message = refused_with(&f, "drip-1", "ChartUnavailable").await;
     assert!(message.contains("--chart-fetch-timeout"), "{message}");
 
+    // In the other namespace: this one's fetch slots are the drips'.
     for name in ["endless", "lie"] {
-        apply(
+        apply_helmapp(
             &f,
+            "other",
             name,
             json!({ "chart": { "repo": format!("{}/{name}", s.url()), "name": "tiny" } }),
         )
         .await;
     }
-    refused_with(&f, "endless", "ChartUnavailable").await;
-    refused_with(&f, "lie", "ChartUnavailable").await;
+    // Endless: cut at --max-index-size. A lying length: only the 10 bytes
+    // it declared are read, which are no index.
+    for (name, said) in [
+        ("endless", "larger than 1048576 bytes"),
+        ("lie", "not a chart repository index"),
+    ] {
+        let app = helmapp_with_reason(&f, "other", name, "ChartUnavailable").await;
+        let message = app.status.unwrap().conditions[0].message.clone();
+        assert!(message.contains(said), "{name}: {message}");
+    }
     // Retries of the drips would outlast the operator's drain.
     s.hang_up();
     operator.stop().await;

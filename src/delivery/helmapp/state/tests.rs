@@ -191,6 +191,15 @@ fn deletion_suspension_references_and_inputs_come_first() {
             },
         ),
         (
+            "a chart being fetched: nothing until the fetch re-queues",
+            plain.clone(),
+            Observed {
+                inputs: Some(Inputs::ChartPending),
+                ..observed()
+            },
+            |s| matches!(s, S::FetchingChart),
+        ),
+        (
             "a repository that is down is retried",
             plain.clone(),
             Observed {
