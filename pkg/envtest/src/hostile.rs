@@ -171,38 +171,49 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             break;
         }
     }
-    let head = |status: u16, extra: &str| {
-        format!("HTTP/1.1 {status} X\r\n{extra}Connection: close\r\n\r\n").into_bytes()
-    };
     if let Some(c) = challenge {
         let extra = format!("WWW-Authenticate: {c}\r\nContent-Length: 0\r\n");
-        let _ = stream.write_all(&head(401, &extra)).await;
+        let _ = stream.write_all(&response_head(401, &extra)).await;
         return;
     }
-    let _ = match answer {
-        None => stream.write_all(&head(404, "Content-Length: 0\r\n")).await,
+    let _ = write_answer(&mut stream, answer, &shared).await;
+}
+
+/// A response head with `extra` header lines.
+fn response_head(status: u16, extra: &str) -> Vec<u8> {
+    format!("HTTP/1.1 {status} X\r\n{extra}Connection: close\r\n\r\n").into_bytes()
+}
+
+/// Writes the scripted `answer` (`None`: 404).
+async fn write_answer(
+    stream: &mut TcpStream,
+    answer: Option<Answer>,
+    shared: &Shared,
+) -> io::Result<()> {
+    match answer {
+        None => stream.write_all(&response_head(404, "Content-Length: 0\r\n")).await,
         Some(Answer::Guarded { .. }) => Ok(()),
         Some(Answer::Bytes(status, body)) => {
-            let mut out = head(status, &format!("Content-Length: {}\r\n", body.len()));
+            let mut out = response_head(status, &format!("Content-Length: {}\r\n", body.len()));
             out.extend_from_slice(&body);
             stream.write_all(&out).await
         }
         Some(Answer::Redirect(location)) => {
             stream
-                .write_all(&head(
+                .write_all(&response_head(
                     302,
                     &format!("Location: {location}\r\nContent-Length: 0\r\n"),
                 ))
                 .await
         }
         Some(Answer::Lie { declared, body }) => {
-            let mut out = head(200, &format!("Content-Length: {declared}\r\n"));
+            let mut out = response_head(200, &format!("Content-Length: {declared}\r\n"));
             out.extend_from_slice(&body);
             stream.write_all(&out).await
         }
         Some(Answer::Drip { body, chunk, every }) => {
             let mut result = stream
-                .write_all(&head(200, &format!("Content-Length: {}\r\n", body.len())))
+                .write_all(&response_head(200, &format!("Content-Length: {}\r\n", body.len())))
                 .await;
             for part in body.chunks(chunk.max(1)) {
                 if result.is_err() || shared.hung_up.load(Relaxed) {
@@ -214,12 +225,12 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             result
         }
         Some(Answer::Endless) => {
-            let mut result = stream.write_all(&head(200, "")).await;
+            let mut result = stream.write_all(&response_head(200, "")).await;
             let zeros = vec![0u8; 64 * 1024];
             while result.is_ok() && !shared.hung_up.load(Relaxed) {
                 result = stream.write_all(&zeros).await;
             }
             result
         }
-    };
+    }
 }

@@ -126,25 +126,8 @@ impl Http {
             let mut resp = req.call().map_err(|e| called(&shown, e))?;
             let status = resp.status().as_u16();
             if (300..400).contains(&status) {
-                let location = resp
-                    .headers()
-                    .get("location")
-                    .and_then(|l| l.to_str().ok())
-                    .ok_or_else(|| {
-                        HttpError::Failed(format!(
-                            "GET {shown} answered {status} without a Location"
-                        ))
-                    })?;
-                let next = join(&at, location);
-                let to = origin(&next).map_err(HttpError::Failed)?;
-                let allowed = to == first || (get.other_host_redirect && to.0 == first.0);
-                if !allowed {
-                    return Err(HttpError::Failed(format!(
-                        "GET {shown} answered {status}, a redirect to another scheme, host or port ({}): not followed",
-                        without_credentials(&next)
-                    )));
-                }
-                at = next;
+                let location = resp.headers().get("location").and_then(|l| l.to_str().ok());
+                at = redirect(&at, location, status, &first, get.other_host_redirect)?;
                 continue;
             }
             if status == 401 {
@@ -165,27 +148,7 @@ impl Http {
                     "GET {shown} answered {status}, expected 200"
                 )));
             }
-            let limit = get.limit;
-            let larger = || {
-                HttpError::Failed(format!(
-                    "GET {shown}: the answer is larger than {limit} bytes"
-                ))
-            };
-            // ureq refuses a body that reaches its limit: one byte more
-            // tells "exactly `limit`" from "larger".
-            let body = resp
-                .body_mut()
-                .with_config()
-                .limit(limit.saturating_add(1))
-                .read_to_vec()
-                .map_err(|e| match e {
-                    ureq::Error::BodyExceedsLimit(_) => larger(),
-                    e => called(&shown, e),
-                })?;
-            if body.len() as u64 > limit {
-                return Err(larger());
-            }
-            return Ok(Reply::Body(body));
+            return read_body(&mut resp, &shown, get.limit).map(Reply::Body);
         }
         Err(HttpError::Failed(format!(
             "GET {}: more than {MAX_REDIRECTS} redirects",
@@ -215,6 +178,58 @@ pub enum Reply {
     Body(Vec<u8>),
     /// 401, with its `WWW-Authenticate` header.
     Challenge(Option<String>),
+}
+
+/// Where a redirect from `at` leads, if it may be followed (see the module
+/// docs).
+fn redirect(
+    at: &str,
+    location: Option<&str>,
+    status: u16,
+    first: &(String, String),
+    other_host: bool,
+) -> Result<String, HttpError> {
+    let shown = without_credentials(at);
+    let location = location.ok_or_else(|| {
+        HttpError::Failed(format!("GET {shown} answered {status} without a Location"))
+    })?;
+    let next = join(at, location);
+    let to = origin(&next).map_err(HttpError::Failed)?;
+    if to == *first || (other_host && to.0 == first.0) {
+        return Ok(next);
+    }
+    Err(HttpError::Failed(format!(
+        "GET {shown} answered {status}, a redirect to another scheme, host or port ({}): not followed",
+        without_credentials(&next)
+    )))
+}
+
+/// At most `limit` bytes of the body, or an error saying it is larger.
+fn read_body(
+    resp: &mut http::Response<ureq::Body>,
+    shown: &str,
+    limit: u64,
+) -> Result<Vec<u8>, HttpError> {
+    let larger = || {
+        HttpError::Failed(format!(
+            "GET {shown}: the answer is larger than {limit} bytes"
+        ))
+    };
+    // ureq refuses a body that reaches its limit: one byte more tells
+    // "exactly `limit`" from "larger".
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(limit.saturating_add(1))
+        .read_to_vec()
+        .map_err(|e| match e {
+            ureq::Error::BodyExceedsLimit(_) => larger(),
+            e => called(shown, e),
+        })?;
+    if body.len() as u64 > limit {
+        return Err(larger());
+    }
+    Ok(body)
 }
 
 /// A failed call, said by kind: ureq's own messages quote no body.

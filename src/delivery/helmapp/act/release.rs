@@ -55,19 +55,7 @@ pub async fn run(
         }
     };
     o.redactor = values::Redactor::of(&values);
-    if o.timeout_clamped {
-        let message = format!(
-            "spec.timeout {} is longer than the operator's --max-helm-timeout: helm runs with {}s",
-            app.spec.timeout,
-            o.timeout.as_secs()
-        );
-        ctx.recorder.event(
-            app,
-            EventType::Warning,
-            Reason::TimeoutClamped.as_str(),
-            &message,
-        );
-    }
+    warn_if_clamped(ctx, app, o);
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
@@ -249,4 +237,22 @@ async fn failed_run(
             Outcome::Finished(Action::done("retries exhausted"))
         }
     }
+}
+
+/// A Warning when `spec.timeout` was clamped to `--max-helm-timeout`.
+fn warn_if_clamped(ctx: &Context, app: &HelmApp, o: &Observed) {
+    if !o.timeout_clamped {
+        return;
+    }
+    let message = format!(
+        "spec.timeout {} is longer than the operator's --max-helm-timeout: helm runs with {}s",
+        app.spec.timeout,
+        o.timeout.as_secs()
+    );
+    ctx.recorder.event(
+        app,
+        EventType::Warning,
+        Reason::TimeoutClamped.as_str(),
+        &message,
+    );
 }
