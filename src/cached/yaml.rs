@@ -53,77 +53,105 @@ pub enum Refused {
 /// `text`: one pass over its events, one number kept per anchor.
 pub fn check(text: &str) -> Result<(), Refused> {
     let mut parser = Parser::new_from_str(text);
-    // Expanded size of each complete anchored node of this document.
-    let mut anchored: HashMap<usize, u64> = HashMap::new();
-    // Open collections: (anchor id, nodes so far including itself).
-    let mut open: Vec<(usize, u64)> = Vec::new();
-    let (mut document, mut nodes) = (0usize, 0u64);
+    let mut budget = Budget::default();
     loop {
-        let (event, mark) = parser.next_token().map_err(|e| {
-            // The scanner stops flow collections ([{) at 255 levels itself.
-            if e.info() == "recursion limit exceeded" {
-                Refused::TooDeep {
-                    document: document.max(1),
-                    line: e.marker().line(),
-                }
-            } else {
-                Refused::Syntax {
-                    line: e.marker().line(),
-                    column: e.marker().col() + 1,
-                }
-            }
-        })?;
-        let line = mark.line();
+        let (event, mark) = parser.next_token().map_err(|e| budget.scan_error(&e))?;
+        if event == Event::StreamEnd {
+            return Ok(());
+        }
+        budget.see(&event, mark.line())?;
+    }
+}
+
+/// The count [`check`] keeps, for a caller that walks the events itself
+/// (the index parser reads them as they arrive): [`Budget::see`] every
+/// event, in order.
+#[derive(Debug, Default)]
+pub struct Budget {
+    /// Expanded size of each complete anchored node of this document.
+    anchored: HashMap<usize, u64>,
+    /// Open collections: (anchor id, nodes so far including itself).
+    open: Vec<(usize, u64)>,
+    document: usize,
+    nodes: u64,
+}
+
+impl Budget {
+    /// Counts `event` (at `line`); `Err` once the document is past a bound.
+    pub fn see(&mut self, event: &Event, line: usize) -> Result<(), Refused> {
         // Nodes this event adds where it stands.
         let added = match event {
-            Event::StreamEnd => return Ok(()),
             Event::DocumentStart => {
-                document += 1;
-                nodes = 0;
-                anchored.clear();
+                self.document += 1;
+                self.nodes = 0;
+                self.anchored.clear();
                 0
             }
             Event::Scalar(_, _, anchor, _) => {
-                if anchor > 0 {
-                    anchored.insert(anchor, 1);
+                if *anchor > 0 {
+                    self.anchored.insert(*anchor, 1);
                 }
                 1
             }
             // An alias of a node still open (a cycle) or unknown expands to
             // one node here; the parser that builds it refuses it.
-            Event::Alias(anchor) => anchored.get(&anchor).copied().unwrap_or(1),
+            Event::Alias(anchor) => self.anchored.get(anchor).copied().unwrap_or(1),
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                open.push((anchor, 1));
-                if open.len() > MAX_DEPTH {
-                    return Err(Refused::TooDeep { document, line });
+                self.open.push((*anchor, 1));
+                if self.open.len() > MAX_DEPTH {
+                    return Err(self.too_deep(line));
                 }
-                nodes += 1;
-                if nodes > MAX_NODES {
-                    return Err(Refused::TooManyNodes { document, line });
-                }
-                continue;
+                return self.add(1, line);
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let Some((anchor, size)) = open.pop() else {
-                    continue;
+                let Some((anchor, size)) = self.open.pop() else {
+                    return Ok(());
                 };
                 if anchor > 0 {
-                    anchored.insert(anchor, size);
+                    self.anchored.insert(anchor, size);
                 }
                 // Already counted in `nodes`; only the parent grows.
-                if let Some(parent) = open.last_mut() {
+                if let Some(parent) = self.open.last_mut() {
                     parent.1 = parent.1.saturating_add(size);
                 }
-                continue;
+                return Ok(());
             }
-            Event::StreamStart | Event::DocumentEnd | Event::Nothing => 0,
+            _ => 0,
         };
-        if let Some(parent) = open.last_mut() {
+        if let Some(parent) = self.open.last_mut() {
             parent.1 = parent.1.saturating_add(added);
         }
-        nodes = nodes.saturating_add(added);
-        if nodes > MAX_NODES {
-            return Err(Refused::TooManyNodes { document, line });
+        self.add(added, line)
+    }
+
+    fn add(&mut self, nodes: u64, line: usize) -> Result<(), Refused> {
+        self.nodes = self.nodes.saturating_add(nodes);
+        if self.nodes > MAX_NODES {
+            return Err(Refused::TooManyNodes {
+                document: self.document,
+                line,
+            });
+        }
+        Ok(())
+    }
+
+    fn too_deep(&self, line: usize) -> Refused {
+        Refused::TooDeep {
+            document: self.document.max(1),
+            line,
+        }
+    }
+
+    /// A scanner error as a refusal (the scanner stops flow collections
+    /// at 255 levels itself: that is "too deep").
+    pub fn scan_error(&self, e: &yaml_rust2::ScanError) -> Refused {
+        if e.info() == "recursion limit exceeded" {
+            self.too_deep(e.marker().line())
+        } else {
+            Refused::Syntax {
+                line: e.marker().line(),
+                column: e.marker().col() + 1,
+            }
         }
     }
 }

@@ -37,7 +37,8 @@ pub enum Answer {
         chunk: usize,
         every: Duration,
     },
-    /// 200 without a length, zeros until the client goes away.
+    /// 200 without a length, `#` (one endless YAML comment) until the
+    /// client goes away.
     Endless,
     /// 200 declaring `declared` bytes, then sending `body` whatever its
     /// length.
@@ -191,7 +192,11 @@ async fn write_answer(
     shared: &Shared,
 ) -> io::Result<()> {
     match answer {
-        None => stream.write_all(&response_head(404, "Content-Length: 0\r\n")).await,
+        None => {
+            stream
+                .write_all(&response_head(404, "Content-Length: 0\r\n"))
+                .await
+        }
         Some(Answer::Guarded { .. }) => Ok(()),
         Some(Answer::Bytes(status, body)) => {
             let mut out = response_head(status, &format!("Content-Length: {}\r\n", body.len()));
@@ -213,7 +218,10 @@ async fn write_answer(
         }
         Some(Answer::Drip { body, chunk, every }) => {
             let mut result = stream
-                .write_all(&response_head(200, &format!("Content-Length: {}\r\n", body.len())))
+                .write_all(&response_head(
+                    200,
+                    &format!("Content-Length: {}\r\n", body.len()),
+                ))
                 .await;
             for part in body.chunks(chunk.max(1)) {
                 if result.is_err() || shared.hung_up.load(Relaxed) {
@@ -226,9 +234,9 @@ async fn write_answer(
         }
         Some(Answer::Endless) => {
             let mut result = stream.write_all(&response_head(200, "")).await;
-            let zeros = vec![0u8; 64 * 1024];
+            let filler = vec![b'#'; 64 * 1024];
             while result.is_ok() && !shared.hung_up.load(Relaxed) {
-                result = stream.write_all(&zeros).await;
+                result = stream.write_all(&filler).await;
             }
             result
         }

@@ -106,6 +106,50 @@ impl Http {
     /// GET `url` as `get` says (see [`Get`]): the body of a 2xx answer, or
     /// the challenge of a 401 for the caller to answer.
     pub fn request(&self, url: &str, get: &Get<'_>) -> Result<Reply, HttpError> {
+        Ok(match self.call(url, get)? {
+            Called::Ok(mut resp, shown) => Reply::Body(read_body(&mut resp, &shown, get.limit)?),
+            Called::Challenge(c) => Reply::Challenge(c),
+        })
+    }
+
+    /// GET `url` (as [`Http::get`]) and hand its body to `read` as it
+    /// arrives, at most `limit` bytes of it: nothing is buffered whole.
+    pub fn get_streamed<T>(
+        &self,
+        url: &str,
+        limit: u64,
+        read: impl FnOnce(&mut dyn std::io::Read) -> Result<T, String>,
+    ) -> Result<T, HttpError> {
+        let get = Get {
+            limit,
+            ..Get::default()
+        };
+        match self.call(url, &get)? {
+            Called::Ok(mut resp, shown) => {
+                let mut body = Bounded {
+                    inner: resp.body_mut().as_reader(),
+                    left: limit,
+                };
+                read(&mut body).map_err(|e| {
+                    HttpError::Failed(if e.contains(LARGER) {
+                        format!("GET {shown}: the answer is larger than {limit} bytes")
+                    } else if e.contains(LATE) {
+                        format!("GET {shown}: {LATE}")
+                    } else {
+                        e
+                    })
+                })
+            }
+            Called::Challenge(_) => Err(HttpError::Failed(format!(
+                "GET {} answered 401: check credentialsSecretRef",
+                without_credentials(url)
+            ))),
+        }
+    }
+
+    /// The redirects, credentials and status rules of every GET (module
+    /// docs): a 2xx response with its body unread, or a 401's challenge.
+    fn call(&self, url: &str, get: &Get<'_>) -> Result<Called, HttpError> {
         let first = origin(url).map_err(HttpError::Failed)?;
         let mut at = url.to_string();
         for _ in 0..=MAX_REDIRECTS {
@@ -123,7 +167,7 @@ impl Http {
                 }
                 _ => {}
             }
-            let mut resp = req.call().map_err(|e| called(&shown, e))?;
+            let resp = req.call().map_err(|e| called(&shown, e))?;
             let status = resp.status().as_u16();
             if (300..400).contains(&status) {
                 let location = resp.headers().get("location").and_then(|l| l.to_str().ok());
@@ -136,7 +180,7 @@ impl Http {
                     .get("www-authenticate")
                     .and_then(|c| c.to_str().ok())
                     .map(str::to_string);
-                return Ok(Reply::Challenge(challenge));
+                return Ok(Called::Challenge(challenge));
             }
             if status == 403 {
                 return Err(HttpError::Failed(format!(
@@ -148,12 +192,47 @@ impl Http {
                     "GET {shown} answered {status}, expected 200"
                 )));
             }
-            return read_body(&mut resp, &shown, get.limit).map(Reply::Body);
+            return Ok(Called::Ok(resp, shown));
         }
         Err(HttpError::Failed(format!(
             "GET {}: more than {MAX_REDIRECTS} redirects",
             without_credentials(url)
         )))
+    }
+}
+
+/// What [`Http::call`] got.
+enum Called {
+    /// A 2xx response, its body unread, and its URL as shown.
+    Ok(http::Response<ureq::Body>, String),
+    Challenge(Option<String>),
+}
+
+/// The io error [`Bounded`] fails with past its limit.
+const LARGER: &str = "the answer is larger than its bound";
+/// What the client's deadline passed is said as.
+const LATE: &str = "no complete answer within the fetch deadline (--chart-fetch-timeout)";
+
+/// A reader failing past `left` bytes.
+struct Bounded<R> {
+    inner: R,
+    left: u64,
+}
+
+impl<R: std::io::Read> std::io::Read for Bounded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf).map_err(|e| {
+            let late = e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<ureq::Error>())
+                .is_some_and(|u| matches!(u, ureq::Error::Timeout(_)));
+            if late { std::io::Error::other(LATE) } else { e }
+        })?;
+        self.left = self
+            .left
+            .checked_sub(n as u64)
+            .ok_or_else(|| std::io::Error::other(LARGER))?;
+        Ok(n)
     }
 }
 
@@ -250,9 +329,7 @@ fn called(shown: &str, e: ureq::Error) -> HttpError {
         ));
     }
     if let ureq::Error::Timeout(_) = e {
-        return HttpError::Failed(format!(
-            "GET {shown}: no complete answer within the fetch deadline (--chart-fetch-timeout)"
-        ));
+        return HttpError::Failed(format!("GET {shown}: {LATE}"));
     }
     HttpError::Failed(format!("GET {shown}: {e}"))
 }

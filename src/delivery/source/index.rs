@@ -1,17 +1,20 @@
 //! A chart repository's `index.yaml`, read for one chart.
 //!
 //! Public indexes hold thousands of charts (tens of MB); a HelmApp wants
-//! one. The index is walked as a stream of YAML events and only the wanted
-//! chart's versions are built — the rest is skipped without a value being
-//! made — after [`crate::cached::yaml::check`] has bounded the document.
+//! one. The index is read as it arrives — never whole in memory — and
+//! walked as a stream of YAML events, each counted by the YAML budget
+//! ([`crate::cached::yaml::Budget`]); only the wanted chart's versions are
+//! built, the rest is skipped without a value being made.
 //! Errors say what was expected and where, never a byte of the index: it
 //! comes from a server anyone may run.
 
-use std::str::Chars;
+use std::cell::RefCell;
+use std::io::{BufReader, Bytes, Read};
+use std::rc::Rc;
 
 use yaml_rust2::parser::{Event, Parser};
 
-use crate::cached::yaml;
+use crate::cached::yaml::Budget;
 
 /// One version of a chart in an index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,10 +35,23 @@ pub struct IndexEntry {
 /// assert!(entries_of(index, "db").unwrap().is_empty());
 /// ```
 pub fn entries_of(index: &[u8], name: &str) -> Result<Vec<IndexEntry>, String> {
-    let text = std::str::from_utf8(index)
-        .map_err(|e| format!("index.yaml is not UTF-8 text (byte {})", e.valid_up_to()))?;
-    yaml::check(text).map_err(|e| format!("index.yaml is refused: {e}"))?;
-    let mut events = Events(Parser::new_from_str(text));
+    read_entries(index, name)
+}
+
+/// [`entries_of`] an index read from `index` as it arrives. An error of
+/// the reader (a bound passed) is the error.
+pub fn read_entries(index: impl Read, name: &str) -> Result<Vec<IndexEntry>, String> {
+    let failed = Rc::new(RefCell::new(None));
+    let chars = Utf8Chars {
+        bytes: BufReader::with_capacity(64 * 1024, index).bytes(),
+        offset: 0,
+        failed: failed.clone(),
+    };
+    let mut events = Events {
+        parser: Parser::new(chars),
+        budget: Budget::default(),
+        failed,
+    };
     let mut found = Vec::new();
     loop {
         match events.next()? {
@@ -60,21 +76,91 @@ pub fn entries_of(index: &[u8], name: &str) -> Result<Vec<IndexEntry>, String> {
     }
 }
 
-/// The event stream, with what the index's shape needs.
-struct Events<'a>(Parser<Chars<'a>>);
+/// The characters of a UTF-8 byte stream; the first error (of the reader,
+/// or a byte sequence that is not UTF-8) ends it and is kept in `failed`.
+struct Utf8Chars<R: Read> {
+    bytes: Bytes<BufReader<R>>,
+    offset: u64,
+    failed: Rc<RefCell<Option<String>>>,
+}
 
-impl Events<'_> {
+impl<R: Read> Utf8Chars<R> {
+    fn fail(&mut self, why: String) -> Option<char> {
+        self.failed.borrow_mut().get_or_insert(why);
+        None
+    }
+}
+
+impl<R: Read> Iterator for Utf8Chars<R> {
+    type Item = char;
+
+    fn next(&mut self) -> Option<char> {
+        let mut buf = [0u8; 4];
+        let first = match self.bytes.next()? {
+            Ok(b) => b,
+            Err(e) => return self.fail(e.to_string()),
+        };
+        let len = match first {
+            0x00..=0x7f => return Some(first as char).inspect(|_| self.offset += 1),
+            0xc2..=0xdf => 2,
+            0xe0..=0xef => 3,
+            0xf0..=0xf4 => 4,
+            _ => 0,
+        };
+        buf[0] = first;
+        for slot in buf.iter_mut().take(len).skip(1) {
+            match self.bytes.next() {
+                Some(Ok(b)) => *slot = b,
+                Some(Err(e)) => return self.fail(e.to_string()),
+                None => break,
+            }
+        }
+        match std::str::from_utf8(&buf[..len.max(1)])
+            .ok()
+            .and_then(|s| s.chars().next())
+        {
+            Some(c) if len > 0 => {
+                self.offset += len as u64;
+                Some(c)
+            }
+            _ => {
+                let at = self.offset;
+                self.fail(format!("index.yaml is not UTF-8 text (byte {at})"))
+            }
+        }
+    }
+}
+
+/// The event stream, counted by the YAML budget, with what the index's
+/// shape needs.
+struct Events<R: Read> {
+    parser: Parser<Utf8Chars<R>>,
+    budget: Budget,
+    failed: Rc<RefCell<Option<String>>>,
+}
+
+impl<R: Read> Events<R> {
     fn next(&mut self) -> Result<(Event, usize), String> {
-        self.0
-            .next_token()
-            .map(|(e, m)| (e, m.line()))
-            .map_err(|e| {
-                format!(
-                    "index.yaml is not valid YAML at line {}, column {}",
-                    e.marker().line(),
-                    e.marker().col() + 1
-                )
-            })
+        let next = self.parser.next_token();
+        // A cut-off or undecodable stream ends the characters early: say
+        // why, not what the parser made of the end.
+        if let Some(why) = self.failed.borrow_mut().take() {
+            return Err(why);
+        }
+        let (event, mark) = next.map_err(|e| match self.budget.scan_error(&e) {
+            refused @ crate::cached::yaml::Refused::TooDeep { .. } => {
+                format!("index.yaml is refused: {refused}")
+            }
+            _ => format!(
+                "index.yaml is not valid YAML at line {}, column {}",
+                e.marker().line(),
+                e.marker().col() + 1
+            ),
+        })?;
+        self.budget
+            .see(&event, mark.line())
+            .map_err(|e| format!("index.yaml is refused: {e}"))?;
+        Ok((event, mark.line()))
     }
 
     /// The next key of the mapping being read (`None`: its end). A key
@@ -226,6 +312,29 @@ entries:
             assert!(e.starts_with("index.yaml"), "{e}");
             assert!(!e.contains("secret-token"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_index_is_decoded_as_it_arrives_and_a_reader_error_is_the_error() {
+        let text = "entries:\n  wéb-ü: [{version: 1.0.0, urls: [\"ü.tgz\"]}]\n";
+        let got = entries_of(text.as_bytes(), "wéb-ü").unwrap();
+        assert_eq!(got[0].urls, vec!["ü.tgz".to_string()]);
+        // A reader that fails midway (a bound passed): its error, not a
+        // YAML error about the cut.
+        struct Cut(usize);
+        impl Read for Cut {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::Error::other("the answer is larger than its bound"));
+                }
+                let n = buf.len().min(self.0);
+                buf[..n].fill(b'#');
+                self.0 -= n;
+                Ok(n)
+            }
+        }
+        let e = read_entries(Cut(100_000), "web").unwrap_err();
+        assert!(e.contains("larger than its bound"), "{e}");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
 use super::http::{Http, HttpError, without_credentials};
-use super::index::{IndexEntry, entries_of};
+use super::index::{IndexEntry, read_entries};
 use super::{Credentials, LocalChart, SourceError, Sources, archive, choose_version};
 use crate::cached::hex::hex;
 
@@ -37,9 +37,21 @@ pub fn fetch_from_repo(
         })
     };
 
-    let index = get(&format!("{repo}/index.yaml"), limits.max_index_size)?;
-    let entry = choose(&index, &chart.name, &chart.version).map_err(&fail)?;
-    drop(index);
+    // Read as it arrives: only the wanted chart's versions are kept.
+    let entries = http
+        .get_streamed(
+            &format!("{repo}/index.yaml"),
+            limits.max_index_size,
+            |body| read_entries(body, &chart.name),
+        )
+        .map_err(|e| match e {
+            HttpError::Refused(message) => SourceError::Refused {
+                repo: shown.clone(),
+                message,
+            },
+            HttpError::Failed(message) => fail(message),
+        })?;
+    let entry = choose(entries, &chart.name, &chart.version).map_err(&fail)?;
     let url = match entry.urls.first() {
         Some(u) if u.contains("://") => u.clone(),
         Some(u) => format!("{repo}/{}", u.trim_start_matches('/')),
@@ -81,8 +93,7 @@ pub fn fetch_from_repo(
 }
 
 /// The entry of `name` in a repository index that `wanted` asks for.
-fn choose(index: &[u8], name: &str, wanted: &str) -> Result<IndexEntry, String> {
-    let entries = entries_of(index, name)?;
+fn choose(entries: Vec<IndexEntry>, name: &str, wanted: &str) -> Result<IndexEntry, String> {
     if entries.is_empty() {
         return Err(format!("no chart named {name:?} in index.yaml"));
     }
@@ -109,7 +120,8 @@ entries:
     - { version: 2.0.0-rc.1, urls: [web-2.0.0-rc.1.tgz] }
     - { version: 1.2.0, urls: [web-1.2.0.tgz] }
 "#;
-        let v = |w: &str| choose(index, "web", w).map(|e| e.version);
+        let of = |name: &str| crate::delivery::source::index::entries_of(index, name).unwrap();
+        let v = |w: &str| choose(of("web"), "web", w).map(|e| e.version);
         assert_eq!(
             v(""),
             Ok("1.10.0".into()),
@@ -125,7 +137,7 @@ entries:
         );
         assert!(v("3.x").unwrap_err().contains("no version"));
         assert!(
-            choose(index, "api", "")
+            choose(of("api"), "api", "")
                 .unwrap_err()
                 .contains("no chart named")
         );
