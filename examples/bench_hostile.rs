@@ -448,42 +448,50 @@ async fn main() {
     // 6. Slow sources of one namespace; a normal app of another, timed.
     let before = op.mib("VmRSS:");
     op.reset_peak();
-    hostile.answer(
-        "/drip/index.yaml",
-        Answer::Drip {
-            body: vec![b'#'; 100_000],
-            chunk: 1,
-            every: Duration::from_millis(100),
-        },
-    );
-    for i in 0..6 {
+    // Ten apps, ten repositories (one fetch each): more than the workers.
+    for i in 0..10 {
+        hostile.answer(
+            &format!("/drip-{i}/index.yaml"),
+            Answer::Drip {
+                body: vec![b'#'; 100_000],
+                chunk: 1,
+                every: Duration::from_millis(100),
+            },
+        );
         create_app(
             &client,
             "attack",
             &format!("drip-{i}"),
-            json!({
-            "chart": { "repo": format!("{}/drip", hostile.url()), "name": "tiny" } }),
+            json!({ "chart": { "repo": format!("{}/drip-{i}", hostile.url()), "name": "tiny" } }),
         )
         .await;
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let t = Instant::now();
-    create_app(
-        &client,
-        "calm",
-        "during",
-        json!({ "chart": { "repo": repo.url(), "name": "tiny" } }),
-    )
-    .await;
-    let calm = reason(
-        &client,
-        "calm",
-        "during",
-        &["InstallSucceeded"],
-        Duration::from_secs(120),
-    )
-    .await;
-    let during = t.elapsed().as_secs_f64();
+    // Three normal apps of another namespace, one after the other.
+    let mut during_all = Vec::new();
+    let mut calm = None;
+    for i in 0..3 {
+        let name = format!("during-{i}");
+        let t = Instant::now();
+        create_app(
+            &client,
+            "calm",
+            &name,
+            json!({ "chart": { "repo": repo.url(), "name": "tiny" } }),
+        )
+        .await;
+        calm = reason(
+            &client,
+            "calm",
+            &name,
+            &["InstallSucceeded"],
+            Duration::from_secs(120),
+        )
+        .await;
+        during_all.push(t.elapsed().as_secs_f64());
+    }
+    during_all.sort_by(|a, b| a.total_cmp(b));
+    let during = during_all[during_all.len() / 2];
     rows.push(Row {
         before,
         attack: "10 HelmApps of one namespace on dripping repositories",
@@ -528,12 +536,15 @@ async fn main() {
             "Idle RSS **{idle:.1} MiB**, idle `/healthz` max {:.1} ms.\n\n",
             max_ms(&idle_healthz)
         ));
-        md.push_str("| attack | peak MiB | over idle MiB | alive | `/healthz` max ms | outcome |\n| --- | ---: | ---: | --- | ---: | --- |\n");
+        md.push_str("| attack | before MiB | peak MiB | peak − before | peak − idle | alive | `/healthz` max ms | outcome |\n");
+        md.push_str("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |\n");
         for r in &rows {
             md.push_str(&format!(
-                "| {} | {:.1} | {:+.1} | {} | {:.1} | {} |\n",
+                "| {} | {:.1} | {:.1} | {:+.1} | {:+.1} | {} | {:.1} | {} |\n",
                 r.attack,
+                r.before,
                 r.peak,
+                r.peak - r.before,
                 r.peak - idle,
                 if r.alive { "yes" } else { "**no**" },
                 max_ms(&r.healthz),
@@ -541,7 +552,7 @@ async fn main() {
             ));
         }
         md.push_str(&format!(
-            "\nA normal HelmApp of another namespace: Ready in **{during:.2} s** while one namespace's ten apps fetch from\ndripping repositories, against **{usual_s:.2} s** idle (median of 3): **{:.2}×** (target ≤ 2×).\n",
+            "\nA normal HelmApp of another namespace: Ready in **{during:.2} s** while one namespace's ten apps fetch from\ndripping repositories, against **{usual_s:.2} s** idle (medians of 3): **{:.2}×** (target ≤ 2×).\n",
             during / usual_s
         ));
         std::fs::write(path, md).expect("markdown");

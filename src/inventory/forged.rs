@@ -62,46 +62,54 @@ impl ForgedNotices {
             bad.error
         );
         let (ns, name) = (bad.namespace.as_str(), bad.secret.as_str());
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), ns);
-        match secrets.get_metadata_opt(name).await {
-            Ok(Some(s)) => {
-                let object = Secret {
-                    metadata: reference(s.metadata),
-                    ..Default::default()
-                };
-                self.recorder.event(
-                    &object,
-                    EventType::Warning,
-                    Reason::InvalidRelease.as_str(),
-                    &message,
-                );
-                return;
-            }
-            Ok(None) => {}
-            Err(e) => log::debug!("{ns}/{name}: cannot read the release Secret to warn on it: {e}"),
-        }
-        let configmaps: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
-        if let Ok(Some(c)) = configmaps.get_metadata_opt(name).await {
-            let object = ConfigMap {
-                metadata: reference(c.metadata),
+        // Helm's secret driver, or its configmap driver.
+        if let Some(metadata) = self.uid_of::<Secret>(ns, name).await {
+            let secret = Secret {
+                metadata,
                 ..Default::default()
             };
-            self.recorder.event(
-                &object,
-                EventType::Warning,
-                Reason::InvalidRelease.as_str(),
-                &message,
-            );
+            self.warn_on(secret, &message);
+        } else if let Some(metadata) = self.uid_of::<ConfigMap>(ns, name).await {
+            let configmap = ConfigMap {
+                metadata,
+                ..Default::default()
+            };
+            self.warn_on(configmap, &message);
+        } else {
+            log::debug!("{ns}/{name}: the release storage is gone; no Warning on it");
         }
     }
-}
 
-/// What an Event's reference needs of an object: name, namespace, UID.
-fn reference(meta: ObjectMeta) -> ObjectMeta {
-    ObjectMeta {
-        name: meta.name,
-        namespace: meta.namespace,
-        uid: meta.uid,
-        ..Default::default()
+    /// What an Event's reference needs of object `ns/name` of kind `K`:
+    /// name, namespace, UID (`None`: not found, or not readable).
+    async fn uid_of<K>(&self, ns: &str, name: &str) -> Option<ObjectMeta>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = Api::namespaced(self.client.clone(), ns);
+        match api.get_metadata_opt(name).await {
+            Ok(found) => found.map(|m| ObjectMeta {
+                name: m.metadata.name,
+                namespace: m.metadata.namespace,
+                uid: m.metadata.uid,
+                ..Default::default()
+            }),
+            Err(e) => {
+                log::debug!("{ns}/{name}: cannot read the release storage to warn on it: {e}");
+                None
+            }
+        }
+    }
+
+    fn warn_on<K: kube::Resource<DynamicType = ()>>(&self, object: K, message: &str) {
+        self.recorder.event(
+            &object,
+            EventType::Warning,
+            Reason::InvalidRelease.as_str(),
+            message,
+        );
     }
 }

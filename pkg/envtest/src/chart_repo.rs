@@ -129,16 +129,18 @@ fn run(cmd: &mut std::process::Command) -> io::Result<()> {
     }
 }
 
-async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+/// A request's head (`None`: the client went away, or sent 64 KiB without
+/// one) and its path.
+pub(crate) async fn request_head(stream: &mut TcpStream) -> Option<(String, String)> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
         match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
         if buf.len() > 64 * 1024 {
-            return;
+            return None;
         }
     }
     let head = String::from_utf8_lossy(&buf).into_owned();
@@ -148,6 +150,13 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         .and_then(|l| l.split(' ').nth(1))
         .unwrap_or("/")
         .to_string();
+    Some((head, path))
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+    let Some((head, path)) = request_head(&mut stream).await else {
+        return;
+    };
     let authorized = shared.auth.as_ref().is_none_or(|want| {
         head.lines().any(|l| {
             l.split_once(':')

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -129,24 +129,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        if buf.len() > 64 * 1024 {
-            return;
-        }
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let path = head
-        .lines()
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .unwrap_or("/")
-        .to_string();
+    let Some((head, path)) = crate::chart_repo::request_head(&mut stream).await else {
+        return;
+    };
     let authorization = head.lines().find_map(|l| {
         l.split_once(':')
             .filter(|(k, _)| k.eq_ignore_ascii_case("authorization"))
