@@ -53,6 +53,23 @@ fn a_missing_required_value_is_one_line_and_exit_status_2() {
 }
 
 #[test]
+fn a_bad_address_policy_is_refused_at_start_naming_its_flag() {
+    let out = operator_binary()
+        .args(["run", "--controllers", "delivery"])
+        .args(["--deny-chart-source-cidrs", "169.254.0.0/16,10.0.0.0/33"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("--deny-chart-source-cidrs"), "{stderr}");
+    assert!(
+        stderr.contains("10.0.0.0/33"),
+        "the bad entry is named: {stderr}"
+    );
+}
+
+#[test]
 fn crd_prints_every_checked_in_manifest_and_each_by_name() {
     let names = [
         "hosstedprojects.hossted.com",
