@@ -54,7 +54,7 @@ pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     let (workers, resync) = (settings.workers, settings.resync);
     let namespace = settings.tenancy.operator_namespace.clone();
     // One fetch pool and chart cache for every controller.
-    let sources = Arc::new(source::Sources::new(
+    let sources = Arc::new(source::fetch::Sources::new(
         &settings.helm.work_dir,
         settings.sources.clone(),
     ));

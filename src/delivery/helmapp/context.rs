@@ -17,7 +17,7 @@ use crate::cached::objects::{HelmRelease, Ingress, Service};
 use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 use crate::delivery::helm::Helm;
 use crate::delivery::settings::Settings;
-use crate::delivery::source::Sources;
+use crate::delivery::source::fetch::Sources;
 
 /// The caches of a release's objects, indexed by release
 /// ([`crate::cached::members::MEMBER_INDEX`]) and keyed `namespace/name`.

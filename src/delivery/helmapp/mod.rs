@@ -42,7 +42,7 @@ use crate::delivery::names::{
     DEPENDS_ON_INDEX, FINALIZER, RELEASE_INDEX, TARGET_INDEX, VALUES_FROM_INDEX,
 };
 use crate::delivery::settings::Settings;
-use crate::delivery::source::Sources;
+use crate::delivery::source::fetch::Sources;
 pub use act::{DeliveryError, Outcome};
 pub use context::{Context, Members};
 pub use target::Target;

@@ -12,7 +12,7 @@ use record::EventRecorder;
 use runtime::StatusWriter;
 
 use crate::cached::objects::HelmRelease;
-use crate::delivery::source::Sources;
+use crate::delivery::source::fetch::Sources;
 
 /// On a HelmApp made for a Hosstedproject: the project's name.
 pub const PROJECT_LABEL: &str = "hossted.com/project";

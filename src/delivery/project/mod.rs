@@ -43,7 +43,7 @@ use serde_json::json;
 use super::helmapp::status::Reason;
 use crate::cached::objects::HelmRelease;
 use crate::cached::storage::helm_storage_options;
-use crate::delivery::source::Sources;
+use crate::delivery::source::fetch::Sources;
 use context::PROJECT_INDEX;
 pub use context::{PLATFORM_CONFIGMAP, PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 

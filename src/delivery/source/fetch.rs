@@ -10,37 +10,11 @@ use parking_lot::Mutex;
 
 use apis::helmapp::ChartSource;
 
-use super::address::AddressPolicy;
 use super::cache::ChartCache;
 use super::pool::FetchPool;
-use super::{Credentials, LocalChart, RepoCache, SourceError, oci, repo};
-
-/// The bounds of fetching (flags, README "Security").
-#[derive(Debug, Clone)]
-pub struct SourceLimits {
-    /// Deadline of one whole fetch (`--chart-fetch-timeout`).
-    pub fetch_timeout: Duration,
-    /// Fetches at once (`--max-concurrent-fetches`).
-    pub max_concurrent_fetches: usize,
-    /// Bytes the chart cache may hold (`--chart-cache-size`).
-    pub cache_size: u64,
-    /// Bytes of an `index.yaml` received, at most (`--max-index-size`).
-    pub max_index_size: u64,
-    /// Networks no chart is fetched from (`--deny-chart-source-cidrs`).
-    pub policy: AddressPolicy,
-}
-
-impl Default for SourceLimits {
-    fn default() -> Self {
-        SourceLimits {
-            fetch_timeout: Duration::from_secs(120),
-            max_concurrent_fetches: 4,
-            cache_size: 128 * 1024 * 1024,
-            max_index_size: 64 * 1024 * 1024,
-            policy: AddressPolicy::default(),
-        }
-    }
-}
+use super::{
+    Credentials, FetchContext, LocalChart, RepoCache, SourceError, SourceLimits, oci, repo,
+};
 
 /// Chart fetching for every delivery controller (see the module docs).
 #[derive(Debug)]
@@ -50,15 +24,42 @@ pub struct Sources {
     pub cache: ChartCache,
     pub limits: SourceLimits,
     pool: FetchPool,
-    /// Fetches [`Sources::start`]ed and not yet [`Sources::take`]n, by
-    /// [`RepoCache::key`]: `None` while running, then the outcome. A
-    /// reconcile never waits for a fetch: it starts one and returns, and
-    /// the fetch's end wakes it.
-    background: Mutex<HashMap<String, (Instant, Option<Fetched>)>>,
+    /// Fetches [`Sources::start`]ed, by [`RepoCache::key`], with what
+    /// became of them. A reconcile never waits for a fetch: it starts one
+    /// and returns, and the fetch's end wakes it.
+    background: Mutex<HashMap<String, Background>>,
 }
 
 /// A fetch's outcome.
 pub type Fetched = Result<LocalChart, SourceError>;
+
+/// One key's background fetch.
+#[derive(Debug)]
+enum Background {
+    Running,
+    /// Ended, not yet taken.
+    Done {
+        at: Instant,
+        fetched: Fetched,
+        failures: u32,
+    },
+    /// Failed `failures` times in a row, the last at `at`: its error is
+    /// served, and no fetch starts, until [`retry_after`] has passed — a
+    /// source that is down is not asked again at every reconcile.
+    Failed {
+        at: Instant,
+        error: SourceError,
+        failures: u32,
+    },
+}
+
+/// How long a source that failed `failures` times in a row is left alone:
+/// 10 s, doubling, at most 5 minutes.
+fn retry_after(failures: u32) -> Duration {
+    Duration::from_secs(10)
+        .saturating_mul(1 << failures.saturating_sub(1).min(5))
+        .min(Duration::from_secs(300))
+}
 
 /// An outcome not taken within this is dropped (its app went away).
 const UNCLAIMED: Duration = Duration::from_secs(600);
@@ -75,15 +76,39 @@ impl Sources {
         }
     }
 
-    /// The outcome of the background fetch of `key`, once it ended (taken:
-    /// the next call starts afresh); `Some(None)` while it runs; `None`
-    /// when none was started.
+    /// What the background fetch of `key` gives now: `Some(None)` while it
+    /// runs; `Some(Some(outcome))` once it ended (a chart is handed over
+    /// once; an error is served again until its retry time); `None` when
+    /// a fetch should start.
     pub fn take(&self, key: &str) -> Option<Option<Fetched>> {
         let mut background = self.background.lock();
-        match background.get(key) {
-            Some((_, None)) => Some(None),
-            Some((_, Some(_))) => background.remove(key).map(|(_, done)| done),
-            None => None,
+        let entry = background.get_mut(key)?;
+        match entry {
+            Background::Running => Some(None),
+            Background::Failed {
+                at,
+                error,
+                failures,
+            } => (at.elapsed() < retry_after(*failures)).then(|| Some(Err(error.clone()))),
+            Background::Done { .. } => {
+                let Some(Background::Done {
+                    fetched, failures, ..
+                }) = background.remove(key)
+                else {
+                    return None;
+                };
+                if let Err(error) = &fetched {
+                    background.insert(
+                        key.to_string(),
+                        Background::Failed {
+                            at: Instant::now(),
+                            error: error.clone(),
+                            failures: failures + 1,
+                        },
+                    );
+                }
+                Some(Some(fetched))
+            }
         }
     }
 
@@ -97,20 +122,36 @@ impl Sources {
         credentials: Credentials,
         wake: impl FnOnce() + Send + 'static,
     ) {
-        {
+        let failures = {
             let mut background = self.background.lock();
-            background.retain(|_, (at, done)| done.is_none() || at.elapsed() < UNCLAIMED);
-            if background.contains_key(&key) {
-                return;
-            }
-            background.insert(key.clone(), (Instant::now(), None));
-        }
+            background.retain(|_, b| match b {
+                Background::Running => true,
+                Background::Done { at, .. } => at.elapsed() < UNCLAIMED,
+                Background::Failed { at, failures, .. } => {
+                    at.elapsed() < UNCLAIMED + retry_after(*failures)
+                }
+            });
+            let failures = match background.get(&key) {
+                None => 0,
+                Some(Background::Failed { at, failures, .. })
+                    if at.elapsed() >= retry_after(*failures) =>
+                {
+                    *failures
+                }
+                Some(_) => return,
+            };
+            background.insert(key.clone(), Background::Running);
+            failures
+        };
         let (me, namespace, chart) = (self.clone(), namespace.to_string(), chart.clone());
         tokio::spawn(async move {
-            let done = me.fetch(&namespace, &chart, credentials).await;
-            me.background
-                .lock()
-                .insert(key, (Instant::now(), Some(done)));
+            let fetched = me.fetch(&namespace, &chart, credentials).await;
+            let done = Background::Done {
+                at: Instant::now(),
+                fetched,
+                failures,
+            };
+            me.background.lock().insert(key, done);
             wake();
         });
     }
@@ -138,10 +179,15 @@ impl Sources {
         // held until it does.
         let run = tokio::task::spawn_blocking(move || {
             let _slot = slot;
+            let context = FetchContext {
+                resolved: &me.resolved,
+                cache: &me.cache,
+                limits: &me.limits,
+            };
             if wanted.oci.is_empty() {
-                repo::fetch_from_repo(&wanted, &credentials, &me)
+                repo::fetch_from_repo(&wanted, &credentials, &context)
             } else {
-                oci::fetch(&wanted, &credentials, &me)
+                oci::fetch(&wanted, &credentials, &context)
             }
         });
         match tokio::time::timeout(deadline + Duration::from_secs(5), run).await {
@@ -152,5 +198,49 @@ impl Sources {
             }),
             Err(_) => Err(late()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use envtest::{Answer, HostileServer};
+
+    #[tokio::test]
+    async fn a_failed_fetch_is_served_until_its_retry_time_without_asking_again() {
+        let server = HostileServer::start().await.unwrap();
+        server.answer("/index.yaml", Answer::Bytes(503, Vec::new()));
+        let dir = std::env::temp_dir().join(format!("sources-{}", std::process::id()));
+        let sources = Arc::new(Sources::new(&dir, SourceLimits::default()));
+        let chart = ChartSource {
+            repo: server.url().to_string(),
+            name: "tiny".into(),
+            ..Default::default()
+        };
+        let key = RepoCache::key(&chart, "");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        assert!(sources.take(&key).is_none(), "nothing started yet");
+        sources.start(
+            key.clone(),
+            "ns",
+            &chart,
+            Credentials::default(),
+            move || {
+                let _ = tx.send(());
+            },
+        );
+        assert!(matches!(sources.take(&key), Some(None)), "running");
+        rx.await.unwrap();
+        for _ in 0..3 {
+            let got = sources.take(&key);
+            assert!(matches!(got, Some(Some(Err(_)))), "{got:?}");
+            // A caller would not start again; even if it did, nothing runs.
+            sources.start(key.clone(), "ns", &chart, Credentials::default(), || {});
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(server.seen().len(), 1, "the source was asked once");
+        assert_eq!(retry_after(1), Duration::from_secs(10));
+        assert_eq!(retry_after(3), Duration::from_secs(40));
+        assert_eq!(retry_after(30), Duration::from_secs(300));
     }
 }

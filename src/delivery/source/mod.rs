@@ -15,14 +15,12 @@
 pub mod address;
 pub mod archive;
 pub mod cache;
-mod fetch;
+pub mod fetch;
 pub mod http;
 pub mod index;
 pub mod oci;
 pub mod pool;
 pub mod repo;
-
-pub use fetch::{SourceLimits, Sources};
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +31,7 @@ use parking_lot::Mutex;
 use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
+use self::address::AddressPolicy;
 use crate::cached::hex::hex;
 
 /// A chart ready for helm.
@@ -46,7 +45,7 @@ pub struct LocalChart {
 }
 
 /// Why a chart could not be had.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum SourceError {
     #[error("chart.path is refused: the operator runs without --chart-path-root")]
     NoPathRoot,
@@ -162,6 +161,42 @@ pub(crate) fn choose_version(
     };
     best.map(|(_, s)| s.clone())
         .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
+}
+
+/// The bounds of fetching (flags, README "Security").
+#[derive(Debug, Clone)]
+pub struct SourceLimits {
+    /// Deadline of one whole fetch (`--chart-fetch-timeout`).
+    pub fetch_timeout: Duration,
+    /// Fetches at once (`--max-concurrent-fetches`).
+    pub max_concurrent_fetches: usize,
+    /// Bytes the chart cache may hold (`--chart-cache-size`).
+    pub cache_size: u64,
+    /// Bytes of an `index.yaml` received, at most (`--max-index-size`).
+    pub max_index_size: u64,
+    /// Networks no chart is fetched from (`--deny-chart-source-cidrs`).
+    pub policy: AddressPolicy,
+}
+
+impl Default for SourceLimits {
+    fn default() -> Self {
+        SourceLimits {
+            fetch_timeout: Duration::from_secs(120),
+            max_concurrent_fetches: 4,
+            cache_size: 128 * 1024 * 1024,
+            max_index_size: 64 * 1024 * 1024,
+            policy: AddressPolicy::default(),
+        }
+    }
+}
+
+/// What one fetch from a repository or registry uses: a view of
+/// [`fetch::Sources`] (apart from it: the fetchers do not name `Sources`,
+/// which names them).
+pub struct FetchContext<'a> {
+    pub resolved: &'a RepoCache,
+    pub cache: &'a cache::ChartCache,
+    pub limits: &'a SourceLimits,
 }
 
 /// The largest chart read for its digest.

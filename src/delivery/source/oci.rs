@@ -26,7 +26,7 @@ use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
 use super::http::{Get, Http, HttpError, Reply, origin, without_credentials};
-use super::{Credentials, LocalChart, SourceError, Sources, archive, choose_version};
+use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
 /// The media type of a Helm chart's content layer.
@@ -63,11 +63,11 @@ pub fn split(oci: &str) -> Result<(String, String), String> {
 
 /// Pulls `chart.oci` at the version `chart.version` asks for into the
 /// chart cache, and remembers it for its `interval` (blocking: run it off
-/// the async workers, through [`Sources::fetch`]).
+/// the async workers, through [`super::Sources::fetch`]).
 pub fn fetch(
     chart: &ChartSource,
     credentials: &Credentials,
-    sources: &Sources,
+    sources: &FetchContext<'_>,
 ) -> Result<LocalChart, SourceError> {
     let fail = |message: String| failed(chart, message);
     let (host, repository) = split(&chart.oci).map_err(&fail)?;

@@ -7,16 +7,16 @@ use sha2::{Digest, Sha256};
 
 use super::http::{Http, HttpError, without_credentials};
 use super::index::{IndexEntry, read_entries};
-use super::{Credentials, LocalChart, SourceError, Sources, archive, choose_version};
+use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
 /// Resolves `chart.repo` over the network (blocking: run it off the async
-/// workers, through [`Sources::fetch`]) into the chart cache, and
+/// workers, through [`super::Sources::fetch`]) into the chart cache, and
 /// remembers it.
 pub fn fetch_from_repo(
     chart: &ChartSource,
     credentials: &Credentials,
-    sources: &Sources,
+    sources: &FetchContext<'_>,
 ) -> Result<LocalChart, SourceError> {
     let repo = chart.repo.trim_end_matches('/').to_string();
     let shown = without_credentials(&repo);
