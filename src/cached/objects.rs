@@ -36,6 +36,15 @@ const KEPT_LABELS: [&str; 7] = [
 /// Parses metadata keeping name, namespace, resourceVersion, generation and
 /// [`KEPT_LABELS`].
 pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+    let mut meta = lean_meta_with_uid(d)?;
+    meta.uid = None;
+    Ok(meta)
+}
+
+/// [`lean_meta`], plus the UID — for an object an Event may have to be
+/// about (Events are matched to objects by UID); the caller drops it
+/// when no Event can follow, so that the cache does not keep it.
+pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Meta {
@@ -45,6 +54,7 @@ pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D
         labels: BTreeMap<String, String>,
         resource_version: Option<String>,
         generation: Option<i64>,
+        uid: Option<String>,
     }
     let mut m = Meta::deserialize(d)?;
     m.labels.retain(|k, _| KEPT_LABELS.contains(&k.as_str()));
@@ -54,6 +64,7 @@ pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D
         labels: (!m.labels.is_empty()).then_some(m.labels),
         resource_version: m.resource_version,
         generation: m.generation,
+        uid: m.uid,
         ..Default::default()
     })
 }

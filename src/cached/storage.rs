@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
 use super::helm::{ReleaseSummary, decode_release_with};
-use super::objects::{label, lean_meta, resource};
+use super::objects::{label, lean_meta, lean_meta_with_uid, resource};
 
 /// The `data` of a Secret as the API serves it: base64 values. Only the
 /// entry `key` is decoded and kept.
@@ -63,6 +63,24 @@ fn digest_text(sum: &[u8; 32]) -> String {
 }
 
 impl HelmRelease {
+    /// Keeps the UID only of storage that cannot be decoded: the one
+    /// Warning about it is on the object itself (no read of it needed, and
+    /// none allowed: the inventory may only list and watch Secrets).
+    fn new(
+        mut metadata: ObjectMeta,
+        release: Result<ReleaseSummary, String>,
+        digest: Option<[u8; 32]>,
+    ) -> Self {
+        if release.is_ok() {
+            metadata.uid = None;
+        }
+        HelmRelease {
+            metadata,
+            release,
+            digest,
+        }
+    }
+
     /// [`HelmRelease::digest`] in the form [`release_digest`] gives.
     pub fn digest_string(&self) -> Option<String> {
         self.digest.as_ref().map(digest_text)
@@ -74,7 +92,7 @@ impl<'de> Deserialize<'de> for HelmRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct Raw {
-            #[serde(deserialize_with = "lean_meta")]
+            #[serde(deserialize_with = "lean_meta_with_uid")]
             metadata: ObjectMeta,
             #[serde(default)]
             data: BTreeMap<String, String>,
@@ -95,11 +113,7 @@ impl<'de> Deserialize<'de> for HelmRelease {
                     .and_then(|r| plausible(r, &raw.metadata))
             }
         };
-        Ok(HelmRelease {
-            metadata: raw.metadata,
-            release,
-            digest,
-        })
+        Ok(HelmRelease::new(raw.metadata, release, digest))
     }
 }
 
@@ -165,7 +179,7 @@ impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
         struct Raw {
-            #[serde(deserialize_with = "lean_meta")]
+            #[serde(deserialize_with = "lean_meta_with_uid")]
             metadata: ObjectMeta,
             #[serde(default)]
             data: BTreeMap<String, String>,
@@ -177,11 +191,11 @@ impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
                 super::helm::decode_release(payload.as_bytes()).map_err(|e| e.to_string())
             }
         };
-        Ok(HelmReleaseConfigMap(HelmRelease {
-            metadata: raw.metadata,
+        Ok(HelmReleaseConfigMap(HelmRelease::new(
+            raw.metadata,
             release,
-            digest: None,
-        }))
+            None,
+        )))
     }
 }
 

@@ -178,6 +178,10 @@ pub struct InvalidRelease {
     pub release: String,
     /// The storage Secret (or ConfigMap) that could not be decoded.
     pub secret: String,
+    /// `ConfigMap` when Helm's configmap driver stored it, else `Secret`.
+    pub kind: &'static str,
+    /// Its UID (for the Warning on it), when the cache has it.
+    pub uid: Option<String>,
     /// Its `resourceVersion`: it is warned about once per version.
     pub resource_version: String,
     pub error: String,
@@ -195,13 +199,15 @@ pub struct Collection {
 /// denied, from the release's latest revision.
 pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
     // The latest revision of each release: (namespace, name) -> storage object.
-    let mut latest: HashMap<(String, String), Arc<HelmRelease>> = HashMap::new();
+    // (The flag: stored by Helm's configmap driver.)
+    let mut latest: HashMap<(String, String), (Arc<HelmRelease>, bool)> = HashMap::new();
     let from_configmaps = c
         .release_configmaps
         .iter()
         .flat_map(|s| s.list())
-        .map(|cm| Arc::new(cm.0.clone()));
-    for r in c.releases.list().into_iter().chain(from_configmaps) {
+        .map(|cm| (Arc::new(cm.0.clone()), true));
+    let from_secrets = c.releases.list().into_iter().map(|r| (r, false));
+    for (r, in_configmap) in from_secrets.chain(from_configmaps) {
         let ns = r.metadata.namespace.clone().unwrap_or_default();
         if ctx.deny_namespaces.contains(&ns) || c.namespaces.get(&ns).is_none() {
             continue;
@@ -211,9 +217,9 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
             continue;
         }
         match latest.get(&key) {
-            Some(seen) if seen.version() >= r.version() => {}
+            Some((seen, _)) if seen.version() >= r.version() => {}
             _ => {
-                latest.insert(key, r);
+                latest.insert(key, (r, in_configmap));
             }
         }
     }
@@ -223,7 +229,7 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
     let mut latest: Vec<_> = latest.into_iter().collect();
     latest.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = Collection::default();
-    for ((namespace, name), storage) in latest {
+    for ((namespace, name), (storage, in_configmap)) in latest {
         match &storage.release {
             Ok(release) => out.apps.push(app::app(c, ctx, &namespace, release)),
             Err(error) => out.invalid.push(InvalidRelease {
@@ -233,6 +239,8 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
                     .name
                     .clone()
                     .unwrap_or_else(|| name.clone()),
+                kind: if in_configmap { "ConfigMap" } else { "Secret" },
+                uid: storage.metadata.uid.clone(),
                 resource_version: storage
                     .metadata
                     .resource_version

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::ObjectMeta;
-use kube::{Api, Client};
 use parking_lot::Mutex;
 use record::{EventRecorder, EventType};
 
@@ -23,24 +22,23 @@ const REMEMBERED: usize = 10_000;
 /// Warns each invalid storage object once per `resourceVersion`.
 #[derive(Clone)]
 pub struct ForgedNotices {
-    client: Client,
     recorder: EventRecorder,
     /// `namespace/name/resourceVersion` already warned about.
     warned: Arc<Mutex<HashSet<String>>>,
 }
 
 impl ForgedNotices {
-    pub fn new(client: Client, recorder: EventRecorder) -> Self {
+    pub fn new(recorder: EventRecorder) -> Self {
         ForgedNotices {
-            client,
             recorder,
             warned: Arc::default(),
         }
     }
 
     /// Warns about `bad` on its own object unless already done for this
-    /// version; the object's UID (which `kubectl describe` matches on) is
-    /// read in the background.
+    /// version. The object is named by what the cache kept of it (its
+    /// UID included): nothing is read, as the inventory may only list and
+    /// watch Secrets.
     pub fn warn(&self, bad: &InvalidRelease) {
         let key = format!("{}/{}/{}", bad.namespace, bad.secret, bad.resource_version);
         {
@@ -52,55 +50,28 @@ impl ForgedNotices {
                 return;
             }
         }
-        let (me, bad) = (self.clone(), bad.clone());
-        tokio::spawn(async move { me.send(&bad).await });
-    }
-
-    async fn send(&self, bad: &InvalidRelease) {
         let message = format!(
             "not reported: Helm release storage that cannot be decoded or is not a plausible release ({}); the other releases are still reported",
             bad.error
         );
-        let (ns, name) = (bad.namespace.as_str(), bad.secret.as_str());
-        // Helm's secret driver, or its configmap driver.
-        if let Some(metadata) = self.uid_of::<Secret>(ns, name).await {
-            let secret = Secret {
-                metadata,
-                ..Default::default()
-            };
-            self.warn_on(secret, &message);
-        } else if let Some(metadata) = self.uid_of::<ConfigMap>(ns, name).await {
+        let metadata = ObjectMeta {
+            name: Some(bad.secret.clone()),
+            namespace: Some(bad.namespace.clone()),
+            uid: bad.uid.clone(),
+            ..Default::default()
+        };
+        if bad.kind == "ConfigMap" {
             let configmap = ConfigMap {
                 metadata,
                 ..Default::default()
             };
             self.warn_on(configmap, &message);
         } else {
-            log::debug!("{ns}/{name}: the release storage is gone; no Warning on it");
-        }
-    }
-
-    /// What an Event's reference needs of object `ns/name` of kind `K`:
-    /// name, namespace, UID (`None`: not found, or not readable).
-    async fn uid_of<K>(&self, ns: &str, name: &str) -> Option<ObjectMeta>
-    where
-        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-    {
-        let api: Api<K> = Api::namespaced(self.client.clone(), ns);
-        match api.get_metadata_opt(name).await {
-            Ok(found) => found.map(|m| ObjectMeta {
-                name: m.metadata.name,
-                namespace: m.metadata.namespace,
-                uid: m.metadata.uid,
+            let secret = Secret {
+                metadata,
                 ..Default::default()
-            }),
-            Err(e) => {
-                log::debug!("{ns}/{name}: cannot read the release storage to warn on it: {e}");
-                None
-            }
+            };
+            self.warn_on(secret, &message);
         }
     }
 

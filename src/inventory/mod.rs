@@ -98,7 +98,7 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
         ledger: Ledger::default(),
         status: status_writer(manager, &projects),
         stopping: manager.stopping(),
-        forged: forged::ForgedNotices::new(manager.client(), manager.recorder()),
+        forged: forged::ForgedNotices::new(manager.recorder()),
     };
     let controller = Controller::new(manager, "hosstedproject", inventory)
         .max_backoff(MAX_BACKOFF)

@@ -92,7 +92,7 @@ fn release_secret(payload_json: &str) -> serde_json::Value {
     gz.write_all(payload_json.as_bytes()).unwrap();
     let helm = b64(&gz.finish().unwrap());
     json!({
-        "metadata": { "name": "sh.helm.release.v1.web.v2", "namespace": "apps",
+        "metadata": { "name": "sh.helm.release.v1.web.v2", "namespace": "apps", "uid": "uid-of-v2",
                       "labels": { "owner": "helm", "name": "web", "version": "2", "status": "deployed" } },
         "type": "helm.sh/release.v1",
         "data": { "release": b64(helm.as_bytes()) }
@@ -119,6 +119,10 @@ fn a_helm_release_secret_is_cached_decoded() {
         None,
         "labels are trimmed"
     );
+    assert_eq!(
+        r.metadata.uid, None,
+        "no Event can be about it: UID not kept"
+    );
 }
 
 #[test]
@@ -129,6 +133,8 @@ fn a_corrupt_helm_release_secret_is_cached_with_its_error() {
     assert!(r.release.is_err());
     // Name and revision still come from Helm's labels.
     assert_eq!((r.release_name(), r.version()), ("web", 2));
+    // The UID, for the Warning on it (the inventory cannot read it back).
+    assert_eq!(r.metadata.uid.as_deref(), Some("uid-of-v2"));
     let mut missing = release_secret("{}");
     missing["data"] = json!({});
     let r: HelmRelease = serde_json::from_value(missing).unwrap();

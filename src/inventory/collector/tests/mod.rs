@@ -1,6 +1,7 @@
 //! The collector on in-memory stores.
 
 use super::*;
+use kube::api::ObjectMeta;
 use serde_json::json;
 
 mod fixtures;
@@ -172,11 +173,14 @@ fn a_derived_app_uuid_is_stable_per_installation_and_cluster() {
 fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
     let c = cluster();
     c.releases.upsert(Arc::new(HelmRelease {
-        metadata: meta(
-            "default",
-            "sh.helm.release.v1.test.v3",
-            &[("name", "test"), ("version", "3")],
-        ),
+        metadata: ObjectMeta {
+            uid: Some("uid-of-v3".into()),
+            ..meta(
+                "default",
+                "sh.helm.release.v1.test.v3",
+                &[("name", "test"), ("version", "3")],
+            )
+        },
         release: Err("the release's gzip stream is corrupt".into()),
         digest: None,
     }));
@@ -187,6 +191,8 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
             namespace: "default".into(),
             release: "test".into(),
             secret: "sh.helm.release.v1.test.v3".into(),
+            kind: "Secret",
+            uid: Some("uid-of-v3".into()),
             resource_version: String::new(),
             error: "the release's gzip stream is corrupt".into(),
         }]
