@@ -28,6 +28,8 @@ fn digests(data: BTreeMap<String, String>) -> KeyDigests {
 #[derive(Clone, Debug)]
 pub struct SecretDigests {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     pub keys: KeyDigests,
 }
 resource!(SecretDigests, "Secret", "secrets", NamespaceResourceScope);
@@ -36,6 +38,8 @@ resource!(SecretDigests, "Secret", "secrets", NamespaceResourceScope);
 #[derive(Clone, Debug)]
 pub struct ConfigMapDigests {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     pub keys: KeyDigests,
 }
 resource!(
@@ -58,8 +62,9 @@ struct Raw {
 
 impl<'de> Deserialize<'de> for SecretDigests {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         Ok(SecretDigests {
+            fingerprint,
             metadata: raw.metadata,
             keys: digests(raw.data),
         })
@@ -68,10 +73,11 @@ impl<'de> Deserialize<'de> for SecretDigests {
 
 impl<'de> Deserialize<'de> for ConfigMapDigests {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         let mut all = raw.data;
         all.extend(raw.binary_data);
         Ok(ConfigMapDigests {
+            fingerprint,
             metadata: raw.metadata,
             keys: digests(all),
         })

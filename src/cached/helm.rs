@@ -141,6 +141,18 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
     decode_release_with(data, false)
 }
 
+/// The rendered manifest of a release payload (helm's storage format).
+pub fn release_manifest(data: &[u8]) -> Result<String, Error> {
+    #[derive(Deserialize)]
+    struct Manifest {
+        #[serde(default)]
+        manifest: String,
+    }
+    let json = release_json(data)?;
+    let r: Manifest = serde_json::from_slice(&json)?;
+    Ok(r.manifest)
+}
+
 /// [`decode_release`], and with `list_objects` the manifest's
 /// [`super::manifest::watched_objects`] (kept only for releases delivery
 /// owns: the inventory's thousands of releases do not pay for it).

@@ -32,7 +32,7 @@ pub fn has_hossted_marker(manifest: &str) -> bool {
 }
 
 /// The documents of a multi-document stream, split at `---` lines.
-pub(super) fn documents(manifest: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn documents(manifest: &str) -> impl Iterator<Item = &str> {
     let mut starts = vec![0];
     let mut offset = 0;
     for line in manifest.split_inclusive('\n') {

@@ -4,6 +4,7 @@
 //! Kubernetes quantities (`quantity`).
 
 pub mod digests;
+pub mod fingerprint;
 pub mod helm;
 pub mod hex;
 pub mod manifest;

@@ -69,6 +69,23 @@ pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<Obje
     })
 }
 
+/// Reads `T` from `d` through a [`serde_json::Value`], and the
+/// [`Fingerprint`](super::fingerprint::Fingerprint) of it: for the kinds
+/// whose drift delivery notices (one parse; the value lives only while
+/// the object is read).
+pub(super) fn with_fingerprint<'de, D, T>(
+    d: D,
+) -> Result<(T, super::fingerprint::Fingerprint), D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    let value = serde_json::Value::deserialize(d)?;
+    let fingerprint = super::fingerprint::Fingerprint::of(&value);
+    let raw = T::deserialize(value).map_err(serde::de::Error::custom)?;
+    Ok((raw, fingerprint))
+}
+
 /// Implements `kube::Resource` for a lean type standing for a real kind.
 macro_rules! resource {
     // A core (`v1`) kind.
@@ -247,6 +264,8 @@ fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
 #[derive(Clone, Debug)]
 pub struct Service {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     /// The first port's number; 0 when the service has no port (headless).
     pub port: i32,
 }
@@ -271,8 +290,9 @@ impl<'de> Deserialize<'de> for Service {
             #[serde(default)]
             port: i32,
         }
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         Ok(Service {
+            fingerprint,
             metadata: raw.metadata,
             port: raw.spec.ports.first().map(|p| p.port).unwrap_or(0),
         })
@@ -331,6 +351,8 @@ impl<'de> Deserialize<'de> for PersistentVolumeClaim {
 #[derive(Clone, Debug)]
 pub struct Ingress {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     /// The rules' hosts, in order (a rule without a host gives `""`).
     pub hosts: Vec<String>,
     /// The hosts `spec.tls` covers.
@@ -378,8 +400,9 @@ impl<'de> Deserialize<'de> for Ingress {
             #[serde(default)]
             hosts: Vec<String>,
         }
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         Ok(Ingress {
+            fingerprint,
             metadata: raw.metadata,
             hosts: raw.spec.rules.into_iter().map(|r| r.host).collect(),
             tls_hosts: raw.spec.tls.into_iter().flat_map(|t| t.hosts).collect(),

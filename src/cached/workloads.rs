@@ -19,6 +19,8 @@ use super::objects::{lean_meta, resource};
 #[derive(Clone, Debug)]
 pub struct Deployment {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     pub secret_ref: Option<SecretKeyRef>,
     pub rollout: Rollout,
 }
@@ -118,7 +120,7 @@ impl<'de> Deserialize<'de> for Deployment {
         struct ValueFrom {
             secret_key_ref: Option<SecretKeyRef>,
         }
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         let rollout = Rollout {
             desired: raw.spec.replicas.unwrap_or(1),
             updated: raw.status.updated_replicas,
@@ -134,6 +136,7 @@ impl<'de> Deserialize<'de> for Deployment {
             .flat_map(|c| c.env)
             .find_map(|e| e.value_from.and_then(|v| v.secret_key_ref));
         Ok(Deployment {
+            fingerprint,
             metadata: raw.metadata,
             secret_ref,
             rollout,
@@ -145,6 +148,8 @@ impl<'de> Deserialize<'de> for Deployment {
 #[derive(Clone, Debug)]
 pub struct StatefulSet {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     pub rollout: Rollout,
 }
 
@@ -163,8 +168,9 @@ impl<'de> Deserialize<'de> for StatefulSet {
         struct Spec {
             replicas: Option<i32>,
         }
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         Ok(StatefulSet {
+            fingerprint,
             metadata: raw.metadata,
             rollout: Rollout {
                 desired: raw.spec.replicas.unwrap_or(1),
@@ -188,6 +194,8 @@ resource!(
 #[derive(Clone, Debug)]
 pub struct DaemonSet {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     pub rollout: Rollout,
 }
 resource!(
@@ -220,8 +228,9 @@ impl<'de> Deserialize<'de> for DaemonSet {
             #[serde(default)]
             number_ready: i32,
         }
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         Ok(DaemonSet {
+            fingerprint,
             metadata: raw.metadata,
             rollout: Rollout {
                 desired: raw.status.desired_number_scheduled,
@@ -237,6 +246,8 @@ impl<'de> Deserialize<'de> for DaemonSet {
 #[derive(Clone, Debug)]
 pub struct Job {
     pub metadata: ObjectMeta,
+    /// For drift (see [`super::fingerprint`]).
+    pub fingerprint: super::fingerprint::Fingerprint,
     /// `spec.completions` (1 when unset).
     pub completions: i32,
     /// `status.succeeded`.
@@ -270,8 +281,9 @@ impl<'de> Deserialize<'de> for Job {
             #[serde(default)]
             succeeded: i32,
         }
-        let raw = Raw::deserialize(d)?;
+        let (raw, fingerprint): (Raw, _) = super::objects::with_fingerprint(d)?;
         Ok(Job {
+            fingerprint,
             metadata: raw.metadata,
             completions: raw.spec.completions.unwrap_or(1),
             succeeded: raw.status.succeeded,

@@ -5,6 +5,8 @@
 //! | `hossted_helm_runs_total{action,result}` | counter | helm runs (`upgrade`, `uninstall`, `rollback`) by `success` / `error` |
 //! | `hossted_helm_run_duration_seconds{action}` | histogram | time per helm run |
 //! | `hossted_helmapps{ready}` | gauge | HelmApps by their `Ready` condition (`True`, `False`, `Unknown`) |
+//! | `hossted_helmapp_drifted_objects{namespace,name}` | gauge | objects of a HelmApp's release that drifted (`status.drift`) |
+//! | `hossted_drift_checks_total{kind}` | counter | precise drift checks (server-side apply dry runs) |
 
 use apis::helmapp::HelmApp;
 use cache::Store;
@@ -29,6 +31,44 @@ const RUN_BUCKETS: [f64; 12] = [
 pub struct HelmMetrics {
     runs: Family<Labels2, Counter>,
     durations: Family<Labels1, Histogram, fn() -> Histogram>,
+    drift_checks: Family<Labels1, Counter>,
+}
+
+/// `hossted_helmapp_drifted_objects{namespace,name}`, from the cache at
+/// each scrape (every HelmApp, 0 included: an alert can see it clear).
+struct DriftedObjects(Store<HelmApp>);
+
+impl std::fmt::Debug for DriftedObjects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DriftedObjects")
+    }
+}
+
+impl TypedMetric for DriftedObjects {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for DriftedObjects {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let mut apps = self.0.list();
+        apps.sort_by_key(|a| cache::object_key(a.as_ref()));
+        for a in apps {
+            let n = a.status.as_ref().map_or(0, |s| s.drift.len() as i64);
+            let labels = [
+                (
+                    "namespace",
+                    a.metadata.namespace.clone().unwrap_or_default(),
+                ),
+                ("name", a.metadata.name.clone().unwrap_or_default()),
+            ];
+            ConstGauge::new(n).encode(encoder.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
 }
 
 /// `hossted_helmapps{ready}`, counted from the cache at each scrape.
@@ -86,6 +126,7 @@ impl HelmMetrics {
         let m = HelmMetrics {
             runs: Family::default(),
             durations: Family::new_with_constructor(run_histogram),
+            drift_checks: Family::default(),
         };
         let r = manager.metrics();
         r.register(
@@ -101,9 +142,26 @@ impl HelmMetrics {
         r.register(
             "helmapps",
             "HelmApps by their Ready condition",
-            AppsByReady(apps),
+            AppsByReady(apps.clone()),
+        );
+        r.register(
+            "helmapp_drifted_objects",
+            "Objects of a HelmApp's release that drifted",
+            DriftedObjects(apps),
+        );
+        r.register(
+            "drift_checks",
+            "Precise drift checks (server-side apply dry runs) by kind",
+            m.drift_checks.clone(),
         );
         m
+    }
+
+    /// Counts one precise drift check of an object of `kind`.
+    pub fn drift_checked(&self, kind: &str) {
+        self.drift_checks
+            .get_or_create(&[("kind", kind.to_string())])
+            .inc();
     }
 
     /// Records one helm run.

@@ -88,9 +88,14 @@ pub struct HelmAppSpec {
     pub suspend: bool,
     #[serde(default)]
     pub remediation: Remediation,
-    /// Recreate objects of the release that were deleted.
+    /// Recreate objects of the release that were deleted (`false`: as
+    /// `drift.mode: disabled`).
     #[serde(default = "yes")]
     pub drift_repair: bool,
+    /// Drift of the release's objects: found by events, reported or put
+    /// back.
+    #[serde(default)]
+    pub drift: DriftSpec,
     /// Deleting the HelmApp uninstalls the release (false: leaves it).
     #[serde(default = "yes")]
     pub uninstall_on_delete: bool,
@@ -105,6 +110,61 @@ pub struct HelmAppSpec {
         regex(pattern = r"^(Skip|Create|CreateReplace)$")
     )]
     pub crds: CrdPolicy,
+}
+
+impl HelmAppSpec {
+    /// The drift mode in force: `driftRepair: false` is `disabled`; a
+    /// spelling the schema does not allow is the default, `warn`.
+    pub fn drift_mode(&self) -> DriftMode {
+        match self.drift.mode {
+            _ if !self.drift_repair => DriftMode::Disabled,
+            DriftMode::Unknown => DriftMode::Warn,
+            mode => mode,
+        }
+    }
+}
+
+/// What is done about objects of the release that differ from its
+/// manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftSpec {
+    /// `enabled`: edited fields are put back; `warn` (default): reported
+    /// only; `disabled`: nothing, not even deleted objects.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_drift_mode",
+        regex(pattern = r"^(enabled|warn|disabled)$")
+    )]
+    pub mode: DriftMode,
+    /// Fields never counted as drift.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<DriftIgnore>,
+}
+
+/// JSON pointers left out of drift, on every object or the ones `target`
+/// names.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftIgnore {
+    /// JSON pointers (`/spec/replicas`); a pointer covers what is below it.
+    #[schemars(length(max = 64), inner(regex(pattern = r"^(/[^/]*)+$")))]
+    pub paths: Vec<String>,
+    /// Which objects (empty fields: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<DriftTarget>,
+}
+
+/// Objects an ignore rule applies to; an empty field matches any.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct DriftTarget {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
 }
 
 /// Where the chart comes from: exactly one of `repo`, `oci`, `path`.
@@ -246,6 +306,10 @@ spelled!(
     DependencyKind { HelmApp = "HelmApp", HelmAppSet = "HelmAppSet" } default HelmApp
 );
 spelled!(
+    /// What is done about drift.
+    DriftMode { Enabled = "enabled", Warn = "warn", Disabled = "disabled" } default Warn
+);
+spelled!(
     /// What is done once an upgrade's retries are spent.
     OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
 );
@@ -286,9 +350,46 @@ pub struct HelmAppStatus {
     /// The last 5 operations, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
+    /// Objects of the release that drifted (at most 20, newest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<DriftedObject>,
+    /// Every object of the current release, from its manifest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// The revision `inventory` was read from.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inventory_revision: i64,
     /// `Ready`, `Released`, `Drifted`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// An object of the release whose fields differ from its manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct DriftedObject {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// JSON pointers of the fields that differ.
+    #[serde(default)]
+    pub fields: Vec<String>,
+}
+
+/// One object of the release.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryEntry {
+    pub kind: String,
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// A digest of the live object when drift was last decided on it
+    /// (empty: not yet): an object whose digest has not moved since is not
+    /// checked again.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub checked: String,
 }
 
 /// One helm operation.
@@ -330,6 +431,12 @@ fn default_values_key() -> String {
 }
 fn default_dependency_kind() -> String {
     "HelmApp".into()
+}
+fn default_drift_mode() -> String {
+    "warn".into()
+}
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 fn default_retries() -> i32 {
     3

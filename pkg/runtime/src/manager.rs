@@ -189,7 +189,9 @@ impl Manager {
         &self.metrics
     }
 
-    pub(crate) fn metrics_handle(&self) -> Arc<Metrics> {
+    /// The registry, to read after the manager has been moved into `run`
+    /// (tests scrape an in-process operator this way).
+    pub fn metrics_handle(&self) -> Arc<Metrics> {
         self.metrics.clone()
     }
 

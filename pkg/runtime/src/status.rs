@@ -165,21 +165,26 @@ where
         let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
         let mut previous = serde_json::to_value(&current).map_err(kube::Error::SerdeError)?;
         let mut returned = None;
-        if let Some(owned) = self.conditions {
+        // The owned conditions are taken out of the merge patch and
+        // applied after it: they summarise the rest (`Ready=True, 1 app
+        // reported`), so a reader between the two requests must not see
+        // them ahead of the fields they speak of.
+        let conditions = self.conditions.and_then(|owned| {
             let (now, before) = (owned.pick(&mut body), owned.pick(&mut previous));
-            if now != before {
-                returned = self.apply_conditions(obj, owned, now).await?;
-                if returned.is_none() {
-                    return Ok(Written::Gone);
-                }
-            }
-        }
+            (now != before).then_some((owned, now))
+        });
         if body != previous {
             null_removed(&mut body, &previous);
             let patch = serde_json::json!({ "status": body });
             returned = self
                 .request(obj, &PatchParams::default(), &Patch::Merge(&patch))
                 .await?;
+            if returned.is_none() {
+                return Ok(Written::Gone);
+            }
+        }
+        if let Some((owned, now)) = conditions {
+            returned = self.apply_conditions(obj, owned, now).await?;
             if returned.is_none() {
                 return Ok(Written::Gone);
             }

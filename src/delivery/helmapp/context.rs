@@ -52,6 +52,8 @@ pub struct Context {
     pub status: StatusWriter<HelmApp, HelmAppStatus>,
     pub recorder: EventRecorder,
     pub settings: Settings,
+    /// Discovery, recent manifests and polling, for drift.
+    pub drift: super::drift::shared::Shared,
 }
 
 impl Context {

@@ -12,6 +12,7 @@
 
 pub mod act;
 mod context;
+mod drift;
 mod inputs;
 pub mod observe;
 pub mod observed;
@@ -33,9 +34,11 @@ use kube::ResourceExt;
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
+use crate::cached::fingerprint::Fingerprinted;
 use crate::cached::members::member_informer;
 use crate::cached::objects::HelmRelease;
 use crate::cached::storage::helm_storage_options;
+use crate::cached::workloads::ReleaseSecret;
 use crate::delivery::helm::Helm;
 use crate::delivery::metrics::HelmMetrics;
 use crate::delivery::names::{
@@ -61,6 +64,7 @@ impl Reconciler for HelmApps {
     async fn reconcile(&self, key: &str) -> Result<Action, DeliveryError> {
         let ctx = &self.ctx;
         let Some(app) = ctx.apps.get(key) else {
+            ctx.drift.forget(key);
             return Ok(Action::done("gone"));
         };
         let deleting = app.metadata.deletion_timestamp.is_some();
@@ -105,6 +109,7 @@ pub fn controller(
     let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
+    let drift = drift::shared::Shared::new(metrics.clone());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
     let sets = factory.optional_informer::<HelmAppSet>(InformerOptions::default());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
@@ -135,6 +140,7 @@ pub fn controller(
         },
         recorder: manager.recorder(),
         settings: settings.clone(),
+        drift,
     };
     let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
         .max_backoff(Duration::from_secs(300))
@@ -157,12 +163,14 @@ pub fn controller(
         if let Some(o) = e.changed() {
             h.on_values_source("Secret", &o.metadata);
         }
+        h.on_member_data(e);
     }));
     let h = to.clone();
     configmaps.add_event_handler(HandlerFn(move |e: &Event<ConfigMapDigests>| {
         if let Some(o) = e.changed() {
             h.on_values_source("ConfigMap", &o.metadata);
         }
+        h.on_member_data(e);
     }));
     members.wire(&to);
     (controller, helm)
@@ -250,10 +258,11 @@ impl MemberInformers {
         }
     }
 
-    /// Workloads' changes (their rollout, for `wait`) and deletions of any
-    /// member (drift) enqueue the release's HelmApps.
+    /// Workloads' changes (their rollout, for `wait`), deletions of any
+    /// member, and changes of a member's sections (drift) enqueue the
+    /// release's HelmApps.
     fn wire(&self, to: &wiring::Enqueue) {
-        fn on<K: cache::Object>(
+        fn on<K: cache::Object + Fingerprinted>(
             informer: &Arc<cache::SharedInformer<K>>,
             to: &wiring::Enqueue,
             rollout: bool,
@@ -261,6 +270,9 @@ impl MemberInformers {
             let to = to.clone();
             informer.add_event_handler(HandlerFn(move |e: &Event<K>| match e {
                 Event::Delete(o) => to.on_release_object(o.meta(), false),
+                Event::Update { old, new } if old.fingerprint() != new.fingerprint() => {
+                    to.on_release_object(new.meta(), false)
+                }
                 _ if rollout => {
                     if let Some(o) = e.changed() {
                         to.on_release_object(o.meta(), true);
@@ -275,6 +287,12 @@ impl MemberInformers {
         on(&self.jobs, to, true);
         on(&self.services, to, false);
         on(&self.ingresses, to, false);
-        on(&self.secrets, to, false);
+        let to = to.clone();
+        self.secrets
+            .add_event_handler(HandlerFn(move |e: &Event<ReleaseSecret>| {
+                if let Event::Delete(o) = e {
+                    to.on_release_object(&o.metadata, false);
+                }
+            }));
     }
 }

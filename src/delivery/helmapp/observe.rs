@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use apis::helmapp::{DependencyKind, HelmApp};
+use apis::helmapp::{DependencyKind, DriftMode, HelmApp};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -58,6 +58,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         project_gone: false,
         missing: Vec::new(),
         pending: Vec::new(),
+        drift: Default::default(),
         now: chrono::Utc::now(),
         status,
         target,
@@ -87,12 +88,13 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     if app.spec.wait {
         o.pending = readiness::pending(ctx, &o.target);
     }
-    if app.spec.drift_repair
+    if app.spec.drift_mode() != DriftMode::Disabled
         && !o.busy
         && let Some(entry) = entry.filter(|e| label(&e.metadata, UID_LABEL) == o.uid)
     {
         o.missing = missing_objects(ctx, &o.target, &entry).await;
     }
+    super::drift::observe(ctx, app, &mut o).await;
     o
 }
 

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use apis::helmapp::{HelmApp, HelmAppStatus};
+use apis::helmapp::{DriftedObject, HelmApp, HelmAppStatus};
+use serde_json::Value;
 
 use super::inputs::ChartProblem;
 use super::status::Reason;
@@ -26,6 +27,30 @@ pub struct Stored {
     pub updated: String,
     /// `sha256:<hex>` of its payload (empty: not ours, or unreadable).
     pub digest: String,
+}
+
+/// What the drift part of observe found.
+#[derive(Debug, Default)]
+pub struct DriftFound {
+    /// Objects whose fields drifted, checked now.
+    pub drifted: Vec<Drifted>,
+    /// Objects found clean now (or with drift disabled): off `status.drift`.
+    pub cleared: Vec<DriftedObject>,
+    /// Drifted objects a put-back failed on (still drifted).
+    pub unrepaired: Vec<DriftedObject>,
+    /// When the next object of an unwatched kind is due.
+    pub poll_after: Option<Duration>,
+}
+
+/// One drifted object, with what a put-back needs.
+#[derive(Debug, Clone)]
+pub struct Drifted {
+    pub object: DriftedObject,
+    pub api_version: String,
+    /// As the manifest has it, with helm's metadata.
+    pub desired: Value,
+    /// The pointers `spec.drift.ignore` leaves out for it.
+    pub ignored: Vec<String>,
 }
 
 /// The chart and the hash of every input, or why they could not be had.
@@ -80,6 +105,8 @@ pub struct Observed {
     pub missing: Vec<String>,
     /// With `wait`: workloads of the release still rolling out.
     pub pending: Vec<String>,
+    /// What the drift check found (`super::drift`).
+    pub drift: DriftFound,
     pub now: chrono::DateTime<chrono::Utc>,
     /// The helm timeout: `spec.timeout`, clamped to `--max-helm-timeout`.
     pub timeout: Duration,

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use apis::helmapp::{HelmApp, OnFailure};
+use apis::helmapp::{DriftMode, HelmApp, OnFailure};
 
 use super::state::ReleaseState;
 use super::status::Reason;
@@ -18,6 +18,9 @@ pub enum Step {
     Upgrade,
     /// The same inputs upgraded again: helm recreates what was deleted.
     Repair { objects: Vec<String> },
+    /// Edited fields put back by a direct apply of the objects' manifest
+    /// (no new revision).
+    PutBack { objects: Vec<String> },
     /// Mark a stuck release `failed` in Helm's storage, then plan again.
     Unlock { message: String },
     /// `helm uninstall`, then let the HelmApp go (it is being deleted).
@@ -112,7 +115,12 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::InSync { revision } => Step::Done {
             revision: *revision,
         },
-        ReleaseState::Drifted { objects } if app.spec.drift_repair => Step::Repair {
+        ReleaseState::Drifted { objects } if app.spec.drift_mode() != DriftMode::Disabled => {
+            Step::Repair {
+                objects: objects.clone(),
+            }
+        }
+        ReleaseState::FieldsDrifted { objects } => Step::PutBack {
             objects: objects.clone(),
         },
         ReleaseState::Drifted { .. } => Step::Done { revision: None },
@@ -311,6 +319,22 @@ mod tests {
             objects: vec!["Service apps/web".into()],
         };
         assert_eq!(next(&drifted, &no_repair), Step::Done { revision: None });
+        let disabled = app(|a| a.spec.drift.mode = DriftMode::Disabled);
+        assert_eq!(next(&drifted, &disabled), Step::Done { revision: None });
+        let warn = app(|_| {});
+        assert!(
+            matches!(next(&drifted, &warn), Step::Repair { .. }),
+            "a deletion is put back in warn mode"
+        );
+        let edited = ReleaseState::FieldsDrifted {
+            objects: vec!["ConfigMap apps/web (/data/a)".into()],
+        };
+        assert_eq!(
+            next(&edited, &warn),
+            Step::PutBack {
+                objects: vec!["ConfigMap apps/web (/data/a)".into()]
+            }
+        );
     }
 
     #[test]

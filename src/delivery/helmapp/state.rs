@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{DriftMode, DriftedObject, HelmApp};
 
 use super::observed::{Inputs, Observed, Stored};
 use super::status::{self, READY, RELEASED, Reason};
@@ -53,6 +53,9 @@ pub enum ReleaseState {
     InSync { revision: Option<i64> },
     /// Deployed with this configuration, but objects of it were deleted.
     Drifted { objects: Vec<String> },
+    /// Deployed with this configuration, fields of objects of it were
+    /// edited, and `spec.drift.mode` is `enabled`: put them back.
+    FieldsDrifted { objects: Vec<String> },
     /// Upgrades failed `remediation.retries` times: nothing runs until the
     /// configuration or `hossted.com/reconcile-at` changes.
     RetriesExhausted,
@@ -161,16 +164,41 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
         Why::NotDeployed
     } else if newest.hash != hash {
         Why::Changed
-    } else if o.missing.is_empty() {
-        return ReleaseState::InSync {
-            revision: Some(newest.revision),
-        };
     } else {
+        return deployed(o, app, newest);
+    };
+    exhausted(o, hash).unwrap_or(ReleaseState::OutOfSync { why })
+}
+
+/// Deployed with this configuration: in sync, or drifted (deleted
+/// objects; edited fields when they are put back).
+fn deployed(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
+    if !o.missing.is_empty() {
         return ReleaseState::Drifted {
             objects: o.missing.clone(),
         };
+    }
+    if app.spec.drift_mode() == DriftMode::Enabled && !o.drift.drifted.is_empty() {
+        let objects = o
+            .drift
+            .drifted
+            .iter()
+            .map(|d| describe(&d.object))
+            .collect();
+        return ReleaseState::FieldsDrifted { objects };
+    }
+    ReleaseState::InSync {
+        revision: Some(newest.revision),
+    }
+}
+
+/// `Kind namespace/name (fields)`.
+pub fn describe(d: &DriftedObject) -> String {
+    let at = match d.namespace.as_str() {
+        "" => d.name.clone(),
+        ns => format!("{ns}/{}", d.name),
     };
-    exhausted(o, hash).unwrap_or(ReleaseState::OutOfSync { why })
+    format!("{} {at} ({})", d.kind, d.fields.join(", "))
 }
 
 /// Being deleted: the release is uninstalled when it is ours, asked for,

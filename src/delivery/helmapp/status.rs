@@ -32,6 +32,8 @@ pub enum Reason {
     UpgradeFailed,
     CRDsFailed,
     DriftRepaired,
+    DriftDetected,
+    NoDrift,
     ReleaseUnlocked,
     RollbackPerformed,
     UninstallPerformed,
@@ -57,7 +59,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 40] = [
+    pub const ALL: [Reason; 42] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -80,6 +82,8 @@ impl Reason {
         Reason::UpgradeFailed,
         Reason::CRDsFailed,
         Reason::DriftRepaired,
+        Reason::DriftDetected,
+        Reason::NoDrift,
         Reason::ReleaseUnlocked,
         Reason::RollbackPerformed,
         Reason::UninstallPerformed,
@@ -125,6 +129,8 @@ impl Reason {
             UpgradeFailed => "UpgradeFailed",
             CRDsFailed => "CRDsFailed",
             DriftRepaired => "DriftRepaired",
+            DriftDetected => "DriftDetected",
+            NoDrift => "NoDrift",
             ReleaseUnlocked => "ReleaseUnlocked",
             RollbackPerformed => "RollbackPerformed",
             UninstallPerformed => "UninstallPerformed",

@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use runtime::RateLimitingQueue;
 
+use crate::cached::fingerprint::Fingerprinted;
 use crate::cached::objects::{HelmRelease, INSTANCE_LABEL, label};
 use crate::delivery::names::{DEPENDS_ON_INDEX, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX};
 
@@ -115,6 +116,18 @@ impl Enqueue {
 }
 
 impl Enqueue {
+    /// A Secret or ConfigMap of a release (by its instance label) whose
+    /// sections changed or that was deleted: drift.
+    pub fn on_member_data<K: cache::Object + Fingerprinted>(&self, e: &Event<K>) {
+        match e {
+            Event::Update { old, new } if old.fingerprint() != new.fingerprint() => {
+                self.on_release_object(new.meta(), false)
+            }
+            Event::Delete(o) => self.on_release_object(o.meta(), false),
+            _ => {}
+        }
+    }
+
     /// A revision in Helm's storage that a HelmApp owns appeared or its
     /// payload changed (the digest moved): the HelmApps of that release —
     /// what changed it is decided against the digest they recorded.

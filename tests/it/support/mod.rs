@@ -457,12 +457,14 @@ pub struct Operator {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<Result<(), String>>,
     stats: std::sync::Arc<ControllerStats>,
+    metrics: std::sync::Arc<runtime::Metrics>,
 }
 
 impl Operator {
     /// Runs `manager` until [`stop`](Self::stop); `stats` are its
     /// controller's.
     fn run(manager: Manager, stats: std::sync::Arc<ControllerStats>) -> Self {
+        let metrics = manager.metrics_handle();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             manager
@@ -476,7 +478,13 @@ impl Operator {
             stop: Some(stop),
             task,
             stats,
+            metrics,
         }
+    }
+
+    /// Its metrics, as `/metrics` would serve them.
+    pub fn scrape(&self) -> String {
+        self.metrics.encode()
     }
 
     /// Waits until no reconcile has begun for 1.5 s (three coalescing

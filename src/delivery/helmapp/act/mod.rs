@@ -5,6 +5,7 @@
 //! writes that status once, whatever the outcome.
 
 mod crds;
+mod drift;
 mod outcome;
 mod release;
 mod remediate;
@@ -54,7 +55,20 @@ pub async fn run(
                 .event(app, record::EventType::Warning, reason, &message);
             uninstall::let_go(ctx, app).await
         }
-        Step::Done { revision } => Ok(done(o, revision)),
+        Step::PutBack { objects } => {
+            log::info!(
+                "{}: fields of its objects were edited: {}",
+                o.target.key(),
+                objects.join("; ")
+            );
+            drift::put_back(ctx, app, o).await;
+            drift::report(ctx, app, o);
+            Ok(done(o, None))
+        }
+        Step::Done { revision } => {
+            drift::report(ctx, app, o);
+            Ok(done(o, revision))
+        }
         Step::Wait {
             reason,
             message,
@@ -103,5 +117,9 @@ fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
         status::set(status, READY, true, Reason::UpToDate, message);
         status::set(status, RELEASED, true, Reason::UpToDate, message);
     }
-    Outcome::Finished(Action::done("up to date"))
+    Outcome::Finished(match o.drift.poll_after {
+        // An object of a kind no informer watches is due for its look.
+        Some(after) => Action::requeue_after(after, "up to date; next drift look"),
+        None => Action::done("up to date"),
+    })
 }

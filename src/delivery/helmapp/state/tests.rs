@@ -62,6 +62,7 @@ pub(super) fn observed() -> Observed {
         busy: false,
         missing: Vec::new(),
         pending: Vec::new(),
+        drift: Default::default(),
         now: now(),
         timeout: Duration::from_secs(300),
         timeout_clamped: false,
@@ -94,6 +95,25 @@ fn exhausted_status() -> HelmAppStatus {
     };
     set(&mut s, READY, false, Reason::RetriesExhausted, "spent");
     s
+}
+
+/// A ConfigMap whose `/data/a` was found edited.
+fn edited() -> crate::delivery::helmapp::observed::DriftFound {
+    use crate::delivery::helmapp::observed::{DriftFound, Drifted};
+    DriftFound {
+        drifted: vec![Drifted {
+            object: apis::helmapp::DriftedObject {
+                kind: "ConfigMap".into(),
+                namespace: "apps".into(),
+                name: "web".into(),
+                fields: vec!["/data/a".into()],
+            },
+            api_version: "v1".into(),
+            desired: serde_json::json!({}),
+            ignored: Vec::new(),
+        }],
+        ..Default::default()
+    }
 }
 
 pub(super) type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> bool);
@@ -296,6 +316,40 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
                 ..observed()
             },
             |s| matches!(s, S::Drifted { objects } if objects.len() == 1),
+        ),
+        (
+            "fields edited, drift enabled: put back",
+            app(|a| a.spec.drift.mode = apis::helmapp::DriftMode::Enabled),
+            Observed {
+                newest: stored(2, "deployed", UID, HASH),
+                drift: edited(),
+                ..observed()
+            },
+            |s| {
+                matches!(s, S::FieldsDrifted { objects }
+                    if objects == &["ConfigMap apps/web (/data/a)".to_string()])
+            },
+        ),
+        (
+            "fields edited, drift warn (the default): in sync, reported",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "deployed", UID, HASH),
+                drift: edited(),
+                ..observed()
+            },
+            |s| *s == S::InSync { revision: Some(2) },
+        ),
+        (
+            "a deleted object comes before edited fields",
+            app(|a| a.spec.drift.mode = apis::helmapp::DriftMode::Enabled),
+            Observed {
+                newest: stored(2, "deployed", UID, HASH),
+                missing: vec!["Service apps/web".into()],
+                drift: edited(),
+                ..observed()
+            },
+            |s| matches!(s, S::Drifted { .. }),
         ),
         (
             "owned by another live HelmApp: never taken, adopt or not",

@@ -173,10 +173,12 @@ pub(super) fn cluster() -> Caches {
     c.pods
         .upsert(pod("default", "no-containers", &helm_labels("other"), ""));
     c.services.upsert(Arc::new(Service {
+        fingerprint: Default::default(),
         metadata: meta("default", "test-keycloak", &helm_labels("test")),
         port: 80,
     }));
     c.services.upsert(Arc::new(Service {
+        fingerprint: Default::default(),
         metadata: meta("default", "test-headless", &helm_labels("test")),
         port: 0,
     }));
@@ -190,6 +192,7 @@ pub(super) fn cluster() -> Caches {
         size: 8_589_934_592,
     }));
     c.ingresses.upsert(Arc::new(Ingress {
+        fingerprint: Default::default(),
         metadata: meta("default", "keycloak", &helm_labels("test")),
         hosts: vec![
             "keycloak.example.com".into(),
@@ -199,6 +202,7 @@ pub(super) fn cluster() -> Caches {
         tls_hosts: vec!["keycloak.example.com".into()],
     }));
     c.deployments.upsert(Arc::new(Deployment {
+        fingerprint: Default::default(),
         metadata: meta("default", "test-keycloak", &helm_labels("test")),
         secret_ref: Some(crate::cached::workloads::SecretKeyRef {
             name: "test-keycloak".into(),
@@ -207,11 +211,13 @@ pub(super) fn cluster() -> Caches {
         rollout: Default::default(),
     }));
     c.deployments.upsert(Arc::new(Deployment {
+        fingerprint: Default::default(),
         metadata: meta("default", "test-worker", &helm_labels("test")),
         secret_ref: None,
         rollout: Default::default(),
     }));
     c.statefulsets.upsert(Arc::new(StatefulSet {
+        fingerprint: Default::default(),
         metadata: meta("default", "test-postgresql", &helm_labels("test")),
         rollout: Default::default(),
     }));

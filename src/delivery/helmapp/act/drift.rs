@@ -1,0 +1,138 @@
+//! Drift of edited fields: put back (`spec.drift.mode: enabled`) by a
+//! direct apply of the drifted objects' manifest — no helm run, no new
+//! revision — and reported in `status.drift`, the `Drifted` condition and
+//! one Event per new drift (every mode but `disabled`).
+
+use apis::helmapp::HelmApp;
+use record::EventType;
+
+use super::super::context::Context;
+use super::super::drift::check::Object;
+use super::super::observed::Observed;
+use super::super::state::describe;
+use super::super::status::{self, DRIFTED, Reason};
+
+/// `status.drift` keeps at most this many objects.
+const LISTED: usize = 20;
+
+/// Puts back every object found drifted, as the HelmApp's identity; one
+/// `DriftRepaired` Event naming each object and its fields. An object
+/// that cannot be put back stays drifted (listed, with a Warning).
+pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let user = o.identity.user();
+    let drifted = std::mem::take(&mut o.drift.drifted);
+    for d in drifted {
+        let ignored: Vec<&str> = d.ignored.iter().map(String::as_str).collect();
+        let object = Object {
+            api_version: &d.api_version,
+            kind: &d.object.kind,
+            namespace: &d.object.namespace,
+            name: &d.object.name,
+            desired: &d.desired,
+            as_user: user.as_deref(),
+        };
+        match ctx.drift.put_back(&ctx.client, &object, &ignored).await {
+            Ok(digest) => {
+                let message = format!("put back {}", describe(&d.object));
+                log::info!("{}: {message}", o.target.key());
+                ctx.recorder.event(
+                    app,
+                    EventType::Normal,
+                    Reason::DriftRepaired.as_str(),
+                    &message,
+                );
+                if let Some(entry) = o
+                    .status
+                    .inventory
+                    .iter_mut()
+                    .find(|e| super::super::drift::same(&d.object, e))
+                {
+                    entry.checked = digest;
+                }
+                o.drift.cleared.push(d.object.clone());
+                status::set(
+                    &mut o.status,
+                    DRIFTED,
+                    false,
+                    Reason::DriftRepaired,
+                    &message,
+                );
+            }
+            Err(e) => {
+                let message = format!("cannot put back {}: {e}", describe(&d.object));
+                ctx.recorder.event(
+                    app,
+                    EventType::Warning,
+                    Reason::DriftDetected.as_str(),
+                    &message,
+                );
+                o.drift.unrepaired.push(d.object.clone());
+            }
+        }
+    }
+}
+
+/// `status.drift` and the `Drifted` condition from what observe (and a
+/// put-back) found; a Warning Event for each object newly drifted, or
+/// drifted in other fields than listed.
+pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let listed = &mut o.status.drift;
+    for c in &o.drift.cleared {
+        listed.retain(|d| !(d.kind == c.kind && d.namespace == c.namespace && d.name == c.name));
+    }
+    let found = o
+        .drift
+        .drifted
+        .iter()
+        .map(|d| &d.object)
+        .chain(o.drift.unrepaired.iter());
+    let mut new = Vec::new();
+    for d in found {
+        let at = listed
+            .iter()
+            .position(|l| l.kind == d.kind && l.namespace == d.namespace && l.name == d.name);
+        if at.is_none_or(|i| listed[i].fields != d.fields) {
+            new.push(d.clone());
+        }
+        if let Some(i) = at {
+            listed.remove(i);
+        }
+        listed.insert(0, d.clone());
+    }
+    listed.truncate(LISTED);
+    let mode = app.spec.drift_mode();
+    for d in &new {
+        let message = format!(
+            "{} differs from the release's manifest (spec.drift.mode: {mode}: {})",
+            describe(d),
+            if o.drift.unrepaired.contains(d) {
+                "could not be put back"
+            } else {
+                "reported, not changed"
+            }
+        );
+        if !o.drift.unrepaired.contains(d) {
+            ctx.recorder.event(
+                app,
+                EventType::Warning,
+                Reason::DriftDetected.as_str(),
+                &message,
+            );
+        }
+    }
+    let status = &mut o.status;
+    if status.drift.is_empty() {
+        if status::is_true(status, DRIFTED) {
+            let message = "every object of the release is as its manifest sets it";
+            status::set(status, DRIFTED, false, Reason::NoDrift, message);
+        }
+        return;
+    }
+    let names: Vec<String> = status.drift.iter().map(describe).collect();
+    let message = format!(
+        "{} object(s) differ from the release's manifest: {}",
+        names.len(),
+        names.join("; ")
+    );
+    status::set(status, DRIFTED, true, Reason::DriftDetected, &message);
+}

@@ -1,0 +1,328 @@
+//! Drift of every field, found by events (DELIVERY.md "Drift, readiness
+//! and Helm actions"). Part of *observe*: what it finds goes into
+//! [`Found`] for `state`/`plan` to decide on, and `status.inventory`.
+//!
+//! - `status.inventory` lists the objects of the current revision, read
+//!   once per revision from its manifest ([`manifest`]), each with the
+//!   digest of the live object when drift was last decided on it
+//!   (`checked`).
+//! - An object of a watched kind is *suspect* when its cached
+//!   [`Fingerprint`]'s digest (ignored sections left out) differs from
+//!   `checked`: an informer's event re-queued the HelmApp, and only those
+//!   objects are checked, one dry run each ([`check`]). First seen after a
+//!   helm run, an object's digest is recorded without a check (helm has
+//!   just applied it).
+//! - Objects of other kinds are read one at a time, spread over
+//!   `spec.interval`; only a changed digest leads to a dry run.
+//! - The manifest stored in the release is the reference, never a
+//!   re-render: `randAlphaNum` or `lookup` output is not drift.
+
+pub mod check;
+pub mod compare;
+pub mod manifest;
+mod poll;
+pub mod resources;
+pub mod rules;
+pub mod shared;
+
+use std::time::Duration;
+
+use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
+use serde_json::Value;
+
+use super::context::Context;
+use super::observed::{Drifted, Observed};
+use crate::cached::fingerprint::{Fingerprint, Fingerprinted};
+use check::{Object, with_helm_metadata};
+
+/// At most this many objects are checked in one reconcile (the others
+/// stay suspect and are checked by the next).
+const MAX_CHECKS: usize = 20;
+
+/// The drift of `app`'s release: `status.inventory` brought to the newest
+/// revision, suspects checked. Only for a release of ours that is
+/// deployed and that no helm of ours runs on.
+pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    if app.spec.drift_mode() == DriftMode::Disabled {
+        o.status.drift.clear();
+        return;
+    }
+    let Some(newest) = o.newest.clone() else {
+        return;
+    };
+    if o.busy || newest.owner != o.uid || newest.status != "deployed" {
+        return;
+    }
+    let key = o.target.key();
+    if o.status.inventory_revision != newest.revision {
+        match inventory(ctx, o, &newest.secret).await {
+            Ok(entries) => {
+                o.status.inventory = entries;
+                o.status.inventory_revision = newest.revision;
+                o.status.drift.clear();
+            }
+            Err(e) => {
+                log::warn!(
+                    "{key}: cannot list the objects of revision {}: {e}",
+                    newest.revision
+                );
+                return;
+            }
+        }
+    }
+    let (suspects, unwatched) = suspects(ctx, app, o);
+    let interval =
+        super::inputs::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
+    let app_key = cache::object_key(app);
+    let (polled, after) = ctx.drift.polls.due(&app_key, &unwatched, interval);
+    o.drift.poll_after = after;
+    let mut todo = suspects;
+    if let Some(i) = polled {
+        let entry = &o.status.inventory[i];
+        let previous = match entry.checked.as_str() {
+            "" => Recheck::TrustFirstSight,
+            _ => Recheck::IfChanged(entry.checked.clone()),
+        };
+        todo.push((i, previous));
+    }
+    if todo.is_empty() {
+        return;
+    }
+    let objects = match ctx
+        .drift
+        .manifests
+        .read(&ctx.client, &o.target.namespace, &newest.secret)
+        .await
+    {
+        Ok(objects) => objects,
+        Err(e) => {
+            log::warn!("{key}: cannot check drift: {e}");
+            return;
+        }
+    };
+    for (i, recheck) in todo.into_iter().take(MAX_CHECKS) {
+        check_one(ctx, app, o, &objects, i, recheck).await;
+    }
+}
+
+/// Whether a check reads the object and dry-runs it whatever its digest.
+enum Recheck {
+    Always,
+    /// Only if its digest moved from this.
+    IfChanged(String),
+    /// Record its digest, check nothing (first sight, after a helm run).
+    TrustFirstSight,
+}
+
+/// The inventory entries that are suspect (by their cached fingerprint),
+/// and those of kinds not cached (polled). Records the digest of objects
+/// seen for the first time.
+fn suspects(ctx: &Context, app: &HelmApp, o: &mut Observed) -> (Vec<(usize, Recheck)>, Vec<usize>) {
+    let repairing = app.spec.drift_mode() == DriftMode::Enabled;
+    let (mut suspects, mut unwatched) = (Vec::new(), Vec::new());
+    for i in 0..o.status.inventory.len() {
+        let entry = &o.status.inventory[i];
+        let fingerprint = match cached(ctx, entry) {
+            Cached::Live(f) => f,
+            // Gone, or not in the cache yet: one read says which.
+            Cached::Absent => {
+                suspects.push((i, Recheck::TrustFirstSight));
+                continue;
+            }
+            Cached::NotWatched => {
+                unwatched.push(i);
+                continue;
+            }
+        };
+        let ignored = rules::ignored(app, entry);
+        let digest = fingerprint.digest(&ignored);
+        let listed = o.status.drift.iter().any(|d| same(d, entry));
+        let entry = &mut o.status.inventory[i];
+        if fingerprint.drift_disabled {
+            entry.checked = digest;
+            o.drift.cleared.push(identity(entry));
+        } else if entry.checked.is_empty() && !listed {
+            entry.checked = digest;
+        } else if digest != entry.checked || (repairing && listed) {
+            suspects.push((i, Recheck::Always));
+        }
+    }
+    (suspects, unwatched)
+}
+
+/// Checks inventory entry `i` and records what was found.
+async fn check_one(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    objects: &[Value],
+    i: usize,
+    recheck: Recheck,
+) {
+    let entry = o.status.inventory[i].clone();
+    let key = o.target.key();
+    let Some(doc) = manifest::find(
+        objects,
+        &entry.kind,
+        &entry.namespace,
+        &entry.name,
+        &o.target.namespace,
+    ) else {
+        return;
+    };
+    let desired = with_helm_metadata(doc, &o.target.release, &o.target.namespace);
+    let ignored: Vec<String> = rules::ignored(app, &entry)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let ignored_refs: Vec<&str> = ignored.iter().map(String::as_str).collect();
+    let user = o.identity.user();
+    let object = Object {
+        api_version: &entry.api_version,
+        kind: &entry.kind,
+        namespace: &entry.namespace,
+        name: &entry.name,
+        desired: &desired,
+        as_user: user.as_deref(),
+    };
+    let found = match recheck {
+        Recheck::Always => ctx.drift.check(&ctx.client, &object, &ignored_refs).await,
+        Recheck::IfChanged(previous) => {
+            ctx.drift
+                .check_if_changed(&ctx.client, &object, &ignored_refs, Some(&previous))
+                .await
+        }
+        Recheck::TrustFirstSight => {
+            ctx.drift
+                .check_if_changed(&ctx.client, &object, &ignored_refs, None)
+                .await
+        }
+    };
+    match found {
+        Ok(check::Found::Clean { digest }) | Ok(check::Found::Disabled { digest }) => {
+            o.status.inventory[i].checked = digest;
+            o.drift.cleared.push(identity(&entry));
+        }
+        Ok(check::Found::Drifted { fields, digest }) => {
+            o.status.inventory[i].checked = digest;
+            let mut object = identity(&entry);
+            object.fields = fields;
+            o.drift.drifted.push(Drifted {
+                object,
+                api_version: entry.api_version.clone(),
+                desired,
+                ignored,
+            });
+        }
+        Ok(check::Found::Gone) => {
+            let gone = format!("{} {}/{}", entry.kind, entry.namespace, entry.name);
+            if !o.missing.contains(&gone) {
+                o.missing.push(gone);
+            }
+        }
+        Err(e) => log::warn!("{key}: drift of {} {}: {e}", entry.kind, entry.name),
+    }
+}
+
+/// What the caches say of an inventory entry.
+enum Cached {
+    /// The object, as its fingerprint.
+    Live(Fingerprint),
+    /// Its kind is cached whole (every Secret, every ConfigMap) and it is
+    /// not there.
+    Absent,
+    /// No cache holds it: a kind not watched, or an object without helm's
+    /// label.
+    NotWatched,
+}
+
+fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
+    fn of<K: Fingerprinted>(found: Option<std::sync::Arc<K>>, whole: bool) -> Cached {
+        match found {
+            Some(o) => Cached::Live(o.fingerprint().clone()),
+            None if whole => Cached::Absent,
+            None => Cached::NotWatched,
+        }
+    }
+    let key = format!("{}/{}", entry.namespace, entry.name);
+    let m = &ctx.members;
+    match (entry.api_version.as_str(), entry.kind.as_str()) {
+        ("apps/v1", "Deployment") => of(m.deployments.get(&key), false),
+        ("apps/v1", "StatefulSet") => of(m.statefulsets.get(&key), false),
+        ("apps/v1", "DaemonSet") => of(m.daemonsets.get(&key), false),
+        ("batch/v1", "Job") => of(m.jobs.get(&key), false),
+        ("v1", "Service") => of(m.services.get(&key), false),
+        ("networking.k8s.io/v1", "Ingress") => of(m.ingresses.get(&key), false),
+        ("v1", "Secret") => of(ctx.secrets.get(&key), true),
+        ("v1", "ConfigMap") => of(ctx.configmaps.get(&key), true),
+        _ => Cached::NotWatched,
+    }
+}
+
+/// The objects of the revision stored in `secret`, as inventory entries
+/// (namespaced kinds get the release's namespace when the manifest names
+/// none; digests are recorded on first sight).
+async fn inventory(
+    ctx: &Context,
+    o: &Observed,
+    secret: &str,
+) -> Result<Vec<InventoryEntry>, String> {
+    let objects = ctx
+        .drift
+        .manifests
+        .read(&ctx.client, &o.target.namespace, secret)
+        .await?;
+    let mut entries = Vec::new();
+    for object in objects.iter() {
+        let s = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (api_version, kind, name) = (s("/apiVersion"), s("/kind"), s("/metadata/name"));
+        if name.is_empty() {
+            continue;
+        }
+        let namespaced = match ctx
+            .drift
+            .resources
+            .lookup(&ctx.client, &api_version, &kind)
+            .await
+        {
+            Ok(Some(r)) => r.namespaced,
+            // Not served (yet): as written.
+            Ok(None) => !s("/metadata/namespace").is_empty(),
+            Err(e) => return Err(e),
+        };
+        let namespace = match (namespaced, s("/metadata/namespace")) {
+            (false, _) => String::new(),
+            (true, ns) if ns.is_empty() => o.target.namespace.clone(),
+            (true, ns) => ns,
+        };
+        entries.push(InventoryEntry {
+            kind,
+            api_version,
+            namespace,
+            name,
+            checked: String::new(),
+        });
+    }
+    Ok(entries)
+}
+
+/// `entry` as a `status.drift` item (no fields yet).
+fn identity(entry: &InventoryEntry) -> DriftedObject {
+    DriftedObject {
+        kind: entry.kind.clone(),
+        namespace: entry.namespace.clone(),
+        name: entry.name.clone(),
+        fields: Vec::new(),
+    }
+}
+
+/// Whether `d` is about the object of `entry`.
+pub fn same(d: &DriftedObject, entry: &InventoryEntry) -> bool {
+    d.kind == entry.kind && d.namespace == entry.namespace && d.name == entry.name
+}

@@ -1,0 +1,364 @@
+//! Drift of every field (DELIVERY.md "Drift, readiness and Helm actions"):
+//! edits found by events, put back (`enabled`) or reported (`warn`),
+//! ignore rules and the opt-out annotation, and edits made while the
+//! operator was stopped.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Event, Service};
+use kube::api::ListParams;
+
+use super::*;
+
+/// A `kubectl edit` of `object`: a patch under kubectl's field manager.
+async fn edit<K>(f: &Fixture, name: &str, patch: Patch<serde_json::Value>)
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(f.cp.client(), NS);
+    let params = PatchParams {
+        field_manager: Some("kubectl-edit".into()),
+        ..Default::default()
+    };
+    api.patch(name, &params, &patch).await.unwrap();
+}
+
+async fn configmap(f: &Fixture, name: &str) -> ConfigMap {
+    Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+fn log_level(cm: &ConfigMap) -> String {
+    cm.data
+        .as_ref()
+        .and_then(|d| d.get("LOG_LEVEL"))
+        .cloned()
+        .unwrap_or_default()
+}
+
+const CHART_LOG_LEVEL: &str = "cm-value-only-with-the-flag";
+
+/// `(reason, message)` of the Events about HelmApp `name`.
+async fn events(f: &Fixture, name: &str) -> Vec<(String, String)> {
+    Api::<Event>::namespaced(f.cp.client(), NS)
+        .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.message.unwrap_or_default()))
+        .collect()
+}
+
+fn drift_checks(operator: &Operator) -> f64 {
+    let text = operator.scrape();
+    text.lines()
+        .filter(|l| l.starts_with("hossted_drift_checks_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn drifted_gauge(operator: &Operator, name: &str) -> Option<f64> {
+    sample(
+        &operator.scrape(),
+        &format!("hossted_helmapp_drifted_objects{{namespace=\"{NS}\",name=\"{name}\"}}"),
+    )
+}
+
+fn condition(app: &HelmApp, type_: &str) -> Option<(String, String, String)> {
+    app.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+#[tokio::test]
+async fn with_drift_enabled_edited_fields_are_put_back_without_a_new_revision() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec = json!({ "chart": { "path": "full" }, "drift": { "mode": "enabled" } });
+    apply(&f, "fix", spec).await;
+    ready(&f, "fix", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    let app = get(&f, "fix").await.unwrap();
+    let inventory = &app.status.as_ref().unwrap().inventory;
+    let kinds: Vec<&str> = inventory.iter().map(|e| e.kind.as_str()).collect();
+    for kind in [
+        "ConfigMap",
+        "Deployment",
+        "Ingress",
+        "Secret",
+        "Service",
+        "StatefulSet",
+    ] {
+        assert!(
+            kinds.contains(&kind),
+            "{kind} not in status.inventory: {kinds:?}"
+        );
+    }
+
+    edit::<ConfigMap>(
+        &f,
+        "fix-env",
+        Patch::Merge(json!({ "data": { "LOG_LEVEL": "debug" } })),
+    )
+    .await;
+    edit::<Deployment>(
+        &f,
+        "fix-app",
+        Patch::Strategic(json!({ "spec": { "template": { "spec": { "containers": [
+            { "name": "app", "image": "registry.example.com/full/app:6.6.6" } ] } } } })),
+    )
+    .await;
+    edit::<Service>(
+        &f,
+        "fix-app",
+        Patch::Merge(
+            json!({ "spec": { "ports": [{ "port": 81, "protocol": "TCP", "targetPort": 80 }] } }),
+        ),
+    )
+    .await;
+
+    let deployments: Api<Deployment> = Api::namespaced(f.cp.client(), NS);
+    let services: Api<Service> = Api::namespaced(f.cp.client(), NS);
+    eventually("the three edits put back", 60, || async {
+        let cm = configmap(&f, "fix-env").await;
+        let d = deployments.get("fix-app").await.ok()?;
+        let s = services.get("fix-app").await.ok()?;
+        let image = d.spec?.template.spec?.containers.first()?.image.clone()?;
+        let ports: Vec<i32> = s.spec?.ports?.iter().map(|p| p.port).collect();
+        (log_level(&cm) == CHART_LOG_LEVEL
+            && image == "registry.example.com/full/app:2.1.0"
+            && ports.contains(&80))
+        .then_some(())
+    })
+    .await;
+    // The Event names the object and the field.
+    eventually("DriftRepaired Events naming the fields", 30, || async {
+        let e = events(&f, "fix").await;
+        let named = |needle: &str| {
+            e.iter()
+                .any(|(reason, message)| reason == "DriftRepaired" && message.contains(needle))
+        };
+        (named("ConfigMap apps/fix-env (/data/LOG_LEVEL)")
+            && named("/spec/template/spec/containers/0/image")
+            && named("Service apps/fix-app"))
+        .then_some(())
+    })
+    .await;
+    // Put back as helm would have it: helm's label and annotations.
+    let cm = configmap(&f, "fix-env").await;
+    let labels = cm.metadata.labels.clone().unwrap_or_default();
+    let annotations = cm.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        labels
+            .get("app.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("Helm")
+    );
+    assert_eq!(
+        annotations
+            .get("meta.helm.sh/release-name")
+            .map(String::as_str),
+        Some("fix")
+    );
+    assert_eq!(
+        annotations
+            .get("meta.helm.sh/release-namespace")
+            .map(String::as_str),
+        Some(NS)
+    );
+    // No helm run: still revision 1, and the repair does not loop.
+    operator.settle().await;
+    assert_eq!(
+        revisions(&f, "fix").await.len(),
+        1,
+        "a new Helm revision was made"
+    );
+    let app = get(&f, "fix").await.unwrap();
+    assert!(app.status.as_ref().unwrap().drift.is_empty());
+    assert_eq!(drifted_gauge(&operator, "fix"), Some(0.0));
+    let checks = drift_checks(&operator);
+    operator.settle().await;
+    assert_eq!(
+        drift_checks(&operator),
+        checks,
+        "checks go on after the put-back"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn in_warn_mode_an_edit_is_reported_not_changed_and_a_deletion_still_put_back() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "rep", json!({ "chart": { "path": "full" } })).await;
+    ready(&f, "rep", "InstallSucceeded", 1).await;
+    operator.settle().await;
+
+    edit::<ConfigMap>(
+        &f,
+        "rep-env",
+        Patch::Merge(json!({ "data": { "LOG_LEVEL": "debug" } })),
+    )
+    .await;
+    let app = eventually("Drifted=True", 60, || async {
+        let app = get(&f, "rep").await?;
+        (condition(&app, "Drifted")?.0 == "True").then_some(app)
+    })
+    .await;
+    let (_, reason, message) = condition(&app, "Drifted").unwrap();
+    assert_eq!(reason, "DriftDetected");
+    assert!(
+        message.contains("ConfigMap apps/rep-env (/data/LOG_LEVEL)"),
+        "{message}"
+    );
+    let drift = &app.status.as_ref().unwrap().drift;
+    assert_eq!(drift.len(), 1);
+    assert_eq!(
+        (drift[0].kind.as_str(), drift[0].name.as_str()),
+        ("ConfigMap", "rep-env")
+    );
+    assert_eq!(drift[0].fields, ["/data/LOG_LEVEL"]);
+    assert_eq!(drifted_gauge(&operator, "rep"), Some(1.0));
+    operator.settle().await;
+    assert_eq!(
+        log_level(&configmap(&f, "rep-env").await),
+        "debug",
+        "warn changed it"
+    );
+    let warnings = events(&f, "rep")
+        .await
+        .into_iter()
+        .filter(|(reason, _)| reason == "DriftDetected")
+        .count();
+    assert_eq!(warnings, 1, "one Warning per new drift");
+
+    // Undone by hand: the drift clears.
+    edit::<ConfigMap>(
+        &f,
+        "rep-env",
+        Patch::Merge(json!({ "data": { "LOG_LEVEL": CHART_LOG_LEVEL } })),
+    )
+    .await;
+    eventually("Drifted=False", 60, || async {
+        let app = get(&f, "rep").await?;
+        let (status, reason, _) = condition(&app, "Drifted")?;
+        (status == "False" && reason == "NoDrift" && app.status?.drift.is_empty()).then_some(())
+    })
+    .await;
+    assert_eq!(drifted_gauge(&operator, "rep"), Some(0.0));
+
+    // A deleted object is put back in warn mode too.
+    Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .delete("rep-env", &DeleteParams::default())
+        .await
+        .unwrap();
+    ready(&f, "rep", "DriftRepaired", 2).await;
+    assert_eq!(log_level(&configmap(&f, "rep-env").await), CHART_LOG_LEVEL);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_ignored_field_and_an_opted_out_object_are_left_alone_at_no_cost() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec = json!({
+        "chart": { "path": "full" },
+        "drift": { "mode": "enabled", "ignore": [
+            { "paths": ["/spec/replicas"], "target": { "kind": "Deployment" } } ] }
+    });
+    apply(&f, "ign", spec).await;
+    ready(&f, "ign", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    let checks = drift_checks(&operator);
+
+    // Scaled (as an HPA would): no check, no repair, no Event.
+    for replicas in [3, 5] {
+        let mark = operator.mark();
+        edit::<Deployment>(
+            &f,
+            "ign-app",
+            Patch::Merge(json!({ "spec": { "replicas": replicas } })),
+        )
+        .await;
+        operator.reconciled_since(mark).await;
+    }
+    operator.settle().await;
+    let d = Api::<Deployment>::namespaced(f.cp.client(), NS)
+        .get("ign-app")
+        .await
+        .unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(5));
+    assert_eq!(
+        drift_checks(&operator),
+        checks,
+        "a dry run for an ignored field"
+    );
+    assert!(
+        !events(&f, "ign")
+            .await
+            .iter()
+            .any(|(r, _)| r.starts_with("Drift")),
+        "an Event about an ignored field"
+    );
+
+    // hossted.com/drift: disabled on the ConfigMap: its edit stays.
+    edit::<ConfigMap>(
+        &f,
+        "ign-env",
+        Patch::Merge(json!({
+            "metadata": { "annotations": { "hossted.com/drift": "disabled" } },
+            "data": { "LOG_LEVEL": "debug" }
+        })),
+    )
+    .await;
+    operator.settle().await;
+    assert_eq!(log_level(&configmap(&f, "ign-env").await), "debug");
+    assert!(
+        get(&f, "ign")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .drift
+            .is_empty()
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn an_edit_made_while_the_operator_is_stopped_is_put_back_when_it_starts() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec = json!({ "chart": { "path": "full" }, "drift": { "mode": "enabled" } });
+    apply(&f, "later", spec).await;
+    ready(&f, "later", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    operator.stop().await;
+
+    edit::<ConfigMap>(
+        &f,
+        "later-env",
+        Patch::Merge(json!({ "data": { "LOG_LEVEL": "debug" } })),
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    eventually("put back after the start", 60, || async {
+        (log_level(&configmap(&f, "later-env").await) == CHART_LOG_LEVEL).then_some(())
+    })
+    .await;
+    operator.settle().await;
+    assert_eq!(revisions(&f, "later").await.len(), 1);
+    operator.stop().await;
+}
