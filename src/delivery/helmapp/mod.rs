@@ -14,6 +14,7 @@ pub mod act;
 mod context;
 mod drift;
 mod inputs;
+mod kstatus;
 pub mod observe;
 pub mod observed;
 pub mod plan;

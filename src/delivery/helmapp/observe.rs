@@ -58,6 +58,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         project_gone: false,
         missing: Vec::new(),
         pending: Vec::new(),
+        readiness_failed: None,
+        readiness_polled: false,
         drift: Default::default(),
         now: chrono::Utc::now(),
         status,
@@ -95,6 +97,10 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.missing = missing_objects(ctx, &o.target, &entry).await;
     }
     super::drift::observe(ctx, app, &mut o).await;
+    if app.spec.wait && !super::status::is_true(&o.status, super::status::READY) {
+        o.readiness_polled = true;
+        o.readiness_failed = readiness::others(ctx, &mut o).await;
+    }
     o
 }
 

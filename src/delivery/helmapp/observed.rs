@@ -105,6 +105,13 @@ pub struct Observed {
     pub missing: Vec<String>,
     /// With `wait`: workloads of the release still rolling out.
     pub pending: Vec<String>,
+    /// With `wait`: an object of the release that failed (`Stalled` or
+    /// `Failed`), with its message — not ready, without waiting for
+    /// `timeout`.
+    pub readiness_failed: Option<String>,
+    /// With `wait`: objects of kinds no cache follows were read (and are
+    /// read again while the release waits).
+    pub readiness_polled: bool,
     /// What the drift check found (`super::drift`).
     pub drift: DriftFound,
     pub now: chrono::DateTime<chrono::Utc>,

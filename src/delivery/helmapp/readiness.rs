@@ -1,13 +1,16 @@
 //! With `wait`: which workloads of the release have not finished rolling
-//! out (read from the caches, never `helm --wait`), and what that makes of
+//! out (read from the caches, never `helm --wait`), which of its objects of
+//! other kinds are not ready (read while it waits), and what that makes of
 //! `Ready`.
 
 use std::time::Duration;
 
-use apis::helmapp::HelmAppStatus;
 use kube::ResourceExt;
 
 use super::context::Context;
+use super::drift::check::Object;
+use super::kstatus::Readiness;
+use super::observed::Observed;
 use super::status::Reason;
 use super::target::Target;
 use crate::cached::members::MEMBER_INDEX;
@@ -49,17 +52,22 @@ pub fn pending(ctx: &Context, target: &Target) -> Vec<String> {
     pending
 }
 
-/// Not ready while `pending` is not empty: `Progressing` until `timeout`
-/// has passed since the last operation, then `ReadinessTimeout` (reported,
-/// not remediated); with when to look again (a workload's change re-queues
-/// sooner).
-pub fn verdict(
-    pending: &[String],
-    status: &HelmAppStatus,
-    timeout: Duration,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Option<(Reason, String, Duration)> {
-    if pending.is_empty() {
+/// How soon a release waiting on objects that no cache follows is looked
+/// at again.
+const POLL: Duration = Duration::from_secs(5);
+
+/// Not ready while an object failed or `pending` is not empty: a failed
+/// object at once (`ReadinessFailed`, with its message); else
+/// `Progressing` until `timeout` has passed since the last operation, then
+/// `ReadinessTimeout` (reported, not remediated); with when to look again
+/// (a workload's change re-queues sooner; objects read by request are read
+/// again every few seconds while the release waits).
+pub fn verdict(o: &Observed, timeout: Duration) -> Option<(Reason, String, Duration)> {
+    let status = &o.status;
+    if let Some(failed) = &o.readiness_failed {
+        return Some((Reason::ReadinessFailed, failed.clone(), POLL * 2));
+    }
+    if o.pending.is_empty() {
         return None;
     }
     let since = status
@@ -67,16 +75,68 @@ pub fn verdict(
         .first()
         .and_then(|h| chrono::DateTime::parse_from_rfc3339(&h.time).ok())
         .map(|t| {
-            (now - t.with_timezone(&chrono::Utc))
+            (o.now - t.with_timezone(&chrono::Utc))
                 .to_std()
                 .unwrap_or_default()
         })
         .unwrap_or_default();
     let (reason, again) = if since >= timeout {
         (Reason::ReadinessTimeout, Duration::from_secs(300))
+    } else if o.readiness_polled {
+        (Reason::Progressing, (timeout - since).min(POLL))
     } else {
         (Reason::Progressing, timeout - since)
     };
-    let message = format!("waiting for {} to be ready (spec.wait)", pending.join(", "));
+    let message = format!(
+        "waiting for {} to be ready (spec.wait)",
+        o.pending.join(", ")
+    );
     Some((reason, message, again))
+}
+
+/// With `wait`, while the release is not Ready: its objects of kinds no
+/// cache follows, read one request each and judged by
+/// [`super::kstatus`]. Adds the ones not ready to `o.pending` and returns
+/// the first one that failed (`Stalled`/`Failed`), with its message.
+/// Until `status.inventory` lists the current revision, that is pending
+/// too (nothing can be judged ready before its objects are known).
+pub async fn others(ctx: &Context, o: &mut Observed) -> Option<String> {
+    if o.status.inventory_revision != o.status.revision {
+        o.pending
+            .push(format!("the objects of revision {}", o.status.revision));
+        return None;
+    }
+    let user = o.identity.user();
+    let mut failed = None;
+    let none = serde_json::Value::Null;
+    for entry in &o.status.inventory {
+        if super::kstatus::without_readiness(&entry.api_version, &entry.kind) {
+            continue;
+        }
+        let object = Object {
+            api_version: &entry.api_version,
+            kind: &entry.kind,
+            namespace: &entry.namespace,
+            name: &entry.name,
+            desired: &none,
+            as_user: user.as_deref(),
+        };
+        let name = format!("{} {}", entry.kind, entry.name);
+        match ctx.drift.read(&ctx.client, &object).await {
+            Ok(Some(live)) => match super::kstatus::readiness(&live) {
+                Readiness::Ready => {}
+                Readiness::Pending(_) => o.pending.push(name),
+                Readiness::Failed(why) => {
+                    failed.get_or_insert(format!("{name} failed: {why}"));
+                }
+            },
+            Ok(None) => o.pending.push(name),
+            Err(e) => {
+                log::warn!("{}: readiness of {name}: {e}", o.target.key());
+                o.pending.push(name);
+            }
+        }
+    }
+    o.pending.sort();
+    failed
 }

@@ -43,6 +43,7 @@ pub enum Reason {
     UpToDate,
     Progressing,
     ReadinessTimeout,
+    ReadinessFailed,
     // HelmAppSet.
     AppsReady,
     InvalidName,
@@ -59,7 +60,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 42] = [
+    pub const ALL: [Reason; 43] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -92,6 +93,7 @@ impl Reason {
         Reason::UpToDate,
         Reason::Progressing,
         Reason::ReadinessTimeout,
+        Reason::ReadinessFailed,
         Reason::AppsReady,
         Reason::InvalidName,
         Reason::NameTaken,
@@ -139,6 +141,7 @@ impl Reason {
             UpToDate => "UpToDate",
             Progressing => "Progressing",
             ReadinessTimeout => "ReadinessTimeout",
+            ReadinessFailed => "ReadinessFailed",
             AppsReady => "AppsReady",
             InvalidName => "InvalidName",
             NameTaken => "NameTaken",

@@ -221,3 +221,138 @@ async fn with_wait_a_daemonset_and_a_job_count_too() {
     with_reason(&f, "agents", "UpToDate").await;
     operator.stop().await;
 }
+
+/// Sets the status of Gadget `name` (a custom resource: no controller
+/// here writes it).
+async fn gadget_status(f: &Fixture, name: &str, status: serde_json::Value) {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let gvk = GroupVersionKind::gvk("example.hossted.com", "v1", "Gadget");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(f.cp.client(), NS, &resource);
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap();
+}
+
+fn ready_message(app: &HelmApp) -> String {
+    app.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// Gadget `release-gadget`, made before its release with helm's adoption
+/// metadata (helm takes it over at install and leaves its status alone),
+/// with `status`: a controller's verdict exists before the operator can
+/// look — there is no window in which the Gadget has no conditions (which
+/// kstatus counts as ready).
+async fn gadget_before_install(f: &Fixture, release: &str, status: serde_json::Value) {
+    use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
+    let crd = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/charts/gadget/crds/gadgets.yaml");
+    output_ok(f.cp.kubectl().args(["apply", "-f"]).arg(&crd));
+    let gvk = GroupVersionKind::gvk("example.hossted.com", "v1", "Gadget");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "gadgets");
+    let api: Api<DynamicObject> = Api::namespaced_with(f.cp.client(), NS, &resource);
+    let gadget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.hossted.com/v1", "kind": "Gadget",
+        "metadata": { "name": format!("{release}-gadget"), "namespace": NS,
+            "labels": { "app.kubernetes.io/managed-by": "Helm" },
+            "annotations": { "meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": NS } },
+        "spec": { "size": "small" }
+    }))
+    .unwrap();
+    eventually("the Gadget CRD served", 30, || async {
+        api.create(&PostParams::default(), &gadget).await.ok()
+    })
+    .await;
+    gadget_status(f, &format!("{release}-gadget"), status).await;
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str) -> serde_json::Value {
+    json!({ "type": type_, "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:00Z" })
+}
+
+#[tokio::test]
+async fn with_wait_a_custom_resource_with_conditions_holds_ready_and_its_dependents() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    gadget_before_install(
+        &f,
+        "gadget",
+        json!({ "observedGeneration": 1, "conditions": [
+            condition("Ready", "False", "Provisioning", "provisioning the gadget") ] }),
+    )
+    .await;
+    gadget_before_install(
+        &f,
+        "stuck",
+        json!({ "observedGeneration": 1, "conditions": [
+            condition("Ready", "False", "Failing", "x"),
+            condition("Stalled", "True", "NoIssuer", "the issuer does not exist") ] }),
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "gadget",
+        json!({ "chart": { "path": "gadget" }, "wait": true }),
+    )
+    .await;
+    apply(
+        &f,
+        "after",
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [{ "name": "gadget" }] }),
+    )
+    .await;
+    // Ready=False on the Gadget: not Ready, and the dependent waits.
+    eventually("Progressing on the Gadget", 60, || async {
+        let app = get(&f, "gadget").await?;
+        (ready_message(&app).contains("Gadget gadget-gadget") && !is_ready(&app)).then_some(())
+    })
+    .await;
+    operator.settle().await;
+    let app = get(&f, "gadget").await.unwrap();
+    assert!(!is_ready(&app), "{}", ready_message(&app));
+    assert_eq!(app.status.unwrap().revision, 1);
+    assert!(
+        revisions(&f, "after").await.is_empty(),
+        "a dependent started early"
+    );
+    let after = get(&f, "after").await.unwrap();
+    assert_eq!(
+        after.status.unwrap().conditions[0].reason,
+        "DependencyNotReady"
+    );
+
+    // Ready=True: both proceed.
+    gadget_status(
+        &f,
+        "gadget-gadget",
+        json!({ "conditions": [ condition("Ready", "True", "Provisioned", "ready") ] }),
+    )
+    .await;
+    with_reason(&f, "gadget", "UpToDate").await;
+    ready(&f, "after", "InstallSucceeded", 1).await;
+
+    // Stalled=True fails at once, with the object's message (timeout: 5m).
+    apply(
+        &f,
+        "stuck",
+        json!({ "chart": { "path": "gadget" }, "wait": true }),
+    )
+    .await;
+    let app = with_reason(&f, "stuck", "ReadinessFailed").await;
+    assert!(
+        ready_message(&app).contains("Gadget stuck-gadget failed: the issuer does not exist"),
+        "{}",
+        ready_message(&app)
+    );
+    operator.stop().await;
+}

@@ -107,11 +107,11 @@ fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
         status.config_hash = hash;
         status.revision = revision;
     }
-    let timeout = o.timeout;
-    if let Some((reason, message, again)) = readiness::verdict(&o.pending, status, timeout, o.now) {
-        status::set(status, READY, false, reason, &message);
+    if let Some((reason, message, again)) = readiness::verdict(o, o.timeout) {
+        status::set(&mut o.status, READY, false, reason, &message);
         return Outcome::Finished(Action::requeue_after(again, message));
     }
+    let status = &mut o.status;
     if !status::is_true(status, READY) {
         let message = "the release is deployed with this configuration";
         status::set(status, READY, true, Reason::UpToDate, message);

@@ -167,12 +167,14 @@ fn succeeded(
     ctx.recorder
         .event(app, EventType::Normal, reason.as_str(), &message);
     if app.spec.wait {
-        // The caches as they are now: a workload helm just changed shows
-        // its new generation when its event arrives, and re-queues.
-        let pending = readiness::pending(ctx, &o.target);
-        let timeout = o.timeout;
-        if let Some((reason, text, again)) = readiness::verdict(&pending, &o.status, timeout, o.now)
-        {
+        // Not Ready before the objects of this revision are known and
+        // judged: the next reconcile lists them (its storage event
+        // re-queues, and so does this) and decides.
+        o.pending = readiness::pending(ctx, &o.target);
+        o.pending
+            .push(format!("the objects of revision {}", released.revision));
+        o.readiness_polled = true;
+        if let Some((reason, text, again)) = readiness::verdict(o, o.timeout) {
             status::set(&mut o.status, READY, false, reason, &text);
             return Outcome::Finished(Action::requeue_after(again, text));
         }

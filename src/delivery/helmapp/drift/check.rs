@@ -93,14 +93,8 @@ impl Shared {
         previous: Option<&str>,
     ) -> Result<Found, String> {
         let collection = self.collection(client, object).await?;
-        let mut get = Request::new(&collection)
-            .get(object.name, &Default::default())
-            .map_err(|e| e.to_string())?;
-        impersonate(&mut get, object.as_user)?;
-        let live: Value = match client.request(get).await {
-            Ok(v) => v,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Found::Gone),
-            Err(e) => return Err(format!("reading {}: {e}", describe(object))),
+        let Some(live) = self.read_at(client, object, &collection).await? else {
+            return Ok(Found::Gone);
         };
         let fingerprint = Fingerprint::of(&live);
         let digest = fingerprint.digest(ignored);
@@ -118,6 +112,34 @@ impl Shared {
         } else {
             Found::Drifted { fields, digest }
         })
+    }
+
+    /// The live object (`None`: it does not exist), read as
+    /// `object.as_user` (`object.desired` is not used).
+    pub async fn read(
+        &self,
+        client: &kube::Client,
+        object: &Object<'_>,
+    ) -> Result<Option<Value>, String> {
+        let collection = self.collection(client, object).await?;
+        self.read_at(client, object, &collection).await
+    }
+
+    async fn read_at(
+        &self,
+        client: &kube::Client,
+        object: &Object<'_>,
+        collection: &str,
+    ) -> Result<Option<Value>, String> {
+        let mut get = Request::new(collection)
+            .get(object.name, &Default::default())
+            .map_err(|e| e.to_string())?;
+        impersonate(&mut get, object.as_user)?;
+        match client.request(get).await {
+            Ok(v) => Ok(Some(v)),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
+            Err(e) => Err(format!("reading {}: {e}", describe(object))),
+        }
     }
 
     /// Puts `object` back as its manifest has it; returns the digest of

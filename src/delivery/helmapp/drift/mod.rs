@@ -39,14 +39,11 @@ use check::{Object, with_helm_metadata};
 /// stay suspect and are checked by the next).
 const MAX_CHECKS: usize = 20;
 
-/// The drift of `app`'s release: `status.inventory` brought to the newest
-/// revision, suspects checked. Only for a release of ours that is
+/// `status.inventory` brought to the newest revision (whatever the drift
+/// mode: readiness reads it too), then the drift of `app`'s release:
+/// suspects checked. Only for a release of ours that is
 /// deployed and that no helm of ours runs on.
 pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    if app.spec.drift_mode() == DriftMode::Disabled {
-        o.status.drift.clear();
-        return;
-    }
     let Some(newest) = o.newest.clone() else {
         return;
     };
@@ -69,6 +66,10 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
                 return;
             }
         }
+    }
+    if app.spec.drift_mode() == DriftMode::Disabled {
+        o.status.drift.clear();
+        return;
     }
     let (suspects, unwatched) = suspects(ctx, app, o);
     let interval =

@@ -62,6 +62,8 @@ pub(super) fn observed() -> Observed {
         busy: false,
         missing: Vec::new(),
         pending: Vec::new(),
+        readiness_failed: None,
+        readiness_polled: false,
         drift: Default::default(),
         now: now(),
         timeout: Duration::from_secs(300),
