@@ -256,7 +256,8 @@ fn status_writer(
 ) -> StatusWriter<Hosstedproject, apis::HosstedprojectStatus> {
     let writer = StatusWriter::new(manager.client(), |hp: &Hosstedproject| hp.status.clone())
         .unchanged_when(same_but_timestamp)
-        .owning_conditions(FIELD_MANAGER, &[apis::PROJECT_READY]);
+        .owning_conditions(FIELD_MANAGER, &[apis::PROJECT_READY])
+        .applying_whole_status();
     writer.follow(projects);
     writer
 }

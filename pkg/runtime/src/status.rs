@@ -66,6 +66,9 @@ pub struct StatusWriter<K, S> {
 struct OwnedConditions {
     field_manager: &'static str,
     types: &'static [&'static str],
+    /// The whole status (its owned conditions included) is applied in one
+    /// request: see [`StatusWriter::applying_whole_status`].
+    whole: bool,
 }
 
 /// What [`StatusWriter::write`] did.
@@ -111,7 +114,24 @@ where
         self.conditions = Some(OwnedConditions {
             field_manager,
             types,
+            whole: false,
         });
+        self
+    }
+
+    /// With [`StatusWriter::owning_conditions`]: the whole status — every
+    /// field, and the owned conditions — is applied in one server-side
+    /// apply under the writer's field manager, so a reader never sees the
+    /// conditions ahead of (or behind) the fields they summarise
+    /// (`Ready=True, 1 app reported` with `appCount: 0`). For the writer
+    /// that owns everything in the status but other writers' conditions.
+    /// A field that leaves the status is removed by a merge patch first
+    /// (rare: a field another manager set, such as one the Go operator
+    /// wrote).
+    pub fn applying_whole_status(mut self) -> Self {
+        if let Some(owned) = self.conditions.as_mut() {
+            owned.whole = true;
+        }
         self
     }
 
@@ -165,28 +185,51 @@ where
         let mut body = serde_json::to_value(status).map_err(kube::Error::SerdeError)?;
         let mut previous = serde_json::to_value(&current).map_err(kube::Error::SerdeError)?;
         let mut returned = None;
-        // The owned conditions are taken out of the merge patch and
-        // applied after it: they summarise the rest (`Ready=True, 1 app
-        // reported`), so a reader between the two requests must not see
-        // them ahead of the fields they speak of.
-        let conditions = self.conditions.and_then(|owned| {
+        if let Some(owned) = self.conditions.filter(|o| o.whole) {
             let (now, before) = (owned.pick(&mut body), owned.pick(&mut previous));
-            (now != before).then_some((owned, now))
-        });
-        if body != previous {
-            null_removed(&mut body, &previous);
-            let patch = serde_json::json!({ "status": body });
-            returned = self
-                .request(obj, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?;
+            if body == previous && now == before {
+                return Ok(Written::Unchanged);
+            }
+            let mut gone = body.clone();
+            null_removed(&mut gone, &previous);
+            if let Some(gone) = only_nulls(&gone) {
+                let patch = serde_json::json!({ "status": gone });
+                if self
+                    .request(obj, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?
+                    .is_none()
+                {
+                    return Ok(Written::Gone);
+                }
+            }
+            if let Some(fields) = body.as_object_mut() {
+                fields.insert("conditions".into(), now);
+            }
+            returned = self.apply_status(obj, owned, body).await?;
             if returned.is_none() {
                 return Ok(Written::Gone);
             }
-        }
-        if let Some((owned, now)) = conditions {
-            returned = self.apply_conditions(obj, owned, now).await?;
-            if returned.is_none() {
-                return Ok(Written::Gone);
+        } else {
+            if let Some(owned) = self.conditions {
+                let (now, before) = (owned.pick(&mut body), owned.pick(&mut previous));
+                if now != before {
+                    returned = self
+                        .apply_status(obj, owned, serde_json::json!({ "conditions": now }))
+                        .await?;
+                    if returned.is_none() {
+                        return Ok(Written::Gone);
+                    }
+                }
+            }
+            if body != previous {
+                null_removed(&mut body, &previous);
+                let patch = serde_json::json!({ "status": body });
+                returned = self
+                    .request(obj, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await?;
+                if returned.is_none() {
+                    return Ok(Written::Gone);
+                }
             }
         }
         let Some(returned) = returned else {
@@ -200,12 +243,14 @@ where
         Ok(Written::Patched)
     }
 
-    /// Applies `conditions` (this writer's only) to `obj`'s status.
-    async fn apply_conditions(
+    /// Applies `status` (this writer's conditions only, and with
+    /// [`StatusWriter::applying_whole_status`] its other fields) to
+    /// `obj`'s status.
+    async fn apply_status(
         &self,
         obj: &K,
         owned: OwnedConditions,
-        conditions: serde_json::Value,
+        status: serde_json::Value,
     ) -> Result<Option<K>, kube::Error> {
         let mut metadata = serde_json::json!({ "name": obj.name_any() });
         if let Some(ns) = obj.namespace() {
@@ -215,7 +260,7 @@ where
             "apiVersion": K::api_version(&()),
             "kind": K::kind(&()),
             "metadata": metadata,
-            "status": { "conditions": conditions },
+            "status": status,
         });
         let params = PatchParams::apply(owned.field_manager).force();
         self.request(obj, &params, &Patch::Apply(&body)).await
@@ -287,6 +332,20 @@ impl OwnedConditions {
             .collect();
         serde_json::Value::Array(mine)
     }
+}
+
+/// The `null`s of `value` (nested maps kept as the path to them), or
+/// `None` when it has none.
+fn only_nulls(value: &serde_json::Value) -> Option<serde_json::Value> {
+    let map = value.as_object()?;
+    let kept: serde_json::Map<String, serde_json::Value> = map
+        .iter()
+        .filter_map(|(k, v)| match v {
+            serde_json::Value::Null => Some((k.clone(), serde_json::Value::Null)),
+            v => only_nulls(v).map(|n| (k.clone(), n)),
+        })
+        .collect();
+    (!kept.is_empty()).then_some(serde_json::Value::Object(kept))
 }
 
 /// Adds to `new` a `null` for every key of `old` it lacks, in nested maps too.
@@ -397,6 +456,21 @@ mod tests {
         assert!(!caught_up("12", &"ready", "10", &""));
         // Someone wrote on top ("13"), our status in it: caught up.
         assert!(caught_up("12", &"ready", "13", &"ready"));
+    }
+
+    #[test]
+    fn only_the_removed_fields_are_kept_for_the_removal_patch() {
+        let mut body = serde_json::json!({ "a": 1, "m": { "k": "v" } });
+        let previous = serde_json::json!({ "a": 1, "gone": "x", "m": { "k": "v", "old": "y" } });
+        null_removed(&mut body, &previous);
+        assert_eq!(
+            only_nulls(&body),
+            Some(serde_json::json!({ "gone": null, "m": { "old": null } }))
+        );
+        assert_eq!(
+            only_nulls(&serde_json::json!({ "a": 1, "m": { "k": 2 } })),
+            None
+        );
     }
 
     #[test]
