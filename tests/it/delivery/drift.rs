@@ -362,3 +362,47 @@ async fn an_edit_made_while_the_operator_is_stopped_is_put_back_when_it_starts()
     assert_eq!(revisions(&f, "later").await.len(), 1);
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn random_output_of_a_chart_is_not_drift_the_stored_manifest_is_the_reference() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec = json!({ "chart": { "path": "random" }, "drift": { "mode": "enabled" } });
+    apply(&f, "rnd", spec).await;
+    ready(&f, "rnd", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
+    let password = |s: Secret| s.data.and_then(|d| d.get("password").cloned());
+    let before = password(secrets.get("rnd-random").await.unwrap());
+    // A change that makes the Secret suspect (a label added by hand), and
+    // a reconcile asked for: a re-render would make another password.
+    let checks = drift_checks(&operator);
+    edit::<Secret>(
+        &f,
+        "rnd-random",
+        Patch::Merge(json!({ "metadata": { "labels": { "team": "a" } } })),
+    )
+    .await;
+    patch(
+        &f,
+        "rnd",
+        json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": "1" } } }),
+    )
+    .await;
+    eventually("the suspect Secret checked", 30, || async {
+        (drift_checks(&operator) > checks).then_some(())
+    })
+    .await;
+    operator.settle().await;
+    assert_eq!(password(secrets.get("rnd-random").await.unwrap()), before);
+    assert!(
+        !events(&f, "rnd")
+            .await
+            .iter()
+            .any(|(r, _)| r.starts_with("Drift")),
+        "random output counted as drift"
+    );
+    assert_eq!(revisions(&f, "rnd").await.len(), 1);
+    operator.stop().await;
+}
