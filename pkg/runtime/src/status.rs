@@ -478,6 +478,7 @@ mod tests {
         let owned = OwnedConditions {
             field_manager: "m",
             types: &["Ready"],
+            whole: false,
         };
         let mut status = serde_json::json!({
             "apps": 1,
