@@ -6,7 +6,8 @@
 //! | `hossted_helm_run_duration_seconds{action}` | histogram | time per helm run |
 //! | `hossted_helmapps{ready}` | gauge | HelmApps by their `Ready` condition (`True`, `False`, `Unknown`) |
 //! | `hossted_helmapp_drifted_objects{namespace,name}` | gauge | objects of a HelmApp's release that drifted (`status.drift`) |
-//! | `hossted_drift_checks_total{kind}` | counter | precise drift checks (server-side apply dry runs) |
+//! | `hossted_drift_checks_total{kind}` | counter | suspect objects read and compared with their manifest |
+//! | `hossted_drift_dry_runs_total{kind}` | counter | server-side apply dry runs confirming drift (`warn` mode) |
 
 use apis::helmapp::HelmApp;
 use cache::Store;
@@ -32,6 +33,7 @@ pub struct HelmMetrics {
     runs: Family<Labels2, Counter>,
     durations: Family<Labels1, Histogram, fn() -> Histogram>,
     drift_checks: Family<Labels1, Counter>,
+    drift_dry_runs: Family<Labels1, Counter>,
 }
 
 /// `hossted_helmapp_drifted_objects{namespace,name}`, from the cache at
@@ -127,6 +129,7 @@ impl HelmMetrics {
             runs: Family::default(),
             durations: Family::new_with_constructor(run_histogram),
             drift_checks: Family::default(),
+            drift_dry_runs: Family::default(),
         };
         let r = manager.metrics();
         r.register(
@@ -151,13 +154,25 @@ impl HelmMetrics {
         );
         r.register(
             "drift_checks",
-            "Precise drift checks (server-side apply dry runs) by kind",
+            "Suspect objects read and compared with their manifest, by kind",
             m.drift_checks.clone(),
+        );
+        r.register(
+            "drift_dry_runs",
+            "Server-side apply dry runs confirming drift, by kind",
+            m.drift_dry_runs.clone(),
         );
         m
     }
 
-    /// Counts one precise drift check of an object of `kind`.
+    /// Counts one dry run confirming drift of an object of `kind`.
+    pub fn drift_dry_run(&self, kind: &str) {
+        self.drift_dry_runs
+            .get_or_create(&[("kind", kind.to_string())])
+            .inc();
+    }
+
+    /// Counts one check of a suspect object of `kind`.
     pub fn drift_checked(&self, kind: &str) {
         self.drift_checks
             .get_or_create(&[("kind", kind.to_string())])

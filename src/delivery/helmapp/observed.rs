@@ -51,6 +51,9 @@ pub struct Drifted {
     pub desired: Value,
     /// The pointers `spec.drift.ignore` leaves out for it.
     pub ignored: Vec<String>,
+    /// The live object as read, when the drift is likely but not
+    /// confirmed (the put-back confirms it).
+    pub live: Option<Value>,
 }
 
 /// The chart and the hash of every input, or why they could not be had.

@@ -241,6 +241,14 @@ async fn in_warn_mode_an_edit_is_reported_not_changed_and_a_deletion_still_put_b
         .filter(|(reason, _)| reason == "DriftDetected")
         .count();
     assert_eq!(warnings, 1, "one Warning per new drift");
+    assert_eq!(
+        sample(
+            &operator.scrape(),
+            "hossted_drift_dry_runs_total{kind=\"ConfigMap\"}"
+        ),
+        Some(1.0),
+        "warn mode confirms a likely drift with one dry run"
+    );
 
     // Undone by hand: the drift clears.
     edit::<ConfigMap>(

@@ -15,6 +15,9 @@ use super::super::status::{self, DRIFTED, Reason};
 /// `status.drift` keeps at most this many objects.
 const LISTED: usize = 20;
 
+/// The `Drifted=False` message after a put-back.
+const REPAIRED: &str = "edited fields of the release's objects are put back (spec.drift.mode: enabled); Events DriftRepaired name each";
+
 /// Puts back every object found drifted, as the HelmApp's identity; one
 /// `DriftRepaired` Event naming each object and its fields. An object
 /// that cannot be put back stays drifted (listed, with a Warning).
@@ -31,16 +34,12 @@ pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
             desired: &d.desired,
             as_user: user.as_deref(),
         };
-        match ctx.drift.put_back(&ctx.client, &object, &ignored).await {
-            Ok(digest) => {
-                let message = format!("put back {}", describe(&d.object));
-                log::info!("{}: {message}", o.target.key());
-                ctx.recorder.event(
-                    app,
-                    EventType::Normal,
-                    Reason::DriftRepaired.as_str(),
-                    &message,
-                );
+        match ctx
+            .drift
+            .put_back(&ctx.client, &object, &ignored, d.live.as_ref())
+            .await
+        {
+            Ok((changed, digest)) => {
                 if let Some(entry) = o
                     .status
                     .inventory
@@ -50,12 +49,30 @@ pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
                     entry.checked = digest;
                 }
                 o.drift.cleared.push(d.object.clone());
+                if d.live.is_some() && changed.is_empty() {
+                    // Written otherwise than stored, not drifted.
+                    continue;
+                }
+                let mut repaired = d.object.clone();
+                if !changed.is_empty() {
+                    repaired.fields = changed;
+                }
+                let message = format!("put back {}", describe(&repaired));
+                log::info!("{}: {message}", o.target.key());
+                ctx.recorder.event(
+                    app,
+                    EventType::Normal,
+                    Reason::DriftRepaired.as_str(),
+                    &message,
+                );
+                // One message whatever was put back (the Events name it):
+                // a put-back writes no status unless something else moved.
                 status::set(
                     &mut o.status,
                     DRIFTED,
                     false,
                     Reason::DriftRepaired,
-                    &message,
+                    REPAIRED,
                 );
             }
             Err(e) => {

@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams};
 use kube::core::Request;
 use serde_json::{Value, json};
 
-use super::compare::drifted_fields;
+use super::compare::{as_stored, drifted_fields};
 use super::resources::collection_path;
 use super::shared::Shared;
 use crate::cached::fingerprint::Fingerprint;
@@ -37,19 +37,18 @@ pub struct Object<'a> {
 pub enum Found {
     /// The fields the manifest sets are as it sets them; `digest`: the
     /// live object's (what `status.inventory[].checked` records).
-    Clean {
-        digest: String,
-    },
+    Clean { digest: String },
     Drifted {
         fields: Vec<String>,
         digest: String,
+        /// The live object read, when the drift is only likely (not
+        /// confirmed by a dry run): the put-back compares with it.
+        live: Option<Value>,
     },
     /// The object is gone (a deletion: put back by a helm upgrade).
     Gone,
     /// It carries `hossted.com/drift: disabled`.
-    Disabled {
-        digest: String,
-    },
+    Disabled { digest: String },
 }
 
 /// `object` as helm applies it: helm's label and annotations added.
@@ -70,27 +69,21 @@ pub fn with_helm_metadata(object: &Value, release: &str, release_ns: &str) -> Va
 }
 
 impl Shared {
-    /// Checks `object`, leaving out the fields `ignored` covers.
+    /// Checks `object`, leaving out the fields `ignored` covers: reads it,
+    /// and unless its digest is `previous` (`None`: first sight, its
+    /// digest recorded) compares the fields its manifest sets with the
+    /// live ones. Values as written can differ from values as stored
+    /// (`cpu: 0.5` is kept as `500m`), so a difference is only *likely*
+    /// drift: `confirm` (drift reported, not put back) settles it with a
+    /// server-side apply dry run; otherwise the put-back itself does
+    /// ([`Shared::put_back`] names only the fields it changed).
     pub async fn check(
         &self,
         client: &kube::Client,
         object: &Object<'_>,
         ignored: &[&str],
-    ) -> Result<Found, String> {
-        // No digest is empty: the dry run always happens.
-        self.check_if_changed(client, object, ignored, Some(""))
-            .await
-    }
-
-    /// [`Shared::check`], with no dry run when the live object's digest is
-    /// `previous` (clean, or drifted as already known); `None`: record the
-    /// digest on first sight, no dry run.
-    pub async fn check_if_changed(
-        &self,
-        client: &kube::Client,
-        object: &Object<'_>,
-        ignored: &[&str],
         previous: Option<&str>,
+        confirm: bool,
     ) -> Result<Found, String> {
         let collection = self.collection(client, object).await?;
         let Some(live) = self.read_at(client, object, &collection).await? else {
@@ -104,13 +97,30 @@ impl Shared {
         if previous.is_none_or(|p| p == digest) {
             return Ok(Found::Clean { digest });
         }
-        let applied = self.apply(client, object, &collection, true).await?;
         self.metrics.drift_checked(object.kind);
+        let stored = as_stored(object.desired);
+        let likely = drifted_fields(&stored, &stored, &live, ignored);
+        if likely.is_empty() {
+            return Ok(Found::Clean { digest });
+        }
+        if !confirm {
+            return Ok(Found::Drifted {
+                fields: likely,
+                digest,
+                live: Some(live),
+            });
+        }
+        let applied = self.apply(client, object, &collection, true).await?;
+        self.metrics.drift_dry_run(object.kind);
         let fields = drifted_fields(object.desired, &applied, &live, ignored);
         Ok(if fields.is_empty() {
             Found::Clean { digest }
         } else {
-            Found::Drifted { fields, digest }
+            Found::Drifted {
+                fields,
+                digest,
+                live: None,
+            }
         })
     }
 
@@ -142,17 +152,23 @@ impl Shared {
         }
     }
 
-    /// Puts `object` back as its manifest has it; returns the digest of
-    /// what the server then holds.
+    /// Puts `object` back as its manifest has it; returns the fields the
+    /// put-back changed against `live` (empty: nothing had drifted — values
+    /// written differently than stored) and the digest of what the server
+    /// then holds. Without `live`, the fields are not known: empty.
     pub async fn put_back(
         &self,
         client: &kube::Client,
         object: &Object<'_>,
         ignored: &[&str],
-    ) -> Result<String, String> {
+        live: Option<&Value>,
+    ) -> Result<(Vec<String>, String), String> {
         let collection = self.collection(client, object).await?;
         let applied = self.apply(client, object, &collection, false).await?;
-        Ok(Fingerprint::of(&applied).digest(ignored))
+        let fields = live
+            .map(|live| drifted_fields(object.desired, &applied, live, ignored))
+            .unwrap_or_default();
+        Ok((fields, Fingerprint::of(&applied).digest(ignored)))
     }
 
     async fn collection(

@@ -61,6 +61,56 @@ pub fn drifted_fields(
     out
 }
 
+/// `object` as the API server would store what is written: a Secret's
+/// `stringData` as base64 in `data` — for comparing a manifest with a live
+/// object before any dry run.
+pub fn as_stored(object: &Value) -> Value {
+    use base64::Engine;
+    let mut object = object.clone();
+    let Some(map) = object.as_object_mut() else {
+        return object;
+    };
+    if let Some(Value::Object(strings)) = map.remove("stringData") {
+        let data = map
+            .entry("data")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(data) = data.as_object_mut() {
+            for (k, v) in strings {
+                let text = v.as_str().unwrap_or_default();
+                let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+                data.insert(k, Value::String(encoded));
+            }
+        }
+    }
+    object
+}
+
+/// `object` without the fields at `ignored` (JSON pointers): what is put
+/// back or dry-run never includes an ignored field (an HPA's replicas).
+pub fn without(object: &Value, ignored: &[&str]) -> Value {
+    let mut object = object.clone();
+    for pointer in ignored {
+        let Some((parent, last)) = pointer.rsplit_once('/') else {
+            continue;
+        };
+        let last = last.replace("~1", "/").replace("~0", "~");
+        match object.pointer_mut(parent) {
+            Some(Value::Object(map)) => {
+                map.remove(&last);
+            }
+            Some(Value::Array(items)) => {
+                if let Ok(i) = last.parse::<usize>()
+                    && i < items.len()
+                {
+                    items.remove(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    object
+}
+
 /// Whether one of `ignored` covers `pointer`: equal to it, or a parent of
 /// it (token-wise: `/spec/rep` does not cover `/spec/replicas`).
 pub fn covered(pointer: &str, ignored: &[&str]) -> bool {
@@ -173,6 +223,37 @@ mod tests {
         assert_eq!(
             drifted_fields(&secret, &applied, &live, &[]),
             ["/data/password"]
+        );
+    }
+
+    #[test]
+    fn string_data_is_compared_as_the_data_it_is_stored_as() {
+        let secret = json!({ "kind": "Secret", "stringData": { "password": "hunter2" } });
+        let stored = as_stored(&secret);
+        assert_eq!(stored["data"]["password"], "aHVudGVyMg==");
+        let live = json!({ "kind": "Secret", "data": { "password": "aHVudGVyMg==" } });
+        assert!(drifted_fields(&stored, &stored, &live, &[]).is_empty());
+        let edited = json!({ "kind": "Secret", "data": { "password": "b3RoZXI=" } });
+        assert_eq!(
+            drifted_fields(&stored, &stored, &edited, &[]),
+            ["/data/password"]
+        );
+    }
+
+    #[test]
+    fn ignored_fields_are_taken_out_of_what_is_applied() {
+        let o = json!({ "spec": { "replicas": 1, "template": { "metadata": { "annotations": { "a/b": "x", "c": "y" } } } } });
+        let w = without(
+            &o,
+            &[
+                "/spec/replicas",
+                "/spec/template/metadata/annotations/a~1b",
+                "/nothing/here",
+            ],
+        );
+        assert_eq!(
+            w,
+            json!({ "spec": { "template": { "metadata": { "annotations": { "c": "y" } } } } })
         );
     }
 

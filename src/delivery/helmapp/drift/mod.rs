@@ -171,12 +171,15 @@ async fn check_one(
     ) else {
         return;
     };
-    let desired = with_helm_metadata(doc, &o.target.release, &o.target.namespace);
     let ignored: Vec<String> = rules::ignored(app, &entry)
         .into_iter()
         .map(str::to_string)
         .collect();
     let ignored_refs: Vec<&str> = ignored.iter().map(String::as_str).collect();
+    let desired = compare::without(
+        &with_helm_metadata(doc, &o.target.release, &o.target.namespace),
+        &ignored_refs,
+    );
     let user = o.identity.user();
     let object = Object {
         api_version: &entry.api_version,
@@ -186,25 +189,29 @@ async fn check_one(
         desired: &desired,
         as_user: user.as_deref(),
     };
-    let found = match recheck {
-        Recheck::Always => ctx.drift.check(&ctx.client, &object, &ignored_refs).await,
-        Recheck::IfChanged(previous) => {
-            ctx.drift
-                .check_if_changed(&ctx.client, &object, &ignored_refs, Some(&previous))
-                .await
-        }
-        Recheck::TrustFirstSight => {
-            ctx.drift
-                .check_if_changed(&ctx.client, &object, &ignored_refs, None)
-                .await
-        }
+    let previous = match &recheck {
+        // No digest is empty: always compared.
+        Recheck::Always => Some(""),
+        Recheck::IfChanged(previous) => Some(previous.as_str()),
+        Recheck::TrustFirstSight => None,
     };
+    // Reported drift is confirmed by a dry run; drift that is put back is
+    // confirmed by the put-back.
+    let confirm = app.spec.drift_mode() != DriftMode::Enabled;
+    let found = ctx
+        .drift
+        .check(&ctx.client, &object, &ignored_refs, previous, confirm)
+        .await;
     match found {
         Ok(check::Found::Clean { digest }) | Ok(check::Found::Disabled { digest }) => {
             o.status.inventory[i].checked = digest;
             o.drift.cleared.push(identity(&entry));
         }
-        Ok(check::Found::Drifted { fields, digest }) => {
+        Ok(check::Found::Drifted {
+            fields,
+            digest,
+            live,
+        }) => {
             o.status.inventory[i].checked = digest;
             let mut object = identity(&entry);
             object.fields = fields;
@@ -213,6 +220,7 @@ async fn check_one(
                 api_version: entry.api_version.clone(),
                 desired,
                 ignored,
+                live,
             });
         }
         Ok(check::Found::Gone) => {

@@ -113,6 +113,7 @@ fn edited() -> crate::delivery::helmapp::observed::DriftFound {
             api_version: "v1".into(),
             desired: serde_json::json!({}),
             ignored: Vec::new(),
+            live: None,
         }],
         ..Default::default()
     }
