@@ -304,6 +304,109 @@ struct Figures {
     status_bytes_per_app: f64,
 }
 
+/// A control plane whose apiserver logs [`USER`]'s requests (one event
+/// per completed request) to the returned path.
+async fn audited_control_plane(dir: &Path) -> (ControlPlane, PathBuf) {
+    // `BENCH_AUDIT_LEVEL=Request` keeps request bodies, to see what a
+    // request was for.
+    let level = std::env::var("BENCH_AUDIT_LEVEL").unwrap_or("Metadata".into());
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted, Panic]\nrules:\n- level: {level}\n  users: [\"{USER}\"]\n- level: None\n"),
+    )
+    .expect("policy");
+    let audit = dir.join("audit.log");
+    let cp = ControlPlane::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", audit.display()))
+        .start()
+        .await
+        .expect("control plane");
+    (cp, audit)
+}
+
+/// Follows the three kinds edited, recording each put-back's latency.
+fn follow_all(client: &Client, pending: &Pending, done: &Arc<Mutex<Vec<f64>>>) {
+    follow::<ConfigMap>(
+        client,
+        "ConfigMap",
+        |c| {
+            c.data
+                .as_ref()
+                .and_then(|d| d.get("LOG_LEVEL"))
+                .map(String::as_str)
+                == Some(LOG_LEVEL)
+        },
+        pending.clone(),
+        done.clone(),
+    );
+    follow::<Deployment>(
+        client,
+        "Deployment",
+        |d| {
+            d.spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                == Some(IMAGE)
+        },
+        pending.clone(),
+        done.clone(),
+    );
+    follow::<Service>(
+        client,
+        "Service",
+        |s| {
+            s.spec
+                .as_ref()
+                .and_then(|s| s.ports.as_ref())
+                .is_some_and(|p| p.iter().any(|p| p.port == 80))
+        },
+        pending.clone(),
+        done.clone(),
+    );
+}
+
+/// `edits` edits of random apps spread over `minutes`, each on an app
+/// with nothing pending; the number that the ignore rule covers.
+async fn run_edits(
+    client: &Client,
+    apps: usize,
+    edits: usize,
+    minutes: usize,
+    pending: &Pending,
+) -> usize {
+    let start = Instant::now();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let period = Duration::from_secs_f64(minutes as f64 * 60.0 / edits.max(1) as f64);
+    let mut ignored = 0;
+    for n in 0..edits {
+        tokio::time::sleep_until((start + period * n as u32).into()).await;
+        let what = rng.below(10);
+        // An app with nothing pending (its last edit put back).
+        let mut i = rng.below(apps as u64) as usize;
+        for _ in 0..apps {
+            let busy = pending.lock().keys().any(|k| {
+                k.ends_with(&format!("/app-{i}-env")) || k.ends_with(&format!("/app-{i}-app"))
+            });
+            if !busy {
+                break;
+            }
+            i = (i + 1) % apps;
+        }
+        let t = Instant::now();
+        match edit(client, i, what, n as u64).await {
+            Some(key) => {
+                pending.lock().insert(key, t);
+            }
+            None => ignored += 1,
+        }
+    }
+    ignored
+}
+
 #[tokio::main]
 async fn main() {
     let env = |k: &str, d: usize| {
@@ -324,19 +427,7 @@ async fn main() {
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let dir = std::env::temp_dir().join(format!("bench-drift-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("work")).expect("dir");
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted, Panic]\nrules:\n- level: Metadata\n  users: [\"{USER}\"]\n- level: None\n"),
-    )
-    .expect("policy");
-    let audit = dir.join("audit.log");
-    let cp = ControlPlane::builder()
-        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
-        .apiserver_arg(format!("--audit-log-path={}", audit.display()))
-        .start()
-        .await
-        .expect("control plane");
+    let (cp, audit) = audited_control_plane(&dir).await;
     let client = cp.client();
     let kubeconfig = cp
         .kubeconfig_for_user(USER, Some("system:masters"))
@@ -388,75 +479,13 @@ async fn main() {
     eprintln!("bench-drift: {edits} edits over {minutes} min");
     let pending: Pending = Arc::default();
     let done: Arc<Mutex<Vec<f64>>> = Arc::default();
-    follow::<ConfigMap>(
-        &client,
-        "ConfigMap",
-        |c| {
-            c.data
-                .as_ref()
-                .and_then(|d| d.get("LOG_LEVEL"))
-                .map(String::as_str)
-                == Some(LOG_LEVEL)
-        },
-        pending.clone(),
-        done.clone(),
-    );
-    follow::<Deployment>(
-        &client,
-        "Deployment",
-        |d| {
-            d.spec
-                .as_ref()
-                .and_then(|s| s.template.spec.as_ref())
-                .and_then(|s| s.containers.first())
-                .and_then(|c| c.image.as_deref())
-                == Some(IMAGE)
-        },
-        pending.clone(),
-        done.clone(),
-    );
-    follow::<Service>(
-        &client,
-        "Service",
-        |s| {
-            s.spec
-                .as_ref()
-                .and_then(|s| s.ports.as_ref())
-                .is_some_and(|p| p.iter().any(|p| p.port == 80))
-        },
-        pending.clone(),
-        done.clone(),
-    );
+    follow_all(&client, &pending, &done);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (mark, _) = audited(&audit, 0);
     let checks_before = op.counter(CHECKS).await;
     let dry_runs_before = op.counter(DRY_RUNS).await;
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let period = Duration::from_secs_f64(minutes as f64 * 60.0 / edits.max(1) as f64);
     let start = Instant::now();
-    let mut ignored = 0;
-    for n in 0..edits {
-        tokio::time::sleep_until((start + period * n as u32).into()).await;
-        let what = rng.below(10);
-        // An app with nothing pending (its last edit put back).
-        let mut i = rng.below(apps as u64) as usize;
-        for _ in 0..apps {
-            let busy = pending.lock().keys().any(|k| {
-                k.ends_with(&format!("/app-{i}-env")) || k.ends_with(&format!("/app-{i}-app"))
-            });
-            if !busy {
-                break;
-            }
-            i = (i + 1) % apps;
-        }
-        let t = Instant::now();
-        match edit(&client, i, what, n as u64).await {
-            Some(key) => {
-                pending.lock().insert(key, t);
-            }
-            None => ignored += 1,
-        }
-    }
+    let ignored = run_edits(&client, apps, edits, minutes, &pending).await;
     let wait = Instant::now();
     while !pending.lock().is_empty() && wait.elapsed() < Duration::from_secs(30) {
         tokio::time::sleep(Duration::from_millis(100)).await;

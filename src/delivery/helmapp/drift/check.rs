@@ -206,6 +206,23 @@ impl Shared {
         dry_run: bool,
     ) -> Result<Value, String> {
         let what = if dry_run { "checking" } else { "putting back" };
+        let key = format!("{collection}/{}", object.name);
+        let merge = |dry_run: bool| {
+            let mut params = PatchParams {
+                field_manager: Some(HELM_MANAGER.into()),
+                ..Default::default()
+            };
+            params.dry_run = dry_run;
+            params
+        };
+        let merged = Patch::Merge(object.desired);
+        let known = self.merge_first.lock().contains(&key);
+        if known {
+            let result = self
+                .patch(client, object, collection, &merge(dry_run), &merged)
+                .await;
+            return result.map_err(|e| format!("{what} {}: {e}", describe(object)));
+        }
         let mut params = PatchParams::apply(HELM_MANAGER).force();
         params.dry_run = dry_run;
         let applied = Patch::Apply(object.desired);
@@ -214,18 +231,21 @@ impl Shared {
             .await
         {
             Err(Failure::Api(e)) if e.code == 422 => {
-                let mut params = PatchParams {
-                    field_manager: Some(HELM_MANAGER.into()),
-                    ..Default::default()
-                };
-                params.dry_run = dry_run;
-                let merged = Patch::Merge(object.desired);
-                self.patch(client, object, collection, &params, &merged)
+                self.remember_merge_first(key);
+                self.patch(client, object, collection, &merge(dry_run), &merged)
                     .await
             }
             other => other,
         };
         result.map_err(|e| format!("{what} {}: {e}", describe(object)))
+    }
+
+    fn remember_merge_first(&self, key: String) {
+        let mut remembered = self.merge_first.lock();
+        if remembered.len() >= super::shared::MERGE_FIRST {
+            remembered.clear();
+        }
+        remembered.insert(key);
     }
 
     async fn patch(

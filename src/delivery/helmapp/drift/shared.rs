@@ -9,7 +9,14 @@ pub struct Shared {
     pub manifests: super::manifest::Manifests,
     pub(super) polls: super::poll::Polls,
     pub(super) metrics: HelmMetrics,
+    /// Objects (`collection/name`) whose server-side apply the server
+    /// found invalid once: put back by merge patch from then on, without
+    /// asking again (at most [`MERGE_FIRST`] kept).
+    pub(super) merge_first: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
+
+/// How many objects [`Shared::merge_first`] remembers.
+pub(super) const MERGE_FIRST: usize = 10_000;
 
 impl Shared {
     pub fn new(metrics: HelmMetrics) -> Self {
@@ -18,6 +25,7 @@ impl Shared {
             manifests: Default::default(),
             polls: Default::default(),
             metrics,
+            merge_first: Default::default(),
         }
     }
 
