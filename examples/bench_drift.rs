@@ -547,7 +547,8 @@ fn report(f: &Figures, markdown: Option<&Path>) {
 | checks / dry runs over the {minutes:.1} min | {checks:.0} / {dry_runs:.0} | Flux's model for the same time: {apps} × 6 objects × one dry run per 2 m interval = {flux:.0} | {ratio:.1}× fewer reads, no dry run |\n\
 | idle, drift enabled, no edits: requests / checks in a minute | {idle:.0} / {idle_checks:.0} | 0 for watched kinds | {v3} |\n\
 | operator RSS per settled HelmApp (everything it keeps for one: caches of 6 objects, the HelmApp, status) | {rss:.1} KiB | — | |\n\
-| `status.inventory` + `status.drift` per HelmApp (JSON) | {status:.0} B | ≤ 2 KiB for inventory + drift state | {v4} |\n",
+| `status.inventory` + `status.drift` per HelmApp (JSON) | {status:.0} B | ≤ 2 KiB for inventory + drift state | {v4} |\n\n\
+Per edit the operator makes a read, a put-back and an Event (created, or its count patched); over the run, once per HelmApp the status write of its first `Drifted` condition and once per Service the server-side apply the server refuses (the edited port list would be invalid; merge patch from then on) — what is above 3 (seen with `BENCH_AUDIT_LEVEL=Request` on a small run). The ignored edits cost no request.\n",
         apps = f.apps,
         install = f.install_secs,
         edits = f.edits,
