@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use apis::helmapp::HelmApp;
-use common::{apply_crds, cpu_seconds, percentile, proc_field};
+use common::{apply_crds, audited_control_plane, cpu_seconds, percentile, proc_field};
 use envtest::{ChartRepo, ControlPlane};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -421,19 +421,8 @@ async fn main() {
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let dir = std::env::temp_dir().join(format!("bench-delivery-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [ResponseStarted, ResponseComplete, Panic]\nrules:\n- level: Metadata\n  users: [\"{USER}\"]\n- level: None\n"),
-    )
-    .expect("policy");
-    let audit = dir.join("audit.log");
-    let cp = ControlPlane::builder()
-        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
-        .apiserver_arg(format!("--audit-log-path={}", audit.display()))
-        .start()
-        .await
-        .expect("control plane");
+    let stages = "ResponseStarted, ResponseComplete, Panic";
+    let (cp, audit) = audited_control_plane(&dir, USER, stages, "Metadata").await;
     let client = cp.client();
     let kubeconfig = cp
         .kubeconfig_for_user(USER, Some("system:masters"))

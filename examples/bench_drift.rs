@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
-use common::{Rng, apply_crds, percentile, proc_field};
+use common::{Rng, apply_crds, audited_control_plane, percentile, proc_field};
 use envtest::ControlPlane;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -304,28 +304,6 @@ struct Figures {
     status_bytes_per_app: f64,
 }
 
-/// A control plane whose apiserver logs [`USER`]'s requests (one event
-/// per completed request) to the returned path.
-async fn audited_control_plane(dir: &Path) -> (ControlPlane, PathBuf) {
-    // `BENCH_AUDIT_LEVEL=Request` keeps request bodies, to see what a
-    // request was for.
-    let level = std::env::var("BENCH_AUDIT_LEVEL").unwrap_or("Metadata".into());
-    let policy = dir.join("audit-policy.yaml");
-    std::fs::write(
-        &policy,
-        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted, Panic]\nrules:\n- level: {level}\n  users: [\"{USER}\"]\n- level: None\n"),
-    )
-    .expect("policy");
-    let audit = dir.join("audit.log");
-    let cp = ControlPlane::builder()
-        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
-        .apiserver_arg(format!("--audit-log-path={}", audit.display()))
-        .start()
-        .await
-        .expect("control plane");
-    (cp, audit)
-}
-
 /// Follows the three kinds edited, recording each put-back's latency.
 fn follow_all(client: &Client, pending: &Pending, done: &Arc<Mutex<Vec<f64>>>) {
     follow::<ConfigMap>(
@@ -427,7 +405,11 @@ async fn main() {
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let dir = std::env::temp_dir().join(format!("bench-drift-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("work")).expect("dir");
-    let (cp, audit) = audited_control_plane(&dir).await;
+    // `BENCH_AUDIT_LEVEL=Request` keeps request bodies, to see what a
+    // request was for.
+    let level = std::env::var("BENCH_AUDIT_LEVEL").unwrap_or("Metadata".into());
+    let stages = "RequestReceived, ResponseStarted, Panic";
+    let (cp, audit) = audited_control_plane(&dir, USER, stages, &level).await;
     let client = cp.client();
     let kubeconfig = cp
         .kubeconfig_for_user(USER, Some("system:masters"))

@@ -226,3 +226,29 @@ pub fn apply_crds(cp: &envtest::ControlPlane, names: &[&str]) {
         "CRDs {names:?} not established"
     );
 }
+
+/// A control plane whose apiserver logs `user`'s requests at `level`
+/// (`Metadata`, or `Request` to keep bodies) to the returned path, one
+/// event per stage not in `omit_stages` (e.g. `"RequestReceived,
+/// ResponseStarted, Panic"`: one event per completed request).
+pub async fn audited_control_plane(
+    dir: &std::path::Path,
+    user: &str,
+    omit_stages: &str,
+    level: &str,
+) -> (envtest::ControlPlane, std::path::PathBuf) {
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [{omit_stages}]\nrules:\n- level: {level}\n  users: [\"{user}\"]\n- level: None\n"),
+    )
+    .expect("policy");
+    let audit = dir.join("audit.log");
+    let cp = envtest::ControlPlane::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", audit.display()))
+        .start()
+        .await
+        .expect("control plane");
+    (cp, audit)
+}
