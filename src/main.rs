@@ -20,6 +20,10 @@ fn main() -> ExitCode {
     runtime::memory::limit_arenas();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    if let Some(Cmd::PostRender { config }) = &cli.command {
+        // Run by helm inside one of its runs: no runtime, no client.
+        return delivery::helm::post_render::run_subcommand(config);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -61,6 +65,8 @@ fn main() -> ExitCode {
             ..Default::default()
         })),
         Some(Cmd::Run(args)) => runtime.block_on(run(*args)),
+        // Done above, before any runtime was made.
+        Some(Cmd::PostRender { .. }) => ExitCode::SUCCESS,
         None => runtime.block_on(run(cli.run)),
     }
 }

@@ -15,6 +15,11 @@ pub struct DeliveryArgs {
     /// The helm binary delivery runs.
     #[arg(long, default_value = "helm")]
     helm_binary: PathBuf,
+    /// The program helm runs as post-renderer for HelmApps with
+    /// postRenderers or commonMetadata (default: this binary, whose hidden
+    /// `post-render` subcommand does it).
+    #[arg(long)]
+    post_renderer_binary: Option<PathBuf>,
     /// At most this many helm processes at once.
     #[arg(long, default_value_t = 4)]
     max_concurrent_helm: usize,
@@ -58,6 +63,11 @@ impl DeliveryArgs {
                 work_dir: self.work_dir,
                 kubeconfig: None,
                 max_concurrent: self.max_concurrent_helm.max(1),
+                // A binary that cannot say where it is leaves post-rendering
+                // refused with a message naming the flag.
+                post_renderer: self
+                    .post_renderer_binary
+                    .or_else(|| std::env::current_exe().ok()),
             },
             chart_path_root: self.chart_path_root,
             tenancy,

@@ -57,6 +57,13 @@ pub enum Cmd {
         #[arg(long)]
         report_configmap_data: bool,
     },
+    /// helm's post-renderer (run by helm, not by hand): manifests on stdin,
+    /// post-rendered on stdout, as the settings file says.
+    #[command(name = "post-render", hide = true)]
+    PostRender {
+        /// The settings file the operator wrote for this helm run.
+        config: std::path::PathBuf,
+    },
     /// Print the operator's CustomResourceDefinitions as YAML (one document each).
     Crd {
         /// Only this one, e.g. `helmapps.hossted.com`.

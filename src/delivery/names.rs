@@ -7,6 +7,9 @@ pub use crate::cached::storage::{CONFIG_HASH_LABEL as HASH_LABEL, HELMAPP_UID_LA
 pub const FINALIZER: &str = "hossted.com/helm-uninstall";
 /// Asks for a reconcile when changed (it runs helm only if needed).
 pub const RECONCILE_AT: &str = "hossted.com/reconcile-at";
+/// A new value runs one upgrade with `--force`, even when nothing changed
+/// (Flux's `flux reconcile --force`); each value is acted on once.
+pub const FORCE_AT: &str = "hossted.com/force-at";
 /// Index of release storage by `namespace/release name`.
 pub const RELEASE_INDEX: &str = "release-name";
 /// Index of HelmApps by what their `valuesFrom` names: `Kind/namespace/name`.

@@ -3,6 +3,8 @@
 //! contract is `../shared/DELIVERY.md`; the defaults below live in the
 //! generated CRD's schema.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -110,9 +112,50 @@ pub struct HelmAppSpec {
         regex(pattern = r"^(Skip|Create|CreateReplace)$")
     )]
     pub crds: CrdPolicy,
+    /// Settings of the install (the first `helm upgrade --install`).
+    #[serde(default)]
+    pub install: InstallSettings,
+    /// Settings of every upgrade (drift repair by helm included).
+    #[serde(default)]
+    pub upgrade: UpgradeSettings,
+    /// Settings of a rollback (remediation).
+    #[serde(default)]
+    pub rollback: RollbackSettings,
+    /// Settings of an uninstall (deletion, remediation).
+    #[serde(default)]
+    pub uninstall: UninstallSettings,
+    /// Helm's `--history-max` on every upgrade and rollback: the storage
+    /// revisions kept (0: all). Default 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), default = "default_max_history")]
+    pub max_history: Option<i32>,
+    /// `helm test` after each install and upgrade.
+    #[serde(default)]
+    pub test: TestSettings,
+    /// Labels and annotations added to every rendered object (after the
+    /// post-renderers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_metadata: Option<CommonMetadata>,
+    /// Applied, in order, to what helm renders, inside the helm run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_renderers: Vec<PostRenderer>,
 }
 
 impl HelmAppSpec {
+    /// `maxHistory`, 5 when unset.
+    pub fn max_history(&self) -> i32 {
+        self.max_history.unwrap_or(DEFAULT_MAX_HISTORY).max(0)
+    }
+
+    /// Whether helm's output must go through the post-renderer.
+    pub fn post_renders(&self) -> bool {
+        !self.post_renderers.is_empty()
+            || self
+                .common_metadata
+                .as_ref()
+                .is_some_and(|m| !m.labels.is_empty() || !m.annotations.is_empty())
+    }
+
     /// The drift mode in force: `driftRepair: false` is `disabled`; a
     /// spelling the schema does not allow is the default, `warn`.
     pub fn drift_mode(&self) -> DriftMode {
@@ -122,6 +165,161 @@ impl HelmAppSpec {
             mode => mode,
         }
     }
+}
+
+/// The storage revisions kept when `maxHistory` is unset.
+pub const DEFAULT_MAX_HISTORY: i32 = 5;
+
+/// `spec.install`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--skip-schema-validation`.
+    #[serde(default)]
+    pub skip_schema_validation: bool,
+}
+
+/// `spec.upgrade`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--force`: objects are replaced (deleted and made again) where a
+    /// patch would not do.
+    #[serde(default)]
+    pub force: bool,
+    /// `--cleanup-on-fail`: objects a failed upgrade made are deleted.
+    #[serde(default)]
+    pub cleanup_on_fail: bool,
+    /// `--skip-schema-validation`.
+    #[serde(default)]
+    pub skip_schema_validation: bool,
+}
+
+/// `spec.rollback`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--force`.
+    #[serde(default)]
+    pub force: bool,
+    /// `--cleanup-on-fail`.
+    #[serde(default)]
+    pub cleanup_on_fail: bool,
+}
+
+/// `spec.uninstall`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UninstallSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--keep-history`: an `uninstalled` entry stays in Helm's storage.
+    #[serde(default)]
+    pub keep_history: bool,
+    /// `--cascade`: `background` (default), `foreground` or `orphan`.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_propagation",
+        regex(pattern = r"^(background|foreground|orphan)$")
+    )]
+    pub deletion_propagation: DeletionPropagation,
+}
+
+/// `spec.test`: `helm test` after each install and upgrade.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestSettings {
+    #[serde(default)]
+    pub enable: bool,
+    /// A failed test is reported, not remediated.
+    #[serde(default)]
+    pub ignore_failures: bool,
+    /// `helm test --timeout` (default: `spec.timeout`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub timeout: String,
+}
+
+/// `spec.commonMetadata`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct CommonMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// One post-renderer.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PostRenderer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kustomize: Option<KustomizeRenderer>,
+}
+
+/// Kustomize-style changes of the rendered objects.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct KustomizeRenderer {
+    /// Each a JSON 6902 operation list or a JSON merge patch, on the
+    /// objects `target` names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub patches: Vec<KustomizePatch>,
+    /// Container images replaced by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<KustomizeImage>,
+}
+
+/// A patch and the objects it applies to.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct KustomizePatch {
+    /// A JSON (or YAML) list of JSON 6902 operations, or a JSON merge patch
+    /// object.
+    #[schemars(length(max = 65536))]
+    pub patch: String,
+    /// Which objects (empty fields: any; none: every object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<PatchTarget>,
+}
+
+/// Objects a patch applies to; an empty field matches any.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PatchTarget {
+    /// The API group (`apps`; empty matches any, core included).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+}
+
+/// An image override (kustomize's `images`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KustomizeImage {
+    /// The image name as the chart has it, without tag or digest.
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub new_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub new_tag: String,
+    /// `sha256:…`; wins over `newTag`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
 }
 
 /// What is done about objects of the release that differ from its
@@ -215,6 +413,12 @@ pub struct ValuesReference {
     /// A missing object or key is not an error.
     #[serde(default)]
     pub optional: bool,
+    /// Put the key's content, as a string, at this path of the values
+    /// (`--set` path syntax: `a.b[0].c`) instead of merging it as a
+    /// document.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 250))]
+    pub target_path: String,
 }
 
 /// Something that must be Ready first.
@@ -234,7 +438,10 @@ pub struct Dependency {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Remediation {
+    /// Retries of a failed upgrade before `onFailure`; -1: retry for ever
+    /// (with backoff).
     #[serde(default = "default_retries")]
+    #[schemars(range(min = -1))]
     pub retries: i32,
     /// `rollback`, `uninstall` or `none`, once the retries are spent.
     #[serde(default)]
@@ -310,6 +517,10 @@ spelled!(
     DriftMode { Enabled = "enabled", Warn = "warn", Disabled = "disabled" } default Warn
 );
 spelled!(
+    /// `helm uninstall --cascade`.
+    DeletionPropagation { Background = "background", Foreground = "foreground", Orphan = "orphan" } default Background
+);
+spelled!(
     /// What is done once an upgrade's retries are spent.
     OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
 );
@@ -347,6 +558,10 @@ pub struct HelmAppStatus {
     /// restarts exhausted retries).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_handled_reconcile_at: String,
+    /// The `hossted.com/force-at` value last acted on (a new value runs
+    /// one upgrade with `--force`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_handled_force_at: String,
     /// The last 5 operations, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
@@ -440,6 +655,12 @@ fn is_zero(n: &i64) -> bool {
 }
 fn default_retries() -> i32 {
     3
+}
+fn default_max_history() -> Option<i32> {
+    Some(DEFAULT_MAX_HISTORY)
+}
+fn default_propagation() -> String {
+    "background".into()
 }
 fn default_on_failure() -> String {
     "rollback".into()

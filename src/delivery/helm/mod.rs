@@ -1,7 +1,11 @@
 //! Running helm: [`runner`] is the one place a helm process is spawned;
 //! [`values`] merges and redacts the values it is given on stdin.
 
+pub mod args;
+pub mod post_render;
 pub mod runner;
 pub mod values;
 
-pub use runner::{Helm, HelmConfig, HelmError, Released, Upgrade};
+pub use runner::{
+    Flags, Helm, HelmConfig, HelmError, PostRender, Released, Rollback, Test, Uninstall, Upgrade,
+};

@@ -19,6 +19,8 @@ use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 
+pub use super::args::{Flags, PostRender, Rollback, Test, Uninstall, Upgrade};
+
 /// How the operator runs helm.
 #[derive(Debug, Clone)]
 pub struct HelmConfig {
@@ -31,6 +33,10 @@ pub struct HelmConfig {
     pub kubeconfig: Option<PathBuf>,
     /// `--max-concurrent-helm`.
     pub max_concurrent: usize,
+    /// The program helm runs as `--post-renderer` (`--post-renderer-binary`,
+    /// default the operator's own binary); `None`: a HelmApp that asks for
+    /// post-rendering fails with a message saying so.
+    pub post_renderer: Option<PathBuf>,
 }
 
 /// Why a helm run failed.
@@ -97,24 +103,6 @@ pub struct Released {
     pub app_version: String,
 }
 
-/// An install-or-upgrade request.
-#[derive(Debug, Clone)]
-pub struct Upgrade<'a> {
-    pub release: &'a str,
-    pub namespace: &'a str,
-    /// A local chart (directory or `.tgz`).
-    pub chart: &'a std::path::Path,
-    /// The merged values document (JSON is YAML).
-    pub values: &'a serde_json::Value,
-    /// `--labels` on the release's storage.
-    pub labels: &'a [(&'a str, &'a str)],
-    pub create_namespace: bool,
-    pub skip_crds: bool,
-    /// The user helm impersonates (`--kube-as-user`); `None`: the operator.
-    pub as_user: Option<&'a str>,
-    pub timeout: Duration,
-}
-
 /// Runs helm; shared by every reconcile of the delivery controller.
 pub struct Helm {
     config: HelmConfig,
@@ -171,92 +159,37 @@ impl Helm {
     pub async fn upgrade(&self, u: &Upgrade<'_>) -> Option<Result<Released, HelmError>> {
         let _busy = self.lock(u.namespace, u.release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        let labels = u
-            .labels
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut args: Vec<String> = vec![
-            "upgrade".into(),
-            "--install".into(),
-            u.release.into(),
-            u.chart.display().to_string(),
-            "--namespace".into(),
-            u.namespace.into(),
-            "--values".into(),
-            "-".into(),
-            "--labels".into(),
-            labels,
-            "--output".into(),
-            "json".into(),
-            "--timeout".into(),
-            format!("{}s", u.timeout.as_secs().max(1)),
-        ];
-        if u.create_namespace {
-            args.push("--create-namespace".into());
-        }
-        if u.skip_crds {
-            args.push("--skip-crds".into());
-        }
-        impersonate(&mut args, u.as_user);
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         Some(
-            self.run("upgrade", args, Some(values), u.timeout)
+            self.run("upgrade", u.args(), Some(values), u.timeout)
                 .await
                 .and_then(|out| parse_release("upgrade", &out)),
         )
     }
 
-    /// `helm uninstall --ignore-not-found` as `as_user`: a release that is
-    /// already gone counts as done (helm says so by its exit status, not
-    /// by a message to read). `None`: another run holds the release.
-    pub async fn uninstall(
-        &self,
-        namespace: &str,
-        release: &str,
-        timeout: Duration,
-        as_user: Option<&str>,
-    ) -> Option<Result<(), HelmError>> {
-        let _busy = self.lock(namespace, release)?;
+    /// `helm uninstall --ignore-not-found`: a release that is already gone
+    /// counts as done (helm says so by its exit status, not by a message to
+    /// read). `None`: another run holds the release.
+    pub async fn uninstall(&self, u: &Uninstall<'_>) -> Option<Result<(), HelmError>> {
+        let _busy = self.lock(u.namespace, u.release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        let mut args = vec![
-            "uninstall".into(),
-            release.into(),
-            "--ignore-not-found".into(),
-            "--namespace".into(),
-            namespace.into(),
-            "--timeout".into(),
-            format!("{}s", timeout.as_secs().max(1)),
-        ];
-        impersonate(&mut args, as_user);
-        Some(self.run("uninstall", args, None, timeout).await.map(|_| ()))
+        Some(self.run("uninstall", u.args(), None, u.timeout).await.map(|_| ()))
     }
 
-    /// `helm rollback` to `revision` (the last that succeeded: the one
-    /// before may be a failed one) as `as_user`. `None`: another run holds
-    /// the release.
-    pub async fn rollback(
-        &self,
-        namespace: &str,
-        release: &str,
-        revision: i64,
-        timeout: Duration,
-        as_user: Option<&str>,
-    ) -> Option<Result<(), HelmError>> {
-        let _busy = self.lock(namespace, release)?;
+    /// `helm rollback` (to the last revision that succeeded: the one before
+    /// may be a failed one). `None`: another run holds the release.
+    pub async fn rollback(&self, r: &Rollback<'_>) -> Option<Result<(), HelmError>> {
+        let _busy = self.lock(r.namespace, r.release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        let mut args = vec![
-            "rollback".into(),
-            release.into(),
-            revision.to_string(),
-            "--namespace".into(),
-            namespace.into(),
-            "--timeout".into(),
-            format!("{}s", timeout.as_secs().max(1)),
-        ];
-        impersonate(&mut args, as_user);
-        Some(self.run("rollback", args, None, timeout).await.map(|_| ()))
+        Some(self.run("rollback", r.args(), None, r.timeout).await.map(|_| ()))
+    }
+
+    /// `helm test`: the chart's test hooks run and must succeed. `None`:
+    /// another run holds the release.
+    pub async fn test(&self, t: &Test<'_>) -> Option<Result<(), HelmError>> {
+        let _busy = self.lock(t.namespace, t.release)?;
+        let _slot = self.slots.acquire().await.ok()?;
+        Some(self.run("test", t.args(), None, t.timeout).await.map(|_| ()))
     }
 
     /// `helm show crds` of a local chart: the YAML of its `crds/` directory
@@ -393,15 +326,6 @@ fn helm_needs(name: &str) -> bool {
         name,
         "PATH" | "HOME" | "KUBECONFIG" | "KUBERNETES_SERVICE_HOST" | "KUBERNETES_SERVICE_PORT"
     ) || name.starts_with("HELM_")
-}
-
-/// `--kube-as-user`: every helm action of a HelmApp outside the privileged
-/// namespaces runs as its ServiceAccount (`crate::delivery::tenancy`).
-fn impersonate(args: &mut Vec<String>, as_user: Option<&str>) {
-    if let Some(user) = as_user {
-        args.push("--kube-as-user".into());
-        args.push(user.into());
-    }
 }
 
 /// The release helm printed with `-o json`.

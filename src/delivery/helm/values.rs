@@ -70,6 +70,23 @@ pub fn apply_set(line: &str, into: &mut Value) -> Result<(), String> {
     Ok(())
 }
 
+/// Puts `raw` (a `valuesFrom` key with `targetPath`) at `path` (`--set`
+/// path syntax), typed as `--set` types a value — unless it is quoted in
+/// `'…'` or `"…"`, which makes it a string without its quotes (Flux's
+/// rule). Unlike `--set`, a comma in `raw` is part of the value.
+pub fn set_at(path: &str, raw: &str, into: &mut Value) -> Result<(), String> {
+    let steps = parse_key(path)?;
+    let quoted = raw.len() >= 2
+        && ((raw.starts_with('\'') && raw.ends_with('\''))
+            || (raw.starts_with('"') && raw.ends_with('"')));
+    let value = if quoted {
+        Value::String(raw[1..raw.len() - 1].to_string())
+    } else {
+        typed(raw)
+    };
+    set_path(into, &steps, value)
+}
+
 /// What `key=...` names, without its value (for error messages: a value
 /// may be secret).
 fn key_only(pair: &str) -> &str {
@@ -281,6 +298,23 @@ impl std::fmt::Debug for Redactor {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_value_at_a_target_path_is_typed_unless_quoted_and_keeps_its_commas() {
+        let mut v = json!({ "db": { "host": "h" } });
+        set_at("db.auth.password", "p,a=s:s", &mut v).unwrap();
+        set_at("db.port", "5432", &mut v).unwrap();
+        set_at("db.name", "'5432'", &mut v).unwrap();
+        set_at("list[1].x", "true", &mut v).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "db": { "host": "h", "auth": { "password": "p,a=s:s" }, "port": 5432, "name": "5432" },
+                "list": [null, { "x": true }]
+            })
+        );
+        assert!(set_at("a[", "x", &mut v).is_err());
+    }
 
     fn set(lines: &[&str]) -> Value {
         let mut v = json!({});

@@ -212,6 +212,10 @@ impl Context {
                 ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
             };
             match text {
+                Some(t) if !r.target_path.is_empty() => {
+                    values::set_at(&r.target_path, &t, &mut merged)
+                        .map_err(|e| format!("{what} targetPath: {e}"))?
+                }
                 Some(t) => values::merge(
                     &mut merged,
                     values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?,
@@ -245,24 +249,44 @@ fn unknown_kind(name: &str) -> String {
 
 /// What decides the release's content (DELIVERY.md): the chart (source,
 /// resolved version, digest), every source of values (inline, each
-/// `valuesFrom` with the digest of its content, `valuesBase64`, `set`),
-/// release name, target namespace and `crds` — hashed to 32 hex
-/// characters (a label value).
+/// `valuesFrom` with the digest of its content and its `targetPath`,
+/// `valuesBase64`, `set`), release name, target namespace, `crds`,
+/// `postRenderers` and `commonMetadata` — nothing else (DELIVERY.md's
+/// list) — hashed to 32 hex characters (a label value).
 pub fn config_hash(
     app: &HelmApp,
     target: &Target,
     chart: &source::LocalChart,
     references: &[Option<String>],
 ) -> String {
+    let doc = hashed(app, target, chart, references);
+    let mut hasher = Sha256::new();
+    hasher.update(canonical(&doc).as_bytes());
+    hex(&hasher.finalize())[..32].to_string()
+}
+
+/// The document [`config_hash`] hashes.
+fn hashed(
+    app: &HelmApp,
+    target: &Target,
+    chart: &source::LocalChart,
+    references: &[Option<String>],
+) -> Value {
     let c = &app.spec.chart;
     let s = &app.spec;
     let from: Vec<Value> = s
         .values_from
         .iter()
         .zip(references)
-        .map(|(r, d)| json!({ "kind": r.kind.as_str(), "name": r.name, "key": r.key, "digest": d }))
+        .map(|(r, d)| {
+            let mut v = json!({ "kind": r.kind.as_str(), "name": r.name, "key": r.key, "digest": d });
+            if !r.target_path.is_empty() {
+                v["targetPath"] = json!(r.target_path);
+            }
+            v
+        })
         .collect();
-    let doc = json!({
+    let mut doc = json!({
         "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
                    "version": chart.version, "digest": chart.digest },
         "values": { "inline": s.values, "from": from, "base64": s.values_base64, "set": s.set },
@@ -270,9 +294,15 @@ pub fn config_hash(
         "namespace": target.namespace,
         "crds": app.spec.crds.as_str(),
     });
-    let mut hasher = Sha256::new();
-    hasher.update(canonical(&doc).as_bytes());
-    hex(&hasher.finalize())[..32].to_string()
+    // Fields added later enter only when used: an app that does not use
+    // them keeps its hash, so a new operator version upgrades nothing.
+    if !s.post_renderers.is_empty() {
+        doc["postRenderers"] = json!(s.post_renderers);
+    }
+    if let Some(m) = &s.common_metadata {
+        doc["commonMetadata"] = json!(m);
+    }
+    doc
 }
 
 /// JSON with every map's keys sorted, whatever serde_json's map order.
@@ -360,10 +390,72 @@ mod tests {
             kind: ValuesKind::Secret,
             name: "vals".into(),
             key: "values.yaml".into(),
-            optional: false,
+            ..Default::default()
         }];
         let d1 = config_hash(&from, &target, &chart, &[Some("d1".into())]);
         let d2 = config_hash(&from, &target, &chart, &[Some("d2".into())]);
         assert_ne!(d1, d2, "a referenced Secret's content counts");
+        let mut at = from.clone();
+        at.spec.values_from[0].target_path = "db.password".into();
+        assert_ne!(
+            d1,
+            config_hash(&at, &target, &chart, &[Some("d1".into())]),
+            "targetPath counts"
+        );
+    }
+
+    #[test]
+    fn the_hash_follows_post_renderers_and_metadata_and_nothing_of_the_actions() {
+        let app: HelmApp = serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "web", "namespace": "apps" },
+            "spec": { "chart": { "path": "web" } }
+        }))
+        .unwrap();
+        let target = Target::of(&app);
+        let chart = source::LocalChart {
+            path: "/charts/web".into(),
+            version: "1.0.0".into(),
+            digest: "d1".into(),
+        };
+        let hash = |a: &HelmApp| config_hash(a, &target, &chart, &[]);
+        let keys = |a: &HelmApp| {
+            let doc = hashed(a, &target, &chart, &[]);
+            let mut k: Vec<String> = doc.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(
+            keys(&app),
+            ["chart", "crds", "namespace", "release", "values"],
+            "an app using none of the later fields hashes as it always did"
+        );
+        let base = hash(&app);
+        let edited = |edit: fn(&mut HelmApp)| {
+            let mut a = app.clone();
+            edit(&mut a);
+            hash(&a)
+        };
+        for (what, changed) in [
+            ("upgrade.force", edited(|a| a.spec.upgrade.force = true)),
+            ("install.disableHooks", edited(|a| a.spec.install.disable_hooks = true)),
+            ("uninstall.keepHistory", edited(|a| a.spec.uninstall.keep_history = true)),
+            ("maxHistory", edited(|a| a.spec.max_history = Some(2))),
+            ("test.enable", edited(|a| a.spec.test.enable = true)),
+            ("remediation.retries", edited(|a| a.spec.remediation.retries = -1)),
+            ("timeout", edited(|a| a.spec.timeout = "1m".into())),
+        ] {
+            assert_eq!(changed, base, "{what} does not enter the hash");
+        }
+        let post = edited(|a| {
+            a.spec.post_renderers = vec![apis::helmapp::PostRenderer::default()];
+        });
+        assert_ne!(post, base, "postRenderers count");
+        let meta = edited(|a| {
+            let mut m = apis::helmapp::CommonMetadata::default();
+            m.labels.insert("team".into(), "a".into());
+            a.spec.common_metadata = Some(m);
+        });
+        assert_ne!(meta, base, "commonMetadata counts");
     }
 }

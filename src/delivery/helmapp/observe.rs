@@ -22,7 +22,7 @@ use super::storage;
 use super::target::Target;
 use crate::cached::manifest::ManifestObject;
 use crate::cached::objects::{HelmRelease, label};
-use crate::delivery::names::{HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
+use crate::delivery::names::{FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
 
 /// Gathers what [`state::state`] needs to decide about `app`.
 pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
@@ -43,11 +43,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         uid: app.uid().unwrap_or_default(),
         identity: ctx.settings.tenancy.identity(app),
         redactor: Default::default(),
-        reconcile_at: app
-            .annotations()
-            .get(RECONCILE_AT)
-            .cloned()
-            .unwrap_or_default(),
+        reconcile_at: annotation(app, RECONCILE_AT),
+        force_at: annotation(app, FORCE_AT),
         cross_namespace: cross_namespace(ctx, app, &target),
         dependency: None,
         inputs: None,
@@ -102,6 +99,10 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.readiness_failed = readiness::others(ctx, &mut o).await;
     }
     o
+}
+
+fn annotation(app: &HelmApp, key: &str) -> String {
+    app.annotations().get(key).cloned().unwrap_or_default()
 }
 
 /// The owner of the newest revision read afresh, before an uninstall, an

@@ -85,6 +85,8 @@ pub struct Observed {
     pub status: HelmAppStatus,
     /// The value of `hossted.com/reconcile-at` (empty: none).
     pub reconcile_at: String,
+    /// The value of `hossted.com/force-at` (empty: none).
+    pub force_at: String,
     /// Why `targetNamespace` is refused, if it is.
     pub cross_namespace: Option<String>,
     /// Why `dependsOn` holds the release back, if it does.
@@ -125,6 +127,11 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// `hossted.com/force-at` has a value not yet acted on.
+    pub fn forced(&self) -> bool {
+        !self.force_at.is_empty() && self.force_at != self.status.last_handled_force_at
+    }
+
     /// The hash of the inputs, when they were had.
     pub fn hash(&self) -> Option<&str> {
         match &self.inputs {

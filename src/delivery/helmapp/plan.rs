@@ -124,6 +124,10 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             objects: objects.clone(),
         },
         ReleaseState::Drifted { .. } => Step::Done { revision: None },
+        ReleaseState::BackingOff { remaining } => Step::Requeue {
+            after: *remaining,
+            why: "backing off after a failed attempt",
+        },
         ReleaseState::RetriesExhausted => Step::Idle {
             why: "retries exhausted: waiting for a change",
         },
@@ -145,11 +149,13 @@ pub enum AfterFailure {
 }
 
 /// After attempt number `failures` of `app` failed (`install`: there was
-/// no release before it).
+/// no release before it). `remediation.retries: -1` retries for ever (the
+/// controller's backoff spaces the attempts).
 pub fn after_failure(install: bool, failures: i32, app: &HelmApp) -> AfterFailure {
+    let retries = app.spec.remediation.retries;
     if install {
         AfterFailure::UninstallAndRetry
-    } else if failures <= app.spec.remediation.retries.max(0) {
+    } else if retries == -1 || failures <= retries.max(0) {
         AfterFailure::Retry
     } else {
         AfterFailure::Remediate(app.spec.remediation.on_failure)
@@ -358,7 +364,15 @@ mod tests {
         assert_eq!(
             after_failure(false, 1, &none),
             AfterFailure::Remediate(OnFailure::Uninstall),
-            "a negative count is no retry"
+            "a count below -1 (the schema refuses it) is no retry"
         );
+        let forever = app(|a| a.spec.remediation.retries = -1);
+        for failures in [1, 4, 1000] {
+            assert_eq!(
+                after_failure(false, failures, &forever),
+                AfterFailure::Retry,
+                "-1 retries for ever"
+            );
+        }
     }
 }

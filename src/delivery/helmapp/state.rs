@@ -56,6 +56,11 @@ pub enum ReleaseState {
     /// Deployed with this configuration, fields of objects of it were
     /// edited, and `spec.drift.mode` is `enabled`: put them back.
     FieldsDrifted { objects: Vec<String> },
+    /// The last attempt of this configuration failed less than its backoff
+    /// ago ([`retry_backoff`]): try again after `remaining`. Kept in
+    /// status, not in the work queue, so a storage event of the failed run
+    /// or a restart does not skip it.
+    BackingOff { remaining: Duration },
     /// Upgrades failed `remediation.retries` times: nothing runs until the
     /// configuration or `hossted.com/reconcile-at` changes.
     RetriesExhausted,
@@ -74,6 +79,12 @@ pub enum Why {
     Adopt,
     /// Its newest revision is not `deployed` (failed, or just unlocked).
     NotDeployed,
+    /// `hossted.com/force-at` has a new value: one upgrade with `--force`.
+    Forced,
+    /// `helm test` failed after the last run of this configuration
+    /// (`test.ignoreFailures` is false): upgraded again, as a failed
+    /// upgrade is.
+    TestFailed,
 }
 
 /// What holds the release back before any input is gathered: suspension,
@@ -134,11 +145,20 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     if o.status.config_hash == hash
         && o.status.revision > cached_revision
         && status::is_true(&o.status, RELEASED)
+        && !o.forced()
     {
         return ReleaseState::InSync { revision: None };
     }
-    let Some(newest) = &o.newest else {
-        return exhausted(o, hash).unwrap_or(ReleaseState::Absent);
+    // An `uninstalled` entry (kept by `uninstall.keepHistory`) is no
+    // release: helm installs over it — unless a live HelmApp still owns it.
+    let newest = o
+        .newest
+        .as_ref()
+        .filter(|n| n.status != "uninstalled" || (n.owner != o.uid && o.owner_is_live));
+    let Some(newest) = newest else {
+        return exhausted(o, hash)
+            .or_else(|| backing_off(o, hash))
+            .unwrap_or(ReleaseState::Absent);
     };
     if newest.owner == o.uid && newest.status.starts_with("pending-") {
         return pending(o, app, newest);
@@ -164,10 +184,45 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
         Why::NotDeployed
     } else if newest.hash != hash {
         Why::Changed
+    } else if o.forced() {
+        Why::Forced
+    } else if test_failed(o, app, hash) {
+        Why::TestFailed
     } else {
         return deployed(o, app, newest);
     };
-    exhausted(o, hash).unwrap_or(ReleaseState::OutOfSync { why })
+    exhausted(o, hash)
+        .or_else(|| backing_off(o, hash))
+        .unwrap_or(ReleaseState::OutOfSync { why })
+}
+
+/// The wait before attempt `failures + 1` of one configuration: 1 s
+/// doubling per failure, at most 5 minutes (`remediation.retries: -1`
+/// retries for ever at that pace).
+pub fn retry_backoff(failures: i32) -> Duration {
+    let doublings = failures.saturating_sub(1).clamp(0, 16) as u32;
+    Duration::from_secs(1u64 << doublings).min(Duration::from_secs(300))
+}
+
+/// Backing off when the newest attempt of this configuration (install,
+/// upgrade or test) failed less than [`retry_backoff`] ago — unless a new
+/// `reconcile-at` or `force-at` asks for a try now.
+fn backing_off(o: &Observed, hash: &str) -> Option<ReleaseState> {
+    let s = &o.status;
+    if s.failures <= 0 || o.reconcile_at != s.last_handled_reconcile_at || o.forced() {
+        return None;
+    }
+    let last = s
+        .history
+        .iter()
+        .find(|h| matches!(h.action.as_str(), "install" | "upgrade" | "test"))?;
+    if last.result != "failed" || last.config_hash != hash {
+        return None;
+    }
+    let at = chrono::DateTime::parse_from_rfc3339(&last.time).ok()?;
+    let since = (o.now - at.with_timezone(&chrono::Utc)).to_std().unwrap_or_default();
+    let remaining = retry_backoff(s.failures).checked_sub(since)?;
+    (!remaining.is_zero()).then_some(ReleaseState::BackingOff { remaining })
 }
 
 /// Deployed with this configuration: in sync, or drifted (deleted
@@ -192,6 +247,17 @@ fn deployed(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
     }
 }
 
+/// The last action on this configuration was a `helm test` that failed,
+/// and failures are not ignored.
+fn test_failed(o: &Observed, app: &HelmApp, hash: &str) -> bool {
+    !app.spec.test.ignore_failures
+        && o.status.failures > 0
+        && o.status
+            .history
+            .first()
+            .is_some_and(|h| h.action == "test" && h.result == "failed" && h.config_hash == hash)
+}
+
 /// `Kind namespace/name (fields)`.
 pub fn describe(d: &DriftedObject) -> String {
     let at = match d.namespace.as_str() {
@@ -205,7 +271,11 @@ pub fn describe(d: &DriftedObject) -> String {
 /// and not that of an operator-made app whose project is gone.
 fn deleting(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     app.metadata.deletion_timestamp.as_ref()?;
-    let ours = o.newest.as_ref().is_some_and(|r| r.owner == o.uid);
+    // An `uninstalled` entry (kept history) has nothing left to uninstall.
+    let ours = o
+        .newest
+        .as_ref()
+        .is_some_and(|r| r.owner == o.uid && r.status != "uninstalled");
     Some(ReleaseState::Deleting {
         uninstall: ours && app.spec.uninstall_on_delete && !o.project_gone,
     })
@@ -255,11 +325,12 @@ fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
 }
 
 /// Spent retries run nothing — unless the configuration changed since the
-/// last attempt or `hossted.com/reconcile-at` has a new value, which start
-/// them afresh.
+/// last attempt or `hossted.com/reconcile-at` or `-force-at` has a new
+/// value, which start them afresh.
 fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
     let s = &o.status;
     let afresh = o.reconcile_at != s.last_handled_reconcile_at
+        || o.forced()
         || s.history.first().is_some_and(|h| h.config_hash != hash);
     (!afresh && s.failures > 0 && status::has(s, READY, false, Reason::RetriesExhausted))
         .then_some(ReleaseState::RetriesExhausted)

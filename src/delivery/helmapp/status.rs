@@ -18,6 +18,7 @@ pub enum Reason {
     ChartInvalid,
     ChartSourceRefused,
     ValuesInvalid,
+    PostRendererInvalid,
     ReleaseLocked,
     ReleaseOwnedByOther,
     ReleaseNotOwned,
@@ -39,6 +40,9 @@ pub enum Reason {
     UninstallPerformed,
     UninstallSucceeded,
     UninstallFailed,
+    PostRendererListReplaced,
+    TestSucceeded,
+    TestFailed,
     // HelmApp: readiness.
     UpToDate,
     Progressing,
@@ -60,7 +64,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 43] = [
+    pub const ALL: [Reason; 47] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -70,6 +74,7 @@ impl Reason {
         Reason::ChartInvalid,
         Reason::ChartSourceRefused,
         Reason::ValuesInvalid,
+        Reason::PostRendererInvalid,
         Reason::ReleaseLocked,
         Reason::ReleaseOwnedByOther,
         Reason::ReleaseNotOwned,
@@ -90,6 +95,9 @@ impl Reason {
         Reason::UninstallPerformed,
         Reason::UninstallSucceeded,
         Reason::UninstallFailed,
+        Reason::PostRendererListReplaced,
+        Reason::TestSucceeded,
+        Reason::TestFailed,
         Reason::UpToDate,
         Reason::Progressing,
         Reason::ReadinessTimeout,
@@ -118,6 +126,10 @@ impl Reason {
             ChartInvalid => "ChartInvalid",
             ChartSourceRefused => "ChartSourceRefused",
             ValuesInvalid => "ValuesInvalid",
+            PostRendererInvalid => "PostRendererInvalid",
+            PostRendererListReplaced => "PostRendererListReplaced",
+            TestSucceeded => "TestSucceeded",
+            TestFailed => "TestFailed",
             ReleaseLocked => "ReleaseLocked",
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
             ReleaseNotOwned => "ReleaseNotOwned",

@@ -243,6 +243,9 @@ impl Fixture {
                 work_dir,
                 kubeconfig: Some(self.cp.kubeconfig_path().to_path_buf()),
                 max_concurrent: 4,
+                // In-process, the test binary is not the operator's: helm
+                // runs the built operator binary's `post-render`.
+                post_renderer: Some(PathBuf::from(env!("CARGO_BIN_EXE_hossted-operator"))),
             },
             chart_path_root: Some(
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/charts"),

@@ -9,6 +9,7 @@ mod drift;
 mod outcome;
 mod release;
 mod remediate;
+mod test;
 mod uninstall;
 mod unlock;
 

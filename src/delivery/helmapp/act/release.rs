@@ -7,7 +7,8 @@ use record::EventType;
 use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
-use crate::delivery::helm::{Released, Upgrade, values};
+use crate::delivery::helm::post_render::{self, ConfigFile};
+use crate::delivery::helm::{Flags, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Inputs, Observed};
 use crate::delivery::helmapp::plan::{AfterFailure, HELM_HOLDS, after_failure};
@@ -56,6 +57,17 @@ pub async fn run(
     };
     o.redactor = values::Redactor::of(&values);
     warn_if_clamped(ctx, app, o);
+    // Acted on now, whatever the run's end: each value once.
+    let forced = o.forced();
+    o.status.last_handled_force_at = o.force_at.clone();
+    let post_render = match post_render_file(ctx, app) {
+        Ok(file) => file,
+        Err(message) => {
+            refuse(ctx, app, o, Reason::PostRendererInvalid, &message, true);
+            let action = Action::done(format!("PostRendererInvalid: {message}"));
+            return Ok(Outcome::Finished(action));
+        }
+    };
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
@@ -70,6 +82,14 @@ pub async fn run(
         skip_crds: app.spec.crds != CrdPolicy::Create,
         as_user: user.as_deref(),
         timeout: o.timeout,
+        flags: flags(app, kind, forced),
+        history_max: app.spec.max_history(),
+        post_renderer: post_render.as_ref().and_then(|f| {
+            Some(PostRender {
+                binary: ctx.settings.helm.post_renderer.as_deref()?,
+                config: f.path(),
+            })
+        }),
     };
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
@@ -80,8 +100,16 @@ pub async fn run(
         let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
         return Ok(Outcome::Finished(action));
     };
+    drop(post_render);
     let outcome = match result {
-        Ok(released) => succeeded(ctx, app, o, kind, &hash, released),
+        Ok(released) => {
+            let revision = released.revision;
+            let outcome = succeeded(ctx, app, o, kind, &hash, released);
+            match super::test::run(ctx, app, o, revision, &hash).await {
+                Some(message) => failed_run(ctx, app, o, kind, &hash, None, &message).await,
+                None => outcome,
+            }
+        }
         Err(e) => {
             let message = e.summary(&o.redactor);
             if let Some(refused) = e.forbidden() {
@@ -97,7 +125,8 @@ pub async fn run(
                 );
                 forbidden(ctx, app, o, kind.action(), &refused, &message)
             } else {
-                failed_run(ctx, app, o, kind, &hash, chart.version.as_str(), &message).await
+                let version = Some(chart.version.as_str());
+                failed_run(ctx, app, o, kind, &hash, version, &message).await
             }
         }
     };
@@ -106,10 +135,61 @@ pub async fn run(
     Ok(outcome)
 }
 
+/// The flags of this run: `spec.install`'s for an install, `spec.upgrade`'s
+/// for an upgrade — with `--force` too when `hossted.com/force-at` asked.
+fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
+    let (i, u) = (&app.spec.install, &app.spec.upgrade);
+    match kind {
+        Kind::Install => Flags {
+            no_hooks: i.disable_hooks,
+            skip_schema_validation: i.skip_schema_validation,
+            ..Flags::default()
+        },
+        Kind::Upgrade | Kind::Repair => Flags {
+            no_hooks: u.disable_hooks,
+            force: u.force || forced,
+            cleanup_on_fail: u.cleanup_on_fail,
+            skip_schema_validation: u.skip_schema_validation,
+        },
+    }
+}
+
+/// The post-renderer's settings written for this run (`None`: the app asks
+/// for no post-rendering); `Err` says what is wrong with them. A Warning
+/// when a merge patch replaces a list whole.
+fn post_render_file(ctx: &Context, app: &HelmApp) -> Result<Option<ConfigFile>, String> {
+    let Some(config) = post_render::Config::of(&app.spec) else {
+        return Ok(None);
+    };
+    config.check()?;
+    if ctx.settings.helm.post_renderer.is_none() {
+        return Err(
+            "no post-renderer binary is known: start the operator with --post-renderer-binary"
+                .into(),
+        );
+    }
+    let replaced = config.lists_replaced();
+    if !replaced.is_empty() {
+        let message = format!(
+            "{}: a JSON merge patch replaces a list whole (a strategic merge would merge it by key); use JSON 6902 operations to change one item",
+            replaced.join(", ")
+        );
+        let reason = Reason::PostRendererListReplaced.as_str();
+        ctx.recorder.event(app, EventType::Warning, reason, &message);
+    }
+    ConfigFile::write(&ctx.settings.helm.work_dir, &config)
+        .map(Some)
+        .map_err(|e| format!("cannot write the post-renderer's settings: {e}"))
+}
+
 /// A new configuration, or a new `hossted.com/reconcile-at`, starts the
 /// retries afresh.
 fn start_afresh_if_asked(o: &mut Observed, hash: &str) {
+    let forced = o.forced();
     let status = &mut o.status;
+    if forced {
+        status.failures = 0;
+    }
     if o.reconcile_at != status.last_handled_reconcile_at {
         status.last_handled_reconcile_at = o.reconcile_at.clone();
         status.failures = 0;
@@ -182,27 +262,25 @@ fn succeeded(
     Outcome::Finished(Action::done(message))
 }
 
+/// A failed run of `kind` — helm's (recorded in the history with the
+/// chart `version` it tried), or its `helm test`'s (`version` `None`: the
+/// test recorded itself) — and what follows it.
 async fn failed_run(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
     kind: Kind,
     hash: &str,
-    chart_version: &str,
+    version: Option<&str>,
     message: &str,
 ) -> Outcome {
     let status = &mut o.status;
     status.last_action = kind.action().into();
     status.failures += 1;
     let revision = status.revision;
-    push_history(
-        status,
-        kind.action(),
-        revision,
-        chart_version,
-        hash,
-        "failed",
-    );
+    if let Some(version) = version {
+        push_history(status, kind.action(), revision, version, hash, "failed");
+    }
     match after_failure(kind == Kind::Install, o.status.failures, app) {
         AfterFailure::UninstallAndRetry => {
             super::remediate::uninstall(ctx, app, o, hash).await;

@@ -4,6 +4,7 @@
 use apis::helmapp::{HelmApp, OnFailure};
 use record::EventType;
 
+use crate::delivery::helm::{Flags, Rollback};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
@@ -21,19 +22,34 @@ pub async fn run(
     remedy: OnFailure,
     hash: &str,
 ) -> String {
-    let (ns, release) = (o.target.namespace.as_str(), o.target.release.as_str());
-    let timeout = o.timeout;
     let user = o.identity.user();
     let as_user = user.as_deref();
     let outcome = match remedy {
         // To the last revision that succeeded.
         OnFailure::Rollback if o.status.revision > 0 => {
-            ctx.helm
-                .rollback(ns, release, o.status.revision, timeout, as_user)
-                .await
+            let r = &app.spec.rollback;
+            let rollback = Rollback {
+                release: &o.target.release,
+                namespace: &o.target.namespace,
+                revision: o.status.revision,
+                as_user,
+                timeout: o.timeout,
+                flags: Flags {
+                    no_hooks: r.disable_hooks,
+                    force: r.force,
+                    cleanup_on_fail: r.cleanup_on_fail,
+                    skip_schema_validation: false,
+                },
+                history_max: app.spec.max_history(),
+            };
+            ctx.helm.rollback(&rollback).await
         }
         OnFailure::Rollback => return "no rollback: no revision ever succeeded".into(),
-        OnFailure::Uninstall => ctx.helm.uninstall(ns, release, timeout, as_user).await,
+        OnFailure::Uninstall => {
+            ctx.helm
+                .uninstall(&super::uninstall::request(app, o, as_user))
+                .await
+        }
         OnFailure::None | OnFailure::Unknown => return "no remediation (onFailure: none)".into(),
     };
     let (result, said) = match outcome {

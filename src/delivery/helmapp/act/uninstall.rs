@@ -1,13 +1,14 @@
 //! The HelmApp is being deleted: `helm uninstall` (a release already gone
 //! counts as done), then the finalizer goes.
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{DeletionPropagation, HelmApp};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 use record::EventType;
 use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, forbidden};
+use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::plan::HELM_HOLDS;
@@ -31,11 +32,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
         o.redactor = crate::delivery::helm::values::Redactor::of(&values);
     }
     let user = o.identity.user();
-    match ctx
-        .helm
-        .uninstall(ns, release, o.timeout, user.as_deref())
-        .await
-    {
+    match ctx.helm.uninstall(&request(app, o, user.as_deref())).await {
         None => {
             let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
             return Ok(Outcome::Finished(action));
@@ -58,6 +55,25 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
         }
     }
     let_go(ctx, app).await
+}
+
+/// `helm uninstall` of `o`'s release with `spec.uninstall`'s settings —
+/// on deletion and as a remediation alike.
+pub fn request<'a>(app: &'a HelmApp, o: &'a Observed, as_user: Option<&'a str>) -> Uninstall<'a> {
+    let u = &app.spec.uninstall;
+    Uninstall {
+        release: &o.target.release,
+        namespace: &o.target.namespace,
+        as_user,
+        timeout: o.timeout,
+        no_hooks: u.disable_hooks,
+        keep_history: u.keep_history,
+        // `Unknown` (a spelling the schema refuses): helm's default.
+        cascade: match u.deletion_propagation {
+            DeletionPropagation::Unknown => "background",
+            p => p.as_str(),
+        },
+    }
 }
 
 /// Whether namespace `ns` is gone (404) or terminating.

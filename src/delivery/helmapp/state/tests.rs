@@ -45,6 +45,7 @@ pub(super) fn observed() -> Observed {
         redactor: Default::default(),
         status: Default::default(),
         reconcile_at: String::new(),
+        force_at: String::new(),
         cross_namespace: None,
         dependency: None,
         inputs: Some(Inputs::Ready {
@@ -476,4 +477,147 @@ fn only_what_holds_an_app_back_is_decided_before_its_chart_is_fetched() {
         held_back(&observed(), &app(|a| a.spec.suspend = true)),
         Some(ReleaseState::Suspended)
     );
+}
+
+/// What issue 24 adds: `force-at`, a kept `uninstalled` entry, a failed
+/// `helm test`, and the backoff between attempts.
+#[test]
+fn force_kept_history_failed_tests_and_backoff() {
+    use ReleaseState as S;
+    let plain = app(|_| {});
+    let deployed = || Observed {
+        newest: stored(2, "deployed", UID, HASH),
+        ..observed()
+    };
+    let failed_at = |action: &str, secs_ago: i64, failures: i32| HelmAppStatus {
+        failures,
+        history: vec![HistoryEntry {
+            action: action.into(),
+            config_hash: HASH.into(),
+            result: "failed".into(),
+            time: (now() - chrono::Duration::seconds(secs_ago))
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    check(vec![
+        ("in sync", plain.clone(), deployed(), |s| {
+            matches!(s, S::InSync { .. })
+        }),
+        (
+            "a new force-at: one forced upgrade",
+            plain.clone(),
+            Observed {
+                force_at: "1".into(),
+                ..deployed()
+            },
+            |s| *s == S::OutOfSync { why: Why::Forced },
+        ),
+        (
+            "a force-at acted on: nothing",
+            plain.clone(),
+            Observed {
+                force_at: "1".into(),
+                status: HelmAppStatus {
+                    last_handled_force_at: "1".into(),
+                    ..Default::default()
+                },
+                ..deployed()
+            },
+            |s| matches!(s, S::InSync { .. }),
+        ),
+        (
+            "an uninstalled entry kept by keepHistory: installed over",
+            plain.clone(),
+            Observed {
+                newest: stored(5, "uninstalled", "uid-of-a-deleted-app", "old"),
+                ..observed()
+            },
+            |s| *s == S::Absent,
+        ),
+        (
+            "an uninstalled entry of a live HelmApp: not taken",
+            plain.clone(),
+            Observed {
+                newest: stored(5, "uninstalled", "uid-2", "old"),
+                owner_is_live: true,
+                ..observed()
+            },
+            |s| matches!(s, S::OwnedByOther { .. }),
+        ),
+        (
+            "a failed test, long ago: upgraded again",
+            plain.clone(),
+            Observed {
+                status: failed_at("test", 600, 1),
+                ..deployed()
+            },
+            |s| *s == S::OutOfSync { why: Why::TestFailed },
+        ),
+        (
+            "a failed test that is ignored: in sync",
+            app(|a| a.spec.test.ignore_failures = true),
+            Observed {
+                status: failed_at("test", 600, 1),
+                ..deployed()
+            },
+            |s| matches!(s, S::InSync { .. }),
+        ),
+        (
+            "the third failure, 2 s ago: 2 s more (4 s backoff)",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: failed_at("upgrade", 2, 3),
+                ..observed()
+            },
+            |s| {
+                *s == S::BackingOff {
+                    remaining: Duration::from_secs(2),
+                }
+            },
+        ),
+        (
+            "the third failure, 5 s ago: tried again",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: failed_at("upgrade", 5, 3),
+                ..observed()
+            },
+            |s| *s == S::OutOfSync { why: Why::NotDeployed },
+        ),
+        (
+            "a failed install uninstalled 0 s ago: backing off",
+            plain.clone(),
+            Observed {
+                status: {
+                    let mut s = failed_at("install", 0, 1);
+                    s.history.insert(0, HistoryEntry {
+                        action: "uninstall".into(),
+                        result: "succeeded".into(),
+                        ..Default::default()
+                    });
+                    s
+                },
+                ..observed()
+            },
+            |s| matches!(s, S::BackingOff { .. }),
+        ),
+        (
+            "a new reconcile-at does not wait",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: failed_at("upgrade", 0, 3),
+                reconcile_at: "now".into(),
+                ..observed()
+            },
+            |s| *s == S::OutOfSync { why: Why::NotDeployed },
+        ),
+    ]);
+    assert_eq!(retry_backoff(1), Duration::from_secs(1));
+    assert_eq!(retry_backoff(4), Duration::from_secs(8));
+    assert_eq!(retry_backoff(1000), Duration::from_secs(300), "capped");
 }

@@ -1,0 +1,398 @@
+//! helm's command line for each action, built from a request (pure; the
+//! runner spawns it). Each field of a HelmApp's `install` / `upgrade` /
+//! `rollback` / `uninstall` / `test` settings is one helm 3 flag, and only
+//! on the action it belongs to — the unit tests below are the table.
+//!
+//! Never on a command line: values (they go on stdin), credentials, patch
+//! contents (the post-renderer reads them from a file).
+
+use std::path::Path;
+use std::time::Duration;
+
+/// The flags an install, upgrade or rollback may carry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Flags {
+    /// `--no-hooks`.
+    pub no_hooks: bool,
+    /// `--force` (upgrade, rollback).
+    pub force: bool,
+    /// `--cleanup-on-fail` (upgrade, rollback).
+    pub cleanup_on_fail: bool,
+    /// `--skip-schema-validation` (install, upgrade).
+    pub skip_schema_validation: bool,
+}
+
+/// `helm upgrade --install`: an install when no release exists, else an
+/// upgrade — `flags` are the ones of that action.
+#[derive(Debug, Clone)]
+pub struct Upgrade<'a> {
+    pub release: &'a str,
+    pub namespace: &'a str,
+    /// A local chart (directory or `.tgz`).
+    pub chart: &'a Path,
+    /// The merged values document (JSON is YAML), written on stdin.
+    pub values: &'a serde_json::Value,
+    /// `--labels` on the release's storage.
+    pub labels: &'a [(&'a str, &'a str)],
+    pub create_namespace: bool,
+    pub skip_crds: bool,
+    /// The user helm impersonates (`--kube-as-user`); `None`: the operator.
+    pub as_user: Option<&'a str>,
+    pub timeout: Duration,
+    pub flags: Flags,
+    /// `--history-max` (0: all revisions kept).
+    pub history_max: i32,
+    /// `--post-renderer`: the program and the file it reads its work from.
+    pub post_renderer: Option<PostRender<'a>>,
+}
+
+/// helm's `--post-renderer`: `binary post-render <config>`.
+#[derive(Debug, Clone, Copy)]
+pub struct PostRender<'a> {
+    pub binary: &'a Path,
+    /// The post-renderer's settings (patches, images, metadata): a file of
+    /// the private work directory, removed after the run.
+    pub config: &'a Path,
+}
+
+/// `helm rollback` to `revision`.
+#[derive(Debug, Clone)]
+pub struct Rollback<'a> {
+    pub release: &'a str,
+    pub namespace: &'a str,
+    pub revision: i64,
+    pub as_user: Option<&'a str>,
+    pub timeout: Duration,
+    /// `no_hooks`, `force`, `cleanup_on_fail` apply.
+    pub flags: Flags,
+    pub history_max: i32,
+}
+
+/// `helm uninstall --ignore-not-found`.
+#[derive(Debug, Clone)]
+pub struct Uninstall<'a> {
+    pub release: &'a str,
+    pub namespace: &'a str,
+    pub as_user: Option<&'a str>,
+    pub timeout: Duration,
+    pub no_hooks: bool,
+    /// `--keep-history`.
+    pub keep_history: bool,
+    /// `--cascade`: `background`, `foreground` or `orphan`.
+    pub cascade: &'a str,
+}
+
+/// `helm test`.
+#[derive(Debug, Clone)]
+pub struct Test<'a> {
+    pub release: &'a str,
+    pub namespace: &'a str,
+    pub as_user: Option<&'a str>,
+    pub timeout: Duration,
+}
+
+/// The subcommand of the operator's binary helm runs as post-renderer.
+pub const POST_RENDER_SUBCOMMAND: &str = "post-render";
+
+impl Upgrade<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let labels = self
+            .labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut args = strings(&[
+            "upgrade",
+            "--install",
+            self.release,
+            &self.chart.display().to_string(),
+            "--namespace",
+            self.namespace,
+            "--values",
+            "-",
+            "--labels",
+            &labels,
+            "--output",
+            "json",
+        ]);
+        timeout(&mut args, self.timeout);
+        history_max(&mut args, self.history_max);
+        switch(&mut args, self.create_namespace, "--create-namespace");
+        switch(&mut args, self.skip_crds, "--skip-crds");
+        flags(&mut args, self.flags);
+        if let Some(p) = &self.post_renderer {
+            args.extend(strings(&[
+                "--post-renderer",
+                &p.binary.display().to_string(),
+                "--post-renderer-args",
+                POST_RENDER_SUBCOMMAND,
+                "--post-renderer-args",
+                &p.config.display().to_string(),
+            ]));
+        }
+        impersonate(&mut args, self.as_user);
+        args
+    }
+}
+
+impl Rollback<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let mut args = strings(&[
+            "rollback",
+            self.release,
+            &self.revision.to_string(),
+            "--namespace",
+            self.namespace,
+        ]);
+        timeout(&mut args, self.timeout);
+        history_max(&mut args, self.history_max);
+        flags(
+            &mut args,
+            Flags {
+                // helm rollback has no schema to validate.
+                skip_schema_validation: false,
+                ..self.flags
+            },
+        );
+        impersonate(&mut args, self.as_user);
+        args
+    }
+}
+
+impl Uninstall<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let mut args = strings(&[
+            "uninstall",
+            self.release,
+            "--ignore-not-found",
+            "--namespace",
+            self.namespace,
+        ]);
+        timeout(&mut args, self.timeout);
+        switch(&mut args, self.no_hooks, "--no-hooks");
+        switch(&mut args, self.keep_history, "--keep-history");
+        // background is helm's own default: said only when it differs.
+        if self.cascade != "background" {
+            args.extend(strings(&["--cascade", self.cascade]));
+        }
+        impersonate(&mut args, self.as_user);
+        args
+    }
+}
+
+impl Test<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let mut args = strings(&["test", self.release, "--namespace", self.namespace]);
+        timeout(&mut args, self.timeout);
+        impersonate(&mut args, self.as_user);
+        args
+    }
+}
+
+fn strings(s: &[&str]) -> Vec<String> {
+    s.iter().map(|s| s.to_string()).collect()
+}
+
+fn timeout(args: &mut Vec<String>, timeout: Duration) {
+    args.push("--timeout".into());
+    args.push(format!("{}s", timeout.as_secs().max(1)));
+}
+
+fn history_max(args: &mut Vec<String>, max: i32) {
+    args.push("--history-max".into());
+    args.push(max.max(0).to_string());
+}
+
+fn switch(args: &mut Vec<String>, on: bool, flag: &str) {
+    if on {
+        args.push(flag.into());
+    }
+}
+
+fn flags(args: &mut Vec<String>, f: Flags) {
+    switch(args, f.no_hooks, "--no-hooks");
+    switch(args, f.force, "--force");
+    switch(args, f.cleanup_on_fail, "--cleanup-on-fail");
+    switch(args, f.skip_schema_validation, "--skip-schema-validation");
+}
+
+/// `--kube-as-user`: every helm action of a HelmApp outside the privileged
+/// namespaces runs as its ServiceAccount (`crate::delivery::tenancy`).
+fn impersonate(args: &mut Vec<String>, as_user: Option<&str>) {
+    if let Some(user) = as_user {
+        args.push("--kube-as-user".into());
+        args.push(user.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn has(args: &[String], flag: &str) -> bool {
+        args.iter().any(|a| a == flag)
+    }
+
+    fn after<'a>(args: &'a [String], flag: &str) -> Vec<&'a str> {
+        args.windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
+    }
+
+    fn upgrade(flags: Flags) -> Vec<String> {
+        let values = serde_json::json!({ "password": "never-on-a-command-line" });
+        Upgrade {
+            release: "web",
+            namespace: "apps",
+            chart: Path::new("/work/charts/web.tgz"),
+            values: &values,
+            labels: &[("hossted.com/config-hash", "abc"), ("hossted.com/uid", "u1")],
+            create_namespace: false,
+            skip_crds: false,
+            as_user: None,
+            timeout: Duration::from_secs(300),
+            flags,
+            history_max: 5,
+            post_renderer: None,
+        }
+        .args()
+    }
+
+    #[test]
+    fn an_upgrade_carries_exactly_the_flags_asked_for() {
+        let plain = upgrade(Flags::default());
+        for flag in [
+            "--no-hooks",
+            "--force",
+            "--cleanup-on-fail",
+            "--skip-schema-validation",
+            "--post-renderer",
+            "--kube-as-user",
+        ] {
+            assert!(!has(&plain, flag), "{flag} without being asked: {plain:?}");
+        }
+        assert_eq!(after(&plain, "--history-max"), ["5"]);
+        assert_eq!(after(&plain, "--values"), ["-"], "values on stdin");
+        assert!(!plain.iter().any(|a| a.contains("never-on")));
+        let all = upgrade(Flags {
+            no_hooks: true,
+            force: true,
+            cleanup_on_fail: true,
+            skip_schema_validation: true,
+        });
+        for flag in [
+            "--no-hooks",
+            "--force",
+            "--cleanup-on-fail",
+            "--skip-schema-validation",
+        ] {
+            assert_eq!(all.iter().filter(|a| *a == flag).count(), 1, "{flag}");
+        }
+    }
+
+    #[test]
+    fn the_post_renderer_is_named_with_its_file_not_its_content() {
+        let values = serde_json::json!({});
+        let args = Upgrade {
+            release: "web",
+            namespace: "apps",
+            chart: Path::new("/c"),
+            values: &values,
+            labels: &[],
+            create_namespace: true,
+            skip_crds: true,
+            as_user: Some("system:serviceaccount:apps:hossted-deployer"),
+            timeout: Duration::from_millis(10),
+            flags: Flags::default(),
+            history_max: 0,
+            post_renderer: Some(PostRender {
+                binary: Path::new("/bin/hossted-operator"),
+                config: Path::new("/work/post-render/x.json"),
+            }),
+        }
+        .args();
+        assert_eq!(after(&args, "--post-renderer"), ["/bin/hossted-operator"]);
+        assert_eq!(
+            after(&args, "--post-renderer-args"),
+            [POST_RENDER_SUBCOMMAND, "/work/post-render/x.json"]
+        );
+        assert_eq!(after(&args, "--history-max"), ["0"], "0 keeps every revision");
+        assert_eq!(after(&args, "--timeout"), ["1s"], "never 0s");
+        assert!(has(&args, "--create-namespace") && has(&args, "--skip-crds"));
+        assert_eq!(
+            after(&args, "--kube-as-user"),
+            ["system:serviceaccount:apps:hossted-deployer"]
+        );
+    }
+
+    #[test]
+    fn a_rollback_takes_its_own_flags_and_the_history_bound() {
+        let r = |flags| Rollback {
+            release: "web",
+            namespace: "apps",
+            revision: 3,
+            as_user: None,
+            timeout: Duration::from_secs(60),
+            flags,
+            history_max: 2,
+        };
+        let plain = r(Flags::default()).args();
+        assert_eq!(&plain[..3], ["rollback", "web", "3"]);
+        assert_eq!(after(&plain, "--history-max"), ["2"]);
+        assert!(!has(&plain, "--force") && !has(&plain, "--no-hooks"));
+        let all = r(Flags {
+            no_hooks: true,
+            force: true,
+            cleanup_on_fail: true,
+            skip_schema_validation: true,
+        })
+        .args();
+        assert!(has(&all, "--no-hooks") && has(&all, "--force") && has(&all, "--cleanup-on-fail"));
+        assert!(
+            !has(&all, "--skip-schema-validation"),
+            "helm rollback has no such flag"
+        );
+    }
+
+    #[test]
+    fn an_uninstall_keeps_history_and_cascades_only_when_asked() {
+        let u = |no_hooks, keep_history, cascade| {
+            Uninstall {
+                release: "web",
+                namespace: "apps",
+                as_user: None,
+                timeout: Duration::from_secs(60),
+                no_hooks,
+                keep_history,
+                cascade,
+            }
+            .args()
+        };
+        let plain = u(false, false, "background");
+        assert!(has(&plain, "--ignore-not-found"));
+        for flag in ["--no-hooks", "--keep-history", "--cascade", "--history-max"] {
+            assert!(!has(&plain, flag), "{flag}: {plain:?}");
+        }
+        let all = u(true, true, "orphan");
+        assert!(has(&all, "--no-hooks") && has(&all, "--keep-history"));
+        assert_eq!(after(&all, "--cascade"), ["orphan"]);
+        assert_eq!(after(&u(false, false, "foreground"), "--cascade"), ["foreground"]);
+    }
+
+    #[test]
+    fn a_test_run_names_the_release_and_its_identity() {
+        let args = Test {
+            release: "web",
+            namespace: "apps",
+            as_user: Some("system:serviceaccount:apps:t"),
+            timeout: Duration::from_secs(120),
+        }
+        .args();
+        assert_eq!(&args[..2], ["test", "web"]);
+        assert_eq!(after(&args, "--timeout"), ["120s"]);
+        assert_eq!(after(&args, "--kube-as-user"), ["system:serviceaccount:apps:t"]);
+        assert!(!has(&args, "--history-max") && !has(&args, "--force"));
+    }
+}
