@@ -248,7 +248,10 @@ mod tests {
             namespace: "apps",
             chart: Path::new("/work/charts/web.tgz"),
             values: &values,
-            labels: &[("hossted.com/config-hash", "abc"), ("hossted.com/uid", "u1")],
+            labels: &[
+                ("hossted.com/config-hash", "abc"),
+                ("hossted.com/uid", "u1"),
+            ],
             create_namespace: false,
             skip_crds: false,
             as_user: None,
@@ -318,7 +321,11 @@ mod tests {
             after(&args, "--post-renderer-args"),
             [POST_RENDER_SUBCOMMAND, "/work/post-render/x.json"]
         );
-        assert_eq!(after(&args, "--history-max"), ["0"], "0 keeps every revision");
+        assert_eq!(
+            after(&args, "--history-max"),
+            ["0"],
+            "0 keeps every revision"
+        );
         assert_eq!(after(&args, "--timeout"), ["1s"], "never 0s");
         assert!(has(&args, "--create-namespace") && has(&args, "--skip-crds"));
         assert_eq!(
@@ -378,7 +385,10 @@ mod tests {
         let all = u(true, true, "orphan");
         assert!(has(&all, "--no-hooks") && has(&all, "--keep-history"));
         assert_eq!(after(&all, "--cascade"), ["orphan"]);
-        assert_eq!(after(&u(false, false, "foreground"), "--cascade"), ["foreground"]);
+        assert_eq!(
+            after(&u(false, false, "foreground"), "--cascade"),
+            ["foreground"]
+        );
     }
 
     #[test]
@@ -392,7 +402,10 @@ mod tests {
         .args();
         assert_eq!(&args[..2], ["test", "web"]);
         assert_eq!(after(&args, "--timeout"), ["120s"]);
-        assert_eq!(after(&args, "--kube-as-user"), ["system:serviceaccount:apps:t"]);
+        assert_eq!(
+            after(&args, "--kube-as-user"),
+            ["system:serviceaccount:apps:t"]
+        );
         assert!(!has(&args, "--history-max") && !has(&args, "--force"));
     }
 }

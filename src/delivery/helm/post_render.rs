@@ -44,14 +44,20 @@ impl Config {
     /// Every patch parsed: the first that is not a patch, named by its
     /// place (`postRenderers[0].kustomize.patches[1]`).
     pub fn check(&self) -> Result<(), String> {
-        self.patches().try_for_each(|(at, p)| parse_patch(&p.patch).map(|_| ()).map_err(|e| format!("{at}: {e}")))
+        self.patches().try_for_each(|(at, p)| {
+            parse_patch(&p.patch)
+                .map(|_| ())
+                .map_err(|e| format!("{at}: {e}"))
+        })
     }
 
     /// Merge patches that set a list: the list is replaced whole (a
     /// strategic merge, as Flux's kustomize does, would merge it by key).
     pub fn lists_replaced(&self) -> Vec<String> {
         self.patches()
-            .filter(|(_, p)| matches!(parse_patch(&p.patch), Ok(Patch::Merge(m)) if sets_a_list(&m)))
+            .filter(
+                |(_, p)| matches!(parse_patch(&p.patch), Ok(Patch::Merge(m)) if sets_a_list(&m)),
+            )
             .map(|(at, _)| at)
             .collect()
     }
@@ -98,7 +104,7 @@ fn sets_a_list(v: &Value) -> bool {
 }
 
 /// Post-renders a manifest stream (see the module docs). Documents that are
-/// empty are dropped; every other is written back as YAML.
+/// empty are dropped; every other is written back as a JSON document.
 pub fn render(config: &Config, manifests: &str) -> Result<String, String> {
     crate::cached::yaml::check(manifests).map_err(|e| format!("helm's output refused: {e}"))?;
     let mut objects = Vec::new();
@@ -127,10 +133,15 @@ pub fn render(config: &Config, manifests: &str) -> Result<String, String> {
             add_metadata(o, m);
         }
     }
+    // JSON, one document each: YAML to helm's parser, with every string
+    // quoted — a YAML 1.2 writer leaves `yes` or `on` bare, which helm's
+    // YAML 1.1 reading turns into booleans. No line of it starts with
+    // `---` (every string is quoted), so helm splits it where it should.
     let mut out = String::new();
     for o in &objects {
         out.push_str("---\n");
-        out.push_str(&serde_yaml_ng::to_string(o).map_err(|e| e.to_string())?);
+        out.push_str(&serde_json::to_string_pretty(o).map_err(|e| e.to_string())?);
+        out.push('\n');
     }
     Ok(out)
 }
@@ -150,7 +161,10 @@ fn apply(patch: &Patch, o: &mut Value) -> Result<(), String> {
 fn implied_target(patch: &Patch) -> Option<PatchTarget> {
     let Patch::Merge(m) = patch else { return None };
     let kind = m.get("kind")?.as_str()?.to_string();
-    let name = m.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = m
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     Some(PatchTarget {
         kind,
         name: name.to_string(),
@@ -173,7 +187,12 @@ fn matches(target: Option<&PatchTarget>, o: &Value) -> bool {
 }
 
 fn describe(o: &Value) -> String {
-    let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or("?").to_string();
+    let text = |p: &str| {
+        o.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
     format!("{} {}", text("/kind"), text("/metadata/name"))
 }
 
@@ -223,7 +242,11 @@ fn replaced(image: &str, images: &[KustomizeImage]) -> Option<String> {
         _ => (name, None),
     };
     let o = images.iter().find(|o| o.name == name)?;
-    let new_name = if o.new_name.is_empty() { name } else { &o.new_name };
+    let new_name = if o.new_name.is_empty() {
+        name
+    } else {
+        &o.new_name
+    };
     Some(if !o.digest.is_empty() {
         format!("{new_name}@{}", o.digest)
     } else if !o.new_tag.is_empty() {
@@ -241,13 +264,19 @@ fn replaced(image: &str, images: &[KustomizeImage]) -> Option<String> {
 /// overriding what the chart set.
 fn add_metadata(o: &mut Value, m: &CommonMetadata) {
     let Some(obj) = o.as_object_mut() else { return };
-    let meta = obj.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
-    let Some(meta) = meta.as_object_mut() else { return };
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
     for (field, add) in [("labels", &m.labels), ("annotations", &m.annotations)] {
         if add.is_empty() {
             continue;
         }
-        let map = meta.entry(field).or_insert_with(|| Value::Object(Default::default()));
+        let map = meta
+            .entry(field)
+            .or_insert_with(|| Value::Object(Default::default()));
         if !map.is_object() {
             *map = Value::Object(Default::default());
         }

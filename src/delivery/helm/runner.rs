@@ -173,7 +173,11 @@ impl Helm {
     pub async fn uninstall(&self, u: &Uninstall<'_>) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(u.namespace, u.release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        Some(self.run("uninstall", u.args(), None, u.timeout).await.map(|_| ()))
+        Some(
+            self.run("uninstall", u.args(), None, u.timeout)
+                .await
+                .map(|_| ()),
+        )
     }
 
     /// `helm rollback` (to the last revision that succeeded: the one before
@@ -181,7 +185,11 @@ impl Helm {
     pub async fn rollback(&self, r: &Rollback<'_>) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(r.namespace, r.release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        Some(self.run("rollback", r.args(), None, r.timeout).await.map(|_| ()))
+        Some(
+            self.run("rollback", r.args(), None, r.timeout)
+                .await
+                .map(|_| ()),
+        )
     }
 
     /// `helm test`: the chart's test hooks run and must succeed. `None`:
@@ -189,7 +197,11 @@ impl Helm {
     pub async fn test(&self, t: &Test<'_>) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(t.namespace, t.release)?;
         let _slot = self.slots.acquire().await.ok()?;
-        Some(self.run("test", t.args(), None, t.timeout).await.map(|_| ()))
+        Some(
+            self.run("test", t.args(), None, t.timeout)
+                .await
+                .map(|_| ()),
+        )
     }
 
     /// `helm show crds` of a local chart: the YAML of its `crds/` directory

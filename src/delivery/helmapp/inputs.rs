@@ -279,7 +279,8 @@ fn hashed(
         .iter()
         .zip(references)
         .map(|(r, d)| {
-            let mut v = json!({ "kind": r.kind.as_str(), "name": r.name, "key": r.key, "digest": d });
+            let mut v =
+                json!({ "kind": r.kind.as_str(), "name": r.name, "key": r.key, "digest": d });
             if !r.target_path.is_empty() {
                 v["targetPath"] = json!(r.target_path);
             }
@@ -438,11 +439,20 @@ mod tests {
         };
         for (what, changed) in [
             ("upgrade.force", edited(|a| a.spec.upgrade.force = true)),
-            ("install.disableHooks", edited(|a| a.spec.install.disable_hooks = true)),
-            ("uninstall.keepHistory", edited(|a| a.spec.uninstall.keep_history = true)),
+            (
+                "install.disableHooks",
+                edited(|a| a.spec.install.disable_hooks = true),
+            ),
+            (
+                "uninstall.keepHistory",
+                edited(|a| a.spec.uninstall.keep_history = true),
+            ),
             ("maxHistory", edited(|a| a.spec.max_history = Some(2))),
             ("test.enable", edited(|a| a.spec.test.enable = true)),
-            ("remediation.retries", edited(|a| a.spec.remediation.retries = -1)),
+            (
+                "remediation.retries",
+                edited(|a| a.spec.remediation.retries = -1),
+            ),
             ("timeout", edited(|a| a.spec.timeout = "1m".into())),
         ] {
             assert_eq!(changed, base, "{what} does not enter the hash");

@@ -220,7 +220,9 @@ fn backing_off(o: &Observed, hash: &str) -> Option<ReleaseState> {
         return None;
     }
     let at = chrono::DateTime::parse_from_rfc3339(&last.time).ok()?;
-    let since = (o.now - at.with_timezone(&chrono::Utc)).to_std().unwrap_or_default();
+    let since = (o.now - at.with_timezone(&chrono::Utc))
+        .to_std()
+        .unwrap_or_default();
     let remaining = retry_backoff(s.failures).checked_sub(since)?;
     (!remaining.is_zero()).then_some(ReleaseState::BackingOff { remaining })
 }

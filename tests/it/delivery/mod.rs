@@ -1,6 +1,7 @@
 //! HelmApp delivery end to end: a real apiserver, the real helm binary run
 //! by the operator, charts by path from `examples/charts`.
 
+mod actions;
 mod drift;
 mod hostile;
 mod lifecycle;

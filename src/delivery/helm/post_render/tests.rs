@@ -47,8 +47,14 @@ fn a_json_6902_patch_reaches_only_its_target() {
     }]}}]}));
     let out = objects(&render(&c, RENDERED).unwrap());
     assert_eq!(out.len(), 2, "the empty document is dropped");
-    assert_eq!(out[0]["spec"]["template"]["spec"]["priorityClassName"], "high");
-    assert!(out[1].pointer("/spec").is_none(), "the ConfigMap is not a target");
+    assert_eq!(
+        out[0]["spec"]["template"]["spec"]["priorityClassName"],
+        "high"
+    );
+    assert!(
+        out[1].pointer("/spec").is_none(),
+        "the ConfigMap is not a target"
+    );
 }
 
 #[test]
@@ -58,7 +64,10 @@ fn a_merge_patch_in_yaml_names_its_object_itself() {
     }]}}]}));
     let out = objects(&render(&c, RENDERED).unwrap());
     assert_eq!(out[1]["data"], json!({ "b": "2" }), "merged, null deletes");
-    assert!(out[0].pointer("/data").is_none(), "the Deployment untouched");
+    assert!(
+        out[0].pointer("/data").is_none(),
+        "the Deployment untouched"
+    );
 }
 
 #[test]
@@ -72,7 +81,10 @@ fn images_are_replaced_by_name_in_every_container_list() {
     let out = objects(&render(&c, RENDERED).unwrap());
     let spec = &out[0]["spec"]["template"]["spec"];
     assert_eq!(spec["containers"][0]["image"], "registry.local/nginx:1.27");
-    assert_eq!(spec["containers"][1]["image"], "registry.local:5000/side:2", "a port is not a tag");
+    assert_eq!(
+        spec["containers"][1]["image"], "registry.local:5000/side:2",
+        "a port is not a tag"
+    );
     assert_eq!(spec["initContainers"][0]["image"], "busybox@sha256:abc");
 }
 
@@ -90,7 +102,10 @@ fn common_metadata_comes_last_and_overrides() {
         assert_eq!(o["metadata"]["labels"]["team"], "platform", "{o}");
         assert_eq!(o["metadata"]["annotations"]["owner"], "ops");
     }
-    assert_eq!(out[0]["metadata"]["labels"]["app"], "web", "the chart's labels stay");
+    assert_eq!(
+        out[0]["metadata"]["labels"]["app"], "web",
+        "the chart's labels stay"
+    );
     assert!(
         out[0].pointer("/spec/template/metadata").is_none(),
         "templates are not touched"
@@ -103,7 +118,10 @@ fn a_bad_patch_is_named_by_its_place_and_a_list_replacing_merge_is_flagged() {
         { "patch": "{}" }, { "patch": "[{\"op\": \"explode\"}]" }
     ]}}]}));
     let e = bad.check().unwrap_err();
-    assert!(e.starts_with("postRenderers[0].kustomize.patches[1]: "), "{e}");
+    assert!(
+        e.starts_with("postRenderers[0].kustomize.patches[1]: "),
+        "{e}"
+    );
     let failing = config(json!({ "postRenderers": [{ "kustomize": { "patches": [
         { "patch": r#"[{"op": "remove", "path": "/spec/nothing"}]"#, "target": { "kind": "Deployment" } }
     ]}}]}));
@@ -113,7 +131,30 @@ fn a_bad_patch_is_named_by_its_place_and_a_list_replacing_merge_is_flagged() {
         { "patch": "{\"metadata\": {\"labels\": {\"a\": \"b\"}}}" },
         { "patch": "{\"spec\": {\"template\": {\"spec\": {\"containers\": [{\"name\": \"x\"}]}}}}" }
     ]}}]}));
-    assert_eq!(lists.lists_replaced(), ["postRenderers[0].kustomize.patches[1]"]);
+    assert_eq!(
+        lists.lists_replaced(),
+        ["postRenderers[0].kustomize.patches[1]"]
+    );
+}
+
+#[test]
+fn what_yaml_1_1_would_misread_stays_a_string() {
+    let c = config(json!({ "postRenderers": [{ "kustomize": { "patches": [{
+        "target": { "kind": "ConfigMap" },
+        "patch": r#"[{"op": "add", "path": "/data/b", "value": "yes"}, {"op": "add", "path": "/data/c", "value": "on"}]"#
+    }]}}]}));
+    let out = render(&c, RENDERED).unwrap();
+    assert!(
+        out.contains("\"b\": \"yes\"") && out.contains("\"c\": \"on\""),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .filter(|l| l.starts_with("---"))
+            .all(|l| l == "---"),
+        "only separators start with ---"
+    );
+    assert_eq!(objects(&out).len(), 2);
 }
 
 #[test]
@@ -123,7 +164,11 @@ fn an_alias_bomb_from_helm_is_refused_not_expanded() {
                 c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n\
                 d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n\
                 e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\n";
-    assert!(render(&Config::default(), bomb).unwrap_err().contains("refused"));
+    assert!(
+        render(&Config::default(), bomb)
+            .unwrap_err()
+            .contains("refused")
+    );
 }
 
 #[test]

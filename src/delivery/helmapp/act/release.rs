@@ -103,10 +103,14 @@ pub async fn run(
     drop(post_render);
     let outcome = match result {
         Ok(released) => {
-            let revision = released.revision;
+            let (revision, good) = (released.revision, o.status.revision);
             let outcome = succeeded(ctx, app, o, kind, &hash, released);
             match super::test::run(ctx, app, o, revision, &hash).await {
-                Some(message) => failed_run(ctx, app, o, kind, &hash, None, &message).await,
+                Some(message) => {
+                    // A revision whose tests fail is not one to roll back to.
+                    o.status.revision = good;
+                    failed_run(ctx, app, o, kind, &hash, None, &message).await
+                }
                 None => outcome,
             }
         }
@@ -175,7 +179,8 @@ fn post_render_file(ctx: &Context, app: &HelmApp) -> Result<Option<ConfigFile>, 
             replaced.join(", ")
         );
         let reason = Reason::PostRendererListReplaced.as_str();
-        ctx.recorder.event(app, EventType::Warning, reason, &message);
+        ctx.recorder
+            .event(app, EventType::Warning, reason, &message);
     }
     ConfigFile::write(&ctx.settings.helm.work_dir, &config)
         .map(Some)

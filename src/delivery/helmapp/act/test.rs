@@ -42,13 +42,20 @@ pub async fn run(
         None => Some("another helm run holds the release".to_string()),
     };
     let version = o.status.chart_version.clone();
-    let result = if failure.is_some() { "failed" } else { "succeeded" };
+    let result = if failure.is_some() {
+        "failed"
+    } else {
+        "succeeded"
+    };
     push_history(&mut o.status, "test", revision, &version, hash, result);
     let (kind, reason, message) = match &failure {
         None => (
             EventType::Normal,
             Reason::TestSucceeded,
-            format!("helm test of {} revision {revision} succeeded", o.target.key()),
+            format!(
+                "helm test of {} revision {revision} succeeded",
+                o.target.key()
+            ),
         ),
         Some(e) => (
             EventType::Warning,
@@ -65,5 +72,7 @@ pub async fn run(
         ),
     };
     ctx.recorder.event(app, kind, reason.as_str(), &message);
-    failure.filter(|_| !settings.ignore_failures).map(|_| message)
+    failure
+        .filter(|_| !settings.ignore_failures)
+        .map(|_| message)
 }

@@ -553,7 +553,11 @@ fn force_kept_history_failed_tests_and_backoff() {
                 status: failed_at("test", 600, 1),
                 ..deployed()
             },
-            |s| *s == S::OutOfSync { why: Why::TestFailed },
+            |s| {
+                *s == S::OutOfSync {
+                    why: Why::TestFailed,
+                }
+            },
         ),
         (
             "a failed test that is ignored: in sync",
@@ -586,7 +590,11 @@ fn force_kept_history_failed_tests_and_backoff() {
                 status: failed_at("upgrade", 5, 3),
                 ..observed()
             },
-            |s| *s == S::OutOfSync { why: Why::NotDeployed },
+            |s| {
+                *s == S::OutOfSync {
+                    why: Why::NotDeployed,
+                }
+            },
         ),
         (
             "a failed install uninstalled 0 s ago: backing off",
@@ -594,11 +602,14 @@ fn force_kept_history_failed_tests_and_backoff() {
             Observed {
                 status: {
                     let mut s = failed_at("install", 0, 1);
-                    s.history.insert(0, HistoryEntry {
-                        action: "uninstall".into(),
-                        result: "succeeded".into(),
-                        ..Default::default()
-                    });
+                    s.history.insert(
+                        0,
+                        HistoryEntry {
+                            action: "uninstall".into(),
+                            result: "succeeded".into(),
+                            ..Default::default()
+                        },
+                    );
                     s
                 },
                 ..observed()
@@ -614,7 +625,11 @@ fn force_kept_history_failed_tests_and_backoff() {
                 reconcile_at: "now".into(),
                 ..observed()
             },
-            |s| *s == S::OutOfSync { why: Why::NotDeployed },
+            |s| {
+                *s == S::OutOfSync {
+                    why: Why::NotDeployed,
+                }
+            },
         ),
     ]);
     assert_eq!(retry_backoff(1), Duration::from_secs(1));

@@ -1,0 +1,508 @@
+//! Helm actions as a Flux HelmRelease user ports them: each setting is the
+//! helm flag of its own action (read from a wrapper's log of every helm
+//! command line), `force-at`, `retries: -1`, values at a path,
+//! post-renderers and `commonMetadata`, `helm test`.
+
+use super::*;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Each helm command line of `release` the wrapper logged, as its
+/// arguments (in order).
+fn runs_of(log: &std::path::Path, release: &str) -> Vec<Vec<String>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .filter(|a| {
+            a.get(1).map(String::as_str) == Some(release)
+                || a.get(2).map(String::as_str) == Some(release)
+        })
+        .collect()
+}
+
+fn has(args: &[String], flag: &str) -> bool {
+    args.iter().any(|a| a == flag)
+}
+
+fn value_of<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.windows(2)
+        .find(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
+}
+
+async fn annotate(f: &Fixture, name: &str, key: &str, value: &str) {
+    patch(
+        f,
+        name,
+        json!({ "metadata": { "annotations": { key: value } } }),
+    )
+    .await;
+}
+
+async fn configmap(f: &Fixture, name: &str) -> Option<ConfigMap> {
+    Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+async fn gone(f: &Fixture, name: &str) {
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(&format!("{name} to be gone"), 120, || async {
+        get(f, name).await.is_none().then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn each_setting_is_the_helm_flag_of_its_own_action() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "flags",
+        json!({
+            "chart": { "path": "tiny" },
+            "values": { "hookConfigMap": true },
+            "install": { "disableHooks": true, "skipSchemaValidation": true },
+            "upgrade": { "force": true, "cleanupOnFail": true },
+            "maxHistory": 2,
+            "uninstall": { "keepHistory": true, "deletionPropagation": "orphan" }
+        }),
+    )
+    .await;
+    ready(&f, "flags", "InstallSucceeded", 1).await;
+    assert!(
+        configmap(&f, "flags-hooked").await.is_none(),
+        "install.disableHooks: the post-install hook never ran"
+    );
+    for (i, greeting) in ["a", "b", "c", "d"].iter().enumerate() {
+        let set = format!("greeting={greeting}");
+        patch(&f, "flags", json!({ "spec": { "set": [set] } })).await;
+        ready(&f, "flags", "UpgradeSucceeded", i as i64 + 2).await;
+    }
+    // The upgrades ran their hooks: disableHooks is the install's only.
+    let hooked = configmap(&f, "flags-hooked")
+        .await
+        .expect("the upgrade hook ran");
+    assert_eq!(hooked.data.unwrap()["revision"], "5");
+    eventually(
+        "maxHistory: 2 revisions kept after 4 upgrades",
+        30,
+        || async {
+            let kept: Vec<i64> = revisions(&f, "flags").await.into_keys().collect();
+            (kept == [4, 5]).then_some(())
+        },
+    )
+    .await;
+    let runs = runs_of(&log, "flags");
+    assert_eq!(runs.len(), 5, "an install and 4 upgrades: {runs:?}");
+    let install = &runs[0];
+    assert!(has(install, "--no-hooks") && has(install, "--skip-schema-validation"));
+    assert!(
+        !has(install, "--force") && !has(install, "--cleanup-on-fail"),
+        "{install:?}"
+    );
+    for upgrade in &runs[1..] {
+        assert!(
+            has(upgrade, "--force") && has(upgrade, "--cleanup-on-fail"),
+            "{upgrade:?}"
+        );
+        assert!(!has(upgrade, "--no-hooks") && !has(upgrade, "--skip-schema-validation"));
+    }
+    for run in &runs {
+        assert_eq!(value_of(run, "--history-max"), Some("2"), "{run:?}");
+    }
+
+    // Deleted: uninstalled with its history kept, children orphaned.
+    gone(&f, "flags").await;
+    let runs = runs_of(&log, "flags");
+    let uninstall = runs.last().unwrap();
+    assert_eq!(uninstall[0], "uninstall");
+    assert!(has(uninstall, "--keep-history"), "{uninstall:?}");
+    assert_eq!(value_of(uninstall, "--cascade"), Some("orphan"));
+    assert!(!has(uninstall, "--no-hooks") && !has(uninstall, "--history-max"));
+    let kept = revisions(&f, "flags").await;
+    assert_eq!(kept[&5]["status"], "uninstalled", "{kept:?}");
+
+    // A new HelmApp of that name installs over the kept entry.
+    apply(&f, "flags", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "flags", "InstallSucceeded", 6).await;
+    let runs = runs_of(&log, "flags");
+    assert_eq!(
+        value_of(runs.last().unwrap(), "--history-max"),
+        Some("5"),
+        "maxHistory's default"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn force_at_runs_one_forced_upgrade_per_value() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(&f, "forced", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "forced", "InstallSucceeded", 1).await;
+    annotate(&f, "forced", "hossted.com/force-at", "first").await;
+    let app = ready(&f, "forced", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().last_handled_force_at, "first");
+    let runs = runs_of(&log, "forced");
+    assert_eq!(runs.len(), 2);
+    assert!(
+        !has(&runs[0], "--force") && has(&runs[1], "--force"),
+        "{runs:?}"
+    );
+
+    // The value acted on: a reconcile (asked by reconcile-at) runs nothing.
+    let mark = operator.mark();
+    annotate(&f, "forced", "hossted.com/reconcile-at", "look").await;
+    operator.reconciled_since(mark).await;
+    operator.settle().await;
+    assert_eq!(
+        runs_of(&log, "forced").len(),
+        2,
+        "one run per force-at value"
+    );
+    assert_eq!(revisions(&f, "forced").await.len(), 2);
+    // A new value: one more.
+    annotate(&f, "forced", "hossted.com/force-at", "second").await;
+    ready(&f, "forced", "UpgradeSucceeded", 3).await;
+    operator.stop().await;
+}
+
+/// A helm that logs `start <unix seconds> <args>` before each run.
+fn timed_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
+    let log = f.cp.dir().join("helm-timed.log");
+    let wrapper = f.cp.dir().join("helm-timed.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            f.cp.helm_binary().display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+#[tokio::test]
+async fn retries_minus_one_keeps_retrying_with_growing_waits() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = timed_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "forever",
+        json!({ "chart": { "path": "tiny" }, "remediation": { "retries": -1 } }),
+    )
+    .await;
+    ready(&f, "forever", "InstallSucceeded", 1).await;
+    patch(
+        &f,
+        "forever",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    let app = eventually("a fifth failed upgrade", 180, || async {
+        let app = get(&f, "forever").await?;
+        (app.status.as_ref()?.failures >= 5).then_some(app)
+    })
+    .await;
+    let ready_reason = app.status.unwrap().conditions[0].reason.clone();
+    assert_eq!(ready_reason, "UpgradeFailed", "never RetriesExhausted");
+    let starts: Vec<f64> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" upgrade --install forever "))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    // The install, then failed attempts 1..=5 (maybe a sixth under way).
+    assert!(starts.len() >= 6, "{starts:?}");
+    let failed = &starts[1..];
+    // After failure k the next attempt waits 2^(k-1) s from the failure
+    // (its time kept to the second): at least 2^(k-1) - 1 s between starts.
+    for (k, floor) in [(3, 3.0), (4, 7.0)] {
+        let gap = failed[k] - failed[k - 1];
+        assert!(
+            gap >= floor,
+            "after failure {k}: {gap:.2} s < {floor} s ({failed:?})"
+        );
+    }
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap()
+            .contains(" rollback "),
+        "no remediation while retrying for ever"
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_value_at_a_target_path_goes_there_and_nowhere_else() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.secret(
+        NS,
+        "db",
+        &[
+            ("password", "s3cr3t,with=comma"),
+            ("values.yaml", "greeting: doc\n"),
+        ],
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "targeted",
+        json!({
+            "chart": { "path": "tiny" },
+            "values": { "greeting": "inline", "other": { "kept": true } },
+            "valuesFrom": [{ "kind": "Secret", "name": "db", "key": "password", "targetPath": "greeting" }]
+        }),
+    )
+    .await;
+    ready(&f, "targeted", "InstallSucceeded", 1).await;
+    let cm = configmap(&f, "targeted-tiny").await.unwrap();
+    assert_eq!(cm.data.unwrap()["greeting"], "s3cr3t,with=comma");
+    let out = output_ok(
+        f.cp.helm()
+            .args(["get", "values", "targeted", "-n", NS, "-o", "json"]),
+    );
+    let values: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        values,
+        json!({ "greeting": "s3cr3t,with=comma", "other": { "kept": true } }),
+        "the key at its path, after the inline values, and nowhere else"
+    );
+    operator.stop().await;
+}
+
+/// The objects of the release's stored manifest (`helm get manifest`).
+fn stored_objects(f: &Fixture, release: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    let out = output_ok(f.cp.helm().args(["get", "manifest", release, "-n", NS]));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .filter_map(|d| serde_json::Value::deserialize(d).ok())
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_post_renderer_and_common_metadata_are_live_and_stored_and_a_patch_change_is_one_revision()
+ {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec = |value: &str| {
+        json!({
+            "chart": { "path": "tiny" },
+            "postRenderers": [{ "kustomize": { "patches": [{
+                "target": { "kind": "ConfigMap" },
+                "patch": format!(r#"[{{"op": "add", "path": "/data/patched", "value": "{value}"}}]"#)
+            }]}}],
+            "commonMetadata": { "labels": { "team": "platform" }, "annotations": { "owner": "ops" } }
+        })
+    };
+    apply(&f, "rendered", spec("yes")).await;
+    ready(&f, "rendered", "InstallSucceeded", 1).await;
+    let live = configmap(&f, "rendered-tiny").await.unwrap();
+    assert_eq!(live.data.as_ref().unwrap()["patched"], "yes");
+    assert_eq!(live.metadata.labels.as_ref().unwrap()["team"], "platform");
+    assert_eq!(live.metadata.annotations.as_ref().unwrap()["owner"], "ops");
+    assert_eq!(
+        live.metadata.labels.as_ref().unwrap()["app.kubernetes.io/managed-by"],
+        "Helm",
+        "the chart's own labels stay"
+    );
+    let stored = stored_objects(&f, "rendered");
+    let cm = stored.iter().find(|o| o["kind"] == "ConfigMap").unwrap();
+    assert_eq!(
+        cm["data"]["patched"], "yes",
+        "what helm stored is what it applied"
+    );
+    assert_eq!(cm["metadata"]["labels"]["team"], "platform");
+
+    patch(&f, "rendered", json!({ "spec": spec("again") })).await;
+    ready(&f, "rendered", "UpgradeSucceeded", 2).await;
+    operator.settle().await;
+    assert_eq!(revisions(&f, "rendered").await.len(), 2, "one new revision");
+    let live = configmap(&f, "rendered-tiny").await.unwrap();
+    assert_eq!(live.data.unwrap()["patched"], "again");
+    let left = std::fs::read_dir(f.cp.dir().join("delivery/post-render"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0, "each run's settings file is removed after it");
+
+    // A patch that is not one: refused before helm runs.
+    apply(
+        &f,
+        "misrendered",
+        json!({ "chart": { "path": "tiny" },
+                "postRenderers": [{ "kustomize": { "patches": [{ "patch": "42" }] } }] }),
+    )
+    .await;
+    let app = with_reason(&f, "misrendered", "PostRendererInvalid").await;
+    let message = &app.status.unwrap().conditions[0].message;
+    assert!(
+        message.starts_with("postRenderers[0].kustomize.patches[0]: "),
+        "{message}"
+    );
+    assert!(revisions(&f, "misrendered").await.is_empty());
+    operator.stop().await;
+}
+
+/// Sets the phase of each `helm test` pod (`<release>-test`) in [`NS`] as
+/// `phases` says for its release, as a kubelet would.
+fn test_pods(
+    f: &Fixture,
+    phases: Arc<parking_lot::Mutex<BTreeMap<String, String>>>,
+) -> tokio::task::JoinHandle<()> {
+    let client = f.cp.client();
+    tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(client, NS);
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for p in list.items {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let Some(release) = name.strip_suffix("-test") else {
+                        continue;
+                    };
+                    let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+                    if phase == "Succeeded" || phase == "Failed" {
+                        continue;
+                    }
+                    let Some(want) = phases.lock().get(release).cloned() else {
+                        continue;
+                    };
+                    let body = json!({ "status": { "phase": want } });
+                    let _ = pods
+                        .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                        .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_failed_helm_test_is_remediated_unless_ignored() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let phases = Arc::new(parking_lot::Mutex::new(BTreeMap::from([
+        ("tested".to_string(), "Succeeded".to_string()),
+        ("lenient".to_string(), "Failed".to_string()),
+    ])));
+    let kubelet = test_pods(&f, phases.clone());
+
+    // Passing tests: Ready, the test in the history, an Event.
+    apply(
+        &f,
+        "tested",
+        json!({ "chart": { "path": "tiny" }, "test": { "enable": true },
+                "remediation": { "retries": 0, "onFailure": "rollback" } }),
+    )
+    .await;
+    let app = ready(&f, "tested", "InstallSucceeded", 1).await;
+    let history = app.status.unwrap().history;
+    assert_eq!(
+        (history[0].action.as_str(), history[0].result.as_str()),
+        ("test", "succeeded")
+    );
+    assert!(
+        reasons_of_events(&f, "tested")
+            .await
+            .contains(&"TestSucceeded".to_string())
+    );
+
+    // Failing tests after an upgrade: remediated (rollback), then nothing more.
+    phases.lock().insert("tested".into(), "Failed".into());
+    patch(&f, "tested", json!({ "spec": { "set": ["greeting=new"] } })).await;
+    let app = with_reason(&f, "tested", "RetriesExhausted").await;
+    let st = app.status.unwrap();
+    let actions: Vec<(&str, &str)> = st
+        .history
+        .iter()
+        .map(|h| (h.action.as_str(), h.result.as_str()))
+        .collect();
+    assert_eq!(
+        &actions[..3],
+        [
+            ("rollback", "succeeded"),
+            ("test", "failed"),
+            ("upgrade", "succeeded")
+        ],
+        "{actions:?}"
+    );
+    let kinds: Vec<String> = runs_in(&log)
+        .into_iter()
+        .filter(|r| r.ends_with(" tested"))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "upgrade tested",
+            "test tested",
+            "upgrade tested",
+            "test tested",
+            "rollback tested"
+        ]
+    );
+    assert!(
+        reasons_of_events(&f, "tested")
+            .await
+            .contains(&"TestFailed".to_string())
+    );
+
+    // ignoreFailures: reported, not remediated.
+    apply(
+        &f,
+        "lenient",
+        json!({ "chart": { "path": "tiny" }, "test": { "enable": true, "ignoreFailures": true } }),
+    )
+    .await;
+    let app = ready(&f, "lenient", "InstallSucceeded", 1).await;
+    assert_eq!(app.status.unwrap().history[0].result, "failed");
+    operator.settle().await;
+    let kinds: Vec<String> = runs_in(&log)
+        .into_iter()
+        .filter(|r| r.ends_with(" lenient"))
+        .collect();
+    assert_eq!(
+        kinds,
+        ["upgrade lenient", "test lenient"],
+        "no uninstall, no retry"
+    );
+    assert!(
+        reasons_of_events(&f, "lenient")
+            .await
+            .contains(&"TestFailed".to_string())
+    );
+    kubelet.abort();
+    operator.stop().await;
+}
