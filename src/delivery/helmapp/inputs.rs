@@ -77,7 +77,11 @@ impl Context {
         };
         let key = source::RepoCache::key(&spec.chart, &scope);
         match self.sources.take(&key) {
-            Some(None) => return Ok(None),
+            Some(None) => {
+                // Another app's fetch of this chart runs: its end wakes us.
+                self.sources.wake_too(&key, self.waker(app));
+                return Ok(None);
+            }
             Some(Some(done)) => return done.map(Some).map_err(retry),
             None => {}
         }
@@ -94,20 +98,24 @@ impl Context {
         };
         // Fetched in the background: a slow source holds a fetch slot,
         // never this worker.
-        let wake = self.wake.get().cloned();
-        let app_key = cache::object_key(app);
         self.sources.start(
             key,
             &app.namespace().unwrap_or_default(),
             &spec.chart,
             credentials,
-            move || {
-                if let Some(queue) = wake {
-                    queue.add(app_key);
-                }
-            },
+            self.waker(app),
         );
         Ok(None)
+    }
+
+    /// Re-queues `app` (when a background fetch ends).
+    fn waker(&self, app: &HelmApp) -> impl FnOnce() + Send + 'static {
+        let (queue, key) = (self.wake.get().cloned(), cache::object_key(app));
+        move || {
+            if let Some(queue) = queue {
+                queue.add(key);
+            }
+        }
     }
 
     /// What `credentialsSecretRef` `name` holds; `Err` says why not and

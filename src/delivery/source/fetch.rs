@@ -33,10 +33,15 @@ pub struct Sources {
 /// A fetch's outcome.
 pub type Fetched = Result<LocalChart, SourceError>;
 
+/// Who to wake when a fetch ends: the app that started it and every app
+/// that asked for the same chart while it ran.
+type Wake = Box<dyn FnOnce() + Send>;
+
 /// One key's background fetch.
-#[derive(Debug)]
 enum Background {
-    Running,
+    Running {
+        waiters: Vec<Wake>,
+    },
     /// Ended, not yet taken.
     Done {
         at: Instant,
@@ -51,6 +56,34 @@ enum Background {
         error: SourceError,
         failures: u32,
     },
+}
+
+impl std::fmt::Debug for Background {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Background::Running { waiters } => write!(f, "Running({} waiting)", waiters.len()),
+            Background::Done {
+                at,
+                fetched,
+                failures,
+            } => f
+                .debug_struct("Done")
+                .field("at", at)
+                .field("ok", &fetched.is_ok())
+                .field("failures", failures)
+                .finish(),
+            Background::Failed {
+                at,
+                error,
+                failures,
+            } => f
+                .debug_struct("Failed")
+                .field("at", at)
+                .field("error", error)
+                .field("failures", failures)
+                .finish(),
+        }
+    }
 }
 
 /// How long a source that failed `failures` times in a row is left alone:
@@ -84,7 +117,7 @@ impl Sources {
         let mut background = self.background.lock();
         let entry = background.get_mut(key)?;
         match entry {
-            Background::Running => Some(None),
+            Background::Running { .. } => Some(None),
             Background::Failed {
                 at,
                 error,
@@ -112,8 +145,24 @@ impl Sources {
         }
     }
 
+    /// `wake` too when the fetch of `key` that runs now ends — at once if
+    /// none runs (it ended since [`Sources::take`] said it ran). An app that
+    /// finds another's fetch of its chart running waits for its end, not
+    /// for a resync.
+    pub fn wake_too(&self, key: &str, wake: impl FnOnce() + Send + 'static) {
+        let mut background = self.background.lock();
+        match background.get_mut(key) {
+            Some(Background::Running { waiters }) => waiters.push(Box::new(wake)),
+            _ => {
+                drop(background);
+                wake();
+            }
+        }
+    }
+
     /// Starts [`Sources::fetch`] of `chart` in the background under `key`
-    /// (nothing if one runs already); `wake` is called when it ends.
+    /// (if one runs already, `wake` waits for its end instead); `wake` is
+    /// called when it ends.
     pub fn start(
         self: &Arc<Self>,
         key: String,
@@ -125,22 +174,27 @@ impl Sources {
         let failures = {
             let mut background = self.background.lock();
             background.retain(|_, b| match b {
-                Background::Running => true,
+                Background::Running { .. } => true,
                 Background::Done { at, .. } => at.elapsed() < UNCLAIMED,
                 Background::Failed { at, failures, .. } => {
                     at.elapsed() < UNCLAIMED + retry_after(*failures)
                 }
             });
-            let failures = match background.get(&key) {
+            let failures = match background.get_mut(&key) {
                 None => 0,
                 Some(Background::Failed { at, failures, .. })
                     if at.elapsed() >= retry_after(*failures) =>
                 {
                     *failures
                 }
+                Some(Background::Running { waiters }) => {
+                    waiters.push(Box::new(wake));
+                    return;
+                }
                 Some(_) => return,
             };
-            background.insert(key.clone(), Background::Running);
+            let waiters: Vec<Wake> = vec![Box::new(wake)];
+            background.insert(key.clone(), Background::Running { waiters });
             failures
         };
         let (me, namespace, chart) = (self.clone(), namespace.to_string(), chart.clone());
@@ -151,8 +205,10 @@ impl Sources {
                 fetched,
                 failures,
             };
-            me.background.lock().insert(key, done);
-            wake();
+            let ran = me.background.lock().insert(key, done);
+            if let Some(Background::Running { waiters }) = ran {
+                waiters.into_iter().for_each(|wake| wake());
+            }
         });
     }
 
@@ -242,5 +298,63 @@ mod tests {
         assert_eq!(retry_after(1), Duration::from_secs(10));
         assert_eq!(retry_after(3), Duration::from_secs(40));
         assert_eq!(retry_after(30), Duration::from_secs(300));
+    }
+
+    #[tokio::test]
+    async fn every_app_waiting_on_a_running_fetch_is_woken_when_it_ends() {
+        let server = HostileServer::start().await.unwrap();
+        // Slow enough that the other apps ask while it runs.
+        let body = b"apiVersion: v1\nentries: {}\n".to_vec();
+        let every = Duration::from_millis(50);
+        server.answer(
+            "/index.yaml",
+            Answer::Drip {
+                body,
+                chunk: 4,
+                every,
+            },
+        );
+        let dir = std::env::temp_dir().join(format!("sources-w-{}", std::process::id()));
+        let sources = Arc::new(Sources::new(&dir, SourceLimits::default()));
+        let chart = ChartSource {
+            repo: server.url().to_string(),
+            name: "tiny".into(),
+            ..Default::default()
+        };
+        let key = RepoCache::key(&chart, "");
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let waker = |app: &'static str| {
+            let tx = tx.clone();
+            move || {
+                let _ = tx.send(app);
+            }
+        };
+        sources.start(
+            key.clone(),
+            "ns",
+            &chart,
+            Credentials::default(),
+            waker("a"),
+        );
+        assert!(matches!(sources.take(&key), Some(None)), "running");
+        sources.wake_too(&key, waker("b"));
+        sources.start(
+            key.clone(),
+            "ns",
+            &chart,
+            Credentials::default(),
+            waker("c"),
+        );
+        let mut woken = Vec::new();
+        for _ in 0..3 {
+            woken.push(rx.recv().await.unwrap());
+        }
+        woken.sort();
+        assert_eq!(woken, ["a", "b", "c"]);
+        assert_eq!(server.seen().len(), 1, "one fetch for the three");
+        // Once it has ended, asking to be woken wakes at once.
+        let _ = sources.take(&key);
+        sources.wake_too(&key, waker("d"));
+        assert_eq!(rx.recv().await, Some("d"));
     }
 }
