@@ -425,6 +425,7 @@ async fn the_delivery_examples_pass_server_side_dry_run() {
         "examples/helmapp.yaml",
         "examples/helmapp-collector.yaml",
         "examples/helmapp-tenant.yaml",
+        "examples/helmapp-flux-port.yaml",
         "examples/helmappset-sequenced.yaml",
         "examples/helmappset-manifest.yaml",
         "examples/hosstedproject-helm.yaml",

@@ -506,3 +506,31 @@ async fn a_failed_helm_test_is_remediated_unless_ignored() {
     kubelet.abort();
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn the_flux_port_example_installs_as_written() {
+    let f = Fixture::new().await;
+    let operator = f.start_delivery().await;
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/helmapp-flux-port.yaml"
+    );
+    f.kubectl(&["apply", "-f", example]);
+    let app = helmapp_ready(&f, "hossted-operator", "ported", "InstallSucceeded", 1).await;
+    assert_eq!(
+        app.status.unwrap().last_handled_force_at,
+        "2026-11-25T08:00:00Z"
+    );
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), "hossted-operator")
+        .get("ported-tiny")
+        .await
+        .unwrap();
+    let data = cm.data.unwrap();
+    assert_eq!(
+        (data["ported"].as_str(), data["merged"].as_str()),
+        ("from-flux", "yes"),
+        "both patches, the merge patch by the object it names"
+    );
+    assert_eq!(cm.metadata.labels.unwrap()["team"], "platform");
+    operator.stop().await;
+}
