@@ -126,8 +126,13 @@ pub struct HelmAppSpec {
     pub uninstall: UninstallSettings,
     /// Helm's `--history-max` on every upgrade and rollback: the storage
     /// revisions kept (0: all). Default 5.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0), default = "default_max_history")]
+    // Decoded without it, 5 too: a spec the operator builds must equal
+    // the one the apiserver defaults (children are compared whole).
+    #[serde(
+        default = "default_max_history",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(range(min = 0))]
     pub max_history: Option<i32>,
     /// `helm test` after each install and upgrade.
     #[serde(default)]

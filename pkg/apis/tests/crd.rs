@@ -201,3 +201,28 @@ fn manifests_crd_is_what_the_types_generate() {
         );
     }
 }
+
+/// Every default the HelmApp schema gives a top-level spec field is what
+/// decoding a spec without it gives too: a spec the operator builds (a
+/// project's or a set's child) then equals the one the apiserver stored,
+/// and children are not replaced on every reconcile.
+#[test]
+fn the_schemas_defaults_are_the_decoders() {
+    let crd = apis::crds()
+        .into_iter()
+        .find(|c| c.metadata.name.as_deref() == Some("helmapps.hossted.com"))
+        .unwrap();
+    let schema = serde_json::to_value(&crd.spec.versions[0].schema).unwrap();
+    let props = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let decoded: apis::helmapp::HelmAppSpec =
+        serde_json::from_value(serde_json::json!({ "chart": { "path": "x" } })).unwrap();
+    let decoded = serde_json::to_value(&decoded).unwrap();
+    let mut checked = 0;
+    for (field, p) in props.as_object().unwrap() {
+        if let Some(default) = p.get("default") {
+            assert_eq!(&decoded[field], default, "spec.{field}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 10, "only {checked} defaults found");
+}

@@ -115,29 +115,9 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     {
         return state;
     }
-    let hash = match &o.inputs {
-        Some(Inputs::Ready { hash, .. }) => hash.as_str(),
-        Some(Inputs::ChartPending) => return ReleaseState::FetchingChart,
-        Some(Inputs::ChartUnavailable(p)) => {
-            return ReleaseState::ChartUnavailable {
-                reason: p.reason,
-                message: p.message.clone(),
-                retry: p.retry,
-            };
-        }
-        Some(Inputs::ValuesInvalid(message)) => {
-            return ReleaseState::Refused {
-                reason: Reason::ValuesInvalid,
-                message: message.clone(),
-            };
-        }
-        None => {
-            return ReleaseState::ChartUnavailable {
-                reason: Reason::ChartUnavailable,
-                message: "the chart was not looked up".into(),
-                retry: true,
-            };
-        }
+    let hash = match hash_of(o) {
+        Ok(hash) => hash,
+        Err(state) => return state,
     };
     // Our own last run is newer than the cached storage (its watch event
     // has not arrived yet): what we wrote is the truth.
@@ -194,6 +174,28 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     exhausted(o, hash)
         .or_else(|| backing_off(o, hash))
         .unwrap_or(ReleaseState::OutOfSync { why })
+}
+
+/// The hash of the inputs, or the state their lack puts the release in.
+fn hash_of(o: &Observed) -> Result<&str, ReleaseState> {
+    match &o.inputs {
+        Some(Inputs::Ready { hash, .. }) => Ok(hash),
+        Some(Inputs::ChartPending) => Err(ReleaseState::FetchingChart),
+        Some(Inputs::ChartUnavailable(p)) => Err(ReleaseState::ChartUnavailable {
+            reason: p.reason,
+            message: p.message.clone(),
+            retry: p.retry,
+        }),
+        Some(Inputs::ValuesInvalid(message)) => Err(ReleaseState::Refused {
+            reason: Reason::ValuesInvalid,
+            message: message.clone(),
+        }),
+        None => Err(ReleaseState::ChartUnavailable {
+            reason: Reason::ChartUnavailable,
+            message: "the chart was not looked up".into(),
+            retry: true,
+        }),
+    }
 }
 
 /// The wait before attempt `failures + 1` of one configuration: 1 s

@@ -8,7 +8,7 @@ use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
 use crate::delivery::helm::post_render::{self, ConfigFile};
-use crate::delivery::helm::{Flags, PostRender, Released, Upgrade, values};
+use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Inputs, Observed};
 use crate::delivery::helmapp::plan::{AfterFailure, HELM_HOLDS, after_failure};
@@ -102,41 +102,62 @@ pub async fn run(
     };
     drop(post_render);
     let outcome = match result {
-        Ok(released) => {
-            let (revision, good) = (released.revision, o.status.revision);
-            let outcome = succeeded(ctx, app, o, kind, &hash, released);
-            match super::test::run(ctx, app, o, revision, &hash).await {
-                Some(message) => {
-                    // A revision whose tests fail is not one to roll back to.
-                    o.status.revision = good;
-                    failed_run(ctx, app, o, kind, &hash, None, &message).await
-                }
-                None => outcome,
-            }
-        }
-        Err(e) => {
-            let message = e.summary(&o.redactor);
-            if let Some(refused) = e.forbidden() {
-                let refused = o.redactor.redact(&refused);
-                let revision = o.status.revision;
-                push_history(
-                    &mut o.status,
-                    kind.action(),
-                    revision,
-                    &chart.version,
-                    &hash,
-                    "forbidden",
-                );
-                forbidden(ctx, app, o, kind.action(), &refused, &message)
-            } else {
-                let version = Some(chart.version.as_str());
-                failed_run(ctx, app, o, kind, &hash, version, &message).await
-            }
-        }
+        Ok(released) => succeeded_then_tested(ctx, app, o, kind, &hash, released).await,
+        Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e).await,
     };
     // Whatever helm left in the storage is what the next check expects.
     crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
     Ok(outcome)
+}
+
+/// helm succeeded; then `helm test`, when asked for, whose failure is the
+/// run's.
+async fn succeeded_then_tested(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    kind: Kind,
+    hash: &str,
+    released: Released,
+) -> Outcome {
+    let (revision, good) = (released.revision, o.status.revision);
+    let outcome = succeeded(ctx, app, o, kind, hash, released);
+    match super::test::run(ctx, app, o, revision, hash).await {
+        Some(message) => {
+            // A revision whose tests fail is not one to roll back to.
+            o.status.revision = good;
+            failed_run(ctx, app, o, kind, hash, None, &message).await
+        }
+        None => outcome,
+    }
+}
+
+/// helm failed: refused by RBAC (`Forbidden`, no remediation), or a
+/// failure.
+async fn helm_failed(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    kind: Kind,
+    hash: &str,
+    version: &str,
+    e: HelmError,
+) -> Outcome {
+    let message = e.summary(&o.redactor);
+    let Some(refused) = e.forbidden() else {
+        return failed_run(ctx, app, o, kind, hash, Some(version), &message).await;
+    };
+    let refused = o.redactor.redact(&refused);
+    let revision = o.status.revision;
+    push_history(
+        &mut o.status,
+        kind.action(),
+        revision,
+        version,
+        hash,
+        "forbidden",
+    );
+    forbidden(ctx, app, o, kind.action(), &refused, &message)
 }
 
 /// The flags of this run: `spec.install`'s for an install, `spec.upgrade`'s
