@@ -38,6 +38,13 @@ log "checking the root filesystem"
 "$OUT/hossted-operator" --help | grep -q "run" || { log "--help does not list run"; exit 1; }
 got="$("$OUT/usr/local/bin/helm" version --short)"
 [[ "$got" == "v${HELM_VERSION}"* ]] || { log "helm version is $got, want v${HELM_VERSION}"; exit 1; }
+# The chart installs this image by its appVersion: they must agree.
+app_version="$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' charts/hossted-operator/Chart.yaml)"
+binary_version="$("$OUT/hossted-operator" --version | awk '{print $2}')"
+[[ "$binary_version" == "$app_version" ]] || {
+  log "the binary is version $binary_version, charts/hossted-operator/Chart.yaml's appVersion $app_version: make them agree"
+  exit 1
+}
 # distroless/cc-debian12: glibc (libc, libm, libdl, libpthread, librt,
 # ld-linux) and libgcc_s. Anything else would be missing in the image.
 extra="$(ldd "$OUT/hossted-operator" | awk '{print $1}' \
@@ -50,4 +57,4 @@ if ldd "$OUT/usr/local/bin/helm" >/dev/null 2>&1; then
   log "helm is dynamically linked; the image wants it static (CGO_ENABLED=0)"
   exit 1
 fi
-log "ok: $OUT/hossted-operator ($(du -h "$OUT/hossted-operator" | cut -f1)), helm ${got} — --help runs, helm version matches, libraries covered"
+log "ok: $OUT/hossted-operator ($(du -h "$OUT/hossted-operator" | cut -f1)), helm ${got} — --help runs, helm version matches, the chart's appVersion ($app_version) matches, libraries covered"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the CRDs (manifests/base/crd/, manifests/delivery/crd/) from
+# Regenerates the CRDs (manifests/base/crd/, manifests/delivery/crd/, and
+# the templates of charts/hossted-operator/templates/crds/) from
 # the Rust types in pkg/apis
 # (`hossted-operator crd NAME`), one file per CRD. hack/test.sh fails when
 # the checked-in YAML differs.
@@ -13,4 +14,7 @@ for name in hosstedprojects.hossted.com helmapps.hossted.com helmappsets.hossted
   esac
   target/debug/hossted-operator crd "$name" > "$dir/$name.yaml"
   echo "wrote $dir/$name.yaml"
+  mkdir -p charts/hossted-operator/templates/crds
+  target/debug/hossted-operator crd --chart "$name" > "charts/hossted-operator/templates/crds/$name.yaml"
+  echo "wrote charts/hossted-operator/templates/crds/$name.yaml"
 done

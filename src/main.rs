@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Some(Cmd::Crd { name }) => {
+        Some(Cmd::Crd { name, chart }) => {
             let crds: Vec<_> = apis::crds()
                 .into_iter()
                 .filter(|c| {
@@ -48,7 +48,12 @@ fn main() -> ExitCode {
                 eprintln!("hossted-operator: no CRD named {name:?}");
                 return ExitCode::from(2);
             }
-            let docs: Vec<String> = crds.iter().map(apis::crd_yaml_of).collect();
+            let render = if chart {
+                apis::crd_chart_template_of
+            } else {
+                apis::crd_yaml_of
+            };
+            let docs: Vec<String> = crds.iter().map(render).collect();
             print!("{}", docs.join("---\n"));
             ExitCode::SUCCESS
         }

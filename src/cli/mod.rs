@@ -68,6 +68,9 @@ pub enum Cmd {
     Crd {
         /// Only this one, e.g. `helmapps.hossted.com`.
         name: Option<String>,
+        /// As the template of the operator's chart (`charts/hossted-operator`).
+        #[arg(long)]
+        chart: bool,
     },
 }
 

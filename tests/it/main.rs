@@ -3,6 +3,7 @@
 //! standing in for the Hossted API.
 
 mod appset;
+mod chart;
 mod cli;
 mod delivery;
 mod failures;

@@ -353,6 +353,32 @@ pub fn crd_yaml_of(crd: &CustomResourceDefinition) -> String {
     )
 }
 
+/// Where the operator's own chart (`charts/hossted-operator`) holds CRD
+/// `name`: a template, not `crds/` — helm never upgrades `crds/`, so
+/// fields added later would never reach a cluster.
+pub fn crd_chart_path(name: &str) -> String {
+    format!("charts/hossted-operator/templates/crds/{name}.yaml")
+}
+
+/// One CRD as the chart's template at [`crd_chart_path`]: rendered when
+/// `crds.install` (delivery's only with `delivery` among `controllers`),
+/// and kept by helm on uninstall (`helm.sh/resource-policy: keep`: deleting
+/// a CRD deletes every object of it).
+pub fn crd_chart_template_of(crd: &CustomResourceDefinition) -> String {
+    let mut crd = crd.clone();
+    crd.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("helm.sh/resource-policy".into(), "keep".into());
+    let condition = if crd.metadata.name.as_deref() == Some("hosstedprojects.hossted.com") {
+        ".Values.crds.install".to_string()
+    } else {
+        "(and .Values.crds.install (has \"delivery\" .Values.controllers))".to_string()
+    };
+    let body = crd_yaml_of(&crd);
+    format!("{{{{- if {condition} }}}}\n{body}{{{{- end }}}}\n")
+}
+
 /// The Hosstedproject CRD as YAML.
 pub fn crd_yaml() -> String {
     crd_yaml_of(&crd())

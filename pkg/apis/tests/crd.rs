@@ -199,6 +199,16 @@ fn manifests_crd_is_what_the_types_generate() {
             checked_in == apis::crd_yaml_of(&crd),
             "{path} is stale or missing: run hack/update-crds.sh and commit the result"
         );
+        let path = format!(
+            "{}/../../{}",
+            env!("CARGO_MANIFEST_DIR"),
+            apis::crd_chart_path(&name)
+        );
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == apis::crd_chart_template_of(&crd),
+            "{path} is stale or missing: run hack/update-crds.sh and commit the result"
+        );
     }
 }
 
