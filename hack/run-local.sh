@@ -113,11 +113,15 @@ spec:
   values: {clusterAdmin: true}   # a ClusterRoleBinding to cluster-admin: refused (Forbidden)
 YAML
 
+# kubectl hossted: the binary is the plugin when named kubectl-hossted.
+mkdir -p "$WORK/plugins"
+ln -sf "$PWD/target/debug/hossted-operator" "$WORK/plugins/kubectl-hossted"
+
 cat <<MSG
 
 ==> ready. The operator runs below; the receiver prints what it is sent.
 In another terminal:
-  export KUBECONFIG=$KUBECONFIG PATH=$KUBEBUILDER_ASSETS:\$PATH
+  export KUBECONFIG=$KUBECONFIG PATH=$KUBEBUILDER_ASSETS:$WORK/plugins:\$PATH
   kubectl get hp
   kubectl describe hp hossted-operator-cr
   helm upgrade web examples/charts/web -n team-a --set image=nginx:1.27.4   # one POST for web
@@ -128,6 +132,8 @@ Delivery:
   kubectl patch happ -n demo shop --type=merge -p '{"spec":{"values":{"image":"nginx:1.27.4"}}}'   # one new revision
   kubectl delete service -n demo shop-web     # drift: it comes back (DriftRepaired)
   kubectl delete happset -n demo stack        # uninstalls api, cache, db — in that order
+  kubectl hossted get -A                      # sets as trees: READY, STATUS, REVISION, CHART@VERSION, DRIFT
+  kubectl hossted force -n demo shop --wait   # one upgrade with --force now, followed until done
 Tenancy (helm runs as the operator only in hossted-operator and demo):
   kubectl get happ -n tenant-a                # notes: Ready; admin: Forbidden (no ClusterRoleBinding made)
   kubectl describe happ -n tenant-a admin     # what was refused, and what to do

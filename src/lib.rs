@@ -6,6 +6,7 @@
 //! - [`delivery`]: the HelmApp controller (job 2).
 //! - [`cached`]: the lean cached types and Helm release decoding.
 //! - [`cli`]: flags and environment, validated into settings.
+//! - [`plugin`]: `kubectl hossted`, the binary as a kubectl plugin.
 
 pub mod cached;
 pub mod cli;
@@ -13,4 +14,5 @@ pub mod condition;
 pub mod delivery;
 pub mod duration;
 pub mod inventory;
+pub mod plugin;
 pub mod tls;

@@ -17,6 +17,15 @@ fn usage(msg: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // Run as `kubectl-hossted` (linked or copied so): the kubectl plugin.
+    let as_plugin = std::env::args_os()
+        .next()
+        .map(std::path::PathBuf::from)
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .is_some_and(|n| n == hossted_operator::plugin::PLUGIN_NAME);
+    if as_plugin {
+        return hossted_operator::plugin::main(std::env::args_os());
+    }
     runtime::memory::limit_arenas();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();

@@ -13,6 +13,7 @@ mod hostile;
 mod leader;
 mod migration;
 mod payload;
+mod plugin;
 mod poster;
 mod project;
 mod rbac;

@@ -88,6 +88,9 @@ impl Reconciler for HelmApps {
             }
         }
         if !deleting {
+            // Every decision above has seen this value: it is acted on
+            // (what `kubectl hossted reconcile --wait` waits for).
+            observed.status.last_handled_reconcile_at = observed.reconcile_at.clone();
             ctx.status.write(&app, &observed.status).await?;
         }
         match outcome? {

@@ -1,0 +1,222 @@
+//! `kubectl hossted get`: HelmAppSets with their apps as a tree (in the
+//! set's order), then the apps of no set; READY, STATUS (the Ready
+//! reason), REVISION, CHART@VERSION, DRIFT (objects drifted), AGE. Colour
+//! only on a terminal.
+
+use std::io::IsTerminal;
+
+use apis::helmapp::HelmApp;
+use apis::helmappset::HelmAppSet;
+use kube::api::ListParams;
+use kube::{Api, ResourceExt};
+
+use super::{Where, namespace_of};
+
+pub async fn run(client: kube::Client, w: &Where) -> Result<(), String> {
+    let (apps, sets): (Api<HelmApp>, Api<HelmAppSet>) = if w.all_namespaces {
+        (Api::all(client.clone()), Api::all(client))
+    } else {
+        let ns = namespace_of(&client, w.namespace.as_ref());
+        (
+            Api::namespaced(client.clone(), &ns),
+            Api::namespaced(client, &ns),
+        )
+    };
+    let lp = ListParams::default();
+    let apps = apps
+        .list(&lp)
+        .await
+        .map_err(|e| format!("cannot list HelmApps: {e}"))?
+        .items;
+    // A cluster without the HelmAppSet CRD (or a user who may not list
+    // them) still sees its HelmApps.
+    let sets = sets.list(&lp).await.map(|l| l.items).unwrap_or_default();
+    if apps.is_empty() && sets.is_empty() {
+        eprintln!("No HelmApps or HelmAppSets found.");
+        return Ok(());
+    }
+    let colour = std::io::stdout().is_terminal();
+    print!(
+        "{}",
+        table(&sets, &apps, w.all_namespaces, chrono::Utc::now(), colour)
+    );
+    Ok(())
+}
+
+/// One printed row, before padding.
+struct Row {
+    namespace: String,
+    name: String,
+    ready: String,
+    status: String,
+    revision: String,
+    chart: String,
+    drift: String,
+    age: String,
+}
+
+/// The table (see the module docs); pure, for tests.
+pub fn table(
+    sets: &[HelmAppSet],
+    apps: &[HelmApp],
+    all_namespaces: bool,
+    now: chrono::DateTime<chrono::Utc>,
+    colour: bool,
+) -> String {
+    let mut rows = Vec::new();
+    let mut placed = std::collections::HashSet::new();
+    let mut sets: Vec<&HelmAppSet> = sets.iter().collect();
+    sets.sort_by_key(|s| (s.namespace(), s.name_any()));
+    for set in sets {
+        rows.push(set_row(set, now));
+        let children = children_of(set, apps);
+        for (i, child) in children.iter().enumerate() {
+            let branch = if i + 1 == children.len() {
+                "└─ "
+            } else {
+                "├─ "
+            };
+            let mut row = app_row(child, now);
+            row.name = format!("{branch}{}", row.name);
+            rows.push(row);
+            placed.insert(child.uid());
+        }
+    }
+    let mut rest: Vec<&HelmApp> = apps.iter().filter(|a| !placed.contains(&a.uid())).collect();
+    rest.sort_by_key(|a| (a.namespace(), a.name_any()));
+    rows.extend(rest.into_iter().map(|a| app_row(a, now)));
+    render(&rows, all_namespaces, colour)
+}
+
+/// The apps `set` owns, in the order of its `spec.apps`.
+fn children_of<'a>(set: &HelmAppSet, apps: &'a [HelmApp]) -> Vec<&'a HelmApp> {
+    let uid = set.uid();
+    let mut owned: Vec<&HelmApp> = apps
+        .iter()
+        .filter(|a| {
+            a.owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == uid.as_ref())
+        })
+        .collect();
+    let order = |a: &HelmApp| {
+        let name = a.name_any();
+        set.spec
+            .apps
+            .iter()
+            .position(|s| format!("{}-{}", set.name_any(), s.name) == name)
+            .unwrap_or(usize::MAX)
+    };
+    owned.sort_by_key(|a| (order(a), a.name_any()));
+    owned
+}
+
+fn set_row(set: &HelmAppSet, now: chrono::DateTime<chrono::Utc>) -> Row {
+    let status = set.status.as_ref();
+    let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+    Row {
+        namespace: set.namespace().unwrap_or_default(),
+        name: format!("{} (set)", set.name_any()),
+        ready: status
+            .map(|s| s.ready.clone())
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| "-".into()),
+        status: ready.map_or("-".into(), |c| c.reason.clone()),
+        revision: "-".into(),
+        chart: format!("{} apps", set.spec.apps.len()),
+        drift: "-".into(),
+        age: age(set.metadata.creation_timestamp.as_ref(), now),
+    }
+}
+
+fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
+    let status = app.status.as_ref();
+    let (ready, reason, _) = super::ask::ready_of(app);
+    let version = status.map(|s| s.chart_version.as_str()).unwrap_or_default();
+    let chart = &app.spec.chart;
+    let name = if chart.name.is_empty() {
+        chart.path.rsplit('/').next().unwrap_or_default()
+    } else {
+        chart.name.as_str()
+    };
+    Row {
+        namespace: app.namespace().unwrap_or_default(),
+        name: app.name_any(),
+        ready,
+        status: reason,
+        revision: status
+            .map(|s| s.revision)
+            .filter(|r| *r > 0)
+            .map_or("-".into(), |r| r.to_string()),
+        chart: format!("{name}@{}", if version.is_empty() { "-" } else { version }),
+        drift: status.map_or("-".into(), |s| s.drift.len().to_string()),
+        age: age(app.metadata.creation_timestamp.as_ref(), now),
+    }
+}
+
+/// kubectl's way: `45s`, `12m`, `5h`, `3d`.
+fn age(
+    created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let Some(created) = created else {
+        return "-".into();
+    };
+    let secs = (now.timestamp() - created.0.as_second()).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 3 * 3600 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
+    let header = Row {
+        namespace: "NAMESPACE".into(),
+        name: "NAME".into(),
+        ready: "READY".into(),
+        status: "STATUS".into(),
+        revision: "REVISION".into(),
+        chart: "CHART@VERSION".into(),
+        drift: "DRIFT".into(),
+        age: "AGE".into(),
+    };
+    let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
+    let width = |f: fn(&Row) -> &str| all.iter().map(|r| f(r).chars().count()).max().unwrap_or(0);
+    let widths = [
+        width(|r| &r.namespace),
+        width(|r| &r.name),
+        width(|r| &r.ready),
+        width(|r| &r.status),
+        width(|r| &r.revision),
+        width(|r| &r.chart),
+        width(|r| &r.drift),
+    ];
+    let mut out = String::new();
+    for (i, r) in all.iter().enumerate() {
+        let pad = |s: &str, w: usize| {
+            format!("{s}{}", " ".repeat(w.saturating_sub(s.chars().count()) + 3))
+        };
+        if all_namespaces {
+            out.push_str(&pad(&r.namespace, widths[0]));
+        }
+        out.push_str(&pad(&r.name, widths[1]));
+        let ready = pad(&r.ready, widths[2]);
+        out.push_str(&match (colour && i > 0, r.ready.as_str()) {
+            (true, "True") => format!("\x1b[32m{ready}\x1b[0m"),
+            (true, "False") => format!("\x1b[31m{ready}\x1b[0m"),
+            _ => ready,
+        });
+        out.push_str(&pad(&r.status, widths[3]));
+        out.push_str(&pad(&r.revision, widths[4]));
+        out.push_str(&pad(&r.chart, widths[5]));
+        out.push_str(&pad(&r.drift, widths[6]));
+        out.push_str(&r.age);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

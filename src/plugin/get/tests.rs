@@ -1,0 +1,122 @@
+//! The table of `kubectl hossted get`, from objects as the API returns them.
+
+use super::*;
+use chrono::TimeZone;
+use serde_json::json;
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc
+        .with_ymd_and_hms(2026, 11, 25, 12, 0, 0)
+        .unwrap()
+}
+
+fn app(name: &str, owner: Option<&str>, ready: &str, reason: &str, revision: i64) -> HelmApp {
+    let owners = owner.map_or(json!([]), |uid| {
+        json!([{ "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",
+                 "name": "stack", "uid": uid }])
+    });
+    serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": name, "namespace": "apps", "uid": format!("uid-{name}"),
+                      "creationTimestamp": "2026-11-25T11:55:00Z", "ownerReferences": owners },
+        "spec": { "chart": { "repo": "https://charts.example.com", "name": "tiny" } },
+        "status": { "revision": revision, "chartVersion": "0.1.0",
+                    "drift": [{ "kind": "ConfigMap", "name": "x", "fields": ["/data/a"] }],
+                    "conditions": [{ "type": "Ready", "status": ready, "reason": reason,
+                                     "message": "", "lastTransitionTime": "2026-11-25T11:56:00Z" }] }
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_set_is_a_tree_in_its_order_and_the_other_apps_follow() {
+    let set: HelmAppSet = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",
+        "metadata": { "name": "stack", "namespace": "apps", "uid": "set-uid",
+                      "creationTimestamp": "2026-11-23T12:00:00Z" },
+        "spec": { "sequenced": true, "apps": [
+            { "name": "web", "spec": { "chart": { "path": "tiny" } } },
+            { "name": "db", "spec": { "chart": { "path": "tiny" } } }
+        ] },
+        "status": { "ready": "1/2", "conditions": [{ "type": "Ready", "status": "False",
+            "reason": "DependencyNotReady", "message": "", "lastTransitionTime": "2026-11-25T11:56:00Z" }] }
+    }))
+    .unwrap();
+    let apps = [
+        app("solo", None, "True", "UpToDate", 3),
+        app("stack-db", Some("set-uid"), "True", "InstallSucceeded", 1),
+        app(
+            "stack-web",
+            Some("set-uid"),
+            "False",
+            "DependencyNotReady",
+            0,
+        ),
+    ];
+    let out = table(&[set], &apps, false, now(), false);
+    let lines: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "REVISION",
+            "CHART@VERSION",
+            "DRIFT",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        lines[1],
+        [
+            "stack",
+            "(set)",
+            "1/2",
+            "DependencyNotReady",
+            "-",
+            "2",
+            "apps",
+            "-",
+            "2d"
+        ]
+    );
+    assert_eq!(
+        lines[2],
+        [
+            "├─",
+            "stack-web",
+            "False",
+            "DependencyNotReady",
+            "-",
+            "tiny@0.1.0",
+            "1",
+            "5m"
+        ],
+        "the set's order, not the names'"
+    );
+    assert_eq!(
+        lines[3],
+        [
+            "└─",
+            "stack-db",
+            "True",
+            "InstallSucceeded",
+            "1",
+            "tiny@0.1.0",
+            "1",
+            "5m"
+        ]
+    );
+    assert_eq!(
+        lines[4],
+        ["solo", "True", "UpToDate", "3", "tiny@0.1.0", "1", "5m"]
+    );
+    assert!(!out.contains('\x1b'), "no colour off a terminal");
+    let all = table(&[], &apps[..1], true, now(), true);
+    assert!(all.lines().next().unwrap().starts_with("NAMESPACE"));
+    assert!(all.contains("\x1b[32mTrue"), "{all}");
+}

@@ -1,0 +1,113 @@
+//! `kubectl hossted`: the binary as a kubectl plugin (installed, linked or
+//! copied, as `kubectl-hossted` on the `PATH`). It acts with the user's
+//! kubeconfig and their own rights — never the operator's.
+//!
+//! - `get [-A | -n NS]`: HelmAppSets with their apps as a tree, and the
+//!   apps of no set (`get.rs`).
+//! - `reconcile | force | reset -n NS NAME [--wait]`: sets
+//!   `hossted.com/reconcile-at` (`reconcile`, `reset`) or
+//!   `hossted.com/force-at` (`force`) to a fresh value and, with `--wait`,
+//!   follows the status until the operator has acted on it (`ask.rs`).
+
+mod ask;
+mod get;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The name kubectl runs the plugin by (`kubectl hossted …`).
+pub const PLUGIN_NAME: &str = "kubectl-hossted";
+
+/// `kubectl hossted`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl hossted",
+    version,
+    about = "HelmApps and HelmAppSets at a glance, and asking the operator to act on one now"
+)]
+pub struct PluginCli {
+    #[command(subcommand)]
+    pub command: PluginCmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCmd {
+    /// HelmAppSets with their apps as a tree, then the apps of no set.
+    Get(Where),
+    /// Reconcile now (hossted.com/reconcile-at): helm runs only if something changed.
+    Reconcile(Target),
+    /// One upgrade with --force, even when nothing changed (hossted.com/force-at).
+    Force(Target),
+    /// Restart exhausted retries and accept the stored release (hossted.com/reconcile-at, as Flux's --reset).
+    Reset(Target),
+}
+
+/// Which namespaces.
+#[derive(Debug, Args)]
+pub struct Where {
+    /// Every namespace.
+    #[arg(short = 'A', long)]
+    pub all_namespaces: bool,
+    /// This namespace (default: the kubeconfig context's).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+}
+
+/// One HelmApp.
+#[derive(Debug, Args)]
+pub struct Target {
+    /// The HelmApp's namespace (default: the kubeconfig context's).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// The HelmApp.
+    pub name: String,
+    /// Wait until the operator has acted on it, printing progress.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = crate::duration::parse)]
+    pub timeout: Duration,
+}
+
+/// Runs `kubectl hossted` with `args` (the first is the program's name).
+pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let cli = PluginCli::parse_from(args);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("kubectl hossted: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        let client = kube::Client::try_default().await.map_err(|e| {
+            format!("cannot reach the cluster of the current kubeconfig context: {e}")
+        })?;
+        match cli.command {
+            PluginCmd::Get(w) => get::run(client, &w).await,
+            PluginCmd::Reconcile(t) | PluginCmd::Reset(t) => {
+                ask::run(client, &t, ask::Ask::Reconcile).await
+            }
+            PluginCmd::Force(t) => ask::run(client, &t, ask::Ask::Force).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kubectl hossted: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The namespace asked for, else the kubeconfig context's.
+fn namespace_of(client: &kube::Client, asked: Option<&String>) -> String {
+    asked
+        .cloned()
+        .unwrap_or_else(|| client.default_namespace().to_string())
+}

@@ -1,0 +1,106 @@
+//! `kubectl hossted`, run by the real kubectl as a plugin (the binary
+//! linked as `kubectl-hossted` on the PATH) against a real control plane
+//! with the operator delivering.
+
+use std::path::PathBuf;
+
+use crate::support::*;
+use serde_json::json;
+
+/// A directory holding `kubectl-hossted`, a link to the operator binary.
+fn plugin_dir(f: &Fixture) -> PathBuf {
+    let dir = f.cp.dir().join("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("kubectl-hossted");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_hossted-operator"), &link).unwrap();
+    dir
+}
+
+/// `kubectl hossted <args>`: (exit status, stdout, stderr). Awaited, not
+/// blocked on: the operator runs on this test's runtime.
+async fn kubectl_hossted(
+    f: &Fixture,
+    dir: &std::path::Path,
+    args: &[&str],
+) -> (bool, String, String) {
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = f.cp.kubectl();
+    cmd.env("PATH", path).arg("hossted").args(args);
+    let out = tokio::process::Command::from(cmd).output().await.unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    let operator = f.start_delivery().await;
+    let dir = plugin_dir(&f);
+    apply_helmapp(&f, "apps", "web", json!({ "chart": { "path": "tiny" } })).await;
+    helmapp_ready(&f, "apps", "web", "InstallSucceeded", 1).await;
+
+    let (ok, out, err) = kubectl_hossted(&f, &dir, &["get", "-n", "apps"]).await;
+    assert!(ok, "{err}");
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows[0],
+        [
+            "NAME",
+            "READY",
+            "STATUS",
+            "REVISION",
+            "CHART@VERSION",
+            "DRIFT",
+            "AGE"
+        ]
+    );
+    assert_eq!(
+        &rows[1][..6],
+        ["web", "True", "InstallSucceeded", "1", "tiny@0.1.0", "0"]
+    );
+
+    // force: one upgrade with --force, waited for.
+    let (ok, out, err) = kubectl_hossted(&f, &dir, &["force", "-n", "apps", "web", "--wait"]).await;
+    assert!(ok, "{out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("acted on in ")), "{out}");
+    let app = get_helmapp(&f, "apps", "web").await.unwrap();
+    assert_eq!(
+        app.status.as_ref().unwrap().revision,
+        2,
+        "--wait returned after the run"
+    );
+
+    // reconcile: acted on, and nothing to run.
+    let (ok, out, err) =
+        kubectl_hossted(&f, &dir, &["reconcile", "-n", "apps", "web", "--wait"]).await;
+    assert!(ok, "{out}{err}");
+    let app = get_helmapp(&f, "apps", "web").await.unwrap();
+    let st = app.status.unwrap();
+    assert_eq!(st.revision, 2);
+    assert_eq!(
+        Some(st.last_handled_reconcile_at.as_str()),
+        app.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("hossted.com/reconcile-at"))
+            .map(String::as_str)
+    );
+
+    // A HelmApp that does not exist: an error naming it, exit status 1.
+    let (ok, _, err) = kubectl_hossted(&f, &dir, &["reconcile", "-n", "apps", "nosuch"]).await;
+    assert!(!ok);
+    assert!(err.contains("apps/nosuch"), "{err}");
+    operator.stop().await;
+}
