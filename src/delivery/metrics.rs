@@ -6,6 +6,7 @@
 //! | `hossted_helm_run_duration_seconds{action}` | histogram | time per helm run |
 //! | `hossted_helmapps{ready}` | gauge | HelmApps by their `Ready` condition (`True`, `False`, `Unknown`) |
 //! | `hossted_helmapp_drifted_objects{namespace,name}` | gauge | objects of a HelmApp's release that drifted (`status.drift`) |
+//! | `hossted_helmapp_ready{namespace,name,reason}` | gauge | 1 while a HelmApp's `Ready` is `True`, else 0; `reason` is its reason (`Unknown` without one) — what an alert names |
 //! | `hossted_drift_checks_total{kind}` | counter | suspect objects read and compared with their manifest |
 //! | `hossted_drift_dry_runs_total{kind}` | counter | server-side apply dry runs confirming drift (`warn` mode) |
 
@@ -36,33 +37,38 @@ pub struct HelmMetrics {
     drift_dry_runs: Family<Labels1, Counter>,
 }
 
-/// `hossted_helmapp_drifted_objects{namespace,name}`, from the cache at
-/// each scrape (every HelmApp, 0 included: an alert can see it clear).
-struct DriftedObjects(Store<HelmApp>);
+/// A gauge per HelmApp (`namespace`, `name`, and `reason` when `value`
+/// gives one), from the cache at each scrape — every HelmApp, 0 included:
+/// an alert can see it clear.
+struct PerApp {
+    apps: Store<HelmApp>,
+    value: fn(&HelmApp) -> (i64, Option<String>),
+}
 
-impl std::fmt::Debug for DriftedObjects {
+impl std::fmt::Debug for PerApp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("DriftedObjects")
+        f.write_str("PerApp")
     }
 }
 
-impl TypedMetric for DriftedObjects {
+impl TypedMetric for PerApp {
     const TYPE: MetricType = MetricType::Gauge;
 }
 
-impl EncodeMetric for DriftedObjects {
+impl EncodeMetric for PerApp {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        let mut apps = self.0.list();
+        let mut apps = self.apps.list();
         apps.sort_by_key(|a| cache::object_key(a.as_ref()));
         for a in apps {
-            let n = a.status.as_ref().map_or(0, |s| s.drift.len() as i64);
-            let labels = [
+            let (n, reason) = (self.value)(&a);
+            let mut labels = vec![
                 (
                     "namespace",
                     a.metadata.namespace.clone().unwrap_or_default(),
                 ),
                 ("name", a.metadata.name.clone().unwrap_or_default()),
             ];
+            labels.extend(reason.map(|r| ("reason", r)));
             ConstGauge::new(n).encode(encoder.encode_family(&labels)?)?;
         }
         Ok(())
@@ -70,6 +76,23 @@ impl EncodeMetric for DriftedObjects {
 
     fn metric_type(&self) -> MetricType {
         MetricType::Gauge
+    }
+}
+
+/// `hossted_helmapp_drifted_objects`: the objects in `status.drift`.
+fn drifted_objects(a: &HelmApp) -> (i64, Option<String>) {
+    (a.status.as_ref().map_or(0, |s| s.drift.len() as i64), None)
+}
+
+/// `hossted_helmapp_ready`: 1 while `Ready` is `True`, with its reason.
+fn ready(a: &HelmApp) -> (i64, Option<String>) {
+    let ready = a
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) => (i64::from(c.status == "True"), Some(c.reason.clone())),
+        None => (0, Some("Unknown".into())),
     }
 }
 
@@ -150,7 +173,15 @@ impl HelmMetrics {
         r.register(
             "helmapp_drifted_objects",
             "Objects of a HelmApp's release that drifted",
-            DriftedObjects(apps),
+            PerApp {
+                apps: apps.clone(),
+                value: drifted_objects,
+            },
+        );
+        r.register(
+            "helmapp_ready",
+            "1 while a HelmApp's Ready condition is True, by its reason",
+            PerApp { apps, value: ready },
         );
         r.register(
             "drift_checks",

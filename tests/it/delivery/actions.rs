@@ -478,6 +478,16 @@ async fn a_failed_helm_test_is_remediated_unless_ignored() {
             .await
             .contains(&"TestFailed".to_string())
     );
+    // What an alert names: the app, not Ready, and why.
+    let text = operator.scrape();
+    let series = |name: &str, reason: &str| {
+        format!("hossted_helmapp_ready{{namespace=\"apps\",name=\"{name}\",reason=\"{reason}\"}}")
+    };
+    assert_eq!(
+        sample(&text, &series("tested", "RetriesExhausted")),
+        Some(0.0),
+        "{text}"
+    );
 
     // ignoreFailures: reported, not remediated.
     apply(
@@ -487,6 +497,11 @@ async fn a_failed_helm_test_is_remediated_unless_ignored() {
     )
     .await;
     let app = ready(&f, "lenient", "InstallSucceeded", 1).await;
+    let text = operator.scrape();
+    assert_eq!(
+        sample(&text, &series("lenient", "InstallSucceeded")),
+        Some(1.0)
+    );
     assert_eq!(app.status.unwrap().history[0].result, "failed");
     operator.settle().await;
     let kinds: Vec<String> = runs_in(&log)
