@@ -256,7 +256,14 @@ async fn a_chart_rendering_random_output_stays_at_its_revision_across_resyncs() 
         })
         .await;
     apply(&f, "random", json!({ "chart": { "path": "random" } })).await;
-    let before = ready(&f, "random", "InstallSucceeded", 1).await;
+    ready(&f, "random", "InstallSucceeded", 1).await;
+    // The reconcile the install's own storage event brings writes
+    // `status.inventory` once; what follows it must write nothing.
+    let before = eventually("status.inventory of revision 1", 60, || async {
+        let app = get(&f, "random").await?;
+        (app.status.as_ref()?.inventory_revision == 1).then_some(app)
+    })
+    .await;
     for _ in 0..5 {
         // Each mark is passed by a resync (nothing else changes).
         let mark = operator.mark();
