@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the test assets (kube-apiserver, etcd, kubectl, helm, an OCI registry) into a
+# Installs the test assets (kube-apiserver, etcd, kubectl, helm, an OCI registry,
+# promtool) into a
 # versioned cache outside the repository, building them from the Go module
 # proxy. Nothing but Go modules is downloaded; no binary is committed.
 #
@@ -18,16 +19,18 @@ PINNED_K8S="$(sed -n 's/^K8S_VERSION=//p' "$HERE/envtest.env")"
 PINNED_ETCD="$(sed -n 's/^ETCD_VERSION=//p' "$HERE/envtest.env")"
 PINNED_HELM="$(sed -n 's/^HELM_VERSION=//p' "$HERE/envtest.env")"
 PINNED_REGISTRY="$(sed -n 's/^REGISTRY_VERSION=//p' "$HERE/envtest.env")"
+PINNED_PROMETHEUS="$(sed -n 's/^PROMETHEUS_VERSION=//p' "$HERE/envtest.env")"
 K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
 ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
 HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
 REGISTRY_VERSION="${REGISTRY_VERSION:-$PINNED_REGISTRY}"
+PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-$PINNED_PROMETHEUS}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
 BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
 STAMP="$BIN_DIR/.complete"
-WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} registry=v${REGISTRY_VERSION}"
-ASSETS=(kube-apiserver kubectl etcd helm registry)
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm registry promtool)
 
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
@@ -143,11 +146,24 @@ build_registry() {
   mv "$gobin/registry" "$BIN_DIR/registry"
 }
 
+# --- promtool -------------------------------------------------------------------
+# Checks the alert and recording rules and runs their unit tests
+# (manifests/monitoring/). The largest module of the set: ~10 minutes on 2
+# cores the first time.
+build_promtool() {
+  log "building promtool (prometheus v${PROMETHEUS_VERSION}; takes ~10 minutes the first time)"
+  local gobin="$CACHE_ROOT/src/promtool-gobin"
+  mkdir -p "$gobin"
+  with_heartbeat "building promtool" env GOBIN="$gobin" go install -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION}" "github.com/prometheus/prometheus/cmd/promtool@v${PROMETHEUS_VERSION}"
+  mv "$gobin/promtool" "$BIN_DIR/promtool"
+}
+
 rm -f "$STAMP"
 log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
 [[ -x "$BIN_DIR/helm" && "$("$BIN_DIR/helm" version --short 2>/dev/null)" == "v${HELM_VERSION}"* ]] || build_helm
 [[ -x "$BIN_DIR/registry" && "$("$BIN_DIR/registry" --version 2>/dev/null)" == *"v${REGISTRY_VERSION}"* ]] || build_registry
+[[ -x "$BIN_DIR/promtool" && "$("$BIN_DIR/promtool" --version 2>/dev/null | head -1)" == *"version ${PROMETHEUS_VERSION} "* ]] || build_promtool
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
   build_kubernetes
 fi

@@ -12,6 +12,7 @@ mod helm_release;
 mod hostile;
 mod leader;
 mod migration;
+mod monitoring;
 mod payload;
 mod plugin;
 mod poster;
