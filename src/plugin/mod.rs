@@ -8,8 +8,11 @@
 //!   `hossted.com/reconcile-at` (`reconcile`, `reset`) or
 //!   `hossted.com/force-at` (`force`) to a fresh value and, with `--wait`,
 //!   follows the status until the operator has acted on it (`ask.rs`).
+//! - `diff -n NS NAME`: what the next reconcile would change, secrets
+//!   masked; exit status 1 when something would (`diff.rs`).
 
 mod ask;
+mod diff;
 mod get;
 
 use std::process::ExitCode;
@@ -42,6 +45,8 @@ pub enum PluginCmd {
     Force(Target),
     /// Restart exhausted retries and accept the stored release (hossted.com/reconcile-at, as Flux's --reset).
     Reset(Target),
+    /// What the next reconcile would change, as a unified diff (secrets masked); exit 1 when it would change something.
+    Diff(diff::DiffArgs),
 }
 
 /// Which namespaces.
@@ -84,23 +89,30 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // diff: 0 the same, 1 a difference, 2 an error (as `kubectl diff`);
+    // the others: 0 done, 1 an error.
+    let is_diff = matches!(cli.command, PluginCmd::Diff(_));
     let result = runtime.block_on(async {
         let client = kube::Client::try_default().await.map_err(|e| {
             format!("cannot reach the cluster of the current kubeconfig context: {e}")
         })?;
         match cli.command {
-            PluginCmd::Get(w) => get::run(client, &w).await,
+            PluginCmd::Get(w) => get::run(client, &w).await.map(|()| false),
             PluginCmd::Reconcile(t) | PluginCmd::Reset(t) => {
-                ask::run(client, &t, ask::Ask::Reconcile).await
+                ask::run(client, &t, ask::Ask::Reconcile)
+                    .await
+                    .map(|()| false)
             }
-            PluginCmd::Force(t) => ask::run(client, &t, ask::Ask::Force).await,
+            PluginCmd::Force(t) => ask::run(client, &t, ask::Ask::Force).await.map(|()| false),
+            PluginCmd::Diff(d) => diff::run(client, &d).await,
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::from(1),
         Err(e) => {
             eprintln!("kubectl hossted: {e}");
-            ExitCode::FAILURE
+            ExitCode::from(if is_diff { 2 } else { 1 })
         }
     }
 }

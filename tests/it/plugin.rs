@@ -104,3 +104,47 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
     assert!(err.contains("apps/nosuch"), "{err}");
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn kubectl_hossted_diff_shows_what_the_next_reconcile_would_change() {
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    let operator = f.start_delivery().await;
+    let dir = plugin_dir(&f);
+    let spec = |greeting: &str| {
+        json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": "0.1.0" },
+                "values": { "greeting": greeting } })
+    };
+    apply_helmapp(&f, "apps", "served", spec("one")).await;
+    helmapp_ready(&f, "apps", "served", "InstallSucceeded", 1).await;
+    let helm = f.cp.helm_binary();
+    let helm = helm.to_str().unwrap();
+    let diff = |d: &'static str| {
+        let dir = dir.clone();
+        let f = &f;
+        async move { kubectl_hossted(f, &dir, &["diff", "-n", "apps", d, "--helm-binary", helm]).await }
+    };
+    let (ok, out, err) = diff("served").await;
+    assert!(ok, "in sync: exit 0, no output: {out}{err}");
+    assert_eq!(out, "");
+
+    // The operator stopped, the values edited: the diff is the change.
+    operator.stop().await;
+    patch_helmapp(&f, "apps", "served", json!({ "spec": spec("two") })).await;
+    let (ok, out, err) = diff("served").await;
+    assert!(!ok, "a difference: exit 1: {err}");
+    assert!(
+        out.contains("-  greeting: one\n+  greeting: two\n"),
+        "{out}{err}"
+    );
+    assert!(
+        out.contains("+++ apps/served next: ConfigMap served-tiny"),
+        "{out}"
+    );
+    let (_, _, err) = diff("nosuch").await;
+    assert!(err.contains("apps/nosuch"), "{err}");
+}

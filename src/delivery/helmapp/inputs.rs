@@ -118,38 +118,14 @@ impl Context {
         }
     }
 
-    /// What `credentialsSecretRef` `name` holds; `Err` says why not and
-    /// whether retrying may help (a Secret that does not exist waits for a
-    /// change).
+    /// What `credentialsSecretRef` `name` holds (see [`credentials`]).
     async fn credentials(
         &self,
         app: &HelmApp,
         name: &str,
         scope: String,
     ) -> Result<source::Credentials, (String, bool)> {
-        let ns = app.namespace().unwrap_or_default();
-        let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-        let secret = api
-            .get_opt(name)
-            .await
-            .map_err(|e| (format!("credentialsSecretRef {ns}/{name}: {e}"), true))?
-            .ok_or_else(|| {
-                (
-                    format!("credentialsSecretRef {ns}/{name} does not exist"),
-                    false,
-                )
-            })?;
-        let mut data = secret.data.unwrap_or_default();
-        let mut text = |k: &str| {
-            data.remove(k)
-                .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
-        };
-        Ok(source::Credentials {
-            scope,
-            username: text("username"),
-            password: text("password"),
-            ca: data.remove("ca.crt").map(|b| b.0),
-        })
+        credentials(&self.client, app, name, scope).await
     }
 
     /// The cached digest of each `valuesFrom` key, in order (`None`: an
@@ -178,77 +154,116 @@ impl Context {
             .collect()
     }
 
-    /// The merged values: `values`, `valuesFrom`, `valuesBase64`, `set`.
+    /// The merged values (see [`merged_values`]).
     pub async fn values(&self, app: &HelmApp) -> Result<Value, String> {
-        let spec = &app.spec;
-        let ns = app.namespace().unwrap_or_default();
-        let mut merged = json!({});
-        if let Some(v) = &spec.values {
-            if !v.is_object() {
-                return Err("spec.values must be a mapping".into());
-            }
-            values::merge(&mut merged, v.clone());
-        }
-        for r in &spec.values_from {
-            let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
-            let text = match r.kind {
-                ValuesKind::Secret => {
-                    let api: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
-                    match api
-                        .get_opt(&r.name)
-                        .await
-                        .map_err(|e| format!("{what}: {e}"))?
-                    {
-                        Some(s) => s
-                            .data
-                            .and_then(|mut d| d.remove(&r.key))
-                            .map(|b| String::from_utf8_lossy(&b.0).into_owned()),
-                        None => None,
-                    }
-                }
-                ValuesKind::ConfigMap => {
-                    let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &ns);
-                    match api
-                        .get_opt(&r.name)
-                        .await
-                        .map_err(|e| format!("{what}: {e}"))?
-                    {
-                        Some(c) => c.data.and_then(|mut d| d.remove(&r.key)),
-                        None => None,
-                    }
-                }
-                ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
-            };
-            match text {
-                Some(t) if !r.target_path.is_empty() => {
-                    values::set_at(&r.target_path, &t, &mut merged)
-                        .map_err(|e| format!("{what} targetPath: {e}"))?
-                }
-                Some(t) => values::merge(
-                    &mut merged,
-                    values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?,
-                ),
-                None if r.optional => {}
-                None => {
-                    return Err(format!(
-                        "{what}: not found (set optional: true if it may be absent)"
-                    ));
-                }
-            }
-        }
-        if !spec.values_base64.is_empty() {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(spec.values_base64.trim())
-                .map_err(|e| format!("valuesBase64 is not base64: {e}"))?;
-            let doc = values::parse_document(&String::from_utf8_lossy(&bytes))
-                .map_err(|e| format!("valuesBase64: {e}"))?;
-            values::merge(&mut merged, doc);
-        }
-        for s in &spec.set {
-            values::apply_set(s, &mut merged).map_err(|e| format!("set: {e}"))?;
-        }
-        Ok(merged)
+        merged_values(&self.client, app).await
     }
+}
+
+/// The merged values, read as `client`: `values`, `valuesFrom`,
+/// `valuesBase64`, `set` (the operator's, and `kubectl hossted diff`'s with
+/// the user's rights).
+pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value, String> {
+    let spec = &app.spec;
+    let ns = app.namespace().unwrap_or_default();
+    let mut merged = json!({});
+    if let Some(v) = &spec.values {
+        if !v.is_object() {
+            return Err("spec.values must be a mapping".into());
+        }
+        values::merge(&mut merged, v.clone());
+    }
+    for r in &spec.values_from {
+        let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
+        let text = match r.kind {
+            ValuesKind::Secret => {
+                let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+                match api
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| format!("{what}: {e}"))?
+                {
+                    Some(s) => s
+                        .data
+                        .and_then(|mut d| d.remove(&r.key))
+                        .map(|b| String::from_utf8_lossy(&b.0).into_owned()),
+                    None => None,
+                }
+            }
+            ValuesKind::ConfigMap => {
+                let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+                match api
+                    .get_opt(&r.name)
+                    .await
+                    .map_err(|e| format!("{what}: {e}"))?
+                {
+                    Some(c) => c.data.and_then(|mut d| d.remove(&r.key)),
+                    None => None,
+                }
+            }
+            ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
+        };
+        match text {
+            Some(t) if !r.target_path.is_empty() => values::set_at(&r.target_path, &t, &mut merged)
+                .map_err(|e| format!("{what} targetPath: {e}"))?,
+            Some(t) => values::merge(
+                &mut merged,
+                values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?,
+            ),
+            None if r.optional => {}
+            None => {
+                return Err(format!(
+                    "{what}: not found (set optional: true if it may be absent)"
+                ));
+            }
+        }
+    }
+    if !spec.values_base64.is_empty() {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(spec.values_base64.trim())
+            .map_err(|e| format!("valuesBase64 is not base64: {e}"))?;
+        let doc = values::parse_document(&String::from_utf8_lossy(&bytes))
+            .map_err(|e| format!("valuesBase64: {e}"))?;
+        values::merge(&mut merged, doc);
+    }
+    for s in &spec.set {
+        values::apply_set(s, &mut merged).map_err(|e| format!("set: {e}"))?;
+    }
+    Ok(merged)
+}
+
+/// What `credentialsSecretRef` `name` holds, read as `client`; `Err` says why not and
+/// whether retrying may help (a Secret that does not exist waits for a
+/// change).
+pub async fn credentials(
+    client: &kube::Client,
+    app: &HelmApp,
+    name: &str,
+    scope: String,
+) -> Result<source::Credentials, (String, bool)> {
+    let ns = app.namespace().unwrap_or_default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|e| (format!("credentialsSecretRef {ns}/{name}: {e}"), true))?
+        .ok_or_else(|| {
+            (
+                format!("credentialsSecretRef {ns}/{name} does not exist"),
+                false,
+            )
+        })?;
+    let mut data = secret.data.unwrap_or_default();
+    let mut text = |k: &str| {
+        data.remove(k)
+            .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
+    };
+    Ok(source::Credentials {
+        scope,
+        username: text("username"),
+        password: text("password"),
+        ca: data.remove("ca.crt").map(|b| b.0),
+    })
 }
 
 fn unknown_kind(name: &str) -> String {

@@ -13,7 +13,7 @@
 pub mod act;
 mod context;
 mod drift;
-mod inputs;
+pub mod inputs;
 mod kstatus;
 pub mod observe;
 pub mod observed;
