@@ -6,6 +6,7 @@
 //! | `hossted_helm_run_duration_seconds{action}` | histogram | time per helm run |
 //! | `hossted_helmapps{ready}` | gauge | HelmApps by their `Ready` condition (`True`, `False`, `Unknown`) |
 //! | `hossted_helmapp_drifted_objects{namespace,name}` | gauge | objects of a HelmApp's release that drifted (`status.drift`) |
+//! | `hossted_helmapp_update_available{namespace,name}` | gauge | 1 while the chart's source offers a newer stable version than the installed one (`status.latestAvailable`) |
 //! | `hossted_helmapp_ready{namespace,name,reason}` | gauge | 1 while a HelmApp's `Ready` is `True`, else 0; `reason` is its reason (`Unknown` without one) — what an alert names |
 //! | `hossted_drift_checks_total{kind}` | counter | suspect objects read and compared with their manifest |
 //! | `hossted_drift_dry_runs_total{kind}` | counter | server-side apply dry runs confirming drift (`warn` mode) |
@@ -82,6 +83,15 @@ impl EncodeMetric for PerApp {
 /// `hossted_helmapp_drifted_objects`: the objects in `status.drift`.
 fn drifted_objects(a: &HelmApp) -> (i64, Option<String>) {
     (a.status.as_ref().map_or(0, |s| s.drift.len() as i64), None)
+}
+
+/// `hossted_helmapp_update_available`: a newer version is offered.
+fn update_available(a: &HelmApp) -> (i64, Option<String>) {
+    let newer = a
+        .status
+        .as_ref()
+        .is_some_and(crate::delivery::helmapp::updates::newer);
+    (i64::from(newer), None)
 }
 
 /// `hossted_helmapp_ready`: 1 while `Ready` is `True`, with its reason.
@@ -176,6 +186,14 @@ impl HelmMetrics {
             PerApp {
                 apps: apps.clone(),
                 value: drifted_objects,
+            },
+        );
+        r.register(
+            "helmapp_update_available",
+            "1 while the chart's source offers a newer stable version than the installed one",
+            PerApp {
+                apps: apps.clone(),
+                value: update_available,
             },
         );
         r.register(

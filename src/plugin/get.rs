@@ -1,7 +1,8 @@
 //! `kubectl hossted get`: HelmAppSets with their apps as a tree (in the
 //! set's order), then the apps of no set; READY, STATUS (the Ready
-//! reason), REVISION, CHART@VERSION, DRIFT (objects drifted), AGE. Colour
-//! only on a terminal.
+//! reason), REVISION, CHART@VERSION, DRIFT (objects drifted), UPDATE (a
+//! newer version the chart's source offers), AGE. Colour only on a
+//! terminal.
 
 use std::io::IsTerminal;
 
@@ -52,6 +53,7 @@ struct Row {
     revision: String,
     chart: String,
     drift: String,
+    update: String,
     age: String,
 }
 
@@ -125,6 +127,7 @@ fn set_row(set: &HelmAppSet, now: chrono::DateTime<chrono::Utc>) -> Row {
         revision: "-".into(),
         chart: format!("{} apps", set.spec.apps.len()),
         drift: "-".into(),
+        update: "-".into(),
         age: age(set.metadata.creation_timestamp.as_ref(), now),
     }
 }
@@ -150,6 +153,9 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
             .map_or("-".into(), |r| r.to_string()),
         chart: format!("{name}@{}", if version.is_empty() { "-" } else { version }),
         drift: status.map_or("-".into(), |s| s.drift.len().to_string()),
+        update: status
+            .filter(|s| crate::delivery::helmapp::updates::newer(s))
+            .map_or("-".into(), |s| s.latest_available.clone()),
         age: age(app.metadata.creation_timestamp.as_ref(), now),
     }
 }
@@ -180,6 +186,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         revision: "REVISION".into(),
         chart: "CHART@VERSION".into(),
         drift: "DRIFT".into(),
+        update: "UPDATE".into(),
         age: "AGE".into(),
     };
     let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
@@ -192,6 +199,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         width(|r| &r.revision),
         width(|r| &r.chart),
         width(|r| &r.drift),
+        width(|r| &r.update),
     ];
     let mut out = String::new();
     for (i, r) in all.iter().enumerate() {
@@ -212,6 +220,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         out.push_str(&pad(&r.revision, widths[4]));
         out.push_str(&pad(&r.chart, widths[5]));
         out.push_str(&pad(&r.drift, widths[6]));
+        out.push_str(&pad(&r.update, widths[7]));
         out.push_str(&r.age);
         out.push('\n');
     }

@@ -34,7 +34,7 @@ fn the_alerts_are_valid_and_each_fires_when_it_should_and_only_then() {
         "alerts.yaml",
     ]));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("SUCCESS: 7 rules found"), "{said}");
+    assert!(said.contains("SUCCESS: 8 rules found"), "{said}");
     let out = output_ok(tool("promtool").current_dir(monitoring()).args([
         "test",
         "rules",

@@ -63,6 +63,7 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
             "REVISION",
             "CHART@VERSION",
             "DRIFT",
+            "UPDATE",
             "AGE"
         ]
     );

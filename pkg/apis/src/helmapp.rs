@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Namespace","type":"string","jsonPath":".status.targetNamespace"}"#,
     printcolumn = r#"{"name":"Chart","type":"string","jsonPath":".spec.chart.name"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.chartVersion"}"#,
+    printcolumn = r#"{"name":"Latest","type":"string","jsonPath":".status.latestAvailable"}"#,
     printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
@@ -543,6 +544,11 @@ pub struct HelmAppStatus {
     /// The resolved chart version.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_version: String,
+    /// The newest stable version the chart's repository or registry
+    /// offers, also outside a pinned version or range (checked with each
+    /// resolution, each `interval`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub latest_available: String,
     /// When a version range was last resolved.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_resolved: String,

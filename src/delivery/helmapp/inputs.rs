@@ -375,6 +375,7 @@ mod tests {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
+            latest: String::new(),
         };
         let with_values = |v: serde_json::Value| {
             let mut a = app.clone();
@@ -441,6 +442,7 @@ mod tests {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
+            latest: String::new(),
         };
         let hash = |a: &HelmApp| config_hash(a, &target, &chart, &[]);
         let keys = |a: &HelmApp| {

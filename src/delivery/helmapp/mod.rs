@@ -23,6 +23,7 @@ pub mod state;
 pub mod status;
 mod storage;
 mod target;
+pub mod updates;
 mod wiring;
 
 use std::sync::Arc;
@@ -91,6 +92,7 @@ impl Reconciler for HelmApps {
             // Every decision above has seen this value: it is acted on
             // (what `kubectl hossted reconcile --wait` waits for).
             observed.status.last_handled_reconcile_at = observed.reconcile_at.clone();
+            updates::notice(ctx, &app, &mut observed);
             ctx.status.write(&app, &observed.status).await?;
         }
         match outcome? {

@@ -40,6 +40,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     let mut o = Observed {
         timeout,
         timeout_clamped,
+        resolve_after: resolve_after(app),
         uid: app.uid().unwrap_or_default(),
         identity: ctx.settings.tenancy.identity(app),
         redactor: Default::default(),
@@ -99,6 +100,16 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.readiness_failed = readiness::others(ctx, &mut o).await;
     }
     o
+}
+
+/// `spec.interval` for a chart of a repository or registry (10m when it
+/// does not parse); `None` for a chart by path.
+fn resolve_after(app: &HelmApp) -> Option<std::time::Duration> {
+    let c = &app.spec.chart;
+    (!c.repo.is_empty() || !c.oci.is_empty()).then(|| {
+        super::inputs::parse_duration(&app.spec.interval)
+            .unwrap_or(std::time::Duration::from_secs(600))
+    })
 }
 
 fn annotation(app: &HelmApp, key: &str) -> String {

@@ -124,6 +124,9 @@ pub struct Observed {
     pub timeout: Duration,
     /// `spec.timeout` was longer than `--max-helm-timeout`.
     pub timeout_clamped: bool,
+    /// A chart from a repository or registry is resolved again (its range,
+    /// its newest version) after this (`spec.interval`); `None`: by path.
+    pub resolve_after: Option<Duration>,
 }
 
 impl Observed {

@@ -43,6 +43,7 @@ pub enum Reason {
     PostRendererListReplaced,
     TestSucceeded,
     TestFailed,
+    UpdateAvailable,
     // HelmApp: readiness.
     UpToDate,
     Progressing,
@@ -64,7 +65,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 47] = [
+    pub const ALL: [Reason; 48] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -98,6 +99,7 @@ impl Reason {
         Reason::PostRendererListReplaced,
         Reason::TestSucceeded,
         Reason::TestFailed,
+        Reason::UpdateAvailable,
         Reason::UpToDate,
         Reason::Progressing,
         Reason::ReadinessTimeout,
@@ -130,6 +132,7 @@ impl Reason {
             PostRendererListReplaced => "PostRendererListReplaced",
             TestSucceeded => "TestSucceeded",
             TestFailed => "TestFailed",
+            UpdateAvailable => "UpdateAvailable",
             ReleaseLocked => "ReleaseLocked",
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
             ReleaseNotOwned => "ReleaseNotOwned",

@@ -42,6 +42,10 @@ pub struct LocalChart {
     pub version: String,
     /// SHA-256 of the chart's files: a changed chart is a new release.
     pub digest: String,
+    /// The newest stable version the source offers, whatever the spec
+    /// pins (empty: not known — a chart by path, or a registry that would
+    /// not list its tags). Read from what the resolution fetched anyway.
+    pub latest: String,
 }
 
 /// Why a chart could not be had.
@@ -250,6 +254,7 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
         path,
         version,
         digest: hex(&hasher.finalize()),
+        latest: String::new(),
     })
 }
 

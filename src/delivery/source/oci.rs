@@ -82,18 +82,29 @@ pub fn fetch(
         chart,
     };
     let wanted = chart.version.trim();
+    let name = registry
+        .repository
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    // The tags are listed for the newest version whatever the spec pins
+    // (bounded as every tag list); a pinned tag does not need them, so a
+    // registry that refuses the list still serves it.
+    let tags = registry.tags().map(|t| {
+        t.into_iter()
+            .map(|t| t.replace('_', "+"))
+            .collect::<Vec<_>>()
+    });
+    let latest = tags
+        .as_ref()
+        .ok()
+        .and_then(|v| choose_version(v, &name, "").ok())
+        .unwrap_or_default();
     let version = if is_exact(wanted) {
         wanted.to_string()
     } else {
-        let tags = registry.tags()?;
-        let versions: Vec<String> = tags.into_iter().map(|t| t.replace('_', "+")).collect();
-        let name = registry
-            .repository
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        choose_version(&versions, &name, wanted).map_err(&fail)?
+        choose_version(&tags?, &name, wanted).map_err(&fail)?
     };
     let tag = version.replace('+', "_");
     let manifest = registry.get(
@@ -124,6 +135,7 @@ pub fn fetch(
         path: file,
         version,
         digest: layer.digest,
+        latest,
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)

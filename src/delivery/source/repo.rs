@@ -51,6 +51,8 @@ pub fn fetch_from_repo(
             },
             HttpError::Failed(message) => fail(message),
         })?;
+    let versions: Vec<String> = entries.iter().map(|e| e.version.clone()).collect();
+    let latest = choose_version(&versions, &chart.name, "").unwrap_or_default();
     let entry = choose(entries, &chart.name, &chart.version).map_err(&fail)?;
     let url = match entry.urls.first() {
         Some(u) if u.contains("://") => u.clone(),
@@ -87,6 +89,7 @@ pub fn fetch_from_repo(
         path: file,
         version: entry.version,
         digest: hex(&Sha256::digest(&bytes)),
+        latest,
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)

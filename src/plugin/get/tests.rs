@@ -21,6 +21,7 @@ fn app(name: &str, owner: Option<&str>, ready: &str, reason: &str, revision: i64
                       "creationTimestamp": "2026-11-25T11:55:00Z", "ownerReferences": owners },
         "spec": { "chart": { "repo": "https://charts.example.com", "name": "tiny" } },
         "status": { "revision": revision, "chartVersion": "0.1.0",
+                    "latestAvailable": if name == "solo" { "0.2.0" } else { "0.1.0" },
                     "drift": [{ "kind": "ConfigMap", "name": "x", "fields": ["/data/a"] }],
                     "conditions": [{ "type": "Ready", "status": ready, "reason": reason,
                                      "message": "", "lastTransitionTime": "2026-11-25T11:56:00Z" }] }
@@ -54,66 +55,29 @@ fn a_set_is_a_tree_in_its_order_and_the_other_apps_follow() {
         ),
     ];
     let out = table(&[set], &apps, false, now(), false);
-    let lines: Vec<Vec<&str>> = out
+    let lines: Vec<String> = out
         .lines()
-        .map(|l| l.split_whitespace().collect())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
         .collect();
     assert_eq!(
         lines[0],
-        [
-            "NAME",
-            "READY",
-            "STATUS",
-            "REVISION",
-            "CHART@VERSION",
-            "DRIFT",
-            "AGE"
-        ]
+        "NAME READY STATUS REVISION CHART@VERSION DRIFT UPDATE AGE"
     );
     assert_eq!(
         lines[1],
-        [
-            "stack",
-            "(set)",
-            "1/2",
-            "DependencyNotReady",
-            "-",
-            "2",
-            "apps",
-            "-",
-            "2d"
-        ]
+        "stack (set) 1/2 DependencyNotReady - 2 apps - - 2d"
     );
     assert_eq!(
-        lines[2],
-        [
-            "├─",
-            "stack-web",
-            "False",
-            "DependencyNotReady",
-            "-",
-            "tiny@0.1.0",
-            "1",
-            "5m"
-        ],
+        lines[2], "├─ stack-web False DependencyNotReady - tiny@0.1.0 1 - 5m",
         "the set's order, not the names'"
     );
     assert_eq!(
         lines[3],
-        [
-            "└─",
-            "stack-db",
-            "True",
-            "InstallSucceeded",
-            "1",
-            "tiny@0.1.0",
-            "1",
-            "5m"
-        ]
+        "└─ stack-db True InstallSucceeded 1 tiny@0.1.0 1 - 5m"
     );
     assert_eq!(
-        lines[4],
-        ["solo", "True", "UpToDate", "3", "tiny@0.1.0", "1", "5m"]
+        lines[4], "solo True UpToDate 3 tiny@0.1.0 1 0.2.0 5m",
+        "a newer version offered"
     );
     assert!(!out.contains('\x1b'), "no colour off a terminal");
     let all = table(&[], &apps[..1], true, now(), true);

@@ -9,6 +9,7 @@ mod processes;
 mod readiness;
 mod sources;
 mod tenancy;
+mod updates;
 mod values;
 
 pub use std::collections::BTreeMap;

@@ -118,9 +118,13 @@ fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
         status::set(status, READY, true, Reason::UpToDate, message);
         status::set(status, RELEASED, true, Reason::UpToDate, message);
     }
-    Outcome::Finished(match o.drift.poll_after {
-        // An object of a kind no informer watches is due for its look.
-        Some(after) => Action::requeue_after(after, "up to date; next drift look"),
-        None => Action::done("up to date"),
+    // Looked at again when an object of a kind no informer watches is due
+    // for its drift look, or the chart's range and newest version are due
+    // to be resolved again — whichever comes first.
+    Outcome::Finished(match (o.drift.poll_after, o.resolve_after) {
+        (Some(d), Some(r)) if r < d => Action::requeue_after(r, "up to date; next resolution"),
+        (Some(d), _) => Action::requeue_after(d, "up to date; next drift look"),
+        (None, Some(r)) => Action::requeue_after(r, "up to date; next resolution"),
+        (None, None) => Action::done("up to date"),
     })
 }

@@ -53,6 +53,7 @@ pub(super) fn observed() -> Observed {
                 path: "/c".into(),
                 version: "1.0.0".into(),
                 digest: "d".into(),
+                latest: String::new(),
             },
             hash: HASH.into(),
         }),
@@ -69,6 +70,7 @@ pub(super) fn observed() -> Observed {
         now: now(),
         timeout: Duration::from_secs(300),
         timeout_clamped: false,
+        resolve_after: None,
     }
 }
 
