@@ -75,7 +75,7 @@ pub async fn run(client: kube::Client, t: &Target, ask: Ask) -> Result<(), Strin
         }
         if started.elapsed() > t.timeout {
             return Err(format!(
-                "the operator did not act on {}={value} within {}s: is it running, and is {ns}/{} suspended or waiting (kubectl describe happ -n {ns} {})?",
+                "the operator recorded no action on {}={value} within {}s: a settled release that needs nothing writes nothing; otherwise is the operator running, and is {ns}/{} suspended or waiting (kubectl describe happ -n {ns} {})?",
                 ask.annotation(),
                 t.timeout.as_secs(),
                 t.name,

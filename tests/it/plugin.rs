@@ -83,20 +83,26 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
         "--wait returned after the run"
     );
 
-    // reconcile: acted on, and nothing to run.
-    let (ok, out, err) =
-        kubectl_hossted(&f, &dir, &["reconcile", "-n", "apps", "web", "--wait"]).await;
+    // reconcile: the annotation set; a settled release runs nothing and
+    // writes nothing (so there is no acted-on value to wait for).
+    let (ok, out, err) = kubectl_hossted(&f, &dir, &["reconcile", "-n", "apps", "web"]).await;
     assert!(ok, "{out}{err}");
     let app = get_helmapp(&f, "apps", "web").await.unwrap();
-    let st = app.status.unwrap();
-    assert_eq!(st.revision, 2);
+    let asked = app
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("hossted.com/reconcile-at"));
+    assert!(out.contains(asked.expect("annotated").as_str()), "{out}");
+    operator.settle().await;
     assert_eq!(
-        Some(st.last_handled_reconcile_at.as_str()),
-        app.metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get("hossted.com/reconcile-at"))
-            .map(String::as_str)
+        get_helmapp(&f, "apps", "web")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .revision,
+        2
     );
 
     // A HelmApp that does not exist: an error naming it, exit status 1.

@@ -89,9 +89,6 @@ impl Reconciler for HelmApps {
             }
         }
         if !deleting {
-            // Every decision above has seen this value: it is acted on
-            // (what `kubectl hossted reconcile --wait` waits for).
-            observed.status.last_handled_reconcile_at = observed.reconcile_at.clone();
             updates::notice(ctx, &app, &mut observed);
             ctx.status.write(&app, &observed.status).await?;
         }
