@@ -51,9 +51,7 @@ pub fn fetch_from_repo(
             },
             HttpError::Failed(message) => fail(message),
         })?;
-    let versions: Vec<String> = entries.iter().map(|e| e.version.clone()).collect();
-    let latest = choose_version(&versions, &chart.name, "").unwrap_or_default();
-    let entry = choose(entries, &chart.name, &chart.version).map_err(&fail)?;
+    let (entry, latest) = choose(entries, &chart.name, &chart.version).map_err(&fail)?;
     let url = match entry.urls.first() {
         Some(u) if u.contains("://") => u.clone(),
         Some(u) => format!("{repo}/{}", u.trim_start_matches('/')),
@@ -96,15 +94,23 @@ pub fn fetch_from_repo(
 }
 
 /// The entry of `name` in a repository index that `wanted` asks for.
-fn choose(entries: Vec<IndexEntry>, name: &str, wanted: &str) -> Result<IndexEntry, String> {
+/// With the newest stable version of all (empty: none), whatever `wanted`
+/// allows: `status.latestAvailable`.
+fn choose(
+    entries: Vec<IndexEntry>,
+    name: &str,
+    wanted: &str,
+) -> Result<(IndexEntry, String), String> {
     if entries.is_empty() {
         return Err(format!("no chart named {name:?} in index.yaml"));
     }
     let versions: Vec<String> = entries.iter().map(|e| e.version.clone()).collect();
     let version = choose_version(&versions, name, wanted)?;
+    let latest = choose_version(&versions, name, "").unwrap_or_default();
     entries
         .into_iter()
         .find(|e| e.version == version)
+        .map(|e| (e, latest))
         .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
 }
 
@@ -124,7 +130,7 @@ entries:
     - { version: 1.2.0, urls: [web-1.2.0.tgz] }
 "#;
         let of = |name: &str| crate::delivery::source::index::entries_of(index, name).unwrap();
-        let v = |w: &str| choose(of("web"), "web", w).map(|e| e.version);
+        let v = |w: &str| choose(of("web"), "web", w).map(|(e, _)| e.version);
         assert_eq!(
             v(""),
             Ok("1.10.0".into()),
@@ -139,6 +145,12 @@ entries:
             "exact even if pre-release"
         );
         assert!(v("3.x").unwrap_err().contains("no version"));
+        let latest = |w: &str| choose(of("web"), "web", w).map(|(_, l)| l);
+        assert_eq!(
+            latest("~1.9"),
+            Ok("1.10.0".into()),
+            "the newest stable whatever is pinned"
+        );
         assert!(
             choose(of("api"), "api", "")
                 .unwrap_err()

@@ -115,7 +115,7 @@ async fn a_chart_from_an_http_repository_with_basic_auth_and_a_repository_that_i
 }
 
 /// A copy of the chart directory `name` with its Chart.yaml at `version`.
-fn chart_at_version(f: &Fixture, name: &str, version: &str) -> std::path::PathBuf {
+pub(super) fn chart_at_version(f: &Fixture, name: &str, version: &str) -> std::path::PathBuf {
     let from =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("examples/charts/{name}"));
     let to =

@@ -4,29 +4,9 @@
 
 use super::*;
 
-/// Adds `tiny` at `version` to the repository served from `dir`.
+/// Adds `tiny` at `version` to the repository.
 fn publish_tiny(f: &Fixture, repo: &envtest::ChartRepo, version: &str) {
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts/tiny");
-    let copy = f.cp.dir().join(format!("tiny-{version}"));
-    output_ok(
-        std::process::Command::new("cp")
-            .arg("-r")
-            .arg(&src)
-            .arg(&copy),
-    );
-    let chart = std::fs::read_to_string(copy.join("Chart.yaml")).unwrap();
-    let chart: String = chart
-        .lines()
-        .map(|l| {
-            if l.starts_with("version:") {
-                format!("version: {version}")
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    std::fs::write(copy.join("Chart.yaml"), chart).unwrap();
+    let copy = super::sources::chart_at_version(f, "tiny", version);
     let dir = repo.dir().to_str().unwrap().to_string();
     f.helm(&["package", copy.to_str().unwrap(), "--destination", &dir]);
     f.helm(&["repo", "index", &dir, "--url", repo.url()]);
