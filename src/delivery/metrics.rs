@@ -90,7 +90,7 @@ fn update_available(a: &HelmApp) -> (i64, Option<String>) {
     let newer = a
         .status
         .as_ref()
-        .is_some_and(crate::delivery::helmapp::updates::newer);
+        .is_some_and(|s| crate::delivery::source::is_newer(&s.latest_available, &s.chart_version));
     (i64::from(newer), None)
 }
 

@@ -39,14 +39,7 @@ pub fn notice(ctx: &Context, app: &HelmApp, o: &mut Observed) {
 
 /// Whether `latestAvailable` is a newer version than the installed one.
 pub fn newer(status: &HelmAppStatus) -> bool {
-    let parse = |v: &str| semver::Version::parse(v.trim_start_matches('v')).ok();
-    match (
-        parse(&status.latest_available),
-        parse(&status.chart_version),
-    ) {
-        (Some(latest), Some(installed)) => latest > installed,
-        _ => false,
-    }
+    crate::delivery::source::is_newer(&status.latest_available, &status.chart_version)
 }
 
 #[cfg(test)]

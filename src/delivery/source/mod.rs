@@ -131,6 +131,13 @@ impl RepoCache {
     }
 }
 
+/// Whether chart version `latest` is a higher semver than `installed`
+/// (`false` when either is not a version: not known, nothing installed).
+pub fn is_newer(latest: &str, installed: &str) -> bool {
+    let parse = |v: &str| semver::Version::parse(v.trim_start_matches('v')).ok();
+    matches!((parse(latest), parse(installed)), (Some(l), Some(i)) if l > i)
+}
+
 /// The version of `name` among `versions` that `wanted` asks for: exact, a
 /// semver range, or (empty) the highest release that is not a
 /// pre-release. Shared by HTTP repositories and OCI tags.
