@@ -10,6 +10,9 @@ pub const RECONCILE_AT: &str = "hossted.com/reconcile-at";
 /// A new value runs one upgrade with `--force`, even when nothing changed
 /// (Flux's `flux reconcile --force`); each value is acted on once.
 pub const FORCE_AT: &str = "hossted.com/force-at";
+/// With `spec.approval: manual`: the `configHash` of the pending change
+/// that may run (`status.pendingChange.configHash`).
+pub const APPROVE: &str = "hossted.com/approve";
 /// Index of release storage by `namespace/release name`.
 pub const RELEASE_INDEX: &str = "release-name";
 /// Index of HelmApps by what their `valuesFrom` names: `Kind/namespace/name`.

@@ -8,7 +8,6 @@
 //! says so, never what it was or is). Exit status: 0 no difference, 1 a
 //! difference, 2 an error (as `kubectl diff`).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use apis::helmapp::HelmApp;
@@ -17,7 +16,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::namespace_of;
-use crate::delivery::helm::post_render;
+use crate::delivery::helm::{manifest_diff, post_render};
 use crate::delivery::helmapp::Target;
 use crate::delivery::helmapp::inputs;
 use crate::delivery::source::{Credentials, SourceLimits, fetch::Sources};
@@ -52,7 +51,7 @@ pub async fn run(client: kube::Client, a: &DiffArgs) -> Result<bool, String> {
     };
     let live = helm.live_manifest()?;
     let next = helm.render(&chart, &values, &app, &work.0)?;
-    let text = diff(&live, &next, &target.key());
+    let text = manifest_diff::diff(&live, &next, &target.key()).text;
     print!("{text}");
     Ok(!text.is_empty())
 }
@@ -199,128 +198,4 @@ fn tempdir() -> Result<TempDir, String> {
     let dir = std::env::temp_dir().join(format!("kubectl-hossted-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(TempDir(dir))
-}
-
-/// The objects of a manifest by `Kind namespace/name`.
-fn objects(manifest: &str) -> BTreeMap<String, Value> {
-    serde_yaml_ng::Deserializer::from_str(manifest)
-        .filter_map(|d| Value::deserialize(d).ok())
-        .filter(Value::is_object)
-        .map(|o| {
-            let text = |p: &str| {
-                o.pointer(p)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            let at = match text("/metadata/namespace") {
-                ns if ns.is_empty() => text("/metadata/name"),
-                ns => format!("{ns}/{}", text("/metadata/name")),
-            };
-            (format!("{} {at}", text("/kind")), o)
-        })
-        .collect()
-}
-
-/// Masks the values of a Secret on both sides: `***` where they agree,
-/// `*** (old)` and `*** (new)` where they differ.
-fn mask_secrets(old: &mut Value, new: &mut Value) {
-    for field in ["data", "stringData"] {
-        let before = old
-            .get(field)
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let after = new
-            .get(field)
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        let mark = |v: &mut Value, other: &serde_json::Map<String, Value>, side: &str| {
-            if let Some(m) = v.get_mut(field).and_then(Value::as_object_mut) {
-                for (k, val) in m.iter_mut() {
-                    let same = other.get(k) == Some(&*val);
-                    *val = Value::String(if same {
-                        "***".into()
-                    } else {
-                        format!("*** ({side})")
-                    });
-                }
-            }
-        };
-        mark(old, &after, "old");
-        mark(new, &before, "new");
-    }
-}
-
-/// The unified diff, object by object (empty: no difference).
-pub fn diff(live: &str, next: &str, release: &str) -> String {
-    let (mut before, mut after) = (objects(live), objects(next));
-    let keys: std::collections::BTreeSet<String> =
-        before.keys().chain(after.keys()).cloned().collect();
-    let mut out = String::new();
-    for key in keys {
-        let (mut old, mut new) = (
-            before.remove(&key).unwrap_or(Value::Null),
-            after.remove(&key).unwrap_or(Value::Null),
-        );
-        if key.starts_with("Secret ") {
-            mask_secrets(&mut old, &mut new);
-        }
-        if old == new {
-            continue;
-        }
-        let text = |v: &Value| {
-            if v.is_null() {
-                String::new()
-            } else {
-                serde_yaml_ng::to_string(v).unwrap_or_default()
-            }
-        };
-        let (a, b) = (text(&old), text(&new));
-        let d = similar::TextDiff::from_lines(&a, &b);
-        out.push_str(
-            &d.unified_diff()
-                .context_radius(3)
-                .header(
-                    &format!("{release} live: {key}"),
-                    &format!("{release} next: {key}"),
-                )
-                .to_string(),
-        );
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const LIVE: &str = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: apps}\ndata: {greeting: hello}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: apps}\ndata: {password: b2xk, user: YWRtaW4=}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: gone, namespace: apps}\nspec: {ports: [{port: 80}]}\n";
-
-    #[test]
-    fn a_changed_field_an_added_and_a_removed_object_and_no_secret_value() {
-        let next = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: apps}\ndata: {greeting: hi}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: apps}\ndata: {password: bmV3, user: YWRtaW4=}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: added, namespace: apps}\n";
-        let d = diff(LIVE, next, "apps/web");
-        assert!(d.contains("-  greeting: hello\n+  greeting: hi\n"), "{d}");
-        assert!(d.contains("+++ apps/web next: ConfigMap apps/added"), "{d}");
-        assert!(d.contains("--- apps/web live: Service apps/gone"), "{d}");
-        assert!(
-            d.contains("-  password: '*** (old)'\n+  password: '*** (new)'\n"),
-            "{d}"
-        );
-        assert!(
-            d.contains(" user: '***'\n"),
-            "an unchanged key is masked alike: {d}"
-        );
-        assert!(
-            !d.contains("b2xk") && !d.contains("bmV3") && !d.contains("YWRtaW4="),
-            "{d}"
-        );
-    }
-
-    #[test]
-    fn the_same_release_is_no_difference() {
-        assert_eq!(diff(LIVE, LIVE, "apps/web"), "");
-    }
 }

@@ -10,7 +10,10 @@
 //!   follows the status until the operator has acted on it (`ask.rs`).
 //! - `diff -n NS NAME`: what the next reconcile would change, secrets
 //!   masked; exit status 1 when something would (`diff.rs`).
+//! - `approve -n NS NAME [--hash H] [--wait]`: approves the change waiting
+//!   in `status.pendingChange` (`approve.rs`).
 
+mod approve;
 mod ask;
 mod diff;
 mod get;
@@ -47,6 +50,8 @@ pub enum PluginCmd {
     Reset(Target),
     /// What the next reconcile would change, as a unified diff (secrets masked); exit 1 when it would change something.
     Diff(diff::DiffArgs),
+    /// Approve the change waiting in status.pendingChange (spec.approval: manual): sets hossted.com/approve to its hash.
+    Approve(approve::ApproveArgs),
 }
 
 /// Which namespaces.
@@ -105,6 +110,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
             }
             PluginCmd::Force(t) => ask::run(client, &t, ask::Ask::Force).await.map(|()| false),
             PluginCmd::Diff(d) => diff::run(client, &d).await,
+            PluginCmd::Approve(a) => approve::run(client, &a).await.map(|()| false),
         }
     });
     match result {

@@ -155,3 +155,46 @@ async fn kubectl_hossted_diff_shows_what_the_next_reconcile_would_change() {
     let (_, _, err) = diff("nosuch").await;
     assert!(err.contains("apps/nosuch"), "{err}");
 }
+
+#[tokio::test]
+async fn kubectl_hossted_approve_runs_the_pending_change_and_only_that_one() {
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    let _operator = f.start_delivery().await;
+    let dir = plugin_dir(&f);
+    let spec = json!({ "chart": { "path": "tiny" }, "approval": "manual" });
+    apply_helmapp(&f, "apps", "held", spec).await;
+    helmapp_with_reason(&f, "apps", "held", "AwaitingApproval").await;
+    let hash = envtest::eventually("a pending change", 60, || async {
+        let app = get_helmapp(&f, "apps", "held").await?;
+        Some(app.status?.pending_change?.config_hash)
+    })
+    .await;
+
+    let approve = |extra: &'static [&'static str]| {
+        let dir = dir.clone();
+        let f = &f;
+        async move {
+            let mut args = vec!["approve", "-n", "apps", "held"];
+            args.extend(extra);
+            kubectl_hossted(f, &dir, &args).await
+        }
+    };
+    let (ok, _, err) = approve(&["--hash", "0000"]).await;
+    assert!(!ok, "another hash is not approved");
+    assert!(err.contains(&hash), "names the pending one: {err}");
+    assert!(storage_revisions(&f, "apps", "held").await.is_empty());
+
+    let (ok, out, err) = approve(&["--wait"]).await;
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains(&format!("hossted.com/approve={hash}")),
+        "{out}"
+    );
+    let app = helmapp_ready(&f, "apps", "held", "InstallSucceeded", 1).await;
+    assert_eq!(app.status.unwrap().config_hash, hash);
+
+    let (ok, _, err) = approve(&[]).await;
+    assert!(!ok, "nothing waits any more");
+    assert!(err.contains("nothing waits for approval"), "{err}");
+}

@@ -105,6 +105,17 @@ pub struct HelmAppSpec {
     /// Take over a release of that name that no live HelmApp owns.
     #[serde(default)]
     pub adopt: bool,
+    /// `auto` (default): a new configuration or chart version is run at
+    /// once. `manual`: it waits in `status.pendingChange` until the
+    /// annotation `hossted.com/approve` equals its `configHash` (drift
+    /// repair and uninstall on delete are not held back).
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_approval",
+        regex(pattern = r"^(auto|manual)$")
+    )]
+    pub approval: Approval,
     /// The chart's `crds/` directory: `Skip`, `Create` or `CreateReplace`.
     #[serde(default)]
     #[schemars(
@@ -527,6 +538,10 @@ spelled!(
     DeletionPropagation { Background = "background", Foreground = "foreground", Orphan = "orphan" } default Background
 );
 spelled!(
+    /// Whether a new configuration runs at once or waits for approval.
+    Approval { Auto = "auto", Manual = "manual" } default Auto
+);
+spelled!(
     /// What is done once an upgrade's retries are spent.
     OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
 );
@@ -579,6 +594,10 @@ pub struct HelmAppStatus {
     /// Objects of the release that drifted (at most 20, newest first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<DriftedObject>,
+    /// With `approval: manual`: the change that waits for
+    /// `hossted.com/approve` (no Secret value is ever in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_change: Option<PendingChange>,
     /// Every object of the current release, from its manifest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inventory: Vec<InventoryEntry>,
@@ -588,6 +607,39 @@ pub struct HelmAppStatus {
     /// `Ready`, `Released`, `Drifted`.
     #[serde(default)]
     pub conditions: Vec<Condition>,
+}
+
+/// A change waiting for approval: what it would run and what it would
+/// change, computed by the render `kubectl hossted diff` shows.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingChange {
+    /// The chart version it would install.
+    pub chart_version: String,
+    /// Its configuration hash: the value `hossted.com/approve` must have.
+    pub config_hash: String,
+    /// The objects it adds, changes and removes: `Kind name`, or `Kind
+    /// namespace/name` where the manifest gives a namespace.
+    #[serde(default)]
+    pub objects: PendingObjects,
+    /// Lines of its unified diff (added and removed), Secret values masked.
+    #[serde(default)]
+    pub diff_lines: i64,
+    /// When it was computed (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub since: String,
+}
+
+/// The objects a pending change touches, at most 50 names each (the
+/// `AwaitingApproval` Event gives the whole counts).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PendingObjects {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 /// An object of the release whose fields differ from its manifest.
@@ -657,6 +709,9 @@ fn default_values_key() -> String {
 }
 fn default_dependency_kind() -> String {
     "HelmApp".into()
+}
+fn default_approval() -> String {
+    "auto".into()
 }
 fn default_drift_mode() -> String {
     "warn".into()

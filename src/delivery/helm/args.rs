@@ -91,6 +91,14 @@ pub struct Test<'a> {
     pub timeout: Duration,
 }
 
+/// `helm get manifest`: the newest revision's manifest.
+#[derive(Debug, Clone)]
+pub struct GetManifest<'a> {
+    pub release: &'a str,
+    pub namespace: &'a str,
+    pub as_user: Option<&'a str>,
+}
+
 /// The subcommand of the operator's binary helm runs as post-renderer.
 pub const POST_RENDER_SUBCOMMAND: &str = "post-render";
 
@@ -176,6 +184,31 @@ impl Uninstall<'_> {
         if self.cascade != "background" {
             args.extend(strings(&["--cascade", self.cascade]));
         }
+        impersonate(&mut args, self.as_user);
+        args
+    }
+}
+
+impl Upgrade<'_> {
+    /// The same command as a client-side dry run: helm renders (the
+    /// post-renderer too) and prints the release it would make; nothing in
+    /// the cluster changes.
+    pub fn dry_run_args(&self) -> Vec<String> {
+        let mut args = self.args();
+        args.push("--dry-run=client".into());
+        args
+    }
+}
+
+impl GetManifest<'_> {
+    pub fn args(&self) -> Vec<String> {
+        let mut args = strings(&[
+            "get",
+            "manifest",
+            self.release,
+            "--namespace",
+            self.namespace,
+        ]);
         impersonate(&mut args, self.as_user);
         args
     }

@@ -2,10 +2,12 @@
 //! [`values`] merges and redacts the values it is given on stdin.
 
 pub mod args;
+pub mod manifest_diff;
 pub mod post_render;
 pub mod runner;
 pub mod values;
 
 pub use runner::{
-    Flags, Helm, HelmConfig, HelmError, PostRender, Released, Rollback, Test, Uninstall, Upgrade,
+    Flags, GetManifest, Helm, HelmConfig, HelmError, PostRender, Released, Rollback, Test,
+    Uninstall, Upgrade,
 };

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 
-pub use super::args::{Flags, PostRender, Rollback, Test, Uninstall, Upgrade};
+pub use super::args::{Flags, GetManifest, PostRender, Rollback, Test, Uninstall, Upgrade};
 
 /// How the operator runs helm.
 #[derive(Debug, Clone)]
@@ -204,6 +204,39 @@ impl Helm {
         )
     }
 
+    /// What `u` would apply, by a dry run: the manifest helm renders now
+    /// (post-rendered). Holds a slot but not the release: it changes
+    /// nothing.
+    pub async fn render(&self, u: &Upgrade<'_>) -> Result<String, HelmError> {
+        let _slot = self.slots.acquire().await.map_err(|e| HelmError::Output {
+            action: "render",
+            message: e.to_string(),
+        })?;
+        let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
+        let out = self
+            .run("render", u.dry_run_args(), Some(values), u.timeout)
+            .await?;
+        manifest_of("render", &out)
+    }
+
+    /// The manifest of the release's newest revision (empty: no release).
+    pub async fn manifest(&self, g: &GetManifest<'_>) -> Result<String, HelmError> {
+        let _slot = self.slots.acquire().await.map_err(|e| HelmError::Output {
+            action: "get",
+            message: e.to_string(),
+        })?;
+        match self
+            .run("get", g.args(), None, Duration::from_secs(60))
+            .await
+        {
+            // helm says so only in words; the word is its storage's error.
+            Err(HelmError::Failed { stderr, .. }) if stderr.ends_with("release: not found") => {
+                Ok(String::new())
+            }
+            other => other,
+        }
+    }
+
     /// `helm show crds` of a local chart: the YAML of its `crds/` directory
     /// (no cluster access; holds a slot but no release).
     pub async fn show_crds(&self, chart: &std::path::Path) -> Result<String, HelmError> {
@@ -341,6 +374,21 @@ fn helm_needs(name: &str) -> bool {
 }
 
 /// The release helm printed with `-o json`.
+/// The `manifest` of the release helm printed as JSON.
+fn manifest_of(action: &'static str, out: &str) -> Result<String, HelmError> {
+    #[derive(serde::Deserialize)]
+    struct Release {
+        #[serde(default)]
+        manifest: String,
+    }
+    serde_json::from_str::<Release>(out.trim())
+        .map(|r| r.manifest)
+        .map_err(|e| HelmError::Output {
+            action,
+            message: e.to_string(),
+        })
+}
+
 fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError> {
     #[derive(serde::Deserialize)]
     struct Release {

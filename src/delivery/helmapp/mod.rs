@@ -81,12 +81,17 @@ impl Reconciler for HelmApps {
         }
         let mut observed = observe::observe(ctx, &app).await;
         let mut outcome = Ok(Outcome::Replan);
+        let mut settled = false;
         for _ in 0..MAX_STEPS {
             let step = plan::next(&state::state(&observed, &app), &app);
+            settled = step.settles_approval();
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
             }
+        }
+        if settled && !deleting {
+            act::settle_approval(&app, &mut observed);
         }
         if !deleting {
             updates::notice(ctx, &app, &mut observed);

@@ -22,7 +22,9 @@ use super::storage;
 use super::target::Target;
 use crate::cached::manifest::ManifestObject;
 use crate::cached::objects::{HelmRelease, label};
-use crate::delivery::names::{FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
+use crate::delivery::names::{
+    APPROVE, FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL,
+};
 
 /// Gathers what [`state::state`] needs to decide about `app`.
 pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
@@ -46,6 +48,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         redactor: Default::default(),
         reconcile_at: annotation(app, RECONCILE_AT),
         force_at: annotation(app, FORCE_AT),
+        approve: annotation(app, APPROVE),
         cross_namespace: cross_namespace(ctx, app, &target),
         dependency: None,
         inputs: None,

@@ -87,6 +87,8 @@ pub struct Observed {
     pub reconcile_at: String,
     /// The value of `hossted.com/force-at` (empty: none).
     pub force_at: String,
+    /// The value of `hossted.com/approve` (empty: none).
+    pub approve: String,
     /// Why `targetNamespace` is refused, if it is.
     pub cross_namespace: Option<String>,
     /// Why `dependsOn` holds the release back, if it does.

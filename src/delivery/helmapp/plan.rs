@@ -50,8 +50,31 @@ pub enum Step {
         warn: bool,
         retry: bool,
     },
+    /// Show the change that waits for approval (computed once per
+    /// configuration) and run nothing; `stale`: an approval of another
+    /// configuration, said so.
+    AwaitApproval {
+        hash: String,
+        chart_version: String,
+        stale: Option<String>,
+    },
     /// Nothing runs, nothing changes.
     Idle { why: &'static str },
+}
+
+impl Step {
+    /// Whether this step runs (or finds running) the configuration the
+    /// spec asks for: after it, nothing waits for approval.
+    pub fn settles_approval(&self) -> bool {
+        matches!(
+            self,
+            Step::Install
+                | Step::Upgrade
+                | Step::Repair { .. }
+                | Step::PutBack { .. }
+                | Step::Done { .. }
+        )
+    }
 }
 
 /// How long to wait for a helm run of ours to let go of a release.
@@ -131,8 +154,27 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::RetriesExhausted => Step::Idle {
             why: "retries exhausted: waiting for a change",
         },
+        ReleaseState::AwaitingApproval { .. } => awaiting(state),
         ReleaseState::Absent => Step::Install,
         ReleaseState::OutOfSync { .. } => Step::Upgrade,
+    }
+}
+
+/// The step of [`ReleaseState::AwaitingApproval`].
+fn awaiting(state: &ReleaseState) -> Step {
+    match state {
+        ReleaseState::AwaitingApproval {
+            hash,
+            chart_version,
+            stale,
+        } => Step::AwaitApproval {
+            hash: hash.clone(),
+            chart_version: chart_version.clone(),
+            stale: stale.clone(),
+        },
+        _ => Step::Idle {
+            why: "nothing awaits approval",
+        },
     }
 }
 

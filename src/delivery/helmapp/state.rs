@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use apis::helmapp::{DriftMode, DriftedObject, HelmApp};
+use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
 
 use super::observed::{Inputs, Observed, Stored};
 use super::status::{self, READY, RELEASED, Reason};
@@ -64,6 +64,14 @@ pub enum ReleaseState {
     /// Upgrades failed `remediation.retries` times: nothing runs until the
     /// configuration or `hossted.com/reconcile-at` changes.
     RetriesExhausted,
+    /// `spec.approval: manual` and this configuration was never run:
+    /// nothing runs until `hossted.com/approve` names `hash`. `stale`: the
+    /// annotation's value, when it names another configuration.
+    AwaitingApproval {
+        hash: String,
+        chart_version: String,
+        stale: Option<String>,
+    },
     /// No release yet.
     Absent,
     /// Exists and must be upgraded.
@@ -136,7 +144,8 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
         .as_ref()
         .filter(|n| n.status != "uninstalled" || (n.owner != o.uid && o.owner_is_live));
     let Some(newest) = newest else {
-        return exhausted(o, hash)
+        return awaiting_approval(o, app, hash, None)
+            .or_else(|| exhausted(o, hash))
             .or_else(|| backing_off(o, hash))
             .unwrap_or(ReleaseState::Absent);
     };
@@ -171,9 +180,36 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
     } else {
         return deployed(o, app, newest);
     };
-    exhausted(o, hash)
+    let ran = (newest.owner == o.uid).then_some(newest.hash.as_str());
+    awaiting_approval(o, app, hash, ran)
+        .or_else(|| exhausted(o, hash))
         .or_else(|| backing_off(o, hash))
         .unwrap_or(ReleaseState::OutOfSync { why })
+}
+
+/// With `spec.approval: manual` (or a spelling the schema does not allow:
+/// the safe side), a configuration that is not the one our newest
+/// revision was made with (`ran`) waits until `hossted.com/approve` names
+/// it. A retry, a repair or a forced upgrade of what already ran is not
+/// held back: that was approved when it first ran.
+fn awaiting_approval(
+    o: &Observed,
+    app: &HelmApp,
+    hash: &str,
+    ran: Option<&str>,
+) -> Option<ReleaseState> {
+    if app.spec.approval == Approval::Auto || ran == Some(hash) || o.approve == hash {
+        return None;
+    }
+    let chart_version = match &o.inputs {
+        Some(Inputs::Ready { chart, .. }) => chart.version.clone(),
+        _ => String::new(),
+    };
+    Some(ReleaseState::AwaitingApproval {
+        hash: hash.to_string(),
+        chart_version,
+        stale: (!o.approve.is_empty()).then(|| o.approve.clone()),
+    })
 }
 
 /// The hash of the inputs, or the state their lack puts the release in.
@@ -340,6 +376,8 @@ fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
         .then_some(ReleaseState::RetriesExhausted)
 }
 
+#[cfg(test)]
+mod approval_tests;
 #[cfg(test)]
 mod tenancy_tests;
 #[cfg(test)]

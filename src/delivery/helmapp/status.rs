@@ -44,6 +44,11 @@ pub enum Reason {
     TestSucceeded,
     TestFailed,
     UpdateAvailable,
+    // HelmApp: approval (`spec.approval: manual`).
+    AwaitingApproval,
+    ApprovalStale,
+    Approved,
+    PreviewFailed,
     // HelmApp: readiness.
     UpToDate,
     Progressing,
@@ -65,7 +70,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 48] = [
+    pub const ALL: [Reason; 52] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -100,6 +105,10 @@ impl Reason {
         Reason::TestSucceeded,
         Reason::TestFailed,
         Reason::UpdateAvailable,
+        Reason::AwaitingApproval,
+        Reason::ApprovalStale,
+        Reason::Approved,
+        Reason::PreviewFailed,
         Reason::UpToDate,
         Reason::Progressing,
         Reason::ReadinessTimeout,
@@ -133,6 +142,10 @@ impl Reason {
             TestSucceeded => "TestSucceeded",
             TestFailed => "TestFailed",
             UpdateAvailable => "UpdateAvailable",
+            AwaitingApproval => "AwaitingApproval",
+            ApprovalStale => "ApprovalStale",
+            Approved => "Approved",
+            PreviewFailed => "PreviewFailed",
             ReleaseLocked => "ReleaseLocked",
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
             ReleaseNotOwned => "ReleaseNotOwned",
@@ -181,6 +194,8 @@ impl std::fmt::Display for Reason {
 pub const READY: &str = "Ready";
 pub const RELEASED: &str = "Released";
 pub const DRIFTED: &str = "Drifted";
+/// With `spec.approval: manual`: `False` while a change waits.
+pub const APPROVED: &str = "Approved";
 
 /// How many operations `status.history` keeps.
 const HISTORY: usize = 5;

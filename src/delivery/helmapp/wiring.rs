@@ -15,7 +15,7 @@ use runtime::RateLimitingQueue;
 use crate::cached::fingerprint::Fingerprinted;
 use crate::cached::objects::{HelmRelease, INSTANCE_LABEL, label};
 use crate::delivery::names::{
-    DEPENDS_ON_INDEX, FORCE_AT, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX,
+    APPROVE, DEPENDS_ON_INDEX, FORCE_AT, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX,
 };
 
 /// The queue and the HelmApp cache every handler maps through.
@@ -37,13 +37,14 @@ impl Enqueue {
     }
 
     /// A HelmApp: new, deleted, its spec changed (generation), its deletion
-    /// begun, or `hossted.com/reconcile-at` or `-force-at` changed — itself. Labels, other
-    /// annotations and our own status writes are not reasons. When it
-    /// appears, goes, or its `Ready` changes: its dependents.
+    /// begun, or `hossted.com/reconcile-at`, `-force-at` or `-approve`
+    /// changed — itself. Labels, other annotations and our own status
+    /// writes are not reasons. When it appears, goes, or its `Ready`
+    /// changes: its dependents.
     pub fn on_helmapp(&self, e: &Event<HelmApp>) {
         let asked = |a: &HelmApp| {
             let at = |k| a.annotations().get(k).cloned();
-            (at(RECONCILE_AT), at(FORCE_AT))
+            (at(RECONCILE_AT), at(FORCE_AT), at(APPROVE))
         };
         let (app, itself, dependents) = match e {
             Event::Add(a) | Event::Delete(a) => (a, true, true),

@@ -2,6 +2,7 @@
 //! by the operator, charts by path from `examples/charts`.
 
 mod actions;
+mod approval;
 mod drift;
 mod hostile;
 mod lifecycle;

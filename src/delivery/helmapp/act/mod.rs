@@ -4,6 +4,7 @@
 //! Every action records what it did in `Observed::status`; the reconcile
 //! writes that status once, whatever the outcome.
 
+mod approval;
 mod crds;
 mod drift;
 mod outcome;
@@ -22,6 +23,7 @@ use super::plan::Step;
 use super::readiness;
 use super::status::{self, READY, RELEASED, Reason};
 
+pub use approval::settle as settle_approval;
 pub use crds::FIELD_MANAGER;
 use outcome::refuse;
 pub use outcome::{DeliveryError, Outcome};
@@ -94,6 +96,9 @@ pub async fn run(
             } else {
                 Outcome::Finished(Action::done(format!("{reason}: {message}")))
             })
+        }
+        Step::AwaitApproval { hash, stale, .. } => {
+            approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }
         Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),
     }

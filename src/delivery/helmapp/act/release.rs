@@ -71,26 +71,15 @@ pub async fn run(
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
-    let upgrade = Upgrade {
-        release: &o.target.release,
-        namespace: &o.target.namespace,
+    let parts = Parts {
         chart: &chart.path,
         values: &values,
         labels: &labels,
-        create_namespace: app.spec.create_namespace,
-        // CreateReplace: the operator applies them itself, just below.
-        skip_crds: app.spec.crds != CrdPolicy::Create,
-        as_user: user.as_deref(),
-        timeout: o.timeout,
+        user: user.as_deref(),
+        post_render: post_render.as_ref(),
         flags: flags(app, kind, forced),
-        history_max: app.spec.max_history(),
-        post_renderer: post_render.as_ref().and_then(|f| {
-            Some(PostRender {
-                binary: ctx.settings.helm.post_renderer.as_deref()?,
-                config: f.path(),
-            })
-        }),
     };
+    let upgrade = request(ctx, app, o, parts);
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
     {
@@ -108,6 +97,48 @@ pub async fn run(
     // Whatever helm left in the storage is what the next check expects.
     crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
     Ok(outcome)
+}
+
+/// What a run is made of besides the HelmApp.
+pub(super) struct Parts<'a> {
+    pub chart: &'a std::path::Path,
+    pub values: &'a serde_json::Value,
+    /// The storage labels: config hash and owner UID.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// Whom helm impersonates (`None`: the operator).
+    pub user: Option<&'a str>,
+    pub post_render: Option<&'a ConfigFile>,
+    pub flags: Flags,
+}
+
+/// The `helm upgrade --install` of `app` — the one an approval's dry run
+/// previews, too.
+pub(super) fn request<'a>(
+    ctx: &'a Context,
+    app: &HelmApp,
+    o: &'a Observed,
+    parts: Parts<'a>,
+) -> Upgrade<'a> {
+    Upgrade {
+        release: &o.target.release,
+        namespace: &o.target.namespace,
+        chart: parts.chart,
+        values: parts.values,
+        labels: parts.labels,
+        create_namespace: app.spec.create_namespace,
+        // CreateReplace: the operator applies them itself, before helm.
+        skip_crds: app.spec.crds != CrdPolicy::Create,
+        as_user: parts.user,
+        timeout: o.timeout,
+        flags: parts.flags,
+        history_max: app.spec.max_history(),
+        post_renderer: parts.post_render.and_then(|f| {
+            Some(PostRender {
+                binary: ctx.settings.helm.post_renderer.as_deref()?,
+                config: f.path(),
+            })
+        }),
+    }
 }
 
 /// helm succeeded; then `helm test`, when asked for, whose failure is the
@@ -162,7 +193,7 @@ async fn helm_failed(
 
 /// The flags of this run: `spec.install`'s for an install, `spec.upgrade`'s
 /// for an upgrade — with `--force` too when `hossted.com/force-at` asked.
-fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
+pub(super) fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
     let (i, u) = (&app.spec.install, &app.spec.upgrade);
     match kind {
         Kind::Install => Flags {
@@ -182,7 +213,7 @@ fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
 /// The post-renderer's settings written for this run (`None`: the app asks
 /// for no post-rendering); `Err` says what is wrong with them. A Warning
 /// when a merge patch replaces a list whole.
-fn post_render_file(ctx: &Context, app: &HelmApp) -> Result<Option<ConfigFile>, String> {
+pub(super) fn post_render_file(ctx: &Context, app: &HelmApp) -> Result<Option<ConfigFile>, String> {
     let Some(config) = post_render::Config::of(&app.spec) else {
         return Ok(None);
     };

@@ -46,6 +46,7 @@ pub(super) fn observed() -> Observed {
         status: Default::default(),
         reconcile_at: String::new(),
         force_at: String::new(),
+        approve: String::new(),
         cross_namespace: None,
         dependency: None,
         inputs: Some(Inputs::Ready {

@@ -1,0 +1,155 @@
+//! A change that waits for approval (`spec.approval: manual`): computed
+//! once per configuration by the render `kubectl hossted diff` shows — a
+//! dry run of the very `helm upgrade --install` that approval would run,
+//! against the live release's manifest — put in `status.pendingChange`
+//! and one `AwaitingApproval` Event. Nothing else runs. Secret values are
+//! masked in the diff, and only object names and counts leave it.
+
+use apis::helmapp::{HelmApp, PendingChange, PendingObjects};
+use record::EventType;
+use runtime::Action;
+
+use super::outcome::{DeliveryError, Outcome, refuse};
+use super::release::{self, Kind, Parts};
+use crate::delivery::helm::manifest_diff::{self, ManifestDiff};
+use crate::delivery::helm::{GetManifest, values};
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observed::{Inputs, Observed};
+use crate::delivery::helmapp::status::{self, APPROVED, READY, Reason};
+use crate::delivery::names::{APPROVE, HASH_LABEL, UID_LABEL};
+
+/// How many names of each list `status.pendingChange.objects` keeps.
+const NAMES: usize = 50;
+
+/// Shows the change waiting for `hash` (see the module docs).
+pub async fn run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    hash: &str,
+    stale: Option<&str>,
+) -> Result<Outcome, DeliveryError> {
+    let known = o
+        .status
+        .pending_change
+        .as_ref()
+        .is_some_and(|p| p.config_hash == hash);
+    if !known {
+        match preview(ctx, app, o).await {
+            Ok(diff) => record(ctx, app, o, hash, &diff),
+            Err(message) => {
+                let message = format!("the change waiting for approval cannot be shown: {message}");
+                refuse(ctx, app, o, Reason::PreviewFailed, &message, true);
+                return Ok(Outcome::Retry(message));
+            }
+        }
+    }
+    let message = match stale {
+        None => format!(
+            "configuration {hash} waits for approval: annotate the HelmApp {APPROVE}={hash} (kubectl hossted approve)"
+        ),
+        Some(old) => format!(
+            "{APPROVE} is {old}, not the pending configuration {hash}: nothing runs until it names {hash}"
+        ),
+    };
+    let said = o
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == APPROVED && c.message == message);
+    if stale.is_some() && !said {
+        let reason = Reason::ApprovalStale.as_str();
+        ctx.recorder
+            .event(app, EventType::Warning, reason, &message);
+    }
+    let reason = Reason::AwaitingApproval;
+    status::set(&mut o.status, APPROVED, false, reason, &message);
+    status::set(&mut o.status, READY, false, reason, &message);
+    Ok(Outcome::Finished(Action::done(reason.as_str())))
+}
+
+/// The pending change as status has it, and its one Event.
+fn record(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str, d: &ManifestDiff) {
+    let version = match &o.inputs {
+        Some(Inputs::Ready { chart, .. }) => chart.version.clone(),
+        _ => String::new(),
+    };
+    let names = |v: &[String]| v.iter().take(NAMES).cloned().collect();
+    let change = PendingChange {
+        chart_version: version.clone(),
+        config_hash: hash.to_string(),
+        objects: PendingObjects {
+            added: names(&d.added),
+            changed: names(&d.changed),
+            removed: names(&d.removed),
+        },
+        diff_lines: d.lines() as i64,
+        since: o.now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    let message = format!(
+        "chart {} {version}, configuration {hash}: {} added, {} changed, {} removed, {} lines of diff; approve with {APPROVE}={hash}",
+        app.spec.chart.name,
+        d.added.len(),
+        d.changed.len(),
+        d.removed.len(),
+        change.diff_lines,
+    );
+    let reason = Reason::AwaitingApproval.as_str();
+    ctx.recorder.event(app, EventType::Normal, reason, &message);
+    o.status.pending_change = Some(change);
+}
+
+/// The live manifest against the dry run of the run approval would start.
+async fn preview(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<ManifestDiff, String> {
+    let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
+        return Err("the chart was not looked up".into());
+    };
+    let (chart, hash) = (chart.clone(), hash.clone());
+    let values = ctx.values(app).await?;
+    o.redactor = values::Redactor::of(&values);
+    let post_render = release::post_render_file(ctx, app)?;
+    let uid = o.uid.clone();
+    let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
+    let user = o.identity.user();
+    let kind = match o.newest {
+        Some(_) => Kind::Upgrade,
+        None => Kind::Install,
+    };
+    let parts = Parts {
+        chart: &chart.path,
+        values: &values,
+        labels: &labels,
+        user: user.as_deref(),
+        post_render: post_render.as_ref(),
+        flags: release::flags(app, kind, false),
+    };
+    let upgrade = release::request(ctx, app, o, parts);
+    let get = GetManifest {
+        release: upgrade.release,
+        namespace: upgrade.namespace,
+        as_user: upgrade.as_user,
+    };
+    let live = ctx.helm.manifest(&get).await;
+    let next = ctx.helm.render(&upgrade).await;
+    let (live, next) = (
+        live.map_err(|e| e.summary(&o.redactor))?,
+        next.map_err(|e| e.summary(&o.redactor))?,
+    );
+    Ok(manifest_diff::diff(&live, &next, &o.target.key()))
+}
+
+/// Once nothing waits for approval any more (it ran, the spec went back,
+/// or `approval` is `auto` again): the pending change goes, and
+/// `Approved` says so — written only when it changes.
+pub fn settle(app: &HelmApp, o: &mut Observed) {
+    o.status.pending_change = None;
+    if app.spec.approval == apis::helmapp::Approval::Auto {
+        o.status.conditions.retain(|c| c.type_ != APPROVED);
+    } else if !status::is_true(&o.status, APPROVED) {
+        let message = format!(
+            "nothing waits for approval; the release runs configuration {}",
+            o.status.config_hash
+        );
+        status::set(&mut o.status, APPROVED, true, Reason::Approved, &message);
+    }
+}

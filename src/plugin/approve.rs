@@ -1,0 +1,103 @@
+//! `kubectl hossted approve -n NS NAME [--hash H] [--wait]`: sets
+//! `hossted.com/approve` to the configuration hash of the change waiting
+//! in `status.pendingChange`, after printing what it changes. `--hash`
+//! approves only that configuration: a change that was replaced since it
+//! was looked at is not approved unseen.
+
+use std::time::{Duration, Instant};
+
+use apis::helmapp::HelmApp;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use super::ask::ready_of;
+use super::namespace_of;
+use crate::delivery::names::APPROVE;
+
+/// `kubectl hossted approve`.
+#[derive(Debug, clap::Args)]
+pub struct ApproveArgs {
+    /// The HelmApp's namespace (default: the kubeconfig context's).
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// The HelmApp.
+    pub name: String,
+    /// Approve only if the pending change has this configuration hash.
+    #[arg(long)]
+    pub hash: Option<String>,
+    /// Wait until the operator has run the approved change.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "5m", value_parser = crate::duration::parse)]
+    pub timeout: Duration,
+}
+
+pub async fn run(client: kube::Client, a: &ApproveArgs) -> Result<(), String> {
+    let ns = namespace_of(&client, a.namespace.as_ref());
+    let api: Api<HelmApp> = Api::namespaced(client, &ns);
+    let what = format!("HelmApp {ns}/{}", a.name);
+    let app = api.get(&a.name).await.map_err(|e| format!("{what}: {e}"))?;
+    let Some(p) = app.status.as_ref().and_then(|s| s.pending_change.clone()) else {
+        return Err(format!(
+            "{what}: nothing waits for approval (spec.approval must be manual, and a change computed: kubectl describe happ -n {ns} {})",
+            a.name
+        ));
+    };
+    if let Some(asked) = a.hash.as_ref().filter(|h| **h != p.config_hash) {
+        return Err(format!(
+            "{what}: the pending change is configuration {}, not {asked}: look at it again (kubectl hossted diff -n {ns} {})",
+            p.config_hash, a.name
+        ));
+    }
+    let o = &p.objects;
+    println!(
+        "{what}: chart version {}, configuration {}: {} added, {} changed, {} removed, {} lines of diff",
+        p.chart_version,
+        p.config_hash,
+        o.added.len(),
+        o.changed.len(),
+        o.removed.len(),
+        p.diff_lines
+    );
+    let patch = json!({ "metadata": { "annotations": { APPROVE: p.config_hash } } });
+    api.patch(&a.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
+    println!("{what} annotated {APPROVE}={}", p.config_hash);
+    if a.wait {
+        wait_for_run(&api, &a.name, &what, &p.config_hash, a.timeout).await?;
+    }
+    Ok(())
+}
+
+/// Until the status says the approved configuration ran.
+async fn wait_for_run(
+    api: &Api<HelmApp>,
+    name: &str,
+    what: &str,
+    hash: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        let app = api.get(name).await.map_err(|e| format!("{what}: {e}"))?;
+        let ran = app.status.as_ref().is_some_and(|s| s.config_hash == hash);
+        let (ready, reason, message) = ready_of(&app);
+        if ran {
+            println!(
+                "ran in {:.1}s: Ready={ready} {reason}: {message}",
+                started.elapsed().as_secs_f64()
+            );
+            return Ok(());
+        }
+        if started.elapsed() > timeout {
+            return Err(format!(
+                "{what}: configuration {hash} did not run within {}s (Ready={ready} {reason}: {message})",
+                timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
