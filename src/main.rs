@@ -146,24 +146,16 @@ async fn run(args: RunArgs) -> ExitCode {
         };
         manager.add(inventory::controller(&manager, settings, poster));
     }
-    let helm = config.delivery.map(|settings| {
-        log::info!(
-            "hossted-operator {}: delivery (at most {} helm processes, helm {})",
-            env!("CARGO_PKG_VERSION"),
-            settings.helm.max_concurrent,
-            settings.helm.binary.display()
-        );
-        if let Err(e) = std::fs::create_dir_all(&settings.helm.work_dir) {
-            log::warn!(
-                "cannot create --work-dir {}: {e}; helm runs will fail",
-                settings.helm.work_dir.display()
-            );
+    let (helm, _webhook) = match config.delivery {
+        Some(settings) => match add_delivery(&mut manager, settings).await {
+            Ok((helm, webhook)) => (Some(helm), webhook),
+            Err(e) => return usage(&e),
+        },
+        None => {
+            delivery::add_disabled_to(&mut manager);
+            (None, None)
         }
-        delivery::add_to(&mut manager, settings).helm
-    });
-    if helm.is_none() {
-        delivery::add_disabled_to(&mut manager);
-    }
+    };
     let result = manager.run(runtime::shutdown_signal()).await;
     // Whatever helm still runs (past the drain, or the lease lost) must not
     // outlive us: another replica may take over its release.
@@ -181,4 +173,37 @@ async fn run(args: RunArgs) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Adds the delivery controllers and starts the webhook receiver when
+/// asked for (`Err`: it cannot listen).
+async fn add_delivery(
+    manager: &mut Manager,
+    settings: delivery::Settings,
+) -> Result<
+    (
+        std::sync::Arc<delivery::Helm>,
+        Option<delivery::webhook::WebhookServer>,
+    ),
+    String,
+> {
+    log::info!(
+        "hossted-operator {}: delivery (at most {} helm processes, helm {})",
+        env!("CARGO_PKG_VERSION"),
+        settings.helm.max_concurrent,
+        settings.helm.binary.display()
+    );
+    if let Err(e) = std::fs::create_dir_all(&settings.helm.work_dir) {
+        log::warn!(
+            "cannot create --work-dir {}: {e}; helm runs will fail",
+            settings.helm.work_dir.display()
+        );
+    }
+    let webhook = settings.webhook.clone();
+    let added = delivery::add_to(manager, settings);
+    let server = match webhook {
+        Some(config) => Some(delivery::webhook::start(manager, added.nudge, &config).await?),
+        None => None,
+    };
+    Ok((added.helm, server))
 }

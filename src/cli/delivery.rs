@@ -50,11 +50,30 @@ pub struct DeliveryArgs {
     /// clamped to it, with a Warning.
     #[arg(long, default_value = "30m", value_parser = crate::duration::parse)]
     max_helm_timeout: Duration,
+    /// Where the webhook receiver listens (POST /hooks/chart-pushed,
+    /// /hooks/reconcile); "0": off.
+    #[arg(long, default_value = "0")]
+    webhook_bind_address: String,
+    /// A file holding the HMAC-SHA256 key webhook senders sign with.
+    #[arg(long)]
+    webhook_secret_file: Option<PathBuf>,
+    /// A PEM certificate chain: the webhook is served over TLS.
+    #[arg(long)]
+    webhook_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --webhook-tls-cert.
+    #[arg(long)]
+    webhook_tls_key: Option<PathBuf>,
 }
 
 impl DeliveryArgs {
     /// Delivery's settings.
     pub fn validate(self, resync: Duration, tenancy: Tenancy) -> Result<Settings, String> {
+        let webhook = crate::delivery::WebhookConfig::from_flags(
+            super::manager::address("--webhook-bind-address", &self.webhook_bind_address)?,
+            self.webhook_secret_file.as_deref(),
+            self.webhook_tls_cert.as_deref(),
+            self.webhook_tls_key.as_deref(),
+        )?;
         let policy = AddressPolicy::parse(&self.deny_chart_source_cidrs)
             .map_err(|e| format!("--deny-chart-source-cidrs: {e}"))?;
         Ok(Settings {
@@ -86,6 +105,7 @@ impl DeliveryArgs {
                 policy,
             },
             max_helm_timeout: self.max_helm_timeout,
+            webhook,
         })
     }
 }

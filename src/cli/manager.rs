@@ -120,7 +120,7 @@ impl ManagerArgs {
 }
 
 /// `"0"` disables; anything else must be `host:port`.
-fn address(flag: &str, value: &str) -> Result<Option<SocketAddr>, String> {
+pub(super) fn address(flag: &str, value: &str) -> Result<Option<SocketAddr>, String> {
     if value == "0" {
         return Ok(None);
     }

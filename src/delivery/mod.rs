@@ -26,6 +26,7 @@ pub mod project;
 mod settings;
 pub mod source;
 pub mod tenancy;
+pub mod webhook;
 
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ pub use names::{FINALIZER, HASH_LABEL, RECONCILE_AT, UID_LABEL};
 pub use settings::Settings;
 pub use source::SourceLimits;
 pub use tenancy::{Identity, Privileged, Tenancy};
+pub use webhook::WebhookConfig;
 
 /// What [`add_to`] started.
 pub struct Added {
@@ -44,6 +46,8 @@ pub struct Added {
     pub helm: Arc<Helm>,
     /// The HelmApp controller's counters.
     pub stats: Arc<runtime::ControllerStats>,
+    /// What the webhook receiver asks of the HelmApp controller.
+    pub nudge: helmapp::Nudge,
 }
 
 /// Adds every delivery controller to `manager` — HelmApp, HelmAppSet and
@@ -60,12 +64,13 @@ pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     ));
     let (apps, helm) = helmapp::controller(manager, settings, sources.clone());
     let stats = apps.stats();
+    let nudge = apps.reconciler().nudge(apps.queue());
     manager.add(apps);
     manager.add(appset::controller(manager, workers.clamp(1, 2)));
     manager.add(project::controller(manager, &namespace, sources, resync));
     let on_lost = helm.clone();
     manager.on_lease_lost(move || on_lost.kill_all());
-    Added { helm, stats }
+    Added { helm, stats, nudge }
 }
 
 /// Delivery off (`--controllers` without `delivery`): adds only the piece

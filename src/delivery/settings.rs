@@ -25,4 +25,6 @@ pub struct Settings {
     /// Longest `spec.timeout` honoured (`--max-helm-timeout`); a longer one
     /// is clamped with a Warning.
     pub max_helm_timeout: Duration,
+    /// The webhook receiver (`--webhook-bind-address`; `None`: off).
+    pub webhook: Option<super::webhook::WebhookConfig>,
 }

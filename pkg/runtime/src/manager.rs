@@ -110,6 +110,18 @@ struct Readiness {
     standby: AtomicBool,
 }
 
+/// Whether this replica leads now: under leader election, while it holds
+/// the Lease; without, once the caches synced. What serves requests that
+/// only the leader may act on (a webhook) answers 503 otherwise.
+#[derive(Debug, Clone)]
+pub struct Leading(Arc<Readiness>);
+
+impl Leading {
+    pub fn now(&self) -> bool {
+        self.0.leading.load(Relaxed)
+    }
+}
+
 /// Set once the shutdown signal came: a reconciler checks it before
 /// starting something long it could leave to the next run (a POST).
 #[derive(Debug, Clone, Default)]
@@ -177,6 +189,11 @@ impl Manager {
     pub fn recorder(&self) -> EventRecorder {
         self.broadcaster
             .recorder(&self.options.component, &self.options.instance)
+    }
+
+    /// Whether this replica leads, read at any time.
+    pub fn leading(&self) -> Leading {
+        Leading(self.readiness.clone())
     }
 
     /// The flag that says shutdown has begun.

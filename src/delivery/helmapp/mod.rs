@@ -18,6 +18,7 @@ mod kstatus;
 pub mod observe;
 pub mod observed;
 pub mod plan;
+mod pushed;
 mod readiness;
 pub mod state;
 pub mod status;
@@ -50,6 +51,7 @@ use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
 pub use act::{DeliveryError, Outcome};
 pub use context::{Context, Members};
+pub use pushed::Nudge;
 pub use target::Target;
 
 /// A plan that unlocks a release plans again; nothing needs more steps.
@@ -58,6 +60,18 @@ const MAX_STEPS: usize = 3;
 /// The HelmApp controller's [`Reconciler`].
 pub struct HelmApps {
     ctx: Context,
+}
+
+impl HelmApps {
+    /// The webhook receiver's way in ([`Nudge`]); `queue`: this
+    /// controller's.
+    pub fn nudge(&self, queue: Arc<runtime::RateLimitingQueue<String>>) -> Nudge {
+        Nudge {
+            queue,
+            apps: self.ctx.apps.clone(),
+            sources: self.ctx.sources.clone(),
+        }
+    }
 }
 
 impl Reconciler for HelmApps {

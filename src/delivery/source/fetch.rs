@@ -145,6 +145,17 @@ impl Sources {
         }
     }
 
+    /// A chart was published at `source`: its remembered resolutions and
+    /// ended fetches (a failure's back-off included) are dropped, so the
+    /// next reconcile of an app on it resolves afresh. A fetch that runs
+    /// is left to end. Returns how many resolutions were dropped.
+    pub fn forget_source(&self, source: &str) -> usize {
+        self.background.lock().retain(|key, b| {
+            matches!(b, Background::Running { .. }) || !super::from_source(key, source)
+        });
+        self.resolved.forget(source)
+    }
+
     /// `wake` too when the fetch of `key` that runs now ends — at once if
     /// none runs (it ended since [`Sources::take`] said it ran). An app that
     /// finds another's fetch of its chart running waits for its end, not

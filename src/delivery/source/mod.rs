@@ -124,11 +124,34 @@ impl RepoCache {
             .map(|(_, c)| c.clone())
     }
 
+    /// Drops every resolution of a chart from `source` (a repository URL
+    /// or an `oci://` reference, compared without a trailing `/`): a chart
+    /// was published there. Returns how many were dropped.
+    pub fn forget(&self, source: &str) -> usize {
+        let mut map = self.resolved.lock();
+        let before = map.len();
+        map.retain(|key, _| !from_source(key, source));
+        before - map.len()
+    }
+
     fn remember(&self, chart: &ChartSource, scope: &str, local: &LocalChart) {
         self.resolved
             .lock()
             .insert(Self::key(chart, scope), (Instant::now(), local.clone()));
     }
+}
+
+/// Whether a [`RepoCache::key`] names a chart of `source` (its repository
+/// or its OCI reference, without a trailing `/`).
+pub fn from_source(key: &str, source: &str) -> bool {
+    let source = source.trim_end_matches('/');
+    let mut fields = key.split('\n');
+    let (repo, oci) = (
+        fields.next().unwrap_or_default(),
+        fields.next().unwrap_or_default(),
+    );
+    !source.is_empty()
+        && (repo.trim_end_matches('/') == source || oci.trim_end_matches('/') == source)
 }
 
 /// Whether chart version `latest` is a higher semver than `installed`

@@ -12,6 +12,7 @@ mod sources;
 mod tenancy;
 mod updates;
 mod values;
+mod webhook;
 
 pub use std::collections::BTreeMap;
 

@@ -235,9 +235,35 @@ impl Fixture {
         change: impl FnOnce(&mut delivery::Settings),
     ) -> Operator {
         self.helmapp_crd().await;
+        let mut settings = self.delivery_settings();
+        change(&mut settings);
+        // Where the operator runs: a Hosstedproject's HelmApps live there.
+        self.namespace(&settings.tenancy.operator_namespace).await;
+        let mut options = ManagerOptions::new("hossted", "hossted-operator");
+        options.instance = "test-delivery".into();
+        options.sync_timeout = Duration::from_secs(60);
+        options.drain_timeout = Duration::from_secs(30);
+        let mut manager = Manager::new(self.cp.client(), options);
+        let webhook = settings.webhook.clone();
+        let added = delivery::add_to(&mut manager, settings);
+        let server = match webhook {
+            Some(config) => Some(
+                delivery::webhook::start(&manager, added.nudge, &config)
+                    .await
+                    .unwrap(),
+            ),
+            None => None,
+        };
+        let mut operator = Operator::run(manager, added.stats);
+        operator.webhook = server;
+        operator
+    }
+
+    /// The settings [`start_delivery`](Self::start_delivery) runs with.
+    pub fn delivery_settings(&self) -> delivery::Settings {
         let work_dir = self.cp.dir().join("delivery");
         std::fs::create_dir_all(&work_dir).unwrap();
-        let mut settings = delivery::Settings {
+        delivery::Settings {
             helm: delivery::HelmConfig {
                 binary: self.cp.helm_binary(),
                 work_dir,
@@ -257,17 +283,8 @@ impl Fixture {
             // allows; 169.254/16 stays refused.
             sources: delivery::SourceLimits::default(),
             max_helm_timeout: Duration::from_secs(1800),
-        };
-        change(&mut settings);
-        // Where the operator runs: a Hosstedproject's HelmApps live there.
-        self.namespace(&settings.tenancy.operator_namespace).await;
-        let mut options = ManagerOptions::new("hossted", "hossted-operator");
-        options.instance = "test-delivery".into();
-        options.sync_timeout = Duration::from_secs(60);
-        options.drain_timeout = Duration::from_secs(30);
-        let mut manager = Manager::new(self.cp.client(), options);
-        let added = delivery::add_to(&mut manager, settings);
-        Operator::run(manager, added.stats)
+            webhook: None,
+        }
     }
 
     /// Requests to `path` (e.g. `/v1/apps`) so far.
@@ -461,9 +478,19 @@ pub struct Operator {
     task: JoinHandle<Result<(), String>>,
     stats: std::sync::Arc<ControllerStats>,
     metrics: std::sync::Arc<runtime::Metrics>,
+    /// The webhook receiver, when the settings asked for one.
+    webhook: Option<delivery::webhook::WebhookServer>,
 }
 
 impl Operator {
+    /// Where the webhook receiver listens (settings with a webhook only).
+    pub fn webhook_address(&self) -> std::net::SocketAddr {
+        self.webhook
+            .as_ref()
+            .expect("started with a webhook")
+            .address
+    }
+
     /// Runs `manager` until [`stop`](Self::stop); `stats` are its
     /// controller's.
     fn run(manager: Manager, stats: std::sync::Arc<ControllerStats>) -> Self {
@@ -482,6 +509,7 @@ impl Operator {
             task,
             stats,
             metrics,
+            webhook: None,
         }
     }
 

@@ -1,0 +1,48 @@
+//! Push to deploy: the webhook receiver (`--webhook-bind-address`, off by
+//! default). A CI job that published a chart, or anyone holding the
+//! shared key, asks the operator to look now instead of at the next
+//! `interval`:
+//!
+//! - `POST /hooks/chart-pushed` `{"repo" | "oci", "name", "version"}`: the
+//!   cached resolutions of that source are dropped and every HelmApp whose
+//!   chart comes from there is reconciled now ([`Nudge::chart_pushed`]);
+//!   its run is the normal one (hash, approval, tenancy).
+//! - `POST /hooks/reconcile` `{"kind": "HelmApp", "namespace", "name"}`:
+//!   sets `hossted.com/reconcile-at`, as `kubectl hossted reconcile` does.
+//!
+//! Each request is checked in this order, cheapest first, and a refusal
+//! says nothing but its status (the log says why): the per-address rate
+//! limit (429, [`limit`]); the method and path (405, 404); the body, at
+//! most [`MAX_BODY`] (413); the signature (401, [`signature`]); this
+//! replica leads (503). Then 202 with what was queued.
+
+pub mod config;
+pub mod limit;
+mod receiver;
+mod serve;
+pub mod signature;
+
+use std::sync::Arc;
+
+use crate::delivery::helmapp::Nudge;
+pub use config::WebhookConfig;
+pub use receiver::{MAX_BODY, Receiver};
+pub use serve::WebhookServer;
+
+/// Starts the receiver of `config` for `manager`'s controllers (it answers
+/// 503 while this replica does not lead); it runs until the returned
+/// server is dropped.
+pub async fn start(
+    manager: &runtime::Manager,
+    nudge: Nudge,
+    config: &WebhookConfig,
+) -> Result<WebhookServer, String> {
+    let receiver = Receiver {
+        nudge,
+        client: manager.client(),
+        leading: manager.leading(),
+        key: config.key.clone(),
+        limit: limit::RateLimit::default(),
+    };
+    serve::start(config.address, config.tls.clone(), Arc::new(receiver)).await
+}

@@ -1,0 +1,174 @@
+//! Push to deploy: the webhook receiver refuses what is not signed, fresh
+//! and small (401 / 401 / 401 / 413, nothing re-resolved), answers 503
+//! while its replica does not lead, and a signed `chart-pushed` re-resolves
+//! a HelmApp at once — a new 1.2.0 within its `1.x` range is installed
+//! although its `interval` is an hour.
+
+use super::*;
+use hossted_operator::delivery;
+use hossted_operator::delivery::webhook::signature::sign;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const KEY: &str = "a-shared-webhook-key-for-tests";
+
+/// Adds `tiny` at `version` to the repository.
+fn publish_tiny(f: &Fixture, repo: &envtest::ChartRepo, version: &str) {
+    let copy = super::sources::chart_at_version(f, "tiny", version);
+    let dir = repo.dir().to_str().unwrap().to_string();
+    f.helm(&["package", copy.to_str().unwrap(), "--destination", &dir]);
+    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+}
+
+/// POSTs `body` to `path` with the given headers; the status code.
+async fn post(
+    at: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> u16 {
+    let mut s = tokio::net::TcpStream::connect(at).await.unwrap();
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: hooks\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    // The server may answer (413) before it reads a large body, and close.
+    let _ = s.write_all(head.as_bytes()).await;
+    let _ = s.write_all(body).await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"))
+}
+
+/// The headers of a request signed at `at` (Unix seconds) with `key`.
+fn signed(key: &str, at: i64, body: &[u8]) -> Vec<(&'static str, String)> {
+    let ts = at.to_string();
+    vec![
+        ("X-Hossted-Timestamp", ts.clone()),
+        ("X-Hossted-Signature", sign(key.as_bytes(), &ts, body)),
+    ]
+}
+
+fn webhook_settings(f: &Fixture) -> delivery::WebhookConfig {
+    let file = f.cp.dir().join("webhook-key");
+    std::fs::write(&file, format!("{KEY}\n")).unwrap();
+    let address = Some("127.0.0.1:0".parse().unwrap());
+    delivery::WebhookConfig::from_flags(address, Some(&file), None, None)
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn only_a_signed_push_re_resolves_and_installs_the_new_version_at_once() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    publish_tiny(&f, &repo, "1.1.0");
+    let config = webhook_settings(&f);
+    let operator = f
+        .start_delivery_with(|s| s.webhook = Some(config.clone()))
+        .await;
+    let hooks = operator.webhook_address();
+    apply(
+        &f,
+        "pushed",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": "1.x" }, "interval": "1h" }),
+    )
+    .await;
+    let app = ready(&f, "pushed", "InstallSucceeded", 1).await;
+    assert_eq!(app.status.unwrap().chart_version, "1.1.0");
+
+    // 1.2.0 is published; within the hour nothing looks unless pushed.
+    publish_tiny(&f, &repo, "1.2.0");
+    let body = json!({ "repo": repo.url(), "name": "tiny", "version": "1.2.0" }).to_string();
+    let body = body.as_bytes();
+    let now = chrono::Utc::now().timestamp();
+    let path = "/hooks/chart-pushed";
+    assert_eq!(post(hooks, path, &[], body).await, 401, "unsigned");
+    assert_eq!(
+        post(
+            hooks,
+            path,
+            &signed("another-key-entirely", now, body),
+            body
+        )
+        .await,
+        401,
+        "signed with another key"
+    );
+    assert_eq!(
+        post(hooks, path, &signed(KEY, now - 301, body), body).await,
+        401,
+        "stale"
+    );
+    let big = vec![b' '; 64 * 1024 + 1];
+    assert_eq!(post(hooks, path, &signed(KEY, now, &big), &big).await, 413);
+    operator.settle().await;
+    let mark = operator.mark();
+    let other = json!({ "kind": "HelmApp", "namespace": NS, "name": "nosuch" }).to_string();
+    let other = other.as_bytes();
+    assert_eq!(
+        post(hooks, "/hooks/reconcile", &signed(KEY, now, other), other).await,
+        404,
+        "a signed request is answered: the refusals above were not for want of a route"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(
+        operator.mark(),
+        mark,
+        "nothing was queued by the refused requests"
+    );
+    let app = get(&f, "pushed").await.unwrap();
+    assert_eq!(
+        app.status.unwrap().chart_version,
+        "1.1.0",
+        "nothing re-resolved"
+    );
+
+    // Signed: re-resolved now, and 1.2.0 installed.
+    assert_eq!(post(hooks, path, &signed(KEY, now, body), body).await, 202);
+    let app = ready(&f, "pushed", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().chart_version, "1.2.0");
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_answers_503_to_a_signed_request() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let config = webhook_settings(&f);
+    // A manager that never runs never leads.
+    let options = runtime::ManagerOptions::new("hossted", "standby");
+    let mut manager = runtime::Manager::new(f.cp.client(), options);
+    let settings = delivery::Settings {
+        webhook: Some(config.clone()),
+        ..f.delivery_settings()
+    };
+    let added = delivery::add_to(&mut manager, settings);
+    let server = delivery::webhook::start(&manager, added.nudge, &config)
+        .await
+        .unwrap();
+    let body = json!({ "kind": "HelmApp", "namespace": NS, "name": "web" }).to_string();
+    let body = body.as_bytes();
+    let now = chrono::Utc::now().timestamp();
+    let at = server.address;
+    assert_eq!(
+        post(at, "/hooks/reconcile", &signed(KEY, now, body), body).await,
+        503
+    );
+    assert_eq!(
+        post(at, "/hooks/reconcile", &[], body).await,
+        401,
+        "unsigned: 401 first"
+    );
+}
