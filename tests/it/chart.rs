@@ -100,6 +100,7 @@ fn fields_that_matter(o: &Value) -> Value {
         "ConfigMap" => o["data"].clone(),
         "CustomResourceDefinition" => o["spec"].clone(),
         "NetworkPolicy" => o["spec"].clone(),
+        "Service" => json!({ "ports": o["spec"]["ports"], "selector": o["spec"]["selector"] }),
         "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding" => o["spec"].clone(),
         "ServiceAccount" => json!({}),
         other => panic!("no comparison for {other}"),
@@ -186,6 +187,19 @@ fn the_chart_lints_and_renders_what_the_manifests_install() {
     }
     agree("manifests", &[]);
     agree("manifests/delivery", &["controllers={inventory,delivery}"]);
+    agree(
+        "manifests/webhook",
+        &["controllers={inventory,delivery}", "webhook.enabled=true"],
+    );
+    // Off by default: no listener, no Service, no port opened.
+    let plain = rendered(&["controllers={inventory,delivery}"]);
+    assert!(!plain.contains_key("Service/hossted-operator-webhook"));
+    assert!(!plain.contains_key("NetworkPolicy/hossted-operator-webhook"));
+    let args = &plain["Deployment/hossted-operator"]["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        !args.to_string().contains("--webhook"),
+        "no webhook flag by default: {args}"
+    );
     // The CRDs are templates helm keeps on uninstall.
     let crd = &rendered(&[])["CustomResourceDefinition/hosstedprojects.hossted.com"];
     assert_eq!(
