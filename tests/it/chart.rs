@@ -195,7 +195,8 @@ fn the_chart_lints_and_renders_what_the_manifests_install() {
     let plain = rendered(&["controllers={inventory,delivery}"]);
     assert!(!plain.contains_key("Service/hossted-operator-webhook"));
     assert!(!plain.contains_key("NetworkPolicy/hossted-operator-webhook"));
-    let args = &plain["Deployment/hossted-operator"]["spec"]["template"]["spec"]["containers"][0]["args"];
+    let args =
+        &plain["Deployment/hossted-operator"]["spec"]["template"]["spec"]["containers"][0]["args"];
     assert!(
         !args.to_string().contains("--webhook"),
         "no webhook flag by default: {args}"
