@@ -301,6 +301,7 @@ async fn main() {
     let mut changes = 100usize;
     let mut churn_secs = 300u64;
     let mut seed = 42u64;
+    let mut restart_count = 4usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
@@ -310,6 +311,7 @@ async fn main() {
             "--changes" => changes = v.parse().unwrap_or(changes),
             "--churn-secs" => churn_secs = v.parse().unwrap_or(churn_secs),
             "--seed" => seed = v.parse().unwrap_or(seed),
+            "--restarts" => restart_count = v.parse().unwrap_or(restart_count),
             other => eprintln!("scale: ignoring {other}"),
         }
     }
@@ -393,48 +395,9 @@ async fn main() {
 
     // Start the operator and watch it from outside.
     let started = Instant::now();
-    let mut child = Command::new(&operator_bin)
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOSSTED_API_URL", format!("{}/v1", api.url()))
-        .env("HOSSTED_AUTH_TOKEN", "bench")
-        .env("EMAIL_ID", "bench@example.com")
-        .env("RUST_LOG", "info")
-        .args([
-            "run",
-            "--metrics-bind-address",
-            "0",
-            "--health-probe-bind-address",
-            "0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("operator binary (build it with cargo build --release)");
+    let (mut child, collect_ms) =
+        start_operator(&operator_bin, &kubeconfig, &api, &dir.join("operator.log"));
     let pid = child.id();
-    let collect_ms: Arc<parking_lot::Mutex<Vec<(usize, f64)>>> = Arc::default();
-    let stderr = child.stderr.take().expect("stderr");
-    let log = dir.join("operator.log");
-    std::thread::spawn({
-        let collect_ms = collect_ms.clone();
-        move || {
-            let mut file = std::fs::File::create(log).ok();
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(f) = file.as_mut() {
-                    let _ = writeln!(f, "{line}");
-                }
-                // "... collected N in X ms"
-                if let Some((_, tail)) = line.rsplit_once("collected ")
-                    && let Some((n, rest)) = tail.split_once(" in ")
-                    && let (Ok(n), Some(ms)) = (
-                        n.parse::<usize>(),
-                        rest.strip_suffix(" ms").and_then(|m| m.parse::<f64>().ok()),
-                    )
-                {
-                    collect_ms.lock().push((n, ms));
-                }
-            }
-        }
-    });
     let peak_rss = Arc::new(AtomicU64::new(0));
     std::thread::spawn({
         let peak = peak_rss.clone();
@@ -560,6 +523,23 @@ async fn main() {
     );
     let _ = child.kill();
     let _ = child.wait();
+    eprintln!("scale: {restart_count} restarts on the settled cluster");
+    let (restart_collections, restart_posts) = restarts(
+        &operator_bin,
+        &kubeconfig,
+        &api,
+        &dir,
+        expected_apps,
+        restart_count,
+    )
+    .await;
+    let mut collections: Vec<f64> = full_collections
+        .iter()
+        .chain(&restart_collections)
+        .copied()
+        .collect();
+    collections.sort_by(f64::total_cmp);
+    let collection_median = collections.get(collections.len() / 2).copied();
 
     let idle_cpu_pct = (cpu1 - cpu0) / idle_secs as f64 * 100.0;
     let per_minute =
@@ -573,6 +553,9 @@ async fn main() {
         "steady_rss_mib_after_report": steady_rss_after_report as f64 / 1024.0,
         "steady_rss_mib_after_idle": steady_rss as f64 / 1024.0,
         "full_collection_ms": full_collections,
+        "restart_collection_ms": restart_collections,
+        "collection_median_ms": collection_median,
+        "restarts": restart_count, "restart_posts": restart_posts,
         "change_to_delivery_ms": { "n": latencies.len(), "p50": percentile(&latencies, 50.0), "p95": percentile(&latencies, 95.0),
                                    "p99": percentile(&latencies, 99.0), "max": latencies.last() },
         "idle_secs": idle_secs, "idle_cpu_seconds": cpu1 - cpu0, "idle_cpu_percent": idle_cpu_pct,
@@ -584,6 +567,105 @@ async fn main() {
     });
     println!("{result}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Full collections, `(apps, ms)`, read from the operator's log lines
+/// "... collected N in X ms".
+type Collections = Arc<parking_lot::Mutex<Vec<(usize, f64)>>>;
+
+/// The operator binary reporting to `api`, its log copied to `log`.
+fn start_operator(
+    bin: &str,
+    kubeconfig: &std::path::Path,
+    api: &Receiver,
+    log: &std::path::Path,
+) -> (std::process::Child, Collections) {
+    let mut child = Command::new(bin)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOSSTED_API_URL", format!("{}/v1", api.url()))
+        .env("HOSSTED_AUTH_TOKEN", "bench")
+        .env("EMAIL_ID", "bench@example.com")
+        .env("RUST_LOG", "info")
+        .args([
+            "run",
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("operator binary (build it with cargo build --release)");
+    let collect_ms: Collections = Arc::default();
+    let stderr = child.stderr.take().expect("stderr");
+    let log = log.to_path_buf();
+    std::thread::spawn({
+        let collect_ms = collect_ms.clone();
+        move || {
+            let mut file = std::fs::File::create(log).ok();
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(f) = file.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
+                // "... collected N in X ms"
+                if let Some((_, tail)) = line.rsplit_once("collected ")
+                    && let Some((n, rest)) = tail.split_once(" in ")
+                    && let (Ok(n), Some(ms)) = (
+                        n.parse::<usize>(),
+                        rest.strip_suffix(" ms").and_then(|m| m.parse::<f64>().ok()),
+                    )
+                {
+                    collect_ms.lock().push((n, ms));
+                }
+            }
+        }
+    });
+    (child, collect_ms)
+}
+
+/// `restarts` restarts of the operator on the settled cluster: each one's
+/// full collection (ms) and the POSTs it made (a restart re-sends nothing).
+async fn restarts(
+    bin: &str,
+    kubeconfig: &std::path::Path,
+    api: &Receiver,
+    dir: &std::path::Path,
+    apps: usize,
+    restarts: usize,
+) -> (Vec<f64>, usize) {
+    let (mut collections, mut posts) = (Vec::new(), 0);
+    for i in 0..restarts {
+        let before = api.requests().len();
+        let log = dir.join(format!("operator-restart-{i}.log"));
+        let (mut child, collect_ms) = start_operator(bin, kubeconfig, api, &log);
+        let deadline = Instant::now() + Duration::from_secs(300);
+        let full = loop {
+            let found = collect_ms
+                .lock()
+                .iter()
+                .find(|(n, _)| *n == apps)
+                .map(|(_, ms)| *ms);
+            if let Some(ms) = found {
+                break Some(ms);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        // What a restart would send has been sent within this.
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        posts += api.requests().len() - before;
+        collections.extend(full);
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!(
+            "scale: restart {}/{restarts}: full collection {full:?} ms",
+            i + 1
+        );
+    }
+    (collections, posts)
 }
 
 fn tempfile_dir() -> std::path::PathBuf {

@@ -6,6 +6,12 @@
 #
 #   hack/setup-envtest.sh            # build what is missing, print the bin dir
 #   KUBEBUILDER_ASSETS=/some/dir hack/setup-envtest.sh
+#   WITH_CONTROLLER_MANAGER=1 hack/setup-envtest.sh   # also kube-controller-manager
+#
+# kube-controller-manager is built only when asked for: the scale benchmark
+# of delivery runs it (Deployments become Available the real way, garbage
+# collection runs); the tests never do (DESIGN.md), so hack/test.sh on a
+# fresh clone does not pay for it.
 #
 # Idempotent: when the cache is complete it returns at once.
 #
@@ -38,7 +44,13 @@ complete() {
   for a in "${ASSETS[@]}"; do [[ -x "$BIN_DIR/$a" ]] || return 1; done
 }
 
-if complete; then
+controller_manager_wanted() {
+  [[ -n "${WITH_CONTROLLER_MANAGER:-}" ]] || return 1
+  [[ -x "$BIN_DIR/kube-controller-manager" && "$("$BIN_DIR/kube-controller-manager" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]] && return 1
+  return 0
+}
+
+if complete && ! controller_manager_wanted; then
   echo "$BIN_DIR"
   exit 0
 fi
@@ -80,7 +92,7 @@ with_heartbeat() {
 # wrapper module requires k8s.io/kubernetes and replaces each of those staging
 # modules with its published v0.<minor>.<patch> release instead; the list is
 # read from the upstream go.mod so it never needs hand maintenance.
-build_kubernetes() {
+kubernetes_wrapper() {
   local dir="$CACHE_ROOT/src/kubernetes-wrapper"
   local staging_ver="v0.${K8S_VERSION#1.}"
   rm -rf "$dir" && mkdir -p "$dir"
@@ -106,11 +118,22 @@ build_kubernetes() {
     echo ")"
   } > go.mod
   log "wrapper module replaces $(grep -c '=> k8s.io' go.mod) staging modules with ${staging_ver}"
+}
+
+build_kubernetes() {
+  kubernetes_wrapper
   with_heartbeat "resolving kubernetes modules" go get "k8s.io/kubernetes/cmd/kube-apiserver@v${K8S_VERSION}" "k8s.io/kubernetes/cmd/kubectl@v${K8S_VERSION}"
   log "building kube-apiserver v${K8S_VERSION} (first build takes several minutes)"
   with_heartbeat "building kube-apiserver" go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}" -o "$BIN_DIR/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   log "building kubectl v${K8S_VERSION}"
   with_heartbeat "building kubectl" go build -ldflags "-s -w -X k8s.io/client-go/pkg/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION}" -o "$BIN_DIR/kubectl" k8s.io/kubernetes/cmd/kubectl
+}
+
+build_controller_manager() {
+  kubernetes_wrapper
+  with_heartbeat "resolving kube-controller-manager modules" go get "k8s.io/kubernetes/cmd/kube-controller-manager@v${K8S_VERSION}"
+  log "building kube-controller-manager v${K8S_VERSION} (asked for by WITH_CONTROLLER_MANAGER; several minutes the first time)"
+  with_heartbeat "building kube-controller-manager" go build -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=v${K8S_VERSION} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}" -o "$BIN_DIR/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
 }
 
 # --- etcd -------------------------------------------------------------------
@@ -166,6 +189,9 @@ log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/promtool" && "$("$BIN_DIR/promtool" --version 2>/dev/null | head -1)" == *"version ${PROMETHEUS_VERSION} "* ]] || build_promtool
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
   build_kubernetes
+fi
+if controller_manager_wanted; then
+  build_controller_manager
 fi
 echo "$WANT_STAMP" > "$STAMP"
 log "done: $(cd "$BIN_DIR" && ls | tr '\n' ' ')"

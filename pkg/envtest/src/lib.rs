@@ -38,6 +38,7 @@ use util::*;
 
 pub use error::Error;
 mod chart_repo;
+mod controller_manager;
 mod hostile;
 mod identity;
 mod kubeconfig;
@@ -61,6 +62,7 @@ use kube::api::{ObjectMeta, PostParams};
 
 pub use assets::{Assets, kubernetes_version};
 pub use chart_repo::ChartRepo;
+pub use controller_manager::ControllerManager;
 pub use hostile::{Answer, HostileServer, Seen};
 use kubeconfig::Credentials;
 pub use poll::eventually;
