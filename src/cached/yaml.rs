@@ -39,9 +39,13 @@ pub const MAX_DEPTH: usize = 256;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
     #[error(
-        "document {document} expands to more than {MAX_NODES} nodes through its aliases (line {line})"
+        "document {document} expands to more than {max} nodes, aliases counted as what they repeat (line {line})"
     )]
-    TooManyNodes { document: usize, line: usize },
+    TooManyNodes {
+        document: usize,
+        line: usize,
+        max: u64,
+    },
     #[error("document {document} nests collections deeper than {MAX_DEPTH} (line {line})")]
     TooDeep { document: usize, line: usize },
     #[error("not valid YAML at line {line}, column {column}")]
@@ -66,8 +70,10 @@ pub fn check(text: &str) -> Result<(), Refused> {
 /// The count [`check`] keeps, for a caller that walks the events itself
 /// (the index parser reads them as they arrive): [`Budget::see`] every
 /// event, in order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Budget {
+    /// Nodes one document may expand to ([`MAX_NODES`] by default).
+    max_nodes: u64,
     /// Expanded size of each complete anchored node of this document.
     anchored: HashMap<usize, u64>,
     /// Open collections: (anchor id, nodes so far including itself).
@@ -76,7 +82,26 @@ pub struct Budget {
     nodes: u64,
 }
 
+impl Default for Budget {
+    fn default() -> Self {
+        Budget::with_max_nodes(MAX_NODES)
+    }
+}
+
 impl Budget {
+    /// A budget of `max_nodes` per document: for a reader that builds only
+    /// a part of a large document (the index parser keeps one chart's
+    /// entries), so that the bound is on expansion, not on honest size.
+    pub fn with_max_nodes(max_nodes: u64) -> Self {
+        Budget {
+            max_nodes,
+            anchored: HashMap::new(),
+            open: Vec::new(),
+            document: 0,
+            nodes: 0,
+        }
+    }
+
     /// Counts `event` (at `line`); `Err` once the document is past a bound.
     pub fn see(&mut self, event: &Event, line: usize) -> Result<(), Refused> {
         // Nodes this event adds where it stands.
@@ -126,10 +151,11 @@ impl Budget {
 
     fn add(&mut self, nodes: u64, line: usize) -> Result<(), Refused> {
         self.nodes = self.nodes.saturating_add(nodes);
-        if self.nodes > MAX_NODES {
+        if self.nodes > self.max_nodes {
             return Err(Refused::TooManyNodes {
                 document: self.document,
                 line,
+                max: self.max_nodes,
             });
         }
         Ok(())

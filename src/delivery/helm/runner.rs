@@ -370,10 +370,12 @@ fn helm_needs(name: &str) -> bool {
     matches!(
         name,
         "PATH" | "HOME" | "KUBECONFIG" | "KUBERNETES_SERVICE_HOST" | "KUBERNETES_SERVICE_PORT"
+    // Go's collector settings, for the helm processes (set them on the
+    // operator's container to bound what its helm children hold).
+        | "GOGC" | "GOMEMLIMIT"
     ) || name.starts_with("HELM_")
 }
 
-/// The release helm printed with `-o json`.
 /// The `manifest` of the release helm printed as JSON.
 fn manifest_of(action: &'static str, out: &str) -> Result<String, HelmError> {
     #[derive(serde::Deserialize)]
@@ -389,6 +391,7 @@ fn manifest_of(action: &'static str, out: &str) -> Result<String, HelmError> {
         })
 }
 
+/// The release helm printed with `-o json`.
 fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError> {
     #[derive(serde::Deserialize)]
     struct Release {

@@ -1,0 +1,653 @@
+//! Delivery at scale (`SCALE=1000 hack/bench-delivery.sh`): the release
+//! operator binary against bare `helm upgrade --install --wait` of the
+//! same releases at the same parallelism, on a real control plane with
+//! kube-controller-manager (Deployments become Available the real way),
+//! `examples/charts/podinfo` (six objects, scaled to zero, as Flux's
+//! benchmark) served on loopback, HelmApps with `wait: true` across 50
+//! namespaces. One fresh control plane per run:
+//!
+//! - 100, 500 and 1,000 apps at `--max-concurrent-helm 4`, and 1,000 at 10:
+//!   time from the first apply to all Ready against bare helm's wall time;
+//!   operator RSS (peak, steady) and the peak of operator + helm children;
+//!   operator CPU seconds; apiserver requests by verb (audit log of the
+//!   one user both sides run as);
+//! - at 1,000 / 4 also: a restart with every app settled (helm runs and
+//!   API writes, time from caches synced until every app was reconciled),
+//!   and one values edit on each of 100 apps (spec change → helm started);
+//! - 100 apps with `GOGC`/`GOMEMLIMIT` set for the helm children;
+//! - index parsing: a generated 26 MB `index.yaml` (30,000 entries, the
+//!   shape of Bitnami's) → RSS above idle and time to resolve one chart,
+//!   and a second app on it within `interval` (downloads).
+//!
+//! Prints one JSON line per run, and with `--markdown FILE` the report
+//! section. `HOSSTED_OPERATOR_BIN` names the operator.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use apis::helmapp::HelmApp;
+use common::{apply_crds, cpu_seconds, percentile, proc_field};
+use envtest::{ChartRepo, ControlPlane, ControllerManager};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+/// The one user the operator, its helm children and bare helm run as: the
+/// audit log counts its requests.
+const USER: &str = "bench-delivery";
+const NAMESPACES: usize = 50;
+
+fn now_epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+fn mib(kb: u64) -> f64 {
+    kb as f64 / 1024.0
+}
+
+/// A control plane auditing [`USER`]'s requests, with room for 2,000
+/// Services, and kube-controller-manager beside it.
+async fn control_plane(dir: &Path) -> (ControlPlane, ControllerManager, PathBuf, PathBuf) {
+    let policy = dir.join("audit-policy.yaml");
+    std::fs::write(
+        &policy,
+        format!("apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived, ResponseStarted, Panic]\nrules:\n- level: Metadata\n  users: [\"{USER}\"]\n- level: None\n"),
+    )
+    .expect("policy");
+    let audit = dir.join("audit.log");
+    let cp = ControlPlane::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", audit.display()))
+        .apiserver_arg("--service-cluster-ip-range=10.0.0.0/16")
+        .apiserver_arg("--max-requests-inflight=800")
+        .start()
+        .await
+        .expect("control plane");
+    let kcm = ControllerManager::start(&cp, ControllerManager::WORKLOADS)
+        .expect("kube-controller-manager (WITH_CONTROLLER_MANAGER=1 hack/setup-envtest.sh)");
+    apply_crds(&cp, &["helmapps.hossted.com", "helmappsets.hossted.com", "hosstedprojects.hossted.com"]);
+    let kubeconfig = cp.kubeconfig_for_user(USER, Some("system:masters")).expect("kubeconfig");
+    (cp, kcm, audit, kubeconfig)
+}
+
+/// Lines of the audit log, and its requests by verb from line `from` on.
+fn audit_by_verb(path: &Path, from: usize) -> (usize, BTreeMap<String, u64>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut by = BTreeMap::new();
+    for l in lines.iter().skip(from) {
+        if let Ok(v) = serde_json::from_str::<Value>(l) {
+            *by.entry(v["verb"].as_str().unwrap_or("?").to_string()).or_default() += 1;
+        }
+    }
+    (lines.len(), by)
+}
+
+fn writes(by: &BTreeMap<String, u64>) -> u64 {
+    ["create", "update", "patch", "delete", "deletecollection"]
+        .iter()
+        .map(|v| by.get(*v).copied().unwrap_or(0))
+        .sum()
+}
+
+/// RSS of `pid` and of `pid` with every descendant, in kB.
+fn tree_rss(pid: u32) -> (u64, u64) {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if let Some(pp) = ppid {
+                children.entry(pp).or_default().push(p);
+            }
+        }
+    }
+    let own = proc_field(pid, "VmRSS:").unwrap_or(0);
+    let (mut total, mut queue) = (0, VecDeque::from([pid]));
+    while let Some(p) = queue.pop_front() {
+        total += proc_field(p, "VmRSS:").unwrap_or(0);
+        queue.extend(children.get(&p).into_iter().flatten());
+    }
+    (own, total)
+}
+
+/// Samples [`tree_rss`] every 100 ms until dropped: the peaks.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    own: Arc<AtomicU64>,
+    total: Arc<AtomicU64>,
+}
+
+impl Sampler {
+    fn start(pid: u32) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (own, total): (Arc<AtomicU64>, Arc<AtomicU64>) = (Arc::default(), Arc::default());
+        let (s, o, t) = (Arc::clone(&stop), Arc::clone(&own), Arc::clone(&total));
+        std::thread::spawn(move || {
+            while !s.load(Relaxed) {
+                let (a, b): (u64, u64) = tree_rss(pid);
+                o.fetch_max(a, Relaxed);
+                t.fetch_max(b, Relaxed);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Sampler { stop, own, total }
+    }
+
+    /// Peak operator RSS and peak operator + children RSS (MiB).
+    fn peaks(&self) -> (f64, f64) {
+        (mib(self.own.load(Relaxed)), mib(self.total.load(Relaxed)))
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+    }
+}
+
+/// A helm that logs `<epoch> <args>` for each start.
+fn logging_helm(cp: &ControlPlane, dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("helm-starts.log");
+    let wrapper = dir.join("helm-wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n", log.display(), cp.helm_binary().display()),
+    )
+    .expect("wrapper");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (wrapper, log)
+}
+
+fn log_lines(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+}
+
+/// The first `helm upgrade --install <release>` (not a dry run) logged after `since`.
+fn helm_started(log: &Path, release: &str, since: f64) -> Option<f64> {
+    log_lines(log).iter().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let t: f64 = f.first()?.parse().ok()?;
+        (t > since && f.get(1) == Some(&"upgrade") && f.get(3) == Some(&release)).then_some(t)
+    })
+}
+
+struct Operator {
+    child: Child,
+    probes: String,
+}
+
+impl Operator {
+    fn start(bin: &str, kubeconfig: &Path, helm: &Path, dir: &Path, conc: usize, env: &[(String, String)], log: &str) -> Self {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+            l.local_addr().expect("addr").port()
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let child = Command::new(bin)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .args(["run", "--controllers", "delivery", "--privileged-namespaces=*"])
+            .arg(format!("--max-concurrent-helm={conc}"))
+            .arg(format!("--metrics-bind-address={addr}"))
+            .arg(format!("--health-probe-bind-address={addr}"))
+            .arg("--helm-binary")
+            .arg(helm)
+            .arg("--work-dir")
+            .arg(dir.join("work"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join(log)).expect("log"))
+            .spawn()
+            .expect("operator");
+        Operator { child, probes: format!("http://{addr}") }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let url = format!("{}{path}", self.probes);
+        tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .timeout_global(Some(Duration::from_secs(2)))
+                .build()
+                .into();
+            let mut r = agent.get(&url).call().ok()?;
+            let status = r.status().as_u16();
+            Some((status, r.body_mut().read_to_string().ok()?))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    async fn ready(&self) {
+        while self.get("/readyz").await.map(|r| r.0) != Some(200) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// HelmApp reconciles so far, whatever their result.
+    async fn reconciles(&self) -> f64 {
+        let Some((_, text)) = self.get("/metrics").await else {
+            return 0.0;
+        };
+        text.lines()
+            .filter(|l| l.starts_with("hossted_reconcile_total{controller=\"helmapp\""))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    }
+
+    fn stop(mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+async fn namespaces(client: &Client, prefix: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for i in 0..NAMESPACES {
+        let ns = Namespace { metadata: ObjectMeta { name: Some(format!("{prefix}-{i:02}")), ..Default::default() }, ..Default::default() };
+        let _ = api.create(&PostParams::default(), &ns).await;
+    }
+}
+
+fn helmapp(i: usize, repo: &str, level: &str) -> HelmApp {
+    serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": format!("app-{i:04}"), "namespace": format!("apps-{:02}", i % NAMESPACES) },
+        "spec": { "chart": { "repo": repo, "name": "podinfo", "version": "6.7.0" }, "wait": true,
+                  "timeout": "5m", "values": { "logLevel": level } }
+    }))
+    .expect("HelmApp")
+}
+
+fn is_ready(a: &HelmApp) -> bool {
+    a.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Follows every HelmApp through a watch (no polling load on the
+/// apiserver) until `done` holds of the ready ones; the instant it did.
+async fn until_ready(api: &Api<HelmApp>, done: impl Fn(&HashMap<String, HelmApp>) -> bool) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(3600);
+    loop {
+        let list = api.list(&ListParams::default()).await.expect("list");
+        let mut seen: HashMap<String, HelmApp> = list
+            .items
+            .into_iter()
+            .map(|a| (format!("{}/{}", a.metadata.namespace.clone().unwrap_or_default(), a.metadata.name.clone().unwrap_or_default()), a))
+            .collect();
+        if done(&seen) {
+            return Instant::now();
+        }
+        let rv = list.metadata.resource_version.unwrap_or_default();
+        let Ok(stream) = api.watch(&WatchParams::default().timeout(290), &rv).await else {
+            continue;
+        };
+        let mut stream = stream.boxed();
+        while let Ok(Some(ev)) = stream.try_next().await {
+            match ev {
+                WatchEvent::Added(a) | WatchEvent::Modified(a) => {
+                    let key = format!("{}/{}", a.metadata.namespace.clone().unwrap_or_default(), a.metadata.name.clone().unwrap_or_default());
+                    seen.insert(key, a);
+                }
+                WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(_) => break,
+            }
+            if done(&seen) {
+                return Instant::now();
+            }
+        }
+        assert!(Instant::now() < deadline, "not all Ready within an hour");
+    }
+}
+
+/// `n` bare `helm upgrade --install --wait` at `conc` at once: wall seconds.
+fn bare_helm(cp: &ControlPlane, kubeconfig: &Path, tgz: &Path, n: usize, conc: usize) -> f64 {
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..conc {
+            let next = next.clone();
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Relaxed);
+                    if i >= n {
+                        return;
+                    }
+                    let ns = format!("bare-{:02}", i % NAMESPACES);
+                    let out = cp
+                        .helm()
+                        .args(["upgrade", "--install", &format!("rel-{i:04}")])
+                        .arg(tgz)
+                        .args(["-n", &ns, "--wait", "--timeout", "5m", "--kubeconfig"])
+                        .arg(kubeconfig)
+                        .output();
+                    if !out.as_ref().is_ok_and(|o| o.status.success()) {
+                        eprintln!("bench-delivery-scale: bare helm rel-{i:04} failed: {out:?}");
+                    }
+                }
+            });
+        }
+    });
+    started.elapsed().as_secs_f64()
+}
+
+/// One run: `n` apps at `conc` (see the module docs).
+async fn run_one(bin: &str, n: usize, conc: usize, env: &[(String, String)], detailed: bool, edits: usize, idle: u64) -> Value {
+    eprintln!("bench-delivery-scale: {n} apps at --max-concurrent-helm {conc} {env:?}");
+    let dir = std::env::temp_dir().join(format!("bench-delivery-scale-{}-{n}-{conc}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (cp, _kcm, audit, kubeconfig) = control_plane(&dir).await;
+    let client = cp.client();
+    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None).await.expect("repo");
+    let tgz = repo.dir().join("podinfo-6.7.0.tgz");
+    namespaces(&client, "bare").await;
+    namespaces(&client, "apps").await;
+
+    // Bare helm first, the same releases at the same parallelism.
+    let (from, _) = audit_by_verb(&audit, 0);
+    let bare_secs = tokio::task::block_in_place(|| bare_helm(&cp, &kubeconfig, &tgz, n, conc));
+    let (from_ours, bare_requests) = audit_by_verb(&audit, from);
+    eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
+
+    let (helm, log) = logging_helm(&cp, &dir);
+    let op = Operator::start(bin, &kubeconfig, &helm, &dir, conc, env, "operator.log");
+    op.ready().await;
+    let sampler = Sampler::start(op.pid());
+    let cpu0 = cpu_seconds(op.pid());
+    let all: Api<HelmApp> = Api::all(client.clone());
+    let started = Instant::now();
+    let created = {
+        let client = client.clone();
+        let url = repo.url().to_string();
+        tokio::spawn(async move {
+            futures::stream::iter(0..n)
+                .for_each_concurrent(16, |i| {
+                    let (client, url) = (client.clone(), url.clone());
+                    async move {
+                        let app = helmapp(i, &url, "info");
+                        let api: Api<HelmApp> = Api::namespaced(client, app.metadata.namespace.as_deref().unwrap_or_default());
+                        api.create(&PostParams::default(), &app).await.expect("create");
+                    }
+                })
+                .await
+        })
+    };
+    let done = until_ready(&all, |seen| seen.values().filter(|a| is_ready(a)).count() >= n).await;
+    let _ = created.await;
+    let ours_secs = done.duration_since(started).as_secs_f64();
+    let cpu = cpu_seconds(op.pid()) - cpu0;
+    let (_, ours_requests) = audit_by_verb(&audit, from_ours);
+    let (peak_own, peak_total) = sampler.peaks();
+    eprintln!("bench-delivery-scale:   ours {ours_secs:.1}s ({:.2}x)", ours_secs / bare_secs);
+    tokio::time::sleep(Duration::from_secs(idle)).await;
+    let steady = mib(proc_field(op.pid(), "VmRSS:").unwrap_or(0));
+    drop(sampler);
+    let mut result = json!({
+        "apps": n, "concurrency": conc, "env": env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
+        "bare_secs": bare_secs, "ours_secs": ours_secs, "ratio": ours_secs / bare_secs,
+        "operator_rss_peak_mib": peak_own, "operator_rss_steady_mib": steady, "tree_rss_peak_mib": peak_total,
+        "operator_cpu_secs": cpu, "requests_ours": ours_requests, "requests_bare": bare_requests,
+        "helm_runs": log_lines(&log).len(),
+    });
+    if detailed {
+        let (paths, runs) = (Paths { kubeconfig: &kubeconfig, helm: &helm, log: &log, dir: &dir, audit: &audit }, (n, conc));
+        result["restart"] = restart(bin, paths, runs, env, op).await;
+        let op = Operator::start(bin, &kubeconfig, &helm, &dir, conc, env, "operator-edits.log");
+        op.ready().await;
+        result["edits"] = edit(&client, &log, edits).await;
+        op.stop();
+    } else {
+        op.stop();
+    }
+    drop(cp);
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{result}");
+    result
+}
+
+/// Where a run keeps what a restart needs.
+struct Paths<'a> {
+    kubeconfig: &'a Path,
+    helm: &'a Path,
+    log: &'a Path,
+    dir: &'a Path,
+    audit: &'a Path,
+}
+
+/// A restart with every app settled: helm runs, API writes, and the time
+/// from caches synced (`/readyz`) until every app was reconciled.
+async fn restart(bin: &str, p: Paths<'_>, (n, conc): (usize, usize), env: &[(String, String)], op: Operator) -> Value {
+    let Paths { kubeconfig, helm, log, dir, audit } = p;
+    op.stop();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (from, _) = audit_by_verb(audit, 0);
+    let runs_before = log_lines(log).len();
+    let op = Operator::start(bin, kubeconfig, helm, dir, conc, env, "operator-restart.log");
+    let started = Instant::now();
+    op.ready().await;
+    let synced = Instant::now();
+    while op.reconciles().await < n as f64 {
+        assert!(synced.elapsed() < Duration::from_secs(600), "not every app reconciled after the restart");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let verified = synced.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let (_, by) = audit_by_verb(audit, from);
+    op.stop();
+    json!({ "helm_runs": log_lines(log).len() - runs_before, "api_writes": writes(&by), "requests": by,
+            "start_to_synced_secs": synced.duration_since(started).as_secs_f64(), "synced_to_all_verified_secs": verified })
+}
+
+/// One values edit on each of `edits` apps, one after another: spec change
+/// → helm started, and the revisions made.
+async fn edit(client: &Client, log: &Path, edits: usize) -> Value {
+    let mut latencies = Vec::new();
+    for i in 0..edits {
+        let ns = format!("apps-{:02}", i % NAMESPACES);
+        let api: Api<HelmApp> = Api::namespaced(client.clone(), &ns);
+        let patch = json!({ "spec": { "values": { "logLevel": format!("debug-{i}") } } });
+        let t = now_epoch();
+        api.patch(&format!("app-{i:04}"), &PatchParams::default(), &Patch::Merge(&patch)).await.expect("edit");
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let started = loop {
+            if let Some(s) = helm_started(log, &format!("app-{i:04}"), t) {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "no helm run for the edit of app-{i:04}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        latencies.push(started - t);
+    }
+    let all: Api<HelmApp> = Api::all(client.clone());
+    let edited: HashSet<String> = (0..edits).map(|i| format!("app-{i:04}")).collect();
+    until_ready(&all, |seen| {
+        seen.values()
+            .filter(|a| edited.contains(a.metadata.name.as_deref().unwrap_or_default()))
+            .filter(|a| is_ready(a) && a.status.as_ref().is_some_and(|s| s.revision == 2))
+            .count()
+            >= edits
+    })
+    .await;
+    latencies.sort_by(f64::total_cmp);
+    json!({ "edits": edits, "revisions_2": edits, "to_helm_started_s": { "p50": percentile(&latencies, 50.0),
+            "p99": percentile(&latencies, 99.0), "max": latencies.last() } })
+}
+
+/// A Bitnami-shaped `index.yaml` of `entries` entries besides the real
+/// one(s) in `real` (the repository's own index).
+fn big_index(real: &str, entries: usize) -> String {
+    let mut out = String::with_capacity(entries * 900);
+    let versions = 100;
+    let (head, tail) = real.split_once("entries:\n").expect("an index");
+    out.push_str(head);
+    out.push_str("entries:\n");
+    for c in 0..entries / versions {
+        out.push_str(&format!("  chart-{c:04}:\n"));
+        for v in 0..versions {
+            out.push_str(&format!(
+                "  - annotations:\n      category: Infrastructure\n      licenses: Apache-2.0\n    apiVersion: v2\n    appVersion: {v}.4.2\n    created: \"2026-11-{:02}T10:{:02}:00.000000000Z\"\n    dependencies:\n    - name: common\n      repository: oci://registry-1.docker.io/bitnamicharts\n      tags:\n      - bitnami-common\n      version: 2.x.x\n    description: Chart {c} is a generated entry of the size of a Bitnami chart's, to make the index as large as theirs; nothing here is ever installed.\n    digest: {:064x}\n    home: https://bitnami.com\n    icon: https://dyltqmyl993wv.cloudfront.net/assets/stacks/chart-{c}/img/chart-{c}-stack-220x234.png\n    keywords:\n    - chart-{c}\n    - database\n    maintainers:\n    - name: Broadcom, Inc. All Rights Reserved.\n      url: https://github.com/bitnami/charts\n    name: chart-{c:04}\n    sources:\n    - https://github.com/bitnami/charts/tree/main/bitnami/chart-{c}\n    urls:\n    - https://charts.bitnami.com/bitnami/chart-{c:04}-{v}.0.0.tgz\n    version: {v}.0.0\n",
+                1 + v % 28, v % 60, (c * versions + v) as u128 * 0x9e37_79b9_7f4a_7c15
+            ));
+        }
+    }
+    out.push_str(tail);
+    out
+}
+
+/// Index parsing (see the module docs).
+async fn index_part(bin: &str) -> Value {
+    eprintln!("bench-delivery-scale: a 26 MB index.yaml");
+    let dir = std::env::temp_dir().join(format!("bench-delivery-index-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let cp = ControlPlane::start().await.expect("control plane");
+    apply_crds(&cp, &["helmapps.hossted.com", "helmappsets.hossted.com", "hosstedprojects.hossted.com"]);
+    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None).await.expect("repo");
+    let index = repo.dir().join("index.yaml");
+    let big = big_index(&std::fs::read_to_string(&index).expect("index"), 30_000);
+    std::fs::write(&index, &big).expect("index");
+    let (helm, log) = logging_helm(&cp, &dir);
+    let op = Operator::start(bin, cp.kubeconfig_path(), &helm, &dir, 4, &[], "operator-index.log");
+    op.ready().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle = mib(proc_field(op.pid(), "VmRSS:").unwrap_or(0));
+    let sampler = Sampler::start(op.pid());
+    let api: Api<HelmApp> = Api::namespaced(cp.client(), "default");
+    let app = |name: &str| -> HelmApp {
+        serde_json::from_value(json!({ "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": name, "namespace": "default" },
+            "spec": { "chart": { "repo": repo.url(), "name": "podinfo", "version": "6.7.0" }, "interval": "1h" } }))
+        .expect("HelmApp")
+    };
+    let t = now_epoch();
+    api.create(&PostParams::default(), &app("indexed")).await.expect("create");
+    let resolved = loop {
+        if let Some(s) = helm_started(&log, "indexed", t) {
+            break s - t;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    until_ready(&api, |s| s.values().any(is_ready)).await;
+    let (peak, _) = sampler.peaks();
+    let served = repo.served();
+    let t2 = now_epoch();
+    api.create(&PostParams::default(), &app("indexed-again")).await.expect("create");
+    let second = loop {
+        if let Some(s) = helm_started(&log, "indexed-again", t2) {
+            break s - t2;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let downloads = repo.served() - served;
+    op.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+    let result = json!({ "index_bytes": big.len(), "entries": 30_001, "idle_rss_mib": idle, "peak_rss_mib": peak,
+        "above_idle_mib": peak - idle, "create_to_helm_started_s": resolved,
+        "second_app_downloads": downloads, "second_create_to_helm_started_s": second });
+    println!("{result}");
+    result
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    let (mut sizes, mut edits, mut idle, mut markdown) = (vec![100usize, 500, 1000], 100usize, 60u64, None::<PathBuf>);
+    let mut high = 10usize;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let v = args.next().unwrap_or_default();
+        match a.as_str() {
+            "--sizes" => sizes = v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
+            "--edits" => edits = v.parse().unwrap_or(edits),
+            "--idle-secs" => idle = v.parse().unwrap_or(idle),
+            "--high-concurrency" => high = v.parse().unwrap_or(high),
+            "--markdown" => markdown = Some(v.into()),
+            other => eprintln!("bench-delivery-scale: ignoring {other}"),
+        }
+    }
+    let bin = std::env::var("HOSSTED_OPERATOR_BIN").unwrap_or_else(|_| "target/release/hossted-operator".into());
+    let largest = sizes.iter().copied().max().unwrap_or(1000);
+    let mut runs = Vec::new();
+    let index = index_part(&bin).await;
+    for &n in &sizes {
+        runs.push(run_one(&bin, n, 4, &[], n == largest, edits.min(n), idle).await);
+    }
+    if high != 4 {
+        runs.push(run_one(&bin, largest, high, &[], false, 0, idle).await);
+    }
+    let gc = [("GOGC".to_string(), "50".to_string()), ("GOMEMLIMIT".to_string(), "40MiB".to_string())];
+    runs.push(run_one(&bin, sizes[0], 4, &gc, false, 0, 5).await);
+    if let Some(path) = markdown {
+        std::fs::write(path, report(&runs, &index)).expect("markdown");
+    }
+}
+
+fn report(runs: &[Value], index: &Value) -> String {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let mut out = String::from(
+        "## Delivery at scale: 1,000 HelmApps against bare helm\n\n\
+         `SCALE=1000 hack/bench-delivery.sh` (`examples/bench_delivery_scale.rs`): one fresh control plane per run \
+         with kube-controller-manager (deployments, replicasets, GC, namespaces), `examples/charts/podinfo` \
+         (6 objects, Deployment scaled to zero) on loopback, HelmApps with `wait: true` across 50 namespaces \
+         created 16 at a time; bare `helm upgrade --install --wait` of the same releases at the same parallelism \
+         first, in the same run, as the same user. 2 cores shared by everything.\n\n\
+         | apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak (MiB, target ≤ 200 at 4) | operator CPU (s) | requests ours / bare |\n\
+         | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+    );
+    let total = |v: &Value| v.as_object().map(|m| m.values().filter_map(Value::as_u64).sum::<u64>()).unwrap_or(0);
+    for r in runs {
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.1} | {:.1} | {} / {} |\n",
+            r["apps"], r["concurrency"], r["env"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")).unwrap_or_default(),
+            f(r, "bare_secs"), f(r, "ours_secs"), f(r, "ratio"), f(r, "operator_rss_peak_mib"), f(r, "operator_rss_steady_mib"),
+            f(r, "tree_rss_peak_mib"), f(r, "operator_cpu_secs"), total(&r["requests_ours"]), total(&r["requests_bare"]),
+        ));
+    }
+    if let Some(d) = runs.iter().find(|r| r.get("restart").is_some()) {
+        let (rs, e) = (&d["restart"], &d["edits"]);
+        out.push_str(&format!(
+            "\nAt {} apps: requests by verb, ours {} / bare {}.\n\n\
+             - Restart with every app settled: {} helm runs (target 0), {} API writes (target 0), caches synced {:.1} s after start, \
+             every app re-verified {:.2} s after that (target ≤ 2 s).\n\
+             - One values edit on each of {} apps, one after another: spec change → helm started p50 {:.0} ms, p99 {:.0} ms; {} revisions 2.\n",
+            d["apps"], d["requests_ours"], d["requests_bare"], rs["helm_runs"], rs["api_writes"], f(rs, "start_to_synced_secs"),
+            f(rs, "synced_to_all_verified_secs"), e["edits"], f(&e["to_helm_started_s"], "p50") * 1000.0,
+            f(&e["to_helm_started_s"], "p99") * 1000.0, e["revisions_2"],
+        ));
+    }
+    out.push_str(&format!(
+        "\nIndex parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
+         Resolving one chart: create → helm started {:.2} s (target ≤ 1 s), operator RSS {:.1} MiB idle, peak {:.1} MiB, \
+         {:.1} MiB above idle (target ≤ 32 MiB). A second HelmApp of that chart within its interval: {} downloads, \
+         create → helm started {:.2} s.\n\nRaw results (one JSON line per run):\n\n```\n{}\n{}\n```\n",
+        f(index, "index_bytes") / 1e6, index["entries"], f(index, "create_to_helm_started_s"), f(index, "idle_rss_mib"),
+        f(index, "peak_rss_mib"), f(index, "above_idle_mib"), index["second_app_downloads"],
+        f(index, "second_create_to_helm_started_s"), index,
+        runs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
+    ));
+    out
+}
