@@ -76,8 +76,17 @@ async fn control_plane(dir: &Path) -> (ControlPlane, ControllerManager, PathBuf,
         .expect("control plane");
     let kcm = ControllerManager::start(&cp, ControllerManager::WORKLOADS)
         .expect("kube-controller-manager (WITH_CONTROLLER_MANAGER=1 hack/setup-envtest.sh)");
-    apply_crds(&cp, &["helmapps.hossted.com", "helmappsets.hossted.com", "hosstedprojects.hossted.com"]);
-    let kubeconfig = cp.kubeconfig_for_user(USER, Some("system:masters")).expect("kubeconfig");
+    apply_crds(
+        &cp,
+        &[
+            "helmapps.hossted.com",
+            "helmappsets.hossted.com",
+            "hosstedprojects.hossted.com",
+        ],
+    );
+    let kubeconfig = cp
+        .kubeconfig_for_user(USER, Some("system:masters"))
+        .expect("kubeconfig");
     (cp, kcm, audit, kubeconfig)
 }
 
@@ -88,7 +97,8 @@ fn audit_by_verb(path: &Path, from: usize) -> (usize, BTreeMap<String, u64>) {
     let mut by = BTreeMap::new();
     for l in lines.iter().skip(from) {
         if let Ok(v) = serde_json::from_str::<Value>(l) {
-            *by.entry(v["verb"].as_str().unwrap_or("?").to_string()).or_default() += 1;
+            *by.entry(v["verb"].as_str().unwrap_or("?").to_string())
+                .or_default() += 1;
         }
     }
     (lines.len(), by)
@@ -169,7 +179,11 @@ fn logging_helm(cp: &ControlPlane, dir: &Path) -> (PathBuf, PathBuf) {
     let wrapper = dir.join("helm-wrapper.sh");
     std::fs::write(
         &wrapper,
-        format!("#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n", log.display(), cp.helm_binary().display()),
+        format!(
+            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            cp.helm_binary().display()
+        ),
     )
     .expect("wrapper");
     use std::os::unix::fs::PermissionsExt;
@@ -178,7 +192,11 @@ fn logging_helm(cp: &ControlPlane, dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 fn log_lines(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log).unwrap_or_default().lines().map(str::to_string).collect()
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// The first `helm upgrade --install <release>` (not a dry run) logged after `since`.
@@ -196,7 +214,15 @@ struct Operator {
 }
 
 impl Operator {
-    fn start(bin: &str, kubeconfig: &Path, helm: &Path, dir: &Path, conc: usize, env: &[(String, String)], log: &str) -> Self {
+    fn start(
+        bin: &str,
+        kubeconfig: &Path,
+        helm: &Path,
+        dir: &Path,
+        conc: usize,
+        env: &[(String, String)],
+        log: &str,
+    ) -> Self {
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
             l.local_addr().expect("addr").port()
@@ -206,7 +232,12 @@ impl Operator {
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .args(["run", "--controllers", "delivery", "--privileged-namespaces=*"])
+            .args([
+                "run",
+                "--controllers",
+                "delivery",
+                "--privileged-namespaces=*",
+            ])
             .arg(format!("--max-concurrent-helm={conc}"))
             .arg(format!("--metrics-bind-address={addr}"))
             .arg(format!("--health-probe-bind-address={addr}"))
@@ -218,7 +249,10 @@ impl Operator {
             .stderr(std::fs::File::create(dir.join(log)).expect("log"))
             .spawn()
             .expect("operator");
-        Operator { child, probes: format!("http://{addr}") }
+        Operator {
+            child,
+            probes: format!("http://{addr}"),
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -269,7 +303,13 @@ impl Operator {
 async fn namespaces(client: &Client, prefix: &str) {
     let api: Api<Namespace> = Api::all(client.clone());
     for i in 0..NAMESPACES {
-        let ns = Namespace { metadata: ObjectMeta { name: Some(format!("{prefix}-{i:02}")), ..Default::default() }, ..Default::default() };
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(format!("{prefix}-{i:02}")),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         let _ = api.create(&PostParams::default(), &ns).await;
     }
 }
@@ -285,19 +325,35 @@ fn helmapp(i: usize, repo: &str, level: &str) -> HelmApp {
 }
 
 fn is_ready(a: &HelmApp) -> bool {
-    a.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    a.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
 }
 
 /// Follows every HelmApp through a watch (no polling load on the
 /// apiserver) until `done` holds of the ready ones; the instant it did.
-async fn until_ready(api: &Api<HelmApp>, done: impl Fn(&HashMap<String, HelmApp>) -> bool) -> Instant {
+async fn until_ready(
+    api: &Api<HelmApp>,
+    done: impl Fn(&HashMap<String, HelmApp>) -> bool,
+) -> Instant {
     let deadline = Instant::now() + Duration::from_secs(3600);
     loop {
         let list = api.list(&ListParams::default()).await.expect("list");
         let mut seen: HashMap<String, HelmApp> = list
             .items
             .into_iter()
-            .map(|a| (format!("{}/{}", a.metadata.namespace.clone().unwrap_or_default(), a.metadata.name.clone().unwrap_or_default()), a))
+            .map(|a| {
+                (
+                    format!(
+                        "{}/{}",
+                        a.metadata.namespace.clone().unwrap_or_default(),
+                        a.metadata.name.clone().unwrap_or_default()
+                    ),
+                    a,
+                )
+            })
             .collect();
         if done(&seen) {
             return Instant::now();
@@ -310,7 +366,11 @@ async fn until_ready(api: &Api<HelmApp>, done: impl Fn(&HashMap<String, HelmApp>
         while let Ok(Some(ev)) = stream.try_next().await {
             match ev {
                 WatchEvent::Added(a) | WatchEvent::Modified(a) => {
-                    let key = format!("{}/{}", a.metadata.namespace.clone().unwrap_or_default(), a.metadata.name.clone().unwrap_or_default());
+                    let key = format!(
+                        "{}/{}",
+                        a.metadata.namespace.clone().unwrap_or_default(),
+                        a.metadata.name.clone().unwrap_or_default()
+                    );
                     seen.insert(key, a);
                 }
                 WatchEvent::Deleted(_) | WatchEvent::Bookmark(_) => {}
@@ -356,14 +416,27 @@ fn bare_helm(cp: &ControlPlane, kubeconfig: &Path, tgz: &Path, n: usize, conc: u
 }
 
 /// One run: `n` apps at `conc` (see the module docs).
-async fn run_one(bin: &str, n: usize, conc: usize, env: &[(String, String)], detailed: bool, edits: usize, idle: u64) -> Value {
+async fn run_one(
+    bin: &str,
+    n: usize,
+    conc: usize,
+    env: &[(String, String)],
+    detailed: bool,
+    edits: usize,
+    idle: u64,
+) -> Value {
     eprintln!("bench-delivery-scale: {n} apps at --max-concurrent-helm {conc} {env:?}");
-    let dir = std::env::temp_dir().join(format!("bench-delivery-scale-{}-{n}-{conc}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "bench-delivery-scale-{}-{n}-{conc}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).expect("dir");
     let (cp, _kcm, audit, kubeconfig) = control_plane(&dir).await;
     let client = cp.client();
     let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None).await.expect("repo");
+    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None)
+        .await
+        .expect("repo");
     let tgz = repo.dir().join("podinfo-6.7.0.tgz");
     namespaces(&client, "bare").await;
     namespaces(&client, "apps").await;
@@ -390,20 +463,31 @@ async fn run_one(bin: &str, n: usize, conc: usize, env: &[(String, String)], det
                     let (client, url) = (client.clone(), url.clone());
                     async move {
                         let app = helmapp(i, &url, "info");
-                        let api: Api<HelmApp> = Api::namespaced(client, app.metadata.namespace.as_deref().unwrap_or_default());
-                        api.create(&PostParams::default(), &app).await.expect("create");
+                        let api: Api<HelmApp> = Api::namespaced(
+                            client,
+                            app.metadata.namespace.as_deref().unwrap_or_default(),
+                        );
+                        api.create(&PostParams::default(), &app)
+                            .await
+                            .expect("create");
                     }
                 })
                 .await
         })
     };
-    let done = until_ready(&all, |seen| seen.values().filter(|a| is_ready(a)).count() >= n).await;
+    let done = until_ready(&all, |seen| {
+        seen.values().filter(|a| is_ready(a)).count() >= n
+    })
+    .await;
     let _ = created.await;
     let ours_secs = done.duration_since(started).as_secs_f64();
     let cpu = cpu_seconds(op.pid()) - cpu0;
     let (_, ours_requests) = audit_by_verb(&audit, from_ours);
     let (peak_own, peak_total) = sampler.peaks();
-    eprintln!("bench-delivery-scale:   ours {ours_secs:.1}s ({:.2}x)", ours_secs / bare_secs);
+    eprintln!(
+        "bench-delivery-scale:   ours {ours_secs:.1}s ({:.2}x)",
+        ours_secs / bare_secs
+    );
     tokio::time::sleep(Duration::from_secs(idle)).await;
     let steady = mib(proc_field(op.pid(), "VmRSS:").unwrap_or(0));
     drop(sampler);
@@ -415,9 +499,26 @@ async fn run_one(bin: &str, n: usize, conc: usize, env: &[(String, String)], det
         "helm_runs": log_lines(&log).len(),
     });
     if detailed {
-        let (paths, runs) = (Paths { kubeconfig: &kubeconfig, helm: &helm, log: &log, dir: &dir, audit: &audit }, (n, conc));
+        let (paths, runs) = (
+            Paths {
+                kubeconfig: &kubeconfig,
+                helm: &helm,
+                log: &log,
+                dir: &dir,
+                audit: &audit,
+            },
+            (n, conc),
+        );
         result["restart"] = restart(bin, paths, runs, env, op).await;
-        let op = Operator::start(bin, &kubeconfig, &helm, &dir, conc, env, "operator-edits.log");
+        let op = Operator::start(
+            bin,
+            &kubeconfig,
+            &helm,
+            &dir,
+            conc,
+            env,
+            "operator-edits.log",
+        );
         op.ready().await;
         result["edits"] = edit(&client, &log, edits).await;
         op.stop();
@@ -441,18 +542,41 @@ struct Paths<'a> {
 
 /// A restart with every app settled: helm runs, API writes, and the time
 /// from caches synced (`/readyz`) until every app was reconciled.
-async fn restart(bin: &str, p: Paths<'_>, (n, conc): (usize, usize), env: &[(String, String)], op: Operator) -> Value {
-    let Paths { kubeconfig, helm, log, dir, audit } = p;
+async fn restart(
+    bin: &str,
+    p: Paths<'_>,
+    (n, conc): (usize, usize),
+    env: &[(String, String)],
+    op: Operator,
+) -> Value {
+    let Paths {
+        kubeconfig,
+        helm,
+        log,
+        dir,
+        audit,
+    } = p;
     op.stop();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (from, _) = audit_by_verb(audit, 0);
     let runs_before = log_lines(log).len();
-    let op = Operator::start(bin, kubeconfig, helm, dir, conc, env, "operator-restart.log");
+    let op = Operator::start(
+        bin,
+        kubeconfig,
+        helm,
+        dir,
+        conc,
+        env,
+        "operator-restart.log",
+    );
     let started = Instant::now();
     op.ready().await;
     let synced = Instant::now();
     while op.reconciles().await < n as f64 {
-        assert!(synced.elapsed() < Duration::from_secs(600), "not every app reconciled after the restart");
+        assert!(
+            synced.elapsed() < Duration::from_secs(600),
+            "not every app reconciled after the restart"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let verified = synced.elapsed().as_secs_f64();
@@ -472,13 +596,22 @@ async fn edit(client: &Client, log: &Path, edits: usize) -> Value {
         let api: Api<HelmApp> = Api::namespaced(client.clone(), &ns);
         let patch = json!({ "spec": { "values": { "logLevel": format!("debug-{i}") } } });
         let t = now_epoch();
-        api.patch(&format!("app-{i:04}"), &PatchParams::default(), &Patch::Merge(&patch)).await.expect("edit");
+        api.patch(
+            &format!("app-{i:04}"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .expect("edit");
         let deadline = Instant::now() + Duration::from_secs(120);
         let started = loop {
             if let Some(s) = helm_started(log, &format!("app-{i:04}"), t) {
                 break s;
             }
-            assert!(Instant::now() < deadline, "no helm run for the edit of app-{i:04}");
+            assert!(
+                Instant::now() < deadline,
+                "no helm run for the edit of app-{i:04}"
+            );
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         latencies.push(started - t);
@@ -525,14 +658,31 @@ async fn index_part(bin: &str) -> Value {
     let dir = std::env::temp_dir().join(format!("bench-delivery-index-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let cp = ControlPlane::start().await.expect("control plane");
-    apply_crds(&cp, &["helmapps.hossted.com", "helmappsets.hossted.com", "hosstedprojects.hossted.com"]);
+    apply_crds(
+        &cp,
+        &[
+            "helmapps.hossted.com",
+            "helmappsets.hossted.com",
+            "hosstedprojects.hossted.com",
+        ],
+    );
     let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None).await.expect("repo");
+    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None)
+        .await
+        .expect("repo");
     let index = repo.dir().join("index.yaml");
     let big = big_index(&std::fs::read_to_string(&index).expect("index"), 30_000);
     std::fs::write(&index, &big).expect("index");
     let (helm, log) = logging_helm(&cp, &dir);
-    let op = Operator::start(bin, cp.kubeconfig_path(), &helm, &dir, 4, &[], "operator-index.log");
+    let op = Operator::start(
+        bin,
+        cp.kubeconfig_path(),
+        &helm,
+        &dir,
+        4,
+        &[],
+        "operator-index.log",
+    );
     op.ready().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = mib(proc_field(op.pid(), "VmRSS:").unwrap_or(0));
@@ -545,7 +695,9 @@ async fn index_part(bin: &str) -> Value {
         .expect("HelmApp")
     };
     let t = now_epoch();
-    api.create(&PostParams::default(), &app("indexed")).await.expect("create");
+    api.create(&PostParams::default(), &app("indexed"))
+        .await
+        .expect("create");
     let resolved = loop {
         if let Some(s) = helm_started(&log, "indexed", t) {
             break s - t;
@@ -556,7 +708,9 @@ async fn index_part(bin: &str) -> Value {
     let (peak, _) = sampler.peaks();
     let served = repo.served();
     let t2 = now_epoch();
-    api.create(&PostParams::default(), &app("indexed-again")).await.expect("create");
+    api.create(&PostParams::default(), &app("indexed-again"))
+        .await
+        .expect("create");
     let second = loop {
         if let Some(s) = helm_started(&log, "indexed-again", t2) {
             break s - t2;
@@ -575,7 +729,8 @@ async fn index_part(bin: &str) -> Value {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    let (mut sizes, mut edits, mut idle, mut markdown) = (vec![100usize, 500, 1000], 100usize, 60u64, None::<PathBuf>);
+    let (mut sizes, mut edits, mut idle, mut markdown) =
+        (vec![100usize, 500, 1000], 100usize, 60u64, None::<PathBuf>);
     let mut high = 10usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -589,7 +744,8 @@ async fn main() {
             other => eprintln!("bench-delivery-scale: ignoring {other}"),
         }
     }
-    let bin = std::env::var("HOSSTED_OPERATOR_BIN").unwrap_or_else(|_| "target/release/hossted-operator".into());
+    let bin = std::env::var("HOSSTED_OPERATOR_BIN")
+        .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let largest = sizes.iter().copied().max().unwrap_or(1000);
     let mut runs = Vec::new();
     let index = index_part(&bin).await;
@@ -599,7 +755,10 @@ async fn main() {
     if high != 4 {
         runs.push(run_one(&bin, largest, high, &[], false, 0, idle).await);
     }
-    let gc = [("GOGC".to_string(), "50".to_string()), ("GOMEMLIMIT".to_string(), "40MiB".to_string())];
+    let gc = [
+        ("GOGC".to_string(), "50".to_string()),
+        ("GOMEMLIMIT".to_string(), "40MiB".to_string()),
+    ];
     runs.push(run_one(&bin, sizes[0], 4, &gc, false, 0, 5).await);
     if let Some(path) = markdown {
         std::fs::write(path, report(&runs, &index)).expect("markdown");
@@ -618,13 +777,33 @@ fn report(runs: &[Value], index: &Value) -> String {
          | apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak (MiB, target ≤ 200 at 4) | operator CPU (s) | requests ours / bare |\n\
          | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
-    let total = |v: &Value| v.as_object().map(|m| m.values().filter_map(Value::as_u64).sum::<u64>()).unwrap_or(0);
+    let total = |v: &Value| {
+        v.as_object()
+            .map(|m| m.values().filter_map(Value::as_u64).sum::<u64>())
+            .unwrap_or(0)
+    };
     for r in runs {
         out.push_str(&format!(
             "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.1} | {:.1} | {} / {} |\n",
-            r["apps"], r["concurrency"], r["env"].as_array().map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(" ")).unwrap_or_default(),
-            f(r, "bare_secs"), f(r, "ours_secs"), f(r, "ratio"), f(r, "operator_rss_peak_mib"), f(r, "operator_rss_steady_mib"),
-            f(r, "tree_rss_peak_mib"), f(r, "operator_cpu_secs"), total(&r["requests_ours"]), total(&r["requests_bare"]),
+            r["apps"],
+            r["concurrency"],
+            r["env"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" "))
+                .unwrap_or_default(),
+            f(r, "bare_secs"),
+            f(r, "ours_secs"),
+            f(r, "ratio"),
+            f(r, "operator_rss_peak_mib"),
+            f(r, "operator_rss_steady_mib"),
+            f(r, "tree_rss_peak_mib"),
+            f(r, "operator_cpu_secs"),
+            total(&r["requests_ours"]),
+            total(&r["requests_bare"]),
         ));
     }
     if let Some(d) = runs.iter().find(|r| r.get("restart").is_some()) {
@@ -640,7 +819,7 @@ fn report(runs: &[Value], index: &Value) -> String {
         ));
     }
     out.push_str(&format!(
-        "\nIndex parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
+        "\n![time to all Ready against HelmApps](delivery-scale.png) (`hack/plot.sh`)\n\nIndex parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
          Resolving one chart: create → helm started {:.2} s (target ≤ 1 s), operator RSS {:.1} MiB idle, peak {:.1} MiB, \
          {:.1} MiB above idle (target ≤ 32 MiB). A second HelmApp of that chart within its interval: {} downloads, \
          create → helm started {:.2} s.\n\nRaw results (one JSON line per run):\n\n```\n{}\n{}\n```\n",

@@ -15,17 +15,30 @@ use serde_json::Value;
 
 /// The JSON lines between `<!-- BEGIN name -->` and `<!-- END name -->`.
 fn section_json(report: &str, name: &str) -> Vec<Value> {
-    let (begin, end) = (format!("<!-- BEGIN {name} -->"), format!("<!-- END {name} -->"));
+    let (begin, end) = (
+        format!("<!-- BEGIN {name} -->"),
+        format!("<!-- END {name} -->"),
+    );
     report
         .split_once(&begin)
         .and_then(|(_, rest)| rest.split_once(&end))
-        .map(|(body, _)| body.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect())
+        .map(|(body, _)| {
+            body.lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 type Series = (&'static str, RGBColor, Vec<(f64, f64)>);
 
-fn draw(path: &str, title: &str, x: &str, y: &str, series: &[Series]) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(
+    path: &str,
+    title: &str,
+    x: &str,
+    y: &str,
+    series: &[Series],
+) -> Result<(), Box<dyn std::error::Error>> {
     let points = series.iter().flat_map(|s| s.2.iter());
     let (xmax, ymax) = points.fold((1.0f64, 1.0f64), |(a, b), (x, y)| (a.max(*x), b.max(*y)));
     let root = BitMapBackend::new(path, (900, 560)).into_drawing_area();
@@ -36,13 +49,20 @@ fn draw(path: &str, title: &str, x: &str, y: &str, series: &[Series]) -> Result<
         .x_label_area_size(44)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax * 1.15)?;
-    chart.configure_mesh().x_desc(x).y_desc(y).label_style(("sans-serif", 15)).draw()?;
+    chart
+        .configure_mesh()
+        .x_desc(x)
+        .y_desc(y)
+        .label_style(("sans-serif", 15))
+        .draw()?;
     for (name, color, pts) in series {
         let color = *color;
         chart
             .draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))?
             .label(*name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+            });
         chart.draw_series(pts.iter().map(|p| Circle::new(*p, 5, color.filled())))?;
     }
     chart
@@ -87,7 +107,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "Apply to all Ready: HelmApps vs bare helm (4 at once, 2 cores)",
             "HelmApps (releases)",
             "seconds",
-            &[("hossted-operator", BLUE, pick("ours_secs")), ("bare helm --wait", RED, pick("bare_secs"))],
+            &[
+                ("hossted-operator", BLUE, pick("ours_secs")),
+                ("bare helm --wait", RED, pick("bare_secs")),
+            ],
         )?;
         println!("wrote bench/delivery-scale.png");
     }
@@ -96,7 +119,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows: Vec<(f64, f64, f64)> = scales
         .iter()
         .filter_map(|r| {
-            Some((r["releases"].as_f64()?, r["peak_rss_mib"].as_f64()?, r["steady_rss_mib_after_idle"].as_f64()?))
+            Some((
+                r["releases"].as_f64()?,
+                r["peak_rss_mib"].as_f64()?,
+                r["steady_rss_mib_after_idle"].as_f64()?,
+            ))
         })
         .collect();
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -108,7 +135,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "MiB",
             &[
                 ("peak RSS", RED, rows.iter().map(|r| (r.0, r.1)).collect()),
-                ("steady RSS", BLUE, rows.iter().map(|r| (r.0, r.2)).collect()),
+                (
+                    "steady RSS",
+                    BLUE,
+                    rows.iter().map(|r| (r.0, r.2)).collect(),
+                ),
             ],
         )?;
         println!("wrote bench/inventory-rss.png");

@@ -28,7 +28,8 @@ if [[ -n "${SCALE:-}" ]]; then
     | sed -n '/^| apps /,/^$/p' > "$OUT/previous.md" || true
   SIZES="$(( SCALE / 10 )),$(( SCALE / 2 )),${SCALE}"
   target/release/examples/bench_delivery_scale --sizes "$SIZES" --edits "${EDITS:-100}" \
-    --idle-secs "${IDLE_SECS:-60}" --markdown "$OUT/scale.md" | tee "$OUT/scale.json"
+    --idle-secs "${IDLE_SECS:-60}" --high-concurrency "${HIGH_CONCURRENCY:-10}" \
+    --markdown "$OUT/scale.md" | tee "$OUT/scale.json"
   if [[ -s "$OUT/previous.md" ]]; then
     { echo; echo "The previous run:"; echo; cat "$OUT/previous.md"; } >> "$OUT/scale.md"
   fi

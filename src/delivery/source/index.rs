@@ -373,6 +373,9 @@ entries:
         }
         text.push_str("entries: {web: [*l6]}\n");
         let e = entries_of(text.as_bytes(), "web").unwrap_err();
-        assert!(e.contains(&format!("more than {INDEX_MAX_NODES} nodes")), "{e}");
+        assert!(
+            e.contains(&format!("more than {INDEX_MAX_NODES} nodes")),
+            "{e}"
+        );
     }
 }
