@@ -146,13 +146,16 @@ impl Known {
     }
 }
 
-/// One release, ready to report.
+/// One release as the caches show it: its `helm_info` (with the app UUID),
+/// which is what decides whether it is sent. Its payload is built by
+/// [`App::payload`] only when it is sent: a round that sends one app of
+/// 10,000 reads the members of that one (collection stays a pass over the
+/// releases, not over every pod of the cluster).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct App {
     /// The release's `helm_info` and app UUID, as the status and a later
     /// removal need them.
     pub status: StatusHelmInfo,
-    pub payload: AppPayload,
 }
 
 impl App {
@@ -167,6 +170,12 @@ impl App {
             app_uuid: s.app_uuid.clone(),
             hossted_helm: s.hossted_helm,
         }
+    }
+
+    /// The `POST /apps` payload: the release with its members as the caches
+    /// hold them now.
+    pub fn payload(&self, c: &Caches, ctx: &Context<'_>) -> AppPayload {
+        app::payload(c, ctx, &self.status)
     }
 }
 
@@ -198,47 +207,29 @@ pub struct Collection {
 /// Builds one [`App`] per Helm release in a namespace that exists and is not
 /// denied, from the release's latest revision.
 pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
-    // The latest revision of each release: (namespace, name) -> storage object.
-    // (The flag: stored by Helm's configmap driver.)
-    let mut latest: HashMap<(String, String), (Arc<HelmRelease>, bool)> = HashMap::new();
-    let from_configmaps = c
+    let secrets = c.releases.list();
+    let configmaps = c
         .release_configmaps
+        .as_ref()
+        .map(|s| s.list())
+        .unwrap_or_default();
+    let stored = secrets
         .iter()
-        .flat_map(|s| s.list())
-        .map(|cm| (Arc::new(cm.0.clone()), true));
-    let from_secrets = c.releases.list().into_iter().map(|r| (r, false));
-    for (r, in_configmap) in from_secrets.chain(from_configmaps) {
-        let ns = r.metadata.namespace.clone().unwrap_or_default();
-        if ctx.deny_namespaces.contains(&ns) || c.namespaces.get(&ns).is_none() {
-            continue;
-        }
-        let key = (ns, r.release_name().to_string());
-        if key.1.is_empty() {
-            continue;
-        }
-        match latest.get(&key) {
-            Some((seen, _)) if seen.version() >= r.version() => {}
-            _ => {
-                latest.insert(key, (r, in_configmap));
-            }
-        }
-    }
-
-    // In a fixed order, so that the same caches give the same result
-    // (new UUIDs included).
-    let mut latest: Vec<_> = latest.into_iter().collect();
-    latest.sort_by(|a, b| a.0.cmp(&b.0));
+        .map(|r| (r.as_ref(), false))
+        .chain(configmaps.iter().map(|cm| (&cm.0, true)));
     let mut out = Collection::default();
-    for ((namespace, name), (storage, in_configmap)) in latest {
+    for ((namespace, name), (storage, in_configmap)) in latest_revisions(c, ctx, stored) {
         match &storage.release {
-            Ok(release) => out.apps.push(app::app(c, ctx, &namespace, release)),
+            Ok(release) => out.apps.push(App {
+                status: app::helm_info(c, ctx, namespace, release),
+            }),
             Err(error) => out.invalid.push(InvalidRelease {
-                namespace,
+                namespace: namespace.to_string(),
                 secret: storage
                     .metadata
                     .name
                     .clone()
-                    .unwrap_or_else(|| name.clone()),
+                    .unwrap_or_else(|| name.to_string()),
                 kind: if in_configmap { "ConfigMap" } else { "Secret" },
                 uid: storage.metadata.uid.clone(),
                 resource_version: storage
@@ -246,7 +237,7 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
                     .resource_version
                     .clone()
                     .unwrap_or_default(),
-                release: name,
+                release: name.to_string(),
                 error: error.clone(),
             }),
         }
@@ -254,8 +245,38 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
     out
 }
 
-/// The release's members of one kind (API.md's membership rule: its
-/// instance label, in its namespace, managed by Helm), sorted by name.
+/// The latest revision of each release in a namespace that exists and is
+/// not denied, `(namespace, name) → (storage, stored by the configmap
+/// driver)`, sorted: the same caches give the same result (new UUIDs
+/// included). Borrowed, not copied: this runs over every stored revision.
+fn latest_revisions<'a>(
+    c: &Caches,
+    ctx: &Context<'_>,
+    stored: impl Iterator<Item = (&'a HelmRelease, bool)>,
+) -> Vec<((&'a str, &'a str), (&'a HelmRelease, bool))> {
+    let mut reported_namespace: HashMap<&str, bool> = HashMap::new();
+    let mut latest: HashMap<(&str, &str), (&HelmRelease, bool)> = HashMap::new();
+    for (r, in_configmap) in stored {
+        let ns = r.metadata.namespace.as_deref().unwrap_or_default();
+        let reported = *reported_namespace.entry(ns).or_insert_with(|| {
+            !ctx.deny_namespaces.iter().any(|d| d == ns) && c.namespaces.get(ns).is_some()
+        });
+        let name = r.release_name();
+        if !reported || name.is_empty() {
+            continue;
+        }
+        match latest.get(&(ns, name)) {
+            Some((seen, _)) if seen.version() >= r.version() => {}
+            _ => {
+                latest.insert((ns, name), (r, in_configmap));
+            }
+        }
+    }
+    let mut latest: Vec<_> = latest.into_iter().collect();
+    latest.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    latest
+}
+
 /// API.md's rule: the UUID already recorded for this release; else, for a
 /// release carrying the hossted marker in a namespace with a `uuid` Secret,
 /// `A-` + that Secret's `uuid`; else derived — the same on every send,

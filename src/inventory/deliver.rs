@@ -37,11 +37,13 @@ impl Inventory {
                 out.apps.push(app.delivered());
                 continue;
             }
+            // Built only now: the members of the apps that are sent.
+            let payload = app.payload(&self.caches, &self.context(run));
             self.send_app(
                 run,
                 &mut out,
                 release,
-                &app.payload,
+                &payload,
                 Some(app.delivered()),
                 known,
             )

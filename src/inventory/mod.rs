@@ -221,18 +221,17 @@ pub async fn collect_once(
         .unwrap_or_default();
     let spec = project.map(|p| p.spec).unwrap_or_default();
     let known = collector::Known::new(status.delivered().0);
-    let collection = collector::collect(
-        &informers.caches(),
-        &Context {
-            cluster_uuid: &status.cluster_uuid,
-            email_id: &settings.email_id,
-            org_id: &settings.org_id,
-            deny_namespaces: &spec.deny_namespaces,
-            monitoring: spec.monitoring.enable,
-            cve: spec.cve.enable,
-            known: &known,
-        },
-    );
+    let caches = informers.caches();
+    let ctx = Context {
+        cluster_uuid: &status.cluster_uuid,
+        email_id: &settings.email_id,
+        org_id: &settings.org_id,
+        deny_namespaces: &spec.deny_namespaces,
+        monitoring: spec.monitoring.enable,
+        cve: spec.cve.enable,
+        known: &known,
+    };
+    let collection = collector::collect(&caches, &ctx);
     for bad in &collection.invalid {
         log::warn!(
             "cannot decode Helm release Secret {}/{}: {}",
@@ -241,8 +240,13 @@ pub async fn collect_once(
             bad.error
         );
     }
+    let payloads = collection
+        .apps
+        .iter()
+        .map(|a| a.payload(&caches, &ctx))
+        .collect();
     factory.shutdown();
-    Ok(collection.apps.into_iter().map(|a| a.payload).collect())
+    Ok(payloads)
 }
 
 /// The inventory's field manager for the Hosstedproject conditions it owns

@@ -15,7 +15,7 @@ use crate::inventory::payload::{
     PodInfo, PodSecurity, SecretInfo, ServiceInfo, StatefulSetInfo, VolumeInfo,
 };
 
-use super::{App, Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
+use super::{Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
 
 fn members<K: Resource + 'static>(store: &Store<K>, key: &str) -> Vec<Arc<K>> {
     let mut found: Vec<Arc<K>> = store
@@ -31,47 +31,49 @@ fn name_of(meta: &kube::api::ObjectMeta) -> String {
     meta.name.clone().unwrap_or_default()
 }
 
-pub(super) fn app(c: &Caches, ctx: &Context<'_>, namespace: &str, r: &ReleaseSummary) -> App {
-    let app_uuid = app_uuid(c, ctx, namespace, r);
-    let helm_info = HelmInfo {
+/// The release's `helm_info`, with its app UUID.
+pub(super) fn helm_info(
+    c: &Caches,
+    ctx: &Context<'_>,
+    namespace: &str,
+    r: &ReleaseSummary,
+) -> StatusHelmInfo {
+    StatusHelmInfo {
         name: r.name.clone(),
         namespace: namespace.to_string(),
+        app_uuid: app_uuid(c, ctx, namespace, r),
         revision: r.version,
         updated: r.updated.clone(),
         status: r.status.clone(),
         chart: r.chart.clone(),
         app_version: r.app_version.clone(),
-        app_uuid: app_uuid.clone(),
         hossted_helm: r.hossted_helm,
+    }
+}
+
+/// The payload of the release `s` describes.
+pub(super) fn payload(c: &Caches, ctx: &Context<'_>, s: &StatusHelmInfo) -> AppPayload {
+    let helm_info = HelmInfo {
+        name: s.name.clone(),
+        namespace: s.namespace.clone(),
+        revision: s.revision,
+        updated: s.updated.clone(),
+        status: s.status.clone(),
+        chart: s.chart.clone(),
+        app_version: s.app_version.clone(),
+        app_uuid: s.app_uuid.clone(),
+        hossted_helm: s.hossted_helm,
     };
-    App {
-        status: StatusHelmInfo {
-            name: r.name.clone(),
-            namespace: namespace.to_string(),
-            app_uuid: app_uuid.clone(),
-            revision: r.version,
-            updated: r.updated.clone(),
-            status: r.status.clone(),
-            chart: r.chart.clone(),
-            app_version: r.app_version.clone(),
-            hossted_helm: r.hossted_helm,
-        },
-        payload: AppPayload {
-            app_api_info: app_api_info(ctx, &app_uuid, &r.name, r.hossted_helm),
-            app_info: app_info(c, ctx, namespace, r, helm_info),
-        },
+    AppPayload {
+        app_api_info: app_api_info(ctx, &s.app_uuid, &s.name, s.hossted_helm),
+        app_info: app_info(c, ctx, s, helm_info),
     }
 }
 
 /// What the release is made of: its members in the caches (API.md).
-fn app_info(
-    c: &Caches,
-    ctx: &Context<'_>,
-    namespace: &str,
-    r: &ReleaseSummary,
-    helm_info: HelmInfo,
-) -> AppInfo {
-    let key = format!("{namespace}/{}", r.name);
+fn app_info(c: &Caches, ctx: &Context<'_>, s: &StatusHelmInfo, helm_info: HelmInfo) -> AppInfo {
+    let namespace = s.namespace.as_str();
+    let key = format!("{namespace}/{}", s.name);
     let ns = || namespace.to_string();
     let pods = members(&c.pods, &key);
     let ingresses = members(&c.ingresses, &key);
@@ -126,7 +128,7 @@ fn app_info(
             })
             .collect(),
         helmvalue_info: HelmValueInfo {
-            chart_name: r.chart.clone(),
+            chart_name: s.chart.clone(),
             chart_values: Default::default(),
         },
         access_info: AccessInfo {

@@ -10,7 +10,9 @@ use fixtures::*;
 #[test]
 fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
     let deny = vec!["denied".to_string()];
-    let got = collect(&cluster(), &ctx(&deny, &Known::default()));
+    let (c, known) = (cluster(), Known::default());
+    let context = ctx(&deny, &known);
+    let got = collect(&c, &context);
     assert!(got.invalid.is_empty());
     let names: Vec<_> = got.apps.iter().map(|a| a.status.name.as_str()).collect();
     assert_eq!(
@@ -19,7 +21,7 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
         "denied and vanished namespaces are left out"
     );
 
-    let test = serde_json::to_value(&got.apps[1].payload).unwrap();
+    let test = serde_json::to_value(got.apps[1].payload(&c, &context)).unwrap();
     assert_eq!(
         test,
         json!({
@@ -75,7 +77,7 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
             }
         })
     );
-    let other = serde_json::to_value(&got.apps[0].payload.app_info).unwrap();
+    let other = serde_json::to_value(got.apps[0].payload(&c, &context).app_info).unwrap();
     assert_eq!(
         other["pod_info"],
         json!([
@@ -98,7 +100,7 @@ fn one_app_per_release_with_its_own_objects_from_its_latest_revision() {
     assert_eq!(got.apps[1].status.revision, 2);
     assert_eq!(
         got.apps[1].status.app_uuid,
-        got.apps[1].payload.app_api_info.app_uuid
+        got.apps[1].payload(&c, &context).app_api_info.app_uuid
     );
 }
 
@@ -249,13 +251,14 @@ fn security_info_is_empty_when_cve_scanning_is_off() {
     context.cve = false;
     let got = collect(&c, &context);
     let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
-    assert!(test.payload.app_info.security_info.is_empty());
+    assert!(test.payload(&c, &context).app_info.security_info.is_empty());
     context.cve = true;
     context.monitoring = false;
     let got = collect(&c, &context);
     let test = got.apps.iter().find(|a| a.status.name == "test").unwrap();
-    assert_eq!(test.payload.app_info.security_info.len(), 1);
-    assert!(!test.payload.app_api_info.options_state.monitoring.enabled);
+    let payload = test.payload(&c, &context);
+    assert_eq!(payload.app_info.security_info.len(), 1);
+    assert!(!payload.app_api_info.options_state.monitoring.enabled);
 }
 
 #[test]
@@ -266,8 +269,10 @@ fn the_readme_key_table_names_every_key_sent() {
         .nth(1)
         .and_then(|t| t.split("\n## ").next())
         .expect("README has the key table");
-    let got = collect(&cluster(), &ctx(&[], &Known::default()));
-    let payload = serde_json::to_value(&got.apps[1].payload).unwrap();
+    let (c, known) = (cluster(), Known::default());
+    let context = ctx(&[], &known);
+    let got = collect(&c, &context);
+    let payload = serde_json::to_value(got.apps[1].payload(&c, &context)).unwrap();
     for part in ["app_api_info", "app_info"] {
         for key in payload[part].as_object().unwrap().keys() {
             assert!(
