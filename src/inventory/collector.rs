@@ -245,6 +245,11 @@ pub fn collect(c: &Caches, ctx: &Context<'_>) -> Collection {
     out
 }
 
+/// A release: `(namespace, name)`.
+type ReleaseKey<'a> = (&'a str, &'a str);
+/// A revision's storage, and whether Helm's configmap driver stored it.
+type Stored<'a> = (&'a HelmRelease, bool);
+
 /// The latest revision of each release in a namespace that exists and is
 /// not denied, `(namespace, name) → (storage, stored by the configmap
 /// driver)`, sorted: the same caches give the same result (new UUIDs
@@ -253,9 +258,9 @@ fn latest_revisions<'a>(
     c: &Caches,
     ctx: &Context<'_>,
     stored: impl Iterator<Item = (&'a HelmRelease, bool)>,
-) -> Vec<((&'a str, &'a str), (&'a HelmRelease, bool))> {
+) -> Vec<(ReleaseKey<'a>, Stored<'a>)> {
     let mut reported_namespace: HashMap<&str, bool> = HashMap::new();
-    let mut latest: HashMap<(&str, &str), (&HelmRelease, bool)> = HashMap::new();
+    let mut latest: HashMap<ReleaseKey<'a>, Stored<'a>> = HashMap::new();
     for (r, in_configmap) in stored {
         let ns = r.metadata.namespace.as_deref().unwrap_or_default();
         let reported = *reported_namespace.entry(ns).or_insert_with(|| {
