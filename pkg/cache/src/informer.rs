@@ -292,10 +292,31 @@ where
     }
 
     fn transformed(&self, obj: K) -> Arc<K> {
-        Arc::new(match &self.transform {
+        let mut obj = match &self.transform {
             Some(t) => t(obj),
             None => obj,
-        })
+        };
+        strip_bookkeeping(obj.meta_mut());
+        Arc::new(obj)
+    }
+}
+
+/// The annotation `kubectl apply` keeps a whole copy of the object in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drops what only the apiserver and kubectl read — `managedFields` and
+/// kubectl's last-applied copy — from every cached object, whatever its
+/// type: together they are often most of a custom resource's bytes (a
+/// HelmApp whose status the operator applies carries a field set per
+/// manager), and no controller here reads them. (Server-side apply needs
+/// neither in the object it is given.)
+pub fn strip_bookkeeping(meta: &mut kube::api::ObjectMeta) {
+    meta.managed_fields = None;
+    if let Some(a) = meta.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+        if a.is_empty() {
+            meta.annotations = None;
+        }
     }
 }
 
@@ -360,5 +381,41 @@ where
         let handlers = self.handlers.lock();
         self.store.remove(&object_key(obj.as_ref()));
         deliver(&handlers, Event::Delete(obj));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn bookkeeping_is_dropped_and_other_annotations_kept() {
+        let annotations = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>(),
+            )
+        };
+        let mut meta = ObjectMeta {
+            managed_fields: Some(vec![Default::default()]),
+            annotations: annotations(&[(LAST_APPLIED, "{}"), ("hossted.com/approve", "abc")]),
+            ..Default::default()
+        };
+        strip_bookkeeping(&mut meta);
+        assert!(meta.managed_fields.is_none());
+        assert_eq!(
+            meta.annotations,
+            annotations(&[("hossted.com/approve", "abc")])
+        );
+        let mut only_kubectl = ObjectMeta {
+            annotations: annotations(&[(LAST_APPLIED, "{}")]),
+            ..Default::default()
+        };
+        strip_bookkeeping(&mut only_kubectl);
+        assert!(only_kubectl.annotations.is_none());
     }
 }

@@ -18,7 +18,10 @@ mod selector;
 mod store;
 
 pub use factory::{FactoryError, InformerOptions, InformerSync, SharedInformerFactory};
-pub use informer::{Event, EventHandler, HandlerFn, Object, SharedInformer, Transform};
+pub use informer::{
+    Event, EventHandler, HandlerFn, LAST_APPLIED, Object, SharedInformer, Transform,
+    strip_bookkeeping,
+};
 pub use lister::{Lister, NamespaceLister};
 pub use reflector::{ListWatchConfig, ReflectorStats};
 pub use selector::{Selector, SelectorError};
