@@ -111,8 +111,29 @@ fn writes(by: &BTreeMap<String, u64>) -> u64 {
         .sum()
 }
 
-/// RSS of `pid` and of `pid` with every descendant, in kB.
-fn tree_rss(pid: u32) -> (u64, u64) {
+/// Memory of `pid` and of `pid` with every descendant, in kB.
+struct TreeMemory {
+    /// `VmRSS` of `pid`.
+    own_rss: u64,
+    /// `VmRSS` summed over the tree: a page shared by several processes
+    /// (helm's own binary, ~40 MiB of it) is counted once per process.
+    tree_rss: u64,
+    /// `Pss` summed over the tree (`/proc/<pid>/smaps_rollup`): each shared
+    /// page split between its sharers, so counted once overall — what a
+    /// container's memory limit sees of the tree.
+    tree_pss: u64,
+}
+
+fn pss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn tree_memory(pid: u32) -> TreeMemory {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
@@ -129,41 +150,64 @@ fn tree_rss(pid: u32) -> (u64, u64) {
             }
         }
     }
-    let own = proc_field(pid, "VmRSS:").unwrap_or(0);
-    let (mut total, mut queue) = (0, VecDeque::from([pid]));
+    let mut m = TreeMemory {
+        own_rss: proc_field(pid, "VmRSS:").unwrap_or(0),
+        tree_rss: 0,
+        tree_pss: 0,
+    };
+    let mut queue = VecDeque::from([pid]);
     while let Some(p) = queue.pop_front() {
-        total += proc_field(p, "VmRSS:").unwrap_or(0);
+        m.tree_rss += proc_field(p, "VmRSS:").unwrap_or(0);
+        m.tree_pss += pss(p);
         queue.extend(children.get(&p).into_iter().flatten());
     }
-    (own, total)
+    m
 }
 
-/// Samples [`tree_rss`] every 100 ms until dropped: the peaks.
+/// Samples [`tree_memory`] every 100 ms until dropped: the peaks.
 struct Sampler {
     stop: Arc<AtomicBool>,
     own: Arc<AtomicU64>,
     total: Arc<AtomicU64>,
+    total_pss: Arc<AtomicU64>,
 }
 
 impl Sampler {
     fn start(pid: u32) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
-        let (own, total): (Arc<AtomicU64>, Arc<AtomicU64>) = (Arc::default(), Arc::default());
-        let (s, o, t) = (Arc::clone(&stop), Arc::clone(&own), Arc::clone(&total));
+        let (own, total, total_pss): (Arc<AtomicU64>, Arc<AtomicU64>, Arc<AtomicU64>) =
+            Default::default();
+        let (s, o, t, tp) = (
+            Arc::clone(&stop),
+            Arc::clone(&own),
+            Arc::clone(&total),
+            Arc::clone(&total_pss),
+        );
         std::thread::spawn(move || {
             while !s.load(Relaxed) {
-                let (a, b): (u64, u64) = tree_rss(pid);
-                o.fetch_max(a, Relaxed);
-                t.fetch_max(b, Relaxed);
+                let m = tree_memory(pid);
+                o.fetch_max(m.own_rss, Relaxed);
+                t.fetch_max(m.tree_rss, Relaxed);
+                tp.fetch_max(m.tree_pss, Relaxed);
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        Sampler { stop, own, total }
+        Sampler {
+            stop,
+            own,
+            total,
+            total_pss,
+        }
     }
 
     /// Peak operator RSS and peak operator + children RSS (MiB).
     fn peaks(&self) -> (f64, f64) {
         (mib(self.own.load(Relaxed)), mib(self.total.load(Relaxed)))
+    }
+
+    /// Peak operator + children PSS (MiB).
+    fn peak_pss(&self) -> f64 {
+        mib(self.total_pss.load(Relaxed))
     }
 }
 
@@ -484,6 +528,7 @@ async fn run_one(
     let cpu = cpu_seconds(op.pid()) - cpu0;
     let (_, ours_requests) = audit_by_verb(&audit, from_ours);
     let (peak_own, peak_total) = sampler.peaks();
+    let peak_total_pss = sampler.peak_pss();
     eprintln!(
         "bench-delivery-scale:   ours {ours_secs:.1}s ({:.2}x)",
         ours_secs / bare_secs
@@ -495,6 +540,7 @@ async fn run_one(
         "apps": n, "concurrency": conc, "env": env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
         "bare_secs": bare_secs, "ours_secs": ours_secs, "ratio": ours_secs / bare_secs,
         "operator_rss_peak_mib": peak_own, "operator_rss_steady_mib": steady, "tree_rss_peak_mib": peak_total,
+        "tree_pss_peak_mib": peak_total_pss,
         "operator_cpu_secs": cpu, "requests_ours": ours_requests, "requests_bare": bare_requests,
         "helm_runs": log_lines(&log).len(),
     });
@@ -773,9 +819,11 @@ fn report(runs: &[Value], index: &Value) -> String {
          with kube-controller-manager (deployments, replicasets, GC, namespaces), `examples/charts/podinfo` \
          (6 objects, Deployment scaled to zero) on loopback, HelmApps with `wait: true` across 50 namespaces \
          created 16 at a time; bare `helm upgrade --install --wait` of the same releases at the same parallelism \
-         first, in the same run, as the same user. 2 cores shared by everything.\n\n\
-         | apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak (MiB, target ≤ 200 at 4) | operator CPU (s) | requests ours / bare |\n\
-         | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+         first, in the same run, as the same user. 2 cores shared by everything. Memory of operator + helm children \
+         is sampled every 100 ms: PSS summed (a page shared by processes — helm's ~40 MiB binary — counted once, \
+         as a container's memory limit counts it) and, beside it, VmRSS summed (shared pages counted per process).\n\n\
+         | apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak, PSS (MiB, target ≤ 200 at 4) | operator + helm peak, RSS summed (MiB) | operator CPU (s) | requests ours / bare |\n\
+         | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
     let total = |v: &Value| {
         v.as_object()
@@ -784,7 +832,7 @@ fn report(runs: &[Value], index: &Value) -> String {
     };
     for r in runs {
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.1} | {:.1} | {} / {} |\n",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |\n",
             r["apps"],
             r["concurrency"],
             r["env"]
@@ -800,6 +848,7 @@ fn report(runs: &[Value], index: &Value) -> String {
             f(r, "ratio"),
             f(r, "operator_rss_peak_mib"),
             f(r, "operator_rss_steady_mib"),
+            f(r, "tree_pss_peak_mib"),
             f(r, "tree_rss_peak_mib"),
             f(r, "operator_cpu_secs"),
             total(&r["requests_ours"]),
