@@ -65,7 +65,10 @@ fn digest_text(sum: &[u8; 32]) -> String {
 impl HelmRelease {
     /// Keeps the UID only of storage that cannot be decoded: the one
     /// Warning about it is on the object itself (no read of it needed, and
-    /// none allowed: the inventory may only list and watch Secrets).
+    /// none allowed: the inventory may only list and watch Secrets). Of a
+    /// decoded one, only delivery's labels are kept: Helm's (`owner`,
+    /// `name`, `version`) say again what the release says, and a label map
+    /// costs ~600 bytes — per revision, 50,000 of them at 10,000 releases.
     fn new(
         mut metadata: ObjectMeta,
         release: Result<ReleaseSummary, String>,
@@ -73,6 +76,12 @@ impl HelmRelease {
     ) -> Self {
         if release.is_ok() {
             metadata.uid = None;
+            if let Some(labels) = metadata.labels.as_mut() {
+                labels.retain(|k, _| k == HELMAPP_UID_LABEL || k == CONFIG_HASH_LABEL);
+                if labels.is_empty() {
+                    metadata.labels = None;
+                }
+            }
         }
         HelmRelease {
             metadata,

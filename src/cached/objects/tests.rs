@@ -115,14 +115,31 @@ fn a_helm_release_secret_is_cached_decoded() {
     );
     assert!(s.hossted_helm);
     assert_eq!(
-        r.metadata.labels.as_ref().unwrap().get("status"),
-        None,
-        "labels are trimmed"
+        r.metadata.labels, None,
+        "Helm's labels say again what the release says: not kept"
     );
     assert_eq!(
         r.metadata.uid, None,
         "no Event can be about it: UID not kept"
     );
+}
+
+#[test]
+fn a_release_a_helmapp_owns_keeps_delivery_labels_only() {
+    let payload = json!({
+        "name": "web", "namespace": "apps", "version": 2,
+        "info": { "status": "deployed" },
+        "chart": { "metadata": { "name": "nginx" } },
+        "manifest": ""
+    });
+    let mut secret = release_secret(&payload.to_string());
+    secret["metadata"]["labels"]["hossted.com/helmapp-uid"] = json!("uid-1");
+    secret["metadata"]["labels"]["hossted.com/config-hash"] = json!("h1");
+    let r: HelmRelease = serde_json::from_value(secret).unwrap();
+    let labels = r.metadata.labels.as_ref().unwrap();
+    let kept: Vec<&str> = labels.keys().map(String::as_str).collect();
+    assert_eq!(kept, ["hossted.com/config-hash", "hossted.com/helmapp-uid"]);
+    assert!(r.digest.is_some(), "owned: its digest is kept");
 }
 
 #[test]
