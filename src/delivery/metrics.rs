@@ -25,6 +25,9 @@ type Labels2 = [(&'static str, String); 2];
 type Labels1 = [(&'static str, String); 1];
 
 /// Helm runs take from a second to many minutes.
+/// From "none" (a free slot) to minutes (a long queue).
+const SLOT_WAIT_BUCKETS: [f64; 10] = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 60.0];
+
 const RUN_BUCKETS: [f64; 12] = [
     0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 ];
@@ -36,6 +39,9 @@ pub struct HelmMetrics {
     durations: Family<Labels1, Histogram, fn() -> Histogram>,
     drift_checks: Family<Labels1, Counter>,
     drift_dry_runs: Family<Labels1, Counter>,
+    /// Time a helm run waited for one of `--max-concurrent-helm` slots:
+    /// where a spec change's latency goes when helm is the bottleneck.
+    slot_wait: Histogram,
 }
 
 /// A gauge per HelmApp (`namespace`, `name`, and `reason` when `value`
@@ -163,6 +169,7 @@ impl HelmMetrics {
             durations: Family::new_with_constructor(run_histogram),
             drift_checks: Family::default(),
             drift_dry_runs: Family::default(),
+            slot_wait: Histogram::new(SLOT_WAIT_BUCKETS),
         };
         let r = manager.metrics();
         r.register(
@@ -174,6 +181,11 @@ impl HelmMetrics {
             "helm_run_duration_seconds",
             "Time per helm run",
             m.durations.clone(),
+        );
+        r.register(
+            "helm_slot_wait_seconds",
+            "Time a helm run waited for a free --max-concurrent-helm slot",
+            m.slot_wait.clone(),
         );
         r.register(
             "helmapps",
@@ -226,6 +238,11 @@ impl HelmMetrics {
         self.drift_checks
             .get_or_create(&[("kind", kind.to_string())])
             .inc();
+    }
+
+    /// Records how long a helm run waited for its slot.
+    pub fn waited_for_slot(&self, seconds: f64) {
+        self.slot_wait.observe(seconds);
     }
 
     /// Records one helm run.

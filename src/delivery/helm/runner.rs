@@ -120,6 +120,14 @@ struct Busy<'a> {
     key: String,
 }
 
+/// No slot can be had: the semaphore is closed (never while running).
+fn closed(action: &'static str) -> HelmError {
+    HelmError::Output {
+        action,
+        message: "the helm slots are closed".into(),
+    }
+}
+
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
         self.helm.busy.lock().remove(&self.key);
@@ -135,6 +143,15 @@ impl Helm {
             busy: Mutex::default(),
             groups: Arc::default(),
         }
+    }
+
+    /// One of the `--max-concurrent-helm` slots, its wait recorded. `None`:
+    /// the slots are closed (never, while the process runs).
+    async fn slot(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        let asked = std::time::Instant::now();
+        let slot = self.slots.acquire().await.ok()?;
+        self.metrics.waited_for_slot(asked.elapsed().as_secs_f64());
+        Some(slot)
     }
 
     /// Whether a helm process of ours runs on `namespace/release` now.
@@ -158,7 +175,7 @@ impl Helm {
     /// `None`: another run holds the release (retry later).
     pub async fn upgrade(&self, u: &Upgrade<'_>) -> Option<Result<Released, HelmError>> {
         let _busy = self.lock(u.namespace, u.release)?;
-        let _slot = self.slots.acquire().await.ok()?;
+        let _slot = self.slot().await?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         Some(
             self.run("upgrade", u.args(), Some(values), u.timeout)
@@ -172,7 +189,7 @@ impl Helm {
     /// read). `None`: another run holds the release.
     pub async fn uninstall(&self, u: &Uninstall<'_>) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(u.namespace, u.release)?;
-        let _slot = self.slots.acquire().await.ok()?;
+        let _slot = self.slot().await?;
         Some(
             self.run("uninstall", u.args(), None, u.timeout)
                 .await
@@ -184,7 +201,7 @@ impl Helm {
     /// may be a failed one). `None`: another run holds the release.
     pub async fn rollback(&self, r: &Rollback<'_>) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(r.namespace, r.release)?;
-        let _slot = self.slots.acquire().await.ok()?;
+        let _slot = self.slot().await?;
         Some(
             self.run("rollback", r.args(), None, r.timeout)
                 .await
@@ -196,7 +213,7 @@ impl Helm {
     /// another run holds the release.
     pub async fn test(&self, t: &Test<'_>) -> Option<Result<(), HelmError>> {
         let _busy = self.lock(t.namespace, t.release)?;
-        let _slot = self.slots.acquire().await.ok()?;
+        let _slot = self.slot().await?;
         Some(
             self.run("test", t.args(), None, t.timeout)
                 .await
@@ -208,10 +225,7 @@ impl Helm {
     /// (post-rendered). Holds a slot but not the release: it changes
     /// nothing.
     pub async fn render(&self, u: &Upgrade<'_>) -> Result<String, HelmError> {
-        let _slot = self.slots.acquire().await.map_err(|e| HelmError::Output {
-            action: "render",
-            message: e.to_string(),
-        })?;
+        let _slot = self.slot().await.ok_or_else(|| closed("render"))?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         let out = self
             .run("render", u.dry_run_args(), Some(values), u.timeout)
@@ -221,10 +235,7 @@ impl Helm {
 
     /// The manifest of the release's newest revision (empty: no release).
     pub async fn manifest(&self, g: &GetManifest<'_>) -> Result<String, HelmError> {
-        let _slot = self.slots.acquire().await.map_err(|e| HelmError::Output {
-            action: "get",
-            message: e.to_string(),
-        })?;
+        let _slot = self.slot().await.ok_or_else(|| closed("get"))?;
         match self
             .run("get", g.args(), None, Duration::from_secs(60))
             .await
@@ -240,10 +251,7 @@ impl Helm {
     /// `helm show crds` of a local chart: the YAML of its `crds/` directory
     /// (no cluster access; holds a slot but no release).
     pub async fn show_crds(&self, chart: &std::path::Path) -> Result<String, HelmError> {
-        let _slot = self.slots.acquire().await.map_err(|e| HelmError::Output {
-            action: "show",
-            message: e.to_string(),
-        })?;
+        let _slot = self.slot().await.ok_or_else(|| closed("show"))?;
         let args = vec!["show".into(), "crds".into(), chart.display().to_string()];
         self.run("show", args, None, Duration::from_secs(60)).await
     }
