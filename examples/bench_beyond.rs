@@ -16,10 +16,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
-use common::{apply_crds, percentile};
+use common::{apply_crds, free_port, helm_started, logging_helm, now_epoch, stats};
 use envtest::{ChartRepo, ControlPlane};
 use hossted_operator::delivery::webhook::signature::sign;
 use kube::Api;
@@ -28,24 +28,6 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEY: &str = "bench-webhook-key-0123456789";
-
-fn now_epoch() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-fn stats(mut v: Vec<f64>) -> serde_json::Value {
-    v.sort_by(|a, b| a.total_cmp(b));
-    json!({ "n": v.len(), "p50": percentile(&v, 50.0), "p99": percentile(&v, 99.0),
-            "max": v.last().copied().unwrap_or(f64::NAN) })
-}
-
-fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-    l.local_addr().expect("addr").port()
-}
 
 /// The operator with delivery and the webhook receiver.
 fn start_operator(bin: &str, cp: &ControlPlane, helm: &Path, dir: &Path, hooks: u16) -> Child {
@@ -148,20 +130,6 @@ async fn post(port: u16, path: &str, body: &str) -> u16 {
         .unwrap_or(0)
 }
 
-/// The first start of `helm <action> --install <release>` logged after
-/// `since` (epoch seconds), not a dry run.
-fn helm_started(log: &Path, release: &str, since: f64) -> Option<f64> {
-    std::fs::read_to_string(log).ok()?.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let t: f64 = f.first()?.parse().ok()?;
-        (t > since
-            && f.get(1) == Some(&"upgrade")
-            && f.get(3) == Some(&release)
-            && !l.contains("dry-run"))
-        .then_some(t)
-    })
-}
-
 /// Polls `name` until `done` holds (at most 5 minutes).
 async fn until(api: &Api<HelmApp>, name: &str, done: impl Fn(&HelmApp) -> bool) -> Instant {
     let started = Instant::now();
@@ -220,19 +188,7 @@ async fn main() {
     let repo = ChartRepo::start(&cp, &[&charts.join("tiny")], None)
         .await
         .expect("repo");
-    let log = dir.join("helm-starts.log");
-    let wrapper = dir.join("helm-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            cp.helm_binary().display()
-        ),
-    )
-    .expect("wrapper");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (wrapper, log) = logging_helm(&cp.helm_binary(), &dir);
     let hooks = free_port();
     let mut op = start_operator(&bin, &cp, &wrapper, &dir, hooks);
     let api: Api<HelmApp> = Api::namespaced(cp.client(), "default");

@@ -34,10 +34,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
-use common::{apply_crds, audited_control_plane, cpu_seconds, percentile, proc_field};
+use common::{
+    apply_crds, audited_control_plane, cpu_seconds, http_get, logging_helm, now_epoch, proc_field,
+    stats,
+};
 use envtest::{ChartRepo, ControlPlane};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -50,19 +53,6 @@ use serde_json::json;
 
 /// The operator's user: its requests are the audit log's.
 const USER: &str = "bench-operator";
-
-fn now_epoch() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-fn stats(mut v: Vec<f64>) -> serde_json::Value {
-    v.sort_by(|a, b| a.total_cmp(b));
-    json!({ "n": v.len(), "p50": percentile(&v, 50.0), "p95": percentile(&v, 95.0),
-            "p99": percentile(&v, 99.0), "max": v.last().copied().unwrap_or(f64::NAN) })
-}
 
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
@@ -129,19 +119,7 @@ impl Operator {
 
     async fn get(&self, path: &str) -> Option<(u16, String)> {
         let url = format!("{}{path}", self.metrics);
-        tokio::task::spawn_blocking(move || {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(2)))
-                .build()
-                .into();
-            let mut r = agent.get(&url).call().ok()?;
-            let status = r.status().as_u16();
-            Some((status, r.body_mut().read_to_string().ok()?))
-        })
-        .await
-        .ok()
-        .flatten()
+        http_get(url).await
     }
 
     async fn sample(&self, series: &str) -> f64 {
@@ -707,19 +685,7 @@ async fn main() {
     op.stop();
 
     // ---- Phase B: 100 settled apps, helm behind a logging wrapper --------
-    let helm_log = dir.join("helm-starts.log");
-    let wrapper = dir.join("helm-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$(date +%s.%N) $1 $2 $3\" >> '{}'\nexec '{}' \"$@\"\n",
-            helm_log.display(),
-            helm.display()
-        ),
-    )
-    .expect("wrapper");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (wrapper, helm_log) = logging_helm(&helm, &dir);
     let settled: Api<HelmApp> = Api::namespaced(client.clone(), "batch-0");
     let (audit_mark, _) = audit_writes(&audit, 0);
     let op = Operator::start(

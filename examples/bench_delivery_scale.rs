@@ -29,10 +29,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
-use common::{apply_crds, cpu_seconds, percentile, proc_field};
+use common::{
+    apply_crds, cpu_seconds, free_port, helm_started, http_get, log_lines, logging_helm, now_epoch,
+    percentile, proc_field,
+};
 use envtest::{ChartRepo, ControlPlane, ControllerManager};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -44,13 +47,6 @@ use serde_json::{Value, json};
 /// audit log counts its requests.
 const USER: &str = "bench-delivery";
 const NAMESPACES: usize = 50;
-
-fn now_epoch() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
 
 fn mib(kb: u64) -> f64 {
     kb as f64 / 1024.0
@@ -217,41 +213,6 @@ impl Drop for Sampler {
     }
 }
 
-/// A helm that logs `<epoch> <args>` for each start.
-fn logging_helm(cp: &ControlPlane, dir: &Path) -> (PathBuf, PathBuf) {
-    let log = dir.join("helm-starts.log");
-    let wrapper = dir.join("helm-wrapper.sh");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            cp.helm_binary().display()
-        ),
-    )
-    .expect("wrapper");
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    (wrapper, log)
-}
-
-fn log_lines(log: &Path) -> Vec<String> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
-/// The first `helm upgrade --install <release>` (not a dry run) logged after `since`.
-fn helm_started(log: &Path, release: &str, since: f64) -> Option<f64> {
-    log_lines(log).iter().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let t: f64 = f.first()?.parse().ok()?;
-        (t > since && f.get(1) == Some(&"upgrade") && f.get(3) == Some(&release)).then_some(t)
-    })
-}
-
 struct Operator {
     child: Child,
     probes: String,
@@ -267,10 +228,7 @@ impl Operator {
         env: &[(String, String)],
         log: &str,
     ) -> Self {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-            l.local_addr().expect("addr").port()
-        };
+        let port = free_port();
         let addr = format!("127.0.0.1:{port}");
         let child = Command::new(bin)
             .env("KUBECONFIG", kubeconfig)
@@ -305,19 +263,7 @@ impl Operator {
 
     async fn get(&self, path: &str) -> Option<(u16, String)> {
         let url = format!("{}{path}", self.probes);
-        tokio::task::spawn_blocking(move || {
-            let agent: ureq::Agent = ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .timeout_global(Some(Duration::from_secs(2)))
-                .build()
-                .into();
-            let mut r = agent.get(&url).call().ok()?;
-            let status = r.status().as_u16();
-            Some((status, r.body_mut().read_to_string().ok()?))
-        })
-        .await
-        .ok()
-        .flatten()
+        http_get(url).await
     }
 
     async fn ready(&self) {
@@ -491,7 +437,7 @@ async fn run_one(
     let (from_ours, bare_requests) = audit_by_verb(&audit, from);
     eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
 
-    let (helm, log) = logging_helm(&cp, &dir);
+    let (helm, log) = logging_helm(&cp.helm_binary(), &dir);
     let op = Operator::start(bin, &kubeconfig, &helm, &dir, conc, env, "operator.log");
     op.ready().await;
     let sampler = Sampler::start(op.pid());
@@ -566,7 +512,7 @@ async fn run_one(
             "operator-edits.log",
         );
         op.ready().await;
-        result["edits"] = edit(&client, &log, edits).await;
+        result["edits"] = edit(&client, &log, edits, &op).await;
         op.stop();
     } else {
         op.stop();
@@ -634,8 +580,10 @@ async fn restart(
 }
 
 /// One values edit on each of `edits` apps, one after another: spec change
-/// → helm started, and the revisions made.
-async fn edit(client: &Client, log: &Path, edits: usize) -> Value {
+/// → helm started, the revisions made, and the mean wait of those helm
+/// runs for a free slot (`hossted_helm_slot_wait_seconds`: this operator
+/// ran no other).
+async fn edit(client: &Client, log: &Path, edits: usize, op: &Operator) -> Value {
     let mut latencies = Vec::new();
     for i in 0..edits {
         let ns = format!("apps-{:02}", i % NAMESPACES);
@@ -673,8 +621,20 @@ async fn edit(client: &Client, log: &Path, edits: usize) -> Value {
     })
     .await;
     latencies.sort_by(f64::total_cmp);
+    let metrics = op.get("/metrics").await.map(|(_, t)| t).unwrap_or_default();
+    let sample = |series: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or(f64::NAN)
+    };
+    let (wait_sum, waits) = (
+        sample("hossted_helm_slot_wait_seconds_sum"),
+        sample("hossted_helm_slot_wait_seconds_count"),
+    );
     json!({ "edits": edits, "revisions_2": edits, "to_helm_started_s": { "p50": percentile(&latencies, 50.0),
-            "p99": percentile(&latencies, 99.0), "max": latencies.last() } })
+            "p99": percentile(&latencies, 99.0), "max": latencies.last() },
+            "slot_wait_mean_s": wait_sum / waits, "slot_waits": waits })
 }
 
 /// A Bitnami-shaped `index.yaml` of `entries` entries besides the real
@@ -719,7 +679,7 @@ async fn index_part(bin: &str) -> Value {
     let index = repo.dir().join("index.yaml");
     let big = big_index(&std::fs::read_to_string(&index).expect("index"), 30_000);
     std::fs::write(&index, &big).expect("index");
-    let (helm, log) = logging_helm(&cp, &dir);
+    let (helm, log) = logging_helm(&cp.helm_binary(), &dir);
     let op = Operator::start(
         bin,
         cp.kubeconfig_path(),
@@ -861,10 +821,11 @@ fn report(runs: &[Value], index: &Value) -> String {
             "\nAt {} apps: requests by verb, ours {} / bare {}.\n\n\
              - Restart with every app settled: {} helm runs (target 0), {} API writes (target 0), caches synced {:.1} s after start, \
              every app re-verified {:.2} s after that (target ≤ 2 s).\n\
-             - One values edit on each of {} apps, one after another: spec change → helm started p50 {:.0} ms, p99 {:.0} ms; {} revisions 2.\n",
+             - One values edit on each of {} apps, one after another (each edit's helm run waits for its rollout; the next edit does not wait for it): \
+             spec change → helm started p50 {:.0} ms, p99 {:.0} ms; {} revisions 2; those runs waited for a free helm slot {:.0} ms on average.\n",
             d["apps"], d["requests_ours"], d["requests_bare"], rs["helm_runs"], rs["api_writes"], f(rs, "start_to_synced_secs"),
             f(rs, "synced_to_all_verified_secs"), e["edits"], f(&e["to_helm_started_s"], "p50") * 1000.0,
-            f(&e["to_helm_started_s"], "p99") * 1000.0, e["revisions_2"],
+            f(&e["to_helm_started_s"], "p99") * 1000.0, e["revisions_2"], f(e, "slot_wait_mean_s") * 1000.0,
         ));
     }
     out.push_str(&format!(

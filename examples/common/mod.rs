@@ -252,3 +252,86 @@ pub async fn audited_control_plane(
         .expect("control plane");
     (cp, audit)
 }
+
+/// Seconds since the epoch (the helm wrapper's clock).
+pub fn now_epoch() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// Count, p50, p95, p99 and max of `v`.
+pub fn stats(mut v: Vec<f64>) -> serde_json::Value {
+    v.sort_by(|a, b| a.total_cmp(b));
+    json!({ "n": v.len(), "p50": percentile(&v, 50.0), "p95": percentile(&v, 95.0),
+            "p99": percentile(&v, 99.0), "max": v.last().copied().unwrap_or(f64::NAN) })
+}
+
+/// A loopback port free now.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    l.local_addr().expect("addr").port()
+}
+
+/// GET `url` (the operator's `/metrics` or `/readyz`): status and body.
+pub async fn http_get(url: String) -> Option<(u16, String)> {
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(2)))
+            .build()
+            .into();
+        let mut r = agent.get(&url).call().ok()?;
+        let status = r.status().as_u16();
+        Some((status, r.body_mut().read_to_string().ok()?))
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// A helm that logs `<epoch> <args>` to `dir/helm-starts.log` for each
+/// start, then is `helm`: the wrapper's path and the log's.
+pub fn logging_helm(
+    helm: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let log = dir.join("helm-starts.log");
+    let wrapper = dir.join("helm-wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            helm.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (wrapper, log)
+}
+
+/// The lines of the helm wrapper's log.
+pub fn log_lines(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The first start of `helm upgrade --install <release>` logged after
+/// `since` (epoch seconds), not a dry run.
+pub fn helm_started(log: &std::path::Path, release: &str, since: f64) -> Option<f64> {
+    log_lines(log).iter().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let t: f64 = f.first()?.parse().ok()?;
+        (t > since
+            && f.get(1) == Some(&"upgrade")
+            && f.get(3) == Some(&release)
+            && !l.contains("dry-run"))
+        .then_some(t)
+    })
+}

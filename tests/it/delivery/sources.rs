@@ -114,6 +114,14 @@ async fn a_chart_from_an_http_repository_with_basic_auth_and_a_repository_that_i
     operator.stop().await;
 }
 
+/// Adds `tiny` at `version` to the repository.
+pub(super) fn publish_tiny(f: &Fixture, repo: &envtest::ChartRepo, version: &str) {
+    let copy = chart_at_version(f, "tiny", version);
+    let dir = repo.dir().to_str().unwrap().to_string();
+    f.helm(&["package", copy.to_str().unwrap(), "--destination", &dir]);
+    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+}
+
 /// A copy of the chart directory `name` with its Chart.yaml at `version`.
 pub(super) fn chart_at_version(f: &Fixture, name: &str, version: &str) -> std::path::PathBuf {
     let from =

@@ -2,15 +2,8 @@
 //! HelmApp allows is noticed — `status.latestAvailable`, one
 //! `UpdateAvailable` Event, the gauge — and nothing is upgraded.
 
+use super::sources::publish_tiny;
 use super::*;
-
-/// Adds `tiny` at `version` to the repository.
-fn publish_tiny(f: &Fixture, repo: &envtest::ChartRepo, version: &str) {
-    let copy = super::sources::chart_at_version(f, "tiny", version);
-    let dir = repo.dir().to_str().unwrap().to_string();
-    f.helm(&["package", copy.to_str().unwrap(), "--destination", &dir]);
-    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
-}
 
 async fn update_events(f: &Fixture, name: &str) -> Vec<i32> {
     Api::<k8s_openapi::api::core::v1::Event>::namespaced(f.cp.client(), NS)

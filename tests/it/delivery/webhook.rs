@@ -4,20 +4,13 @@
 //! a HelmApp at once — a new 1.2.0 within its `1.x` range is installed
 //! although its `interval` is an hour.
 
+use super::sources::publish_tiny;
 use super::*;
 use hossted_operator::delivery;
 use hossted_operator::delivery::webhook::signature::sign;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEY: &str = "a-shared-webhook-key-for-tests";
-
-/// Adds `tiny` at `version` to the repository.
-fn publish_tiny(f: &Fixture, repo: &envtest::ChartRepo, version: &str) {
-    let copy = super::sources::chart_at_version(f, "tiny", version);
-    let dir = repo.dir().to_str().unwrap().to_string();
-    f.helm(&["package", copy.to_str().unwrap(), "--destination", &dir]);
-    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
-}
 
 /// POSTs `body` to `path` with the given headers; the status code.
 async fn post(
