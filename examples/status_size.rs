@@ -89,6 +89,8 @@ async fn add_releases(client: &kube::Client, rng: &mut Rng, from: usize, to: usi
 struct Operator {
     child: Child,
     full_collections: Arc<AtomicUsize>,
+    /// Each reconcile's "status written in X ms".
+    status_writes_ms: Arc<parking_lot::Mutex<Vec<f64>>>,
 }
 
 fn start_operator(kubeconfig: &std::path::Path, api_url: &str, expected: usize) -> Operator {
@@ -112,14 +114,29 @@ fn start_operator(kubeconfig: &std::path::Path, api_url: &str, expected: usize) 
         .spawn()
         .expect("operator binary (build it with cargo build --release)");
     let full_collections = Arc::new(AtomicUsize::new(0));
+    let status_writes_ms: Arc<parking_lot::Mutex<Vec<f64>>> = Arc::default();
     let stderr = child.stderr.take().expect("stderr");
     std::thread::spawn({
         let full = full_collections.clone();
+        let writes = status_writes_ms.clone();
         let needle = format!("collected {expected} in");
+        // The whole log, for a look at where the time goes.
+        let mut log = std::env::var_os("OPERATOR_LOG").and_then(|p| {
+            let mut open = std::fs::OpenOptions::new();
+            open.create(true).append(true).open(p).ok()
+        });
         move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(f) = log.as_mut() {
+                    let _ = writeln!(f, "{line}");
+                }
                 if line.contains(&needle) {
                     full.fetch_add(1, Relaxed);
+                }
+                if let Some((_, tail)) = line.split_once(" written in ")
+                    && let Some(ms) = tail.split(' ').next().and_then(|m| m.parse().ok())
+                {
+                    writes.lock().push(ms);
                 }
                 if line.contains(" WARN ") || line.contains(" ERROR ") {
                     eprintln!("operator: {line}");
@@ -130,6 +147,7 @@ fn start_operator(kubeconfig: &std::path::Path, api_url: &str, expected: usize) 
     Operator {
         child,
         full_collections,
+        status_writes_ms,
     }
 }
 
@@ -153,6 +171,60 @@ impl Operator {
             .status();
         let _ = self.child.wait();
     }
+}
+
+/// `n` changes, one after the other: a new revision of a random release
+/// among the first `releases` (each still at revision 1, or changed once
+/// before), then the wait for its POST. Gives the latencies and the status
+/// writes' durations the operator logged meanwhile.
+async fn change_to_delivery(
+    client: &kube::Client,
+    api: &Receiver,
+    op: &Operator,
+    rng: &mut Rng,
+    releases: usize,
+    n: usize,
+) -> serde_json::Value {
+    let writes_before = op.status_writes_ms.lock().len();
+    let mut revisions = std::collections::HashMap::new();
+    let mut latencies = Vec::new();
+    for _ in 0..n {
+        let i = rng.below(releases as u64) as usize;
+        let (ns, name) = (namespace_of(i), release_name(i));
+        let v: &mut u32 = revisions.entry(i).or_insert(1);
+        *v += 1;
+        let v = *v;
+        let seen = api.requests().len();
+        let secret = release_secret(rng, &ns, &name, v, "deployed", 2_000);
+        Api::<Secret>::namespaced(client.clone(), &ns)
+            .create(&Default::default(), &secret)
+            .await
+            .expect("a new revision");
+        let t0 = Instant::now();
+        let got = api
+            .wait_for_since(
+                seen,
+                |r| {
+                    r.path == "/v1/apps"
+                        && r.json()["app_info"]["helm_info"]["name"] == name.as_str()
+                        && r.json()["app_info"]["helm_info"]["revision"] == v
+                },
+                1,
+                Duration::from_secs(30),
+            )
+            .await;
+        assert!(!got.is_empty(), "no POST for {ns}/{name} v{v}");
+        // When the POST arrived, not when this loop noticed it.
+        latencies.push(got[0].at.duration_since(t0).as_secs_f64() * 1000.0);
+    }
+    // The last change's status write.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let writes = op.status_writes_ms.lock()[writes_before..].to_vec();
+    json!({
+        "releases": releases,
+        "change_to_delivery_ms": common::stats(latencies),
+        "status_write_ms": common::stats(writes),
+    })
 }
 
 /// The status's size as JSON, the whole object's size, and the YAML `kubectl
@@ -195,6 +267,7 @@ async fn main() {
     let mut sizes = vec![1_000usize, 10_000];
     let mut seed = 42u64;
     let mut markdown: Option<String> = None;
+    let mut changes = 20usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
@@ -202,6 +275,7 @@ async fn main() {
             "--releases" => sizes = v.split(',').filter_map(|n| n.parse().ok()).collect(),
             "--seed" => seed = v.parse().unwrap_or(seed),
             "--markdown" => markdown = Some(v),
+            "--changes" => changes = v.parse().unwrap_or(changes),
             other => eprintln!("status_size: ignoring {other}"),
         }
     }
@@ -253,15 +327,25 @@ async fn main() {
         let _ = op;
     }
 
+    // Change → delivery at the largest size: a new revision of one release
+    // at a time, until its POST arrives; and what each status write took.
+    let changes = if let Some(op) = operator.as_ref() {
+        change_to_delivery(&client, &api, op, &mut rng, have, changes).await
+    } else {
+        json!(null)
+    };
+
     // Restart at the largest size: the new process reconciles everything
     // and must send nothing and write nothing.
     if let Some(op) = operator.take() {
         op.stop();
     }
     let before_requests = api.requests().len();
-    let before = results
-        .last()
-        .and_then(|m| m["resource_version"].as_str().map(String::from));
+    let before = Api::<apis::Hosstedproject>::all(client.clone())
+        .get(PROJECT)
+        .await
+        .ok()
+        .and_then(|hp| hp.metadata.resource_version);
     let t = Instant::now();
     let op = start_operator(&kubeconfig, &api_url, have);
     let reconciled = op.wait_full_reconcile(Duration::from_secs(600)).await;
@@ -283,6 +367,7 @@ async fn main() {
             if let Some(o) = m.as_object_mut() { o.remove("yaml"); }
             m
         }).collect::<Vec<_>>(),
+        "changes": changes,
         "restart": {
             "releases": have,
             "reconciled_all": reconciled,

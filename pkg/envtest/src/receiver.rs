@@ -34,6 +34,9 @@ pub struct Recorded {
     pub body: Vec<u8>,
     /// The status it was answered with.
     pub answered: u16,
+    /// When its body had arrived (for latencies that must not include the
+    /// time a caller takes to look through what was recorded).
+    pub at: std::time::Instant,
 }
 
 impl Recorded {
@@ -155,6 +158,13 @@ impl Receiver {
         self.shared.requests.lock().clone()
     }
 
+    /// The requests after the first `from` (e.g. `from` = an earlier
+    /// `requests().len()`).
+    pub fn requests_since(&self, from: usize) -> Vec<Recorded> {
+        let all = self.shared.requests.lock();
+        all.get(from..).map(<[_]>::to_vec).unwrap_or_default()
+    }
+
     /// Waits until at least `n` requests match `filter`, and returns them all;
     /// returns what there is after `timeout`.
     pub async fn wait_for(
@@ -163,12 +173,28 @@ impl Receiver {
         n: usize,
         timeout: Duration,
     ) -> Vec<Recorded> {
+        self.wait_for_since(0, filter, n, timeout).await
+    }
+
+    /// [`wait_for`](Self::wait_for) among the requests after the first
+    /// `from` only: with thousands recorded, looking through all of them on
+    /// each arrival costs more than what a benchmark measures.
+    pub async fn wait_for_since(
+        &self,
+        from: usize,
+        filter: impl Fn(&Recorded) -> bool,
+        n: usize,
+        timeout: Duration,
+    ) -> Vec<Recorded> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let mut arrived = std::pin::pin!(self.shared.arrived.notified());
             arrived.as_mut().enable();
-            let matching: Vec<Recorded> =
-                self.requests().into_iter().filter(|r| filter(r)).collect();
+            let matching: Vec<Recorded> = self
+                .requests_since(from)
+                .into_iter()
+                .filter(|r| filter(r))
+                .collect();
             if matching.len() >= n {
                 return matching;
             }
@@ -226,6 +252,7 @@ async fn serve(mut stream: impl Conn, shared: Arc<Shared>) {
             headers,
             body,
             answered: 200,
+            at: std::time::Instant::now(),
         };
         let ruled = shared.rules.lock().iter().find_map(|r| r(&recorded));
         let status = ruled
