@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 use sha2::{Digest, Sha256};
 
-use super::objects::{lean_meta, resource};
+use super::objects::{LeanMeta, lean_meta, resource};
 
 /// `key → hex SHA-256 of its value`.
 pub type KeyDigests = BTreeMap<String, String>;
@@ -27,7 +27,7 @@ fn digests(data: BTreeMap<String, String>) -> KeyDigests {
 /// A Secret, as digests of its keys.
 #[derive(Clone, Debug)]
 pub struct SecretDigests {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     pub keys: KeyDigests,
@@ -37,7 +37,7 @@ resource!(SecretDigests, "Secret", "secrets", NamespaceResourceScope);
 /// A ConfigMap, as digests of its keys (`data` and `binaryData`).
 #[derive(Clone, Debug)]
 pub struct ConfigMapDigests {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     pub keys: KeyDigests,
@@ -53,7 +53,7 @@ resource!(
 #[serde(rename_all = "camelCase")]
 struct Raw {
     #[serde(deserialize_with = "lean_meta")]
-    metadata: ObjectMeta,
+    metadata: LeanMeta,
     #[serde(default)]
     data: BTreeMap<String, String>,
     #[serde(default)]

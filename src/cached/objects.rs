@@ -33,9 +33,121 @@ const KEPT_LABELS: [&str; 7] = [
     "hossted.com/helmapp-uid",
 ];
 
+/// The labels of [`KEPT_LABELS`] an object has, compactly: a label map
+/// costs ~600 bytes even for one label (a B-tree node has room for eleven),
+/// ~75 MB across the 125,000 labelled objects of 10,000 releases; this
+/// costs ~24 bytes a label plus its value.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeptLabels(Box<[(u8, Box<str>)]>);
+
+impl KeptLabels {
+    /// Keeps the labels of `labels` that are [`KEPT_LABELS`].
+    pub fn keep(labels: BTreeMap<String, String>) -> Self {
+        let kept: Vec<(u8, Box<str>)> = labels
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let at = KEPT_LABELS.iter().position(|kept| *kept == k)?;
+                Some((at as u8, v.into_boxed_str()))
+            })
+            .collect();
+        KeptLabels(kept.into_boxed_slice())
+    }
+
+    /// The value of label `key`, if it is kept and set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let at = KEPT_LABELS.iter().position(|kept| *kept == key)?;
+        self.0
+            .iter()
+            .find(|(k, _)| usize::from(*k) == at)
+            .map(|(_, v)| &**v)
+    }
+
+    /// The labels kept, as (key, value).
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.0
+            .iter()
+            .map(|(k, v)| (KEPT_LABELS[usize::from(*k)], &**v))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Keeps only the labels `keep` says yes to.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        let kept: Vec<(u8, Box<str>)> = std::mem::take(&mut self.0)
+            .into_vec()
+            .into_iter()
+            .filter(|(k, _)| keep(KEPT_LABELS[usize::from(*k)]))
+            .collect();
+        self.0 = kept.into_boxed_slice();
+    }
+}
+
+/// An object's metadata as cached: k8s-openapi's `ObjectMeta` (what
+/// `kube::Resource` hands out) without its label map, and the labels kept
+/// beside it as [`KeptLabels`]. Dereferences to the `ObjectMeta`, so
+/// `obj.metadata.name` reads as usual; read labels with [`LeanMeta::label`]
+/// (`obj.meta().labels` is always `None`).
+#[derive(Clone, Debug, Default)]
+pub struct LeanMeta {
+    meta: ObjectMeta,
+    labels: KeptLabels,
+}
+
+impl LeanMeta {
+    /// The value of label `key` (one of [`KEPT_LABELS`]), or `""`.
+    pub fn label(&self, key: &str) -> &str {
+        self.labels.get(key).unwrap_or_default()
+    }
+
+    /// The labels kept.
+    pub fn labels(&self) -> &KeptLabels {
+        &self.labels
+    }
+
+    /// The labels kept, to drop some.
+    pub fn labels_mut(&mut self) -> &mut KeptLabels {
+        &mut self.labels
+    }
+}
+
+/// From a whole `ObjectMeta` (tests build objects so): its labels move to
+/// [`KeptLabels`].
+impl From<ObjectMeta> for LeanMeta {
+    fn from(mut meta: ObjectMeta) -> Self {
+        let labels = KeptLabels::keep(meta.labels.take().unwrap_or_default());
+        LeanMeta { meta, labels }
+    }
+}
+
+impl std::ops::Deref for LeanMeta {
+    type Target = ObjectMeta;
+    fn deref(&self) -> &ObjectMeta {
+        &self.meta
+    }
+}
+
+impl std::ops::DerefMut for LeanMeta {
+    fn deref_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// A cached object whose labels can be read (each lean type: its
+/// `ObjectMeta` has none, see [`LeanMeta`]).
+pub trait Labelled {
+    fn lean_meta(&self) -> &LeanMeta;
+
+    /// The value of label `key` (one of [`KEPT_LABELS`]), or `""`.
+    fn label(&self, key: &str) -> &str {
+        self.lean_meta().label(key)
+    }
+}
+
 /// Parses metadata keeping name, namespace, resourceVersion, generation and
 /// [`KEPT_LABELS`].
-pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<LeanMeta, D::Error> {
     let mut meta = lean_meta_with_uid(d)?;
     meta.uid = None;
     Ok(meta)
@@ -44,7 +156,7 @@ pub(super) fn lean_meta<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D
 /// [`lean_meta`], plus the UID — for an object an Event may have to be
 /// about (Events are matched to objects by UID); the caller drops it
 /// when no Event can follow, so that the cache does not keep it.
-pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error> {
+pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<LeanMeta, D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Meta {
@@ -56,16 +168,17 @@ pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<Obje
         generation: Option<i64>,
         uid: Option<String>,
     }
-    let mut m = Meta::deserialize(d)?;
-    m.labels.retain(|k, _| KEPT_LABELS.contains(&k.as_str()));
-    Ok(ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        labels: (!m.labels.is_empty()).then_some(m.labels),
-        resource_version: m.resource_version,
-        generation: m.generation,
-        uid: m.uid,
-        ..Default::default()
+    let m = Meta::deserialize(d)?;
+    Ok(LeanMeta {
+        meta: ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            resource_version: m.resource_version,
+            generation: m.generation,
+            uid: m.uid,
+            ..Default::default()
+        },
+        labels: KeptLabels::keep(m.labels),
     })
 }
 
@@ -115,6 +228,11 @@ macro_rules! resource {
                 &mut self.metadata
             }
         }
+        impl $crate::cached::objects::Labelled for $ty {
+            fn lean_meta(&self) -> &$crate::cached::objects::LeanMeta {
+                &self.metadata
+            }
+        }
     };
 }
 pub(super) use resource;
@@ -127,27 +245,23 @@ pub fn managed_by_helm_options<K>() -> cache::InformerOptions<K> {
     cache::InformerOptions::default().labels(&format!("{MANAGED_BY_LABEL}=Helm"))
 }
 
-/// The value of label `key`, or `""`.
-pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> &'a str {
-    meta.labels
-        .as_ref()
-        .and_then(|l| l.get(key))
-        .map(String::as_str)
-        .unwrap_or_default()
+/// The value of label `key` (one of [`KEPT_LABELS`]), or `""`.
+pub fn label<'a>(meta: &'a LeanMeta, key: &str) -> &'a str {
+    meta.label(key)
 }
 
 /// A Namespace: only its name matters.
 #[derive(Clone, Debug, Deserialize)]
 pub struct Namespace {
     #[serde(deserialize_with = "lean_meta")]
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
 }
 resource!(Namespace, "Namespace", "namespaces", ClusterResourceScope);
 
 /// A Pod: its containers' names and images, its controller, its phase.
 #[derive(Clone, Debug)]
 pub struct Pod {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// `spec.containers`, in order (names and images only).
     pub containers: Vec<Container>,
     /// The controller `ownerReference` (e.g. its ReplicaSet or
@@ -189,7 +303,7 @@ impl<'de> Deserialize<'de> for Pod {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta_and_controller")]
-            metadata: (ObjectMeta, Option<Owner>),
+            metadata: (LeanMeta, Option<Owner>),
             #[serde(default)]
             spec: Spec,
             #[serde(default)]
@@ -219,7 +333,7 @@ impl<'de> Deserialize<'de> for Pod {
 /// [`lean_meta`], plus the controller `ownerReference`.
 fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
     d: D,
-) -> Result<(ObjectMeta, Option<Owner>), D::Error> {
+) -> Result<(LeanMeta, Option<Owner>), D::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Meta {
@@ -240,8 +354,7 @@ fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
         #[serde(default)]
         controller: Option<bool>,
     }
-    let mut m = Meta::deserialize(d)?;
-    m.labels.retain(|k, _| KEPT_LABELS.contains(&k.as_str()));
+    let m = Meta::deserialize(d)?;
     let controller = m
         .owner_references
         .into_iter()
@@ -250,12 +363,14 @@ fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
             kind: o.kind,
             name: o.name,
         });
-    let meta = ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        labels: (!m.labels.is_empty()).then_some(m.labels),
-        resource_version: m.resource_version,
-        ..Default::default()
+    let meta = LeanMeta {
+        meta: ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            resource_version: m.resource_version,
+            ..Default::default()
+        },
+        labels: KeptLabels::keep(m.labels),
     };
     Ok((meta, controller))
 }
@@ -263,7 +378,7 @@ fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
 /// A Service: its first port.
 #[derive(Clone, Debug)]
 pub struct Service {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     /// The first port's number; 0 when the service has no port (headless).
@@ -276,7 +391,7 @@ impl<'de> Deserialize<'de> for Service {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             spec: Spec,
         }
@@ -302,7 +417,7 @@ impl<'de> Deserialize<'de> for Service {
 /// A PersistentVolumeClaim: its requested storage.
 #[derive(Clone, Debug)]
 pub struct PersistentVolumeClaim {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// `spec.resources.requests.storage` in bytes; 0 when unset or invalid.
     pub size: i64,
 }
@@ -318,7 +433,7 @@ impl<'de> Deserialize<'de> for PersistentVolumeClaim {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             spec: Spec,
         }
@@ -350,7 +465,7 @@ impl<'de> Deserialize<'de> for PersistentVolumeClaim {
 /// An Ingress (networking.k8s.io/v1): its rules' hosts and its TLS hosts.
 #[derive(Clone, Debug)]
 pub struct Ingress {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     /// The rules' hosts, in order (a rule without a host gives `""`).
@@ -379,7 +494,7 @@ impl<'de> Deserialize<'de> for Ingress {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             spec: Spec,
         }

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
 use super::helm::{ReleaseSummary, decode_release_with};
-use super::objects::{label, lean_meta, lean_meta_with_uid, resource};
+use super::objects::{LeanMeta, label, lean_meta, lean_meta_with_uid, resource};
 
 /// The `data` of a Secret as the API serves it: base64 values. Only the
 /// entry `key` is decoded and kept.
@@ -42,7 +42,7 @@ pub fn helm_storage_options<K>() -> cache::InformerOptions<K> {
 /// (`sh.helm.release.v1.<name>.v<N>`, label `owner=helm`) or ConfigMap.
 #[derive(Clone, Debug)]
 pub struct HelmRelease {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// The decoded release, or why it could not be decoded.
     pub release: Result<ReleaseSummary, String>,
     /// SHA-256 of `data.release` (helm's payload, as helm wrote it), kept
@@ -70,18 +70,15 @@ impl HelmRelease {
     /// `name`, `version`) say again what the release says, and a label map
     /// costs ~600 bytes — per revision, 50,000 of them at 10,000 releases.
     fn new(
-        mut metadata: ObjectMeta,
+        mut metadata: LeanMeta,
         release: Result<ReleaseSummary, String>,
         digest: Option<[u8; 32]>,
     ) -> Self {
         if release.is_ok() {
             metadata.uid = None;
-            if let Some(labels) = metadata.labels.as_mut() {
-                labels.retain(|k, _| k == HELMAPP_UID_LABEL || k == CONFIG_HASH_LABEL);
-                if labels.is_empty() {
-                    metadata.labels = None;
-                }
-            }
+            metadata
+                .labels_mut()
+                .retain(|k| k == HELMAPP_UID_LABEL || k == CONFIG_HASH_LABEL);
         }
         HelmRelease {
             metadata,
@@ -102,7 +99,7 @@ impl<'de> Deserialize<'de> for HelmRelease {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta_with_uid")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             data: BTreeMap<String, String>,
         }
@@ -132,7 +129,7 @@ impl<'de> Deserialize<'de> for HelmRelease {
 /// write a Secret labelled `owner=helm` can forge one: an implausible one
 /// is never reported, never in a status (a 1 MB name would push the
 /// Hosstedproject's status past etcd's limit).
-fn plausible(release: ReleaseSummary, meta: &ObjectMeta) -> Result<ReleaseSummary, String> {
+fn plausible(release: ReleaseSummary, meta: &LeanMeta) -> Result<ReleaseSummary, String> {
     let name = &release.name;
     let helm_name = name.len() <= 53
         && name
@@ -189,7 +186,7 @@ impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta_with_uid")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             data: BTreeMap<String, String>,
         }
@@ -205,6 +202,12 @@ impl<'de> Deserialize<'de> for HelmReleaseConfigMap {
             release,
             None,
         )))
+    }
+}
+
+impl super::objects::Labelled for HelmReleaseConfigMap {
+    fn lean_meta(&self) -> &LeanMeta {
+        &self.0.metadata
     }
 }
 
@@ -234,7 +237,7 @@ impl kube::Resource for HelmReleaseConfigMap {
 /// A Secret named `uuid` (field selector `metadata.name=uuid`): its `uuid` key.
 #[derive(Clone, Debug)]
 pub struct UuidSecret {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// `data.uuid`, when present and valid UTF-8.
     pub uuid: Option<String>,
 }
@@ -245,7 +248,7 @@ impl<'de> Deserialize<'de> for UuidSecret {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             data: BTreeMap<String, String>,
         }

@@ -8,7 +8,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::objects::resource;
+use super::objects::{LeanMeta, resource};
 
 /// The labels trivy-operator puts on a report.
 pub const KIND_LABEL: &str = "trivy-operator.resource.kind";
@@ -19,7 +19,7 @@ pub const CONTAINER_LABEL: &str = "trivy-operator.container.name";
 #[derive(Clone, Debug)]
 pub struct VulnerabilityReport {
     /// Name, namespace and resourceVersion only.
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// The workload's kind (`ReplicaSet`, `StatefulSet`, `Pod`, ...).
     pub workload_kind: String,
     pub workload_name: String,
@@ -102,12 +102,12 @@ impl<'de> Deserialize<'de> for VulnerabilityReport {
             workload_kind: take(KIND_LABEL),
             workload_name: take(NAME_LABEL),
             container: take(CONTAINER_LABEL),
-            metadata: ObjectMeta {
+            metadata: LeanMeta::from(ObjectMeta {
                 name: raw.metadata.name,
                 namespace: raw.metadata.namespace,
                 resource_version: raw.metadata.resource_version,
                 ..Default::default()
-            },
+            }),
             summary: raw.report.summary,
             vulnerabilities: raw.report.vulnerabilities,
         })

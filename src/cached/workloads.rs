@@ -12,13 +12,13 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use super::objects::{lean_meta, resource};
+use super::objects::{LeanMeta, lean_meta, resource};
 
 /// A Deployment: its name, the first `secretKeyRef` of its pod template,
 /// and its rollout.
 #[derive(Clone, Debug)]
 pub struct Deployment {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     pub secret_ref: Option<SecretKeyRef>,
@@ -83,7 +83,7 @@ impl<'de> Deserialize<'de> for Deployment {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             spec: Spec,
             #[serde(default)]
@@ -147,7 +147,7 @@ impl<'de> Deserialize<'de> for Deployment {
 /// A StatefulSet: its name and its rollout.
 #[derive(Clone, Debug)]
 pub struct StatefulSet {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     pub rollout: Rollout,
@@ -158,7 +158,7 @@ impl<'de> Deserialize<'de> for StatefulSet {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             spec: Spec,
             #[serde(default)]
@@ -193,7 +193,7 @@ resource!(
 /// A DaemonSet: its rollout (for `wait`).
 #[derive(Clone, Debug)]
 pub struct DaemonSet {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     pub rollout: Rollout,
@@ -212,7 +212,7 @@ impl<'de> Deserialize<'de> for DaemonSet {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             status: Status,
         }
@@ -245,7 +245,7 @@ impl<'de> Deserialize<'de> for DaemonSet {
 /// A Job: done when it has succeeded `completions` times (for `wait`).
 #[derive(Clone, Debug)]
 pub struct Job {
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     /// For drift (see [`super::fingerprint`]).
     pub fingerprint: super::fingerprint::Fingerprint,
     /// `spec.completions` (1 when unset).
@@ -266,7 +266,7 @@ impl<'de> Deserialize<'de> for Job {
         #[derive(Deserialize)]
         struct Raw {
             #[serde(deserialize_with = "lean_meta")]
-            metadata: ObjectMeta,
+            metadata: LeanMeta,
             #[serde(default)]
             spec: Spec,
             #[serde(default)]
@@ -296,7 +296,7 @@ impl<'de> Deserialize<'de> for Job {
 #[derive(Clone, Debug, Deserialize)]
 pub struct ConfigMap {
     #[serde(deserialize_with = "lean_meta")]
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
     #[serde(default)]
     pub data: Option<BTreeMap<String, String>>,
 }
@@ -316,7 +316,7 @@ impl ConfigMap {
 #[derive(Clone, Debug, Deserialize)]
 pub struct ReleaseSecret {
     #[serde(deserialize_with = "lean_meta")]
-    pub metadata: ObjectMeta,
+    pub metadata: LeanMeta,
 }
 resource!(ReleaseSecret, "Secret", "secrets", NamespaceResourceScope);
 

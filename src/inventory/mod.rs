@@ -31,7 +31,7 @@ use cache::{Event, HandlerFn, InformerOptions, Object, SharedInformer, SharedInf
 use kube::{Api, Client, ResourceExt};
 use runtime::{Controller, Manager, StatusWriter};
 
-use crate::cached::objects::{INSTANCE_LABEL, label};
+use crate::cached::objects::{INSTANCE_LABEL, Labelled};
 
 pub use api::{ApiRequests, HosstedApi};
 pub use informers::Informers;
@@ -168,7 +168,7 @@ impl Trigger<'_> {
     /// unavailable) is left to its backoff: a change must not cut it short.
     fn watch<K>(self, informer: &SharedInformer<K>)
     where
-        K: Object,
+        K: Object + Labelled,
     {
         let queue = self.controller.queue();
         let projects = self.projects.store();
@@ -177,9 +177,7 @@ impl Trigger<'_> {
             let Some(obj) = e.changed() else {
                 return;
             };
-            if matches!(filter, Filter::ReleaseMember)
-                && label(obj.meta(), INSTANCE_LABEL).is_empty()
-            {
+            if matches!(filter, Filter::ReleaseMember) && obj.label(INSTANCE_LABEL).is_empty() {
                 return;
             }
             for key in projects.list_keys() {

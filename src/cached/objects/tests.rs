@@ -22,9 +22,13 @@ fn metadata_keeps_only_what_the_collector_reads() {
     let m = &ns.metadata;
     assert_eq!(m.name.as_deref(), Some("apps"));
     assert_eq!(m.resource_version.as_deref(), Some("42"));
-    let labels: Vec<&String> = m.labels.as_ref().unwrap().keys().collect();
+    let labels: Vec<&str> = m.labels().iter().map(|(k, _)| k).collect();
     assert_eq!(labels, [INSTANCE_LABEL, MANAGED_BY_LABEL]);
     assert!(m.annotations.is_none() && m.managed_fields.is_none() && m.uid.is_none());
+    assert!(
+        kube::Resource::meta(&ns).labels.is_none(),
+        "labels are kept beside the ObjectMeta, not in a map"
+    );
 }
 
 #[test]
@@ -115,7 +119,8 @@ fn a_helm_release_secret_is_cached_decoded() {
     );
     assert!(s.hossted_helm);
     assert_eq!(
-        r.metadata.labels, None,
+        r.metadata.labels().iter().count(),
+        0,
         "Helm's labels say again what the release says: not kept"
     );
     assert_eq!(
@@ -136,8 +141,7 @@ fn a_release_a_helmapp_owns_keeps_delivery_labels_only() {
     secret["metadata"]["labels"]["hossted.com/helmapp-uid"] = json!("uid-1");
     secret["metadata"]["labels"]["hossted.com/config-hash"] = json!("h1");
     let r: HelmRelease = serde_json::from_value(secret).unwrap();
-    let labels = r.metadata.labels.as_ref().unwrap();
-    let kept: Vec<&str> = labels.keys().map(String::as_str).collect();
+    let kept: Vec<&str> = r.metadata.labels().iter().map(|(k, _)| k).collect();
     assert_eq!(kept, ["hossted.com/config-hash", "hossted.com/helmapp-uid"]);
     assert!(r.digest.is_some(), "owned: its digest is kept");
 }
@@ -172,4 +176,34 @@ fn the_uuid_secret_yields_its_uuid() {
     let none: UuidSecret =
         serde_json::from_value(json!({ "metadata": { "name": "uuid" }, "data": {} })).unwrap();
     assert_eq!(none.uuid, None);
+}
+
+#[test]
+fn kept_labels_hold_only_the_kept_ones() {
+    let mut labels = KeptLabels::keep(BTreeMap::from([
+        (INSTANCE_LABEL.to_string(), "web".to_string()),
+        ("app".to_string(), "not kept".to_string()),
+        ("owner".to_string(), "helm".to_string()),
+    ]));
+    assert_eq!(labels.get(INSTANCE_LABEL), Some("web"));
+    assert_eq!(labels.get("owner"), Some("helm"));
+    assert_eq!(labels.get("app"), None, "not one of KEPT_LABELS");
+    assert_eq!(labels.get(MANAGED_BY_LABEL), None, "kept, but not set");
+    labels.retain(|k| k == "owner");
+    assert_eq!(labels.iter().collect::<Vec<_>>(), [("owner", "helm")]);
+}
+
+#[test]
+fn lean_meta_from_object_meta_moves_its_labels() {
+    let meta = LeanMeta::from(ObjectMeta {
+        name: Some("web-0".into()),
+        labels: Some(BTreeMap::from([(
+            INSTANCE_LABEL.to_string(),
+            "web".to_string(),
+        )])),
+        ..Default::default()
+    });
+    assert_eq!(meta.name.as_deref(), Some("web-0"));
+    assert_eq!(label(&meta, INSTANCE_LABEL), "web");
+    assert!((*meta).labels.is_none(), "the ObjectMeta keeps no map");
 }

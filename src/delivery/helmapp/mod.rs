@@ -39,7 +39,7 @@ use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::fingerprint::Fingerprinted;
 use crate::cached::members::member_informer;
-use crate::cached::objects::HelmRelease;
+use crate::cached::objects::{HelmRelease, Labelled};
 use crate::cached::storage::helm_storage_options;
 use crate::cached::workloads::ReleaseSecret;
 use crate::delivery::helm::Helm;
@@ -284,20 +284,20 @@ impl MemberInformers {
     /// member, and changes of a member's sections (drift) enqueue the
     /// release's HelmApps.
     fn wire(&self, to: &wiring::Enqueue) {
-        fn on<K: cache::Object + Fingerprinted>(
+        fn on<K: cache::Object + Fingerprinted + Labelled>(
             informer: &Arc<cache::SharedInformer<K>>,
             to: &wiring::Enqueue,
             rollout: bool,
         ) {
             let to = to.clone();
             informer.add_event_handler(HandlerFn(move |e: &Event<K>| match e {
-                Event::Delete(o) => to.on_release_object(o.meta(), false),
+                Event::Delete(o) => to.on_release_object(o.lean_meta(), false),
                 Event::Update { old, new } if old.fingerprint() != new.fingerprint() => {
-                    to.on_release_object(new.meta(), false)
+                    to.on_release_object(new.lean_meta(), false)
                 }
                 _ if rollout => {
                     if let Some(o) = e.changed() {
-                        to.on_release_object(o.meta(), true);
+                        to.on_release_object(o.lean_meta(), true);
                     }
                 }
                 _ => {}

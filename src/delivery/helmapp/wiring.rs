@@ -13,7 +13,7 @@ use kube::api::ObjectMeta;
 use runtime::RateLimitingQueue;
 
 use crate::cached::fingerprint::Fingerprinted;
-use crate::cached::objects::{HelmRelease, INSTANCE_LABEL, label};
+use crate::cached::objects::{HelmRelease, INSTANCE_LABEL, Labelled, LeanMeta, label};
 use crate::delivery::names::{
     APPROVE, DEPENDS_ON_INDEX, FORCE_AT, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX,
 };
@@ -108,7 +108,7 @@ impl Enqueue {
     /// An object of a release (by its instance label) was deleted, or a
     /// workload's rollout moved (`rollout_only`: then only the HelmApps
     /// that `wait`).
-    pub fn on_release_object(&self, meta: &ObjectMeta, rollout_only: bool) {
+    pub fn on_release_object(&self, meta: &LeanMeta, rollout_only: bool) {
         let release = label(meta, INSTANCE_LABEL);
         if release.is_empty() {
             return;
@@ -124,12 +124,12 @@ impl Enqueue {
 impl Enqueue {
     /// A Secret or ConfigMap of a release (by its instance label) whose
     /// sections changed or that was deleted: drift.
-    pub fn on_member_data<K: cache::Object + Fingerprinted>(&self, e: &Event<K>) {
+    pub fn on_member_data<K: cache::Object + Fingerprinted + Labelled>(&self, e: &Event<K>) {
         match e {
             Event::Update { old, new } if old.fingerprint() != new.fingerprint() => {
-                self.on_release_object(new.meta(), false)
+                self.on_release_object(new.lean_meta(), false)
             }
-            Event::Delete(o) => self.on_release_object(o.meta(), false),
+            Event::Delete(o) => self.on_release_object(o.lean_meta(), false),
             _ => {}
         }
     }

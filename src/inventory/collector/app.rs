@@ -8,7 +8,7 @@ use cache::Store;
 use kube::Resource;
 
 use crate::cached::helm::ReleaseSummary;
-use crate::cached::objects::{MANAGED_BY_LABEL, Pod, label};
+use crate::cached::objects::{Labelled, MANAGED_BY_LABEL, Pod};
 use crate::inventory::payload::{
     AccessInfo, AccessUrl, AppApiInfo, AppInfo, AppOptionsState, AppPayload, ConfigMapInfo,
     ContainerSecurity, DeploymentInfo, HelmInfo, HelmValueInfo, IngressInfo, MonitoringState,
@@ -17,11 +17,11 @@ use crate::inventory::payload::{
 
 use super::{Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
 
-fn members<K: Resource + 'static>(store: &Store<K>, key: &str) -> Vec<Arc<K>> {
+fn members<K: Resource + Labelled + 'static>(store: &Store<K>, key: &str) -> Vec<Arc<K>> {
     let mut found: Vec<Arc<K>> = store
         .by_index(RELEASE_INDEX, key)
         .into_iter()
-        .filter(|o| label(o.meta(), MANAGED_BY_LABEL) == "Helm")
+        .filter(|o| o.label(MANAGED_BY_LABEL) == "Helm")
         .collect();
     found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
     found

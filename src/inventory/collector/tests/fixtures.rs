@@ -3,11 +3,11 @@
 //! The collector on in-memory stores.
 
 use super::super::*;
-use crate::cached::objects::{Container, INSTANCE_LABEL, MANAGED_BY_LABEL, Owner};
+use crate::cached::objects::{Container, INSTANCE_LABEL, LeanMeta, MANAGED_BY_LABEL, Owner};
 use kube::api::ObjectMeta;
 use std::collections::BTreeMap;
 
-pub(super) fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+pub(super) fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> LeanMeta {
     ObjectMeta {
         name: Some(name.into()),
         namespace: Some(ns.into()),
@@ -19,6 +19,7 @@ pub(super) fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> ObjectMeta 
         ),
         ..Default::default()
     }
+    .into()
 }
 
 pub(super) fn helm_labels(instance: &str) -> Vec<(&str, &str)> {
@@ -60,7 +61,8 @@ pub(super) fn namespace(c: &Caches, ns: &str) {
         metadata: ObjectMeta {
             name: Some(ns.into()),
             ..Default::default()
-        },
+        }
+        .into(),
     }));
 }
 

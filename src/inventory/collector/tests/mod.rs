@@ -1,7 +1,6 @@
 //! The collector on in-memory stores.
 
 use super::*;
-use kube::api::ObjectMeta;
 use serde_json::json;
 
 mod fixtures;
@@ -175,13 +174,14 @@ fn a_derived_app_uuid_is_stable_per_installation_and_cluster() {
 fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
     let c = cluster();
     c.releases.upsert(Arc::new(HelmRelease {
-        metadata: ObjectMeta {
-            uid: Some("uid-of-v3".into()),
-            ..meta(
+        metadata: {
+            let mut m = meta(
                 "default",
                 "sh.helm.release.v1.test.v3",
                 &[("name", "test"), ("version", "3")],
-            )
+            );
+            m.uid = Some("uid-of-v3".into());
+            m
         },
         release: Err("the release's gzip stream is corrupt".into()),
         digest: None,
