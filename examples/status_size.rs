@@ -435,6 +435,25 @@ fn report_section(d: &serde_json::Value, sizes: &str, yaml: &str) -> String {
         r["requests_sent"],
         r["status_written"]
     );
+    let c = &d["changes"];
+    let f = |v: &serde_json::Value| v.as_f64().unwrap_or(0.0);
+    let _ = writeln!(
+        m,
+        "Change → delivery at {} releases ({} changes, one at a time: a new revision, then the wait for its POST; \
+         the 500 ms coalescing window included): p50 {:.0} ms, p99 {:.0} ms. Each status write meanwhile took p50 {:.0} ms, p99 {:.0} ms \
+         (the operator's log: a whole-status server-side apply, ~{:.0} KiB).\n",
+        c["releases"],
+        c["change_to_delivery_ms"]["n"],
+        f(&c["change_to_delivery_ms"]["p50"]),
+        f(&c["change_to_delivery_ms"]["p99"]),
+        f(&c["status_write_ms"]["p50"]),
+        f(&c["status_write_ms"]["p99"]),
+        d["sizes"]
+            .as_array()
+            .and_then(|s| s.last())
+            .map(|s| f(&s["status_json_bytes"]) / 1024.0)
+            .unwrap_or(0.0)
+    );
     let _ = writeln!(
         m,
         "The status part of `kubectl get hp -o yaml` at the largest size (lines cut at 110 characters; of `apps`, the first three lines only):\n\n```yaml"
