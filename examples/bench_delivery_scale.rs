@@ -738,6 +738,9 @@ async fn main() {
     let (mut sizes, mut edits, mut idle, mut markdown) =
         (vec![100usize, 500, 1000], 100usize, 60u64, None::<PathBuf>);
     let mut high = 10usize;
+    // `--only apps:concurrency[:NAME=VALUE,...]` (repeatable): just these
+    // runs, no report — to try a setting.
+    let mut only: Vec<(usize, usize, Vec<(String, String)>)> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
@@ -747,11 +750,19 @@ async fn main() {
             "--idle-secs" => idle = v.parse().unwrap_or(idle),
             "--high-concurrency" => high = v.parse().unwrap_or(high),
             "--markdown" => markdown = Some(v.into()),
+            "--only" => only.extend(parse_only(&v)),
             other => eprintln!("bench-delivery-scale: ignoring {other}"),
         }
     }
     let bin = std::env::var("HOSSTED_OPERATOR_BIN")
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
+    if !only.is_empty() {
+        for (n, conc, env) in &only {
+            let r = run_one(&bin, *n, *conc, env, false, 0, 5).await;
+            println!("{r}");
+        }
+        return;
+    }
     let largest = sizes.iter().copied().max().unwrap_or(1000);
     let mut runs = Vec::new();
     let index = index_part(&bin).await;
@@ -769,6 +780,21 @@ async fn main() {
     if let Some(path) = markdown {
         std::fs::write(path, report(&runs, &index)).expect("markdown");
     }
+}
+
+/// `apps:concurrency[:NAME=VALUE,...]`.
+fn parse_only(v: &str) -> Option<(usize, usize, Vec<(String, String)>)> {
+    let mut parts = v.splitn(3, ':');
+    let n = parts.next()?.parse().ok()?;
+    let conc = parts.next()?.parse().ok()?;
+    let env = parts
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Some((n, conc, env))
 }
 
 fn report(runs: &[Value], index: &Value) -> String {

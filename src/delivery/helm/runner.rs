@@ -378,9 +378,10 @@ fn helm_needs(name: &str) -> bool {
     matches!(
         name,
         "PATH" | "HOME" | "KUBECONFIG" | "KUBERNETES_SERVICE_HOST" | "KUBERNETES_SERVICE_PORT"
-    // Go's collector settings, for the helm processes (set them on the
-    // operator's container to bound what its helm children hold).
-        | "GOGC" | "GOMEMLIMIT"
+    // Go's runtime settings, for the helm processes (set them on the
+    // operator's container to bound what its helm children hold, or how
+    // many threads each may run at once).
+        | "GOGC" | "GOMEMLIMIT" | "GOMAXPROCS"
     ) || name.starts_with("HELM_")
 }
 
