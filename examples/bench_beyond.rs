@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
-use common::{apply_crds, free_port, helm_started, logging_helm, now_epoch, stats};
+use common::{delivery_cluster, free_port, helm_started, logging_helm, now_epoch, stats};
 use envtest::{ChartRepo, ControlPlane};
 use hossted_operator::delivery::webhook::signature::sign;
 use kube::Api;
@@ -175,19 +175,7 @@ async fn main() {
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let dir = std::env::temp_dir().join(format!("bench-beyond-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let cp = ControlPlane::start().await.expect("control plane");
-    apply_crds(
-        &cp,
-        &[
-            "helmapps.hossted.com",
-            "helmappsets.hossted.com",
-            "hosstedprojects.hossted.com",
-        ],
-    );
-    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = ChartRepo::start(&cp, &[&charts.join("tiny")], None)
-        .await
-        .expect("repo");
+    let (cp, repo) = delivery_cluster("tiny").await;
     let (wrapper, log) = logging_helm(&cp.helm_binary(), &dir);
     let hooks = free_port();
     let mut op = start_operator(&bin, &cp, &wrapper, &dir, hooks);

@@ -31,14 +31,14 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
 use common::{
-    apply_crds, audited_control_plane, cpu_seconds, http_get, logging_helm, now_epoch, proc_field,
+    Operator, apply_crds, audited_control_plane, cpu_seconds, logging_helm, now_epoch, proc_field,
     stats,
 };
 use envtest::{ChartRepo, ControlPlane};
@@ -69,91 +69,47 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-struct Operator {
-    child: Child,
-    metrics: String,
+/// The operator as this benchmark runs it (dry-run: nothing is sent to
+/// the Hossted API).
+fn start_operator(bin: &str, kubeconfig: &Path, helm: &Path, work: &Path, log: &Path) -> Operator {
+    let mut cmd = Command::new(bin);
+    cmd.env("KUBECONFIG", kubeconfig)
+        .env("EMAIL_ID", "bench@example.com")
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .args(["run", "--dry-run", "--controllers", "inventory,delivery"])
+        .args(["--max-concurrent-helm", "4"])
+        // Every namespace privileged; the tenant row names a
+        // ServiceAccount, which is impersonated wherever it is named.
+        .arg("--privileged-namespaces=*")
+        .arg("--helm-binary")
+        .arg(helm)
+        .arg("--work-dir")
+        .arg(work)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"));
+    Operator::spawn(cmd)
 }
 
-impl Operator {
-    fn start(bin: &str, kubeconfig: &Path, helm: &Path, work: &Path, log: &Path) -> Self {
-        let port = {
-            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
-            l.local_addr().expect("addr").port()
-        };
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(bin)
-            .env("KUBECONFIG", kubeconfig)
-            .env("EMAIL_ID", "bench@example.com")
-            .env(
-                "RUST_LOG",
-                std::env::var("BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .args(["run", "--dry-run", "--controllers", "inventory,delivery"])
-            .args(["--max-concurrent-helm", "4"])
-            // Every namespace privileged; the tenant row names a
-            // ServiceAccount, which is impersonated wherever it is named.
-            .arg("--privileged-namespaces=*")
-            .args([
-                "--metrics-bind-address",
-                &addr,
-                "--health-probe-bind-address",
-                &addr,
-            ])
-            .arg("--helm-binary")
-            .arg(helm)
-            .arg("--work-dir")
-            .arg(work)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).expect("log"))
-            .spawn()
-            .expect("operator");
-        Operator {
-            child,
-            metrics: format!("http://{addr}"),
-        }
-    }
+/// helm upgrades' total seconds and count, and the HelmApp controller's
+/// total reconcile seconds, so far.
+async fn time_spent(op: &Operator) -> [f64; 3] {
+    [
+        op.metric("hossted_helm_run_duration_seconds_sum{action=\"upgrade\"}")
+            .await,
+        op.metric("hossted_helm_run_duration_seconds_count{action=\"upgrade\"}")
+            .await,
+        op.metric("hossted_reconcile_duration_seconds_sum{controller=\"helmapp\"}")
+            .await,
+    ]
+}
 
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let url = format!("{}{path}", self.metrics);
-        http_get(url).await
-    }
-
-    async fn sample(&self, series: &str) -> f64 {
-        let Some((_, text)) = self.get("/metrics").await else {
-            return 0.0;
-        };
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    /// helm upgrades' total seconds and count, and the HelmApp
-    /// controller's total reconcile seconds, so far.
-    async fn time_spent(&self) -> [f64; 3] {
-        [
-            self.sample("hossted_helm_run_duration_seconds_sum{action=\"upgrade\"}")
-                .await,
-            self.sample("hossted_helm_run_duration_seconds_count{action=\"upgrade\"}")
-                .await,
-            self.sample("hossted_reconcile_duration_seconds_sum{controller=\"helmapp\"}")
-                .await,
-        ]
-    }
-
-    async fn reconciles(&self) -> f64 {
-        self.sample("hossted_reconcile_total{controller=\"helmapp\",result=\"success\"}")
-            .await
-    }
-
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
+/// Successful HelmApp reconciles so far.
+async fn reconciles(op: &Operator) -> f64 {
+    op.metric("hossted_reconcile_total{controller=\"helmapp\",result=\"success\"}")
+        .await
 }
 
 async fn namespace(client: &Client, name: &str) {
@@ -430,14 +386,12 @@ async fn main() {
         .collect();
 
     // ---- Phase A: helm as is -------------------------------------------
-    let op = Operator::start(&bin, &kubeconfig, &helm, &work, &dir.join("operator-a.log"));
+    let op = start_operator(&bin, &kubeconfig, &helm, &work, &dir.join("operator-a.log"));
     for ns in ["single", "bare", "tenant", "rendered"] {
         namespace(&client, ns).await;
     }
     tenant_rbac(&cp);
-    while op.get("/readyz").await.map(|r| r.0) != Some(200) {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    op.ready().await;
     let single_api: Api<HelmApp> = Api::namespaced(client.clone(), "single");
     let (mut ours, mut bare) = (Vec::new(), Vec::new());
     eprintln!("bench-delivery: apply → Released, {singles} interleaved runs after one warm-up");
@@ -459,7 +413,7 @@ async fn main() {
     let mut spent_before = [0.0; 3];
     for i in 0..=singles {
         if i == 1 {
-            spent_before = op.time_spent().await;
+            spent_before = time_spent(&op).await;
         }
         let b = bare_helm(&cp, &kubeconfig, &format!("bare-{i}"), "bare", &tgz);
         let name = format!("app-{i}");
@@ -506,7 +460,7 @@ async fn main() {
     // Where a counted run's time went (means): helm, the rest of its
     // reconcile, and what lies outside the reconcile (the watch event in,
     // the queue, the status's watch event back to this harness).
-    let spent = op.time_spent().await;
+    let spent = time_spent(&op).await;
     // Every counted run reconciled three apps: the privileged one, the
     // tenant's and the post-rendered one.
     let n = (ours.len() + tenant.len() + rendered.len()).max(1) as f64;
@@ -607,7 +561,7 @@ async fn main() {
             let ns = format!("batch-{r}");
             namespace(&client, &ns).await;
             let api: Api<HelmApp> = Api::namespaced(client.clone(), &ns);
-            let spent_before = op.time_spent().await;
+            let spent_before = time_spent(&op).await;
             let mut watch = Watched::start(&api).await;
             let cpu_before = cpu_seconds(op.pid());
             let cp_before = control_plane_cpu();
@@ -633,7 +587,7 @@ async fn main() {
             batch_cpu.push(cpu_seconds(op.pid()) - cpu_before);
             ours_cp_cpu.push(control_plane_cpu() - cp_before);
             ours_requests.push(delta(&req_before, &request_seconds()));
-            let spent = op.time_spent().await;
+            let spent = time_spent(&op).await;
             let (sum, count) = (spent[0] - spent_before[0], spent[1] - spent_before[1]);
             if count > 0.0 {
                 ours_runs.push(sum / count);
@@ -688,23 +642,21 @@ async fn main() {
     let (wrapper, helm_log) = logging_helm(&helm, &dir);
     let settled: Api<HelmApp> = Api::namespaced(client.clone(), "batch-0");
     let (audit_mark, _) = audit_writes(&audit, 0);
-    let op = Operator::start(
+    let op = start_operator(
         &bin,
         &kubeconfig,
         &wrapper,
         &work,
         &dir.join("operator-b.log"),
     );
-    while op.get("/readyz").await.map(|r| r.0) != Some(200) {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    op.ready().await;
     let synced = Instant::now();
-    while op.reconciles().await < batch as f64 {
+    while reconciles(&op).await < batch as f64 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let verified_ms = synced.elapsed().as_secs_f64() * 1000.0;
     for round in 0..3 {
-        let before = op.reconciles().await;
+        let before = reconciles(&op).await;
         let patches = (0..batch).map(|i| {
             let api = settled.clone();
             async move {
@@ -718,7 +670,7 @@ async fn main() {
             }
         });
         futures::future::join_all(patches).await;
-        while op.reconciles().await < before + batch as f64 {
+        while reconciles(&op).await < before + batch as f64 {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }

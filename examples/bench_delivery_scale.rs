@@ -26,15 +26,15 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
 use common::{
-    apply_crds, cpu_seconds, free_port, helm_started, http_get, log_lines, logging_helm, now_epoch,
-    percentile, proc_field,
+    DELIVERY_CRDS, Operator, apply_crds, cpu_seconds, delivery_cluster, helm_started, log_lines,
+    logging_helm, now_epoch, percentile, proc_field,
 };
 use envtest::{ChartRepo, ControlPlane, ControllerManager};
 use futures::{StreamExt, TryStreamExt};
@@ -72,14 +72,7 @@ async fn control_plane(dir: &Path) -> (ControlPlane, ControllerManager, PathBuf,
         .expect("control plane");
     let kcm = ControllerManager::start(&cp, ControllerManager::WORKLOADS)
         .expect("kube-controller-manager (WITH_CONTROLLER_MANAGER=1 hack/setup-envtest.sh)");
-    apply_crds(
-        &cp,
-        &[
-            "helmapps.hossted.com",
-            "helmappsets.hossted.com",
-            "hosstedprojects.hossted.com",
-        ],
-    );
+    apply_crds(&cp, &DELIVERY_CRDS);
     let kubeconfig = cp
         .kubeconfig_for_user(USER, Some("system:masters"))
         .expect("kubeconfig");
@@ -213,81 +206,40 @@ impl Drop for Sampler {
     }
 }
 
-struct Operator {
-    child: Child,
-    probes: String,
+/// The operator with delivery alone, `conc` helm runs at once.
+fn start_operator(
+    bin: &str,
+    kubeconfig: &Path,
+    helm: &Path,
+    dir: &Path,
+    conc: usize,
+    env: &[(String, String)],
+    log: &str,
+) -> Operator {
+    let mut cmd = Command::new(bin);
+    cmd.env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .args([
+            "run",
+            "--controllers",
+            "delivery",
+            "--privileged-namespaces=*",
+        ])
+        .arg(format!("--max-concurrent-helm={conc}"))
+        .arg("--helm-binary")
+        .arg(helm)
+        .arg("--work-dir")
+        .arg(dir.join("work"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(log)).expect("log"));
+    Operator::spawn(cmd)
 }
 
-impl Operator {
-    fn start(
-        bin: &str,
-        kubeconfig: &Path,
-        helm: &Path,
-        dir: &Path,
-        conc: usize,
-        env: &[(String, String)],
-        log: &str,
-    ) -> Self {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let child = Command::new(bin)
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "warn")
-            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .args([
-                "run",
-                "--controllers",
-                "delivery",
-                "--privileged-namespaces=*",
-            ])
-            .arg(format!("--max-concurrent-helm={conc}"))
-            .arg(format!("--metrics-bind-address={addr}"))
-            .arg(format!("--health-probe-bind-address={addr}"))
-            .arg("--helm-binary")
-            .arg(helm)
-            .arg("--work-dir")
-            .arg(dir.join("work"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join(log)).expect("log"))
-            .spawn()
-            .expect("operator");
-        Operator {
-            child,
-            probes: format!("http://{addr}"),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let url = format!("{}{path}", self.probes);
-        http_get(url).await
-    }
-
-    async fn ready(&self) {
-        while self.get("/readyz").await.map(|r| r.0) != Some(200) {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// HelmApp reconciles so far, whatever their result.
-    async fn reconciles(&self) -> f64 {
-        let Some((_, text)) = self.get("/metrics").await else {
-            return 0.0;
-        };
-        text.lines()
-            .filter(|l| l.starts_with("hossted_reconcile_total{controller=\"helmapp\""))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
-    }
-
-    fn stop(mut self) {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
+/// HelmApp reconciles so far, whatever their result.
+async fn reconciles(op: &Operator) -> f64 {
+    op.metric("hossted_reconcile_total{controller=\"helmapp\"")
+        .await
 }
 
 async fn namespaces(client: &Client, prefix: &str) {
@@ -438,7 +390,7 @@ async fn run_one(
     eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
 
     let (helm, log) = logging_helm(&cp.helm_binary(), &dir);
-    let op = Operator::start(bin, &kubeconfig, &helm, &dir, conc, env, "operator.log");
+    let op = start_operator(bin, &kubeconfig, &helm, &dir, conc, env, "operator.log");
     op.ready().await;
     let sampler = Sampler::start(op.pid());
     let cpu0 = cpu_seconds(op.pid());
@@ -502,7 +454,7 @@ async fn run_one(
             (n, conc),
         );
         result["restart"] = restart(bin, paths, runs, env, op).await;
-        let op = Operator::start(
+        let op = start_operator(
             bin,
             &kubeconfig,
             &helm,
@@ -552,7 +504,7 @@ async fn restart(
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (from, _) = audit_by_verb(audit, 0);
     let runs_before = log_lines(log).len();
-    let op = Operator::start(
+    let op = start_operator(
         bin,
         kubeconfig,
         helm,
@@ -564,7 +516,7 @@ async fn restart(
     let started = Instant::now();
     op.ready().await;
     let synced = Instant::now();
-    while op.reconciles().await < n as f64 {
+    while reconciles(&op).await < n as f64 {
         assert!(
             synced.elapsed() < Duration::from_secs(600),
             "not every app reconciled after the restart"
@@ -663,24 +615,12 @@ async fn index_part(bin: &str) -> Value {
     eprintln!("bench-delivery-scale: a 26 MB index.yaml");
     let dir = std::env::temp_dir().join(format!("bench-delivery-index-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let cp = ControlPlane::start().await.expect("control plane");
-    apply_crds(
-        &cp,
-        &[
-            "helmapps.hossted.com",
-            "helmappsets.hossted.com",
-            "hosstedprojects.hossted.com",
-        ],
-    );
-    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None)
-        .await
-        .expect("repo");
+    let (cp, repo) = delivery_cluster("podinfo").await;
     let index = repo.dir().join("index.yaml");
     let big = big_index(&std::fs::read_to_string(&index).expect("index"), 30_000);
     std::fs::write(&index, &big).expect("index");
     let (helm, log) = logging_helm(&cp.helm_binary(), &dir);
-    let op = Operator::start(
+    let op = start_operator(
         bin,
         cp.kubeconfig_path(),
         &helm,
@@ -740,7 +680,7 @@ async fn main() {
     let mut high = 10usize;
     // `--only apps:concurrency[:NAME=VALUE,...]` (repeatable): just these
     // runs, no report — to try a setting.
-    let mut only: Vec<(usize, usize, Vec<(String, String)>)> = Vec::new();
+    let mut only: Vec<Row> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
@@ -782,8 +722,11 @@ async fn main() {
     }
 }
 
+/// A run to try: apps, helm concurrency, environment.
+type Row = (usize, usize, Vec<(String, String)>);
+
 /// `apps:concurrency[:NAME=VALUE,...]`.
-fn parse_only(v: &str) -> Option<(usize, usize, Vec<(String, String)>)> {
+fn parse_only(v: &str) -> Option<Row> {
     let mut parts = v.splitn(3, ':');
     let n = parts.next()?.parse().ok()?;
     let conc = parts.next()?.parse().ok()?;

@@ -21,8 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use apis::helmapp::HelmApp;
-use common::{apply_crds, proc_field};
-use envtest::{Answer, ChartRepo, ControlPlane, HostileServer};
+use common::{delivery_cluster, proc_field};
+use envtest::{Answer, HostileServer};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::{ObjectMeta, PostParams};
@@ -207,23 +207,8 @@ async fn main() {
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let dir = std::env::temp_dir().join(format!("bench-hostile-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
-    let cp = ControlPlane::builder()
-        .start()
-        .await
-        .expect("control plane");
+    let (cp, repo) = delivery_cluster("tiny").await;
     let client = cp.client();
-    apply_crds(
-        &cp,
-        &[
-            "helmapps.hossted.com",
-            "helmappsets.hossted.com",
-            "hosstedprojects.hossted.com",
-        ],
-    );
-    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = ChartRepo::start(&cp, &[&charts.join("tiny")], None)
-        .await
-        .expect("repo");
     let hostile = HostileServer::start().await.expect("hostile server");
     for ns in ["attack", "calm", "hossted-operator"] {
         namespace(&client, ns).await;

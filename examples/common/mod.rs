@@ -227,6 +227,25 @@ pub fn apply_crds(cp: &envtest::ControlPlane, names: &[&str]) {
     );
 }
 
+/// The delivery kinds' CRDs (and the Hosstedproject's).
+pub const DELIVERY_CRDS: [&str; 3] = [
+    "helmapps.hossted.com",
+    "helmappsets.hossted.com",
+    "hosstedprojects.hossted.com",
+];
+
+/// A control plane with the delivery CRDs, and a chart repository on
+/// loopback serving `examples/charts/<chart>`.
+pub async fn delivery_cluster(chart: &str) -> (envtest::ControlPlane, envtest::ChartRepo) {
+    let cp = envtest::ControlPlane::start().await.expect("control plane");
+    apply_crds(&cp, &DELIVERY_CRDS);
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&cp, &[&charts.join(chart)], None)
+        .await
+        .expect("repo");
+    (cp, repo)
+}
+
 /// A control plane whose apiserver logs `user`'s requests at `level`
 /// (`Metadata`, or `Request` to keep bodies) to the returned path, one
 /// event per stage not in `omit_stages` (e.g. `"RequestReceived,
@@ -334,4 +353,63 @@ pub fn helm_started(log: &std::path::Path, release: &str, since: f64) -> Option<
             && !l.contains("dry-run"))
         .then_some(t)
     })
+}
+
+/// An operator process a benchmark runs, reached on its probes and metrics
+/// address.
+pub struct Operator {
+    child: std::process::Child,
+    probes: String,
+}
+
+impl Operator {
+    /// Runs `cmd` (the operator binary and its flags) with its probes and
+    /// metrics on one free loopback port.
+    pub fn spawn(mut cmd: std::process::Command) -> Self {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let child = cmd
+            .arg(format!("--metrics-bind-address={addr}"))
+            .arg(format!("--health-probe-bind-address={addr}"))
+            .spawn()
+            .expect("operator");
+        Operator {
+            child,
+            probes: format!("http://{addr}"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// GET `path` (`/metrics`, `/readyz`): status and body.
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        http_get(format!("{}{path}", self.probes)).await
+    }
+
+    /// Waits until `/readyz` says 200 (its caches synced).
+    pub async fn ready(&self) {
+        while self.get("/readyz").await.map(|r| r.0) != Some(200) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The sum of the metric series whose lines start with `series` (e.g.
+    /// `hossted_reconcile_total{controller="helmapp"`), 0 when none.
+    pub async fn metric(&self, series: &str) -> f64 {
+        let Some((_, text)) = self.get("/metrics").await else {
+            return 0.0;
+        };
+        text.lines()
+            .filter(|l| l.starts_with(series))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// SIGTERM, as the kubelet sends it; waits for the exit.
+    pub fn stop(mut self) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
 }

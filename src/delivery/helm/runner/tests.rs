@@ -58,3 +58,26 @@ fn helms_json_release_gives_revision_status_and_versions() {
     );
     assert!(parse_release("upgrade", "Error: nope").is_err());
 }
+
+#[test]
+fn helm_gets_its_settings_and_gos_but_not_the_operators_secrets() {
+    for passed in [
+        "PATH",
+        "HOME",
+        "KUBECONFIG",
+        "HELM_CACHE_HOME",
+        "GOGC",
+        "GOMEMLIMIT",
+        "GOMAXPROCS",
+    ] {
+        assert!(helm_needs(passed), "{passed} reaches helm");
+    }
+    for kept in [
+        "HOSSTED_AUTH_TOKEN",
+        "HOSSTED_API_URL",
+        "EMAIL_ID",
+        "RUST_LOG",
+    ] {
+        assert!(!helm_needs(kept), "{kept} does not reach helm");
+    }
+}
