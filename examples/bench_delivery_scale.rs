@@ -681,6 +681,8 @@ async fn main() {
     // `--only apps:concurrency[:NAME=VALUE,...]` (repeatable): just these
     // runs, no report — to try a setting.
     let mut only: Vec<Row> = Vec::new();
+    // `--only-edits N`: those runs also restart and make N edits.
+    let mut only_edits: Option<usize> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
@@ -691,6 +693,7 @@ async fn main() {
             "--high-concurrency" => high = v.parse().unwrap_or(high),
             "--markdown" => markdown = Some(v.into()),
             "--only" => only.extend(parse_only(&v)),
+            "--only-edits" => only_edits = v.parse().ok(),
             other => eprintln!("bench-delivery-scale: ignoring {other}"),
         }
     }
@@ -698,7 +701,8 @@ async fn main() {
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     if !only.is_empty() {
         for (n, conc, env) in &only {
-            let r = run_one(&bin, *n, *conc, env, false, 0, 5).await;
+            let edits = only_edits.unwrap_or(0).min(*n);
+            let r = run_one(&bin, *n, *conc, env, only_edits.is_some(), edits, 5).await;
             println!("{r}");
         }
         return;
