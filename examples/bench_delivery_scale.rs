@@ -700,10 +700,16 @@ async fn main() {
     let bin = std::env::var("HOSSTED_OPERATOR_BIN")
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
     if !only.is_empty() {
+        let mut runs = Vec::new();
         for (n, conc, env) in &only {
             let edits = only_edits.unwrap_or(0).min(*n);
             let r = run_one(&bin, *n, *conc, env, only_edits.is_some(), edits, 5).await;
             println!("{r}");
+            runs.push(r);
+        }
+        if let Some(path) = markdown {
+            let args = std::env::var("ONLY").unwrap_or_default();
+            std::fs::write(path, only_report(&runs, &args)).expect("markdown");
         }
         return;
     }
@@ -748,14 +754,58 @@ fn report(runs: &[Value], index: &Value) -> String {
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let mut out = String::from(
         "## Delivery at scale: 1,000 HelmApps against bare helm\n\n\
-         `SCALE=1000 hack/bench-delivery.sh` (`examples/bench_delivery_scale.rs`): one fresh control plane per run \
-         with kube-controller-manager (deployments, replicasets, GC, namespaces), `examples/charts/podinfo` \
-         (6 objects, Deployment scaled to zero) on loopback, HelmApps with `wait: true` across 50 namespaces \
-         created 16 at a time; bare `helm upgrade --install --wait` of the same releases at the same parallelism \
-         first, in the same run, as the same user. 2 cores shared by everything. Memory of operator + helm children \
-         is sampled every 100 ms: PSS summed (a page shared by processes — helm's ~40 MiB binary — counted once, \
-         as a container's memory limit counts it) and, beside it, VmRSS summed (shared pages counted per process).\n\n\
-         | apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak, PSS (MiB, target ≤ 200 at 4) | operator + helm peak, RSS summed (MiB) | operator CPU (s) | requests ours / bare |\n\
+         `SCALE=1000 hack/bench-delivery.sh` (`examples/bench_delivery_scale.rs`): ",
+    );
+    out.push_str(SETUP);
+    out.push_str(&table(runs));
+    out.push_str(&details(runs));
+    out.push_str(&format!(
+        "\n![time to all Ready against HelmApps](delivery-scale.png) (`hack/plot.sh`)\n\nIndex parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
+         Resolving one chart: create → helm started {:.2} s (target ≤ 1 s), operator RSS {:.1} MiB idle, peak {:.1} MiB, \
+         {:.1} MiB above idle (target ≤ 32 MiB). A second HelmApp of that chart within its interval: {} downloads, \
+         create → helm started {:.2} s.\n\nRaw results (one JSON line per run):\n\n```\n{}\n{}\n```\n",
+        f(index, "index_bytes") / 1e6, index["entries"], f(index, "create_to_helm_started_s"), f(index, "idle_rss_mib"),
+        f(index, "peak_rss_mib"), f(index, "above_idle_mib"), index["second_app_downloads"],
+        f(index, "second_create_to_helm_started_s"), index,
+        runs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
+    ));
+    out
+}
+
+/// The report of `--only` runs: the same table, for a setting tried.
+fn only_report(runs: &[Value], args: &str) -> String {
+    let mut out = format!(
+        "## Delivery at scale: chosen runs\n\n`ONLY=\"{args}\" hack/bench-delivery.sh` \
+         (`examples/bench_delivery_scale.rs --only`): "
+    );
+    out.push_str(SETUP);
+    out.push_str(&table(runs));
+    out.push_str(&details(runs));
+    out.push_str(&format!(
+        "\nRaw results (one JSON line per run):\n\n```\n{}\n```\n",
+        runs.iter()
+            .map(Value::to_string)
+            .collect::<Vec<_>>()
+            .join("\n")
+    ));
+    out
+}
+
+/// How every run is set up: the reports' first paragraph, after the command.
+const SETUP: &str = "one fresh control plane per run \
+    with kube-controller-manager (deployments, replicasets, GC, namespaces), `examples/charts/podinfo` \
+    (6 objects, Deployment scaled to zero) on loopback, HelmApps with `wait: true` across 50 namespaces \
+    created 16 at a time; bare `helm upgrade --install --wait` of the same releases at the same parallelism \
+    first, in the same run, as the same user. 2 cores shared by everything. Memory of operator + helm children \
+    is sampled every 100 ms: PSS summed (a page shared by processes — helm's ~40 MiB binary — counted once, \
+    as a container's memory limit counts it) and, beside it, VmRSS summed (shared pages counted per process). \
+    `env` is the operator's environment (helm gets Go's settings from it).\n\n";
+
+/// One row per run.
+fn table(runs: &[Value]) -> String {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let mut out = String::from(
+        "| apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak, PSS (MiB, target ≤ 200 at 4) | operator + helm peak, RSS summed (MiB) | operator CPU (s) | requests ours / bare |\n\
          | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
     let total = |v: &Value| {
@@ -788,6 +838,13 @@ fn report(runs: &[Value], index: &Value) -> String {
             total(&r["requests_bare"]),
         ));
     }
+    out
+}
+
+/// The restart and the edits of the run that made them.
+fn details(runs: &[Value]) -> String {
+    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
+    let mut out = String::new();
     if let Some(d) = runs.iter().find(|r| r.get("restart").is_some()) {
         let (rs, e) = (&d["restart"], &d["edits"]);
         out.push_str(&format!(
@@ -801,15 +858,5 @@ fn report(runs: &[Value], index: &Value) -> String {
             f(&e["to_helm_started_s"], "p99") * 1000.0, e["revisions_2"], f(e, "slot_wait_mean_s") * 1000.0,
         ));
     }
-    out.push_str(&format!(
-        "\n![time to all Ready against HelmApps](delivery-scale.png) (`hack/plot.sh`)\n\nIndex parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
-         Resolving one chart: create → helm started {:.2} s (target ≤ 1 s), operator RSS {:.1} MiB idle, peak {:.1} MiB, \
-         {:.1} MiB above idle (target ≤ 32 MiB). A second HelmApp of that chart within its interval: {} downloads, \
-         create → helm started {:.2} s.\n\nRaw results (one JSON line per run):\n\n```\n{}\n{}\n```\n",
-        f(index, "index_bytes") / 1e6, index["entries"], f(index, "create_to_helm_started_s"), f(index, "idle_rss_mib"),
-        f(index, "peak_rss_mib"), f(index, "above_idle_mib"), index["second_app_downloads"],
-        f(index, "second_create_to_helm_started_s"), index,
-        runs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
-    ));
     out
 }

@@ -9,10 +9,13 @@
 #   SCALE=1000 hack/bench-delivery.sh           # delivery at scale (issue 25):
 #       100, 500 and 1,000 HelmApps against bare helm with kube-controller-manager,
 #       the index parsing row; section "delivery-scale" (~40 minutes)
+#   ONLY="300:10:GOMAXPROCS=2 300:10" hack/bench-delivery.sh  # chosen runs
+#       (apps:concurrency[:NAME=VALUE,...] each; ONLY_EDITS=N also restarts and
+#       edits); section "delivery-only"
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if [[ -n "${SCALE:-}" ]]; then
+if [[ -n "${SCALE:-}" || -n "${ONLY:-}" ]]; then
   # The benchmark's control plane runs kube-controller-manager (the tests never do).
   KUBEBUILDER_ASSETS="$(WITH_CONTROLLER_MANAGER=1 hack/setup-envtest.sh)"
   export KUBEBUILDER_ASSETS
@@ -26,6 +29,18 @@ if [[ -n "${SCALE:-}" ]]; then
   # The previous run's table, kept beside this one's.
   sed -n '/<!-- BEGIN delivery-scale -->/,/<!-- END delivery-scale -->/p' bench/REPORT.md 2>/dev/null \
     | sed -n '/^| apps /,/^$/p' > "$OUT/previous.md" || true
+  if [[ -n "${ONLY:-}" ]]; then
+    args=()
+    for row in $ONLY; do args+=(--only "$row"); done
+    if [[ -n "${ONLY_EDITS:-}" ]]; then args+=(--only-edits "$ONLY_EDITS"); fi
+    export ONLY
+    target/release/examples/bench_delivery_scale "${args[@]}" --markdown "$OUT/only.md" | tee "$OUT/only.json"
+    echo "Generated on $(date -u +%Y-%m-%dT%H:%MZ)." >> "$OUT/only.md"
+    replace_report_section delivery-only "$OUT/only.md"
+    echo "==> wrote the delivery-only section of bench/REPORT.md"
+    cat "$OUT/only.md"
+    exit 0
+  fi
   SIZES="$(( SCALE / 10 )),$(( SCALE / 2 )),${SCALE}"
   target/release/examples/bench_delivery_scale --sizes "$SIZES" --edits "${EDITS:-100}" \
     --idle-secs "${IDLE_SECS:-60}" --high-concurrency "${HIGH_CONCURRENCY:-10}" \
