@@ -799,7 +799,8 @@ const SETUP: &str = "one fresh control plane per run \
     first, in the same run, as the same user. 2 cores shared by everything. Memory of operator + helm children \
     is sampled every 100 ms: PSS summed (a page shared by processes — helm's ~40 MiB binary — counted once, \
     as a container's memory limit counts it) and, beside it, VmRSS summed (shared pages counted per process). \
-    `env` is the operator's environment (helm gets Go's settings from it).\n\n";
+    `env` is the operator's environment (helm gets Go's settings from it); without `GOMAXPROCS` there, \
+    each helm gets the cores ÷ `--max-concurrent-helm` (at least 1: here 1).\n\n";
 
 /// One row per run.
 fn table(runs: &[Value]) -> String {

@@ -112,6 +112,17 @@ pub struct Helm {
     busy: Mutex<HashSet<String>>,
     /// Process groups of running helm processes (killed on lease loss).
     groups: Arc<Mutex<HashSet<i32>>>,
+    /// `GOMAXPROCS` for each helm process, unless the operator's own
+    /// environment sets it (see [`child_max_procs`]).
+    child_procs: usize,
+}
+
+/// The cores this process may use, shared among the helm processes that may
+/// run at once (at least one each). Go sizes its scheduler and collector by
+/// the cores it sees: `max_concurrent` helm processes each sized for all of
+/// them oversubscribe the CPU when they are all at work.
+pub fn child_max_procs(cores: usize, max_concurrent: usize) -> usize {
+    (cores / max_concurrent.max(1)).max(1)
 }
 
 /// The release lock: released on drop.
@@ -136,12 +147,15 @@ impl Drop for Busy<'_> {
 
 impl Helm {
     pub fn new(config: HelmConfig, metrics: crate::delivery::metrics::HelmMetrics) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let child_procs = child_max_procs(cores, config.max_concurrent);
         Helm {
             metrics,
             slots: Semaphore::new(config.max_concurrent.max(1)),
             config,
             busy: Mutex::default(),
             groups: Arc::default(),
+            child_procs,
         }
     }
 
@@ -276,6 +290,11 @@ impl Helm {
             .env("HELM_CACHE_HOME", home.join("helm/cache"))
             .env("HELM_CONFIG_HOME", home.join("helm/config"))
             .env("HELM_DATA_HOME", home.join("helm/data"))
+            .envs(
+                std::env::var_os("GOMAXPROCS")
+                    .is_none()
+                    .then(|| ("GOMAXPROCS", self.child_procs.to_string())),
+            )
             .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

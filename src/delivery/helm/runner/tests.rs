@@ -81,3 +81,12 @@ fn helm_gets_its_settings_and_gos_but_not_the_operators_secrets() {
         assert!(!helm_needs(kept), "{kept} does not reach helm");
     }
 }
+
+#[test]
+fn helm_processes_share_the_cores_among_the_slots() {
+    assert_eq!(child_max_procs(2, 4), 1, "more slots than cores: one each");
+    assert_eq!(child_max_procs(2, 10), 1);
+    assert_eq!(child_max_procs(16, 4), 4);
+    assert_eq!(child_max_procs(16, 0), 16, "0 slots counts as one");
+    assert_eq!(child_max_procs(0, 4), 1, "never 0: Go would ignore it");
+}
