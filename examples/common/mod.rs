@@ -4,6 +4,8 @@
 // Each benchmark uses a part of this module.
 #![allow(dead_code)]
 
+pub mod big_index;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

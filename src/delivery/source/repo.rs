@@ -6,7 +6,7 @@ use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
 use super::http::{Http, HttpError, without_credentials};
-use super::index::{IndexEntry, read_entries};
+use super::index::{IndexEntry, carve_entries, read_entries};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
@@ -27,30 +27,32 @@ pub fn fetch_from_repo(
     let limits = &sources.limits;
     let http =
         Http::new(&repo, credentials, &limits.policy, limits.fetch_timeout).map_err(&fail)?;
-    let get = |url: &str, limit: u64| {
-        http.get(url, limit).map_err(|e| match e {
-            HttpError::Refused(message) => SourceError::Refused {
-                repo: shown.clone(),
-                message,
-            },
-            HttpError::Failed(message) => fail(message),
-        })
+    let to_error = |e: HttpError| match e {
+        HttpError::Refused(message) => SourceError::Refused {
+            repo: shown.clone(),
+            message,
+        },
+        HttpError::Failed(message) => fail(message),
     };
+    let get = |url: &str, limit: u64| http.get(url, limit).map_err(to_error);
 
-    // Read as it arrives: only the wanted chart's versions are kept.
-    let entries = http
-        .get_streamed(
-            &format!("{repo}/index.yaml"),
-            limits.max_index_size,
-            |body| read_entries(body, &chart.name),
-        )
-        .map_err(|e| match e {
-            HttpError::Refused(message) => SourceError::Refused {
-                repo: shown.clone(),
-                message,
-            },
-            HttpError::Failed(message) => fail(message),
-        })?;
+    // Read as it arrives: only the wanted chart's versions are kept. An
+    // index the quick reading does not know the shape of is read again
+    // with the full parser.
+    let url = format!("{repo}/index.yaml");
+    let carved = http
+        .get_streamed(&url, limits.max_index_size, |body| {
+            carve_entries(body, &chart.name)
+        })
+        .map_err(to_error)?;
+    let entries = match carved {
+        Some(entries) => entries,
+        None => http
+            .get_streamed(&url, limits.max_index_size, |body| {
+                read_entries(body, &chart.name)
+            })
+            .map_err(to_error)?,
+    };
     let (entry, latest) = choose(entries, &chart.name, &chart.version).map_err(&fail)?;
     let url = match entry.urls.first() {
         Some(u) if u.contains("://") => u.clone(),

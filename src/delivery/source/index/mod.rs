@@ -1,12 +1,21 @@
 //! A chart repository's `index.yaml`, read for one chart.
 //!
 //! Public indexes hold thousands of charts (tens of MB); a HelmApp wants
-//! one. The index is read as it arrives — never whole in memory — and
-//! walked as a stream of YAML events, each counted by the YAML budget
-//! ([`crate::cached::yaml::Budget`]); only the wanted chart's versions are
-//! built, the rest is skipped without a value being made.
+//! one. The index is read as it arrives — never whole in memory — in one
+//! of two ways:
+//! - [`carve_entries`] (first): by lines, keeping only the wanted chart's
+//!   lines of a block-style index and parsing just those (`carve.rs`);
+//! - [`read_entries`] (when the index is not in that shape): walked as a
+//!   stream of YAML events, each counted by the YAML budget
+//!   ([`crate::cached::yaml::Budget`]); only the wanted chart's versions
+//!   are built, the rest is skipped without a value being made.
+//!
 //! Errors say what was expected and where, never a byte of the index: it
 //! comes from a server anyone may run.
+
+mod carve;
+
+pub use carve::carve_entries;
 
 use std::cell::RefCell;
 use std::io::{BufReader, Bytes, Read};
@@ -42,7 +51,10 @@ pub const INDEX_MAX_NODES: u64 = 8_000_000;
 /// assert!(entries_of(index, "db").unwrap().is_empty());
 /// ```
 pub fn entries_of(index: &[u8], name: &str) -> Result<Vec<IndexEntry>, String> {
-    read_entries(index, name)
+    match carve_entries(index, name)? {
+        Some(found) => Ok(found),
+        None => read_entries(index, name),
+    }
 }
 
 /// [`entries_of`] an index read from `index` as it arrives. An error of
