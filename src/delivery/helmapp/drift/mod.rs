@@ -75,7 +75,13 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let interval =
         super::inputs::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
     let app_key = cache::object_key(app);
-    let (polled, after) = ctx.drift.polls.due(&app_key, &unwatched, interval);
+    let recorded = unwatched
+        .iter()
+        .all(|&i| !o.status.inventory[i].checked.is_empty());
+    let (polled, after) = ctx
+        .drift
+        .polls
+        .due(&app_key, &unwatched, interval, recorded);
     o.drift.poll_after = after;
     let mut todo = suspects;
     if let Some(i) = polled {

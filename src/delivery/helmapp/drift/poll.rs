@@ -1,5 +1,14 @@
 //! Objects of kinds no informer watches are read one at a time, spread
 //! over the HelmApp's `interval`: per HelmApp, which one is next and when.
+//!
+//! The schedule lives in memory. When a HelmApp is first seen and every
+//! one of its unwatched objects already has a recorded digest (a restart,
+//! a new leader), its first read comes at a point within one step chosen
+//! by its key, not at once: a restart with 1,000 settled HelmApps would
+//! otherwise read 1,000 manifests and 1,000 objects in its first seconds,
+//! and the cadence "each object once per `interval`" holds either way.
+//! An object without a digest (first sight after a helm run) is read at
+//! once.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -13,12 +22,15 @@ pub struct Polls(Mutex<HashMap<String, (usize, Instant)>>);
 
 impl Polls {
     /// Which of `unwatched` (inventory positions) to read now, if one is
-    /// due, and how long until the next one is.
+    /// due, and how long until the next one is. `recorded`: every one of
+    /// them has a digest already (a first schedule then starts spread,
+    /// see the module docs).
     pub fn due(
         &self,
         uid: &str,
         unwatched: &[usize],
         interval: Duration,
+        recorded: bool,
     ) -> (Option<usize>, Option<Duration>) {
         if unwatched.is_empty() {
             self.forget(uid);
@@ -27,7 +39,16 @@ impl Polls {
         let step = interval / unwatched.len() as u32;
         let now = Instant::now();
         let mut polls = self.0.lock();
-        let (cursor, next) = polls.entry(uid.to_string()).or_insert((0, now));
+        let (cursor, next) = polls.entry(uid.to_string()).or_insert_with(|| {
+            (
+                0,
+                if recorded {
+                    now + spread(uid, step)
+                } else {
+                    now
+                },
+            )
+        });
         if now < *next {
             return (None, Some(*next - now));
         }
@@ -42,6 +63,15 @@ impl Polls {
     }
 }
 
+/// A point within `step` chosen by `key` (FNV-1a): the same key lands on
+/// the same point, different keys spread evenly.
+fn spread(key: &str, step: Duration) -> Duration {
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    step.mul_f64((hash % 1024) as f64 / 1024.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,13 +80,39 @@ mod tests {
     fn one_object_per_step_in_turn() {
         let polls = Polls::default();
         let interval = Duration::from_secs(60);
-        let (first, after) = polls.due("u", &[3, 5], interval);
+        let (first, after) = polls.due("u", &[3, 5], interval, false);
         assert_eq!((first, after), (Some(3), Some(Duration::from_secs(30))));
-        let (none, wait) = polls.due("u", &[3, 5], interval);
+        let (none, wait) = polls.due("u", &[3, 5], interval, false);
         assert_eq!(none, None);
         assert!(wait.is_some_and(|w| w <= Duration::from_secs(30)));
         polls.0.lock().get_mut("u").expect("kept").1 = Instant::now();
-        assert_eq!(polls.due("u", &[3, 5], interval).0, Some(5));
-        assert_eq!(polls.due("u", &[], interval), (None, None));
+        assert_eq!(polls.due("u", &[3, 5], interval, true).0, Some(5));
+        assert_eq!(polls.due("u", &[], interval, true), (None, None));
+    }
+
+    #[test]
+    fn after_a_restart_first_reads_are_spread_over_a_step_not_all_at_once() {
+        let polls = Polls::default();
+        let step = Duration::from_secs(30);
+        let mut read_now = 0;
+        let mut waits = Vec::new();
+        for i in 0..1000 {
+            match polls.due(&format!("apps-{}/app-{i}", i % 50), &[3, 5], step * 2, true) {
+                (Some(_), _) => read_now += 1,
+                (None, Some(wait)) => waits.push(wait),
+                (None, None) => panic!("two unwatched objects have a schedule"),
+            }
+        }
+        // Only keys whose point falls at the very start read at once.
+        assert!(read_now < 10, "{read_now} of 1,000 read at once");
+        assert!(waits.iter().all(|w| *w <= step));
+        let late_half = waits.iter().filter(|w| **w > step / 2).count();
+        assert!(
+            (350..=650).contains(&late_half),
+            "{late_half} of {} wait past half a step: not spread",
+            waits.len()
+        );
+        // First sight of an object without a digest: read at once.
+        assert_eq!(polls.due("new/app", &[0], step, false).0, Some(0));
     }
 }
