@@ -662,6 +662,8 @@ async fn main() {
     let mut only: Vec<Row> = Vec::new();
     // `--only-edits N`: those runs also restart and make N edits.
     let mut only_edits: Option<usize> = None;
+    // `--only-index yes`: the index row too.
+    let mut only_index = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let v = args.next().unwrap_or_default();
@@ -673,12 +675,17 @@ async fn main() {
             "--markdown" => markdown = Some(v.into()),
             "--only" => only.extend(parse_only(&v)),
             "--only-edits" => only_edits = v.parse().ok(),
+            "--only-index" => only_index = v == "yes",
             other => eprintln!("bench-delivery-scale: ignoring {other}"),
         }
     }
     let bin = std::env::var("HOSSTED_OPERATOR_BIN")
         .unwrap_or_else(|_| "target/release/hossted-operator".into());
-    if !only.is_empty() {
+    if !only.is_empty() || only_index {
+        let index = match only_index {
+            true => Some(index_part(&bin).await),
+            false => None,
+        };
         let mut runs = Vec::new();
         for (n, conc, env) in &only {
             let edits = only_edits.unwrap_or(0).min(*n);
@@ -688,7 +695,7 @@ async fn main() {
         }
         if let Some(path) = markdown {
             let args = std::env::var("ONLY").unwrap_or_default();
-            std::fs::write(path, only_report(&runs, &args)).expect("markdown");
+            std::fs::write(path, only_report(&runs, index.as_ref(), &args)).expect("markdown");
         }
         return;
     }
@@ -730,7 +737,6 @@ fn parse_only(v: &str) -> Option<Row> {
 }
 
 fn report(runs: &[Value], index: &Value) -> String {
-    let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let mut out = String::from(
         "## Delivery at scale: 1,000 HelmApps against bare helm\n\n\
          `SCALE=1000 hack/bench-delivery.sh` (`examples/bench_delivery_scale.rs`): ",
@@ -739,30 +745,52 @@ fn report(runs: &[Value], index: &Value) -> String {
     out.push_str(&table(runs));
     out.push_str(&details(runs));
     out.push_str(&format!(
-        "\n![time to all Ready against HelmApps](delivery-scale.png) (`hack/plot.sh`)\n\nIndex parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
-         Resolving one chart: create → helm started {:.2} s (target ≤ 1 s), operator RSS {:.1} MiB idle, peak {:.1} MiB, \
-         {:.1} MiB above idle (target ≤ 32 MiB). A second HelmApp of that chart within its interval: {} downloads, \
-         create → helm started {:.2} s.\n\nRaw results (one JSON line per run):\n\n```\n{}\n{}\n```\n",
-        f(index, "index_bytes") / 1e6, index["entries"], f(index, "create_to_helm_started_s"), f(index, "idle_rss_mib"),
-        f(index, "peak_rss_mib"), f(index, "above_idle_mib"), index["second_app_downloads"],
-        f(index, "second_create_to_helm_started_s"), index,
+        "\n![time to all Ready against HelmApps](delivery-scale.png) (`hack/plot.sh`)\n\n{}\nRaw results (one JSON line per run):\n\n```\n{}\n{}\n```\n",
+        index_paragraph(index),
+        index,
         runs.iter().map(Value::to_string).collect::<Vec<_>>().join("\n"),
     ));
     out
 }
 
+/// What the index row found, in words.
+fn index_paragraph(index: &Value) -> String {
+    let f = |k: &str| index[k].as_f64().unwrap_or(f64::NAN);
+    format!(
+        "Index parsing: a generated index.yaml of {:.1} MB ({} entries, Bitnami's shape; the wanted chart last). \
+         Resolving one chart: create → helm started {:.2} s (target ≤ 1 s), operator RSS {:.1} MiB idle, peak {:.1} MiB, \
+         {:.1} MiB above idle (target ≤ 32 MiB). A second HelmApp of that chart within its interval: {} downloads, \
+         create → helm started {:.2} s.\n",
+        f("index_bytes") / 1e6,
+        index["entries"],
+        f("create_to_helm_started_s"),
+        f("idle_rss_mib"),
+        f("peak_rss_mib"),
+        f("above_idle_mib"),
+        index["second_app_downloads"],
+        f("second_create_to_helm_started_s"),
+    )
+}
+
 /// The report of `--only` runs: the same table, for a setting tried.
-fn only_report(runs: &[Value], args: &str) -> String {
+fn only_report(runs: &[Value], index: Option<&Value>, args: &str) -> String {
     let mut out = format!(
         "## Delivery at scale: chosen runs\n\n`ONLY=\"{args}\" hack/bench-delivery.sh` \
          (`examples/bench_delivery_scale.rs --only`): "
     );
     out.push_str(SETUP);
-    out.push_str(&table(runs));
-    out.push_str(&details(runs));
+    if !runs.is_empty() {
+        out.push_str(&table(runs));
+        out.push_str(&details(runs));
+    }
+    if let Some(index) = index {
+        out.push('\n');
+        out.push_str(&index_paragraph(index));
+    }
     out.push_str(&format!(
         "\nRaw results (one JSON line per run):\n\n```\n{}\n```\n",
         runs.iter()
+            .chain(index)
             .map(Value::to_string)
             .collect::<Vec<_>>()
             .join("\n")

@@ -11,11 +11,12 @@
 #       the index parsing row; section "delivery-scale" (~40 minutes)
 #   ONLY="300:10:GOMAXPROCS=2 300:10" hack/bench-delivery.sh  # chosen runs
 #       (apps:concurrency[:NAME=VALUE,...] each; ONLY_EDITS=N also restarts and
-#       edits); section "delivery-only"
+#       edits; ONLY_INDEX=1 adds the index row, ONLY="" ONLY_INDEX=1 is that
+#       alone); section "delivery-only"
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if [[ -n "${SCALE:-}" || -n "${ONLY:-}" ]]; then
+if [[ -n "${SCALE:-}" || -n "${ONLY:-}" || -n "${ONLY_INDEX:-}" ]]; then
   # The benchmark's control plane runs kube-controller-manager (the tests never do).
   KUBEBUILDER_ASSETS="$(WITH_CONTROLLER_MANAGER=1 hack/setup-envtest.sh)"
   export KUBEBUILDER_ASSETS
@@ -29,10 +30,11 @@ if [[ -n "${SCALE:-}" || -n "${ONLY:-}" ]]; then
   # The previous run's table, kept beside this one's.
   sed -n '/<!-- BEGIN delivery-scale -->/,/<!-- END delivery-scale -->/p' bench/REPORT.md 2>/dev/null \
     | sed -n '/^| apps /,/^$/p' > "$OUT/previous.md" || true
-  if [[ -n "${ONLY:-}" ]]; then
+  if [[ -n "${ONLY:-}" || -n "${ONLY_INDEX:-}" ]]; then
     args=()
-    for row in $ONLY; do args+=(--only "$row"); done
+    for row in ${ONLY:-}; do args+=(--only "$row"); done
     if [[ -n "${ONLY_EDITS:-}" ]]; then args+=(--only-edits "$ONLY_EDITS"); fi
+    if [[ -n "${ONLY_INDEX:-}" ]]; then args+=(--only-index yes); fi
     export ONLY
     target/release/examples/bench_delivery_scale "${args[@]}" --markdown "$OUT/only.md" | tee "$OUT/only.json"
     echo "Generated on $(date -u +%Y-%m-%dT%H:%MZ)." >> "$OUT/only.md"
