@@ -9,7 +9,8 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 echo "==> building and running benches/index.rs (release)"
 cargo bench -q --bench index 2>/dev/null | tee "$OUT/index.jsonl"
-field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\"]*\)\"\{0,1\}[,}].*/\1/p" <<<"$2"; }
+# shellcheck source=lib/report-section.sh
+source hack/lib/report-section.sh
 {
   echo "## Index reading: one chart out of a 26 MB \`index.yaml\`"
   echo
@@ -20,14 +21,12 @@ field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\"]*\)\"\{0,1\}[,}].*/\1/p" <<<"$2"; }
   echo "| reader | median ms | min | max | MB/s |"
   echo "| --- | ---: | ---: | ---: | ---: |"
   grep '"median_ms"' "$OUT/index.jsonl" | while read -r l; do
-    printf '| %s | %s | %s | %s | %s |\n' "$(field case "$l")" "$(field median_ms "$l")" \
-      "$(field min_ms "$l")" "$(field max_ms "$l")" "$(field mb_per_s "$l")"
+    printf '| %s | %s | %s | %s | %s |\n' "$(json_field case "$l")" "$(json_field median_ms "$l")" \
+      "$(json_field min_ms "$l")" "$(json_field max_ms "$l")" "$(json_field mb_per_s "$l")"
   done
   echo
-  echo "Full parser ÷ by lines: $(field full_over_carved "$(grep ratio "$OUT/index.jsonl")")×."
+  echo "Full parser ÷ by lines: $(json_field full_over_carved "$(grep ratio "$OUT/index.jsonl")")×."
 } > "$OUT/section.md"
-# shellcheck source=lib/report-section.sh
-source hack/lib/report-section.sh
 replace_report_section index "$OUT/section.md"
 echo "==> wrote the index section of bench/REPORT.md"
 cat "$OUT/section.md"

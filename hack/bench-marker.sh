@@ -8,7 +8,8 @@ OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
 echo "==> building and running benches/marker.rs (release)"
 cargo bench -q --bench marker 2>/dev/null | tee "$OUT/marker.jsonl"
-field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\"]*\)\"\{0,1\}[,}].*/\1/p" <<<"$2"; }
+# shellcheck source=lib/report-section.sh
+source hack/lib/report-section.sh
 {
   echo "## Marker detection: \`hossted_helm: true\` per MB of manifest"
   echo
@@ -19,11 +20,9 @@ field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\"]*\)\"\{0,1\}[,}].*/\1/p" <<<"$2"; }
   echo "| manifest | detector | found | µs per MB |"
   echo "| --- | --- | --- | ---: |"
   while read -r l; do
-    printf '| %s | %s | %s | %s |\n' "$(field case "$l")" "$(field detector "$l")" "$(field found "$l")" "$(field us_per_mb "$l")"
+    printf '| %s | %s | %s | %s |\n' "$(json_field case "$l")" "$(json_field detector "$l")" "$(json_field found "$l")" "$(json_field us_per_mb "$l")"
   done < "$OUT/marker.jsonl"
 } > "$OUT/section.md"
-# shellcheck source=lib/report-section.sh
-source hack/lib/report-section.sh
 replace_report_section marker "$OUT/section.md"
 echo "==> wrote the marker section of bench/REPORT.md"
 cat "$OUT/section.md"

@@ -17,3 +17,8 @@ replace_report_section() {
     { echo; echo "$begin"; cat "$content"; echo "$end"; } >> "$report"
   fi
 }
+
+# The value of key NAME in one JSON line (a string's quotes dropped): what
+# the benchmarks print, read back into their report tables.
+#   json_field NAME LINE
+json_field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^\"]*\)\"\{0,1\}[,}].*/\1/p" <<<"$2"; }
