@@ -81,16 +81,37 @@ async fn control_plane(dir: &Path) -> (ControlPlane, ControllerManager, PathBuf,
 
 /// Lines of the audit log, and its requests by verb from line `from` on.
 fn audit_by_verb(path: &Path, from: usize) -> (usize, BTreeMap<String, u64>) {
+    audit_by(path, from, |v| {
+        v["verb"].as_str().unwrap_or("?").to_string()
+    })
+}
+
+/// Requests after line `from` of the audit log, counted by `key` of each.
+fn audit_by(
+    path: &Path,
+    from: usize,
+    key: impl Fn(&Value) -> String,
+) -> (usize, BTreeMap<String, u64>) {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let mut by = BTreeMap::new();
     for l in lines.iter().skip(from) {
         if let Ok(v) = serde_json::from_str::<Value>(l) {
-            *by.entry(v["verb"].as_str().unwrap_or("?").to_string())
-                .or_default() += 1;
+            *by.entry(key(&v)).or_default() += 1;
         }
     }
     (lines.len(), by)
+}
+
+/// `verb resource by user` of an audit record: who asked for what.
+fn verb_resource_user(v: &Value) -> String {
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("?");
+    format!(
+        "{} {} by {}",
+        s("/verb"),
+        s("/objectRef/resource"),
+        s("/user/username")
+    )
 }
 
 fn writes(by: &BTreeMap<String, u64>) -> u64 {
@@ -526,8 +547,10 @@ async fn restart(
     let verified = synced.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let (_, by) = audit_by_verb(audit, from);
+    let (_, who) = audit_by(audit, from, verb_resource_user);
     op.stop();
     json!({ "helm_runs": log_lines(log).len() - runs_before, "api_writes": writes(&by), "requests": by,
+            "requests_by_resource_and_user": who,
             "start_to_synced_secs": synced.duration_since(started).as_secs_f64(), "synced_to_all_verified_secs": verified })
 }
 

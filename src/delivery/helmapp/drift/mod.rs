@@ -51,7 +51,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         return;
     }
     let key = o.target.key();
-    if o.status.inventory_revision != newest.revision {
+    let new_revision = o.status.inventory_revision != newest.revision;
+    if new_revision {
         match inventory(ctx, o, &newest.secret).await {
             Ok(entries) => {
                 o.status.inventory = entries;
@@ -75,13 +76,11 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let interval =
         super::inputs::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
     let app_key = cache::object_key(app);
-    let recorded = unwatched
-        .iter()
-        .all(|&i| !o.status.inventory[i].checked.is_empty());
-    let (polled, after) = ctx
-        .drift
-        .polls
-        .due(&app_key, &unwatched, interval, recorded);
+    let start = match new_revision {
+        true => poll::Start::Now,
+        false => poll::Start::Resume,
+    };
+    let (polled, after) = ctx.drift.polls.due(&app_key, &unwatched, interval, start);
     o.drift.poll_after = after;
     let mut todo = suspects;
     if let Some(i) = polled {

@@ -1,14 +1,14 @@
 //! Objects of kinds no informer watches are read one at a time, spread
 //! over the HelmApp's `interval`: per HelmApp, which one is next and when.
 //!
-//! The schedule lives in memory. When a HelmApp is first seen and every
-//! one of its unwatched objects already has a recorded digest (a restart,
-//! a new leader), its first read comes at a point within one step chosen
-//! by its key, not at once: a restart with 1,000 settled HelmApps would
-//! otherwise read 1,000 manifests and 1,000 objects in its first seconds,
-//! and the cadence "each object once per `interval`" holds either way.
-//! An object without a digest (first sight after a helm run) is read at
-//! once.
+//! The schedule lives in memory. A new revision (a helm run) starts it
+//! again at once: its objects' digests are recorded on first sight, and
+//! the sooner the better. Otherwise a HelmApp without a schedule (after a
+//! restart, on a new leader) gets its first read at a point within one
+//! step chosen by its key, not at once: a restart with 1,000 settled
+//! HelmApps would otherwise read 1,000 manifests and 1,000 objects before
+//! the last app is verified, and the cadence "each object once per
+//! `interval`" holds either way.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -22,15 +22,13 @@ pub struct Polls(Mutex<HashMap<String, (usize, Instant)>>);
 
 impl Polls {
     /// Which of `unwatched` (inventory positions) to read now, if one is
-    /// due, and how long until the next one is. `recorded`: every one of
-    /// them has a digest already (a first schedule then starts spread,
-    /// see the module docs).
+    /// due, and how long until the next one is.
     pub fn due(
         &self,
         uid: &str,
         unwatched: &[usize],
         interval: Duration,
-        recorded: bool,
+        start: Start,
     ) -> (Option<usize>, Option<Duration>) {
         if unwatched.is_empty() {
             self.forget(uid);
@@ -39,16 +37,11 @@ impl Polls {
         let step = interval / unwatched.len() as u32;
         let now = Instant::now();
         let mut polls = self.0.lock();
-        let (cursor, next) = polls.entry(uid.to_string()).or_insert_with(|| {
-            (
-                0,
-                if recorded {
-                    now + spread(uid, step)
-                } else {
-                    now
-                },
-            )
-        });
+        let schedule = polls.entry(uid.to_string());
+        let (cursor, next) = match start {
+            Start::Now => schedule.insert_entry((0, now)).into_mut(),
+            Start::Resume => schedule.or_insert_with(|| (0, now + spread(uid, step))),
+        };
         if now < *next {
             return (None, Some(*next - now));
         }
@@ -61,6 +54,15 @@ impl Polls {
     pub fn forget(&self, uid: &str) {
         self.0.lock().remove(uid);
     }
+}
+
+/// How a schedule starts (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// The release has a new revision: from its first object, now.
+    Now,
+    /// As it was; a HelmApp without a schedule starts spread.
+    Resume,
 }
 
 /// A point within `step` chosen by `key` (FNV-1a): the same key lands on
@@ -80,14 +82,16 @@ mod tests {
     fn one_object_per_step_in_turn() {
         let polls = Polls::default();
         let interval = Duration::from_secs(60);
-        let (first, after) = polls.due("u", &[3, 5], interval, false);
+        let (first, after) = polls.due("u", &[3, 5], interval, Start::Now);
         assert_eq!((first, after), (Some(3), Some(Duration::from_secs(30))));
-        let (none, wait) = polls.due("u", &[3, 5], interval, false);
+        let (none, wait) = polls.due("u", &[3, 5], interval, Start::Resume);
         assert_eq!(none, None);
         assert!(wait.is_some_and(|w| w <= Duration::from_secs(30)));
         polls.0.lock().get_mut("u").expect("kept").1 = Instant::now();
-        assert_eq!(polls.due("u", &[3, 5], interval, true).0, Some(5));
-        assert_eq!(polls.due("u", &[], interval, true), (None, None));
+        assert_eq!(polls.due("u", &[3, 5], interval, Start::Resume).0, Some(5));
+        // A new revision: from the first again, at once.
+        assert_eq!(polls.due("u", &[3, 5], interval, Start::Now).0, Some(3));
+        assert_eq!(polls.due("u", &[], interval, Start::Resume), (None, None));
     }
 
     #[test]
@@ -97,7 +101,8 @@ mod tests {
         let mut read_now = 0;
         let mut waits = Vec::new();
         for i in 0..1000 {
-            match polls.due(&format!("apps-{}/app-{i}", i % 50), &[3, 5], step * 2, true) {
+            let key = format!("apps-{}/app-{i}", i % 50);
+            match polls.due(&key, &[3, 5], step * 2, Start::Resume) {
                 (Some(_), _) => read_now += 1,
                 (None, Some(wait)) => waits.push(wait),
                 (None, None) => panic!("two unwatched objects have a schedule"),
@@ -112,7 +117,7 @@ mod tests {
             "{late_half} of {} wait past half a step: not spread",
             waits.len()
         );
-        // First sight of an object without a digest: read at once.
-        assert_eq!(polls.due("new/app", &[0], step, false).0, Some(0));
+        // After a helm run: at once.
+        assert_eq!(polls.due("new/app", &[0], step, Start::Now).0, Some(0));
     }
 }

@@ -30,18 +30,22 @@ use super::{IndexEntry, read_entries};
 /// docs); `Ok(None)`: `index` is not in the shape this reads. An error of
 /// the reader (a bound passed) is the error.
 pub fn carve_entries(index: impl Read, name: &str) -> Result<Option<Vec<IndexEntry>>, String> {
-    let Some(kept) = wanted_lines(index, name)? else {
+    let Some(document) = wanted_lines(index, name)? else {
         return Ok(None);
     };
-    if kept.is_empty() {
+    if document.len() == DOCUMENT_START.len() {
         return Ok(Some(Vec::new()));
     }
-    let Ok(kept) = String::from_utf8(kept) else {
-        return Ok(None);
-    };
-    let document = format!("entries:\n{kept}");
-    Ok(read_entries(document.as_bytes(), name).ok())
+    Ok(read_entries(document.as_slice(), name).ok())
 }
+
+/// What the kept lines are put under: a document of the wanted chart alone.
+const DOCUMENT_START: &[u8] = b"entries:\n";
+
+/// Bytes of the wanted chart's lines kept at most (Bitnami's largest chart
+/// has ~1 MB); past that the full parser, which keeps only the versions,
+/// reads the index.
+const MAX_KEPT: usize = 8 << 20;
 
 /// Where the line reader is in the document.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -57,17 +61,21 @@ enum Place {
     Entries { indent: usize, keep: bool },
 }
 
-/// The lines of every `name:` key of `entries` and its value, verbatim;
-/// `None`: a line does not fit the shape.
+/// The lines of every `name:` key of `entries` and its value, verbatim,
+/// after [`DOCUMENT_START`]; `None`: a line does not fit the shape, or
+/// they pass [`MAX_KEPT`].
 fn wanted_lines(index: impl Read, name: &str) -> Result<Option<Vec<u8>>, String> {
     let mut reader = BufReader::with_capacity(64 * 1024, index);
-    let (mut line, mut kept) = (Vec::new(), Vec::new());
+    let (mut line, mut kept) = (Vec::new(), DOCUMENT_START.to_vec());
     let mut place = Place::Start;
     loop {
         line.clear();
         let read = reader.read_until(b'\n', &mut line);
         if read.map_err(|e| e.to_string())? == 0 {
             return Ok(Some(kept));
+        }
+        if kept.len() > MAX_KEPT {
+            return Ok(None);
         }
         let text = trim_line_end(&line);
         let indent = text.iter().take_while(|&&b| b == b' ').count();
@@ -232,6 +240,19 @@ mod tests {
         assert_eq!(
             super::super::entries_of(anchored.as_bytes(), "web"),
             read_entries(anchored.as_bytes(), "web")
+        );
+    }
+
+    #[test]
+    fn a_chart_past_the_bound_of_kept_lines_goes_to_the_full_parser() {
+        let mut index = String::from("entries:\n  web:\n");
+        while index.len() <= MAX_KEPT + 1024 {
+            index.push_str("  - {version: 1.0.0, description: a chart of very many versions}\n");
+        }
+        assert_eq!(carve_entries(index.as_bytes(), "web").unwrap(), None);
+        assert_eq!(
+            carve_entries(index.as_bytes(), "api").unwrap(),
+            Some(vec![])
         );
     }
 
