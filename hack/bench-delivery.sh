@@ -27,9 +27,9 @@ if [[ -n "${SCALE:-}" || -n "${ONLY:-}" || -n "${ONLY_INDEX:-}" ]]; then
   trap 'rm -rf "$OUT"' EXIT
   # shellcheck source=lib/report-section.sh
   source hack/lib/report-section.sh
-  # The previous run's table, kept beside this one's.
+  # The previous run's table (its first: not the run before it), kept beside this one's.
   sed -n '/<!-- BEGIN delivery-scale -->/,/<!-- END delivery-scale -->/p' bench/REPORT.md 2>/dev/null \
-    | sed -n '/^| apps /,/^$/p' > "$OUT/previous.md" || true
+    | awk '/^\| apps /{t=1} t&&/^$/{exit} t' > "$OUT/previous.md" || true
   if [[ -n "${ONLY:-}" || -n "${ONLY_INDEX:-}" ]]; then
     args=()
     for row in ${ONLY:-}; do args+=(--only "$row"); done
