@@ -36,23 +36,8 @@ pub fn fetch_from_repo(
     };
     let get = |url: &str, limit: u64| http.get(url, limit).map_err(to_error);
 
-    // Read as it arrives: only the wanted chart's versions are kept. An
-    // index the quick reading does not know the shape of is read again
-    // with the full parser.
-    let url = format!("{repo}/index.yaml");
-    let carved = http
-        .get_streamed(&url, limits.max_index_size, |body| {
-            carve_entries(body, &chart.name)
-        })
-        .map_err(to_error)?;
-    let entries = match carved {
-        Some(entries) => entries,
-        None => http
-            .get_streamed(&url, limits.max_index_size, |body| {
-                read_entries(body, &chart.name)
-            })
-            .map_err(to_error)?,
-    };
+    let entries =
+        index_entries(&http, &repo, &chart.name, limits.max_index_size).map_err(to_error)?;
     let (entry, latest) = choose(entries, &chart.name, &chart.version).map_err(&fail)?;
     let url = match entry.urls.first() {
         Some(u) if u.contains("://") => u.clone(),
@@ -93,6 +78,22 @@ pub fn fetch_from_repo(
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)
+}
+
+/// The versions of chart `name` in `repo`'s index, read as it arrives:
+/// only the wanted chart's versions are kept. An index the quick reading
+/// does not know the shape of is read again with the full parser.
+fn index_entries(
+    http: &Http,
+    repo: &str,
+    name: &str,
+    limit: u64,
+) -> Result<Vec<IndexEntry>, HttpError> {
+    let url = format!("{repo}/index.yaml");
+    match http.get_streamed(&url, limit, |body| carve_entries(body, name))? {
+        Some(entries) => Ok(entries),
+        None => http.get_streamed(&url, limit, |body| read_entries(body, name)),
+    }
 }
 
 /// The entry of `name` in a repository index that `wanted` asks for.
