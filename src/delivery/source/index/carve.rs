@@ -24,7 +24,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 
-use super::{IndexEntry, read_entries};
+use super::events::{IndexEntry, read_entries};
 
 /// The versions of chart `name` in `index`, read by indentation (module
 /// docs); `Ok(None)`: `index` is not in the shape this reads. An error of
