@@ -450,6 +450,7 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
     );
     let alice = f.cp.client_for_user("alice", None).await.unwrap();
     let as_alice: Api<HelmApp> = Api::namespaced(alice.clone(), TENANT);
+    let as_admin: Api<HelmApp> = Api::namespaced(f.cp.client(), TENANT);
 
     // Alice may create HelmApps but not read the Secret db: refused, named.
     let refused = eventually("the policy refuses alice", 60, || async {
@@ -459,8 +460,13 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
         {
             Err(kube::Error::Api(s)) if s.code == 403 => Some(s),
             Ok(_) => {
-                // Created before the policy was in force: try again.
-                let _ = as_alice.delete("web", &DeleteParams::default()).await;
+                // Created before the policy was in force: try again. Alice
+                // may not delete (her role has no delete): an app she
+                // leaves would make every later create of it a conflict.
+                as_admin
+                    .delete("web", &DeleteParams::default())
+                    .await
+                    .expect("the admin deletes what alice created too early");
                 None
             }
             Err(_) => None,
