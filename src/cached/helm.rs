@@ -11,7 +11,7 @@
 use std::io::Read;
 
 use base64::Engine;
-use flate2::read::GzDecoder;
+use flate2::read::MultiGzDecoder;
 use serde::Deserialize;
 
 /// The most a release may decompress to. Helm's payloads fit a 1 MiB
@@ -153,6 +153,28 @@ pub fn release_manifest(data: &[u8]) -> Result<String, Error> {
     Ok(r.manifest)
 }
 
+/// Every manifest a release payload holds: the rendered one, then each
+/// hook's (helm creates hooks from these on upgrade, rollback and
+/// uninstall).
+pub fn release_manifests(data: &[u8]) -> Result<Vec<String>, Error> {
+    #[derive(Deserialize)]
+    struct Hook {
+        #[serde(default)]
+        manifest: String,
+    }
+    #[derive(Deserialize)]
+    struct Manifests {
+        #[serde(default)]
+        manifest: String,
+        #[serde(default)]
+        hooks: Option<Vec<Hook>>,
+    }
+    let json = release_json(data)?;
+    let r: Manifests = serde_json::from_slice(&json)?;
+    let hooks = r.hooks.unwrap_or_default().into_iter().map(|h| h.manifest);
+    Ok(std::iter::once(r.manifest).chain(hooks).collect())
+}
+
 /// [`decode_release`], and with `list_objects` the manifest's
 /// [`super::manifest::watched_objects`] (kept only for releases delivery
 /// owns: the inventory's thousands of releases do not pay for it).
@@ -190,7 +212,8 @@ pub fn decode_release_with(data: &[u8], list_objects: bool) -> Result<ReleaseSum
 /// Decompresses at most [`MAX_DECOMPRESSED`] bytes.
 fn gunzip(raw: &[u8]) -> Result<Vec<u8>, Error> {
     let mut out = Vec::new();
-    GzDecoder::new(raw)
+    // Every member, as Go's gzip reader (helm's) reads them.
+    MultiGzDecoder::new(raw)
         .take(MAX_DECOMPRESSED + 1)
         .read_to_end(&mut out)
         .map_err(Error::Gzip)?;

@@ -45,9 +45,9 @@ pub struct HelmRelease {
     pub metadata: LeanMeta,
     /// The decoded release, or why it could not be decoded.
     pub release: Result<ReleaseSummary, String>,
-    /// SHA-256 of `data.release` (helm's payload, as helm wrote it), kept
-    /// only for a revision a HelmApp owns: delivery compares it with the
-    /// digest it recorded before trusting the storage.
+    /// SHA-256 of `data.release` (helm's payload, as helm wrote it):
+    /// delivery compares it with the digest it recorded before trusting
+    /// the storage (`None`: no `data.release`, or not base64).
     pub digest: Option<[u8; 32]>,
 }
 
@@ -96,30 +96,102 @@ resource!(HelmRelease, "Secret", "secrets", NamespaceResourceScope);
 
 impl<'de> Deserialize<'de> for HelmRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Raw {
-            #[serde(deserialize_with = "lean_meta_with_uid")]
-            metadata: LeanMeta,
-            #[serde(default)]
-            data: BTreeMap<String, String>,
-        }
-        let raw = Raw::deserialize(d)?;
+        let raw = RawSecret::deserialize(d)?;
         let owned = !label(&raw.metadata, HELMAPP_UID_LABEL).is_empty();
-        let mut digest = None;
-        let release = match secret_entry(&raw.data, "release") {
-            None => Err("the Secret has no data.release".to_string()),
-            Some(Err(e)) => Err(e),
-            Some(Ok(payload)) => {
-                if owned {
-                    use sha2::Digest;
-                    digest = Some(sha2::Sha256::digest(&payload).into());
-                }
-                decode_release_with(&payload, owned)
-                    .map_err(|e| e.to_string())
-                    .and_then(|r| plausible(r, &raw.metadata))
-            }
-        };
-        Ok(HelmRelease::new(raw.metadata, release, digest))
+        // Only a revision a HelmApp owns has its objects listed in the
+        // cache: the inventory reads none.
+        Ok(read_entry(raw, owned))
+    }
+}
+
+/// A storage Secret as the API serves it, before it is read.
+#[derive(Deserialize)]
+struct RawSecret {
+    #[serde(deserialize_with = "lean_meta_with_uid")]
+    metadata: LeanMeta,
+    #[serde(default)]
+    data: BTreeMap<String, String>,
+}
+
+/// The one reading of a storage Secret, for the cache and for a fresh read
+/// alike: digested, decoded, checked to be [`plausible`] (labels and
+/// payload agree), its objects listed when `list_objects`. Every entry is
+/// digested (SHA-256 runs far faster than the gunzip the decoding does):
+/// delivery compares each revision helm may read with what it recorded.
+fn read_entry(raw: RawSecret, list_objects: bool) -> HelmRelease {
+    let mut sum = None;
+    let release = match secret_entry(&raw.data, "release") {
+        None => Err("the Secret has no data.release".to_string()),
+        Some(Err(e)) => Err(e),
+        Some(Ok(payload)) => {
+            use sha2::Digest;
+            sum = Some(sha2::Sha256::digest(&payload).into());
+            decode_release_with(&payload, list_objects)
+                .map_err(|e| e.to_string())
+                .and_then(|r| plausible(r, &raw.metadata))
+        }
+    };
+    HelmRelease::new(raw.metadata, release, sum)
+}
+
+/// A storage Secret read afresh from the API (not the cache): always
+/// digested, its objects listed, by the same reading as the cache's.
+#[derive(Clone, Debug)]
+pub struct FreshRelease(pub HelmRelease);
+
+impl<'de> Deserialize<'de> for FreshRelease {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(FreshRelease(read_entry(RawSecret::deserialize(d)?, true)))
+    }
+}
+
+impl kube::Resource for FreshRelease {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+    fn kind(_: &()) -> Cow<'_, str> {
+        "Secret".into()
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        "secrets".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// The newest release among `entries` (one release's storage): the
+/// highest revision among those that decode and are [`plausible`]. An
+/// entry whose labels and payload disagree is no release and is never
+/// chosen — whichever of the two says the higher revision. Both readers
+/// (the cache's and a fresh read) choose with this.
+pub fn newest_of<'a, R>(entries: impl IntoIterator<Item = &'a R>) -> Option<&'a R>
+where
+    R: AsRef<HelmRelease> + 'a,
+{
+    entries
+        .into_iter()
+        .filter(|e| e.as_ref().release.is_ok())
+        .max_by_key(|e| e.as_ref().version())
+}
+
+impl AsRef<HelmRelease> for HelmRelease {
+    fn as_ref(&self) -> &HelmRelease {
+        self
+    }
+}
+
+impl AsRef<HelmRelease> for FreshRelease {
+    fn as_ref(&self) -> &HelmRelease {
+        &self.0
     }
 }
 
@@ -154,6 +226,12 @@ fn plausible(release: ReleaseSummary, meta: &LeanMeta) -> Result<ReleaseSummary,
     }
     if release.version < 1 {
         return Err("not a plausible Helm release: its revision is below 1".into());
+    }
+    if label(meta, "version") != release.version.to_string() {
+        return Err(
+            "not a plausible Helm release: its revision differs from the Secret's version label"
+                .into(),
+        );
     }
     Ok(release)
 }

@@ -58,8 +58,12 @@ pub struct HelmAppSpec {
     )]
     pub service_account_name: String,
     pub chart: ChartSource,
-    /// Inline values (any YAML object).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Inline values (any YAML object, at most 64 levels deep).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::values::deserialize"
+    )]
     #[schemars(schema_with = "any_object")]
     pub values: Option<serde_json::Value>,
     /// Values from Secrets or ConfigMaps of the HelmApp's namespace, applied
@@ -69,8 +73,10 @@ pub struct HelmAppSpec {
     /// A base64-encoded YAML values document, applied after `valuesFrom`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub values_base64: String,
-    /// Helm `--set` strings, applied last.
+    /// Helm `--set` strings, applied last: at most 200, each at most
+    /// 4 KiB, 64 path steps and list indexes up to 1,000.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 200), inner(length(max = 4096)))]
     pub set: Vec<String>,
     /// Install only after these are Ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -591,6 +597,12 @@ pub struct HelmAppStatus {
     /// The last 5 operations, newest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<HistoryEntry>,
+    /// Every revision of the release in Helm's storage after the
+    /// operator's last action on it, with the digest of its payload: each
+    /// revision helm may read is checked against this before any helm run
+    /// (reason `StorageTampered` when one differs or is not here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_digests: Vec<StorageDigest>,
     /// Objects of the release that drifted (at most 20, newest first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<DriftedObject>,
@@ -668,6 +680,15 @@ pub struct InventoryEntry {
     /// checked again.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub checked: String,
+}
+
+/// One revision of the release as the operator left it in Helm's storage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageDigest {
+    pub revision: i64,
+    /// `sha256:<hex>` of its storage's `data.release`.
+    pub digest: String,
 }
 
 /// One helm operation.

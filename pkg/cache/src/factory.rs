@@ -117,6 +117,8 @@ pub struct InformerSync {
     pub optional: bool,
     /// How many objects its cache holds now.
     pub objects: usize,
+    /// Object versions it could not decode and skipped, so far.
+    pub refused: u64,
 }
 
 /// What the factory needs of an informer whatever its type.
@@ -127,6 +129,8 @@ trait AnyInformer: Send + Sync {
     fn stop(&self);
     fn has_synced(&self) -> bool;
     fn objects(&self) -> usize;
+    fn refused(&self) -> u64;
+    fn on_refused(&self, hook: crate::informer::RefusalHook);
     fn kind(&self) -> String;
     fn as_any(&self) -> &dyn Any;
 }
@@ -155,6 +159,15 @@ where
     }
     fn objects(&self) -> usize {
         self.0.store().len()
+    }
+    fn refused(&self) -> u64 {
+        self.0
+            .stats()
+            .refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn on_refused(&self, hook: crate::informer::RefusalHook) {
+        self.0.on_refused(hook);
     }
     fn kind(&self) -> String {
         K::kind(&()).into_owned()
@@ -216,6 +229,9 @@ pub struct SharedInformerFactory {
     /// The runtime `start` was called on (`None` before): optional
     /// informers are started from a handler's thread, outside it.
     runtime: Arc<Mutex<Option<tokio::runtime::Handle>>>,
+    /// Given to every informer, present and future (see
+    /// [`Self::on_refused`]).
+    on_refused: Mutex<Option<crate::informer::RefusalHook>>,
 }
 
 mod optional;
@@ -229,7 +245,18 @@ impl SharedInformerFactory {
             informers: Arc::default(),
             conflicts: Mutex::new(Vec::new()),
             runtime: Arc::default(),
+            on_refused: Mutex::new(None),
         }
+    }
+
+    /// Calls `hook` for each object version any informer of this factory
+    /// cannot decode and skips (the manager records a Warning Event on the
+    /// object with it).
+    pub fn on_refused(&self, hook: crate::informer::RefusalHook) {
+        for e in self.informers.lock().values() {
+            e.informer.on_refused(hook.clone());
+        }
+        *self.on_refused.lock() = Some(hook);
     }
 
     /// The informer for `K` in all namespaces (or of a cluster-scoped type)
@@ -335,6 +362,9 @@ impl SharedInformerFactory {
             opts.transform.map(|(_, t)| t),
             opts.resync.or(self.default_resync),
         ));
+        if let Some(hook) = self.on_refused.lock().clone() {
+            informer.on_refused(hook);
+        }
         if !matches!(role, Role::OnCrd(_)) && self.runtime.lock().is_some() {
             informer.run();
         }
@@ -403,6 +433,7 @@ impl SharedInformerFactory {
                 synced: e.informer.has_synced(),
                 optional: e.role != Role::Required,
                 objects: e.informer.objects(),
+                refused: e.informer.refused(),
             })
             .collect();
         v.sort();

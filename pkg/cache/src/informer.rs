@@ -137,7 +137,15 @@ pub struct SharedInformer<K: Resource> {
     synced_notify: Notify,
     stats: ReflectorStats,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Told of each object version that did not decode (see
+    /// [`RefusalHook`]); set by the factory.
+    on_refused: Mutex<Option<RefusalHook>>,
 }
+
+/// Told of each object version an informer could not decode and skipped:
+/// the kind's `apiVersion` and `kind`, and the refusal (which names the
+/// object and says why, without its content).
+pub type RefusalHook = Arc<dyn Fn(&str, &str, &crate::Refusal) + Send + Sync>;
 
 impl<K> SharedInformer<K>
 where
@@ -162,7 +170,14 @@ where
             synced_notify: Notify::new(),
             stats: ReflectorStats::default(),
             tasks: Mutex::new(Vec::new()),
+            on_refused: Mutex::new(None),
         }
+    }
+
+    /// Calls `hook` for each object version this informer cannot decode
+    /// (besides its log line and [`ReflectorStats::refused`]).
+    pub fn on_refused(&self, hook: RefusalHook) {
+        *self.on_refused.lock() = Some(hook);
     }
 
     /// The cache this informer fills (shared handle).
@@ -339,8 +354,10 @@ impl<K> Sink<K> for SharedInformer<K>
 where
     K: Object,
 {
-    fn replace(&self, objs: Vec<K>) {
-        let objs: Vec<Arc<K>> = objs.into_iter().map(|o| self.transformed(o)).collect();
+    fn replace(&self, objs: Vec<K>, refused: &[String]) {
+        let mut objs: Vec<Arc<K>> = objs.into_iter().map(|o| self.transformed(o)).collect();
+        // A version that did not decode is skipped: the one last read stays.
+        objs.extend(refused.iter().filter_map(|key| self.store.get(key)));
         let handlers = self.handlers.lock();
         let (changes, gone) = self.store.replace(objs);
         for (old, new) in changes {
@@ -381,6 +398,26 @@ where
         let handlers = self.handlers.lock();
         self.store.remove(&object_key(obj.as_ref()));
         deliver(&handlers, Event::Delete(obj));
+    }
+
+    fn delete_key(&self, key: &str) {
+        let handlers = self.handlers.lock();
+        if let Some(last) = self.store.remove(key) {
+            deliver(&handlers, Event::Delete(last));
+        }
+    }
+
+    fn refused(&self, refusal: &crate::Refusal) {
+        log::warn!(
+            "{}: skipped a version of {} that does not decode ({}); the cache keeps the last one it could read, and the LIST and watch go on",
+            self.kind,
+            refusal.key(),
+            refusal.error
+        );
+        let hook = self.on_refused.lock().clone();
+        if let Some(hook) = hook {
+            hook(&K::api_version(&()), &self.kind, refusal);
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 //! - [`Lister`]: read access for controllers, by namespace and label selector.
 
 mod backoff;
+mod decoded;
 mod factory;
 mod informer;
 mod lister;
@@ -17,9 +18,10 @@ pub mod reflector;
 mod selector;
 mod store;
 
+pub use decoded::Refusal;
 pub use factory::{FactoryError, InformerOptions, InformerSync, SharedInformerFactory};
 pub use informer::{
-    Event, EventHandler, HandlerFn, LAST_APPLIED, Object, SharedInformer, Transform,
+    Event, EventHandler, HandlerFn, LAST_APPLIED, Object, RefusalHook, SharedInformer, Transform,
     strip_bookkeeping,
 };
 pub use lister::{Lister, NamespaceLister};

@@ -19,20 +19,42 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use futures::TryStreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::core::Request;
 use kube::{Api, Resource};
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::backoff::Backoff;
+use crate::decoded::{Decoded, Refusal};
 
 /// What a reflector reports, before any transform.
 pub(crate) trait Sink<K>: Send + Sync {
-    /// The complete current state (after each LIST).
-    fn replace(&self, objs: Vec<K>);
+    /// The complete current state (after each LIST). `refused`: keys
+    /// (`namespace/name`) of objects listed that did not decode — the
+    /// cache keeps the version it last could read of each.
+    fn replace(&self, objs: Vec<K>, refused: &[String]);
     /// An object was added or modified.
     fn upsert(&self, obj: K);
     /// An object was deleted; `obj` is its final state.
     fn delete(&self, obj: K);
+    /// An object was deleted whose final state did not decode.
+    fn delete_key(&self, key: &str);
+    /// An object (a version of it) did not decode and was skipped.
+    fn refused(&self, refusal: &Refusal);
+}
+
+/// One LIST page, each object decoded on its own ([`Decoded`]). Not
+/// kube's `ObjectList`: its flattened fields make serde buffer the whole
+/// page, recursively, before any item is read.
+#[derive(Deserialize)]
+#[serde(bound = "K: DeserializeOwned")]
+struct Page<K> {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Vec<Decoded<K>>,
 }
 
 /// Which objects a reflector mirrors, and how it pages and watches.
@@ -88,6 +110,9 @@ pub struct ReflectorStats {
     /// Watches and LIST pages given up for making no progress within
     /// [`ListWatchConfig::progress_timeout`] (also counted in `errors`).
     pub stalls: AtomicU64,
+    /// Object versions that did not decode and were skipped (each
+    /// reported to the sink; the LIST or watch went on).
+    pub refused: AtomicU64,
 }
 
 enum State {
@@ -130,10 +155,10 @@ where
         let mut state = State::List;
         loop {
             state = match state {
-                State::List => match self.list(stats).await {
-                    Ok((objs, rv)) => {
+                State::List => match self.list(sink, stats).await {
+                    Ok((objs, refused, rv)) => {
                         log::debug!("{}: listed {} objects at rv {rv}", self.kind, objs.len());
-                        sink.replace(objs);
+                        sink.replace(objs, &refused);
                         backoff.reset();
                         State::Watch { rv }
                     }
@@ -179,17 +204,43 @@ where
         }
     }
 
-    /// A complete, paginated LIST: the objects and the list's resourceVersion.
+    /// The request path of the objects this reflector mirrors.
+    fn request(&self) -> Request {
+        Request::new(self.api.resource_url())
+    }
+
+    /// One LIST page, its objects decoded one by one.
+    async fn list_page(&self, params: &ListParams) -> Result<Page<K>, kube::Error> {
+        let req = self
+            .request()
+            .list(params)
+            .map_err(kube::Error::BuildRequest)?;
+        self.api.clone().into_client().request(req).await
+    }
+
+    /// An object that did not decode: counted, and reported to the sink.
+    fn refuse(&self, sink: &dyn Sink<K>, stats: &ReflectorStats, refusal: &Refusal) {
+        stats.refused.fetch_add(1, Relaxed);
+        sink.refused(refusal);
+    }
+
+    /// A complete, paginated LIST: the objects, the keys of those that did
+    /// not decode (reported to the sink), and the list's resourceVersion.
     /// An expired continue token (410) restarts the list from the first page.
-    async fn list(&self, stats: &ReflectorStats) -> Result<(Vec<K>, String), ListError> {
+    async fn list(
+        &self,
+        sink: &dyn Sink<K>,
+        stats: &ReflectorStats,
+    ) -> Result<(Vec<K>, Vec<String>, String), ListError> {
         stats.lists.fetch_add(1, Relaxed);
         let mut objs = Vec::new();
+        let mut refused = Vec::new();
         let mut params = ListParams::default().limit(self.config.page_size);
         params.label_selector = self.config.label_selector.clone();
         params.field_selector = self.config.field_selector.clone();
         loop {
             stats.list_pages.fetch_add(1, Relaxed);
-            let page = match self.within_progress_timeout(self.api.list(&params)).await {
+            let page = match self.within_progress_timeout(self.list_page(&params)).await {
                 None => {
                     stats.stalls.fetch_add(1, Relaxed);
                     return Err(ListError::Stalled(self.config.progress_timeout));
@@ -200,17 +251,26 @@ where
                 {
                     log::info!("{}: list continue token expired, listing again", self.kind);
                     objs.clear();
+                    refused.clear();
                     params.continue_token = None;
                     continue;
                 }
                 Some(Err(e)) => return Err(ListError::Api(e)),
             };
-            objs.extend(page.items);
+            for item in page.items {
+                match item {
+                    Decoded::Object(o) => objs.push(o),
+                    Decoded::Refused(r) => {
+                        self.refuse(sink, stats, &r);
+                        refused.push(r.key());
+                    }
+                }
+            }
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params.continue_token = Some(token),
                 None => {
                     let rv = page.metadata.resource_version.unwrap_or_default();
-                    return Ok((objs, rv));
+                    return Ok((objs, refused, rv));
                 }
             }
         }
@@ -224,6 +284,22 @@ where
         tokio::time::timeout(self.config.progress_timeout, f)
             .await
             .ok()
+    }
+
+    /// A WATCH from `rv`, each object decoded on its own.
+    async fn watch_stream(
+        &self,
+        params: &WatchParams,
+        rv: &str,
+    ) -> Result<
+        impl futures::Stream<Item = Result<WatchEvent<Decoded<K>>, kube::Error>> + use<K>,
+        kube::Error,
+    > {
+        let req = self
+            .request()
+            .watch(params, rv)
+            .map_err(kube::Error::BuildRequest)?;
+        self.api.clone().into_client().request_events(req).await
     }
 
     async fn watch(
@@ -251,7 +327,7 @@ where
             )
         };
         let stream = match self
-            .within_progress_timeout(self.api.watch(&params, rv))
+            .within_progress_timeout(self.watch_stream(&params, rv))
             .await
         {
             None => return stalled(stats, last_rv),
@@ -269,12 +345,22 @@ where
                     backoff.reset();
                     match event {
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
-                            last_rv = obj.meta().resource_version.clone().unwrap_or(last_rv);
-                            sink.upsert(obj);
+                            last_rv = obj.resource_version().unwrap_or(last_rv);
+                            match obj {
+                                Decoded::Object(obj) => sink.upsert(obj),
+                                // The cache keeps the version it last read.
+                                Decoded::Refused(r) => self.refuse(sink, stats, &r),
+                            }
                         }
                         WatchEvent::Deleted(obj) => {
-                            last_rv = obj.meta().resource_version.clone().unwrap_or(last_rv);
-                            sink.delete(obj);
+                            last_rv = obj.resource_version().unwrap_or(last_rv);
+                            match obj {
+                                Decoded::Object(obj) => sink.delete(obj),
+                                Decoded::Refused(r) => {
+                                    self.refuse(sink, stats, &r);
+                                    sink.delete_key(&r.key());
+                                }
+                            }
                         }
                         WatchEvent::Bookmark(b) => last_rv = b.metadata.resource_version,
                         WatchEvent::Error(e) if e.code == 410 => return WatchEnd::Gone,

@@ -146,8 +146,21 @@ impl EventRecorder {
         reason: &str,
         message: &str,
     ) {
+        self.event_about(reference(obj), type_, reason, message);
+    }
+
+    /// Records an event about the object `involved` refers to (one whose
+    /// type is not known here, e.g. an object that did not decode).
+    /// Returns at once.
+    pub fn event_about(
+        &self,
+        involved: ObjectReference,
+        type_: EventType,
+        reason: &str,
+        message: &str,
+    ) {
         let event = PendingEvent {
-            involved_object: reference(obj),
+            involved_object: involved,
             type_,
             reason: reason.to_string(),
             message: message.to_string(),

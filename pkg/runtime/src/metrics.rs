@@ -6,6 +6,7 @@
 //! | `<prefix>_reconcile_total{controller,result}` | counter | reconciles by `success` / `error` |
 //! | `<prefix>_reconcile_duration_seconds{controller}` | histogram | time per reconcile, 1 ms to 10 min |
 //! | `<prefix>_informer_synced{kind}` | gauge | 1 once an informer's cache holds a complete LIST |
+//! | `<prefix>_informer_refused_total{kind}` | counter | object versions an informer could not decode and skipped (each also a log line and a `DecodeFailed` Warning Event on the object) |
 //! | `<prefix>_leader` | gauge | 1 while this process holds the leader Lease (or runs without election) |
 //!
 //! Controllers add their own metrics with [`Metrics::register`].
@@ -70,6 +71,7 @@ impl Metrics {
         registry.register_collector(Box::new(InformerSynced {
             name: format!("{prefix}_informer_synced"),
             objects_name: format!("{prefix}_informer_objects"),
+            refused_name: format!("{prefix}_informer_refused"),
             factory,
         }));
         Metrics {
@@ -121,6 +123,7 @@ impl Metrics {
 struct InformerSynced {
     name: String,
     objects_name: String,
+    refused_name: String,
     factory: Arc<SharedInformerFactory>,
 }
 
@@ -160,6 +163,20 @@ impl Collector for InformerSynced {
         )?;
         for (kind, (_, objects)) in seen {
             ConstGauge::new(objects as i64).encode(family.encode_family(&[("kind", kind)])?)?;
+        }
+        let mut refused = std::collections::BTreeMap::<String, u64>::new();
+        for i in self.factory.synced() {
+            *refused.entry(i.kind).or_default() += i.refused;
+        }
+        let mut family = encoder.encode_descriptor(
+            &self.refused_name,
+            "Object versions the informers could not decode and skipped, by kind",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (kind, n) in refused {
+            prometheus_client::metrics::counter::ConstCounter::new(n)
+                .encode(family.encode_family(&[("kind", kind)])?)?;
         }
         Ok(())
     }

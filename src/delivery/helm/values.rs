@@ -117,8 +117,10 @@ fn parse_key(key: &str) -> Result<Vec<Step>, String> {
             let index = r[..end]
                 .parse::<usize>()
                 .map_err(|_| format!("bad list index in key {key:?}"))?;
-            if index > 10_000 {
-                return Err(format!("list index too large in key {key:?}"));
+            if index > MAX_LIST_INDEX {
+                return Err(format!(
+                    "list index {index} in key {key:?} is over {MAX_LIST_INDEX}"
+                ));
             }
             steps.push(Step::Index(index));
             rest = &r[end + 1..];
@@ -133,35 +135,90 @@ fn parse_key(key: &str) -> Result<Vec<Step>, String> {
     Ok(steps)
 }
 
+/// Puts `value` at `path` under `root`, making maps and lists on the way
+/// (a loop, not recursion: a path's length is bounded, but no stack
+/// should depend on it).
 fn set_path(root: &mut Value, path: &[Step], value: Value) -> Result<(), String> {
-    let Some((step, rest)) = path.split_first() else {
-        *root = value;
-        return Ok(());
-    };
-    match step {
-        Step::Key(k) => {
-            if !root.is_object() {
-                *root = Value::Object(Map::new());
+    let mut at = root;
+    for (i, step) in path.iter().enumerate() {
+        let last = i + 1 == path.len();
+        at = match step {
+            Step::Key(k) => {
+                if !at.is_object() {
+                    *at = Value::Object(Map::new());
+                }
+                let map = at.as_object_mut().ok_or("not a map")?;
+                if last && value.is_null() {
+                    map.remove(k);
+                    return Ok(());
+                }
+                map.entry(k.clone()).or_insert(Value::Null)
             }
-            let map = root.as_object_mut().ok_or("not a map")?;
-            if rest.is_empty() && value.is_null() {
-                map.remove(k);
-                return Ok(());
+            Step::Index(i) => {
+                if !at.is_array() {
+                    *at = Value::Array(Vec::new());
+                }
+                let list = at.as_array_mut().ok_or("not a list")?;
+                while list.len() <= *i {
+                    list.push(Value::Null);
+                }
+                &mut list[*i]
             }
-            let child = map.entry(k.clone()).or_insert(Value::Null);
-            set_path(child, rest, value)
+        };
+    }
+    *at = value;
+    Ok(())
+}
+
+/// The most `set` strings a HelmApp may have.
+pub const MAX_SET_ITEMS: usize = 200;
+/// The longest one `set` string may be, in bytes.
+pub const MAX_SET_LENGTH: usize = 4096;
+/// The most steps one `--set` path may have (`a.b[0]` is three).
+pub const MAX_PATH_STEPS: usize = 64;
+/// The highest list index a `--set` path may name.
+pub const MAX_LIST_INDEX: usize = 1_000;
+
+/// Whether `spec`'s inline values and `set` strings are within the bounds
+/// (the CRD says the same where its schema can: `maxItems`, `maxLength`):
+/// `Err` names the first that is not — by its position and key, never its
+/// value. Checked before anything else reads them (reason
+/// `InvalidValues`, no helm run).
+pub fn check_bounds(spec: &apis::HelmAppSpec) -> Result<(), String> {
+    use apis::values::{MAX_VALUES_DEPTH, depth};
+    if let Some(values) = &spec.values
+        && depth(values) > MAX_VALUES_DEPTH
+    {
+        return Err(format!(
+            "spec.values is nested more than {MAX_VALUES_DEPTH} levels deep"
+        ));
+    }
+    if spec.set.len() > MAX_SET_ITEMS {
+        return Err(format!(
+            "spec.set has {} entries; at most {MAX_SET_ITEMS} are allowed",
+            spec.set.len()
+        ));
+    }
+    for (i, line) in spec.set.iter().enumerate() {
+        if line.len() > MAX_SET_LENGTH {
+            return Err(format!(
+                "spec.set[{i}] is {} bytes long; at most {MAX_SET_LENGTH} are allowed",
+                line.len()
+            ));
         }
-        Step::Index(i) => {
-            if !root.is_array() {
-                *root = Value::Array(Vec::new());
+        for pair in split_unescaped(line, ',', true) {
+            let Some((key, _)) = split_once_unescaped(&pair, '=') else {
+                continue;
+            };
+            let steps = split_unescaped(&key, '.', true).len() + key.matches('[').count();
+            if steps > MAX_PATH_STEPS {
+                return Err(format!(
+                    "spec.set[{i}]: a path of {steps} steps; at most {MAX_PATH_STEPS} are allowed"
+                ));
             }
-            let list = root.as_array_mut().ok_or("not a list")?;
-            while list.len() <= *i {
-                list.push(Value::Null);
-            }
-            set_path(&mut list[*i], rest, value)
         }
     }
+    Ok(())
 }
 
 /// Helm's typing of a `--set` value.

@@ -165,6 +165,7 @@ impl Context {
 /// the user's rights).
 pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value, String> {
     let spec = &app.spec;
+    values::check_bounds(spec)?;
     let ns = app.namespace().unwrap_or_default();
     let mut merged = json!({});
     if let Some(v) = &spec.values {

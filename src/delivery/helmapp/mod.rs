@@ -11,6 +11,7 @@
 //! splits deciding from doing the same way).
 
 pub mod act;
+mod adoption;
 mod context;
 mod drift;
 pub mod inputs;

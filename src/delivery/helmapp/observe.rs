@@ -17,11 +17,12 @@ use super::inputs::config_hash;
 use super::observed::{Inputs, Observed, Stored, timeout_of};
 use super::readiness;
 use super::state;
-use super::status::Reason;
+use super::status::{READY, Reason};
 use super::storage;
 use super::target::Target;
 use crate::cached::manifest::ManifestObject;
 use crate::cached::objects::{HelmRelease, label};
+use crate::cached::storage::newest_of;
 use crate::delivery::names::{
     APPROVE, FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL,
 };
@@ -33,7 +34,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     status.observed_generation = app.metadata.generation;
     status.release_name = target.release.clone();
     status.target_namespace = target.namespace.clone();
-    let entry = newest_entry(ctx, &target);
+    let entries = storage_entries(ctx, &target);
+    let entry = newest_of(&entries).cloned();
     let newest = entry.as_deref().map(Stored::of);
     let owner_is_live = newest
         .as_ref()
@@ -56,6 +58,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         newest,
         owner_is_live,
         tampered: None,
+        adoption_refused: None,
         project_gone: false,
         missing: Vec::new(),
         pending: Vec::new(),
@@ -72,7 +75,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     } else {
         None
     };
-    o.tampered = tampered(ctx, &mut o, fresh).await;
+    let fresh = adopting(ctx, app, &mut o, fresh).await;
+    o.tampered = tampered(ctx, app, &mut o, &entries, fresh).await;
     if deleting_now {
         o.project_gone = project_gone(ctx, app).await;
     }
@@ -87,7 +91,6 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         return o;
     }
     o.inputs = Some(inputs(ctx, app, &o.target).await);
-    accept_if_asked(&mut o);
     if app.spec.wait {
         o.pending = readiness::pending(ctx, &o.target);
     }
@@ -123,13 +126,10 @@ fn annotation(app: &HelmApp, key: &str) -> String {
 /// adoption or a refusal is decided on it: the storage's watch may lag
 /// behind a move that just rewrote its owner labels. Returns the fresh
 /// read (`None`: it failed), for the tamper check to reuse.
-async fn refresh_owner(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-) -> Option<Option<storage::Newest>> {
-    let read = match storage::newest(&ctx.client, &o.target).await {
-        Ok(fresh) => {
+async fn refresh_owner(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<Vec<HelmRelease>> {
+    let read = match storage::read(&ctx.client, &o.target).await {
+        Ok(entries) => {
+            let fresh = storage::newest(&entries);
             match (o.newest.as_mut(), fresh.as_ref()) {
                 (Some(cached), Some(fresh)) if cached.revision <= fresh.revision => {
                     cached.owner = fresh.owner.clone();
@@ -137,7 +137,7 @@ async fn refresh_owner(
                 (Some(_), None) => o.newest = None,
                 _ => {}
             }
-            Some(fresh)
+            Some(entries)
         }
         Err(e) => {
             log::warn!("{}: cannot re-read Helm's storage: {e}", o.target.key());
@@ -149,6 +149,42 @@ async fn refresh_owner(
         .as_ref()
         .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
     read
+}
+
+/// A release no live HelmApp owns, about to be adopted (`spec.adopt`):
+/// as the operator's identity, refused when its storage lists foreign
+/// objects ([`super::adoption`]); otherwise its storage, as read now, is
+/// what the operator trusts from the adoption on. Returns the fresh read
+/// for the tamper check, or `None` when it was used here.
+async fn adopting(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    fresh: Option<Vec<HelmRelease>>,
+) -> Option<Vec<HelmRelease>> {
+    let unowned = o
+        .newest
+        .as_ref()
+        .is_some_and(|n| n.owner != o.uid && !o.owner_is_live);
+    if !app.spec.adopt || !unowned || app.metadata.deletion_timestamp.is_some() {
+        return fresh;
+    }
+    let Some(entries) = fresh else {
+        o.adoption_refused = Some("Helm's storage could not be read; trying again".into());
+        return None;
+    };
+    if o.identity == crate::delivery::Identity::Operator {
+        o.adoption_refused = match super::adoption::refused(&ctx.client, &o.target).await {
+            Ok(refused) => refused,
+            Err(e) => Some(format!(
+                "Helm's storage could not be read ({e}); trying again"
+            )),
+        };
+    }
+    if o.adoption_refused.is_none() {
+        storage::trust(&mut o.status, &entries);
+    }
+    None
 }
 
 /// Whether the Hosstedproject an operator-made app came from is gone or
@@ -175,46 +211,87 @@ async fn project_gone(ctx: &Context, app: &HelmApp) -> bool {
     }
 }
 
-/// Whether the newest revision differs from what the operator recorded
-/// (a failed confirming read counts as a difference: the cache shows one).
+/// Why the release's storage is not trusted, if it is not
+/// ([`storage::check`]; a failed confirming read counts as untrusted: the
+/// cache shows a difference). Entries that are no release get their
+/// `InvalidRelease` Warning. Changed storage is accepted only by a new
+/// `hossted.com/reconcile-at` set after the change was reported (`Ready`
+/// says `StorageTampered`): whoever may patch the HelmApp accepts the
+/// stored state, which is trusted from then on. A configuration change
+/// accepts nothing.
 async fn tampered(
     ctx: &Context,
+    app: &HelmApp,
     o: &mut Observed,
-    fresh: Option<Option<storage::Newest>>,
+    entries: &[Arc<HelmRelease>],
+    fresh: Option<Vec<HelmRelease>>,
 ) -> Option<String> {
-    let cached = o
-        .newest
-        .as_ref()
-        .map(|n| (n.revision, n.owner.clone(), n.digest.clone()));
-    storage::check(&ctx.client, o, cached, fresh)
-        .await
-        .unwrap_or_else(|e| {
-            Some(format!(
-                "the newest revision of {} differs from the digest the operator recorded, and re-reading it failed: {e}",
-                o.target.key()
-            ))
-        })
+    warn_invalid(ctx, app, entries);
+    let untrusted = match storage::check(&ctx.client, o, entries, fresh).await {
+        Ok(None) => return None,
+        Ok(Some(u)) => u.message(&o.target.key()),
+        Err(e) => format!(
+            "the storage of release {} differs from the digests the operator recorded, and re-reading it failed: {e}",
+            o.target.key()
+        ),
+    };
+    let reported = super::status::has(&o.status, READY, false, Reason::StorageTampered);
+    if reported && o.reconcile_at != o.status.last_handled_reconcile_at {
+        match storage::read(&ctx.client, &o.target).await {
+            Ok(fresh) => {
+                log::info!(
+                    "{}: Helm's storage accepted as it is ({} set to {:?})",
+                    o.target.key(),
+                    RECONCILE_AT,
+                    o.reconcile_at
+                );
+                storage::trust(&mut o.status, &fresh);
+                o.status.last_handled_reconcile_at = o.reconcile_at.clone();
+                return None;
+            }
+            Err(e) => log::warn!("{}: cannot re-read Helm's storage: {e}", o.target.key()),
+        }
+    }
+    // Only a value set after this report accepts.
+    o.status.last_handled_reconcile_at = o.reconcile_at.clone();
+    Some(untrusted)
 }
 
-/// Changed storage is accepted when the HelmApp's configuration changed
-/// since the last run, or `hossted.com/reconcile-at` has a new value:
-/// whoever did that accepts the stored state, which is trusted from now.
-fn accept_if_asked(o: &mut Observed) {
-    if o.tampered.is_none() {
-        return;
-    }
-    let changed = o.hash().is_some_and(|h| h != o.status.config_hash);
-    if changed || o.reconcile_at != o.status.last_handled_reconcile_at {
-        o.tampered = None;
-        if let Some(digest) = o.newest.as_ref().map(|n| n.digest.clone()) {
-            storage::trust(&mut o.status, &digest);
-        }
+/// One `InvalidRelease` Warning on each storage Secret of the release
+/// that is not a release (the recorder folds repeats into one Event).
+fn warn_invalid(ctx: &Context, app: &HelmApp, entries: &[Arc<HelmRelease>]) {
+    for e in entries {
+        let Err(error) = &e.release else { continue };
+        let secret = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: e.metadata.name.clone(),
+                namespace: e.metadata.namespace.clone(),
+                uid: e.metadata.uid.clone(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let message = format!(
+            "not a Helm release ({error}): HelmApp {}/{} runs no helm on this release while it is here",
+            app.namespace().unwrap_or_default(),
+            app.name_any()
+        );
+        ctx.recorder.event(
+            &secret,
+            record::EventType::Warning,
+            Reason::InvalidRelease.as_str(),
+            &message,
+        );
     }
 }
 
 /// The chart, the cached digests of what `valuesFrom` names, and their
-/// hash: deciding "nothing to do" reads no Secret.
+/// hash: deciding "nothing to do" reads no Secret. Values or `set` past
+/// their bounds are refused first: no chart is fetched for them.
 async fn inputs(ctx: &Context, app: &HelmApp, target: &Target) -> Inputs {
+    if let Err(message) = crate::delivery::helm::values::check_bounds(&app.spec) {
+        return Inputs::OutOfBounds(message);
+    }
     let chart = match ctx.chart(app).await {
         Ok(Some(c)) => c,
         Ok(None) => return Inputs::ChartPending,
@@ -229,12 +306,9 @@ async fn inputs(ctx: &Context, app: &HelmApp, target: &Target) -> Inputs {
     }
 }
 
-/// The newest revision of `target` in Helm's storage.
-fn newest_entry(ctx: &Context, target: &Target) -> Option<Arc<HelmRelease>> {
-    ctx.releases
-        .by_index(RELEASE_INDEX, &target.key())
-        .into_iter()
-        .max_by_key(|r| r.version())
+/// Every cached storage entry of `target`'s release, releases or not.
+fn storage_entries(ctx: &Context, target: &Target) -> Vec<Arc<HelmRelease>> {
+    ctx.releases.by_index(RELEASE_INDEX, &target.key())
 }
 
 impl Stored {

@@ -67,6 +67,9 @@ pub enum Inputs {
     ChartPending,
     ChartUnavailable(ChartProblem),
     ValuesInvalid(String),
+    /// `values` or `set` past their bounds (`InvalidValues`): nothing
+    /// else is read.
+    OutOfBounds(String),
 }
 
 /// What a decision about one HelmApp needs (see the module docs).
@@ -103,6 +106,10 @@ pub struct Observed {
     /// Why the newest revision is not trusted, if it is not: it differs
     /// from the digest the operator recorded (`super::storage`).
     pub tampered: Option<String>,
+    /// Why the operator's own identity may not adopt the release (read
+    /// only when it would: `spec.adopt`, a privileged identity, a release
+    /// no live HelmApp owns — `super::adoption`).
+    pub adoption_refused: Option<String>,
     /// The newest revision's owner is another HelmApp that exists and is
     /// not being deleted.
     pub owner_is_live: bool,

@@ -135,6 +135,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         },
         ReleaseState::OwnedByOther { message } => refuse(Reason::ReleaseOwnedByOther, message),
         ReleaseState::NotOurs { message } => refuse(Reason::ReleaseNotOwned, message),
+        ReleaseState::AdoptionRefused { message } => refuse(Reason::AdoptionRefused, message),
         ReleaseState::InSync { revision } => Step::Done {
             revision: *revision,
         },

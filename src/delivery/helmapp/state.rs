@@ -48,6 +48,10 @@ pub enum ReleaseState {
     OwnedByOther { message: String },
     /// Exists, and no live HelmApp owns it (`adopt` is false).
     NotOurs { message: String },
+    /// No live HelmApp owns it, `adopt` is true, and the operator's own
+    /// identity may not take it over: its storage lists objects outside
+    /// its namespace.
+    AdoptionRefused { message: String },
     /// Deployed with this configuration. `revision`: the stored one, when
     /// the storage (not our own last write) says so.
     InSync { revision: Option<i64> },
@@ -168,6 +172,11 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
             );
             return ReleaseState::NotOurs { message };
         }
+        if let Some(message) = &o.adoption_refused {
+            return ReleaseState::AdoptionRefused {
+                message: message.clone(),
+            };
+        }
         Why::Adopt
     } else if newest.status != "deployed" {
         Why::NotDeployed
@@ -224,6 +233,10 @@ fn hash_of(o: &Observed) -> Result<&str, ReleaseState> {
         }),
         Some(Inputs::ValuesInvalid(message)) => Err(ReleaseState::Refused {
             reason: Reason::ValuesInvalid,
+            message: message.clone(),
+        }),
+        Some(Inputs::OutOfBounds(message)) => Err(ReleaseState::Refused {
+            reason: Reason::InvalidValues,
             message: message.clone(),
         }),
         None => Err(ReleaseState::ChartUnavailable {

@@ -24,6 +24,9 @@ pub enum Reason {
     ReleaseNotOwned,
     RetriesExhausted,
     StorageTampered,
+    InvalidRelease,
+    AdoptionRefused,
+    InvalidValues,
     // HelmApp: what a run did.
     Forbidden,
     TimeoutClamped,
@@ -70,7 +73,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (the README documents each).
-    pub const ALL: [Reason; 52] = [
+    pub const ALL: [Reason; 55] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -86,6 +89,9 @@ impl Reason {
         Reason::ReleaseNotOwned,
         Reason::RetriesExhausted,
         Reason::StorageTampered,
+        Reason::InvalidRelease,
+        Reason::AdoptionRefused,
+        Reason::InvalidValues,
         Reason::Forbidden,
         Reason::TimeoutClamped,
         Reason::InstallSucceeded,
@@ -151,6 +157,9 @@ impl Reason {
             ReleaseNotOwned => "ReleaseNotOwned",
             RetriesExhausted => "RetriesExhausted",
             StorageTampered => "StorageTampered",
+            InvalidRelease => "InvalidRelease",
+            AdoptionRefused => "AdoptionRefused",
+            InvalidValues => "InvalidValues",
             Forbidden => "Forbidden",
             TimeoutClamped => "TimeoutClamped",
             InstallSucceeded => "InstallSucceeded",

@@ -1,22 +1,28 @@
-//! Helm's storage is checked before it is trusted (DELIVERY.md "Tenancy").
-//! It lives in the target namespace, where others may write Secrets: a
-//! hand-edited revision could make helm's next upgrade or uninstall delete
-//! what it lists — anything, when helm runs as the operator. So the
-//! operator records the digest of the newest revision after each helm
-//! action it takes (`status.history[].releaseDigest`), and before the next
-//! one compares the newest revision with it.
+//! Helm's storage is evidence, never authority (README, "Multi-tenant
+//! delivery"). It lives in the
+//! target namespace, where others may write Secrets: a planted or
+//! hand-edited revision could make helm's next upgrade, rollback or
+//! uninstall delete what it lists — anything, when helm runs as the
+//! operator. So:
 //!
-//! The cache may lag behind our own last run: a difference is confirmed
-//! with a fresh read of the storage before it counts.
+//! - after each helm action it takes, the operator records the digest of
+//!   every revision in the storage (`status.storageDigests`; the newest's
+//!   also on the history entry) — [`record_after_action`];
+//! - before the next one, every revision helm may read for the release
+//!   must be a release (labels and payload agree) with a recorded digest
+//!   that matches — not just the newest — [`first_untrusted`].
+//!
+//! The cache may lag behind our own last run: a difference found in it is
+//! confirmed with one fresh read of the storage before it counts.
 
-use apis::helmapp::HelmAppStatus;
-use k8s_openapi::api::core::v1::Secret;
+use apis::helmapp::{HelmAppStatus, StorageDigest};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::observed::Observed;
 use super::target::Target;
-use crate::cached::storage::{HELMAPP_UID_LABEL, release_digest};
+use crate::cached::objects::{HelmRelease, label};
+use crate::cached::storage::{FreshRelease, HELMAPP_UID_LABEL, newest_of};
 
 /// The newest revision of a release, read from the API now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,47 +30,106 @@ pub struct Newest {
     pub revision: i64,
     /// The owner HelmApp's UID (label; empty: none).
     pub owner: String,
-    /// [`release_digest`] of its payload.
+    /// [`crate::cached::storage::release_digest`] of its payload.
     pub digest: String,
 }
 
-/// Reads the newest revision of `target` from the API (not the cache).
-pub async fn newest(client: &Client, target: &Target) -> Result<Option<Newest>, kube::Error> {
-    let api: Api<Secret> = Api::namespaced(client.clone(), &target.namespace);
+/// Every storage entry of `target`'s release (label `owner=helm,name=…`:
+/// what helm itself reads), read from the API now, not the cache.
+pub async fn read(client: &Client, target: &Target) -> Result<Vec<HelmRelease>, kube::Error> {
+    let api: Api<FreshRelease> = Api::namespaced(client.clone(), &target.namespace);
     let selector = format!("owner=helm,name={}", target.release);
     let list = api.list(&ListParams::default().labels(&selector)).await?;
-    let version = |s: &Secret| {
-        s.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("version"))
-            .and_then(|v| v.parse::<i64>().ok())
-            .unwrap_or(0)
-    };
-    Ok(list.items.into_iter().max_by_key(version).map(|s| {
-        let payload = s
-            .data
-            .as_ref()
-            .and_then(|d| d.get("release"))
-            .map(|b| b.0.as_slice())
-            .unwrap_or_default();
-        Newest {
-            revision: version(&s),
-            owner: s
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(HELMAPP_UID_LABEL))
-                .cloned()
-                .unwrap_or_default(),
-            digest: release_digest(payload),
-        }
-    }))
+    Ok(list.items.into_iter().map(|f| f.0).collect())
 }
 
-/// The digest the operator recorded last: the first history entry that
-/// has one (`None`: a release owned before the rule, or none yet).
-pub fn recorded(status: &HelmAppStatus) -> Option<&str> {
+/// The newest release among `entries` ([`newest_of`]), summarised.
+pub fn newest(entries: &[HelmRelease]) -> Option<Newest> {
+    newest_of(entries).map(|n| Newest {
+        revision: n.version(),
+        owner: label(&n.metadata, HELMAPP_UID_LABEL).to_string(),
+        digest: n.digest_string().unwrap_or_default(),
+    })
+}
+
+/// Why one storage entry is not trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Untrusted {
+    /// Not a release: it does not decode, or its labels and payload
+    /// disagree (reason `InvalidRelease`, on the Secret).
+    Invalid { secret: String, error: String },
+    /// A revision the operator never recorded.
+    Unrecorded { secret: String, revision: i64 },
+    /// A revision whose payload differs from the one recorded.
+    Changed {
+        secret: String,
+        revision: i64,
+        digest: String,
+        recorded: String,
+    },
+}
+
+impl Untrusted {
+    /// The condition's message.
+    pub fn message(&self, release: &str) -> String {
+        let what = match self {
+            Untrusted::Invalid { secret, error } => {
+                format!(
+                    "storage Secret {secret} of release {release} is not a Helm release ({error})"
+                )
+            }
+            Untrusted::Unrecorded { secret, revision } => format!(
+                "revision {revision} of release {release} (Secret {secret}) was not made by the operator"
+            ),
+            Untrusted::Changed {
+                secret,
+                revision,
+                digest,
+                recorded,
+            } => format!(
+                "revision {revision} of release {release} (Secret {secret}) is not what the operator left there ({digest}, recorded {recorded})"
+            ),
+        };
+        format!(
+            "{what}: someone changed Helm's storage; no helm runs on it until someone allowed to patch this HelmApp sets the annotation hossted.com/reconcile-at to a new value, accepting the stored state"
+        )
+    }
+}
+
+/// The first entry (by revision, newest first) that is not a release, or
+/// whose digest is not the one `recorded` for its revision.
+pub fn first_untrusted<R: AsRef<HelmRelease>>(
+    entries: &[R],
+    recorded: &[StorageDigest],
+) -> Option<Untrusted> {
+    let mut sorted: Vec<&HelmRelease> = entries.iter().map(AsRef::as_ref).collect();
+    sorted.sort_by_key(|e| std::cmp::Reverse(e.version()));
+    sorted.into_iter().find_map(|e| {
+        let secret = e.metadata.name.clone().unwrap_or_default();
+        if let Err(error) = &e.release {
+            return Some(Untrusted::Invalid {
+                secret,
+                error: error.clone(),
+            });
+        }
+        let revision = e.version();
+        let digest = e.digest_string().unwrap_or_default();
+        match recorded.iter().find(|r| r.revision == revision) {
+            None => Some(Untrusted::Unrecorded { secret, revision }),
+            Some(r) if r.digest != digest => Some(Untrusted::Changed {
+                secret,
+                revision,
+                digest,
+                recorded: r.digest.clone(),
+            }),
+            Some(_) => None,
+        }
+    })
+}
+
+/// The digest recorded of the newest revision before `storageDigests`
+/// existed: the first history entry that has one.
+pub fn recorded_newest(status: &HelmAppStatus) -> Option<&str> {
     status
         .history
         .iter()
@@ -72,60 +137,100 @@ pub fn recorded(status: &HelmAppStatus) -> Option<&str> {
         .find(|d| !d.is_empty())
 }
 
-/// Records `digest` as the trusted state of the storage (on the newest
-/// history entry; nothing when there is none).
-pub fn trust(status: &mut HelmAppStatus, digest: &str) {
-    if let Some(h) = status.history.first_mut() {
-        h.release_digest = digest.to_string();
+/// Records `entries` as the trusted state of the storage: every release
+/// among them, and the newest's digest on the newest history entry.
+pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
+    let mut digests: Vec<StorageDigest> = entries
+        .iter()
+        .filter(|e| e.release.is_ok())
+        .filter_map(|e| {
+            Some(StorageDigest {
+                revision: e.version(),
+                digest: e.digest_string()?,
+            })
+        })
+        .collect();
+    digests.sort_by_key(|d| std::cmp::Reverse(d.revision));
+    status.storage_digests = digests;
+    if let (Some(h), Some(n)) = (status.history.first_mut(), newest(entries)) {
+        h.release_digest = n.digest;
     }
 }
 
-/// After a helm action: records the newest revision's digest when it is
-/// ours. A failed read records nothing (the next check reads again and,
-/// finding no digest for it, flags the difference only if it persists).
+/// After a helm action: records what helm left in the storage. Kept are
+/// the revisions that are ours (our UID label) or were trusted before the
+/// action (helm rewrites an older revision when it supersedes it): an
+/// entry someone planted while helm ran is not made trusted by it. A
+/// failed read records nothing (the next check reads again and flags a
+/// difference only if it persists).
 pub async fn record_after_action(client: &Client, o: &mut Observed) {
-    match newest(client, &o.target).await {
-        Ok(Some(n)) if n.owner == o.uid => trust(&mut o.status, &n.digest),
-        Ok(_) => {}
+    match read(client, &o.target).await {
+        Ok(entries) => {
+            let before = std::mem::take(&mut o.status.storage_digests);
+            let kept: Vec<HelmRelease> = entries
+                .into_iter()
+                .filter(|e| {
+                    label(&e.metadata, HELMAPP_UID_LABEL) == o.uid
+                        || before.iter().any(|b| b.revision == e.version())
+                })
+                .collect();
+            trust(&mut o.status, &kept);
+        }
         Err(e) => log::warn!(
-            "{}: cannot read Helm's storage to record its digest: {e}",
+            "{}: cannot read Helm's storage to record its digests: {e}",
             o.target.key()
         ),
     }
 }
 
-/// Whether the newest revision differs from what was recorded: `Some`
-/// with the message for the condition. `cached` is the cached newest
-/// revision's (revision, owner, digest); a difference is confirmed with a
-/// fresh read (`fresh`, when this reconcile already made one). With nothing
-/// recorded yet, the current digest is trusted on first sight.
+/// Whether the storage of `o`'s release can be trusted: `Some` with the
+/// first entry that cannot. `cached` is the release's storage as the
+/// cache has it; `fresh`, a read this reconcile already made. A difference
+/// in the cache is confirmed with a fresh read. Nothing recorded yet (a
+/// release owned before the rule): the storage is trusted on first sight,
+/// if its newest revision is the one recorded on the history, if any.
 pub async fn check(
     client: &Client,
     o: &mut Observed,
-    cached: Option<(i64, String, String)>,
-    fresh: Option<Option<Newest>>,
-) -> Result<Option<String>, kube::Error> {
-    let Some((_, owner, digest)) = cached.filter(|(_, owner, _)| *owner == o.uid) else {
+    cached: &[std::sync::Arc<HelmRelease>],
+    fresh: Option<Vec<HelmRelease>>,
+) -> Result<Option<Untrusted>, kube::Error> {
+    let ours = cached
+        .iter()
+        .any(|e| label(&e.metadata, HELMAPP_UID_LABEL) == o.uid);
+    if o.status.storage_digests.is_empty() {
+        if !ours {
+            return Ok(None);
+        }
+        let fresh = match fresh {
+            Some(f) => f,
+            None => read(client, &o.target).await?,
+        };
+        if let (Some(legacy), Some(n)) = (recorded_newest(&o.status), newest(&fresh))
+            && n.digest != legacy
+        {
+            let secret = newest_of(&fresh)
+                .and_then(|e| e.metadata.name.clone())
+                .unwrap_or_default();
+            return Ok(Some(Untrusted::Changed {
+                secret,
+                revision: n.revision,
+                digest: n.digest,
+                recorded: legacy.to_string(),
+            }));
+        }
+        trust(&mut o.status, &fresh);
         return Ok(None);
-    };
-    let Some(expected) = recorded(&o.status).map(str::to_string) else {
-        trust(&mut o.status, &digest);
-        return Ok(None);
-    };
-    if digest == expected {
+    }
+    if first_untrusted(cached, &o.status.storage_digests).is_none() {
         return Ok(None);
     }
     let fresh = match fresh {
         Some(f) => f,
-        None => newest(client, &o.target).await?,
+        None => read(client, &o.target).await?,
     };
-    Ok(match fresh {
-        Some(n) if n.owner == owner && n.digest != expected => Some(format!(
-            "revision {} of release {} in Helm's storage is not what the operator left there ({}, recorded {expected}): someone changed it; no helm runs on it until the HelmApp's configuration changes or hossted.com/reconcile-at is set by someone who accepts the stored state",
-            n.revision,
-            o.target.key(),
-            n.digest
-        )),
-        _ => None,
-    })
+    Ok(first_untrusted(&fresh, &o.status.storage_digests))
 }
+
+#[cfg(test)]
+mod tests;

@@ -39,7 +39,7 @@ impl ProjectDelivery {
             .filter(|o| o.labels().get(PROJECT_LABEL) == Some(&project))
             .filter(|o| o.namespace().as_deref() != Some(self.operator_namespace.as_str()));
         if let Some(old) = old {
-            self.move_to_operator_namespace(hp, w, &old).await?;
+            self.move_if_proven(hp, w, &old).await?;
         }
         let existing = self.apps.get(&key);
         let mut spec = w.spec.clone();
@@ -109,6 +109,46 @@ impl ProjectDelivery {
             },
             spec,
             status: None,
+        }
+    }
+
+    /// Moves `old` ([`Self::move_to_operator_namespace`]) only when its
+    /// storage is proven the operator's: a HelmApp's label and name prove
+    /// nothing (a tenant may make one), the digests the operator recorded in
+    /// its status do. Otherwise a Warning, and nothing moves: the new
+    /// HelmApp then finds the release owned by a live one and takes nothing.
+    async fn move_if_proven(
+        &self,
+        hp: &Hosstedproject,
+        w: &Wanted,
+        old: &HelmApp,
+    ) -> Result<(), ProjectError> {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &w.target);
+        let selector = format!(
+            "owner=helm,name={},{UID_LABEL}={}",
+            w.release,
+            old.uid().unwrap_or_default()
+        );
+        let stored = secrets
+            .list(&ListParams::default().labels(&selector))
+            .await?;
+        let status = old.status.clone().unwrap_or_default();
+        match unproven(&status, &stored.items) {
+            None => self.move_to_operator_namespace(hp, w, old).await,
+            Some(why) => {
+                let message = format!(
+                    "HelmApp {}/{} is not moved to {}: {why}; its release {}/{} is left as it is",
+                    old.namespace().unwrap_or_default(),
+                    old.name_any(),
+                    self.operator_namespace,
+                    w.target,
+                    w.release
+                );
+                let reason = Reason::StorageTampered.as_str();
+                self.recorder
+                    .event(hp, EventType::Warning, reason, &message);
+                Ok(())
+            }
         }
     }
 
@@ -190,17 +230,15 @@ impl ProjectDelivery {
     /// already installed under its name (adoption changes nothing), else
     /// the repository's latest.
     async fn pin(&self, hp: &Hosstedproject, w: &Wanted) -> Result<String, ProjectError> {
-        let installed = self
+        let entries = self
             .releases
-            .by_index(RELEASE_INDEX, &format!("{}/{}", w.target, w.release))
-            .into_iter()
-            .max_by_key(|r| r.version())
-            .and_then(|r| {
-                r.release
-                    .as_ref()
-                    .ok()
-                    .map(|s| (s.chart.clone(), s.chart_version.clone()))
-            });
+            .by_index(RELEASE_INDEX, &format!("{}/{}", w.target, w.release));
+        let installed = crate::cached::storage::newest_of(&entries).and_then(|r| {
+            r.release
+                .as_ref()
+                .ok()
+                .map(|s| (s.chart.clone(), s.chart_version.clone()))
+        });
         if let Some((chart, version)) = installed
             && chart == w.spec.chart.name
             && !version.is_empty()
@@ -242,4 +280,53 @@ impl ProjectDelivery {
             _ => Ok(()),
         }
     }
+}
+
+/// Why the storage Secrets `stored` (labelled with a HelmApp's UID) are not
+/// proven written by the operator for it, if they are not: each revision
+/// must have the digest recorded in its `status.storageDigests`; a HelmApp
+/// from before those were recorded proves only its newest revision, by the
+/// digest on its history.
+fn unproven(status: &apis::helmapp::HelmAppStatus, stored: &[Secret]) -> Option<String> {
+    use crate::cached::storage::release_digest;
+    let digest_of = |s: &Secret| {
+        let payload = s.data.as_ref().and_then(|d| d.get("release"));
+        release_digest(payload.map(|b| b.0.as_slice()).unwrap_or_default())
+    };
+    let revision_of = |s: &Secret| {
+        s.labels()
+            .get("version")
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    if stored.is_empty() {
+        return Some("no storage of its release carries its UID".into());
+    }
+    if !status.storage_digests.is_empty() {
+        return stored.iter().find_map(|s| {
+            let (revision, digest) = (revision_of(s), digest_of(s));
+            let known = status
+                .storage_digests
+                .iter()
+                .any(|d| d.revision == revision && d.digest == digest);
+            (!known).then(|| {
+                format!(
+                    "storage Secret {} is not one the operator recorded",
+                    s.name_any()
+                )
+            })
+        });
+    }
+    let newest = stored.iter().max_by_key(|s| revision_of(s))?;
+    let recorded = status
+        .history
+        .iter()
+        .map(|h| h.release_digest.as_str())
+        .find(|d| !d.is_empty());
+    (recorded != Some(digest_of(newest).as_str())).then(|| {
+        format!(
+            "its newest storage Secret {} is not one the operator recorded",
+            newest.name_any()
+        )
+    })
 }

@@ -61,6 +61,7 @@ pub(super) fn observed() -> Observed {
         newest: None,
         owner_is_live: false,
         tampered: None,
+        adoption_refused: None,
         project_gone: false,
         busy: false,
         missing: Vec::new(),

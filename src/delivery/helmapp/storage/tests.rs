@@ -1,0 +1,100 @@
+use super::*;
+use crate::cached::helm::encode_release;
+use crate::cached::storage::release_digest;
+use base64::Engine;
+use serde_json::json;
+
+/// A storage Secret of release `web` in `apps`: labels say `label_version`,
+/// the payload says `payload_version`.
+fn entry(label_version: i64, payload_version: i64, uid: &str) -> (HelmRelease, String) {
+    let release = json!({
+        "name": "web", "namespace": "apps", "version": payload_version,
+        "info": { "status": "deployed" },
+        "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
+        "manifest": ""
+    });
+    let payload = encode_release(&serde_json::to_vec(&release).unwrap());
+    let digest = release_digest(&payload);
+    let data = base64::engine::general_purpose::STANDARD.encode(&payload);
+    let secret = json!({
+        "metadata": {
+            "name": format!("sh.helm.release.v1.web.v{label_version}"),
+            "namespace": "apps",
+            "labels": { "owner": "helm", "name": "web", "version": label_version.to_string(),
+                        HELMAPP_UID_LABEL: uid }
+        },
+        "data": { "release": data }
+    });
+    let fresh: FreshRelease = serde_json::from_value(secret).unwrap();
+    (fresh.0, digest)
+}
+
+fn recorded(rows: &[(i64, &str)]) -> Vec<StorageDigest> {
+    rows.iter()
+        .map(|(revision, digest)| StorageDigest {
+            revision: *revision,
+            digest: digest.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn every_revision_recorded_and_matching_is_trusted() {
+    let (one, d1) = entry(1, 1, "u");
+    let (two, d2) = entry(2, 2, "u");
+    let entries = vec![one, two];
+    assert_eq!(
+        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)])),
+        None
+    );
+}
+
+#[test]
+fn an_older_revision_changed_is_not_trusted_though_the_newest_matches() {
+    let (one, _) = entry(1, 1, "u");
+    let (two, d2) = entry(2, 2, "u");
+    let entries = vec![one, two];
+    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]));
+    assert!(
+        matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_revision_never_recorded_is_not_trusted() {
+    let (one, d1) = entry(1, 1, "u");
+    let (planted, _) = entry(3, 3, "");
+    let entries = vec![one, planted];
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]));
+    assert!(
+        matches!(found, Some(Untrusted::Unrecorded { revision: 3, .. })),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn label_and_payload_that_disagree_are_no_release_and_never_the_newest() {
+    let (real, d1) = entry(1, 1, "u");
+    // The forgery of the issue: labels say revision 1, the payload 999.
+    let (forged, _) = entry(1, 999, "u");
+    assert!(forged.release.is_err(), "{:?}", forged.release);
+    let entries = vec![real, forged];
+    assert_eq!(newest(&entries).map(|n| n.revision), Some(1));
+    assert_eq!(newest(&entries).map(|n| n.digest), Some(d1.clone()));
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]));
+    assert!(
+        matches!(found, Some(Untrusted::Invalid { .. })),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn trust_records_every_release_newest_first_and_skips_what_is_no_release() {
+    let (one, d1) = entry(1, 1, "u");
+    let (two, d2) = entry(2, 2, "u");
+    let (forged, _) = entry(5, 999, "u");
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, &[one, forged, two]);
+    assert_eq!(status.storage_digests, recorded(&[(2, &d2), (1, &d1)]));
+}
