@@ -31,12 +31,19 @@ where
         "finalizers": finalizers,
         "resourceVersion": obj.resource_version(),
     }});
-    match api
+    // Nothing of the answer is read: a HelmApp stored deeper than its type
+    // decodes (its managedFields are as deep as its values) is patched too.
+    let request = kube::core::Request::new(api.resource_url())
         .patch(
             &obj.name_any(),
             &PatchParams::default(),
             &Patch::Merge(&patch),
         )
+        .map_err(kube::Error::BuildRequest)?;
+    match api
+        .clone()
+        .into_client()
+        .request::<serde::de::IgnoredAny>(request)
         .await
     {
         Ok(_) => Ok(()),

@@ -236,7 +236,7 @@ where
             // Only conditions of other writers differ: not ours to write.
             return Ok(Written::Unchanged);
         };
-        let rv = returned.resource_version().unwrap_or_default();
+        let rv = returned;
         self.written
             .lock()
             .insert(key_of(obj), (rv, status.clone()));
@@ -251,7 +251,7 @@ where
         obj: &K,
         owned: OwnedConditions,
         status: serde_json::Value,
-    ) -> Result<Option<K>, kube::Error> {
+    ) -> Result<Option<String>, kube::Error> {
         let mut metadata = serde_json::json!({ "name": obj.name_any() });
         if let Some(ns) = obj.namespace() {
             metadata["namespace"] = ns.into();
@@ -266,20 +266,24 @@ where
         self.request(obj, &params, &Patch::Apply(&body)).await
     }
 
-    /// Patches `obj`'s status subresource; `None` when it is gone (404).
+    /// Patches `obj`'s status subresource; the resourceVersion it then
+    /// has, `None` when it is gone (404). Only that is read of the answer:
+    /// an object the apiserver stored deeper than a decoder of `K` goes (its
+    /// `managedFields` are as deep as the object) is still written to.
     async fn request<P: Serialize + Debug>(
         &self,
         obj: &K,
         params: &PatchParams,
         patch: &Patch<P>,
-    ) -> Result<Option<K>, kube::Error> {
+    ) -> Result<Option<String>, kube::Error> {
         // A Request rather than an `Api`: one path for namespaced and
         // cluster-scoped kinds alike.
         let namespace = obj.namespace();
         let request = Request::new(K::url_path(&(), namespace.as_deref()))
             .patch_subresource("status", &obj.name_any(), params, patch)
             .map_err(kube::Error::BuildRequest)?;
-        ignore_not_found(self.client.request::<K>(request).await)
+        let answer = ignore_not_found(self.client.request::<Versioned>(request).await)?;
+        Ok(answer.map(|v| v.metadata.resource_version.unwrap_or_default()))
     }
 
     /// Forgets what was written to `obj` (it is gone).
@@ -501,4 +505,18 @@ mod tests {
             "an empty list removes ours"
         );
     }
+}
+
+/// What a status write reads of the object it returns: its
+/// resourceVersion. Every other field is skipped unread (serde_json skips
+/// without recursion, whatever the depth).
+#[derive(serde::Deserialize)]
+struct Versioned {
+    metadata: VersionOnly,
+}
+
+#[derive(serde::Deserialize)]
+struct VersionOnly {
+    #[serde(rename = "resourceVersion")]
+    resource_version: Option<String>,
 }

@@ -9,6 +9,7 @@ mod lifecycle;
 mod processes;
 mod readiness;
 mod sources;
+mod storage_trust;
 mod tenancy;
 mod updates;
 mod values;

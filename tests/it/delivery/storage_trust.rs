@@ -1,0 +1,463 @@
+//! Helm's storage is evidence, never authority (README "Multi-tenant
+//! delivery"): a privileged HelmApp (in the operator's namespace) targets a
+//! tenant's namespace, where the tenant may write Secrets — and so Helm's
+//! storage. Each test plants or edits storage there as such a tenant
+//! could, and checks that helm never runs as the operator on it. The real
+//! apiserver with RBAC, the real helm through a wrapper that logs every
+//! command line.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use hossted_operator::cached::helm::{encode_release, release_json};
+use hossted_operator::delivery::{Privileged, Tenancy};
+
+const TENANT: &str = "team-a";
+const OPERATOR_NS: &str = "hossted-operator";
+
+/// The shipped default: only the operator's namespace is privileged.
+fn secure_by_default(s: &mut hossted_operator::delivery::Settings) {
+    s.tenancy = Tenancy {
+        privileged: Privileged::Namespaces(BTreeSet::from([OPERATOR_NS.to_string()])),
+        ..Tenancy::single_tenant(OPERATOR_NS)
+    };
+}
+
+/// The ConfigMap a planted manifest entry names: what a helm run on the
+/// forged storage would delete.
+async fn precious(f: &Fixture) -> Api<ConfigMap> {
+    let kube_system: Api<ConfigMap> = Api::namespaced(f.cp.client(), "kube-system");
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "precious", "namespace": "kube-system" }, "data": { "keep": "me" }
+    }))
+    .unwrap();
+    kube_system
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    kube_system
+}
+
+const PLANTED: &str = "\n---\n# Source: tiny/templates/planted.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\n";
+
+/// The storage Secret of `release` at `revision` in `ns`.
+async fn stored(f: &Fixture, ns: &str, release: &str, revision: i64) -> Secret {
+    Api::<Secret>::namespaced(f.cp.client(), ns)
+        .get(&format!("sh.helm.release.v1.{release}.v{revision}"))
+        .await
+        .unwrap()
+}
+
+/// The release JSON a storage Secret holds.
+fn payload(secret: &Secret) -> serde_json::Value {
+    let data = secret.data.as_ref().unwrap();
+    serde_json::from_slice(&release_json(&data["release"].0).unwrap()).unwrap()
+}
+
+/// `secret` with its payload replaced by `release`.
+fn with_payload(mut secret: Secret, release: &serde_json::Value) -> Secret {
+    let encoded = encode_release(&serde_json::to_vec(release).unwrap());
+    secret
+        .data
+        .as_mut()
+        .unwrap()
+        .insert("release".into(), k8s_openapi::ByteString(encoded));
+    secret
+}
+
+/// The helm command lines logged for `release` since line `from`.
+fn runs_since(log: &std::path::Path, from: usize, release: &str) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .skip(from)
+        .filter(|l| l.split_whitespace().any(|w| w == release))
+        .map(str::to_string)
+        .collect()
+}
+
+fn lines(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+/// A privileged HelmApp `name` in the operator's namespace installing the
+/// `tiny` chart into the tenant's namespace, Ready at revision 1.
+async fn privileged_app(f: &Fixture, name: &str, extra: serde_json::Value) -> HelmApp {
+    let mut spec = json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT });
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    apply_helmapp(f, OPERATOR_NS, name, spec).await;
+    helmapp_ready(f, OPERATOR_NS, name, "InstallSucceeded", 1).await
+}
+
+async fn setup() -> (Fixture, std::path::PathBuf, Operator) {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    (f, log, operator)
+}
+
+/// Test 1 of the issue: a second storage Secret with the real one's labels
+/// (owner UID included) and `version: 1`, whose payload says revision 999
+/// and lists a ConfigMap in kube-system. It is no release (labels and
+/// payload disagree): never the newest, an `InvalidRelease` Warning on it,
+/// and no helm as the operator while it is there — whatever asks for one.
+#[tokio::test]
+async fn a_forged_revision_whose_labels_and_payload_disagree_runs_no_helm() {
+    let (f, log, operator) = setup().await;
+    let kube_system = precious(&f).await;
+    privileged_app(&f, "platform", json!({})).await;
+
+    let real = stored(&f, TENANT, "platform", 1).await;
+    let mut release = payload(&real);
+    release["version"] = json!(999);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let mut forged = with_payload(real.clone(), &release);
+    forged.metadata = kube::api::ObjectMeta {
+        name: Some("sh.helm.release.v1.platform.v1x".into()),
+        namespace: Some(TENANT.into()),
+        labels: real.metadata.labels.clone(),
+        ..Default::default()
+    };
+    let before = lines(&log);
+    Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .create(&PostParams::default(), &forged)
+        .await
+        .unwrap();
+    // A change that asks for an upgrade.
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "platform",
+        json!({ "spec": { "values": { "greeting": "hi" } } }),
+    )
+    .await;
+    let app = helmapp_with_reason(&f, OPERATOR_NS, "platform", "StorageTampered").await;
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "platform",
+        json!({ "spec": { "values": { "greeting": "again" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    assert_eq!(
+        runs_since(&log, before, "platform"),
+        Vec::<String>::new(),
+        "no helm ran on the forged storage"
+    );
+    assert!(kube_system.get_opt("precious").await.unwrap().is_some());
+    let ready = app.status.unwrap().conditions;
+    let ready = ready.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert!(
+        ready.message.contains("sh.helm.release.v1.platform.v1x"),
+        "names the forged Secret: {}",
+        ready.message
+    );
+    eventually("InvalidRelease on the forged Secret", 30, || async {
+        event_reasons(&f, TENANT, "sh.helm.release.v1.platform.v1x")
+            .await
+            .contains(&"InvalidRelease".to_string())
+            .then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+/// Test 2: an older revision edited (the newest untouched), then an upgrade
+/// that would fail with `remediation: rollback`: nothing runs — neither
+/// the upgrade nor the rollback that would read the older revisions.
+#[tokio::test]
+async fn an_edited_older_revision_stops_every_helm_run_rollback_included() {
+    let (f, log, operator) = setup().await;
+    let kube_system = precious(&f).await;
+    privileged_app(
+        &f,
+        "rolled",
+        json!({ "remediation": { "retries": 0, "onFailure": "rollback" } }),
+    )
+    .await;
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "rolled",
+        json!({ "spec": { "values": { "greeting": "two" } } }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "rolled", "UpgradeSucceeded", 2).await;
+
+    let older = stored(&f, TENANT, "rolled", 1).await;
+    let mut release = payload(&older);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let before = lines(&log);
+    Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .replace(
+            &older.metadata.name.clone().unwrap(),
+            &PostParams::default(),
+            &with_payload(older, &release),
+        )
+        .await
+        .unwrap();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "rolled",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    let app = helmapp_with_reason(&f, OPERATOR_NS, "rolled", "StorageTampered").await;
+    let message = &app.status.as_ref().unwrap().conditions;
+    let ready = message.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert!(
+        ready.message.contains("sh.helm.release.v1.rolled.v1)"),
+        "names the edited revision's Secret: {}",
+        ready.message
+    );
+    // Another spec change (labels do not wake a HelmApp), after the report.
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "rolled",
+        json!({ "spec": { "timeout": "4m" } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    assert_eq!(
+        runs_since(&log, before, "rolled"),
+        Vec::<String>::new(),
+        "no upgrade, no rollback"
+    );
+    assert!(kube_system.get_opt("precious").await.unwrap().is_some());
+    operator.stop().await;
+}
+
+/// Test 3: a release planted by a tenant (no owner label) whose manifest
+/// names a ConfigMap in kube-system is not adopted by a privileged
+/// HelmApp; the same release planted without foreign objects is.
+#[tokio::test]
+async fn the_operator_adopts_only_a_release_whose_objects_stay_in_its_namespace() {
+    let (f, log, operator) = setup().await;
+    let kube_system = precious(&f).await;
+    // The tenant's helm: two releases, one then edited to list precious.
+    f.helm_install("planted", "tiny", TENANT);
+    f.helm_install("plain", "tiny", TENANT);
+    let secret = stored(&f, TENANT, "planted", 1).await;
+    let mut release = payload(&secret);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .replace(
+            &secret.metadata.name.clone().unwrap(),
+            &PostParams::default(),
+            &with_payload(secret, &release),
+        )
+        .await
+        .unwrap();
+
+    let before = lines(&log);
+    for name in ["planted", "plain"] {
+        apply_helmapp(
+            &f,
+            OPERATOR_NS,
+            name,
+            json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT, "adopt": true }),
+        )
+        .await;
+    }
+    let refused = helmapp_with_reason(&f, OPERATOR_NS, "planted", "AdoptionRefused").await;
+    let conditions = refused.status.unwrap().conditions;
+    let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+    assert!(
+        ready.message.contains("ConfigMap kube-system/precious"),
+        "names the first foreign object: {}",
+        ready.message
+    );
+    helmapp_ready(&f, OPERATOR_NS, "plain", "UpgradeSucceeded", 2).await;
+    assert_eq!(runs_since(&log, before, "planted"), Vec::<String>::new());
+    assert!(kube_system.get_opt("precious").await.unwrap().is_some());
+    assert!(
+        event_reasons(&f, OPERATOR_NS, "planted")
+            .await
+            .contains(&"AdoptionRefused".to_string())
+    );
+    // The adopted one is then trusted as it was taken: a change upgrades it.
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "plain",
+        json!({ "spec": { "values": { "greeting": "mine" } } }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "plain", "UpgradeSucceeded", 3).await;
+    operator.stop().await;
+}
+
+/// Test 4: a chart version range meets a new upstream version while the
+/// storage is tampered: the configuration changes, and that accepts
+/// nothing; only a new `hossted.com/reconcile-at` set after the report
+/// does.
+#[tokio::test]
+async fn only_reconcile_at_set_after_the_report_accepts_changed_storage() {
+    let (f, log, operator) = setup().await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "ranged",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": ">=0.1.0" },
+                "targetNamespace": TENANT, "interval": "1s" }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "ranged", "InstallSucceeded", 1).await;
+    // A harmless edit: still not what the operator left there.
+    let secret = stored(&f, TENANT, "ranged", 1).await;
+    let mut release = payload(&secret);
+    release["info"]["description"] = json!("edited by hand");
+    Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .replace(
+            &secret.metadata.name.clone().unwrap(),
+            &PostParams::default(),
+            &with_payload(secret, &release),
+        )
+        .await
+        .unwrap();
+    helmapp_with_reason(&f, OPERATOR_NS, "ranged", "StorageTampered").await;
+
+    let before = lines(&log);
+    super::sources::publish_tiny(&f, &repo, "0.2.0");
+    // The new version is seen (the configuration hash would change)... Each
+    // look is asked for by a change outside the hash (`timeout`): labels
+    // do not wake a HelmApp, and reconcile-at would accept.
+    let mut seconds = 300;
+    eventually("0.2.0 seen", 60, || {
+        seconds += 1;
+        let timeout = format!("{seconds}s");
+        let f = &f;
+        async move {
+            patch_helmapp(
+                f,
+                OPERATOR_NS,
+                "ranged",
+                json!({ "spec": { "timeout": timeout } }),
+            )
+            .await;
+            let app = get_helmapp(f, OPERATOR_NS, "ranged").await?;
+            (app.status?.latest_available == "0.2.0").then_some(())
+        }
+    })
+    .await;
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "ranged",
+        json!({ "spec": { "timeout": "4m" } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    // ...and accepts nothing.
+    assert_eq!(runs_since(&log, before, "ranged"), Vec::<String>::new());
+    helmapp_with_reason(&f, OPERATOR_NS, "ranged", "StorageTampered").await;
+
+    // reconcile-at, set after the report: accepted, then upgraded.
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "ranged",
+        json!({ "metadata": { "annotations": { "hossted.com/reconcile-at": "accept" } } }),
+    )
+    .await;
+    let app = helmapp_ready(&f, OPERATOR_NS, "ranged", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().chart_version, "0.2.0");
+    operator.stop().await;
+}
+
+/// Test 5: `set` 200,000 steps deep is refused at admission (the CRD's
+/// `maxLength`); one past the bound that admission lets through, and
+/// values 200 levels deep (more than serde_json's 128 — the HelmApp LIST
+/// and watch used to fail at it, for every HelmApp), are `InvalidValues`
+/// with no helm run; meanwhile another HelmApp installs.
+#[tokio::test]
+async fn deep_values_and_set_paths_are_refused_and_stop_no_one_else() {
+    let (f, log, operator) = setup().await;
+    let api: Api<HelmApp> = Api::namespaced(f.cp.client(), OPERATOR_NS);
+    let deep_set = format!("{}=1", vec!["a"; 200_000].join("."));
+    let app: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "deepset", "namespace": OPERATOR_NS },
+        "spec": { "chart": { "path": "tiny" }, "set": [deep_set] }
+    }))
+    .unwrap();
+    match api.create(&PostParams::default(), &app).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
+        other => panic!("a 400 KB set string is refused at admission: {other:?}"),
+    }
+
+    let mut values = json!(1);
+    for _ in 0..200 {
+        values = json!({ "a": values });
+    }
+    let before = lines(&log);
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "deepvalues",
+        json!({ "chart": { "path": "tiny" }, "values": values }),
+    )
+    .await;
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "steps",
+        json!({ "chart": { "path": "tiny" }, "set": [format!("{}=1", vec!["b"; 100].join("."))] }),
+    )
+    .await;
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "other",
+        json!({ "chart": { "path": "tiny" } }),
+    )
+    .await;
+    // Read with kubectl: this test's own client decodes a HelmApp as the
+    // operator once did, and fails on the 200-deep managedFields of it.
+    let ready = |name: &str, field: &str| {
+        f.kubectl(&[
+            "get",
+            "helmapp",
+            "-n",
+            OPERATOR_NS,
+            name,
+            "-o",
+            &format!("jsonpath={{.status.conditions[?(@.type==\"Ready\")].{field}}}"),
+        ])
+    };
+    for (name, field) in [("deepvalues", "spec.values"), ("steps", "spec.set[0]")] {
+        eventually(&format!("{name}: InvalidValues"), 120, || async {
+            (ready(name, "reason") == "InvalidValues").then_some(())
+        })
+        .await;
+        let message = ready(name, "message");
+        assert!(message.contains(field), "{name} names {field}: {message}");
+        assert_eq!(runs_since(&log, before, name), Vec::<String>::new());
+    }
+    helmapp_ready(&f, OPERATOR_NS, "other", "InstallSucceeded", 1).await;
+    operator.stop().await;
+}
