@@ -39,6 +39,7 @@ pub fn set(
     message: &str,
     generation: Option<i64>,
 ) {
+    let message = &record::cut_message(message);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let value = value_of(value);
     match conditions.iter_mut().find(|c| c.type_ == type_) {

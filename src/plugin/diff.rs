@@ -5,7 +5,8 @@
 //! or registry, the values merged from every source (read with the user's
 //! own rights), the post-renderers applied — by `helm upgrade --install
 //! --dry-run`. Secrets' values are masked on both sides (a changed one
-//! says so, never what it was or is). Exit status: 0 no difference, 1 a
+//! says so, never what it was or is), and so is every value that came
+//! from a `valuesFrom` Secret, wherever the chart renders it. Exit status: 0 no difference, 1 a
 //! difference, 2 an error (as `kubectl diff`).
 
 use std::path::{Path, PathBuf};
@@ -44,14 +45,17 @@ pub async fn run(client: kube::Client, a: &DiffArgs) -> Result<bool, String> {
     let target = Target::of(&app);
     let work = tempdir()?;
     let chart = chart_of(&client, &app, &work.0).await?;
-    let values = inputs::merged_values(&client, &app).await?;
+    let (values, from_secrets) = inputs::merged_values_and_secrets(&client, &app).await?;
     let helm = Helm {
         binary: &a.helm_binary,
         target: &target,
     };
     let live = helm.live_manifest()?;
     let next = helm.render(&chart, &values, &app, &work.0)?;
+    // A valuesFrom Secret's value a chart renders into another kind (a
+    // ConfigMap, an argument) is masked like a Secret's own data.
     let text = manifest_diff::diff(&live, &next, &target.key()).text;
+    let text = crate::delivery::helm::values::Redactor::of_strings(from_secrets).redact(&text);
     print!("{text}");
     Ok(!text.is_empty())
 }

@@ -152,6 +152,23 @@ async fn kubectl_hossted_diff_shows_what_the_next_reconcile_would_change() {
         out.contains("+++ apps/served next: ConfigMap served-tiny"),
         "{out}"
     );
+    // A valuesFrom Secret's value the chart renders into a ConfigMap is
+    // masked, as a Secret's own data is (and as status.pendingChange,
+    // which keeps only names, never shows it).
+    f.secret("apps", "greeting", &[("value", "s3cr\"t-gr33ting")])
+        .await;
+    let from_secret = json!({ "spec": { "valuesFrom": [
+        { "kind": "Secret", "name": "greeting", "key": "value", "targetPath": "greeting" }
+    ] } });
+    patch_helmapp(&f, "apps", "served", from_secret).await;
+    let (ok, out, err) = diff("served").await;
+    assert!(!ok, "a difference: exit 1: {err}");
+    assert!(
+        out.contains("+  greeting: "),
+        "the changed line is shown: {out}"
+    );
+    assert!(!out.contains("s3cr") && !out.contains("gr33ting"), "{out}");
+    assert!(out.contains("[redacted]"), "{out}");
     let (_, _, err) = diff("nosuch").await;
     assert!(err.contains("apps/nosuch"), "{err}");
 }

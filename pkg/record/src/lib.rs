@@ -163,7 +163,7 @@ impl EventRecorder {
             involved_object: involved,
             type_,
             reason: reason.to_string(),
-            message: message.to_string(),
+            message: cut_message(message),
             component: self.component.clone(),
             instance: self.instance.clone(),
         };
@@ -185,6 +185,23 @@ impl EventRecorder {
             }
         }
     }
+}
+
+/// The longest message an Event (or a condition) carries, in bytes.
+pub const MAX_MESSAGE: usize = 1024;
+
+/// `message` cut to [`MAX_MESSAGE`] bytes on a character boundary, `…`
+/// saying so. Whatever is redacted must be redacted before: a cut can
+/// leave part of a secret no redactor recognises.
+pub fn cut_message(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message.to_string();
+    }
+    let mut end = MAX_MESSAGE - '…'.len_utf8();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
 }
 
 /// An ObjectReference to `obj` (without resourceVersion, so that events
@@ -319,5 +336,22 @@ where
             }
             other => return other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_is_cut_at_one_kib_on_a_character_boundary() {
+        assert_eq!(cut_message("short"), "short");
+        let exact = "x".repeat(MAX_MESSAGE);
+        assert_eq!(cut_message(&exact), exact);
+        // Multi-byte characters straddling the bound are never split.
+        let long = "é".repeat(MAX_MESSAGE);
+        let cut = cut_message(&long);
+        assert!(cut.len() <= MAX_MESSAGE, "{}", cut.len());
+        assert!(cut.ends_with('…') && cut.trim_end_matches('…').chars().all(|c| c == 'é'));
     }
 }

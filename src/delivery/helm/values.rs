@@ -328,21 +328,83 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
 }
 
 /// What a HelmApp's helm messages are scrubbed of (its values' strings,
-/// [`secrets_of`]), kept beside the observation for every action — its
-/// `Debug` shows how many, never which.
+/// [`secrets_of`], in every form a message may carry them: as written,
+/// quoted by Go's `%q` or escaped in JSON — what the apiserver and helm
+/// echo — and base64 as a Secret's `data` holds them), kept beside the
+/// observation for every action — its `Debug` shows how many, never which.
 #[derive(Clone, Default)]
 pub struct Redactor(Vec<String>);
 
 impl Redactor {
-    /// The strings of `values`.
+    /// The strings of `values`, in each of their forms.
     pub fn of(values: &Value) -> Self {
-        Redactor(secrets_of(values))
+        Self::of_strings(secrets_of(values))
+    }
+
+    /// `secrets` (those of at least 4 characters), in each of their forms.
+    pub fn of_strings(secrets: Vec<String>) -> Self {
+        let mut all: Vec<String> = secrets
+            .into_iter()
+            .filter(|s| s.len() >= 4)
+            .flat_map(|s| forms(&s))
+            .filter(|f| f.len() >= 4)
+            .collect();
+        // Longest first, so a form containing another is scrubbed whole.
+        all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        all.dedup();
+        Redactor(all)
     }
 
     /// `text` with every value replaced by `[redacted]`.
     pub fn redact(&self, text: &str) -> String {
         redact(text, &self.0)
     }
+}
+
+/// `secret` as written, Go-quoted (`strconv.Quote`, without its quotes),
+/// JSON-escaped (also as Go's encoder escapes `<`, `>`, `&`), and base64.
+fn forms(secret: &str) -> Vec<String> {
+    use base64::Engine;
+    let json = serde_json::to_string(secret).unwrap_or_default();
+    let json = json
+        .strip_prefix('"')
+        .and_then(|j| j.strip_suffix('"'))
+        .unwrap_or_default()
+        .to_string();
+    let go_json = json
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    vec![
+        secret.to_string(),
+        go_quoted(secret),
+        json,
+        go_json,
+        base64::engine::general_purpose::STANDARD.encode(secret),
+    ]
+}
+
+/// What Go's `strconv.Quote` makes of `s`, without the surrounding quotes.
+fn go_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 impl std::fmt::Debug for Redactor {
@@ -458,5 +520,26 @@ mod tests {
             said,
             "Error: password [redacted] rejected for [redacted] (app)"
         );
+    }
+
+    #[test]
+    fn a_value_is_scrubbed_in_every_form_a_message_echoes_it() {
+        let r = Redactor::of(&json!({ "password": "p\"w<&>1\n" }));
+        for echoed in [
+            "raw: p\"w<&>1\n.",
+            // Go's %q, as the apiserver quotes a value it refuses.
+            r#"go: "p\"w<&>1\n"."#,
+            // Go's JSON encoder (HTML-safe).
+            r#"json: "p\"w\u003c\u0026\u003e1\n"."#,
+            // base64, as a Secret's data holds it.
+            "b64: cCJ3PCY+MQo=.",
+        ] {
+            let said = r.redact(echoed);
+            assert!(said.contains("[redacted]"), "{echoed:?} → {said:?}");
+            assert!(
+                !said.contains("w<&>") && !said.contains("u003c") && !said.contains("cCJ3"),
+                "{said:?}"
+            );
+        }
     }
 }

@@ -164,6 +164,16 @@ impl Context {
 /// `valuesBase64`, `set` (the operator's, and `kubectl hossted diff`'s with
 /// the user's rights).
 pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value, String> {
+    merged_values_and_secrets(client, app).await.map(|(v, _)| v)
+}
+
+/// [`merged_values`], and every string that came from a `valuesFrom`
+/// Secret: what anything shown to a person masks (`kubectl hossted diff`).
+pub async fn merged_values_and_secrets(
+    client: &kube::Client,
+    app: &HelmApp,
+) -> Result<(Value, Vec<String>), String> {
+    let mut from_secrets = Vec::new();
     let spec = &app.spec;
     values::check_bounds(spec)?;
     let ns = app.namespace().unwrap_or_default();
@@ -204,13 +214,22 @@ pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value
             }
             ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
         };
+        let secret = r.kind == ValuesKind::Secret;
         match text {
-            Some(t) if !r.target_path.is_empty() => values::set_at(&r.target_path, &t, &mut merged)
-                .map_err(|e| format!("{what} targetPath: {e}"))?,
-            Some(t) => values::merge(
-                &mut merged,
-                values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?,
-            ),
+            Some(t) if !r.target_path.is_empty() => {
+                if secret {
+                    from_secrets.push(t.trim().to_string());
+                }
+                values::set_at(&r.target_path, &t, &mut merged)
+                    .map_err(|e| format!("{what} targetPath: {e}"))?
+            }
+            Some(t) => {
+                let doc = values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?;
+                if secret {
+                    from_secrets.extend(values::secrets_of(&doc));
+                }
+                values::merge(&mut merged, doc)
+            }
             None if r.optional => {}
             None => {
                 return Err(format!(
@@ -230,7 +249,7 @@ pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value
     for s in &spec.set {
         values::apply_set(s, &mut merged).map_err(|e| format!("set: {e}"))?;
     }
-    Ok(merged)
+    Ok((merged, from_secrets))
 }
 
 /// What `credentialsSecretRef` `name` holds, read as `client`; `Err` says why not and

@@ -127,3 +127,34 @@ async fn values_never_reach_a_command_line_a_status_or_an_event() {
     assert_eq!(cm.data.unwrap()["greeting"], FROM_SECRET);
     operator.stop().await;
 }
+
+/// The apiserver echoes a refused value Go-quoted (`"lab\"el-…"`): that
+/// form is scrubbed too, from the status and every Event.
+#[tokio::test]
+async fn a_value_the_apiserver_echoes_quoted_is_redacted_too() {
+    const CANARY: &str = "lab\"el-canary-quoted";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.secret(NS, "label", &[("value", CANARY)]).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "quoted",
+        json!({
+            "chart": { "path": "tiny" },
+            "valuesFrom": [{ "kind": "Secret", "name": "label", "key": "value", "targetPath": "label" }]
+        }),
+    )
+    .await;
+    let app = with_reason(&f, "quoted", "InstallFailed").await;
+    let status = serde_json::to_string(&app.status).unwrap();
+    assert!(
+        status.contains("[redacted]"),
+        "helm's message, scrubbed: {status}"
+    );
+    let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
+    for text in [&status, &events] {
+        assert!(!text.contains("el-canary-quoted"), "{text}");
+    }
+    operator.stop().await;
+}

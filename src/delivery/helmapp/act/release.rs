@@ -83,6 +83,8 @@ pub async fn run(
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
     {
+        // helm's and the apiserver's words: redacted like any helm message.
+        let message = o.redactor.redact(&message);
         return Ok(failed(ctx, app, o, Reason::CRDsFailed, &message));
     }
     let Some(result) = ctx.helm.upgrade(&upgrade).await else {
