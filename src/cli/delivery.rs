@@ -54,9 +54,15 @@ pub struct DeliveryArgs {
     /// /hooks/reconcile); "0": off.
     #[arg(long, default_value = "0")]
     webhook_bind_address: String,
-    /// A file holding the HMAC-SHA256 key webhook senders sign with.
+    /// A file holding the HMAC-SHA256 key webhook senders sign with (it
+    /// may act on any namespace).
     #[arg(long)]
     webhook_secret_file: Option<PathBuf>,
+    /// A directory of per-namespace webhook keys, each file named after
+    /// its namespace: a request naming the namespace (X-Hossted-Namespace)
+    /// and signed with its key may act on that namespace only.
+    #[arg(long)]
+    webhook_secret_dir: Option<PathBuf>,
     /// A PEM certificate chain: the webhook is served over TLS.
     #[arg(long)]
     webhook_tls_cert: Option<PathBuf>,
@@ -71,6 +77,7 @@ impl DeliveryArgs {
         let webhook = crate::delivery::WebhookConfig::from_flags(
             super::manager::address("--webhook-bind-address", &self.webhook_bind_address)?,
             self.webhook_secret_file.as_deref(),
+            self.webhook_secret_dir.as_deref(),
             self.webhook_tls_cert.as_deref(),
             self.webhook_tls_key.as_deref(),
         )?;

@@ -22,15 +22,17 @@ impl Nudge {
     /// A chart was published at `source` (a repository URL or an `oci://`
     /// reference): what was resolved from there is dropped, and every
     /// HelmApp whose chart comes from there — and is `name`, when given —
-    /// is queued now, instead of at its next `interval`. Returns their
-    /// keys.
-    pub fn chart_pushed(&self, source: &str, name: &str) -> Vec<String> {
+    /// is queued now, instead of at its next `interval` — only those of
+    /// namespace `only`, when given (a request signed with that
+    /// namespace's key). Returns their keys.
+    pub fn chart_pushed(&self, source: &str, name: &str, only: Option<&str>) -> Vec<String> {
         self.sources.forget_source(source);
         let source = source.trim_end_matches('/');
         let keys: Vec<String> = self
             .apps
             .list()
             .into_iter()
+            .filter(|a| only.is_none() || a.metadata.namespace.as_deref() == only)
             .filter(|a| {
                 let c = &a.spec.chart;
                 let from = [c.repo.as_str(), c.oci.as_str()]

@@ -10,6 +10,8 @@ use kube::api::{Patch, PatchParams};
 use serde::Deserialize;
 use serde_json::json;
 
+use super::config::Signer;
+use super::replay::Seen;
 use crate::delivery::helmapp::Nudge;
 use crate::delivery::names::RECONCILE_AT;
 
@@ -21,9 +23,11 @@ pub struct Receiver {
     pub nudge: Nudge,
     pub client: kube::Client,
     pub leading: runtime::Leading,
-    /// The HMAC key (`--webhook-secret-file`).
-    pub key: Vec<u8>,
+    /// The HMAC keys (`--webhook-secret-file`, `--webhook-secret-dir`).
+    pub keys: super::config::Keys,
     pub limit: super::limit::RateLimit,
+    /// Signed requests seen within the window (a replay is refused).
+    pub replays: super::replay::Replays,
 }
 
 /// A request as the receiver needs it.
@@ -32,6 +36,9 @@ pub struct Request<'a> {
     pub path: &'a str,
     pub timestamp: Option<&'a str>,
     pub signature: Option<&'a str>,
+    /// `X-Hossted-Namespace`: the namespace whose key signed it (none: the
+    /// shared key).
+    pub namespace: Option<&'a str>,
     pub body: &'a [u8],
     pub from: SocketAddr,
 }
@@ -72,39 +79,75 @@ impl Receiver {
         if !matches!(r.path, "/hooks/chart-pushed" | "/hooks/reconcile") {
             return (StatusCode::NOT_FOUND, String::new());
         }
-        let now = chrono::Utc::now().timestamp();
-        if let Err(why) = super::signature::verify(&self.key, r.timestamp, r.signature, r.body, now)
-        {
-            log::warn!(
-                "webhook: {} from {} refused: signature {why:?}",
-                r.path,
-                r.from
-            );
-            return (StatusCode::UNAUTHORIZED, String::new());
-        }
+        let signer = match self.signed(r) {
+            Ok(signer) => signer,
+            Err(code) => return (code, String::new()),
+        };
         if !self.leading.now() {
             return (StatusCode::SERVICE_UNAVAILABLE, String::new());
         }
         let answer = match r.path {
-            "/hooks/chart-pushed" => self.chart_pushed(r.body),
-            _ => self.reconcile(r.body).await,
+            "/hooks/chart-pushed" => self.chart_pushed(r.body, &signer),
+            _ => self.reconcile(r.body, &signer).await,
         };
         answer.unwrap_or_else(|(code, message)| (code, format!("{message}\n")))
     }
 
-    fn chart_pushed(&self, body: &[u8]) -> Result<(StatusCode, String), (StatusCode, String)> {
+    /// Who signed `r`, if its signature verifies under the key it names and
+    /// it was not seen before: 401 otherwise (429 when too many are
+    /// remembered to tell a replay).
+    fn signed(&self, r: &Request<'_>) -> Result<Signer, StatusCode> {
+        let now = chrono::Utc::now().timestamp();
+        let refuse = |why: &str| {
+            log::warn!("webhook: {} from {} refused: {why}", r.path, r.from);
+            StatusCode::UNAUTHORIZED
+        };
+        let Some((signer, key)) = self.keys.candidates(r.namespace) else {
+            return Err(refuse("no key for the namespace it names"));
+        };
+        super::signature::verify(key, r.timestamp, r.signature, r.body, now)
+            .map_err(|why| refuse(&format!("signature {why:?}")))?;
+        let at: i64 = r.timestamp.unwrap_or_default().trim().parse().unwrap_or(0);
+        let signature = r.signature.unwrap_or_default();
+        match self
+            .replays
+            .see(at, signature, now, super::signature::WINDOW)
+        {
+            Seen::New => Ok(signer),
+            Seen::Replayed => Err(refuse("a replay of a request already taken")),
+            Seen::Full => {
+                log::warn!(
+                    "webhook: {} from {} refused: too many signed requests within the window to tell a replay",
+                    r.path,
+                    r.from
+                );
+                Err(StatusCode::TOO_MANY_REQUESTS)
+            }
+        }
+    }
+
+    fn chart_pushed(
+        &self,
+        body: &[u8],
+        signer: &Signer,
+    ) -> Result<(StatusCode, String), (StatusCode, String)> {
         let p: Pushed = serde_json::from_slice(body).map_err(bad)?;
         let source = match (p.repo.as_str(), p.oci.as_str()) {
             (repo, "") if !repo.is_empty() => repo,
             ("", oci) if !oci.is_empty() => oci,
             _ => return Err(bad("give one of repo and oci")),
         };
-        let queued = self.nudge.chart_pushed(source, &p.name);
+        let only = match signer {
+            Signer::Shared => None,
+            Signer::Namespace(ns) => Some(ns.as_str()),
+        };
+        // A count, never names: the sender learns nothing of who else
+        // uses the source.
+        let queued = self.nudge.chart_pushed(source, &p.name, only).len();
         log::info!(
-            "webhook: chart {} {} pushed to {source}: {} HelmApp(s) queued",
+            "webhook: chart {} {} pushed to {source}: {queued} HelmApp(s) queued",
             p.name,
-            p.version,
-            queued.len()
+            p.version
         );
         Ok((
             StatusCode::ACCEPTED,
@@ -112,10 +155,25 @@ impl Receiver {
         ))
     }
 
-    async fn reconcile(&self, body: &[u8]) -> Result<(StatusCode, String), (StatusCode, String)> {
+    async fn reconcile(
+        &self,
+        body: &[u8],
+        signer: &Signer,
+    ) -> Result<(StatusCode, String), (StatusCode, String)> {
         let r: Reconcile = serde_json::from_slice(body).map_err(bad)?;
         if r.kind != "HelmApp" {
             return Err(bad("kind must be HelmApp"));
+        }
+        if !signer.may_act_on(&r.namespace) {
+            log::warn!(
+                "webhook: reconcile of {}/{} refused: signed with the key of {signer:?}",
+                r.namespace,
+                r.name
+            );
+            return Err((
+                StatusCode::FORBIDDEN,
+                "this key may act only on its own namespace".into(),
+            ));
         }
         if !self.nudge.exists(&r.namespace, &r.name) {
             return Err((StatusCode::NOT_FOUND, "no such HelmApp".into()));

@@ -136,6 +136,7 @@ async fn respond(
         path: head.uri.path(),
         timestamp: header(super::signature::TIMESTAMP_HEADER),
         signature: header(super::signature::SIGNATURE_HEADER),
+        namespace: header(super::signature::NAMESPACE_HEADER),
         body: &body,
         from,
     };

@@ -14,6 +14,8 @@ pub const WINDOW: i64 = 300;
 pub const TIMESTAMP_HEADER: &str = "x-hossted-timestamp";
 /// The header with `sha256=<hex>`.
 pub const SIGNATURE_HEADER: &str = "x-hossted-signature";
+/// The header naming the namespace whose key signed (none: the shared key).
+pub const NAMESPACE_HEADER: &str = "x-hossted-namespace";
 
 /// Why a request is not taken as signed (for the log only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,6 +19,17 @@ async fn post(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> u16 {
+    post_answer(at, path, headers, body).await.0
+}
+
+/// POSTs `body` to `path` with the given headers; the status code and the
+/// answer's body.
+async fn post_answer(
+    at: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(at).await.unwrap();
     let mut head = format!(
         "POST {path} HTTP/1.1\r\nHost: hooks\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
@@ -34,10 +45,16 @@ async fn post(
     let mut out = Vec::new();
     let _ = s.read_to_end(&mut out).await;
     let text = String::from_utf8_lossy(&out);
-    text.split_whitespace()
+    let code = text
+        .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"))
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (code, body)
 }
 
 /// The headers of a request signed at `at` (Unix seconds) with `key`.
@@ -53,7 +70,7 @@ fn webhook_settings(f: &Fixture) -> delivery::WebhookConfig {
     let file = f.cp.dir().join("webhook-key");
     std::fs::write(&file, format!("{KEY}\n")).unwrap();
     let address = Some("127.0.0.1:0".parse().unwrap());
-    delivery::WebhookConfig::from_flags(address, Some(&file), None, None)
+    delivery::WebhookConfig::from_flags(address, Some(&file), None, None, None)
         .unwrap()
         .unwrap()
 }
@@ -164,4 +181,127 @@ async fn a_replica_that_does_not_lead_answers_503_to_a_signed_request() {
         401,
         "unsigned: 401 first"
     );
+}
+
+const TEAM_A_KEY: &str = "a-key-of-team-a-only-for-tests";
+
+/// The reconcile-at annotation of HelmApp `ns/name` (empty: none).
+async fn reconcile_at(f: &Fixture, ns: &str, name: &str) -> String {
+    get_helmapp(f, ns, name)
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .get("hossted.com/reconcile-at")
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_replay_is_refused_and_a_namespace_key_acts_only_on_its_namespace() {
+    let f = Fixture::new().await;
+    for ns in ["team-a", "team-b"] {
+        f.namespace(ns).await;
+    }
+    let shared = f.cp.dir().join("webhook-key");
+    std::fs::write(&shared, format!("{KEY}\n")).unwrap();
+    let dir = f.cp.dir().join("webhook-keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("team-a"), TEAM_A_KEY).unwrap();
+    let address = Some("127.0.0.1:0".parse().unwrap());
+    let config =
+        delivery::WebhookConfig::from_flags(address, Some(&shared), Some(&dir), None, None)
+            .unwrap()
+            .unwrap();
+    let operator = f
+        .start_delivery_with(|s| s.webhook = Some(config.clone()))
+        .await;
+    let hooks = operator.webhook_address();
+    for ns in ["team-a", "team-b"] {
+        apply_helmapp(&f, ns, "web", json!({ "chart": { "path": "tiny" } })).await;
+        helmapp_ready(&f, ns, "web", "InstallSucceeded", 1).await;
+    }
+    let reconcile =
+        |ns: &str| json!({ "kind": "HelmApp", "namespace": ns, "name": "web" }).to_string();
+    let now = chrono::Utc::now().timestamp();
+
+    // Signed with the shared key: taken once; the same request again is a
+    // replay.
+    let body = reconcile("team-b");
+    let headers = signed(KEY, now, body.as_bytes());
+    assert_eq!(
+        post(hooks, "/hooks/reconcile", &headers, body.as_bytes()).await,
+        202
+    );
+    let first = reconcile_at(&f, "team-b", "web").await;
+    assert!(!first.is_empty());
+    assert_eq!(
+        post(hooks, "/hooks/reconcile", &headers, body.as_bytes()).await,
+        401,
+        "replayed"
+    );
+    assert_eq!(
+        reconcile_at(&f, "team-b", "web").await,
+        first,
+        "the replay did nothing"
+    );
+
+    // Signed with team-a's key: team-a only.
+    let as_team_a = |body: &str, at: i64| {
+        let mut h = signed(TEAM_A_KEY, at, body.as_bytes());
+        h.push(("X-Hossted-Namespace", "team-a".to_string()));
+        h
+    };
+    let body = reconcile("team-b");
+    assert_eq!(
+        post(
+            hooks,
+            "/hooks/reconcile",
+            &as_team_a(&body, now),
+            body.as_bytes()
+        )
+        .await,
+        403,
+        "team-a's key naming team-b"
+    );
+    assert_eq!(reconcile_at(&f, "team-b", "web").await, first);
+    let body = reconcile("team-a");
+    assert_eq!(
+        post(
+            hooks,
+            "/hooks/reconcile",
+            &as_team_a(&body, now),
+            body.as_bytes()
+        )
+        .await,
+        202
+    );
+    assert!(!reconcile_at(&f, "team-a", "web").await.is_empty());
+    // team-a's key without naming it is not the shared key.
+    let body = reconcile("team-a");
+    assert_eq!(
+        post(
+            hooks,
+            "/hooks/reconcile",
+            &signed(TEAM_A_KEY, now + 1, body.as_bytes()),
+            body.as_bytes()
+        )
+        .await,
+        401
+    );
+
+    // chart-pushed answers with a count, never names.
+    let body = json!({ "repo": "https://charts.example.invalid", "name": "tiny" }).to_string();
+    let (code, answer) = post_answer(
+        hooks,
+        "/hooks/chart-pushed",
+        &signed(KEY, now, body.as_bytes()),
+        body.as_bytes(),
+    )
+    .await;
+    assert_eq!(code, 202);
+    let answer: serde_json::Value = serde_json::from_str(answer.trim()).unwrap();
+    assert_eq!(answer, json!({ "queued": 0 }));
+    operator.stop().await;
 }
