@@ -28,9 +28,11 @@ pub fn check(bytes: &[u8]) -> Result<(), String> {
         ));
     }
     // Counts every byte the decompressor gives, headers and padding too,
-    // and stops at the bound whatever the headers declare.
+    // and stops at the bound whatever the headers declare. Every gzip
+    // member, as Go's reader (helm's) reads them: entries hidden in a
+    // second member are checked too.
     let unpacked = Bounded {
-        inner: flate2::read::GzDecoder::new(bytes),
+        inner: flate2::read::MultiGzDecoder::new(bytes),
         left: MAX_UNPACKED,
     };
     let mut archive = tar::Archive::new(unpacked);
@@ -124,6 +126,30 @@ pub(crate) mod tests {
             }
         }
         builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    /// `tgz(entries)`'s tar without its end-of-archive blocks, gzipped:
+    /// a first member that the next one continues.
+    fn open_member(entries: &[(&str, &[u8], Option<&str>)]) -> Vec<u8> {
+        use std::io::{Read, Write};
+        let mut tar = Vec::new();
+        flate2::read::GzDecoder::new(&tgz(entries)[..])
+            .read_to_end(&mut tar)
+            .unwrap();
+        while tar.ends_with(&[0u8; 512]) {
+            tar.truncate(tar.len() - 512);
+        }
+        let mut gz = GzEncoder::new(Vec::new(), Compression::fast());
+        gz.write_all(&tar).unwrap();
+        gz.finish().unwrap()
+    }
+
+    #[test]
+    fn an_entry_in_a_second_gzip_member_is_checked_as_helm_reads_it() {
+        let mut archive = open_member(&[("web/Chart.yaml", b"name: web\n", None)]);
+        archive.extend(tgz(&[("web/templates/x", b"", Some("/etc/passwd"))]));
+        let e = check(&archive).unwrap_err();
+        assert!(e.contains("is a link"), "{e}");
     }
 
     #[test]

@@ -94,12 +94,98 @@ impl std::fmt::Debug for Credentials {
 }
 
 /// Chart repositories' resolutions, remembered for their `interval`.
+/// Keyed by strings a tenant chooses (source, chart, version range): kept
+/// to at most [`RepoCache::MAX_ENTRIES`] and [`RepoCache::MAX_BYTES`], the
+/// least recently used going first — a churn of made-up sources costs a
+/// bounded table, never a growing one.
 #[derive(Debug, Default)]
 pub struct RepoCache {
-    resolved: Mutex<HashMap<String, (Instant, LocalChart)>>,
+    resolved: Mutex<Resolutions>,
+}
+
+/// The table behind [`RepoCache`]. Invariants: `order` holds exactly one
+/// `(used, key)` per entry, with that entry's `used`; `bytes` is the sum
+/// of the entries' [`resolution_bytes`].
+#[derive(Debug, Default)]
+struct Resolutions {
+    entries: HashMap<String, Resolution>,
+    order: std::collections::BTreeMap<u64, String>,
+    bytes: usize,
+    /// The last use stamp given.
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Resolution {
+    at: Instant,
+    chart: LocalChart,
+    used: u64,
+    bytes: usize,
+}
+
+/// What one resolution costs, counted as its strings' lengths plus a
+/// fixed overhead for the table's own bookkeeping.
+fn resolution_bytes(key: &str, c: &LocalChart) -> usize {
+    2 * key.len()
+        + c.path.as_os_str().len()
+        + c.version.len()
+        + c.digest.len()
+        + c.latest.len()
+        + 128
+}
+
+impl Resolutions {
+    fn touch(&mut self, key: &str) {
+        self.clock += 1;
+        let stamp = self.clock;
+        if let Some(e) = self.entries.get_mut(key) {
+            self.order.remove(&e.used);
+            e.used = stamp;
+            self.order.insert(stamp, key.to_string());
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(e) = self.entries.remove(key) {
+            self.order.remove(&e.used);
+            self.bytes -= e.bytes;
+        }
+    }
+
+    fn insert(&mut self, key: String, chart: LocalChart) {
+        self.remove(&key);
+        let bytes = resolution_bytes(&key, &chart);
+        self.clock += 1;
+        let used = self.clock;
+        self.order.insert(used, key.clone());
+        self.bytes += bytes;
+        let at = Instant::now();
+        self.entries.insert(
+            key,
+            Resolution {
+                at,
+                chart,
+                used,
+                bytes,
+            },
+        );
+        while self.entries.len() > RepoCache::MAX_ENTRIES || self.bytes > RepoCache::MAX_BYTES {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            if let Some(e) = self.entries.remove(&oldest) {
+                self.bytes -= e.bytes;
+            }
+        }
+    }
 }
 
 impl RepoCache {
+    /// Resolutions kept at most.
+    pub const MAX_ENTRIES: usize = 4096;
+    /// Bytes of resolutions kept at most ([`resolution_bytes`]).
+    pub const MAX_BYTES: usize = 4 * 1024 * 1024;
+
     /// What tells one resolution from another: the source, the chart, the
     /// version asked and whose credentials.
     pub fn key(chart: &ChartSource, scope: &str) -> String {
@@ -118,10 +204,17 @@ impl RepoCache {
         scope: &str,
         interval: Duration,
     ) -> Option<LocalChart> {
-        let map = self.resolved.lock();
-        map.get(&Self::key(chart, scope))
-            .filter(|(at, c)| at.elapsed() < interval && c.path.exists())
-            .map(|(_, c)| c.clone())
+        let key = Self::key(chart, scope);
+        let mut map = self.resolved.lock();
+        let found = map
+            .entries
+            .get(&key)
+            .filter(|e| e.at.elapsed() < interval && e.chart.path.exists())
+            .map(|e| e.chart.clone());
+        if found.is_some() {
+            map.touch(&key);
+        }
+        found
     }
 
     /// Drops every resolution of a chart from `source` (a repository URL
@@ -129,15 +222,28 @@ impl RepoCache {
     /// was published there. Returns how many were dropped.
     pub fn forget(&self, source: &str) -> usize {
         let mut map = self.resolved.lock();
-        let before = map.len();
-        map.retain(|key, _| !from_source(key, source));
-        before - map.len()
+        let gone: Vec<String> = map
+            .entries
+            .keys()
+            .filter(|key| from_source(key, source))
+            .cloned()
+            .collect();
+        for key in &gone {
+            map.remove(key);
+        }
+        gone.len()
+    }
+
+    /// How many resolutions are kept, and their bytes.
+    pub fn size(&self) -> (usize, usize) {
+        let map = self.resolved.lock();
+        (map.entries.len(), map.bytes)
     }
 
     fn remember(&self, chart: &ChartSource, scope: &str, local: &LocalChart) {
         self.resolved
             .lock()
-            .insert(Self::key(chart, scope), (Instant::now(), local.clone()));
+            .insert(Self::key(chart, scope), local.clone());
     }
 }
 
@@ -339,6 +445,44 @@ mod tests {
         assert_eq!(again.digest, web.digest, "absolute or relative, same chart");
         let tiny = resolve(&path_source("tiny"), Some(&root)).unwrap();
         assert_ne!(tiny.digest, web.digest);
+    }
+
+    #[test]
+    fn resolutions_are_bounded_and_the_least_recently_used_go_first() {
+        let cache = RepoCache::default();
+        let dir = std::env::temp_dir();
+        let chart = |name: &str| ChartSource {
+            repo: "https://charts.example".into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        let local = LocalChart {
+            path: dir.clone(),
+            version: "1.0.0".into(),
+            digest: "sha256:x".into(),
+            latest: String::new(),
+        };
+        cache.remember(&chart("first"), "", &local);
+        for i in 0..10_000 {
+            cache.remember(&chart(&format!("churn-{i}")), "", &local);
+            if i % 100 == 0 {
+                // Used now and then: never the least recently used.
+                let hour = Duration::from_secs(3600);
+                assert!(cache.fresh(&chart("first"), "", hour).is_some(), "at {i}");
+            }
+        }
+        let (entries, bytes) = cache.size();
+        assert!(entries <= RepoCache::MAX_ENTRIES, "{entries}");
+        assert!(bytes <= RepoCache::MAX_BYTES, "{bytes}");
+        let hour = Duration::from_secs(3600);
+        assert!(
+            cache.fresh(&chart("churn-0"), "", hour).is_none(),
+            "the oldest went"
+        );
+        assert!(cache.fresh(&chart("churn-9999"), "", hour).is_some());
+        assert!(cache.fresh(&chart("first"), "", hour).is_some());
+        assert_eq!(cache.forget("https://charts.example/"), entries);
+        assert_eq!(cache.size(), (0, 0));
     }
 
     #[test]
