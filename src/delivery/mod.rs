@@ -70,6 +70,11 @@ pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     manager.add(project::controller(manager, &namespace, sources, resync));
     let on_lost = helm.clone();
     manager.on_lease_lost(move || on_lost.kill_all());
+    // A shutdown: what still runs past the drain is killed, and gone,
+    // before the Lease is released — a standby must never start a helm on
+    // a release whose previous helm is still running.
+    let on_ended = helm.clone();
+    manager.on_work_ended(move || on_ended.kill_all_and_wait(std::time::Duration::from_secs(5)));
     Added { helm, stats, nudge }
 }
 

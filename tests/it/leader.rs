@@ -167,13 +167,16 @@ fn alive(pid: i32) -> bool {
         .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
 }
 
-#[tokio::test]
-async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_exits() {
-    let f = Fixture::new().await;
+/// A leader-electing operator whose helm hangs: it records its pid and
+/// its child's in the returned file, then waits. Started with a HelmApp
+/// `apps/hangs`, once that helm runs.
+async fn leader_with_a_hanging_helm(
+    f: &Fixture,
+    extra: &[&str],
+) -> (std::process::Child, std::path::PathBuf) {
     f.namespace("apps").await;
     f.namespace("hossted-operator").await;
     f.helmapp_crd().await;
-    // A helm that hangs: it records its pid and its child's, then waits.
     let pids = f.cp.dir().join("helm-pids");
     let wrapper = f.cp.dir().join("hanging-helm.sh");
     std::fs::write(
@@ -186,7 +189,7 @@ async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = f
+    let child = f
         .operator_command(f.cp.kubeconfig_path())
         .env("POD_NAME", "leader")
         .args([
@@ -206,6 +209,7 @@ async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_
             "--health-probe-bind-address",
             "0",
         ])
+        .args(extra)
         .arg("--helm-binary")
         .arg(&wrapper)
         .arg("--work-dir")
@@ -229,6 +233,47 @@ async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_
         (p.len() == 2 && p.iter().all(|&p| alive(p))).then_some(())
     })
     .await;
+    (child, pids)
+}
+
+#[tokio::test]
+async fn on_sigterm_helm_is_killed_and_gone_before_the_lease_is_released() {
+    let f = Fixture::new().await;
+    let (mut child, pids) = leader_with_a_hanging_helm(&f, &["--shutdown-timeout", "2s"]).await;
+    eventually("the lease held", 30, || async {
+        (holder(&f).await.starts_with("leader")).then_some(())
+    })
+    .await;
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    // Watch the Lease: the moment it is released, no helm may be running.
+    let started = Instant::now();
+    let alive_at_release = loop {
+        if holder(&f).await.is_empty() {
+            break pids_in(&pids)
+                .into_iter()
+                .filter(|p| alive(*p))
+                .collect::<Vec<_>>();
+        }
+        assert!(
+            started.elapsed().as_secs() < 60,
+            "the lease was never released"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    };
+    assert_eq!(
+        alive_at_release,
+        Vec::<i32>::new(),
+        "helm still ran when the lease was released"
+    );
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_exits() {
+    let f = Fixture::new().await;
+    let (mut child, pids) = leader_with_a_hanging_helm(&f, &[]).await;
 
     // Another holder takes the lease: this replica cannot renew it.
     let leases: Api<Lease> = Api::namespaced(f.cp.client(), "hossted-operator");

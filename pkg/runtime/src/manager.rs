@@ -147,6 +147,10 @@ pub struct Manager {
     /// Run first thing when the lease is lost, before workers are dropped
     /// and Events flushed: whatever must not race the next leader.
     on_lease_lost: Vec<Box<dyn Fn() + Send + Sync>>,
+    /// Run when the controllers' work has ended on a shutdown (drained or
+    /// past the drain timeout), before the Lease is released: whatever is
+    /// still running must be gone before another replica may start.
+    on_work_ended: Vec<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// The reason of the Warning Event an object gets when an informer cannot
@@ -181,6 +185,7 @@ impl Manager {
             stopping: Stopping::default(),
             options,
             on_lease_lost: Vec::new(),
+            on_work_ended: Vec::new(),
         }
     }
 
@@ -191,6 +196,21 @@ impl Manager {
     /// election, nor on a clean shutdown.
     pub fn on_lease_lost(&mut self, hook: impl Fn() + Send + Sync + 'static) {
         self.on_lease_lost.push(Box::new(hook));
+    }
+
+    /// Registers `hook`, called on a shutdown once the controllers' work
+    /// has ended (drained, or past the drain timeout) and before the leader
+    /// Lease is released: work outside this process's tasks (e.g. child
+    /// processes) is stopped there, so the next leader never races it.
+    /// Called with or without leader election.
+    pub fn on_work_ended(&mut self, hook: impl Fn() + Send + Sync + 'static) {
+        self.on_work_ended.push(Box::new(hook));
+    }
+
+    fn work_ended(&self) {
+        for hook in &self.on_work_ended {
+            hook();
+        }
     }
 
     /// The kube client.
@@ -287,6 +307,7 @@ impl Manager {
         let Some(election) = &self.options.leader_election else {
             self.set_leading(true);
             self.run_all(shutdown).await;
+            self.work_ended();
             return Ok(());
         };
         let identity = format!(
@@ -316,6 +337,7 @@ impl Manager {
         tokio::select! {
             _ = work => {
                 self.set_leading(false);
+                self.work_ended();
                 elector.release().await;
                 Ok(())
             }

@@ -173,8 +173,9 @@ impl Helm {
         self.busy.lock().contains(&format!("{namespace}/{release}"))
     }
 
-    /// Kills every running helm process group (the lease is lost: another
-    /// replica takes over and must not race a helm of ours).
+    /// Kills every running helm process group (the lease is lost, or the
+    /// work ended on a shutdown: another replica takes over and must not
+    /// race a helm of ours).
     pub fn kill_all(&self) {
         for pgid in self.groups.lock().drain() {
             // SAFETY: kill(2) with a negative pid signals that process group;
@@ -182,6 +183,25 @@ impl Helm {
             unsafe {
                 libc::kill(-pgid, libc::SIGKILL);
             }
+        }
+    }
+
+    /// [`kill_all`](Self::kill_all), then waits up to `within` until no
+    /// process of those groups is left (an exited one reaped): what a
+    /// shutdown does before it releases the Lease. Says so in the log when
+    /// one outlived the wait.
+    pub fn kill_all_and_wait(&self, within: std::time::Duration) {
+        let groups: Vec<i32> = self.groups.lock().iter().copied().collect();
+        self.kill_all();
+        let deadline = std::time::Instant::now() + within;
+        // SAFETY: kill(2) with signal 0 only asks whether the group exists.
+        let alive = |g: i32| unsafe { libc::kill(-g, 0) } == 0;
+        while groups.iter().any(|g| alive(*g)) {
+            if std::time::Instant::now() >= deadline {
+                log::warn!("a killed helm process group outlived {within:?}");
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
     }
 
