@@ -145,10 +145,26 @@ async fn reason(
     reasons: &[&str],
     within: Duration,
 ) -> Option<String> {
-    let api = Api::<HelmApp>::namespaced(client.clone(), ns);
+    // Only the conditions are read (every other field skipped unread): a
+    // HelmApp nested deeper than its type decodes is asked about too.
+    #[derive(serde::Deserialize)]
+    struct Conditions {
+        status: Option<Status>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Status {
+        #[serde(default)]
+        conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    }
+    let url = Api::<HelmApp>::namespaced(client.clone(), ns)
+        .resource_url()
+        .to_string();
     let start = Instant::now();
     while start.elapsed() < within {
-        if let Ok(app) = api.get(name).await {
+        let req = kube::core::Request::new(&url).get(name, &Default::default());
+        if let Ok(req) = req
+            && let Ok(app) = client.request::<Conditions>(req).await
+        {
             let seen = app.status.and_then(|s| {
                 s.conditions
                     .into_iter()
@@ -162,6 +178,29 @@ async fn reason(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     None
+}
+
+/// Creates HelmApp `ns/name` from raw JSON, reading nothing of the answer
+/// (a HelmApp this deep does not decode here).
+async fn create_raw(client: &Client, ns: &str, name: &str, spec: serde_json::Value) -> u16 {
+    let url = Api::<HelmApp>::namespaced(client.clone(), ns)
+        .resource_url()
+        .to_string();
+    let body = json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": name, "namespace": ns }, "spec": spec
+    });
+    let req = kube::core::Request::new(&url)
+        .create(
+            &PostParams::default(),
+            serde_json::to_vec(&body).expect("json"),
+        )
+        .expect("request");
+    match client.request::<serde::de::IgnoredAny>(req).await {
+        Ok(_) => 201,
+        Err(kube::Error::Api(s)) => s.code,
+        Err(_) => 0,
+    }
 }
 
 /// `levels` levels of 10 aliases each, after `prefix`.
@@ -429,6 +468,116 @@ async fn main() {
         outcome: format!("{held_n} held"),
     });
     drop(held);
+
+    // 7. `set` 200,000 path steps deep (refused at admission), and one of
+    //    100 steps (refused by the operator).
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    let deep_set = format!("{}=1", vec!["a"; 200_000].join("."));
+    let admission = create_raw(
+        &client,
+        "attack",
+        "deep-set",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" }, "set": [deep_set] }),
+    )
+    .await;
+    let steps = format!("{}=1", vec!["a"; 100].join("."));
+    create_raw(
+        &client,
+        "attack",
+        "long-path",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" }, "set": [steps] }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "long-path",
+        &["InvalidValues"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "set 200,000 path steps deep; then 100 steps",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "{admission} at admission; {}",
+            seen.unwrap_or_else(|| "no verdict in 60 s".into())
+        ),
+    });
+
+    // 8. values 5,000 levels deep (the apiserver stores up to 10,000).
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    let mut values = json!(1);
+    for _ in 0..5_000 {
+        values = json!({ "a": values });
+    }
+    let created = create_raw(
+        &client,
+        "attack",
+        "deep-values",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" }, "values": values }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "deep-values",
+        &["InvalidValues"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "values 5,000 levels deep",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "{created} at admission; {}",
+            seen.unwrap_or_else(|| "no verdict in 60 s".into())
+        ),
+    });
+
+    // 9. 10,000 made-up version ranges: each a new key of the resolved-chart
+    //    map (bounded to 4,096 / 4 MiB, least recently used first).
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    for a in 0..50 {
+        create_app(
+            &client,
+            "attack",
+            &format!("churn-{a}"),
+            json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": ">=0.0.0" } }),
+        )
+        .await;
+    }
+    let apps = Api::<HelmApp>::namespaced(client.clone(), "attack");
+    let churn = Instant::now();
+    for i in 0..10_000 {
+        let patch = json!({ "spec": { "chart": { "version": format!(">=0.0.0-churn.{i}") } } });
+        let _ = apps
+            .patch(
+                &format!("churn-{}", i % 50),
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+    }
+    let churn_s = churn.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    rows.push(Row {
+        before,
+        attack: "10,000 version ranges over 50 HelmApps (resolved-chart map churn)",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!("10,000 patches in {churn_s:.0} s"),
+    });
 
     // 6. Slow sources of one namespace; a normal app of another, timed.
     let before = op.mib("VmRSS:");
