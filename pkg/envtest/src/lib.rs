@@ -323,6 +323,17 @@ impl ControlPlane {
         cmd
     }
 
+    /// The path of the `kubectl` binary of the assets (for a script a test
+    /// writes).
+    ///
+    /// # Panics
+    /// When `kubectl` is missing from the assets.
+    pub fn kubectl_binary(&self) -> PathBuf {
+        self.assets
+            .binary("kubectl")
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// The path of the `helm` binary of the assets (for a program under test
     /// that runs helm itself).
     ///

@@ -461,3 +461,88 @@ async fn deep_values_and_set_paths_are_refused_and_stop_no_one_else() {
     helmapp_ready(&f, OPERATOR_NS, "other", "InstallSucceeded", 1).await;
     operator.stop().await;
 }
+
+/// The rollback after a failed upgrade reads the older revisions again:
+/// one edited while the upgrade ran (after the check before it) stops the
+/// rollback — `StorageTampered` in its Warning, no `helm rollback`.
+#[tokio::test]
+async fn a_revision_edited_while_the_upgrade_ran_stops_the_rollback() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let kube_system = precious(&f).await;
+    // A helm that, once the trigger file exists, applies the prepared
+    // edit of revision 1 first — what a tenant racing the operator does.
+    let log = f.cp.dir().join("helm-runs.log");
+    let trigger = f.cp.dir().join("tamper-now");
+    let patch = f.cp.dir().join("tamper.json");
+    let wrapper = f.cp.dir().join("racing-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{log}'\nif [ -f '{trigger}' ] && [ \"$1\" = upgrade ]; then rm -f '{trigger}'; KUBECONFIG='{kc}' '{kubectl}' -n {TENANT} patch secret sh.helm.release.v1.raced.v1 --type merge --patch-file '{patch}' >/dev/null; fi\nexec '{helm}' \"$@\"\n",
+            log = log.display(),
+            trigger = trigger.display(),
+            patch = patch.display(),
+            kc = f.cp.kubeconfig_path().display(),
+            kubectl = f.cp.kubectl_binary().display(),
+            helm = f.cp.helm_binary().display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    privileged_app(
+        &f,
+        "raced",
+        json!({ "remediation": { "retries": 0, "onFailure": "rollback" } }),
+    )
+    .await;
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "raced",
+        json!({ "spec": { "values": { "greeting": "two" } } }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "raced", "UpgradeSucceeded", 2).await;
+
+    // The edit: revision 1's manifest lists precious.
+    let older = stored(&f, TENANT, "raced", 1).await;
+    let mut release = payload(&older);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let edited = with_payload(older, &release);
+    let data = serde_json::to_value(&edited.data).unwrap();
+    std::fs::write(&patch, json!({ "data": data }).to_string()).unwrap();
+    std::fs::write(&trigger, "").unwrap();
+    let before = lines(&log);
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "raced",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    helmapp_with_reason(&f, OPERATOR_NS, "raced", "RetriesExhausted").await;
+    assert!(!trigger.exists(), "the edit was applied during the upgrade");
+    let runs = runs_since(&log, before, "raced");
+    assert!(runs.iter().any(|l| l.starts_with("upgrade")), "{runs:?}");
+    assert!(
+        !runs.iter().any(|l| l.starts_with("rollback")),
+        "no rollback on the edited storage: {runs:?}"
+    );
+    assert!(
+        event_reasons(&f, OPERATOR_NS, "raced")
+            .await
+            .contains(&"StorageTampered".to_string())
+    );
+    assert!(kube_system.get_opt("precious").await.unwrap().is_some());
+    operator.stop().await;
+}
