@@ -186,34 +186,12 @@ pub async fn merged_values_and_secrets(
     }
     for r in &spec.values_from {
         let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
-        let text = match r.kind {
-            ValuesKind::Secret => {
-                let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-                match api
-                    .get_opt(&r.name)
-                    .await
-                    .map_err(|e| format!("{what}: {e}"))?
-                {
-                    Some(s) => s
-                        .data
-                        .and_then(|mut d| d.remove(&r.key))
-                        .map(|b| String::from_utf8_lossy(&b.0).into_owned()),
-                    None => None,
-                }
-            }
-            ValuesKind::ConfigMap => {
-                let api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-                match api
-                    .get_opt(&r.name)
-                    .await
-                    .map_err(|e| format!("{what}: {e}"))?
-                {
-                    Some(c) => c.data.and_then(|mut d| d.remove(&r.key)),
-                    None => None,
-                }
-            }
-            ValuesKind::Unknown => return Err(unknown_kind(&r.name)),
-        };
+        if r.kind == ValuesKind::Unknown {
+            return Err(unknown_kind(&r.name));
+        }
+        let text = values_from_key(client, &ns, r)
+            .await
+            .map_err(|e| format!("{what}: {e}"))?;
         let secret = r.kind == ValuesKind::Secret;
         match text {
             Some(t) if !r.target_path.is_empty() => {
@@ -250,6 +228,32 @@ pub async fn merged_values_and_secrets(
         values::apply_set(s, &mut merged).map_err(|e| format!("set: {e}"))?;
     }
     Ok((merged, from_secrets))
+}
+
+/// The key a `valuesFrom` entry names, read as `client` (`None`: the
+/// object or the key is not there; a kind that is neither is refused by
+/// the caller before).
+async fn values_from_key(
+    client: &kube::Client,
+    ns: &str,
+    r: &apis::helmapp::ValuesReference,
+) -> Result<Option<String>, String> {
+    Ok(match r.kind {
+        ValuesKind::Secret => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), ns);
+            let secret = api.get_opt(&r.name).await.map_err(|e| e.to_string())?;
+            secret
+                .and_then(|s| s.data)
+                .and_then(|mut d| d.remove(&r.key))
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+        }
+        ValuesKind::ConfigMap => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+            let map = api.get_opt(&r.name).await.map_err(|e| e.to_string())?;
+            map.and_then(|c| c.data).and_then(|mut d| d.remove(&r.key))
+        }
+        ValuesKind::Unknown => None,
+    })
 }
 
 /// What `credentialsSecretRef` `name` holds, read as `client`; `Err` says why not and
