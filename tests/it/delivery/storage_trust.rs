@@ -546,3 +546,94 @@ async fn a_revision_edited_while_the_upgrade_ran_stops_the_rollback() {
     assert!(kube_system.get_opt("precious").await.unwrap().is_some());
     operator.stop().await;
 }
+
+/// The storage reads the rule costs: LISTs of one release's storage
+/// (`owner=helm,name=<release>`) by the operator — not by helm — from the
+/// apiserver's audit log. Each helm action is followed by the read that
+/// records its digests; a settled app reads none. How many more a run
+/// costs (a watch slower than that read makes the next look confirm with
+/// one more) is printed, a figure, not asserted: it depends on timing.
+#[tokio::test]
+async fn each_helm_action_records_its_digests_and_a_settled_app_reads_no_storage() {
+    let (cp, audit) = audited_control_plane().await;
+    let f = Fixture::on(cp).await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    privileged_app(&f, "counted", json!({})).await;
+    for (i, greeting) in ["two", "three", "four", "five"].into_iter().enumerate() {
+        patch_helmapp(
+            &f,
+            OPERATOR_NS,
+            "counted",
+            json!({ "spec": { "values": { "greeting": greeting } } }),
+        )
+        .await;
+        helmapp_ready(&f, OPERATOR_NS, "counted", "UpgradeSucceeded", i as i64 + 2).await;
+    }
+    operator.settle().await;
+    let actions = runs_since(&log, 0, "counted").len();
+    let reads = storage_reads(&audit, "counted");
+    println!("helm actions {actions}, operator's reads of the release's storage {reads}");
+    assert_eq!(actions, 5);
+    assert!(
+        reads >= actions,
+        "{reads} storage reads for {actions} helm actions"
+    );
+    let recorded = get_helmapp(&f, OPERATOR_NS, "counted")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .storage_digests;
+    let revisions: Vec<i64> = recorded.iter().map(|d| d.revision).collect();
+    assert_eq!(revisions, [5, 4, 3, 2, 1], "every revision recorded");
+
+    // Nothing changes: a look (a spec change outside the hash) reads none.
+    let before = storage_reads(&audit, "counted");
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "counted",
+        json!({ "spec": { "timeout": "4m" } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    operator.settle().await;
+    assert_eq!(
+        storage_reads(&audit, "counted"),
+        before,
+        "a settled app reads no storage"
+    );
+    operator.stop().await;
+}
+
+/// LISTs of `release`'s storage the operator made (helm's own excluded by
+/// its user agent), from the audit log.
+fn storage_reads(audit: &std::path::Path, release: &str) -> usize {
+    let selector = format!("labelSelector=owner%3Dhelm%2Cname%3D{release}");
+    std::fs::read_to_string(audit)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["verb"] == "list" && e["objectRef"]["resource"] == "secrets")
+        .filter(|e| {
+            e["requestURI"]
+                .as_str()
+                .is_some_and(|u| u.contains(&selector))
+        })
+        .filter(|e| {
+            !e["userAgent"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Helm")
+        })
+        .count()
+}
