@@ -129,14 +129,33 @@ async fn values_never_reach_a_command_line_a_status_or_an_event() {
 }
 
 /// The apiserver echoes a refused value Go-quoted (`"lab\"el-…"`): that
-/// form is scrubbed too, from the status and every Event.
+/// form is scrubbed too, from the status, every Event and the log (the
+/// binary runs with `RUST_LOG=debug`, its log read whole).
 #[tokio::test]
 async fn a_value_the_apiserver_echoes_quoted_is_redacted_too() {
     const CANARY: &str = "lab\"el-canary-quoted";
     let f = Fixture::new().await;
     f.namespace(NS).await;
+    f.helmapp_crd().await;
     f.secret(NS, "label", &[("value", CANARY)]).await;
-    let operator = f.start_delivery().await;
+    let log_path = f.cp.dir().join("quoted.log");
+    let mut cmd = operator_binary();
+    cmd.env("KUBECONFIG", f.cp.kubeconfig_path())
+        .env("RUST_LOG", "debug")
+        .args([
+            "run",
+            "--controllers",
+            "delivery",
+            "--metrics-bind-address",
+            "0",
+        ]);
+    delivery_flags(&mut cmd, &f.cp, &f.cp.dir().join("quoted-work"));
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
     apply(
         &f,
         "quoted",
@@ -147,14 +166,25 @@ async fn a_value_the_apiserver_echoes_quoted_is_redacted_too() {
     )
     .await;
     let app = with_reason(&f, "quoted", "InstallFailed").await;
+    let _ = child.kill();
+    let _ = child.wait();
     let status = serde_json::to_string(&app.status).unwrap();
     assert!(
         status.contains("[redacted]"),
         "helm's message, scrubbed: {status}"
     );
     let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
-    for text in [&status, &events] {
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    eprintln!(
+        "LOGGED-REDACTED {} LOGGED-INSTALLFAILED {}",
+        logged.matches("[redacted]").count(),
+        logged.matches("InstallFailed").count()
+    );
+    assert!(
+        logged.contains("InstallFailed") || logged.contains("[redacted]"),
+        "the failure was logged: {logged}"
+    );
+    for text in [&status, &events, &logged] {
         assert!(!text.contains("el-canary-quoted"), "{text}");
     }
-    operator.stop().await;
 }
