@@ -175,13 +175,10 @@ async fn a_value_the_apiserver_echoes_quoted_is_redacted_too() {
     );
     let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
     let logged = std::fs::read_to_string(&log_path).unwrap();
-    eprintln!(
-        "LOGGED-REDACTED {} LOGGED-INSTALLFAILED {}",
-        logged.matches("[redacted]").count(),
-        logged.matches("InstallFailed").count()
-    );
+    // helm's message reached the log, scrubbed: the check below is not
+    // passed for want of the message.
     assert!(
-        logged.contains("InstallFailed") || logged.contains("[redacted]"),
+        logged.contains("[redacted]"),
         "the failure was logged: {logged}"
     );
     for text in [&status, &events, &logged] {
