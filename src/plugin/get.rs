@@ -13,6 +13,32 @@ use kube::{Api, ResourceExt};
 
 use super::{Where, namespace_of};
 
+/// The HelmApps of `api`, each decoded on its own: one that does not
+/// decode (nested past any decoder's depth, say) is named on stderr and
+/// left out, and the others are shown.
+async fn list_each(api: &Api<HelmApp>, lp: &ListParams) -> Result<Vec<HelmApp>, kube::Error> {
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        #[serde(default)]
+        items: Vec<Box<serde_json::value::RawValue>>,
+    }
+    let req = kube::core::Request::new(api.resource_url())
+        .list(lp)
+        .map_err(kube::Error::BuildRequest)?;
+    let raw: Raw = api.clone().into_client().request(req).await?;
+    Ok(raw
+        .items
+        .iter()
+        .filter_map(|item| match cache::decode_object::<HelmApp>(item.get()) {
+            Ok(app) => Some(app),
+            Err(refused) => {
+                eprintln!("warning: HelmApp {refused}: left out");
+                None
+            }
+        })
+        .collect())
+}
+
 pub async fn run(client: kube::Client, w: &Where) -> Result<(), String> {
     let (apps, sets): (Api<HelmApp>, Api<HelmAppSet>) = if w.all_namespaces {
         (Api::all(client.clone()), Api::all(client))
@@ -24,11 +50,9 @@ pub async fn run(client: kube::Client, w: &Where) -> Result<(), String> {
         )
     };
     let lp = ListParams::default();
-    let apps = apps
-        .list(&lp)
+    let apps = list_each(&apps, &lp)
         .await
-        .map_err(|e| format!("cannot list HelmApps: {e}"))?
-        .items;
+        .map_err(|e| format!("cannot list HelmApps: {e}"))?;
     // A cluster without the HelmAppSet CRD (or a user who may not list
     // them) still sees its HelmApps.
     let sets = sets.list(&lp).await.map(|l| l.items).unwrap_or_default();

@@ -72,6 +72,39 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
         ["web", "True", "InstallSucceeded", "1", "tiny@0.1.0", "0"]
     );
 
+    // A HelmApp 200 levels deep (its managedFields as deep) is listed with
+    // the others, not the end of the listing.
+    let mut values = json!(1);
+    for _ in 0..200 {
+        values = json!({ "a": values });
+    }
+    let deep = json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "deep", "namespace": "apps" },
+        "spec": { "chart": { "path": "tiny" }, "values": values }
+    });
+    let url = kube::Api::<apis::helmapp::HelmApp>::namespaced(f.cp.client(), "apps")
+        .resource_url()
+        .to_string();
+    let req = kube::core::Request::new(&url)
+        .create(&Default::default(), serde_json::to_vec(&deep).unwrap())
+        .unwrap();
+    f.cp.client()
+        .request::<serde::de::IgnoredAny>(req)
+        .await
+        .unwrap();
+    let listed = envtest::eventually("deep listed as InvalidValues", 60, || async {
+        let (ok, out, _) = kubectl_hossted(&f, &dir, &["get", "-n", "apps"]).await;
+        let rows: Vec<Vec<String>> = out
+            .lines()
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .collect();
+        let deep = rows.iter().find(|r| r[0] == "deep")?;
+        (ok && deep[2] == "InvalidValues").then_some(rows)
+    })
+    .await;
+    assert!(listed.iter().any(|r| r[0] == "web"), "{listed:?}");
+
     // force: one upgrade with --force, waited for.
     let (ok, out, err) = kubectl_hossted(&f, &dir, &["force", "-n", "apps", "web", "--wait"]).await;
     assert!(ok, "{out}{err}");

@@ -84,6 +84,17 @@ impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
     }
 }
 
+/// `text` (one object of a LIST or GET) as `K`, read as the informers read
+/// it ([`managedFields`](without_managed_fields) no bar), or the
+/// [`Refusal`] that names it and says why not — for a reader outside the
+/// informers (a command-line tool) that must not fail on one object.
+pub fn decode_object<K: DeserializeOwned>(text: &str) -> Result<K, Box<Refusal>> {
+    match decode(text) {
+        Decoded::Object(o) => Ok(o),
+        Decoded::Refused(r) => Err(r),
+    }
+}
+
 /// `text` (one object) as `K`, or the [`Refusal`] that says why not.
 pub(crate) fn decode<K: DeserializeOwned>(text: &str) -> Decoded<K> {
     let first = match serde_json::from_str::<K>(text) {

@@ -18,7 +18,7 @@ pub mod reflector;
 mod selector;
 mod store;
 
-pub use decoded::Refusal;
+pub use decoded::{Refusal, decode_object};
 pub use factory::{FactoryError, InformerOptions, InformerSync, SharedInformerFactory};
 pub use informer::{
     Event, EventHandler, HandlerFn, LAST_APPLIED, Object, RefusalHook, SharedInformer, Transform,
