@@ -333,7 +333,12 @@ pub fn redact(text: &str, secrets: &[String]) -> String {
 /// echo — and base64 as a Secret's `data` holds them), kept beside the
 /// observation for every action — its `Debug` shows how many, never which.
 #[derive(Clone, Default)]
-pub struct Redactor(Vec<String>);
+pub struct Redactor {
+    /// Every form of every value, longest first.
+    forms: Vec<String>,
+    /// How many values they are the forms of.
+    values: usize,
+}
 
 impl Redactor {
     /// The strings of `values`, in each of their forms.
@@ -343,21 +348,24 @@ impl Redactor {
 
     /// `secrets` (those of at least 4 characters), in each of their forms.
     pub fn of_strings(secrets: Vec<String>) -> Self {
+        let secrets: Vec<String> = secrets.into_iter().filter(|s| s.len() >= 4).collect();
         let mut all: Vec<String> = secrets
-            .into_iter()
-            .filter(|s| s.len() >= 4)
-            .flat_map(|s| forms(&s))
+            .iter()
+            .flat_map(|s| forms(s))
             .filter(|f| f.len() >= 4)
             .collect();
         // Longest first, so a form containing another is scrubbed whole.
         all.sort_by_key(|s| std::cmp::Reverse(s.len()));
         all.dedup();
-        Redactor(all)
+        Redactor {
+            forms: all,
+            values: secrets.len(),
+        }
     }
 
     /// `text` with every value replaced by `[redacted]`.
     pub fn redact(&self, text: &str) -> String {
-        redact(text, &self.0)
+        redact(text, &self.forms)
     }
 }
 
@@ -409,7 +417,7 @@ fn go_quoted(s: &str) -> String {
 
 impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Redactor({} values)", self.0.len())
+        write!(f, "Redactor({} values)", self.values)
     }
 }
 
