@@ -225,6 +225,82 @@ async fn a_helmapp_made_under_the_earlier_rule_moves_to_the_operators_namespace_
     operator.stop().await;
 }
 
+/// A HelmApp in the target namespace, named and labelled as the earlier
+/// rule made them — but made by a tenant, over storage the tenant planted
+/// with its UID. A label and a name prove nothing: the operator recorded
+/// no digest of that storage, so nothing is moved to its namespace (where
+/// helm would run as the operator on it) — a Warning says so, and helm
+/// never runs on the release.
+#[tokio::test]
+async fn a_tenants_lookalike_of_an_earlier_helmapp_is_not_moved() {
+    let f = Fixture::new().await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts_dir().join("tiny")], None)
+        .await
+        .unwrap();
+    f.namespace("apps1").await;
+    f.namespace("hossted-operator").await;
+    f.helmapp_crd().await;
+    let lookalike: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "one", "namespace": "apps1",
+                      "labels": { "hossted.com/project": "cluster", "hossted.com/delivered-for": "helm" } },
+        "spec": { "chart": { "repo": repo.url(), "name": "tiny", "version": "0.1.0" }, "suspend": true }
+    }))
+    .unwrap();
+    let lookalike = Api::<HelmApp>::namespaced(f.cp.client(), "apps1")
+        .create(&PostParams::default(), &lookalike)
+        .await
+        .unwrap();
+    let uid = lookalike.uid().unwrap();
+    // The tenant's own release, its storage labelled with that UID.
+    f.helm_install("one", "tiny", "apps1");
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), "apps1");
+    let label = json!({ "metadata": { "labels": { "hossted.com/helmapp-uid": uid } } });
+    secrets
+        .patch(
+            "sh.helm.release.v1.one.v1",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
+        .await
+        .unwrap();
+    f.hosstedproject(
+        "cluster",
+        json!({ "helm": [{ "releaseName": "one", "namespace": "apps1", "chartName": "tiny",
+                           "repoName": "local", "repoUrl": repo.url(), "values": ["greeting=hello"] }] }),
+    )
+    .await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    eventually("a StorageTampered Warning on the project", 120, || async {
+        event_reasons(&f, "default", "cluster")
+            .await
+            .contains(&"StorageTampered".to_string())
+            .then_some(())
+    })
+    .await;
+    operator.settle().await;
+    let stored = secrets.get("sh.helm.release.v1.one.v1").await.unwrap();
+    assert_eq!(
+        stored.labels().get("hossted.com/helmapp-uid"),
+        Some(&uid),
+        "the storage was not relabelled"
+    );
+    assert!(
+        Api::<HelmApp>::namespaced(f.cp.client(), "apps1")
+            .get_opt("one")
+            .await
+            .unwrap()
+            .is_some(),
+        "the lookalike was not removed"
+    );
+    assert_eq!(revisions(&f, "apps1", "one").await, vec![1]);
+    assert!(runs_in(&log).is_empty(), "helm ran: {:?}", runs_in(&log));
+    operator.stop().await;
+}
+
 #[tokio::test]
 async fn without_delivery_a_project_asking_for_it_says_so_once() {
     let f = Fixture::new().await;
