@@ -151,10 +151,13 @@ async fn refresh_owner(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option
     read
 }
 
-/// A release no live HelmApp owns, about to be adopted (`spec.adopt`):
-/// as the operator's identity, refused when its storage lists foreign
-/// objects ([`super::adoption`]); otherwise its storage, as read now, is
-/// what the operator trusts from the adoption on. Returns the fresh read
+/// A release no live HelmApp owns, about to be adopted (`spec.adopt`) or
+/// installed over (its newest entry is `uninstalled`, kept by a deleted
+/// HelmApp's `keepHistory`): its storage, as read now, is what the
+/// operator trusts from then on — helm reads those entries too. An
+/// adoption as the operator's identity is refused first when the storage
+/// lists foreign objects ([`super::adoption`]); an install over
+/// `uninstalled` entries takes nothing of theirs. Returns the fresh read
 /// for the tamper check, or `None` when it was used here.
 async fn adopting(
     ctx: &Context,
@@ -166,14 +169,15 @@ async fn adopting(
         .newest
         .as_ref()
         .is_some_and(|n| n.owner != o.uid && !o.owner_is_live);
-    if !app.spec.adopt || !unowned || app.metadata.deletion_timestamp.is_some() {
+    let installs_over = o.newest.as_ref().is_some_and(|n| n.status == "uninstalled");
+    if !(app.spec.adopt || installs_over) || !unowned || app.metadata.deletion_timestamp.is_some() {
         return fresh;
     }
     let Some(entries) = fresh else {
         o.adoption_refused = Some("Helm's storage could not be read; trying again".into());
         return None;
     };
-    if o.identity == crate::delivery::Identity::Operator {
+    if !installs_over && o.identity == crate::delivery::Identity::Operator {
         o.adoption_refused = match super::adoption::refused(&ctx.client, &o.target).await {
             Ok(refused) => refused,
             Err(e) => Some(format!(

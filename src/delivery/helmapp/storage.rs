@@ -97,13 +97,28 @@ impl Untrusted {
 }
 
 /// The first entry (by revision, newest first) that is not a release, or
-/// whose digest is not the one `recorded` for its revision.
+/// whose digest is not the one `recorded` for its revision — but for one
+/// a run of ours left unfinished: owned by `uid`, newer than every
+/// recorded revision, `pending-*` or `failed` (a helm of ours that died
+/// before its digests were recorded). Helm never takes such a revision as
+/// the base of an upgrade while a deployed one exists (and that one is
+/// recorded), so it is only unlocked or superseded.
 pub fn first_untrusted<R: AsRef<HelmRelease>>(
     entries: &[R],
     recorded: &[StorageDigest],
+    uid: &str,
 ) -> Option<Untrusted> {
+    let newest_recorded = recorded.iter().map(|d| d.revision).max().unwrap_or(0);
+    let unfinished = |e: &HelmRelease| {
+        e.release.as_ref().is_ok_and(|r| {
+            r.version > newest_recorded
+                && (r.status.starts_with("pending-") || r.status == "failed")
+        }) && !uid.is_empty()
+            && label(&e.metadata, HELMAPP_UID_LABEL) == uid
+    };
     let mut sorted: Vec<&HelmRelease> = entries.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|e| std::cmp::Reverse(e.version()));
+    sorted.retain(|e| !unfinished(e));
     sorted.into_iter().find_map(|e| {
         let secret = e.metadata.name.clone().unwrap_or_default();
         if let Err(error) = &e.release {
@@ -222,14 +237,14 @@ pub async fn check(
         trust(&mut o.status, &fresh);
         return Ok(None);
     }
-    if first_untrusted(cached, &o.status.storage_digests).is_none() {
+    if first_untrusted(cached, &o.status.storage_digests, &o.uid).is_none() {
         return Ok(None);
     }
     let fresh = match fresh {
         Some(f) => f,
         None => read(client, &o.target).await?,
     };
-    Ok(first_untrusted(&fresh, &o.status.storage_digests))
+    Ok(first_untrusted(&fresh, &o.status.storage_digests, &o.uid))
 }
 
 #[cfg(test)]

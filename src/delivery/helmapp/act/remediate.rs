@@ -22,15 +22,6 @@ pub async fn run(
     remedy: OnFailure,
     hash: &str,
 ) -> String {
-    if matches!(remedy, OnFailure::Rollback | OnFailure::Uninstall)
-        && let Some(untrusted) = storage_changed_since_checked(ctx, o).await
-    {
-        let message = format!("{remedy} not run: {untrusted}");
-        let reason = Reason::StorageTampered.as_str();
-        ctx.recorder
-            .event(app, EventType::Warning, reason, &message);
-        return message;
-    }
     let user = o.identity.user();
     let as_user = user.as_deref();
     let outcome = match remedy {
@@ -88,38 +79,4 @@ pub async fn run(
     };
     ctx.recorder.event(app, kind, reason.as_str(), &said);
     said
-}
-
-/// Why the storage may not be acted on now, if it may not: the run that
-/// just failed read it checked, but a rollback or uninstall reads the
-/// older revisions again — each must still be what was recorded. Revisions
-/// newer than any recorded are the failed run's own (ours, by their owner
-/// label). One LIST of the release's storage.
-async fn storage_changed_since_checked(ctx: &Context, o: &Observed) -> Option<String> {
-    use crate::cached::objects::label;
-    use crate::delivery::helmapp::storage;
-    use crate::delivery::names::UID_LABEL;
-    let recorded = &o.status.storage_digests;
-    if recorded.is_empty() {
-        return None;
-    }
-    let newest_recorded = recorded.iter().map(|d| d.revision).max().unwrap_or(0);
-    let entries = match storage::read(&ctx.client, &o.target).await {
-        Ok(e) => e,
-        Err(e) => {
-            return Some(format!(
-                "Helm's storage could not be read to check it ({e})"
-            ));
-        }
-    };
-    let to_check: Vec<_> = entries
-        .into_iter()
-        .filter(|e| {
-            let made_now = e.release.is_ok()
-                && e.version() > newest_recorded
-                && label(&e.metadata, UID_LABEL) == o.uid;
-            !made_now
-        })
-        .collect();
-    storage::first_untrusted(&to_check, recorded).map(|u| u.message(&o.target.key()))
 }

@@ -7,9 +7,18 @@ use serde_json::json;
 /// A storage Secret of release `web` in `apps`: labels say `label_version`,
 /// the payload says `payload_version`.
 fn entry(label_version: i64, payload_version: i64, uid: &str) -> (HelmRelease, String) {
+    entry_in(label_version, payload_version, uid, "deployed")
+}
+
+fn entry_in(
+    label_version: i64,
+    payload_version: i64,
+    uid: &str,
+    status: &str,
+) -> (HelmRelease, String) {
     let release = json!({
         "name": "web", "namespace": "apps", "version": payload_version,
-        "info": { "status": "deployed" },
+        "info": { "status": status },
         "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
         "manifest": ""
     });
@@ -44,7 +53,7 @@ fn every_revision_recorded_and_matching_is_trusted() {
     let (two, d2) = entry(2, 2, "u");
     let entries = vec![one, two];
     assert_eq!(
-        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)])),
+        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)]), "u"),
         None
     );
 }
@@ -54,7 +63,7 @@ fn an_older_revision_changed_is_not_trusted_though_the_newest_matches() {
     let (one, _) = entry(1, 1, "u");
     let (two, d2) = entry(2, 2, "u");
     let entries = vec![one, two];
-    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]));
+    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]), "u");
     assert!(
         matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
         "{found:?}"
@@ -66,7 +75,7 @@ fn a_revision_never_recorded_is_not_trusted() {
     let (one, d1) = entry(1, 1, "u");
     let (planted, _) = entry(3, 3, "");
     let entries = vec![one, planted];
-    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]));
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), "u");
     assert!(
         matches!(found, Some(Untrusted::Unrecorded { revision: 3, .. })),
         "{found:?}"
@@ -82,7 +91,7 @@ fn label_and_payload_that_disagree_are_no_release_and_never_the_newest() {
     let entries = vec![real, forged];
     assert_eq!(newest(&entries).map(|n| n.revision), Some(1));
     assert_eq!(newest(&entries).map(|n| n.digest), Some(d1.clone()));
-    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]));
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), "u");
     assert!(
         matches!(found, Some(Untrusted::Invalid { .. })),
         "{found:?}"
@@ -97,4 +106,34 @@ fn trust_records_every_release_newest_first_and_skips_what_is_no_release() {
     let mut status = HelmAppStatus::default();
     trust(&mut status, &[one, forged, two]);
     assert_eq!(status.storage_digests, recorded(&[(2, &d2), (1, &d1)]));
+}
+
+#[test]
+fn a_run_of_ours_left_unfinished_is_tolerated_and_nothing_else_is() {
+    let (one, d1) = entry(1, 1, "u");
+    // A helm of ours died after writing revision 2 pending: unlocked later.
+    let (pending, _) = entry_in(2, 2, "u", "pending-upgrade");
+    assert_eq!(
+        first_untrusted(&[one.clone(), pending], &recorded(&[(1, &d1)]), "u"),
+        None
+    );
+    // Deployed, another owner, or not newer than what was recorded: no.
+    for (e, why) in [
+        (entry_in(2, 2, "u", "deployed").0, "deployed"),
+        (entry_in(2, 2, "x", "pending-upgrade").0, "another owner"),
+        (entry_in(2, 2, "", "failed").0, "no owner"),
+    ] {
+        let found = first_untrusted(&[one.clone(), e], &recorded(&[(1, &d1)]), "u");
+        assert!(
+            matches!(found, Some(Untrusted::Unrecorded { revision: 2, .. })),
+            "{why}: {found:?}"
+        );
+    }
+    let (older_pending, _) = entry_in(1, 1, "u", "pending-upgrade");
+    let (two, d2) = entry(2, 2, "u");
+    let found = first_untrusted(&[older_pending, two], &recorded(&[(2, &d2), (1, &d1)]), "u");
+    assert!(
+        matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
+        "{found:?}"
+    );
 }
