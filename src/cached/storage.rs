@@ -49,6 +49,9 @@ pub struct HelmRelease {
     /// delivery compares it with the digest it recorded before trusting
     /// the storage (`None`: no `data.release`, or not base64).
     pub digest: Option<[u8; 32]>,
+    /// [`content_digest`] of the payload: only in a fresh read
+    /// ([`FreshRelease`]), never in the cache.
+    pub content: Option<String>,
 }
 
 /// The digest delivery records of a release revision: `sha256:<hex>` of
@@ -84,6 +87,7 @@ impl HelmRelease {
             metadata,
             release,
             digest,
+            content: None,
         }
     }
 
@@ -141,7 +145,13 @@ pub struct FreshRelease(pub HelmRelease);
 
 impl<'de> Deserialize<'de> for FreshRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(FreshRelease(read_entry(RawSecret::deserialize(d)?, true)))
+        let raw = RawSecret::deserialize(d)?;
+        let content = secret_entry(&raw.data, "release")
+            .and_then(Result::ok)
+            .and_then(|payload| content_digest(&payload));
+        let mut entry = read_entry(raw, true);
+        entry.content = content;
+        Ok(FreshRelease(entry))
     }
 }
 
@@ -166,6 +176,28 @@ impl kube::Resource for FreshRelease {
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         &mut self.0.metadata
     }
+}
+
+/// `sha256:<hex>` of a release payload without its `info` (status, times,
+/// description): every other top-level field of the release JSON, by name,
+/// as helm wrote it. Helm rewrites a revision's `info` alone when it
+/// supersedes it or marks it uninstalled or failed, and its encoder writes
+/// the other fields byte for byte again, so this digest stays; an edit of
+/// the manifest, hooks, chart or values changes it. Read without building a
+/// tree (each field kept as raw text). `None`: not a release payload.
+pub fn content_digest(payload: &[u8]) -> Option<String> {
+    use sha2::Digest;
+    let json = super::helm::release_json(payload).ok()?;
+    let fields: BTreeMap<String, Box<serde_json::value::RawValue>> =
+        serde_json::from_slice(&json).ok()?;
+    let mut sum = sha2::Sha256::new();
+    for (name, value) in fields.iter().filter(|(name, _)| name.as_str() != "info") {
+        sum.update((name.len() as u64).to_be_bytes());
+        sum.update(name.as_bytes());
+        sum.update((value.get().len() as u64).to_be_bytes());
+        sum.update(value.get().as_bytes());
+    }
+    Some(digest_text(&sum.finalize().into()))
 }
 
 /// The newest release among `entries` (one release's storage): the

@@ -689,6 +689,12 @@ pub struct StorageDigest {
     pub revision: i64,
     /// `sha256:<hex>` of its storage's `data.release`.
     pub digest: String,
+    /// `sha256:<hex>` of the release without its `info` (status, times,
+    /// description): what helm itself rewrites when it supersedes a
+    /// revision leaves this unchanged, an edit of what helm acts on does
+    /// not (empty: recorded before this was).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
 }
 
 /// One helm operation.

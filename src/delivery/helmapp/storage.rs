@@ -162,6 +162,7 @@ pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
             Some(StorageDigest {
                 revision: e.version(),
                 digest: e.digest_string()?,
+                content: e.content.clone().unwrap_or_default(),
             })
         })
         .collect();
@@ -172,30 +173,59 @@ pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
     }
 }
 
-/// After a helm action: records what helm left in the storage. Kept are
-/// the revisions that are ours (our UID label) or were trusted before the
-/// action (helm rewrites an older revision when it supersedes it): an
-/// entry someone planted while helm ran is not made trusted by it. A
-/// failed read records nothing (the next check reads again and flags a
-/// difference only if it persists).
+/// After a helm action: records what helm left in the storage, proven
+/// revision by revision ([`recorded_after`]). A failed read records
+/// nothing (the next check reads again and flags a difference only if it
+/// persists).
 pub async fn record_after_action(client: &Client, o: &mut Observed) {
     match read(client, &o.target).await {
         Ok(entries) => {
             let before = std::mem::take(&mut o.status.storage_digests);
-            let kept: Vec<HelmRelease> = entries
-                .into_iter()
-                .filter(|e| {
-                    label(&e.metadata, HELMAPP_UID_LABEL) == o.uid
-                        || before.iter().any(|b| b.revision == e.version())
-                })
-                .collect();
-            trust(&mut o.status, &kept);
+            o.status.storage_digests = recorded_after(&entries, &before, &o.uid);
+            if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(&entries)) {
+                h.release_digest = n.digest;
+            }
         }
         Err(e) => log::warn!(
             "{}: cannot read Helm's storage to record its digests: {e}",
             o.target.key()
         ),
     }
+}
+
+/// What is recorded after a helm action, from the storage read then
+/// (`entries`, with their content digests) and what was recorded before:
+/// - a revision recorded before and unchanged, or changed in its `info`
+///   alone (helm supersedes a revision by rewriting its status): recorded
+///   as it is now;
+/// - a revision recorded before whose content changed (an edit made while
+///   helm ran): its earlier record stays, so the next check flags it;
+/// - a revision new since, owned by `uid` (made by the run): recorded;
+/// - anything else (planted while helm ran): not recorded.
+pub fn recorded_after(
+    entries: &[HelmRelease],
+    before: &[StorageDigest],
+    uid: &str,
+) -> Vec<StorageDigest> {
+    let mut out: Vec<StorageDigest> = entries
+        .iter()
+        .filter(|e| e.release.is_ok())
+        .filter_map(|e| {
+            let now = StorageDigest {
+                revision: e.version(),
+                digest: e.digest_string()?,
+                content: e.content.clone().unwrap_or_default(),
+            };
+            match before.iter().find(|b| b.revision == now.revision) {
+                Some(b) if b.digest == now.digest => Some(now),
+                Some(b) if !b.content.is_empty() && b.content == now.content => Some(now),
+                Some(b) => Some(b.clone()),
+                None => (label(&e.metadata, HELMAPP_UID_LABEL) == uid).then_some(now),
+            }
+        })
+        .collect();
+    out.sort_by_key(|d| std::cmp::Reverse(d.revision));
+    out
 }
 
 /// Whether the storage of `o`'s release can be trusted: `Some` with the

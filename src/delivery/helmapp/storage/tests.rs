@@ -43,6 +43,7 @@ fn recorded(rows: &[(i64, &str)]) -> Vec<StorageDigest> {
         .map(|(revision, digest)| StorageDigest {
             revision: *revision,
             digest: digest.to_string(),
+            content: String::new(),
         })
         .collect()
 }
@@ -105,7 +106,76 @@ fn trust_records_every_release_newest_first_and_skips_what_is_no_release() {
     let (forged, _) = entry(5, 999, "u");
     let mut status = HelmAppStatus::default();
     trust(&mut status, &[one, forged, two]);
-    assert_eq!(status.storage_digests, recorded(&[(2, &d2), (1, &d1)]));
+    let kept: Vec<(i64, String)> = status
+        .storage_digests
+        .iter()
+        .map(|d| (d.revision, d.digest.clone()))
+        .collect();
+    assert_eq!(kept, [(2, d2), (1, d1)]);
+    assert!(
+        status
+            .storage_digests
+            .iter()
+            .all(|d| d.content.starts_with("sha256:"))
+    );
+}
+
+/// An entry of `release` JSON as a fresh read gives it.
+fn fresh_of(release: serde_json::Value, uid: &str) -> HelmRelease {
+    let version = release["version"].as_i64().unwrap();
+    let payload = encode_release(&serde_json::to_vec(&release).unwrap());
+    let secret = json!({
+        "metadata": {
+            "name": format!("sh.helm.release.v1.web.v{version}"), "namespace": "apps",
+            "labels": { "owner": "helm", "name": "web", "version": version.to_string(),
+                        HELMAPP_UID_LABEL: uid }
+        },
+        "data": { "release": base64::engine::general_purpose::STANDARD.encode(&payload) }
+    });
+    serde_json::from_value::<FreshRelease>(secret).unwrap().0
+}
+
+fn release(version: i64, status: &str, manifest: &str) -> serde_json::Value {
+    json!({ "name": "web", "namespace": "apps", "version": version,
+            "info": { "status": status, "description": status },
+            "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
+            "manifest": manifest })
+}
+
+#[test]
+fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
+    let before_one = fresh_of(release(1, "deployed", "a"), "u");
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, std::slice::from_ref(&before_one));
+    let before = status.storage_digests.clone();
+    // Helm superseded revision 1 (its info alone) and made revision 2.
+    let after = [
+        fresh_of(release(1, "superseded", "a"), "u"),
+        fresh_of(release(2, "deployed", "b"), "u"),
+    ];
+    let recorded = recorded_after(&after, &before, "u");
+    assert_eq!(recorded.len(), 2);
+    assert_eq!(first_untrusted(&after, &recorded, "u"), None);
+    // Revision 1's manifest edited while helm ran: its old record stays.
+    let edited = [
+        fresh_of(release(1, "superseded", "a\n---\nplanted"), "u"),
+        fresh_of(release(2, "deployed", "b"), "u"),
+    ];
+    let recorded = recorded_after(&edited, &before, "u");
+    assert!(
+        matches!(
+            first_untrusted(&edited, &recorded, "u"),
+            Some(Untrusted::Changed { revision: 1, .. })
+        ),
+        "{recorded:?}"
+    );
+    // A revision planted while helm ran (not ours) is not recorded.
+    let planted = [
+        fresh_of(release(1, "deployed", "a"), "u"),
+        fresh_of(release(3, "deployed", "x"), "tenant"),
+    ];
+    let recorded = recorded_after(&planted, &before, "u");
+    assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
 }
 
 #[test]

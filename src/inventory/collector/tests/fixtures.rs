@@ -53,6 +53,7 @@ pub(super) fn release(
             objects: Vec::new(),
         }),
         digest: None,
+        content: None,
     })
 }
 
