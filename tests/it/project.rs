@@ -264,16 +264,30 @@ async fn a_tenants_lookalike_of_an_earlier_helmapp_is_not_moved() {
         )
         .await
         .unwrap();
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    // The operator has seen the lookalike and recorded its storage on
+    // first sight (a release it found, not made) before the project asks.
+    eventually(
+        "the lookalike's storage recorded on first sight",
+        60,
+        || async {
+            let app = Api::<HelmApp>::namespaced(f.cp.client(), "apps1")
+                .get("one")
+                .await
+                .ok()?;
+            (!app.status?.storage_digests.is_empty()).then_some(())
+        },
+    )
+    .await;
     f.hosstedproject(
         "cluster",
         json!({ "helm": [{ "releaseName": "one", "namespace": "apps1", "chartName": "tiny",
                            "repoName": "local", "repoUrl": repo.url(), "values": ["greeting=hello"] }] }),
     )
     .await;
-    let (wrapper, log) = counting_helm(&f);
-    let operator = f
-        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
-        .await;
     eventually("a StorageTampered Warning on the project", 120, || async {
         event_reasons(&f, "default", "cluster")
             .await

@@ -283,10 +283,11 @@ impl ProjectDelivery {
 }
 
 /// Why the storage Secrets `stored` (labelled with a HelmApp's UID) are not
-/// proven written by the operator for it, if they are not: each revision
-/// must have the digest recorded in its `status.storageDigests`; a HelmApp
-/// from before those were recorded proves only its newest revision, by the
-/// digest on its history.
+/// proven written by the operator for it, if they are not: the operator
+/// ran helm for it (a digest on its history), and each revision has the
+/// digest recorded in its `status.storageDigests`; a HelmApp from before
+/// those were recorded proves only its newest revision, by the digest on
+/// its history.
 fn unproven(status: &apis::helmapp::HelmAppStatus, stored: &[Secret]) -> Option<String> {
     use crate::cached::storage::release_digest;
     let digest_of = |s: &Secret| {
@@ -301,6 +302,12 @@ fn unproven(status: &apis::helmapp::HelmAppStatus, stored: &[Secret]) -> Option<
     };
     if stored.is_empty() {
         return Some("no storage of its release carries its UID".into());
+    }
+    // Digests recorded on first sight (a release the operator found, not
+    // made) prove nothing: only a helm action of the operator's records a
+    // digest on the history.
+    if !status.history.iter().any(|h| !h.release_digest.is_empty()) {
+        return Some("the operator never ran helm for it".into());
     }
     if !status.storage_digests.is_empty() {
         return stored.iter().find_map(|s| {
