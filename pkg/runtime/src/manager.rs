@@ -153,28 +153,11 @@ pub struct Manager {
     on_work_ended: Vec<Box<dyn Fn() + Send + Sync>>,
 }
 
-/// The reason of the Warning Event an object gets when an informer cannot
-/// decode it.
-pub const DECODE_FAILED: &str = "DecodeFailed";
-
 impl Manager {
     /// A manager over `client`; nothing runs until [`run`](Self::run).
     pub fn new(client: Client, options: ManagerOptions) -> Self {
         let factory = Arc::new(SharedInformerFactory::new(client.clone(), None));
         let broadcaster = EventBroadcaster::new(client.clone());
-        let recorder = broadcaster.recorder(&options.component, &options.instance);
-        factory.on_refused(Arc::new(move |api_version, kind, refusal| {
-            let message = format!(
-                "this version of the object does not decode ({}): the operator's cache keeps the last version it could read and goes on with every other object; fix or remove the object",
-                refusal.error
-            );
-            recorder.event_about(
-                refusal.reference(api_version, kind),
-                record::EventType::Warning,
-                DECODE_FAILED,
-                &message,
-            );
-        }));
         Manager {
             broadcaster,
             metrics: Arc::new(Metrics::new(&options.metrics_prefix, factory.clone())),
