@@ -180,24 +180,62 @@ impl kube::Resource for FreshRelease {
 
 /// `sha256:<hex>` of a release payload without its `info` (status, times,
 /// description): every other top-level field of the release JSON, by name,
-/// as helm wrote it. Helm rewrites a revision's `info` alone when it
-/// supersedes it or marks it uninstalled or failed, and its encoder writes
-/// the other fields byte for byte again, so this digest stays; an edit of
-/// the manifest, hooks, chart or values changes it. Read without building a
-/// tree (each field kept as raw text). `None`: not a release payload.
+/// in a canonical form (keys sorted, one spelling of each string and
+/// number). Helm rewrites a revision's `info` alone when it supersedes it
+/// or marks it uninstalled or failed, so this digest stays; an edit of the
+/// manifest, hooks, chart or values changes it. Canonical rather than the
+/// bytes as stored: a revision re-encoded by another tool (key order,
+/// `\u003c` for `<`) and accepted with `hossted.com/reconcile-at` is
+/// written back in helm's encoding when helm supersedes it, and must keep
+/// its digest. `None`: not a release payload.
 pub fn content_digest(payload: &[u8]) -> Option<String> {
     use sha2::Digest;
     let json = super::helm::release_json(payload).ok()?;
-    let fields: BTreeMap<String, Box<serde_json::value::RawValue>> =
-        serde_json::from_slice(&json).ok()?;
+    let fields: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&json).ok()?;
     let mut sum = sha2::Sha256::new();
+    let mut text = String::new();
     for (name, value) in fields.iter().filter(|(name, _)| name.as_str() != "info") {
+        text.clear();
+        canonical(value, &mut text);
         sum.update((name.len() as u64).to_be_bytes());
         sum.update(name.as_bytes());
-        sum.update((value.get().len() as u64).to_be_bytes());
-        sum.update(value.get().as_bytes());
+        sum.update((text.len() as u64).to_be_bytes());
+        sum.update(text.as_bytes());
     }
     Some(digest_text(&sum.finalize().into()))
+}
+
+/// `value` as JSON with every object's keys sorted, whatever order the
+/// map type keeps. Its depth is bounded by the parser's (128 levels).
+fn canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                canonical(&map[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
 }
 
 /// The newest release among `entries` (one release's storage): the
@@ -372,5 +410,39 @@ impl<'de> Deserialize<'de> for UuidSecret {
             metadata: raw.metadata,
             uuid,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::content_digest;
+
+    /// As helm writes a revision: Go's field order, `<` as `\u003c`.
+    const AS_HELM_WROTE: &str = r#"{"name":"web","info":{"status":"deployed","description":"Install complete"},"chart":{"metadata":{"name":"tiny","version":"0.1.0"}},"config":{"n":1000000,"text":"a \u003c b"},"manifest":"kind: ConfigMap\n","version":1}"#;
+
+    #[test]
+    fn the_content_digest_ignores_info_and_the_encoding_but_not_the_content() {
+        let helm = content_digest(AS_HELM_WROTE.as_bytes()).unwrap();
+        // Another tool's encoding of the same release (keys sorted, `<`
+        // raw, compact or not), with a hand-edited description.
+        let mut value: serde_json::Value = serde_json::from_str(AS_HELM_WROTE).unwrap();
+        value["info"]["description"] = "edited by hand".into();
+        let reencoded = serde_json::to_vec_pretty(&value).unwrap();
+        assert!(!String::from_utf8_lossy(&reencoded).contains("\\u003c"));
+        assert_eq!(content_digest(&reencoded).unwrap(), helm);
+        // Gzipped and base64 as in a storage Secret: the same.
+        let stored = crate::cached::helm::encode_release(AS_HELM_WROTE.as_bytes());
+        assert_eq!(content_digest(&stored).unwrap(), helm);
+        // A change outside `info` is a new content.
+        value["manifest"] = "kind: Secret\n".into();
+        let edited = serde_json::to_vec(&value).unwrap();
+        assert_ne!(content_digest(&edited).unwrap(), helm);
+        value["manifest"] = "kind: ConfigMap\n".into();
+        value["config"]["n"] = 1000001.into();
+        assert_ne!(
+            content_digest(&serde_json::to_vec(&value).unwrap()).unwrap(),
+            helm
+        );
+        assert_eq!(content_digest(b"not json"), None);
     }
 }

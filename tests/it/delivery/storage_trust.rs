@@ -386,6 +386,24 @@ async fn only_reconcile_at_set_after_the_report_accepts_changed_storage() {
     .await;
     let app = helmapp_ready(&f, OPERATOR_NS, "ranged", "UpgradeSucceeded", 2).await;
     assert_eq!(app.status.unwrap().chart_version, "0.2.0");
+    // The accepted revision stays accepted after helm superseded it (and
+    // wrote it back in its own encoding, not the test's): the next check
+    // finds nothing to report.
+    let mark = operator.mark();
+    operator.reconciled_since(mark).await;
+    let status = get_helmapp(&f, OPERATOR_NS, "ranged")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert_eq!(ready.reason, "UpgradeSucceeded", "{}", ready.message);
+    let recorded: Vec<i64> = status.storage_digests.iter().map(|d| d.revision).collect();
+    assert_eq!(recorded, [2, 1]);
     operator.stop().await;
 }
 

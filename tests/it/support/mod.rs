@@ -62,6 +62,9 @@ impl Fixture {
 
     /// [`new`](Self::new) on a control plane started by the caller.
     pub async fn on(cp: ControlPlane) -> Self {
+        // The in-process operator's log, shown with a failing test's output
+        // (`RUST_LOG=info` for more than errors).
+        let _ = env_logger::builder().is_test(true).try_init();
         apply_crd(&cp, "hosstedprojects.hossted.com").await;
         let api = Receiver::start().await.unwrap();
         Fixture { cp, api }
