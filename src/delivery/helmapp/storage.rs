@@ -193,6 +193,22 @@ pub async fn record_after_action(client: &Client, o: &mut Observed) {
     }
 }
 
+/// Before a remediation that follows a failed run (a rollback reads the
+/// revision it returns to, an uninstall the newest's manifest): records
+/// what the run left, as [`record_after_action`] does, and says why the
+/// storage cannot be trusted now, if it cannot — a revision edited while
+/// helm ran keeps its earlier record, so it is found here, before helm
+/// reads it. A failed read records nothing: the caller runs no remedy.
+pub async fn changed_during_run(
+    client: &Client,
+    o: &mut Observed,
+) -> Result<Option<Untrusted>, kube::Error> {
+    let entries = read(client, &o.target).await?;
+    let before = std::mem::take(&mut o.status.storage_digests);
+    o.status.storage_digests = recorded_after(&entries, &before, &o.uid);
+    Ok(first_untrusted(&entries, &o.status.storage_digests, &o.uid))
+}
+
 /// What is recorded after a helm action, from the storage read then
 /// (`entries`, with their content digests) and what was recorded before:
 /// - a revision recorded before and unchanged, or changed in its `info`

@@ -245,6 +245,122 @@ async fn an_edited_older_revision_stops_every_helm_run_rollback_included() {
     operator.stop().await;
 }
 
+/// Test 2, in the window of the run: revision 2 — the rollback's target —
+/// edited while the upgrade that fails runs (a helm wrapper replaces its
+/// Secret just before the upgrade starts, after the operator checked the
+/// storage). The rollback does not run: `Ready` says `StorageTampered`.
+#[tokio::test]
+async fn a_rollback_target_edited_while_the_failing_upgrade_runs_is_not_rolled_back_to() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let (counting, log) = counting_helm(&f);
+    let forged = f.cp.dir().join("forged-revision-2.json");
+    let armed = f.cp.dir().join("edit-on-next-upgrade");
+    let edits = f.cp.dir().join("edits.log");
+    let racing = f.cp.dir().join("racing-helm.sh");
+    std::fs::write(
+        &racing,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = upgrade ] && rm '{armed}' 2>/dev/null; then\n  '{kubectl}' --kubeconfig '{kubeconfig}' replace -f '{forged}' >> '{edits}' 2>&1\nfi\nexec '{counting}' \"$@\"\n",
+            armed = armed.display(),
+            kubectl = f.cp.kubectl_binary().display(),
+            kubeconfig = f.cp.kubeconfig_path().display(),
+            forged = forged.display(),
+            edits = edits.display(),
+            counting = counting.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&racing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = racing.clone();
+        })
+        .await;
+    let kube_system = precious(&f).await;
+    privileged_app(
+        &f,
+        "raced",
+        json!({ "remediation": { "retries": 0, "onFailure": "rollback" } }),
+    )
+    .await;
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "raced",
+        json!({ "spec": { "values": { "greeting": "two" } } }),
+    )
+    .await;
+    helmapp_ready(&f, OPERATOR_NS, "raced", "UpgradeSucceeded", 2).await;
+
+    let target = stored(&f, TENANT, "raced", 2).await;
+    let mut release = payload(&target);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let mut edited = with_payload(target, &release);
+    edited.metadata.resource_version = None;
+    edited.metadata.managed_fields = None;
+    std::fs::write(&forged, serde_json::to_vec(&edited).unwrap()).unwrap();
+    std::fs::write(&armed, "").unwrap();
+    let before = lines(&log);
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "raced",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    let app = helmapp_with_reason(&f, OPERATOR_NS, "raced", "StorageTampered").await;
+    assert!(!armed.exists(), "the wrapper edited revision 2");
+    assert_eq!(
+        payload(&stored(&f, TENANT, "raced", 2).await)["manifest"],
+        release["manifest"],
+        "the edit is in place: {}",
+        std::fs::read_to_string(&edits).unwrap_or_default()
+    );
+    let status = app.status.unwrap();
+    let ready = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap();
+    assert!(
+        ready.message.contains("sh.helm.release.v1.raced.v2)"),
+        "names the edited revision's Secret: {}",
+        ready.message
+    );
+    let remedy = &status.history[0];
+    assert_eq!(
+        (remedy.action.as_str(), remedy.result.as_str()),
+        ("rollback", "refused")
+    );
+    let subcommands: Vec<String> = runs_since(&log, before, "raced")
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(subcommands, ["upgrade"], "the failed upgrade, no rollback");
+    assert_eq!(
+        kube_system.get("precious").await.unwrap().data.unwrap()["keep"],
+        "me"
+    );
+    // It stays refused: the next check finds the edit too.
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "raced",
+        json!({ "spec": { "timeout": "4m" } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    helmapp_with_reason(&f, OPERATOR_NS, "raced", "StorageTampered").await;
+    assert_eq!(runs_since(&log, before, "raced").len(), 1);
+    operator.stop().await;
+}
+
 /// Test 3: a release planted by a tenant (no owner label) whose manifest
 /// names a ConfigMap in kube-system is not adopted by a privileged
 /// HelmApp; the same release planted without foreign objects is.

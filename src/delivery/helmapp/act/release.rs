@@ -7,6 +7,7 @@ use record::EventType;
 use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
+use super::remediate::Remedied;
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
@@ -342,12 +343,21 @@ async fn failed_run(
     }
     match after_failure(kind == Kind::Install, o.status.failures, app) {
         AfterFailure::UninstallAndRetry => {
-            super::remediate::uninstall(ctx, app, o, hash).await;
-            failed(ctx, app, o, Reason::InstallFailed, message)
+            match super::remediate::uninstall(ctx, app, o, hash).await {
+                Remedied::Said(_) => failed(ctx, app, o, Reason::InstallFailed, message),
+                Remedied::StorageTampered(refused) => {
+                    tampered_during_run(ctx, app, o, kind, message, &refused)
+                }
+            }
         }
         AfterFailure::Retry => failed(ctx, app, o, Reason::UpgradeFailed, message),
         AfterFailure::Remediate(remedy) => {
-            let done = super::remediate::run(ctx, app, o, remedy, hash).await;
+            let done = match super::remediate::run(ctx, app, o, remedy, hash).await {
+                Remedied::Said(done) => done,
+                Remedied::StorageTampered(refused) => {
+                    return tampered_during_run(ctx, app, o, kind, message, &refused);
+                }
+            };
             let message = format!(
                 "upgrade failed {} time(s), the last: {message}; {done}; nothing more runs until the configuration or {} changes",
                 o.status.failures,
@@ -376,6 +386,29 @@ async fn failed_run(
             Outcome::Finished(Action::done("retries exhausted"))
         }
     }
+}
+
+/// The run failed, and Helm's storage changed while it ran: its
+/// remediation did not run (`refused` says why). `Ready` says
+/// `StorageTampered` — what the next check finds too, until someone accepts
+/// the stored state.
+fn tampered_during_run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    kind: Kind,
+    failure: &str,
+    refused: &str,
+) -> Outcome {
+    let message = format!("{} failed ({failure}); {refused}", kind.action());
+    let released = if kind == Kind::Install {
+        Reason::InstallFailed
+    } else {
+        Reason::UpgradeFailed
+    };
+    status::set(&mut o.status, RELEASED, false, released, &message);
+    refuse(ctx, app, o, Reason::StorageTampered, &message, true);
+    Outcome::Finished(Action::done(format!("StorageTampered: {refused}")))
 }
 
 /// A Warning when `spec.timeout` was clamped to `--max-helm-timeout`.

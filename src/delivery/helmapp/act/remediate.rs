@@ -8,14 +8,58 @@ use crate::delivery::helm::{Flags, Rollback};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::helmapp::storage;
+
+/// What a remediation came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Remedied {
+    /// It ran, was skipped or had nothing to do: what to say.
+    Said(String),
+    /// Helm's storage changed while the failed run ran: no helm runs on it
+    /// (the `StorageTampered` message).
+    StorageTampered(String),
+}
 
 /// Uninstalls a release whose install failed (nothing to roll back to).
-pub async fn uninstall(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str) -> String {
+pub async fn uninstall(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str) -> Remedied {
     run(ctx, app, o, OnFailure::Uninstall, hash).await
 }
 
-/// Applies `remedy`; says what was done.
+/// Applies `remedy`, on storage checked again first: the failed run's
+/// helm ran for a while, and a rollback reads the revision it returns to.
 pub async fn run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    remedy: OnFailure,
+    hash: &str,
+) -> Remedied {
+    let reads_storage = match remedy {
+        OnFailure::Rollback => o.status.revision > 0,
+        OnFailure::Uninstall => true,
+        OnFailure::None | OnFailure::Unknown => false,
+    };
+    if reads_storage {
+        match storage::changed_during_run(&ctx.client, o).await {
+            Ok(None) => {}
+            Ok(Some(untrusted)) => {
+                record(ctx, app, o, remedy, hash, "refused", "");
+                let message = untrusted.message(&o.target.key());
+                return Remedied::StorageTampered(format!("{remedy} not run: {message}"));
+            }
+            Err(e) => {
+                let said =
+                    format!("{remedy} skipped: Helm's storage could not be read to check it ({e})");
+                record(ctx, app, o, remedy, hash, "failed", &said);
+                return Remedied::Said(said);
+            }
+        }
+    }
+    Remedied::Said(apply(ctx, app, o, remedy, hash).await)
+}
+
+/// Runs `remedy`; says what was done.
+async fn apply(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
@@ -63,10 +107,28 @@ pub async fn run(
             format!("{remedy} skipped: another helm run holds the release"),
         ),
     };
+    record(ctx, app, o, remedy, hash, result, &said);
+    said
+}
+
+/// The remedy in the history (`result`: succeeded, failed, refused) and,
+/// when there is something to `say`, its Event.
+fn record(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    remedy: OnFailure,
+    hash: &str,
+    result: &str,
+    say: &str,
+) {
     let status = &mut o.status;
     let (revision, version) = (status.revision, status.chart_version.clone());
     push_history(status, remedy.as_str(), revision, &version, hash, result);
     status.last_action = remedy.as_str().into();
+    if say.is_empty() {
+        return;
+    }
     let kind = if result == "succeeded" {
         EventType::Normal
     } else {
@@ -77,6 +139,5 @@ pub async fn run(
     } else {
         Reason::UninstallPerformed
     };
-    ctx.recorder.event(app, kind, reason.as_str(), &said);
-    said
+    ctx.recorder.event(app, kind, reason.as_str(), say);
 }
