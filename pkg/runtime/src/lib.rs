@@ -36,7 +36,9 @@ mod status;
 
 pub use controller::{Action, Controller, ControllerStats, DEFAULT_RESYNC, Reconciler};
 pub use leader::LeaseTiming;
-pub use manager::{LeaderElection, Leading, Manager, ManagerError, ManagerOptions, Stopping};
+pub use manager::{
+    DECODE_FAILED, LeaderElection, Leading, Manager, ManagerError, ManagerOptions, Stopping,
+};
 pub use metrics::Metrics;
 pub use server::ServerOptions;
 pub use status::{

@@ -151,6 +151,39 @@ pub struct Manager {
     /// past the drain timeout), before the Lease is released: whatever is
     /// still running must be gone before another replica may start.
     on_work_ended: Vec<Box<dyn Fn() + Send + Sync>>,
+    /// The recorder of the informers' `DecodeFailed` Events, emptied
+    /// before the broadcaster flushes: the informers' hook holds this slot,
+    /// not the recorder, so it cannot keep the event channel open.
+    refusal_recorder: Arc<std::sync::Mutex<Option<EventRecorder>>>,
+}
+
+/// The reason of the Warning Event an object gets when an informer cannot
+/// decode it.
+pub const DECODE_FAILED: &str = "DecodeFailed";
+
+/// The hook that gives an object an informer refused a `DecodeFailed`
+/// Warning, while `slot` holds a recorder.
+fn refusal_events(slot: Arc<std::sync::Mutex<Option<EventRecorder>>>) -> cache::RefusalHook {
+    Arc::new(move |api_version, kind, refusal| {
+        let Some(recorder) = lock(&slot).clone() else {
+            return;
+        };
+        let message = format!(
+            "this version of the object does not decode ({}): the operator's cache keeps the last version it could read and goes on with every other object; fix or remove the object",
+            refusal.error
+        );
+        recorder.event_about(
+            refusal.reference(api_version, kind),
+            record::EventType::Warning,
+            DECODE_FAILED,
+            &message,
+        );
+    })
+}
+
+/// The slot's guard, whether or not a holder panicked.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Manager {
@@ -158,8 +191,13 @@ impl Manager {
     pub fn new(client: Client, options: ManagerOptions) -> Self {
         let factory = Arc::new(SharedInformerFactory::new(client.clone(), None));
         let broadcaster = EventBroadcaster::new(client.clone());
+        let refusal_recorder = Arc::new(std::sync::Mutex::new(Some(
+            broadcaster.recorder(&options.component, &options.instance),
+        )));
+        factory.on_refused(refusal_events(refusal_recorder.clone()));
         Manager {
             broadcaster,
+            refusal_recorder,
             metrics: Arc::new(Metrics::new(&options.metrics_prefix, factory.clone())),
             client,
             factory,
@@ -258,6 +296,7 @@ impl Manager {
         for s in servers {
             s.abort();
         }
+        drop(lock(&self.refusal_recorder).take());
         self.broadcaster
             .shutdown_within(Duration::from_secs(5))
             .await;

@@ -6,7 +6,7 @@
 //! | `<prefix>_reconcile_total{controller,result}` | counter | reconciles by `success` / `error` |
 //! | `<prefix>_reconcile_duration_seconds{controller}` | histogram | time per reconcile, 1 ms to 10 min |
 //! | `<prefix>_informer_synced{kind}` | gauge | 1 once an informer's cache holds a complete LIST |
-//! | `<prefix>_informer_refused_total{kind}` | counter | object versions an informer could not decode and skipped (each also a log line naming the object) |
+//! | `<prefix>_informer_refused_total{kind}` | counter | object versions an informer could not decode and skipped (each also a log line and a `DecodeFailed` Warning Event on the object) |
 //! | `<prefix>_leader` | gauge | 1 while this process holds the leader Lease (or runs without election) |
 //!
 //! Controllers add their own metrics with [`Metrics::register`].

@@ -438,3 +438,116 @@ async fn a_leader_whose_renewals_hang_stops_working_before_a_standby_takes_over(
         "a clean shutdown releases the lease"
     );
 }
+
+/// An object of a kind whose spec any shape may take (nested past
+/// serde_json's 128 levels, it does not decode as a `Value`).
+#[derive(Clone, Debug, serde::Deserialize)]
+struct Loose {
+    metadata: ObjectMeta,
+    #[serde(default)]
+    #[allow(dead_code)]
+    spec: serde_json::Value,
+}
+
+impl kube::Resource for Loose {
+    type DynamicType = ();
+    type Scope = k8s_openapi::NamespaceResourceScope;
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Loose".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "test.hossted.com".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "looses".into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[tokio::test]
+async fn an_object_an_informer_cannot_decode_gets_a_warning_event_on_it() {
+    use k8s_openapi::api::core::v1::Event;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.client();
+    namespace(&admin, "deep").await;
+    let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "looses.test.hossted.com" },
+        "spec": {
+            "group": "test.hossted.com", "scope": "Namespaced",
+            "names": { "kind": "Loose", "plural": "looses", "singular": "loose" },
+            "versions": [{ "name": "v1", "served": true, "storage": true,
+                "schema": { "openAPIV3Schema": { "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true } } }]
+        }
+    }))
+    .unwrap();
+    Api::<CustomResourceDefinition>::all(admin.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    // Raw requests: a typed client would fail to decode the answer.
+    let url = Api::<Loose>::namespaced(admin.clone(), "deep")
+        .resource_url()
+        .to_string();
+    let create = |name: &str, depth: usize| {
+        let mut spec = serde_json::json!(1);
+        for _ in 0..depth {
+            spec = serde_json::json!({ "a": spec });
+        }
+        let body = serde_json::json!({
+            "apiVersion": "test.hossted.com/v1", "kind": "Loose",
+            "metadata": { "name": name, "namespace": "deep" }, "spec": spec
+        });
+        let request = kube::core::Request::new(&url)
+            .create(&PostParams::default(), serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        let admin = admin.clone();
+        async move { admin.request_text(request).await.map(|_| ()) }
+    };
+    eventually("the CRD served", 60, || async {
+        create("first", 1).await.ok()
+    })
+    .await;
+    create("deep", 200).await.unwrap();
+
+    let mut manager = Manager::new(admin.clone(), ManagerOptions::new("test", "runtime-test"));
+    let informer = manager
+        .factory()
+        .informer::<Loose>(InformerOptions::default());
+    let store = informer.store();
+    // A manager runs while it has a controller.
+    let census = Controller::new(&manager, "census", Census);
+    informer.add_event_handler(census.enqueue_handler());
+    manager.add(census);
+    let running = Running::start(manager);
+    create("shallow", 3).await.unwrap();
+    eventually("the object that decodes is cached", 60, || async {
+        store.get("deep/shallow").map(|_| ())
+    })
+    .await;
+    let events: Api<Event> = Api::namespaced(admin.clone(), "deep");
+    let event = eventually("a DecodeFailed Warning on the object", 60, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(runtime::DECODE_FAILED))
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.involved_object.name.as_deref(), Some("deep"));
+    assert_eq!(event.involved_object.kind.as_deref(), Some("Loose"));
+    assert!(store.get("deep/deep").is_none());
+    running.stop().await.unwrap();
+}
