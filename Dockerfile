@@ -19,8 +19,8 @@ FROM golang:1.26-bookworm AS helm
 WORKDIR /src
 COPY hack/envtest.env hack/envtest.env
 RUN . hack/envtest.env && CGO_ENABLED=0 GOBIN=/out go install -trimpath \
-      -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v${HELM_VERSION}" \
-      "helm.sh/helm/v3/cmd/helm@v${HELM_VERSION}"
+      -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v${HELM_VERSION}" \
+      "helm.sh/helm/v4/cmd/helm@v${HELM_VERSION}"
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/hossted-operator /hossted-operator

@@ -6,7 +6,7 @@
 #
 # - /hossted-operator: `cargo build --release --locked` (glibc), as the
 #   `build` stage does;
-# - /usr/local/bin/helm: `go install helm.sh/helm/v3/cmd/helm@v$HELM_VERSION`
+# - /usr/local/bin/helm: `go install helm.sh/helm/v4/cmd/helm@v$HELM_VERSION`
 #   from hack/envtest.env, as the `helm` stage does;
 # then checks what the image's ENTRYPOINT would run: the binary's --help,
 # `helm version` at the pinned version, and that the binary needs no shared
@@ -29,8 +29,8 @@ log "stage helm: go install helm (hack/envtest.env)"
 . hack/envtest.env
 GOBIN_DIR="$(mktemp -d)"
 CGO_ENABLED=0 GOWORK=off GOBIN="$GOBIN_DIR" go install -trimpath \
-  -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v${HELM_VERSION}" \
-  "helm.sh/helm/v3/cmd/helm@v${HELM_VERSION}"
+  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v${HELM_VERSION}" \
+  "helm.sh/helm/v4/cmd/helm@v${HELM_VERSION}"
 mv "$GOBIN_DIR/helm" "$OUT/usr/local/bin/helm"
 rmdir "$GOBIN_DIR"
 

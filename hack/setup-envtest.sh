@@ -24,19 +24,21 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PINNED_K8S="$(sed -n 's/^K8S_VERSION=//p' "$HERE/envtest.env")"
 PINNED_ETCD="$(sed -n 's/^ETCD_VERSION=//p' "$HERE/envtest.env")"
 PINNED_HELM="$(sed -n 's/^HELM_VERSION=//p' "$HERE/envtest.env")"
+PINNED_HELM3="$(sed -n 's/^HELM3_VERSION=//p' "$HERE/envtest.env")"
 PINNED_REGISTRY="$(sed -n 's/^REGISTRY_VERSION=//p' "$HERE/envtest.env")"
 PINNED_PROMETHEUS="$(sed -n 's/^PROMETHEUS_VERSION=//p' "$HERE/envtest.env")"
 K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
 ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
 HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
+HELM3_VERSION="${HELM3_VERSION:-$PINNED_HELM3}"
 REGISTRY_VERSION="${REGISTRY_VERSION:-$PINNED_REGISTRY}"
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-$PINNED_PROMETHEUS}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
 BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
 STAMP="$BIN_DIR/.complete"
-WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION}"
-ASSETS=(kube-apiserver kubectl etcd helm registry promtool)
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool)
 
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
@@ -154,8 +156,18 @@ build_helm() {
   log "building helm v${HELM_VERSION}"
   local gobin="$CACHE_ROOT/src/helm-gobin"
   mkdir -p "$gobin"
-  with_heartbeat "building helm" env GOBIN="$gobin" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v${HELM_VERSION}" "helm.sh/helm/v3/cmd/helm@v${HELM_VERSION}"
+  with_heartbeat "building helm" env GOBIN="$gobin" go install -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=v${HELM_VERSION}" "helm.sh/helm/v4/cmd/helm@v${HELM_VERSION}"
   mv "$gobin/helm" "$BIN_DIR/helm"
+}
+
+# helm 3, for the tests of releases made by it and of the command lines the
+# operator builds for it.
+build_helm3() {
+  log "building helm v${HELM3_VERSION} (as helm3)"
+  local gobin="$CACHE_ROOT/src/helm3-gobin"
+  mkdir -p "$gobin"
+  with_heartbeat "building helm 3" env GOBIN="$gobin" go install -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v${HELM3_VERSION}" "helm.sh/helm/v3/cmd/helm@v${HELM3_VERSION}"
+  mv "$gobin/helm" "$BIN_DIR/helm3"
 }
 
 # --- OCI registry (CNCF distribution) ----------------------------------------
@@ -185,6 +197,7 @@ rm -f "$STAMP"
 log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
 [[ -x "$BIN_DIR/helm" && "$("$BIN_DIR/helm" version --short 2>/dev/null)" == "v${HELM_VERSION}"* ]] || build_helm
+[[ -x "$BIN_DIR/helm3" && "$("$BIN_DIR/helm3" version --short 2>/dev/null)" == "v${HELM3_VERSION}"* ]] || build_helm3
 [[ -x "$BIN_DIR/registry" && "$("$BIN_DIR/registry" --version 2>/dev/null)" == *"v${REGISTRY_VERSION}"* ]] || build_registry
 [[ -x "$BIN_DIR/promtool" && "$("$BIN_DIR/promtool" --version 2>/dev/null | head -1)" == *"version ${PROMETHEUS_VERSION} "* ]] || build_promtool
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then

@@ -200,7 +200,7 @@ async fn add_delivery(
         );
     }
     let webhook = settings.webhook.clone();
-    let added = delivery::add_to(manager, settings);
+    let added = delivery::add_to(manager, settings)?;
     let server = match webhook {
         Some(config) => Some(delivery::webhook::start(manager, added.nudge, &config).await?),
         None => None,

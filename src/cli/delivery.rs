@@ -94,6 +94,8 @@ impl DeliveryArgs {
                 post_renderer: self
                     .post_renderer_binary
                     .or_else(|| std::env::current_exe().ok()),
+                // Asked of the binary when delivery starts.
+                cli: Default::default(),
             },
             chart_path_root: self.chart_path_root,
             tenancy,

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use runtime::Manager;
 
-pub use helm::{Helm, HelmConfig, values};
+pub use helm::{Helm, HelmCli, HelmConfig, values};
 pub use helmapp::{DeliveryError, HelmApps};
 pub use names::{FINALIZER, HASH_LABEL, RECONCILE_AT, UID_LABEL};
 pub use settings::Settings;
@@ -53,8 +53,19 @@ pub struct Added {
 /// Adds every delivery controller to `manager` — HelmApp, HelmAppSet and
 /// the Hosstedproject's `spec.helm` and toggles — and kills running helm
 /// process groups the moment the lease is lost (the next leader may run
-/// helm on the same releases).
-pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
+/// helm on the same releases). First asks the helm binary its version
+/// (every command line is built for it) and, for helm 4, writes the
+/// post-renderer plugin: an error says why delivery cannot start.
+pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, String> {
+    settings.helm.cli = helm::version::detect(&settings.helm.binary)?;
+    if let (HelmCli::V4, Some(binary)) = (settings.helm.cli, &settings.helm.post_renderer) {
+        helm::plugin::install_post_renderer(&settings.helm.work_dir, binary)?;
+    }
+    log::info!(
+        "delivery runs {} (command lines for {:?})",
+        settings.helm.binary.display(),
+        settings.helm.cli
+    );
     let (workers, resync) = (settings.workers, settings.resync);
     let namespace = settings.tenancy.operator_namespace.clone();
     // One fetch pool and chart cache for every controller.
@@ -75,7 +86,7 @@ pub fn add_to(manager: &mut Manager, settings: Settings) -> Added {
     // a release whose previous helm is still running.
     let on_ended = helm.clone();
     manager.on_work_ended(move || on_ended.kill_all_and_wait(std::time::Duration::from_secs(5)));
-    Added { helm, stats, nudge }
+    Ok(Added { helm, stats, nudge })
 }
 
 /// Delivery off (`--controllers` without `delivery`): adds only the piece

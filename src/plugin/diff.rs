@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::namespace_of;
-use crate::delivery::helm::{manifest_diff, post_render};
+use crate::delivery::helm::{HelmCli, args, manifest_diff, post_render};
 use crate::delivery::helmapp::Target;
 use crate::delivery::helmapp::inputs;
 use crate::delivery::source::{Credentials, SourceLimits, fetch::Sources};
@@ -137,31 +137,38 @@ impl Helm<'_> {
             Some(c) => Some(post_render::ConfigFile::write(work, c).map_err(|e| e.to_string())?),
             None => None,
         };
+        // The operator's own command line (`helm::args`), for the helm
+        // found here; helm 4 post-renders through the plugin, written
+        // into the temporary work directory.
+        let cli = crate::delivery::helm::version::detect(self.binary)?;
+        let me = std::env::current_exe().map_err(|e| e.to_string())?;
+        if cli == HelmCli::V4 && file.is_some() {
+            crate::delivery::helm::plugin::install_post_renderer(work, &me)?;
+        }
+        let uid = app.metadata.uid.clone().unwrap_or_default();
+        let labels = [(crate::delivery::UID_LABEL, uid.as_str())];
+        let request = args::Upgrade {
+            release: &self.target.release,
+            namespace: &self.target.namespace,
+            chart,
+            values,
+            labels: &labels,
+            create_namespace: false,
+            skip_crds: false,
+            as_user: None,
+            timeout: std::time::Duration::from_secs(300),
+            flags: args::Flags::default(),
+            history_max: app.spec.max_history(),
+            post_renderer: file.as_ref().map(|f| args::PostRender {
+                binary: &me,
+                config: f.path(),
+            }),
+        };
         let mut cmd = self.command();
-        cmd.args(["upgrade", "--install", &self.target.release])
-            .arg(chart)
-            .args([
-                "-n",
-                &self.target.namespace,
-                "--dry-run=client",
-                "-o",
-                "json",
-                "--values",
-                "-",
-            ])
+        cmd.args(request.dry_run_args(cli))
+            .env("HELM_PLUGINS", crate::delivery::helm::plugin::plugins_dir(work))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped());
-        if let Some(f) = &file {
-            let me = std::env::current_exe().map_err(|e| e.to_string())?;
-            cmd.arg("--post-renderer")
-                .arg(me)
-                .args([
-                    "--post-renderer-args",
-                    "post-render",
-                    "--post-renderer-args",
-                ])
-                .arg(f.path());
-        }
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;

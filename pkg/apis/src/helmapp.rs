@@ -194,7 +194,7 @@ impl HelmAppSpec {
 pub const DEFAULT_MAX_HISTORY: i32 = 5;
 
 /// `spec.install`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallSettings {
     /// `--no-hooks`.
@@ -203,6 +203,26 @@ pub struct InstallSettings {
     /// `--skip-schema-validation`.
     #[serde(default)]
     pub skip_schema_validation: bool,
+    /// helm 4's `--server-side`: the objects are applied by the API server
+    /// (field ownership per manager). Default true, helm 4's; helm 3
+    /// applies client-side whatever this says.
+    #[serde(default = "default_true")]
+    #[schemars(default = "default_true")]
+    pub server_side_apply: bool,
+}
+
+impl Default for InstallSettings {
+    fn default() -> Self {
+        InstallSettings {
+            disable_hooks: false,
+            skip_schema_validation: false,
+            server_side_apply: true,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// `spec.upgrade`.
@@ -222,6 +242,21 @@ pub struct UpgradeSettings {
     /// `--skip-schema-validation`.
     #[serde(default)]
     pub skip_schema_validation: bool,
+    /// helm 4's `--server-side`: `auto` (default) applies as the release's
+    /// previous revision was applied — client-side for a release helm 3
+    /// made — `enabled` switches to server-side apply, `disabled` to
+    /// client-side. helm 3 applies client-side whatever this says.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_server_side_apply",
+        regex(pattern = r"^(auto|enabled|disabled)$")
+    )]
+    pub server_side_apply: ServerSideApply,
+}
+
+fn default_server_side_apply() -> String {
+    ServerSideApply::default().as_str().into()
 }
 
 /// `spec.rollback`.
@@ -546,6 +581,10 @@ spelled!(
 spelled!(
     /// Whether a new configuration runs at once or waits for approval.
     Approval { Auto = "auto", Manual = "manual" } default Auto
+);
+spelled!(
+    /// How an upgrade applies its objects (helm 4's `--server-side`).
+    ServerSideApply { Auto = "auto", Enabled = "enabled", Disabled = "disabled" } default Auto
 );
 spelled!(
     /// What is done once an upgrade's retries are spent.

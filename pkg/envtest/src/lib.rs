@@ -343,6 +343,17 @@ impl ControlPlane {
         self.assets.binary("helm").unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// The path of the assets' helm 3 (`helm3`, `HELM3_VERSION`): for the
+    /// tests of releases made by helm 3 and of its command lines.
+    ///
+    /// # Panics
+    /// When `helm3` is missing from the assets (the message says how to build it).
+    pub fn helm3_binary(&self) -> PathBuf {
+        self.assets
+            .binary("helm3")
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// `helm` pointed at this control plane as admin, with its cache, config
     /// and data directories private to this control plane.
     ///

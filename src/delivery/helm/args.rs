@@ -1,7 +1,13 @@
-//! helm's command line for each action, built from a request (pure; the
-//! runner spawns it). Each field of a HelmApp's `install` / `upgrade` /
-//! `rollback` / `uninstall` / `test` settings is one helm 3 flag, and only
-//! on the action it belongs to — the unit tests below are the table.
+//! helm's command line for each action, built from a request for the helm
+//! found at start ([`HelmCli`]; pure: the runner spawns it). Each field of a
+//! HelmApp's `install` / `upgrade` / `rollback` / `uninstall` / `test`
+//! settings is one helm flag, and only on the action it belongs to — the
+//! unit tests below are the table, run for helm 4 and helm 3.
+//!
+//! Where the two differ: `--force` is helm 4's `--force-replace`;
+//! `--server-side` exists in helm 4 only (helm 3 applies client-side);
+//! helm 4's `--post-renderer` names a plugin ([`POST_RENDER_PLUGIN`],
+//! installed by the runner), helm 3's a program.
 //!
 //! Never on a command line: values (they go on stdin), credentials, patch
 //! contents (the post-renderer reads them from a file).
@@ -9,17 +15,47 @@
 use std::path::Path;
 use std::time::Duration;
 
+pub use super::version::HelmCli;
+
+/// helm 4's `--server-side`: whether objects are applied by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerSide {
+    /// `auto`: as the release's previous revision was applied (helm 3's
+    /// releases: client-side).
+    Auto,
+    /// `true`.
+    Enabled,
+    /// `false`.
+    Disabled,
+}
+
+impl ServerSide {
+    fn flag_value(self) -> &'static str {
+        match self {
+            ServerSide::Auto => "auto",
+            ServerSide::Enabled => "true",
+            ServerSide::Disabled => "false",
+        }
+    }
+}
+
+/// The helm 4 plugin (type `postrenderer/v1`) that runs the operator's
+/// `post-render` subcommand.
+pub const POST_RENDER_PLUGIN: &str = "hossted-post-render";
 /// The flags an install, upgrade or rollback may carry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Flags {
     /// `--no-hooks`.
     pub no_hooks: bool,
-    /// `--force` (upgrade, rollback).
+    /// `--force` (helm 4: `--force-replace`; upgrade, rollback).
     pub force: bool,
     /// `--cleanup-on-fail` (upgrade, rollback).
     pub cleanup_on_fail: bool,
     /// `--skip-schema-validation` (install, upgrade).
     pub skip_schema_validation: bool,
+    /// helm 4's `--server-side` (install, upgrade); `None`: helm's default
+    /// (`true` for an install, `auto` for an upgrade). Not said to helm 3.
+    pub server_side: Option<ServerSide>,
 }
 
 /// `helm upgrade --install`: an install when no release exists, else an
@@ -103,7 +139,7 @@ pub struct GetManifest<'a> {
 pub const POST_RENDER_SUBCOMMAND: &str = "post-render";
 
 impl Upgrade<'_> {
-    pub fn args(&self) -> Vec<String> {
+    pub fn args(&self, cli: HelmCli) -> Vec<String> {
         let labels = self
             .labels
             .iter()
@@ -128,16 +164,27 @@ impl Upgrade<'_> {
         history_max(&mut args, self.history_max);
         switch(&mut args, self.create_namespace, "--create-namespace");
         switch(&mut args, self.skip_crds, "--skip-crds");
-        flags(&mut args, self.flags);
+        flags(&mut args, self.flags, cli);
         if let Some(p) = &self.post_renderer {
-            args.extend(strings(&[
-                "--post-renderer",
-                &p.binary.display().to_string(),
-                "--post-renderer-args",
-                POST_RENDER_SUBCOMMAND,
-                "--post-renderer-args",
-                &p.config.display().to_string(),
-            ]));
+            let config = p.config.display().to_string();
+            args.extend(match cli {
+                HelmCli::V3 => strings(&[
+                    "--post-renderer",
+                    &p.binary.display().to_string(),
+                    "--post-renderer-args",
+                    POST_RENDER_SUBCOMMAND,
+                    "--post-renderer-args",
+                    &config,
+                ]),
+                // The plugin runs `<binary> post-render`; its argument is
+                // the file.
+                HelmCli::V4 => strings(&[
+                    "--post-renderer",
+                    POST_RENDER_PLUGIN,
+                    "--post-renderer-args",
+                    &config,
+                ]),
+            });
         }
         impersonate(&mut args, self.as_user);
         args
@@ -145,7 +192,7 @@ impl Upgrade<'_> {
 }
 
 impl Rollback<'_> {
-    pub fn args(&self) -> Vec<String> {
+    pub fn args(&self, cli: HelmCli) -> Vec<String> {
         let mut args = strings(&[
             "rollback",
             self.release,
@@ -160,8 +207,11 @@ impl Rollback<'_> {
             Flags {
                 // helm rollback has no schema to validate.
                 skip_schema_validation: false,
+                // helm's `auto`: as the revision rolled back to was applied.
+                server_side: None,
                 ..self.flags
             },
+            cli,
         );
         impersonate(&mut args, self.as_user);
         args
@@ -193,8 +243,8 @@ impl Upgrade<'_> {
     /// The same command as a client-side dry run: helm renders (the
     /// post-renderer too) and prints the release it would make; nothing in
     /// the cluster changes.
-    pub fn dry_run_args(&self) -> Vec<String> {
-        let mut args = self.args();
+    pub fn dry_run_args(&self, cli: HelmCli) -> Vec<String> {
+        let mut args = self.args(cli);
         args.push("--dry-run=client".into());
         args
     }
@@ -243,11 +293,18 @@ fn switch(args: &mut Vec<String>, on: bool, flag: &str) {
     }
 }
 
-fn flags(args: &mut Vec<String>, f: Flags) {
+fn flags(args: &mut Vec<String>, f: Flags, cli: HelmCli) {
     switch(args, f.no_hooks, "--no-hooks");
-    switch(args, f.force, "--force");
+    let force = match cli {
+        HelmCli::V3 => "--force",
+        HelmCli::V4 => "--force-replace",
+    };
+    switch(args, f.force, force);
     switch(args, f.cleanup_on_fail, "--cleanup-on-fail");
     switch(args, f.skip_schema_validation, "--skip-schema-validation");
+    if let (HelmCli::V4, Some(s)) = (cli, f.server_side) {
+        args.push(format!("--server-side={}", s.flag_value()));
+    }
 }
 
 /// `--kube-as-user`: every helm action of a HelmApp outside the privileged
@@ -263,6 +320,8 @@ fn impersonate(args: &mut Vec<String>, as_user: Option<&str>) {
 mod tests {
     use super::*;
 
+    const BOTH: [HelmCli; 2] = [HelmCli::V4, HelmCli::V3];
+
     fn has(args: &[String], flag: &str) -> bool {
         args.iter().any(|a| a == flag)
     }
@@ -274,7 +333,15 @@ mod tests {
             .collect()
     }
 
-    fn upgrade(flags: Flags) -> Vec<String> {
+    /// The `--force` of each helm.
+    fn force(cli: HelmCli) -> &'static str {
+        match cli {
+            HelmCli::V3 => "--force",
+            HelmCli::V4 => "--force-replace",
+        }
+    }
+
+    fn upgrade(flags: Flags, cli: HelmCli) -> Vec<String> {
         let values = serde_json::json!({ "password": "never-on-a-command-line" });
         Upgrade {
             release: "web",
@@ -293,45 +360,88 @@ mod tests {
             history_max: 5,
             post_renderer: None,
         }
-        .args()
+        .args(cli)
     }
 
     #[test]
     fn an_upgrade_carries_exactly_the_flags_asked_for() {
-        let plain = upgrade(Flags::default());
-        for flag in [
-            "--no-hooks",
-            "--force",
-            "--cleanup-on-fail",
-            "--skip-schema-validation",
-            "--post-renderer",
-            "--kube-as-user",
-        ] {
-            assert!(!has(&plain, flag), "{flag} without being asked: {plain:?}");
-        }
-        assert_eq!(after(&plain, "--history-max"), ["5"]);
-        assert_eq!(after(&plain, "--values"), ["-"], "values on stdin");
-        assert!(!plain.iter().any(|a| a.contains("never-on")));
-        let all = upgrade(Flags {
-            no_hooks: true,
-            force: true,
-            cleanup_on_fail: true,
-            skip_schema_validation: true,
-        });
-        for flag in [
-            "--no-hooks",
-            "--force",
-            "--cleanup-on-fail",
-            "--skip-schema-validation",
-        ] {
-            assert_eq!(all.iter().filter(|a| *a == flag).count(), 1, "{flag}");
+        for cli in BOTH {
+            let plain = upgrade(Flags::default(), cli);
+            for flag in [
+                "--no-hooks",
+                "--force",
+                "--force-replace",
+                "--cleanup-on-fail",
+                "--skip-schema-validation",
+                "--post-renderer",
+                "--kube-as-user",
+            ] {
+                assert!(
+                    !has(&plain, flag),
+                    "{cli:?}: {flag} without being asked: {plain:?}"
+                );
+            }
+            assert!(
+                !plain.iter().any(|a| a.starts_with("--server-side")),
+                "{cli:?}: helm's default"
+            );
+            assert_eq!(after(&plain, "--history-max"), ["5"]);
+            assert_eq!(after(&plain, "--values"), ["-"], "values on stdin");
+            assert!(!plain.iter().any(|a| a.contains("never-on")));
+            let all = upgrade(
+                Flags {
+                    no_hooks: true,
+                    force: true,
+                    cleanup_on_fail: true,
+                    skip_schema_validation: true,
+                    server_side: None,
+                },
+                cli,
+            );
+            for flag in [
+                "--no-hooks",
+                force(cli),
+                "--cleanup-on-fail",
+                "--skip-schema-validation",
+            ] {
+                assert_eq!(
+                    all.iter().filter(|a| *a == flag).count(),
+                    1,
+                    "{cli:?}: {flag}"
+                );
+            }
+            let other_force = force(if cli == HelmCli::V4 {
+                HelmCli::V3
+            } else {
+                HelmCli::V4
+            });
+            assert!(
+                !has(&all, other_force),
+                "{cli:?}: never the other helm's {other_force}"
+            );
         }
     }
 
     #[test]
-    fn the_post_renderer_is_named_with_its_file_not_its_content() {
+    fn server_side_apply_is_said_to_helm_4_only() {
+        for (side, value) in [
+            (ServerSide::Auto, "--server-side=auto"),
+            (ServerSide::Enabled, "--server-side=true"),
+            (ServerSide::Disabled, "--server-side=false"),
+        ] {
+            let flags = Flags {
+                server_side: Some(side),
+                ..Flags::default()
+            };
+            assert!(has(&upgrade(flags, HelmCli::V4), value), "{side:?}");
+            let v3 = upgrade(flags, HelmCli::V3);
+            assert!(!v3.iter().any(|a| a.starts_with("--server-side")), "{v3:?}");
+        }
+    }
+
+    fn post_rendered(cli: HelmCli) -> Vec<String> {
         let values = serde_json::json!({});
-        let args = Upgrade {
+        Upgrade {
             release: "web",
             namespace: "apps",
             chart: Path::new("/c"),
@@ -348,23 +458,37 @@ mod tests {
                 config: Path::new("/work/post-render/x.json"),
             }),
         }
-        .args();
-        assert_eq!(after(&args, "--post-renderer"), ["/bin/hossted-operator"]);
+        .args(cli)
+    }
+
+    #[test]
+    fn the_post_renderer_is_named_with_its_file_not_its_content() {
+        let v3 = post_rendered(HelmCli::V3);
+        assert_eq!(after(&v3, "--post-renderer"), ["/bin/hossted-operator"]);
         assert_eq!(
-            after(&args, "--post-renderer-args"),
+            after(&v3, "--post-renderer-args"),
             [POST_RENDER_SUBCOMMAND, "/work/post-render/x.json"]
         );
+        // helm 4 runs a plugin, which runs the subcommand.
+        let v4 = post_rendered(HelmCli::V4);
+        assert_eq!(after(&v4, "--post-renderer"), [POST_RENDER_PLUGIN]);
         assert_eq!(
-            after(&args, "--history-max"),
-            ["0"],
-            "0 keeps every revision"
+            after(&v4, "--post-renderer-args"),
+            ["/work/post-render/x.json"]
         );
-        assert_eq!(after(&args, "--timeout"), ["1s"], "never 0s");
-        assert!(has(&args, "--create-namespace") && has(&args, "--skip-crds"));
-        assert_eq!(
-            after(&args, "--kube-as-user"),
-            ["system:serviceaccount:apps:hossted-deployer"]
-        );
+        for args in [v3, v4] {
+            assert_eq!(
+                after(&args, "--history-max"),
+                ["0"],
+                "0 keeps every revision"
+            );
+            assert_eq!(after(&args, "--timeout"), ["1s"], "never 0s");
+            assert!(has(&args, "--create-namespace") && has(&args, "--skip-crds"));
+            assert_eq!(
+                after(&args, "--kube-as-user"),
+                ["system:serviceaccount:apps:hossted-deployer"]
+            );
+        }
     }
 
     #[test]
@@ -378,22 +502,31 @@ mod tests {
             flags,
             history_max: 2,
         };
-        let plain = r(Flags::default()).args();
-        assert_eq!(&plain[..3], ["rollback", "web", "3"]);
-        assert_eq!(after(&plain, "--history-max"), ["2"]);
-        assert!(!has(&plain, "--force") && !has(&plain, "--no-hooks"));
-        let all = r(Flags {
-            no_hooks: true,
-            force: true,
-            cleanup_on_fail: true,
-            skip_schema_validation: true,
-        })
-        .args();
-        assert!(has(&all, "--no-hooks") && has(&all, "--force") && has(&all, "--cleanup-on-fail"));
-        assert!(
-            !has(&all, "--skip-schema-validation"),
-            "helm rollback has no such flag"
-        );
+        for cli in BOTH {
+            let plain = r(Flags::default()).args(cli);
+            assert_eq!(&plain[..3], ["rollback", "web", "3"]);
+            assert_eq!(after(&plain, "--history-max"), ["2"]);
+            assert!(!has(&plain, force(cli)) && !has(&plain, "--no-hooks"));
+            let all = r(Flags {
+                no_hooks: true,
+                force: true,
+                cleanup_on_fail: true,
+                skip_schema_validation: true,
+                server_side: Some(ServerSide::Enabled),
+            })
+            .args(cli);
+            assert!(
+                has(&all, "--no-hooks") && has(&all, force(cli)) && has(&all, "--cleanup-on-fail")
+            );
+            assert!(
+                !has(&all, "--skip-schema-validation"),
+                "helm rollback has no such flag"
+            );
+            assert!(
+                !all.iter().any(|a| a.starts_with("--server-side")),
+                "a rollback applies as the revision it returns to was applied"
+            );
+        }
     }
 
     #[test]

@@ -3,11 +3,15 @@
 
 pub mod args;
 pub mod manifest_diff;
+pub mod plugin;
 pub mod post_render;
 pub mod runner;
 pub mod values;
+pub mod version;
 
+pub use args::ServerSide;
 pub use runner::{
     Flags, GetManifest, Helm, HelmConfig, HelmError, PostRender, Released, Rollback, Test,
     Uninstall, Upgrade,
 };
+pub use version::HelmCli;

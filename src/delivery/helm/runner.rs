@@ -37,6 +37,9 @@ pub struct HelmConfig {
     /// default the operator's own binary); `None`: a HelmApp that asks for
     /// post-rendering fails with a message saying so.
     pub post_renderer: Option<PathBuf>,
+    /// The command line `binary` speaks: asked at start
+    /// ([`super::version::detect`], by `crate::delivery::add_to`).
+    pub cli: super::HelmCli,
 }
 
 /// Why a helm run failed.
@@ -212,7 +215,7 @@ impl Helm {
         let _slot = self.slot().await?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         Some(
-            self.run("upgrade", u.args(), Some(values), u.timeout)
+            self.run("upgrade", u.args(self.config.cli), Some(values), u.timeout)
                 .await
                 .and_then(|out| parse_release("upgrade", &out)),
         )
@@ -237,7 +240,7 @@ impl Helm {
         let _busy = self.lock(r.namespace, r.release)?;
         let _slot = self.slot().await?;
         Some(
-            self.run("rollback", r.args(), None, r.timeout)
+            self.run("rollback", r.args(self.config.cli), None, r.timeout)
                 .await
                 .map(|_| ()),
         )
@@ -262,7 +265,12 @@ impl Helm {
         let _slot = self.slot().await.ok_or_else(|| closed("render"))?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         let out = self
-            .run("render", u.dry_run_args(), Some(values), u.timeout)
+            .run(
+                "render",
+                u.dry_run_args(self.config.cli),
+                Some(values),
+                u.timeout,
+            )
             .await?;
         manifest_of("render", &out)
     }
@@ -310,6 +318,7 @@ impl Helm {
             .env("HELM_CACHE_HOME", home.join("helm/cache"))
             .env("HELM_CONFIG_HOME", home.join("helm/config"))
             .env("HELM_DATA_HOME", home.join("helm/data"))
+            .env("HELM_PLUGINS", super::plugin::plugins_dir(home))
             .envs(
                 std::env::var_os("GOMAXPROCS")
                     .is_none()

@@ -164,7 +164,7 @@ async fn a_replica_that_does_not_lead_answers_503_to_a_signed_request() {
         webhook: Some(config.clone()),
         ..f.delivery_settings()
     };
-    let added = delivery::add_to(&mut manager, settings);
+    let added = delivery::add_to(&mut manager, settings).expect("delivery starts");
     let server = delivery::webhook::start(&manager, added.nudge, &config)
         .await
         .unwrap();

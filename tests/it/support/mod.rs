@@ -248,7 +248,7 @@ impl Fixture {
         options.drain_timeout = Duration::from_secs(30);
         let mut manager = Manager::new(self.cp.client(), options);
         let webhook = settings.webhook.clone();
-        let added = delivery::add_to(&mut manager, settings);
+        let added = delivery::add_to(&mut manager, settings).expect("delivery starts");
         let server = match webhook {
             Some(config) => Some(
                 delivery::webhook::start(&manager, added.nudge, &config)
@@ -275,6 +275,7 @@ impl Fixture {
                 // In-process, the test binary is not the operator's: helm
                 // runs the built operator binary's `post-render`.
                 post_renderer: Some(PathBuf::from(env!("CARGO_BIN_EXE_hossted-operator"))),
+                cli: Default::default(),
             },
             chart_path_root: Some(
                 PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/charts"),

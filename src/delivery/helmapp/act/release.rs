@@ -2,14 +2,14 @@
 //! values on stdin and the config hash and owner UID as storage labels —
 //! and, when it fails, what `super::super::plan::after_failure` says.
 
-use apis::helmapp::{CrdPolicy, HelmApp};
+use apis::helmapp::{CrdPolicy, HelmApp, ServerSideApply};
 use record::EventType;
 use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
 use super::remediate::Remedied;
 use crate::delivery::helm::post_render::{self, ConfigFile};
-use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
+use crate::delivery::helm::{Flags, HelmError, PostRender, Released, ServerSide, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Inputs, Observed};
 use crate::delivery::helmapp::plan::{AfterFailure, HELM_HOLDS, after_failure};
@@ -202,6 +202,11 @@ pub(super) fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
         Kind::Install => Flags {
             no_hooks: i.disable_hooks,
             skip_schema_validation: i.skip_schema_validation,
+            server_side: Some(if i.server_side_apply {
+                ServerSide::Enabled
+            } else {
+                ServerSide::Disabled
+            }),
             ..Flags::default()
         },
         Kind::Upgrade | Kind::Repair => Flags {
@@ -209,6 +214,11 @@ pub(super) fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
             force: u.force || forced,
             cleanup_on_fail: u.cleanup_on_fail,
             skip_schema_validation: u.skip_schema_validation,
+            server_side: Some(match u.server_side_apply {
+                ServerSideApply::Enabled => ServerSide::Enabled,
+                ServerSideApply::Disabled => ServerSide::Disabled,
+                ServerSideApply::Auto | ServerSideApply::Unknown => ServerSide::Auto,
+            }),
         },
     }
 }

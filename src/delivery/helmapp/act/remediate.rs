@@ -83,6 +83,7 @@ async fn apply(
                     force: r.force,
                     cleanup_on_fail: r.cleanup_on_fail,
                     skip_schema_validation: false,
+                    server_side: None,
                 },
                 history_max: app.spec.max_history(),
             };
