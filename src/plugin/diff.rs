@@ -166,7 +166,10 @@ impl Helm<'_> {
         };
         let mut cmd = self.command();
         cmd.args(request.dry_run_args(cli))
-            .env("HELM_PLUGINS", crate::delivery::helm::plugin::plugins_dir(work))
+            .env(
+                "HELM_PLUGINS",
+                crate::delivery::helm::plugin::plugins_dir(work),
+            )
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped());
         let mut child = cmd

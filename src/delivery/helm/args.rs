@@ -54,7 +54,8 @@ pub struct Flags {
     /// `--skip-schema-validation` (install, upgrade).
     pub skip_schema_validation: bool,
     /// helm 4's `--server-side` (install, upgrade); `None`: helm's default
-    /// (`true` for an install, `auto` for an upgrade). Not said to helm 3.
+    /// (`true` for an install, `auto` for an upgrade or a rollback). Not
+    /// said to helm 3; `false` whenever `force` is set.
     pub server_side: Option<ServerSide>,
 }
 
@@ -302,7 +303,15 @@ fn flags(args: &mut Vec<String>, f: Flags, cli: HelmCli) {
     switch(args, f.force, force);
     switch(args, f.cleanup_on_fail, "--cleanup-on-fail");
     switch(args, f.skip_schema_validation, "--skip-schema-validation");
-    if let (HelmCli::V4, Some(s)) = (cli, f.server_side) {
+    // helm 4 replaces objects client-side only: it refuses
+    // `--force-replace` with server-side apply, so a forced run applies
+    // client-side (and `auto` keeps that until an upgrade says `enabled`).
+    let server_side = if f.force {
+        Some(ServerSide::Disabled)
+    } else {
+        f.server_side
+    };
+    if let (HelmCli::V4, Some(s)) = (cli, server_side) {
         args.push(format!("--server-side={}", s.flag_value()));
     }
 }
@@ -436,6 +445,20 @@ mod tests {
             assert!(has(&upgrade(flags, HelmCli::V4), value), "{side:?}");
             let v3 = upgrade(flags, HelmCli::V3);
             assert!(!v3.iter().any(|a| a.starts_with("--server-side")), "{v3:?}");
+            // helm 4 refuses to replace objects server-side.
+            let forced = Flags {
+                force: true,
+                ..flags
+            };
+            let v4 = upgrade(forced, HelmCli::V4);
+            assert!(
+                has(&v4, "--force-replace") && has(&v4, "--server-side=false"),
+                "{v4:?}"
+            );
+            assert_eq!(
+                v4.iter().filter(|a| a.starts_with("--server-side")).count(),
+                1
+            );
         }
     }
 
@@ -522,8 +545,22 @@ mod tests {
                 !has(&all, "--skip-schema-validation"),
                 "helm rollback has no such flag"
             );
+            let sides: Vec<&String> = all
+                .iter()
+                .filter(|a| a.starts_with("--server-side"))
+                .collect();
+            match cli {
+                // Forced: replaced, so client-side (helm 4 refuses both).
+                HelmCli::V4 => assert_eq!(sides, ["--server-side=false"]),
+                HelmCli::V3 => assert!(sides.is_empty()),
+            }
+            let unforced = r(Flags {
+                server_side: Some(ServerSide::Enabled),
+                ..Flags::default()
+            })
+            .args(cli);
             assert!(
-                !all.iter().any(|a| a.starts_with("--server-side")),
+                !unforced.iter().any(|a| a.starts_with("--server-side")),
                 "a rollback applies as the revision it returns to was applied"
             );
         }

@@ -60,11 +60,17 @@ async fn gone(f: &Fixture, name: &str) {
     .await;
 }
 
-#[tokio::test]
-async fn each_setting_is_the_helm_flag_of_its_own_action() {
+crate::under_both_helms!(
+    each_setting_is_the_helm_flag_of_its_own_action,
+    force_at_runs_one_forced_upgrade_per_value,
+    a_post_renderer_and_common_metadata_are_live_and_stored_and_a_patch_change_is_one_revision,
+    a_failed_helm_test_is_remediated_unless_ignored,
+);
+
+async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
     let f = Fixture::new().await;
     f.namespace(NS).await;
-    let (wrapper, log) = counting_helm(&f);
+    let (wrapper, log) = counting(&f, &helm.binary(&f));
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;
@@ -110,12 +116,12 @@ async fn each_setting_is_the_helm_flag_of_its_own_action() {
     let install = &runs[0];
     assert!(has(install, "--no-hooks") && has(install, "--skip-schema-validation"));
     assert!(
-        !has(install, "--force") && !has(install, "--cleanup-on-fail"),
+        !has(install, helm.force_flag()) && !has(install, "--cleanup-on-fail"),
         "{install:?}"
     );
     for upgrade in &runs[1..] {
         assert!(
-            has(upgrade, "--force") && has(upgrade, "--cleanup-on-fail"),
+            has(upgrade, helm.force_flag()) && has(upgrade, "--cleanup-on-fail"),
             "{upgrade:?}"
         );
         assert!(!has(upgrade, "--no-hooks") && !has(upgrade, "--skip-schema-validation"));
@@ -147,11 +153,10 @@ async fn each_setting_is_the_helm_flag_of_its_own_action() {
     operator.stop().await;
 }
 
-#[tokio::test]
-async fn force_at_runs_one_forced_upgrade_per_value() {
+async fn force_at_runs_one_forced_upgrade_per_value(helm: HelmUnderTest) {
     let f = Fixture::new().await;
     f.namespace(NS).await;
-    let (wrapper, log) = counting_helm(&f);
+    let (wrapper, log) = counting(&f, &helm.binary(&f));
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;
@@ -163,7 +168,7 @@ async fn force_at_runs_one_forced_upgrade_per_value() {
     let runs = runs_of(&log, "forced");
     assert_eq!(runs.len(), 2);
     assert!(
-        !has(&runs[0], "--force") && has(&runs[1], "--force"),
+        !has(&runs[0], helm.force_flag()) && has(&runs[1], helm.force_flag()),
         "{runs:?}"
     );
 
@@ -191,7 +196,8 @@ fn timed_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\n{}echo \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
+            version_passes_through(&f.cp.helm_binary()),
             log.display(),
             f.cp.helm_binary().display()
         ),
@@ -308,12 +314,14 @@ fn stored_objects(f: &Fixture, release: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_post_renderer_and_common_metadata_are_live_and_stored_and_a_patch_change_is_one_revision()
- {
+async fn a_post_renderer_and_common_metadata_are_live_and_stored_and_a_patch_change_is_one_revision(
+    helm: HelmUnderTest,
+) {
     let f = Fixture::new().await;
     f.namespace(NS).await;
-    let operator = f.start_delivery().await;
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = helm.binary(&f))
+        .await;
     let spec = |value: &str| {
         json!({
             "chart": { "path": "tiny" },
@@ -406,11 +414,10 @@ fn test_pods(
     })
 }
 
-#[tokio::test]
-async fn a_failed_helm_test_is_remediated_unless_ignored() {
+async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
     let f = Fixture::new().await;
     f.namespace(NS).await;
-    let (wrapper, log) = counting_helm(&f);
+    let (wrapper, log) = counting(&f, &helm.binary(&f));
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;

@@ -168,7 +168,8 @@ async fn never_more_helm_processes_than_the_cap_and_never_two_on_one_release() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho \"start $$ $(date +%s%N) $*\" >> '{log}'\nsleep 1\n'{helm}' \"$@\"\nrc=$?\necho \"end $$ $(date +%s%N)\" >> '{log}'\nexit $rc\n",
+            "#!/bin/sh\n{version}echo \"start $$ $(date +%s%N) $*\" >> '{log}'\nsleep 1\n'{helm}' \"$@\"\nrc=$?\necho \"end $$ $(date +%s%N)\" >> '{log}'\nexit $rc\n",
+            version = version_passes_through(&f.cp.helm_binary()),
             log = log.display(),
             helm = f.cp.helm_binary().display()
         ),

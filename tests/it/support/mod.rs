@@ -330,17 +330,79 @@ async fn apply_crd(cp: &ControlPlane, name: &str) {
     .await;
 }
 
+/// The first line of a test's helm wrapper after `#!/bin/sh`: the
+/// operator's start-up question (`helm version`) goes straight to `helm`,
+/// unlogged and undelayed — the wrappers log and time release actions.
+pub fn version_passes_through(helm: &Path) -> String {
+    format!(
+        "if [ \"$1\" = version ]; then exec '{}' \"$@\"; fi\n",
+        helm.display()
+    )
+}
+
 /// A helm that logs each run's full command line to a file, then runs the
-/// real one; returns (wrapper, log).
+/// real one (helm 4, the assets' `helm`); returns (wrapper, log).
 pub fn counting_helm(f: &Fixture) -> (PathBuf, PathBuf) {
+    counting(f, &f.cp.helm_binary())
+}
+
+/// A helm the delivery tests run under: the assets' helm 4, or their
+/// helm 3 (the oldest the operator runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HelmUnderTest {
+    Four,
+    Three,
+}
+
+impl HelmUnderTest {
+    pub fn binary(self, f: &Fixture) -> PathBuf {
+        match self {
+            HelmUnderTest::Four => f.cp.helm_binary(),
+            HelmUnderTest::Three => f.cp.helm3_binary(),
+        }
+    }
+
+    /// The flag `spec.upgrade.force` is to this helm.
+    pub fn force_flag(self) -> &'static str {
+        match self {
+            HelmUnderTest::Four => "--force-replace",
+            HelmUnderTest::Three => "--force",
+        }
+    }
+}
+
+/// `mod <test> { helm_4, helm_3 }` for each `async fn <test>(HelmUnderTest)`:
+/// the test run under each helm.
+#[macro_export]
+macro_rules! under_both_helms {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                use super::HelmUnderTest;
+                #[tokio::test]
+                async fn helm_4() {
+                    super::$test(HelmUnderTest::Four).await
+                }
+                #[tokio::test]
+                async fn helm_3() {
+                    super::$test(HelmUnderTest::Three).await
+                }
+            }
+        )+
+    };
+}
+
+/// [`counting_helm`] of `helm`.
+pub fn counting(f: &Fixture, helm: &Path) -> (PathBuf, PathBuf) {
     let log = f.cp.dir().join("helm-runs.log");
     let wrapper = f.cp.dir().join("helm-wrapper.sh");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\n{}echo \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            version_passes_through(helm),
             log.display(),
-            f.cp.helm_binary().display()
+            helm.display()
         ),
     )
     .unwrap();
