@@ -348,12 +348,31 @@ async fn until_ready(
 }
 
 /// `n` bare `helm upgrade --install --wait` at `conc` at once: wall seconds.
-fn bare_helm(cp: &ControlPlane, kubeconfig: &Path, tgz: &Path, n: usize, conc: usize) -> f64 {
+/// The helm a row runs: the assets' helm 3 when its environment says
+/// `BENCH_HELM=3` (`--only 100:4:BENCH_HELM=3`), helm 4 otherwise — for
+/// bare helm and the operator alike.
+fn helm_of(cp: &ControlPlane, env: &[(String, String)]) -> std::path::PathBuf {
+    if env.iter().any(|(k, v)| k == "BENCH_HELM" && v == "3") {
+        cp.helm3_binary()
+    } else {
+        cp.helm_binary()
+    }
+}
+
+fn bare_helm(
+    cp: &ControlPlane,
+    helm: &Path,
+    kubeconfig: &Path,
+    tgz: &Path,
+    n: usize,
+    conc: usize,
+) -> f64 {
+    let home = cp.dir().join("bare-helm");
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..conc {
-            let next = next.clone();
+            let (next, home) = (next.clone(), home.clone());
             s.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, Relaxed);
@@ -361,8 +380,10 @@ fn bare_helm(cp: &ControlPlane, kubeconfig: &Path, tgz: &Path, n: usize, conc: u
                         return;
                     }
                     let ns = format!("bare-{:02}", i % NAMESPACES);
-                    let out = cp
-                        .helm()
+                    let out = std::process::Command::new(helm)
+                        .env("HELM_CACHE_HOME", home.join("cache"))
+                        .env("HELM_CONFIG_HOME", home.join("config"))
+                        .env("HELM_DATA_HOME", home.join("data"))
                         .args(["upgrade", "--install", &format!("rel-{i:04}")])
                         .arg(tgz)
                         .args(["-n", &ns, "--wait", "--timeout", "5m", "--kubeconfig"])
@@ -406,11 +427,13 @@ async fn run_one(
 
     // Bare helm first, the same releases at the same parallelism.
     let (from, _) = audit_by_verb(&audit, 0);
-    let bare_secs = tokio::task::block_in_place(|| bare_helm(&cp, &kubeconfig, &tgz, n, conc));
+    let helm_bin = helm_of(&cp, env);
+    let bare_secs =
+        tokio::task::block_in_place(|| bare_helm(&cp, &helm_bin, &kubeconfig, &tgz, n, conc));
     let (from_ours, bare_requests) = audit_by_verb(&audit, from);
     eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
 
-    let (helm, log) = logging_helm(&cp.helm_binary(), &dir);
+    let (helm, log) = logging_helm(&helm_bin, &dir);
     let op = start_operator(bin, &kubeconfig, &helm, &dir, conc, env, "operator.log");
     op.ready().await;
     let sampler = Sampler::start(op.pid());

@@ -324,9 +324,9 @@ pub fn logging_helm(
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            helm.display()
+            "#!/bin/sh\nif [ \"$1\" = version ]; then exec '{helm}' \"$@\"; fi\necho \"$(date +%s.%N) $*\" >> '{log}'\nexec '{helm}' \"$@\"\n",
+            log = log.display(),
+            helm = helm.display()
         ),
     )
     .expect("wrapper");

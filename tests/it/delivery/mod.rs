@@ -4,6 +4,7 @@
 mod actions;
 mod approval;
 mod drift;
+mod helm4;
 mod hostile;
 mod lifecycle;
 mod processes;

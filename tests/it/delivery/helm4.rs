@@ -1,0 +1,156 @@
+//! Helm 4 (issue 41): a release helm 3 made keeps working when the operator
+//! moves to helm 4 — upgraded in place, applied as it was until
+//! `spec.upgrade.serverSideApply` says otherwise — and a helm older than
+//! the operator runs refuses delivery at start.
+
+use super::*;
+use hossted_operator::cached::helm::release_json;
+
+async fn live_configmap(f: &Fixture, name: &str) -> ConfigMap {
+    Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+/// `(manager, operation)` of each managedFields entry.
+fn managers(cm: &ConfigMap) -> Vec<(String, String)> {
+    cm.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|m| {
+            (
+                m.manager.clone().unwrap_or_default(),
+                m.operation.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The `apply_method` helm 4 stored on `revision` ("" for helm 3's).
+async fn apply_method(f: &Fixture, release: &str, revision: i64) -> String {
+    let secret = Api::<Secret>::namespaced(f.cp.client(), NS)
+        .get(&format!("sh.helm.release.v1.{release}.v{revision}"))
+        .await
+        .unwrap();
+    let data = &secret.data.unwrap()["release"].0;
+    let release: serde_json::Value = serde_json::from_slice(&release_json(data).unwrap()).unwrap();
+    release["apply_method"].as_str().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn a_release_helm_3_made_is_upgraded_in_place_by_helm_4_and_applied_server_side_when_asked() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let helm3 = f.cp.helm3_binary();
+    let operator = f.start_delivery_with(|s| s.helm.binary = helm3).await;
+    apply(&f, "moved", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "moved", "InstallSucceeded", 1).await;
+    let made = live_configmap(&f, "moved-tiny").await;
+    assert_eq!(apply_method(&f, "moved", 1).await, "", "helm 3 made it");
+    operator.stop().await;
+
+    // The operator restarted with helm 4: the next change upgrades in place.
+    let operator = f.start_delivery().await;
+    patch(&f, "moved", json!({ "spec": { "values": { "greeting": "four" } } })).await;
+    ready(&f, "moved", "UpgradeSucceeded", 2).await;
+    let upgraded = live_configmap(&f, "moved-tiny").await;
+    assert_eq!(upgraded.metadata.uid, made.metadata.uid, "not recreated");
+    assert_eq!(upgraded.data.as_ref().unwrap()["greeting"], "four");
+    assert_eq!(
+        revisions(&f, "moved").await.into_keys().collect::<Vec<_>>(),
+        [1, 2],
+        "the same release, one revision more"
+    );
+    // `auto`: applied as helm 3 applied it, client-side.
+    assert_eq!(apply_method(&f, "moved", 2).await, "csa");
+    assert!(
+        !managers(&upgraded).iter().any(|(_, op)| op == "Apply"),
+        "{:?}",
+        managers(&upgraded)
+    );
+
+    // `enabled`: server-side from now on, helm the field manager.
+    patch(
+        &f,
+        "moved",
+        json!({ "spec": { "upgrade": { "serverSideApply": "enabled" }, "values": { "greeting": "ssa" } } }),
+    )
+    .await;
+    ready(&f, "moved", "UpgradeSucceeded", 3).await;
+    let applied = live_configmap(&f, "moved-tiny").await;
+    assert_eq!(applied.metadata.uid, made.metadata.uid, "not recreated");
+    assert_eq!(applied.data.as_ref().unwrap()["greeting"], "ssa");
+    assert_eq!(apply_method(&f, "moved", 3).await, "ssa");
+    assert!(
+        managers(&applied).contains(&("helm".to_string(), "Apply".to_string())),
+        "{:?}",
+        managers(&applied)
+    );
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_install_under_helm_4_is_server_side_unless_the_spec_says_otherwise() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "fresh", json!({ "chart": { "path": "tiny" } })).await;
+    apply(
+        &f,
+        "classic",
+        json!({ "chart": { "path": "tiny" }, "install": { "serverSideApply": false } }),
+    )
+    .await;
+    ready(&f, "fresh", "InstallSucceeded", 1).await;
+    ready(&f, "classic", "InstallSucceeded", 1).await;
+    assert_eq!(apply_method(&f, "fresh", 1).await, "ssa");
+    assert_eq!(apply_method(&f, "classic", 1).await, "csa");
+    let fresh = live_configmap(&f, "fresh-tiny").await;
+    assert!(managers(&fresh).contains(&("helm".to_string(), "Apply".to_string())));
+    let classic = live_configmap(&f, "classic-tiny").await;
+    assert!(!managers(&classic).iter().any(|(_, op)| op == "Apply"));
+    operator.stop().await;
+}
+
+/// A helm older than 3.22 (here a program answering `helm version` as
+/// helm 3.21.4 does: only the answer is read before delivery refuses)
+/// stops the operator at start, naming the minimum.
+#[tokio::test]
+async fn a_helm_older_than_3_22_stops_delivery_from_starting() {
+    let f = Fixture::new().await;
+    let old = f.cp.dir().join("helm-3.21.sh");
+    std::fs::write(
+        &old,
+        "#!/bin/sh\nif [ \"$1\" = version ]; then echo v3.21.4; exit 0; fi\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    f.helmapp_crd().await;
+    let mut settings = f.delivery_settings();
+    settings.helm.binary = old.clone();
+    let mut manager = runtime::Manager::new(
+        f.cp.client(),
+        runtime::ManagerOptions::new("hossted", "hossted-operator"),
+    );
+    let refused = match hossted_operator::delivery::add_to(&mut manager, settings) {
+        Err(e) => e,
+        Ok(_) => panic!("delivery started with helm 3.21"),
+    };
+    assert!(refused.contains("helm 3.21.4") && refused.contains("3.22"), "{refused}");
+
+    // The binary says so and exits non-zero.
+    let out = f
+        .operator_command(f.cp.kubeconfig_path())
+        .args(["run", "--controllers", "delivery", "--helm-binary"])
+        .arg(&old)
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("work"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("helm 3.21.4") && stderr.contains("3.22"), "{stderr}");
+}
