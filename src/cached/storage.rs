@@ -181,13 +181,17 @@ impl kube::Resource for FreshRelease {
 /// `sha256:<hex>` of a release payload without its `info` (status, times,
 /// description): every other top-level field of the release JSON, by name,
 /// in a canonical form (keys sorted, one spelling of each string and
-/// number). Helm rewrites a revision's `info` alone when it supersedes it
-/// or marks it uninstalled or failed, so this digest stays; an edit of the
-/// manifest, hooks, chart or values changes it. Canonical rather than the
-/// bytes as stored: a revision re-encoded by another tool (key order,
-/// `\u003c` for `<`) and accepted with `hossted.com/reconcile-at` is
-/// written back in helm's encoding when helm supersedes it, and must keep
-/// its digest. `None`: not a release payload.
+/// number, members whose value is Go's zero value left out). Helm rewrites
+/// a revision's `info` alone when it supersedes it or marks it uninstalled
+/// or failed, so this digest stays; an edit of the manifest, hooks, chart
+/// or values changes it. Canonical rather than the bytes as stored: a
+/// revision re-encoded by another tool (key order, `\u003c` for `<`) and
+/// accepted with `hossted.com/reconcile-at` is written back in helm's
+/// encoding when helm supersedes it; and helm 4 superseding a revision
+/// helm 3 wrote writes its own zero values (`"schemamodtime":
+/// "0001-01-01T00:00:00Z"` added, empty `last_run` times left out) — the
+/// same release to Go's decoder, which reads a missing member as its zero
+/// value. Both must keep the digest. `None`: not a release payload.
 pub fn content_digest(payload: &[u8]) -> Option<String> {
     use sha2::Digest;
     let json = super::helm::release_json(payload).ok()?;
@@ -206,21 +210,30 @@ pub fn content_digest(payload: &[u8]) -> Option<String> {
 }
 
 /// `value` as JSON with every object's keys sorted, whatever order the
-/// map type keeps. Its depth is bounded by the parser's (128 levels).
+/// map type keeps, and without the members that are Go's zero value
+/// ([`is_zero`], after their own members are left out). Its depth is
+/// bounded by the parser's (128 levels).
 fn canonical(value: &serde_json::Value, out: &mut String) {
     use serde_json::Value;
     match value {
         Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            let mut members: Vec<(&String, String)> = map
+                .iter()
+                .filter_map(|(key, value)| {
+                    let mut text = String::new();
+                    canonical(value, &mut text);
+                    (!is_zero(&text)).then_some((key, text))
+                })
+                .collect();
+            members.sort_by(|a, b| a.0.cmp(b.0));
             out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
+            for (i, (key, text)) in members.into_iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
                 out.push_str(&Value::String(key.clone()).to_string());
                 out.push(':');
-                canonical(&map[key], out);
+                out.push_str(&text);
             }
             out.push('}');
         }
@@ -236,6 +249,16 @@ fn canonical(value: &serde_json::Value, out: &mut String) {
         }
         scalar => out.push_str(&scalar.to_string()),
     }
+}
+
+/// Whether a canonical member value is what Go writes for a zero value
+/// (and reads a missing member as): null, false, 0, "", an empty list or
+/// object, the zero `time.Time`.
+fn is_zero(canonical: &str) -> bool {
+    matches!(
+        canonical,
+        "null" | "false" | "0" | "\"\"" | "[]" | "{}" | "\"0001-01-01T00:00:00Z\""
+    )
 }
 
 /// The newest release among `entries` (one release's storage): the
@@ -433,6 +456,15 @@ mod tests {
         // Gzipped and base64 as in a storage Secret: the same.
         let stored = crate::cached::helm::encode_release(AS_HELM_WROTE.as_bytes());
         assert_eq!(content_digest(&stored).unwrap(), helm);
+        // Helm 4 superseding what helm 3 wrote: its own zero values.
+        let mut rewritten: serde_json::Value = serde_json::from_str(AS_HELM_WROTE).unwrap();
+        rewritten["chart"]["schemamodtime"] = "0001-01-01T00:00:00Z".into();
+        rewritten["chart"]["lock"] = serde_json::Value::Null;
+        rewritten["config"]["empty"] = serde_json::json!({ "started_at": "" });
+        assert_eq!(
+            content_digest(&serde_json::to_vec(&rewritten).unwrap()).unwrap(),
+            helm
+        );
         // A change outside `info` is a new content.
         value["manifest"] = "kind: Secret\n".into();
         let edited = serde_json::to_vec(&value).unwrap();

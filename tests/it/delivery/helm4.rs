@@ -36,7 +36,10 @@ async fn apply_method(f: &Fixture, release: &str, revision: i64) -> String {
         .unwrap();
     let data = &secret.data.unwrap()["release"].0;
     let release: serde_json::Value = serde_json::from_slice(&release_json(data).unwrap()).unwrap();
-    release["apply_method"].as_str().unwrap_or_default().to_string()
+    release["apply_method"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 #[tokio::test]
@@ -53,7 +56,12 @@ async fn a_release_helm_3_made_is_upgraded_in_place_by_helm_4_and_applied_server
 
     // The operator restarted with helm 4: the next change upgrades in place.
     let operator = f.start_delivery().await;
-    patch(&f, "moved", json!({ "spec": { "values": { "greeting": "four" } } })).await;
+    patch(
+        &f,
+        "moved",
+        json!({ "spec": { "values": { "greeting": "four" } } }),
+    )
+    .await;
     ready(&f, "moved", "UpgradeSucceeded", 2).await;
     let upgraded = live_configmap(&f, "moved-tiny").await;
     assert_eq!(upgraded.metadata.uid, made.metadata.uid, "not recreated");
@@ -139,7 +147,10 @@ async fn a_helm_older_than_3_22_stops_delivery_from_starting() {
         Err(e) => e,
         Ok(_) => panic!("delivery started with helm 3.21"),
     };
-    assert!(refused.contains("helm 3.21.4") && refused.contains("3.22"), "{refused}");
+    assert!(
+        refused.contains("helm 3.21.4") && refused.contains("3.22"),
+        "{refused}"
+    );
 
     // The binary says so and exits non-zero.
     let out = f
@@ -152,5 +163,8 @@ async fn a_helm_older_than_3_22_stops_delivery_from_starting() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("helm 3.21.4") && stderr.contains("3.22"), "{stderr}");
+    assert!(
+        stderr.contains("helm 3.21.4") && stderr.contains("3.22"),
+        "{stderr}"
+    );
 }
