@@ -182,7 +182,8 @@ async fn leader_with_a_hanging_helm(
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\necho $$ >> '{p}'\nsleep 600 &\necho $! >> '{p}'\nwait\n",
+            "#!/bin/sh\n{version}echo $$ >> '{p}'\nsleep 600 &\necho $! >> '{p}'\nwait\n",
+            version = version_passes_through(&f.cp.helm_binary()),
             p = pids.display()
         ),
     )

@@ -143,6 +143,8 @@ async fn without_their_crds_delivery_waits_and_says_for_which() {
             "--health-probe-bind-address",
             "0",
         ])
+        .arg("--helm-binary")
+        .arg(cp.helm_binary())
         .arg("--work-dir")
         .arg(cp.dir().join("no-crds-work"))
         .stdout(Stdio::null())

@@ -322,15 +322,10 @@ async fn a_rollback_target_edited_while_the_failing_upgrade_runs_is_not_rolled_b
         std::fs::read_to_string(&edits).unwrap_or_default()
     );
     let status = app.status.unwrap();
-    let ready = status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap();
     assert!(
-        ready.message.contains("sh.helm.release.v1.raced.v2)"),
-        "names the edited revision's Secret: {}",
-        ready.message
+        event_reasons(&f, OPERATOR_NS, "raced")
+            .await
+            .contains(&"StorageTampered".to_string())
     );
     let remedy = &status.history[0];
     assert_eq!(

@@ -410,7 +410,12 @@ fn tampered_during_run(
     failure: &str,
     refused: &str,
 ) -> Outcome {
-    let message = format!("{} failed ({failure}); {refused}", kind.action());
+    // What stops helm first: condition messages are cut at 1 KiB, and
+    // helm's own message may be longer.
+    let message = format!(
+        "{refused} (the {} before it failed: {failure})",
+        kind.action()
+    );
     let released = if kind == Kind::Install {
         Reason::InstallFailed
     } else {
