@@ -23,6 +23,7 @@ pub mod helmapp;
 pub mod metrics;
 pub mod names;
 pub mod project;
+mod reachability;
 mod settings;
 pub mod source;
 pub mod tenancy;

@@ -54,6 +54,8 @@ pub struct Context {
     pub settings: Settings,
     /// Discovery, recent manifests and polling, for drift.
     pub drift: super::drift::shared::Shared,
+    /// Whether the API answers: no helm starts while it does not.
+    pub reachability: Arc<crate::delivery::reachability::Reachability>,
 }
 
 impl Context {

@@ -80,6 +80,12 @@ impl Reconciler for HelmApps {
 
     async fn reconcile(&self, key: &str) -> Result<Action, DeliveryError> {
         let ctx = &self.ctx;
+        if ctx.reachability.is_down() {
+            // Nothing can be read or written, and a helm would fail to
+            // connect: the key waits for the probe, spending no retry.
+            ctx.reachability.park(key);
+            return Ok(Action::done("the API server does not answer: waits"));
+        }
         let Some(app) = ctx.apps.get(key) else {
             ctx.drift.forget(key);
             return Ok(Action::done("gone"));
@@ -145,6 +151,7 @@ pub fn controller(
     let configmaps =
         factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
     let members = member_informers(factory);
+    let wake: Arc<std::sync::OnceLock<_>> = Arc::default();
     let ctx = Context {
         client: manager.client(),
         apps: apps.store(),
@@ -155,7 +162,7 @@ pub fn controller(
         configmaps: configmaps.store(),
         helm: helm.clone(),
         sources,
-        wake: Arc::default(),
+        wake: wake.clone(),
         status: {
             let writer = StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone());
             writer.follow(&apps);
@@ -164,6 +171,11 @@ pub fn controller(
         recorder: manager.recorder(),
         settings: settings.clone(),
         drift,
+        reachability: crate::delivery::reachability::Reachability::new(
+            manager.client(),
+            manager,
+            wake.clone(),
+        ),
     };
     let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
         .max_backoff(Duration::from_secs(300))

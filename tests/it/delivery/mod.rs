@@ -4,6 +4,7 @@
 mod actions;
 mod approval;
 mod drift;
+mod faults;
 mod helm4;
 mod hostile;
 mod lifecycle;

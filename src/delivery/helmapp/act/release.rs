@@ -93,6 +93,10 @@ pub async fn run(
         return Ok(Outcome::Finished(action));
     };
     drop(post_render);
+    if result.is_err() && super::outage(ctx, app).await {
+        // Not a failure of the release: nothing counted, recorded or said.
+        return Ok(Outcome::Finished(Action::done(super::OUTAGE)));
+    }
     let outcome = match result {
         Ok(released) => succeeded_then_tested(ctx, app, o, kind, &hash, released).await,
         Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e).await,

@@ -37,6 +37,9 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
             return Ok(Outcome::Finished(action));
         }
+        Some(Err(_)) if super::outage(ctx, app).await => {
+            return Ok(Outcome::Finished(Action::done(super::OUTAGE)));
+        }
         Some(Err(e)) => {
             let message = e.summary(&o.redactor);
             if let Some(refused) = e.forbidden() {
