@@ -124,8 +124,26 @@ async fn delivery_alone_asks_for_no_api_settings_and_installs_a_helmapp() {
     assert!(child.try_wait().unwrap().is_none(), "the operator exited");
     let _ = child.kill();
     let _ = child.wait();
-    // The inventory did not run: nothing was reported.
-    assert!(f.api.requests().is_empty(), "the inventory reported");
+
+    // With the API settings given and a Hosstedproject to report, delivery
+    // alone still reports nothing: the inventory does not run.
+    f.hosstedproject("cluster", json!({})).await;
+    let mut cmd = f.operator_command(f.cp.kubeconfig_path());
+    cmd.args([
+        "run",
+        "--controllers",
+        "delivery",
+        "--metrics-bind-address",
+        "0",
+    ]);
+    delivery_flags(&mut cmd, &f.cp, &f.cp.dir().join("alone-work-2"));
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    apply_app(&f, "alone-2", json!({ "chart": { "path": "tiny" } })).await;
+    wait_ready(&f, "alone-2", "InstallSucceeded", 1).await;
+    assert!(child.try_wait().unwrap().is_none(), "the operator exited");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(f.api.requests().len(), 0, "the inventory reported");
 }
 
 #[tokio::test]
