@@ -99,6 +99,9 @@ async fn only_a_signed_push_re_resolves_and_installs_the_new_version_at_once() {
     assert_eq!(app.status.unwrap().chart_version, "1.1.0");
 
     // 1.2.0 is published; within the hour nothing looks unless pushed.
+    // The mark is taken before any refused request: none may queue one.
+    operator.settle().await;
+    let mark = operator.mark();
     publish_tiny(&f, &repo, "1.2.0");
     let body = json!({ "repo": repo.url(), "name": "tiny", "version": "1.2.0" }).to_string();
     let body = body.as_bytes();
@@ -123,8 +126,6 @@ async fn only_a_signed_push_re_resolves_and_installs_the_new_version_at_once() {
     );
     let big = vec![b' '; 64 * 1024 + 1];
     assert_eq!(post(hooks, path, &signed(KEY, now, &big), &big).await, 413);
-    operator.settle().await;
-    let mark = operator.mark();
     let other = json!({ "kind": "HelmApp", "namespace": NS, "name": "nosuch" }).to_string();
     let other = other.as_bytes();
     assert_eq!(
