@@ -320,7 +320,10 @@ async fn an_ignored_field_and_an_opted_out_object_are_left_alone_at_no_cost() {
         "an Event about an ignored field"
     );
 
-    // hossted.com/drift: disabled on the ConfigMap: its edit stays.
+    // hossted.com/drift: disabled on the ConfigMap: its edit stays — after
+    // a reconcile that saw it (the edit wakes the HelmApp; in `enabled`
+    // mode that reconcile would put it back).
+    let mark = operator.mark();
     edit::<ConfigMap>(
         &f,
         "ign-env",
@@ -330,6 +333,7 @@ async fn an_ignored_field_and_an_opted_out_object_are_left_alone_at_no_cost() {
         })),
     )
     .await;
+    operator.reconciled_since(mark).await;
     operator.settle().await;
     assert_eq!(log_level(&configmap(&f, "ign-env").await), "debug");
     assert!(
