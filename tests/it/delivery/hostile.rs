@@ -277,8 +277,12 @@ async fn slow_and_endless_sources_are_cut_off_without_holding_other_namespaces()
 async fn a_timeout_longer_than_the_operators_bound_is_clamped_with_a_warning() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
     let operator = f
-        .start_delivery_with(|s| s.max_helm_timeout = Duration::from_secs(120))
+        .start_delivery_with(|s| {
+            s.max_helm_timeout = Duration::from_secs(120);
+            s.helm.binary = wrapper.clone();
+        })
         .await;
     apply(
         &f,
@@ -293,6 +297,17 @@ async fn a_timeout_longer_than_the_operators_bound_is_clamped_with_a_warning() {
             .iter()
             .any(|r| r == "TimeoutClamped")
     );
+    // helm was given the bound, not the 10 hours asked for.
+    let timeouts: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let args: Vec<&str> = l.split_whitespace().collect();
+            let at = args.iter().position(|a| *a == "--timeout")?;
+            Some(args.get(at + 1)?.to_string())
+        })
+        .collect();
+    assert_eq!(timeouts, ["120s"], "the install's --timeout");
     operator.stop().await;
 }
 
