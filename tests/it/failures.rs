@@ -38,6 +38,17 @@ async fn an_unavailable_api_is_retried_with_backoff_and_status_follows_delivery(
         posts.iter().all(|p| p.json() == posts[0].json()),
         "the retries re-send the same payload"
     );
+    // With backoff: each retry waits at least the rate limiter's step
+    // (5 ms doubling). Lower bounds only: a slow machine only adds to them.
+    let gaps: Vec<Duration> = posts.windows(2).map(|w| w[1].at - w[0].at).collect();
+    for (i, gap) in gaps.iter().enumerate() {
+        let least = Duration::from_millis(5 << i);
+        assert!(
+            *gap >= least,
+            "retry {}: {gap:?} after the last, less than {least:?}",
+            i + 1
+        );
+    }
     let hp = eventually("status after delivery", 30, || async {
         let hp = f.get_hp("cluster").await;
         (hp.status.as_ref()?.app_count == 1).then_some(hp)

@@ -137,7 +137,11 @@ async fn delivery_alone_asks_for_no_api_settings_and_installs_a_helmapp() {
         "0",
     ]);
     delivery_flags(&mut cmd, &f.cp, &f.cp.dir().join("alone-work-2"));
-    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     apply_app(&f, "alone-2", json!({ "chart": { "path": "tiny" } })).await;
     wait_ready(&f, "alone-2", "InstallSucceeded", 1).await;
     assert!(child.try_wait().unwrap().is_none(), "the operator exited");
