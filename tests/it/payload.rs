@@ -277,12 +277,15 @@ async fn vulnerability_reports_are_matched_per_pod_and_picked_up_when_their_crd_
     let poller = tokio::spawn({
         let (stop, not_ready, url) = (stop.clone(), not_ready.clone(), readyz.clone());
         async move {
+            let mut polls = 0usize;
             while !stop.load(Relaxed) {
                 if http_get(&url).await.map(|r| r.0) != Some(200) {
                     not_ready.fetch_add(1, Relaxed);
                 }
+                polls += 1;
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            polls
         }
     });
 
@@ -372,7 +375,11 @@ async fn vulnerability_reports_are_matched_per_pod_and_picked_up_when_their_crd_
     assert_eq!(sent.json()["app_info"]["security_info"], json!([]));
 
     stop.store(true, Relaxed);
-    let _ = poller.await;
+    let polls = poller.await.expect("the /readyz poller panicked");
+    assert!(
+        polls >= 2,
+        "/readyz was polled {polls} time(s) while the CRD came and went"
+    );
     assert_eq!(
         not_ready.load(Relaxed),
         0,
