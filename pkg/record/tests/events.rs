@@ -11,7 +11,7 @@ use record::{EventBroadcaster, EventType, SPAM_BURST};
 
 async fn configmap(client: &Client, ns: &str, name: &str) -> ConfigMap {
     let nsapi: Api<Namespace> = Api::all(client.clone());
-    let _ = nsapi
+    let created = nsapi
         .create(
             &PostParams::default(),
             &Namespace {
@@ -23,6 +23,11 @@ async fn configmap(client: &Client, ns: &str, name: &str) -> ConfigMap {
             },
         )
         .await;
+    match created {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating namespace {ns}: {e}"),
+    }
     let cm = ConfigMap {
         metadata: ObjectMeta {
             name: Some(name.into()),

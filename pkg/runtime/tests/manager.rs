@@ -108,9 +108,14 @@ async fn namespace(client: &Client, name: &str) {
         },
         ..Default::default()
     };
-    let _ = Api::<Namespace>::all(client.clone())
+    match Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
-        .await;
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
 }
 
 fn cm(name: &str, label: &str, value: &str) -> ConfigMap {

@@ -106,9 +106,16 @@ impl Fixture {
             },
             ..Default::default()
         };
-        let _ = Api::<Namespace>::all(self.cp.client())
+        // Already there is fine (tests ask for the same namespace twice);
+        // anything else fails here, not as a time-out later.
+        match Api::<Namespace>::all(self.cp.client())
             .create(&PostParams::default(), &ns)
-            .await;
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => panic!("creating namespace {name}: {e}"),
+        }
     }
 
     /// Sets a pod's phase through the status subresource (no kubelet here).
