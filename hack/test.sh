@@ -45,6 +45,12 @@ export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 step "cargo test --workspace (${RUST_TEST_THREADS} tests at a time per binary)"
 cargo test --workspace "$@"
 
+# The fuzz targets of the parsers hostile input reaches, a short fixed
+# budget each (the same inputs every run): a panic on one fails CI.
+# hack/fuzz.sh runs them for minutes.
+step "short fuzz runs (tests/parsers.rs, FUZZ_INPUTS=10000 each)"
+FUZZ_INPUTS=10000 cargo test -q --test parsers -- --ignored
+
 # The Dockerfile's steps without Docker: the image's root filesystem (glibc
 # release binary + helm at the pinned version), checked to run.
 step "image root filesystem (hack/build-image-rootfs.sh)"
