@@ -198,10 +198,20 @@ mod tests {
         for _ in 0..200 {
             idle.push(TcpStream::connect(addr).await.unwrap());
         }
-        let reply = tokio::time::timeout(Duration::from_secs(1), get(addr, "/healthz"))
+        // Answered while every idle connection is still open: the probe did
+        // not wait for the server to drop them (at its idle timeout). An
+        // ordering fact, not a clock: a slow machine only waits longer.
+        let reply = tokio::time::timeout(Duration::from_secs(30), get(addr, "/healthz"))
             .await
-            .expect("/healthz within the kubelet's 1 s probe timeout");
+            .expect("/healthz answered");
         assert!(reply.starts_with("HTTP/1.1 200 OK"), "{reply}");
+        let mut buf = [0u8; 1];
+        for (i, stream) in idle.iter().enumerate() {
+            assert!(
+                matches!(stream.try_read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+                "idle connection {i} was closed before the probe was answered"
+            );
+        }
         drop(idle);
     }
 
