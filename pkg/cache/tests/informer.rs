@@ -117,6 +117,27 @@ async fn a_watch_closed_by_the_server_is_resumed_without_a_relist() {
     assert_eq!(informer.stats().relists_after_gone.load(SeqCst), 0);
 }
 
+/// Whether a watch from `resource_version` is answered 410 Gone (etcd
+/// compacted past it).
+async fn gone_from(api: &Api<ConfigMap>, resource_version: &str) -> bool {
+    use futures::TryStreamExt;
+    let params = kube::api::WatchParams::default().timeout(1);
+    let stream = match api.watch(&params, resource_version).await {
+        Ok(stream) => stream,
+        Err(kube::Error::Api(s)) => return s.code == 410,
+        Err(_) => return false,
+    };
+    let mut stream = Box::pin(stream);
+    loop {
+        match stream.try_next().await {
+            Ok(Some(kube::api::WatchEvent::Error(e))) => return e.code == 410,
+            Ok(Some(_)) => continue,
+            Err(kube::Error::Api(s)) => return s.code == 410,
+            Ok(None) | Err(_) => return false,
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_410_gone_leads_to_a_relist_and_deletes_for_what_vanished() {
     // Watches served straight from etcd, compacted every second: a watch
@@ -146,6 +167,14 @@ async fn a_410_gone_leads_to_a_relist_and_deletes_for_what_vanished() {
     initial.sort();
     assert_eq!(initial, ["Add gone/doomed=last-known", "Add gone/keep=1"]);
 
+    // Where the informer's watch stands: what the apiserver must compact past.
+    let seen = api
+        .list_metadata(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     partition.cut();
     api.delete("doomed", &DeleteParams::default())
         .await
@@ -155,12 +184,21 @@ async fn a_410_gone_leads_to_a_relist_and_deletes_for_what_vanished() {
     api.patch("keep", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    // Unrelated writes, and time for the apiserver to compact past them.
+    // Unrelated writes, and the apiserver compacted past them: a watch from
+    // where the informer stood is answered 410 (awaited, not slept for).
     let churn: Api<ConfigMap> = Api::namespaced(admin.clone(), "churn");
     for i in 0..20 {
         churn.create(&pp, &cm(&format!("c{i}"), "x")).await.unwrap();
     }
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    eventually(
+        "the apiserver compacted past the informer's watch",
+        60,
+        || {
+            let (api, seen) = (api.clone(), seen.clone());
+            async move { gone_from(&api, &seen).await.then_some(()) }
+        },
+    )
+    .await;
     partition.heal();
 
     let mut after = next_events(&mut rx, 3).await;
@@ -236,8 +274,17 @@ async fn a_slow_handler_delays_neither_the_reflector_nor_other_handlers() {
     let (fast, mut fast_rx) = recorder("slow");
     let (slow_inner, mut slow_rx) = recorder("slow");
     let mut slow_inner = slow_inner;
+    // The slow handler takes no event until the gate opens: "behind" is
+    // made so, not hoped for from a sleep on a busy machine.
+    let gate = std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let held = gate.clone();
     informer.add_event_handler(HandlerFn(move |e: &Event<ConfigMap>| {
-        std::thread::sleep(Duration::from_millis(100));
+        let (open, opened) = &*held;
+        let mut open = open.lock().unwrap();
+        while !*open {
+            open = opened.wait(open).unwrap();
+        }
+        drop(open);
         cache::EventHandler::on_add(
             &mut slow_inner,
             match e {
@@ -262,18 +309,17 @@ async fn a_slow_handler_delays_neither_the_reflector_nor_other_handlers() {
     futures::future::join_all(creates).await;
 
     // The fast handler and the store have everything while the slow handler
-    // (100 ms per event: 4 s in all) is still working through its buffer.
+    // has taken nothing (it waits at its gate).
     let fast_events = next_events(&mut fast_rx, 40).await;
     assert_eq!(keys_in(&informer.store(), "slow").len(), 40);
     let mut slow_so_far = Vec::new();
     while let Ok(e) = slow_rx.try_recv() {
         slow_so_far.push(e);
     }
-    assert!(
-        slow_so_far.len() < 40,
-        "the slow handler was not behind: {}",
-        slow_so_far.len()
-    );
+    assert_eq!(slow_so_far.len(), 0, "the slow handler was not held");
+    let (open, opened) = &*gate;
+    *open.lock().unwrap() = true;
+    opened.notify_all();
     // ... and it still receives every event, in the same order.
     let rest = next_events(&mut slow_rx, 40 - slow_so_far.len()).await;
     slow_so_far.extend(rest);
