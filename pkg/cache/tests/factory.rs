@@ -43,9 +43,10 @@ async fn the_factory_opens_one_watch_per_type_however_many_callers_ask() {
         async move { (configmap_watches(&client).await - baseline >= 2.0).then_some(()) }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(configmap_watches(&client).await - baseline, 2.0);
+    // Each informer opened exactly one watch (its own count: the
+    // apiserver's gauge is global, and other clients may move it).
     assert_eq!(informers[0].stats().watches.load(SeqCst), 1);
+    assert_eq!(other.stats().watches.load(SeqCst), 1);
 }
 
 #[tokio::test]
