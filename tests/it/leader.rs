@@ -27,9 +27,10 @@ impl Candidate {
                 "--leader-election-namespace",
                 "hossted-operator",
             ])
-            // Short lease timings: the behaviour is the same, the test quicker.
-            .args(["--leader-elect-lease-duration", "4s"])
-            .args(["--leader-elect-renew-deadline", "3s"])
+            // Short lease timings: the behaviour is the same, the test quicker;
+            // a 6 s renew deadline rides out a busy 2-core machine.
+            .args(["--leader-elect-lease-duration", "8s"])
+            .args(["--leader-elect-renew-deadline", "6s"])
             .args(["--leader-elect-retry-period", "500ms"])
             .args(["--coalesce-window", "100ms"])
             .args(["--metrics-bind-address", &format!("127.0.0.1:{port}")])
@@ -201,8 +202,8 @@ async fn leader_with_a_hanging_helm(
             "--privileged-namespaces=*",
         ])
         .args(["--leader-election-namespace", "hossted-operator"])
-        .args(["--leader-elect-lease-duration", "4s"])
-        .args(["--leader-elect-renew-deadline", "3s"])
+        .args(["--leader-elect-lease-duration", "8s"])
+        .args(["--leader-elect-renew-deadline", "6s"])
         .args(["--leader-elect-retry-period", "500ms"])
         .args([
             "--metrics-bind-address",
