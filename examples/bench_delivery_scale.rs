@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use apis::helmapp::HelmApp;
 use common::{
     DELIVERY_CRDS, Operator, apply_crds, cpu_seconds, delivery_cluster, helm_started, log_lines,
-    logging_helm, now_epoch, percentile, proc_field,
+    logging_helm, now_epoch, percentile, proc_field, tree_cpu_seconds,
 };
 use envtest::{ChartRepo, ControlPlane, ControllerManager};
 use futures::{StreamExt, TryStreamExt};
@@ -428,8 +428,12 @@ async fn run_one(
     // Bare helm first, the same releases at the same parallelism.
     let (from, _) = audit_by_verb(&audit, 0);
     let helm_bin = helm_of(&cp, env);
+    // Bare helm's processes are this process's children: their CPU.
+    let bare_cpu0 = tree_cpu_seconds(std::process::id()) - cpu_seconds(std::process::id());
     let bare_secs =
         tokio::task::block_in_place(|| bare_helm(&cp, &helm_bin, &kubeconfig, &tgz, n, conc));
+    let bare_cpu =
+        tree_cpu_seconds(std::process::id()) - cpu_seconds(std::process::id()) - bare_cpu0;
     let (from_ours, bare_requests) = audit_by_verb(&audit, from);
     eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
 
@@ -438,6 +442,7 @@ async fn run_one(
     op.ready().await;
     let sampler = Sampler::start(op.pid());
     let cpu0 = cpu_seconds(op.pid());
+    let tree_cpu0 = tree_cpu_seconds(op.pid());
     let all: Api<HelmApp> = Api::all(client.clone());
     let started = Instant::now();
     let created = {
@@ -468,6 +473,7 @@ async fn run_one(
     let _ = created.await;
     let ours_secs = done.duration_since(started).as_secs_f64();
     let cpu = cpu_seconds(op.pid()) - cpu0;
+    let tree_cpu = tree_cpu_seconds(op.pid()) - tree_cpu0;
     let (_, ours_requests) = audit_by_verb(&audit, from_ours);
     let (peak_own, peak_total) = sampler.peaks();
     let peak_total_pss = sampler.peak_pss();
@@ -483,7 +489,8 @@ async fn run_one(
         "bare_secs": bare_secs, "ours_secs": ours_secs, "ratio": ours_secs / bare_secs,
         "operator_rss_peak_mib": peak_own, "operator_rss_steady_mib": steady, "tree_rss_peak_mib": peak_total,
         "tree_pss_peak_mib": peak_total_pss,
-        "operator_cpu_secs": cpu, "requests_ours": ours_requests, "requests_bare": bare_requests,
+        "operator_cpu_secs": cpu, "tree_cpu_secs": tree_cpu, "bare_cpu_secs": bare_cpu,
+        "requests_ours": ours_requests, "requests_bare": bare_requests,
         "helm_runs": log_lines(&log).len(),
     });
     if detailed {
@@ -859,8 +866,8 @@ const SETUP: &str = "one fresh control plane per run \
 fn table(runs: &[Value]) -> String {
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let mut out = String::from(
-        "| apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak, PSS (MiB, target ≤ 200 at 4) | operator + helm peak, RSS summed (MiB) | operator CPU (s) | requests ours / bare |\n\
-         | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+        "| apps | helm at once | env | bare helm (s) | ours to all Ready (s) | ratio (target ≤ 1.10) | operator RSS peak / steady (MiB, target steady ≤ 64) | operator + helm peak, PSS (MiB, target ≤ 200 at 4) | operator + helm peak, RSS summed (MiB) | operator CPU (s) | CPU of operator + helm / of bare helm (s) | requests ours / bare |\n\
+         | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
     );
     let total = |v: &Value| {
         v.as_object()
@@ -869,7 +876,7 @@ fn table(runs: &[Value]) -> String {
     };
     for r in runs {
         out.push_str(&format!(
-            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {} / {} |\n",
+            "| {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.1} / {:.1} | {:.1} | {:.1} | {:.1} | {:.1} / {:.1} | {} / {} |\n",
             r["apps"],
             r["concurrency"],
             r["env"]
@@ -888,6 +895,8 @@ fn table(runs: &[Value]) -> String {
             f(r, "tree_pss_peak_mib"),
             f(r, "tree_rss_peak_mib"),
             f(r, "operator_cpu_secs"),
+            f(r, "tree_cpu_secs"),
+            f(r, "bare_cpu_secs"),
             total(&r["requests_ours"]),
             total(&r["requests_bare"]),
         ));

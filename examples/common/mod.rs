@@ -197,6 +197,19 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
+/// CPU seconds of `pid` and of its children it waited for (utime, stime,
+/// cutime, cstime): an operator's process tree, helm runs included.
+pub fn tree_cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = (11..15).filter_map(|i| f.get(i)?.parse::<f64>().ok()).sum();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
 /// The `p`th percentile of `sorted` (nearest rank).
 pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
