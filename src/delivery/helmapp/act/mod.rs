@@ -7,6 +7,7 @@
 mod approval;
 mod crds;
 mod drift;
+mod outage;
 mod outcome;
 mod release;
 mod remediate;
@@ -27,25 +28,6 @@ pub use approval::settle as settle_approval;
 pub use crds::FIELD_MANAGER;
 use outcome::refuse;
 pub use outcome::{DeliveryError, Outcome};
-
-/// What a run the API's outage interrupted says.
-const OUTAGE: &str = "helm failed and the API server does not answer: waits for it";
-
-/// After a helm run failed: whether the API server does not answer
-/// (`crate::delivery::reachability`) — then the failure is the outage's,
-/// not the release's, and `app` waits for the API, parked.
-async fn outage(ctx: &Context, app: &HelmApp) -> bool {
-    if ctx.reachability.answers().await {
-        return false;
-    }
-    let key = format!(
-        "{}/{}",
-        kube::ResourceExt::namespace(app).unwrap_or_default(),
-        kube::ResourceExt::name_any(app)
-    );
-    ctx.reachability.park(&key);
-    true
-}
 
 /// Does `step` for `app`.
 pub async fn run(

@@ -93,9 +93,9 @@ pub async fn run(
         return Ok(Outcome::Finished(action));
     };
     drop(post_render);
-    if result.is_err() && super::outage(ctx, app).await {
+    if result.is_err() && super::outage::outage(ctx, app).await {
         // Not a failure of the release: nothing counted, recorded or said.
-        return Ok(Outcome::Finished(Action::done(super::OUTAGE)));
+        return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
     }
     let outcome = match result {
         Ok(released) => succeeded_then_tested(ctx, app, o, kind, &hash, released).await,

@@ -37,8 +37,8 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
             return Ok(Outcome::Finished(action));
         }
-        Some(Err(_)) if super::outage(ctx, app).await => {
-            return Ok(Outcome::Finished(Action::done(super::OUTAGE)));
+        Some(Err(_)) if super::outage::outage(ctx, app).await => {
+            return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
         }
         Some(Err(e)) => {
             let message = e.summary(&o.redactor);
