@@ -179,17 +179,21 @@ pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
 /// persists).
 pub async fn record_after_action(client: &Client, o: &mut Observed) {
     match read(client, &o.target).await {
-        Ok(entries) => {
-            let before = std::mem::take(&mut o.status.storage_digests);
-            o.status.storage_digests = recorded_after(&entries, &before, &o.uid);
-            if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(&entries)) {
-                h.release_digest = n.digest;
-            }
-        }
+        Ok(entries) => record(o, &entries),
         Err(e) => log::warn!(
             "{}: cannot read Helm's storage to record its digests: {e}",
             o.target.key()
         ),
+    }
+}
+
+/// Records `entries`, read after a helm action, as [`recorded_after`] has
+/// it; the newest's digest goes on the newest history entry.
+fn record(o: &mut Observed, entries: &[HelmRelease]) {
+    let before = std::mem::take(&mut o.status.storage_digests);
+    o.status.storage_digests = recorded_after(entries, &before, &o.uid);
+    if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(entries)) {
+        h.release_digest = n.digest;
     }
 }
 
@@ -204,8 +208,7 @@ pub async fn changed_during_run(
     o: &mut Observed,
 ) -> Result<Option<Untrusted>, kube::Error> {
     let entries = read(client, &o.target).await?;
-    let before = std::mem::take(&mut o.status.storage_digests);
-    o.status.storage_digests = recorded_after(&entries, &before, &o.uid);
+    record(o, &entries);
     Ok(first_untrusted(&entries, &o.status.storage_digests, &o.uid))
 }
 
