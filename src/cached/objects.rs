@@ -93,6 +93,10 @@ impl KeptLabels {
 pub struct LeanMeta {
     meta: ObjectMeta,
     labels: KeptLabels,
+    /// `namespace/name` of the Helm release that applied the object, from
+    /// the annotations helm puts on every object it applies (charts need
+    /// not set the instance label); `None` without them.
+    helm_release: Option<Box<str>>,
 }
 
 impl LeanMeta {
@@ -110,6 +114,12 @@ impl LeanMeta {
     pub fn labels_mut(&mut self) -> &mut KeptLabels {
         &mut self.labels
     }
+
+    /// `namespace/name` of the Helm release that applied the object, by
+    /// helm's `meta.helm.sh/release-{name,namespace}` annotations.
+    pub fn helm_release(&self) -> Option<&str> {
+        self.helm_release.as_deref()
+    }
 }
 
 /// From a whole `ObjectMeta` (tests build objects so): its labels move to
@@ -117,7 +127,14 @@ impl LeanMeta {
 impl From<ObjectMeta> for LeanMeta {
     fn from(mut meta: ObjectMeta) -> Self {
         let labels = KeptLabels::keep(meta.labels.take().unwrap_or_default());
-        LeanMeta { meta, labels }
+        let helm_release = meta.annotations.as_ref().and_then(|a| {
+            HelmAnnotations::release(a.get(RELEASE_NAME)?, a.get(RELEASE_NAMESPACE)?)
+        });
+        LeanMeta {
+            meta,
+            labels,
+            helm_release,
+        }
     }
 }
 
@@ -167,8 +184,14 @@ pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<Lean
         resource_version: Option<String>,
         generation: Option<i64>,
         uid: Option<String>,
+        #[serde(default)]
+        annotations: HelmAnnotations,
     }
     let m = Meta::deserialize(d)?;
+    let helm_release = match (&m.annotations.name, &m.annotations.namespace) {
+        (Some(name), Some(namespace)) => HelmAnnotations::release(name, namespace),
+        _ => None,
+    };
     Ok(LeanMeta {
         meta: ObjectMeta {
             name: m.name,
@@ -179,7 +202,31 @@ pub(super) fn lean_meta_with_uid<'de, D: Deserializer<'de>>(d: D) -> Result<Lean
             ..Default::default()
         },
         labels: KeptLabels::keep(m.labels),
+        helm_release,
     })
+}
+
+/// Helm's annotation naming the release that applied an object.
+const RELEASE_NAME: &str = "meta.helm.sh/release-name";
+/// Helm's annotation naming that release's namespace.
+const RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
+
+/// The two annotations of an object's that name its Helm release; every
+/// other annotation is skipped while parsing, never allocated.
+#[derive(Default, Deserialize)]
+struct HelmAnnotations {
+    #[serde(rename = "meta.helm.sh/release-name")]
+    name: Option<String>,
+    #[serde(rename = "meta.helm.sh/release-namespace")]
+    namespace: Option<String>,
+}
+
+impl HelmAnnotations {
+    /// `namespace/name`, when both are set.
+    fn release(name: &str, namespace: &str) -> Option<Box<str>> {
+        (!name.is_empty() && !namespace.is_empty())
+            .then(|| format!("{namespace}/{name}").into_boxed_str())
+    }
 }
 
 /// Reads `T` from `d` through a [`serde_json::Value`], and the
@@ -371,6 +418,8 @@ fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
             ..Default::default()
         },
         labels: KeptLabels::keep(m.labels),
+        // A pod is no release's object (its controller is).
+        helm_release: None,
     };
     Ok((meta, controller))
 }

@@ -32,6 +32,28 @@ fn metadata_keeps_only_what_the_collector_reads() {
 }
 
 #[test]
+fn the_release_helm_applied_an_object_for_is_kept_from_its_annotations() {
+    let mut with = meta("web");
+    with["annotations"] = json!({
+        "meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "tenant",
+        "big": "x".repeat(1000)
+    });
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": with })).unwrap();
+    assert_eq!(ns.metadata.helm_release(), Some("tenant/web"));
+    assert!(
+        ns.metadata.annotations.is_none(),
+        "no other annotation kept"
+    );
+    // Both are needed: a name alone does not say where the release is.
+    let mut half = meta("web");
+    half["annotations"] = json!({ "meta.helm.sh/release-name": "web" });
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": half })).unwrap();
+    assert_eq!(ns.metadata.helm_release(), None);
+    let ns: Namespace = serde_json::from_value(json!({ "metadata": meta("web") })).unwrap();
+    assert_eq!(ns.metadata.helm_release(), None);
+}
+
+#[test]
 fn pod_image_and_phase_and_a_pod_without_containers() {
     let p: Pod = serde_json::from_value(json!({
         "metadata": meta("web-0"),

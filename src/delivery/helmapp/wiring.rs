@@ -105,18 +105,22 @@ impl Enqueue {
         self.through(VALUES_FROM_INDEX, &key, |_| true);
     }
 
-    /// An object of a release (by its instance label) was deleted, or a
-    /// workload's rollout moved (`rollout_only`: then only the HelmApps
-    /// that `wait`).
+    /// An object of a release was deleted, or a workload's rollout moved
+    /// (`rollout_only`: then only the HelmApps that `wait`). The release
+    /// is the one helm's annotations name (helm puts them on every object
+    /// it applies, in any namespace), else the object's instance label in
+    /// its own namespace.
     pub fn on_release_object(&self, meta: &LeanMeta, rollout_only: bool) {
-        let release = label(meta, INSTANCE_LABEL);
-        if release.is_empty() {
-            return;
-        }
-        let key = format!(
-            "{}/{release}",
-            meta.namespace.as_deref().unwrap_or_default()
-        );
+        let key = match meta.helm_release() {
+            Some(release) => release.to_string(),
+            None => match label(meta, INSTANCE_LABEL) {
+                "" => return,
+                instance => format!(
+                    "{}/{instance}",
+                    meta.namespace.as_deref().unwrap_or_default()
+                ),
+            },
+        };
         self.through(TARGET_INDEX, &key, |a| !rollout_only || a.spec.wait);
     }
 }

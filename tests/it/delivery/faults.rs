@@ -107,3 +107,85 @@ async fn no_helm_starts_while_the_api_server_is_down_and_every_app_converges_aft
     );
     operator.stop().await;
 }
+
+/// A chart at `version` whose objects carry no `app.kubernetes.io/instance`
+/// label (charts need not set it; helm adds only `managed-by` and its
+/// release annotations): a Service and a ConfigMap.
+fn unlabelled_chart(f: &Fixture, version: &str) -> std::path::PathBuf {
+    let dir =
+        f.cp.dir()
+            .join(format!("unlabelled-{version}"))
+            .join("bare");
+    std::fs::create_dir_all(dir.join("templates")).unwrap();
+    std::fs::write(
+        dir.join("Chart.yaml"),
+        format!("apiVersion: v2\nname: bare\nversion: {version}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("templates/objects.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}-app\nspec:\n  ports: [{port: 80}]\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-env\ndata:\n  chart: {{ .Chart.Version | quote }}\n",
+    )
+    .unwrap();
+    dir
+}
+
+/// A Service and a ConfigMap of the release, deleted the moment
+/// `status.chartVersion` shows a chart-version upgrade, are put back —
+/// though the chart sets no `app.kubernetes.io/instance` label: a deletion
+/// is mapped to its release by helm's own annotations.
+#[tokio::test]
+async fn a_deletion_right_after_a_chart_version_upgrade_is_put_back() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&unlabelled_chart(&f, "1.0.0")], None)
+        .await
+        .unwrap();
+    let operator = f.start_delivery().await;
+    let chart = |version: &str| json!({ "repo": repo.url(), "name": "bare", "version": version });
+    apply(&f, "quick", json!({ "chart": chart("1.0.0") })).await;
+    ready(&f, "quick", "InstallSucceeded", 1).await;
+    let dir = repo.dir().to_str().unwrap().to_string();
+    let second = unlabelled_chart(&f, "1.1.0");
+    f.helm(&["package", second.to_str().unwrap(), "--destination", &dir]);
+    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+    patch(&f, "quick", json!({ "spec": { "chart": chart("1.1.0") } })).await;
+    eventually("status.chartVersion 1.1.0", 60, || async {
+        let app = get(&f, "quick").await?;
+        (app.status?.chart_version == "1.1.0").then_some(())
+    })
+    .await;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(f.cp.client(), NS);
+    let configmaps: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let service = services
+        .get("quick-app")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let configmap = configmaps
+        .get("quick-env")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    services
+        .delete("quick-app", &DeleteParams::default())
+        .await
+        .unwrap();
+    configmaps
+        .delete("quick-env", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("both put back", 30, || async {
+        let s = services.get_opt("quick-app").await.ok()??;
+        let c = configmaps.get_opt("quick-env").await.ok()??;
+        (s.metadata.uid.as_deref() != Some(service.as_str())
+            && c.metadata.uid.as_deref() != Some(configmap.as_str()))
+        .then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
