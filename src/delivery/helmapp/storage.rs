@@ -174,16 +174,22 @@ pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
 }
 
 /// After a helm action: records what helm left in the storage, proven
-/// revision by revision ([`recorded_after`]). A failed read records
-/// nothing (the next check reads again and flags a difference only if it
-/// persists).
-pub async fn record_after_action(client: &Client, o: &mut Observed) {
+/// revision by revision ([`recorded_after`]), and returns what it read. A
+/// failed read records nothing (the next check reads again and flags a
+/// difference only if it persists) and returns nothing.
+pub async fn record_after_action(client: &Client, o: &mut Observed) -> Vec<HelmRelease> {
     match read(client, &o.target).await {
-        Ok(entries) => record(o, &entries),
-        Err(e) => log::warn!(
-            "{}: cannot read Helm's storage to record its digests: {e}",
-            o.target.key()
-        ),
+        Ok(entries) => {
+            record(o, &entries);
+            entries
+        }
+        Err(e) => {
+            log::warn!(
+                "{}: cannot read Helm's storage to record its digests: {e}",
+                o.target.key()
+            );
+            Vec::new()
+        }
     }
 }
 

@@ -375,6 +375,110 @@ async fn an_edit_made_while_the_operator_is_stopped_is_put_back_when_it_starts()
     operator.stop().await;
 }
 
+/// An object whose digest was never recorded (an operator stopped between
+/// its helm run and the status write, or an older one) is checked when the
+/// operator starts, not taken as it is: an edit made meanwhile is put back.
+#[tokio::test]
+async fn an_object_without_a_recorded_digest_is_checked_not_trusted() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec =
+        json!({ "chart": { "path": "full" }, "drift": { "mode": "enabled" }, "interval": "5s" });
+    apply(&f, "unrecorded", spec).await;
+    ready(&f, "unrecorded", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    operator.stop().await;
+
+    let app = get(&f, "unrecorded").await.unwrap();
+    let mut inventory = app.status.unwrap().inventory;
+    assert!(!inventory.is_empty());
+    for entry in &mut inventory {
+        entry.checked.clear();
+    }
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "unrecorded",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "inventory": inventory } })),
+        )
+        .await
+        .unwrap();
+    edit::<ConfigMap>(
+        &f,
+        "unrecorded-env",
+        Patch::Merge(json!({ "data": { "LOG_LEVEL": "edited-while-stopped" } })),
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    eventually("put back after the start", 60, || async {
+        (log_level(&configmap(&f, "unrecorded-env").await) == CHART_LOG_LEVEL).then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+/// The status write that says `Ready` carries `status.inventory` with
+/// every object's digest: nothing is written after it.
+#[tokio::test]
+async fn the_ready_write_carries_the_inventory_and_nothing_is_written_after_it() {
+    use futures::{StreamExt, TryStreamExt};
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), NS);
+    let from = apps
+        .list_metadata(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let params = kube::api::WatchParams::default().fields("metadata.name=settled");
+    let mut versions = apps.watch(&params, &from).await.unwrap().boxed();
+    let operator = f.start_delivery().await;
+    let spec = json!({ "chart": { "path": "full" }, "drift": { "mode": "enabled" } });
+    apply(&f, "settled", spec).await;
+    ready(&f, "settled", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    // Every version of the HelmApp written so far, in order.
+    let mut seen = Vec::new();
+    while let Ok(next) =
+        tokio::time::timeout(std::time::Duration::from_secs(2), versions.try_next()).await
+    {
+        let Some(event) = next.unwrap() else { break };
+        match event {
+            kube::api::WatchEvent::Added(a) | kube::api::WatchEvent::Modified(a) => seen.push(a),
+            kube::api::WatchEvent::Bookmark(_) => {}
+            other => panic!("unexpected watch event {other:?}"),
+        }
+    }
+    let first_ready = seen
+        .iter()
+        .position(is_ready)
+        .expect("a Ready version was watched");
+    let status = seen[first_ready].status.as_ref().unwrap();
+    assert_eq!(status.inventory_revision, 1);
+    assert!(
+        status.inventory.len() >= 6,
+        "inventory in the Ready write: {:?}",
+        status.inventory
+    );
+    let unchecked: Vec<&str> = status
+        .inventory
+        .iter()
+        .filter(|e| e.checked.is_empty())
+        .map(|e| e.name.as_str())
+        .collect();
+    assert_eq!(unchecked, Vec::<&str>::new(), "objects without a digest");
+    let after: Vec<&str> = seen[first_ready + 1..]
+        .iter()
+        .filter_map(|a| a.metadata.resource_version.as_deref())
+        .collect();
+    assert_eq!(after, Vec::<&str>::new(), "versions written after Ready");
+    operator.stop().await;
+}
+
 #[tokio::test]
 async fn random_output_of_a_chart_is_not_drift_the_stored_manifest_is_the_reference() {
     let f = Fixture::new().await;

@@ -101,8 +101,10 @@ pub async fn run(
         Ok(released) => succeeded_then_tested(ctx, app, o, kind, &hash, released).await,
         Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e).await,
     };
-    // Whatever helm left in the storage is what the next check expects.
-    crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
+    // Whatever helm left in the storage is what the next check expects;
+    // the objects of a revision it deployed go in the same status write.
+    let entries = crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
+    crate::delivery::helmapp::drift::record_deployed(ctx, app, o, &entries).await;
     Ok(outcome)
 }
 

@@ -34,6 +34,7 @@ use super::context::Context;
 use super::observed::{Drifted, Observed};
 use crate::cached::fingerprint::{Fingerprint, Fingerprinted};
 use check::{Object, with_helm_metadata};
+use futures::StreamExt;
 
 /// At most this many objects are checked in one reconcile (the others
 /// stay suspect and are checked by the next).
@@ -72,7 +73,15 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         o.status.drift.clear();
         return;
     }
-    let (suspects, unwatched) = suspects(ctx, app, o);
+    let first_sight = match new_revision {
+        // Its objects were applied by the helm run that made it.
+        true => Recheck::TrustFirstSight,
+        // No digest recorded when helm applied it (a run that could not
+        // read them, or an operator stopped before its status write): an
+        // edit made since must not be taken for the applied state.
+        false => Recheck::Always,
+    };
+    let (suspects, unwatched) = suspects(ctx, app, o, new_revision);
     let interval =
         super::inputs::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
     let app_key = cache::object_key(app);
@@ -86,7 +95,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     if let Some(i) = polled {
         let entry = &o.status.inventory[i];
         let previous = match entry.checked.as_str() {
-            "" => Recheck::TrustFirstSight,
+            "" => first_sight,
             _ => Recheck::IfChanged(entry.checked.clone()),
         };
         todo.push((i, previous));
@@ -111,6 +120,105 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
 }
 
+/// After a helm run: [`record_revision`] of the newest of `entries` (the
+/// storage read after it) if it is deployed and ours.
+pub async fn record_deployed(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    entries: &[crate::cached::objects::HelmRelease],
+) {
+    let Some(newest) = crate::cached::storage::newest_of(entries) else {
+        return;
+    };
+    let ours =
+        crate::cached::objects::label(&newest.metadata, crate::delivery::names::UID_LABEL) == o.uid;
+    let deployed = newest
+        .release
+        .as_ref()
+        .is_ok_and(|r| r.status == "deployed");
+    if ours
+        && deployed
+        && let Some(secret) = &newest.metadata.name
+    {
+        record_revision(ctx, app, o, secret, newest.version()).await;
+    }
+}
+
+/// After a helm run of ours left `revision` (stored in Secret `secret`)
+/// deployed: `status.inventory` of it, with the digest of every object
+/// read now — helm has just applied them — so that the status write that
+/// says `Ready` carries them, and nothing is left to write after it. An
+/// object that cannot be read keeps no digest (checked by the next
+/// reconcile); an inventory that cannot be listed is left to the next
+/// reconcile's [`observe`].
+async fn record_revision(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    secret: &str,
+    revision: i64,
+) {
+    let mut entries = match inventory(ctx, o, secret).await {
+        Ok(entries) => entries,
+        Err(e) => {
+            log::warn!(
+                "{}: cannot list the objects of revision {revision}: {e}",
+                o.target.key()
+            );
+            return;
+        }
+    };
+    // With drift disabled no digest is compared: none is read.
+    if app.spec.drift_mode() != DriftMode::Disabled {
+        let user = o.identity.user();
+        // The futures are made first: a stream that maps with a closure
+        // over borrowed entries is not provably `Send` to the compiler.
+        let reads: Vec<_> = entries
+            .iter()
+            .map(|entry| read_live(ctx, entry, user.as_deref()))
+            .collect();
+        let live: Vec<_> = futures::stream::iter(reads)
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+        for (entry, live) in entries.iter_mut().zip(live) {
+            match live {
+                Ok(Some(live)) => {
+                    let ignored = rules::ignored(app, entry);
+                    entry.checked = Fingerprint::of(&live).digest(&ignored);
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("{}: {e}", o.target.key()),
+            }
+        }
+    }
+    o.status.inventory = entries;
+    o.status.inventory_revision = revision;
+    o.status.drift.clear();
+    ctx.drift.polls.forget(&cache::object_key(app));
+}
+
+/// The object of `entry` as the API has it now, read as `user`.
+async fn read_live(
+    ctx: &Context,
+    entry: &InventoryEntry,
+    user: Option<&str>,
+) -> Result<Option<Value>, String> {
+    let object = Object {
+        api_version: &entry.api_version,
+        kind: &entry.kind,
+        namespace: &entry.namespace,
+        name: &entry.name,
+        desired: &Value::Null,
+        as_user: user,
+    };
+    ctx.drift.read(&ctx.client, &object).await
+}
+
+/// Objects read at once by [`record_revision`].
+const READS_AT_ONCE: usize = 8;
+
 /// Whether a check reads the object and dry-runs it whatever its digest.
 enum Recheck {
     Always,
@@ -122,8 +230,14 @@ enum Recheck {
 
 /// The inventory entries that are suspect (by their cached fingerprint),
 /// and those of kinds not cached (polled). Records the digest of objects
-/// seen for the first time.
-fn suspects(ctx: &Context, app: &HelmApp, o: &mut Observed) -> (Vec<(usize, Recheck)>, Vec<usize>) {
+/// seen for the first time in a `new_revision` (helm has just applied
+/// them); one without a digest otherwise is checked.
+fn suspects(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    new_revision: bool,
+) -> (Vec<(usize, Recheck)>, Vec<usize>) {
     let repairing = app.spec.drift_mode() == DriftMode::Enabled;
     let (mut suspects, mut unwatched) = (Vec::new(), Vec::new());
     for i in 0..o.status.inventory.len() {
@@ -147,9 +261,10 @@ fn suspects(ctx: &Context, app: &HelmApp, o: &mut Observed) -> (Vec<(usize, Rech
         if fingerprint.drift_disabled {
             entry.checked = digest;
             o.drift.cleared.push(identity(entry));
-        } else if entry.checked.is_empty() && !listed {
+        } else if entry.checked.is_empty() && !listed && new_revision {
             entry.checked = digest;
         } else if digest != entry.checked || (repairing && listed) {
+            // (An unrecorded digest differs from every digest: checked.)
             suspects.push((i, Recheck::Always));
         }
     }
