@@ -30,7 +30,9 @@ pub struct ManagerArgs {
     /// Safety resync period, Go duration syntax (10m, 30s, 1h).
     #[arg(long, env = "RECONCILE_DURATION", default_value = "10m")]
     reconcile_duration: String,
-    /// On SIGTERM/SIGINT, how long in-flight reconciles may take to finish.
+    /// On SIGTERM/SIGINT, how long the whole shutdown may take: in-flight
+    /// reconciles drain for all but a quarter of it (at most 5 s), kept for
+    /// killing helm, releasing the Lease and flushing Events.
     #[arg(long, default_value = "30s")]
     shutdown_timeout: String,
     /// Where /metrics is served ("0" disables it).

@@ -86,7 +86,9 @@ pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, St
     // before the Lease is released — a standby must never start a helm on
     // a release whose previous helm is still running.
     let on_ended = helm.clone();
-    manager.on_work_ended(move || on_ended.kill_all_and_wait(std::time::Duration::from_secs(5)));
+    manager.on_work_ended(move |left| {
+        on_ended.kill_all_and_wait(left.min(std::time::Duration::from_secs(5)))
+    });
     Ok(Added { helm, stats, nudge })
 }
 

@@ -272,6 +272,53 @@ async fn on_sigterm_helm_is_killed_and_gone_before_the_lease_is_released() {
     assert!(status.success(), "{status:?}");
 }
 
+/// The API server hangs (frozen: connections open, no answers) and a helm
+/// runs: SIGTERM still ends the process within `--shutdown-timeout` — the
+/// drain, the helm kill, the Lease release and the Events' flush share it
+/// — and no helm outlives it.
+#[tokio::test]
+async fn on_sigterm_with_the_api_server_hung_the_operator_exits_within_the_shutdown_timeout() {
+    const BUDGET_SECS: u64 = 3;
+    let f = Fixture::new().await;
+    let budget = format!("{BUDGET_SECS}s");
+    let (mut child, pids) = leader_with_a_hanging_helm(&f, &["--shutdown-timeout", &budget]).await;
+    eventually("the lease held", 30, || async {
+        (holder(&f).await.starts_with("leader")).then_some(())
+    })
+    .await;
+    f.cp.freeze_apiserver();
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let signalled = Instant::now();
+    // Far longer than the budget: a process that hangs is reported, not waited for.
+    let exited = loop {
+        if child.try_wait().unwrap().is_some() {
+            break Some(signalled.elapsed());
+        }
+        if signalled.elapsed().as_secs() > 60 {
+            break None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    f.cp.thaw_apiserver();
+    let exited = exited.expect("the operator had not exited 60 s after SIGTERM");
+    // The budget, and 3 s for the process to be scheduled and torn down on
+    // a busy machine — against at least the drain + the 6 s renew deadline
+    // + 5 s of Event flush when each step took its own time.
+    assert!(
+        exited.as_secs_f64() < (BUDGET_SECS + 3) as f64,
+        "exited {exited:?} after SIGTERM with --shutdown-timeout {budget}"
+    );
+    for pid in pids_in(&pids) {
+        eventually(
+            &format!("helm process {pid} to be gone"),
+            5,
+            || async move { (!alive(pid)).then_some(()) },
+        )
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn losing_the_lease_kills_running_helm_process_groups_before_the_operator_exits() {
     let f = Fixture::new().await;

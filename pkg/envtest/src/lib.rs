@@ -378,6 +378,33 @@ impl ControlPlane {
         }
     }
 
+    /// Freezes kube-apiserver (SIGSTOP): its port accepts connections that
+    /// then get no answer — a partitioned or hung server, not a refusing
+    /// one — until [`Self::thaw_apiserver`]. No-op while it is stopped.
+    pub fn freeze_apiserver(&self) {
+        if let Some(pid) = self.pids().1 {
+            signal(pid, libc::SIGSTOP);
+        }
+    }
+
+    /// Lets a frozen kube-apiserver run again (SIGCONT).
+    pub fn thaw_apiserver(&self) {
+        if let Some(pid) = self.pids().1 {
+            signal(pid, libc::SIGCONT);
+        }
+    }
+
+    /// Freezes etcd (SIGSTOP): kube-apiserver answers, but every request
+    /// that reaches storage waits, until [`Self::thaw_etcd`].
+    pub fn freeze_etcd(&self) {
+        signal(self.pids().0, libc::SIGSTOP);
+    }
+
+    /// Lets a frozen etcd run again (SIGCONT).
+    pub fn thaw_etcd(&self) {
+        signal(self.pids().0, libc::SIGCONT);
+    }
+
     /// Starts kube-apiserver again on the same port with the same flags and
     /// waits until it is ready. No-op when it is running.
     pub async fn start_apiserver(&mut self) -> Result<(), Error> {
@@ -400,6 +427,22 @@ impl ControlPlane {
         self.apiserver = Some(apiserver);
         Ok(())
     }
+}
+
+/// Sends `signal` to `pid`.
+///
+/// # Panics
+/// When kill(2) fails: a fault the test asked for that did not happen must
+/// not pass as one that did.
+fn signal(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill(2) on a child's pid; no memory is involved.
+    let done = unsafe { libc::kill(pid as libc::pid_t, signal) };
+    assert_eq!(
+        done,
+        0,
+        "kill({pid}, {signal}): {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 impl Drop for ControlPlane {

@@ -61,8 +61,18 @@ pub struct ManagerOptions {
     pub leader_election: Option<LeaderElection>,
     /// How long the required caches may take to sync.
     pub sync_timeout: Duration,
-    /// On shutdown, how long in-flight reconciles may take to finish.
+    /// On shutdown, how long the whole shutdown may take from the signal:
+    /// in-flight reconciles drain for all of it but a [`reserve`] kept for
+    /// what follows (the work-ended hooks, releasing the Lease, flushing
+    /// Events), each bounded by what is left — so the process exits
+    /// within it even with the API server gone.
     pub drain_timeout: Duration,
+}
+
+/// The part of a shutdown budget kept for the steps after the drain: a
+/// quarter, at most 5 s.
+pub fn reserve(budget: Duration) -> Duration {
+    (budget / 4).min(Duration::from_secs(5))
 }
 
 impl ManagerOptions {
@@ -150,7 +160,9 @@ pub struct Manager {
     /// Run when the controllers' work has ended on a shutdown (drained or
     /// past the drain timeout), before the Lease is released: whatever is
     /// still running must be gone before another replica may start.
-    on_work_ended: Vec<Box<dyn Fn() + Send + Sync>>,
+    on_work_ended: Vec<Box<dyn Fn(Duration) + Send + Sync>>,
+    /// When the shutdown budget ends: set by the shutdown signal.
+    shutdown_deadline: Arc<std::sync::OnceLock<tokio::time::Instant>>,
     /// The recorder of the informers' `DecodeFailed` Events, emptied
     /// before the broadcaster flushes: the informers' hook holds this slot,
     /// not the recorder, so it cannot keep the event channel open.
@@ -207,6 +219,7 @@ impl Manager {
             options,
             on_lease_lost: Vec::new(),
             on_work_ended: Vec::new(),
+            shutdown_deadline: Default::default(),
         }
     }
 
@@ -223,14 +236,24 @@ impl Manager {
     /// has ended (drained, or past the drain timeout) and before the leader
     /// Lease is released: work outside this process's tasks (e.g. child
     /// processes) is stopped there, so the next leader never races it.
-    /// Called with or without leader election.
-    pub fn on_work_ended(&mut self, hook: impl Fn() + Send + Sync + 'static) {
+    /// Called with or without leader election, with the time left of the
+    /// shutdown budget ([`ManagerOptions::drain_timeout`]); it should
+    /// return within it.
+    pub fn on_work_ended(&mut self, hook: impl Fn(Duration) + Send + Sync + 'static) {
         self.on_work_ended.push(Box::new(hook));
     }
 
     fn work_ended(&self) {
         for hook in &self.on_work_ended {
-            hook();
+            hook(self.shutdown_left());
+        }
+    }
+
+    /// What is left of the shutdown budget (all of it before a signal).
+    fn shutdown_left(&self) -> Duration {
+        match self.shutdown_deadline.get() {
+            Some(at) => at.saturating_duration_since(tokio::time::Instant::now()),
+            None => self.options.drain_timeout,
         }
     }
 
@@ -283,8 +306,10 @@ impl Manager {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ManagerError> {
         let flag = self.stopping.clone();
+        let (deadline, budget) = (self.shutdown_deadline.clone(), self.options.drain_timeout);
         let shutdown: Shared<BoxFuture<'static, ()>> = async move {
             shutdown.await;
+            let _ = deadline.set(tokio::time::Instant::now() + budget);
             flag.0.store(true, Relaxed);
         }
         .boxed()
@@ -297,9 +322,8 @@ impl Manager {
             s.abort();
         }
         drop(lock(&self.refusal_recorder).take());
-        self.broadcaster
-            .shutdown_within(Duration::from_secs(5))
-            .await;
+        let flush = self.shutdown_left().min(Duration::from_secs(5));
+        self.broadcaster.shutdown_within(flush).await;
         outcome
     }
 
@@ -360,7 +384,11 @@ impl Manager {
             _ = work => {
                 self.set_leading(false);
                 self.work_ended();
-                elector.release().await;
+                // Not released in time: it expires on its own.
+                let left = self.shutdown_left();
+                if tokio::time::timeout(left, elector.release()).await.is_err() {
+                    log::warn!("the shutdown budget ended before the leader lease was released; it expires on its own");
+                }
                 Ok(())
             }
             lost = elector.hold() => {
@@ -375,12 +403,14 @@ impl Manager {
         }
     }
 
-    /// Runs every controller until `shutdown`, then waits for their drains.
+    /// Runs every controller until `shutdown`, then waits for their drains
+    /// (the shutdown budget but its [`reserve`]).
     async fn run_all(&self, shutdown: Shared<BoxFuture<'static, ()>>) {
+        let budget = self.options.drain_timeout;
+        let drain = budget - reserve(budget);
         let runs = self.controllers.iter().map(|c| {
             log::info!("starting controller {}", c.name());
-            c.clone()
-                .run(shutdown.clone().boxed(), self.options.drain_timeout)
+            c.clone().run(shutdown.clone().boxed(), drain)
         });
         futures::future::join_all(runs).await;
     }

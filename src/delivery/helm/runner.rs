@@ -190,16 +190,15 @@ impl Helm {
     }
 
     /// [`kill_all`](Self::kill_all), then waits up to `within` until no
-    /// process of those groups is left (an exited one reaped): what a
-    /// shutdown does before it releases the Lease. Says so in the log when
-    /// one outlived the wait.
+    /// process of those groups is left running (a killed one that is not
+    /// reaped yet — ours, or a grandchild whose new parent is slow to reap
+    /// it — runs nothing): what a shutdown does before it releases the
+    /// Lease. Says so in the log when one outlived the wait.
     pub fn kill_all_and_wait(&self, within: std::time::Duration) {
         let groups: Vec<i32> = self.groups.lock().iter().copied().collect();
         self.kill_all();
         let deadline = std::time::Instant::now() + within;
-        // SAFETY: kill(2) with signal 0 only asks whether the group exists.
-        let alive = |g: i32| unsafe { libc::kill(-g, 0) } == 0;
-        while groups.iter().any(|g| alive(*g)) {
+        while groups.iter().any(|g| group_runs(*g)) {
             if std::time::Instant::now() >= deadline {
                 log::warn!("a killed helm process group outlived {within:?}");
                 return;
@@ -490,3 +489,30 @@ fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError>
 
 #[cfg(test)]
 mod tests;
+
+/// Whether a process of group `pgid` runs (a zombie does not): from
+/// `/proc/<pid>/stat`, or — without `/proc` — whether the group exists.
+fn group_runs(pgid: i32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        // SAFETY: kill(2) with signal 0 only asks whether the group exists.
+        return unsafe { libc::kill(-pgid, 0) } == 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| {
+            // After the command's closing parenthesis: state, ppid, pgrp.
+            let Some((_, rest)) = stat.rsplit_once(") ") else {
+                return false;
+            };
+            let mut fields = rest.split_whitespace();
+            let state = fields.next().unwrap_or("Z");
+            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+            pgrp == Some(pgid) && !matches!(state, "Z" | "X")
+        })
+}
