@@ -56,6 +56,12 @@ pub struct Context {
     pub drift: super::drift::shared::Shared,
     /// Whether the API answers: no helm starts while it does not.
     pub reachability: Arc<crate::delivery::reachability::Reachability>,
+    /// When this process began reconciling — it leads from then on (a
+    /// process that loses the lease exits): a helm that left a release
+    /// pending before then ran in an operator that is gone, and its helm
+    /// with it (killed with the pod, or by its shutdown or lease loss
+    /// before another replica could lead).
+    pub leading_since: OnceLock<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Context {

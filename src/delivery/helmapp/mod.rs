@@ -80,6 +80,7 @@ impl Reconciler for HelmApps {
 
     async fn reconcile(&self, key: &str) -> Result<Action, DeliveryError> {
         let ctx = &self.ctx;
+        ctx.leading_since.get_or_init(chrono::Utc::now);
         if ctx.reachability.is_down() {
             // Nothing can be read or written, and a helm would fail to
             // connect: the key waits for the probe, spending no retry.
@@ -176,6 +177,7 @@ pub fn controller(
             manager,
             wake.clone(),
         ),
+        leading_since: std::sync::OnceLock::new(),
     };
     let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
         .max_backoff(Duration::from_secs(300))

@@ -66,6 +66,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         readiness_polled: false,
         drift: Default::default(),
         now: chrono::Utc::now(),
+        leading_since: *ctx.leading_since.get_or_init(chrono::Utc::now),
         status,
         target,
     };

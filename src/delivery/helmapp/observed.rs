@@ -129,6 +129,8 @@ pub struct Observed {
     /// What the drift check found (`super::drift`).
     pub drift: DriftFound,
     pub now: chrono::DateTime<chrono::Utc>,
+    /// Since when this process reconciles ([`super::context::Context::leading_since`]).
+    pub leading_since: chrono::DateTime<chrono::Utc>,
     /// The helm timeout: `spec.timeout`, clamped to `--max-helm-timeout`.
     pub timeout: Duration,
     /// `spec.timeout` was longer than `--max-helm-timeout`.

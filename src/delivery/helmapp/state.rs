@@ -36,13 +36,15 @@ pub enum ReleaseState {
     },
     /// Pending, and a helm run of ours holds it.
     HeldByHelm,
-    /// Pending with no helm of ours on it, for less than `timeout`.
+    /// Pending with no helm of ours on it since this process leads, for
+    /// less than `timeout`: another helm may run on it.
     Locked {
         message: String,
         remaining: Duration,
     },
-    /// Pending with no helm of ours on it, for longer than `timeout`: a
-    /// crashed helm left it; unlock it.
+    /// Pending with no helm of ours on it, since before this process led
+    /// (its helm went with the operator that ran it) or for longer than
+    /// `timeout`: unlock it.
     Stuck { message: String },
     /// Owned by another live HelmApp: never taken.
     OwnedByOther { message: String },
@@ -345,21 +347,28 @@ fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     })
 }
 
-/// A release of ours left `pending-*`: held by our helm, locked until
-/// `timeout` has passed since helm last touched it, or stuck.
+/// A release of ours left `pending-*`: held by our helm; stuck when the
+/// helm that left it ran before this process led (a pod killed
+/// mid-upgrade: that helm is gone); else locked until `timeout` has passed
+/// since helm last touched it (a helm not ours may run on it), then stuck.
 fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
     if o.busy {
         return ReleaseState::HeldByHelm;
     }
     let timeout = o.timeout;
-    let pending_for = chrono::DateTime::parse_from_rfc3339(&newest.updated)
-        .map(|t| {
-            (o.now - t.with_timezone(&chrono::Utc))
-                .to_std()
-                .unwrap_or_default()
-        })
-        .unwrap_or(timeout);
+    let touched = chrono::DateTime::parse_from_rfc3339(&newest.updated)
+        .map(|t| t.with_timezone(&chrono::Utc))
+        .ok();
     let (key, state, since) = (o.target.key(), &newest.status, &newest.updated);
+    if touched.is_some_and(|t| t < o.leading_since) {
+        let message = format!(
+            "release {key} is {state} since {since}, before this operator took over: the helm that ran it went with its operator; marked failed, as helm does when it gives up"
+        );
+        return ReleaseState::Stuck { message };
+    }
+    let pending_for = touched
+        .map(|t| (o.now - t).to_std().unwrap_or_default())
+        .unwrap_or(timeout);
     if pending_for < timeout {
         let message = format!(
             "release {key} is {state} since {since} and no helm of ours runs on it; unlocked after spec.timeout ({})",

@@ -189,3 +189,154 @@ async fn a_deletion_right_after_a_chart_version_upgrade_is_put_back() {
     .await;
     operator.stop().await;
 }
+
+/// A helm wrapper that logs `<time> start <pid>` and `<time> end <pid>`
+/// around each run of the real helm (its pid is the run's process group).
+fn logging_helm(f: &Fixture, log: &std::path::Path) -> std::path::PathBuf {
+    let helm = f.cp.helm_binary();
+    let wrapper = f.cp.dir().join("logging-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{version}echo \"$(date +%s.%N) start $$\" >> '{log}'\n'{helm}' \"$@\"\nrc=$?\necho \"$(date +%s.%N) end $$\" >> '{log}'\nexit $rc\n",
+            version = version_passes_through(&helm),
+            log = log.display(),
+            helm = helm.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
+/// `(time, started, pid)` of each line of a [`logging_helm`] log.
+fn helm_log(log: &std::path::Path) -> Vec<(f64, bool, i32)> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let at = w.next()?.parse().ok()?;
+            let started = w.next()? == "start";
+            Some((at, started, w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The pids of runs started and not ended.
+fn running(log: &std::path::Path) -> Vec<i32> {
+    let mut open = Vec::new();
+    for (_, started, pid) in helm_log(log) {
+        match started {
+            true => open.push(pid),
+            false => open.retain(|p| *p != pid),
+        }
+    }
+    open
+}
+
+/// The pod is SIGKILLed mid-upgrade — the operator and its helm, no chance
+/// to clean up — while helm waits on a pre-upgrade hook with revision 2
+/// stored `pending-upgrade`. The next operator unlocks it and upgrades;
+/// never two helm processes at once.
+#[tokio::test]
+async fn a_pod_killed_mid_upgrade_leaves_a_pending_release_the_next_operator_unlocks() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = logging_helm(&f, &log);
+    let mut pod = f
+        .operator_command(f.cp.kubeconfig_path())
+        .args([
+            "run",
+            "--controllers",
+            "delivery",
+            "--privileged-namespaces=*",
+        ])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .arg("--helm-binary")
+        .arg(&wrapper)
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("killed-work"))
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let spec = |greeting: &str| json!({ "chart": { "path": "tiny" }, "values": { "upgradeHook": true, "greeting": greeting } });
+    apply(&f, "killed", spec("one")).await;
+    ready(&f, "killed", "InstallSucceeded", 1).await;
+    patch(&f, "killed", json!({ "spec": spec("two") })).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.cp.client(), NS);
+    eventually("helm waiting on the pre-upgrade hook", 60, || async {
+        pods.get_opt("killed-upgrade-hook").await.ok()?.map(|_| ())
+    })
+    .await;
+    let stored = revisions(&f, "killed").await;
+    assert_eq!(
+        stored
+            .get(&2)
+            .and_then(|l| l.get("status"))
+            .map(String::as_str),
+        Some("pending-upgrade")
+    );
+
+    // The pod dies: the operator and every helm group, at once.
+    let helms = running(&log);
+    assert_eq!(helms.len(), 1, "one helm runs the upgrade");
+    pod.kill().unwrap();
+    for pid in &helms {
+        // SAFETY: kill(2) on a process group our child started.
+        unsafe { libc::kill(-pid, libc::SIGKILL) };
+    }
+    pod.wait().unwrap();
+    let killed_at = now();
+    let old_hook = pods.get("killed-upgrade-hook").await.unwrap().metadata.uid;
+
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    // helm replaces the hook Pod; this one may run.
+    eventually("the upgrade's new hook Pod", 60, || async {
+        let hook = pods.get_opt("killed-upgrade-hook").await.ok()??;
+        (hook.metadata.uid != old_hook).then_some(())
+    })
+    .await;
+    f.set_pod_phase(NS, "killed-upgrade-hook", "Succeeded")
+        .await;
+    let app = ready(&f, "killed", "UpgradeSucceeded", 3).await;
+    let history = app.status.unwrap().history;
+    assert!(
+        history
+            .iter()
+            .any(|h| h.action == "unlock" && h.revision == 2),
+        "revision 2 unlocked: {history:?}"
+    );
+    // One helm at a time: the killed run counts as running until the kill.
+    let mut at_once = 0;
+    for (at, started, pid) in helm_log(&log) {
+        if started {
+            at_once += 1;
+            assert_eq!(
+                at_once, 1,
+                "a second helm started while one ran (pid {pid} at {at})"
+            );
+        } else {
+            at_once -= 1;
+        }
+        if helms.contains(&pid) && started {
+            // Killed: it never logs its end.
+            assert!(at < killed_at);
+            at_once -= 1;
+        }
+    }
+    operator.stop().await;
+}

@@ -27,7 +27,10 @@ pub async fn run(
         return Ok(Outcome::Replan);
     };
     let user = o.identity.user();
-    mark_failed(ctx, &o.target.namespace, &newest.secret, user.as_deref()).await?;
+    if !mark_failed(ctx, &o.target.namespace, &newest.secret, user.as_deref()).await? {
+        // The cache was behind: no longer pending. Decided again on it.
+        return Ok(Outcome::Replan);
+    }
     newest.status = "failed".into();
     let revision = newest.revision;
     ctx.recorder.event(
@@ -47,13 +50,14 @@ pub async fn run(
 
 /// Rewrites the storage Secret `ns/name` with its release's status
 /// `failed`, as `as_user` (read and written as the HelmApp's identity, as
-/// helm would).
+/// helm would) — if the fresh read still says `pending-*` (`false`: it
+/// does not, nothing written).
 async fn mark_failed(
     ctx: &Context,
     ns: &str,
     name: &str,
     as_user: Option<&str>,
-) -> Result<(), DeliveryError> {
+) -> Result<bool, DeliveryError> {
     let url = Request::new(Secret::url_path(&(), Some(ns)));
     let build = |e: kube::core::request::Error| DeliveryError::Failed(e.to_string());
     let mut get = url.get(name, &GetParams::default()).map_err(build)?;
@@ -67,9 +71,15 @@ async fn mark_failed(
     let broken = |e: String| DeliveryError::Failed(format!("{ns}/{name}: {e}"));
     let json = crate::cached::helm::release_json(&raw).map_err(|e| broken(e.to_string()))?;
     let mut release: Value = serde_json::from_slice(&json).map_err(|e| broken(e.to_string()))?;
+    let pending = release["info"]["status"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("pending-"));
+    if !pending {
+        return Ok(false);
+    }
     release["info"]["status"] = json!("failed");
     release["info"]["description"] =
-        json!("unlocked by hossted-operator: pending longer than spec.timeout");
+        json!("unlocked by hossted-operator: pending with no helm running on it");
     let json = serde_json::to_vec(&release).map_err(|e| broken(e.to_string()))?;
     data.insert(
         "release".into(),
@@ -87,5 +97,5 @@ async fn mark_failed(
         .map_err(build)?;
     impersonate(&mut replace, as_user).map_err(DeliveryError::Failed)?;
     let _: Secret = ctx.client.request(replace).await?;
-    Ok(())
+    Ok(true)
 }

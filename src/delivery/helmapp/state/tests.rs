@@ -70,6 +70,8 @@ pub(super) fn observed() -> Observed {
         readiness_polled: false,
         drift: Default::default(),
         now: now(),
+        // Led since before every revision `stored` makes (11:58).
+        leading_since: now() - chrono::Duration::hours(1),
         timeout: Duration::from_secs(300),
         timeout_clamped: false,
         resolve_after: None,
@@ -414,6 +416,16 @@ fn a_pending_release_is_held_locked_or_stuck_and_spent_retries_wait() {
                 ..observed()
             },
             |s| matches!(s, S::Locked { remaining, .. } if *remaining == Duration::from_secs(180)),
+        ),
+        (
+            "pending since before this process led: its helm is gone, stuck at once",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "pending-upgrade", UID, HASH),
+                leading_since: now() - chrono::Duration::seconds(30),
+                ..observed()
+            },
+            |s| matches!(s, S::Stuck { .. }),
         ),
         (
             "pending past the timeout: stuck",
