@@ -328,6 +328,19 @@ impl Helm {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        // SAFETY: prctl(2) is async-signal-safe; nothing else runs between
+        // fork and exec. Helm dies with the operator even when the operator
+        // is SIGKILLed outside a container (where its pod would take helm
+        // along): a pending release is unlocked by the next operator at
+        // once, so no helm of a dead one may still run on it. The signal
+        // follows the spawning thread, a runtime worker that lives as long
+        // as the process (no helm is spawned from a blocking-pool thread).
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         cmd
     }
 

@@ -253,3 +253,70 @@ async fn never_more_helm_processes_than_the_cap_and_never_two_on_one_release() {
     assert!(release_of.values().filter(|r| *r == "capped-0").count() >= 2);
     operator.stop().await;
 }
+
+/// The operator SIGKILLed outside a container (no pod to take its children
+/// along): the helm it ran dies with it, so the next operator, which
+/// unlocks a release left pending at once, never races it.
+#[tokio::test]
+async fn helm_dies_with_an_operator_killed_outright() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let pids = f.cp.dir().join("helm-pids");
+    let wrapper = f.cp.dir().join("endless-helm.sh");
+    // The wrapper becomes the endless process: the operator's own child.
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{version}echo $$ >> '{p}'\nexec sleep 600\n",
+            version = version_passes_through(&f.cp.helm_binary()),
+            p = pids.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = f
+        .operator_command(f.cp.kubeconfig_path())
+        .args([
+            "run",
+            "--controllers",
+            "delivery",
+            "--privileged-namespaces=*",
+        ])
+        .args([
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            "0",
+        ])
+        .arg("--helm-binary")
+        .arg(&wrapper)
+        .arg("--work-dir")
+        .arg(f.cp.dir().join("endless-work"))
+        .arg("--chart-path-root")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    apply(&f, "endless", json!({ "chart": { "path": "tiny" } })).await;
+    let running = |p: i32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.to_string()))
+            .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+    };
+    let helm: i32 = eventually("helm to run", 60, || async {
+        let text = std::fs::read_to_string(&pids).ok()?;
+        let pid = text.split_whitespace().next()?.parse().ok()?;
+        running(pid).then_some(pid)
+    })
+    .await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    eventually("helm gone with its operator", 10, || async move {
+        (!running(helm)).then_some(())
+    })
+    .await;
+}
