@@ -220,169 +220,174 @@ mod tests {
         a
     }
 
-    #[test]
-    fn each_state_has_its_step() {
-        let plain = app(|_| {});
+    /// One of every state. The match makes a new variant a compile error
+    /// here until it is listed, so the properties below cover it.
+    fn every_state() -> Vec<ReleaseState> {
+        use ReleaseState as S;
         let m = || "m".to_string();
-        let rows: Vec<(ReleaseState, Step)> = vec![
-            (ReleaseState::Deleting { uninstall: true }, Step::Uninstall),
-            (ReleaseState::Deleting { uninstall: false }, Step::LetGo),
-            (
-                ReleaseState::Tampered {
-                    message: m(),
-                    deleting: true,
-                },
-                Step::Abandon { message: m() },
-            ),
-            (
-                ReleaseState::Tampered {
-                    message: m(),
-                    deleting: false,
-                },
-                Step::Refuse {
-                    reason: Reason::StorageTampered,
-                    message: m(),
-                    warn: true,
-                    retry: false,
-                },
-            ),
-            (ReleaseState::Absent, Step::Install),
-            (
-                ReleaseState::OutOfSync {
-                    why: super::super::state::Why::Changed,
-                },
-                Step::Upgrade,
-            ),
-            (
-                ReleaseState::Stuck { message: m() },
-                Step::Unlock { message: m() },
-            ),
-            (
-                ReleaseState::HeldByHelm,
-                Step::Requeue {
-                    after: HELM_HOLDS,
-                    why: "a helm run holds the release",
-                },
-            ),
-            (
-                ReleaseState::Locked {
-                    message: m(),
-                    remaining: Duration::from_secs(7),
-                },
-                Step::Wait {
-                    reason: Reason::ReleaseLocked,
-                    message: m(),
-                    after: Duration::from_secs(7),
-                },
-            ),
-            (
-                ReleaseState::InSync { revision: Some(3) },
-                Step::Done { revision: Some(3) },
-            ),
-            (
-                ReleaseState::Drifted {
-                    objects: vec!["Service apps/web".into()],
-                },
-                Step::Repair {
-                    objects: vec!["Service apps/web".into()],
-                },
-            ),
-            (
-                ReleaseState::RetriesExhausted,
-                Step::Idle {
-                    why: "retries exhausted: waiting for a change",
-                },
-            ),
-            (
-                ReleaseState::OwnedByOther { message: m() },
-                Step::Refuse {
-                    reason: Reason::ReleaseOwnedByOther,
-                    message: m(),
-                    warn: true,
-                    retry: false,
-                },
-            ),
-            (
-                ReleaseState::NotOurs { message: m() },
-                Step::Refuse {
-                    reason: Reason::ReleaseNotOwned,
-                    message: m(),
-                    warn: true,
-                    retry: false,
-                },
-            ),
-            (
-                ReleaseState::ChartUnavailable {
-                    reason: Reason::ChartUnavailable,
-                    message: m(),
-                    retry: true,
-                },
-                Step::Refuse {
-                    reason: Reason::ChartUnavailable,
-                    message: m(),
-                    warn: true,
-                    retry: true,
-                },
-            ),
-            (
-                ReleaseState::FetchingChart,
-                Step::Idle {
-                    why: "fetching the chart; its end re-queues",
-                },
-            ),
-            (
-                ReleaseState::ChartUnavailable {
-                    reason: Reason::ChartSourceRefused,
-                    message: m(),
-                    retry: false,
-                },
-                Step::Refuse {
-                    reason: Reason::ChartSourceRefused,
-                    message: m(),
-                    warn: true,
-                    retry: false,
-                },
-            ),
-            (
-                ReleaseState::Refused {
-                    reason: Reason::DependencyNotReady,
-                    message: m(),
-                },
-                Step::Refuse {
-                    reason: Reason::DependencyNotReady,
-                    message: m(),
-                    warn: true,
-                    retry: false,
-                },
-            ),
+        let all = vec![
+            S::Deleting { uninstall: true },
+            S::Deleting { uninstall: false },
+            S::Tampered {
+                message: m(),
+                deleting: true,
+            },
+            S::Tampered {
+                message: m(),
+                deleting: false,
+            },
+            S::Suspended,
+            S::Refused {
+                reason: Reason::DependencyNotReady,
+                message: m(),
+            },
+            S::FetchingChart,
+            S::ChartUnavailable {
+                reason: Reason::ChartUnavailable,
+                message: m(),
+                retry: true,
+            },
+            S::HeldByHelm,
+            S::Locked {
+                message: m(),
+                remaining: Duration::from_secs(7),
+            },
+            S::Stuck { message: m() },
+            S::OwnedByOther { message: m() },
+            S::NotOurs { message: m() },
+            S::AdoptionRefused { message: m() },
+            S::InSync { revision: Some(3) },
+            S::Drifted { objects: vec![m()] },
+            S::FieldsDrifted { objects: vec![m()] },
+            S::BackingOff {
+                remaining: Duration::from_secs(4),
+            },
+            S::RetriesExhausted,
+            S::AwaitingApproval {
+                hash: m(),
+                chart_version: m(),
+                stale: None,
+            },
+            S::Absent,
+            S::OutOfSync {
+                why: super::super::state::Why::Changed,
+            },
         ];
-        for (state, step) in rows {
-            assert_eq!(next(&state, &plain), step, "{state:?}");
+        for s in &all {
+            match s {
+                S::Deleting { .. }
+                | S::Tampered { .. }
+                | S::Suspended
+                | S::Refused { .. }
+                | S::FetchingChart
+                | S::ChartUnavailable { .. }
+                | S::HeldByHelm
+                | S::Locked { .. }
+                | S::Stuck { .. }
+                | S::OwnedByOther { .. }
+                | S::NotOurs { .. }
+                | S::AdoptionRefused { .. }
+                | S::InSync { .. }
+                | S::Drifted { .. }
+                | S::FieldsDrifted { .. }
+                | S::BackingOff { .. }
+                | S::RetriesExhausted
+                | S::AwaitingApproval { .. }
+                | S::Absent
+                | S::OutOfSync { .. } => {}
+            }
         }
-        let Step::Refuse { reason, warn, .. } = next(&ReleaseState::Suspended, &plain) else {
-            panic!("suspended refuses");
-        };
-        assert_eq!((reason, warn), (Reason::Suspended, false), "no Event");
-        let no_repair = app(|a| a.spec.drift_repair = false);
-        let drifted = ReleaseState::Drifted {
+        all
+    }
+
+    /// Whether `step` runs helm or writes Helm's storage.
+    fn touches_the_release(step: &Step) -> bool {
+        matches!(
+            step,
+            Step::Install
+                | Step::Upgrade
+                | Step::Repair { .. }
+                | Step::Uninstall
+                | Step::Unlock { .. }
+        )
+    }
+
+    #[test]
+    fn only_a_release_to_make_mend_unlock_or_remove_is_touched() {
+        use ReleaseState as S;
+        let plain = app(|_| {});
+        for state in every_state() {
+            let wanted = matches!(
+                state,
+                S::Absent
+                    | S::OutOfSync { .. }
+                    | S::Drifted { .. }
+                    | S::Stuck { .. }
+                    | S::Deleting { uninstall: true }
+            );
+            let step = next(&state, &plain);
+            assert_eq!(touches_the_release(&step), wanted, "{state:?} → {step:?}");
+        }
+    }
+
+    #[test]
+    fn tampered_storage_is_never_handed_to_helm_not_even_to_uninstall() {
+        let plain = app(|_| {});
+        for deleting in [true, false] {
+            let state = ReleaseState::Tampered {
+                message: "edited".into(),
+                deleting,
+            };
+            let step = next(&state, &plain);
+            assert!(!touches_the_release(&step), "{step:?}");
+            match (deleting, step) {
+                // The HelmApp goes, the release stays as it is, said so.
+                (true, Step::Abandon { .. }) => {}
+                (
+                    false,
+                    Step::Refuse {
+                        reason: Reason::StorageTampered,
+                        warn: true,
+                        retry: false,
+                        ..
+                    },
+                ) => {}
+                (_, other) => panic!("tampered (deleting {deleting}): {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn with_drift_disabled_a_deleted_object_stays_deleted() {
+        let state = ReleaseState::Drifted {
             objects: vec!["Service apps/web".into()],
         };
-        assert_eq!(next(&drifted, &no_repair), Step::Done { revision: None });
-        let disabled = app(|a| a.spec.drift.mode = DriftMode::Disabled);
-        assert_eq!(next(&drifted, &disabled), Step::Done { revision: None });
-        let warn = app(|_| {});
+        let enabled = next(&state, &app(|_| {}));
+        assert!(matches!(enabled, Step::Repair { .. }), "{enabled:?}");
+        let disabled = app(|a| {
+            a.spec.drift =
+                serde_json::from_value(serde_json::json!({ "mode": "disabled" })).unwrap()
+        });
+        assert!(!touches_the_release(&next(&state, &disabled)));
+    }
+
+    #[test]
+    fn a_refusal_someone_must_act_on_warns_and_a_chosen_pause_does_not() {
+        let plain = app(|_| {});
+        for state in every_state() {
+            let Step::Refuse { reason, warn, .. } = next(&state, &plain) else {
+                continue;
+            };
+            assert_eq!(warn, reason != Reason::Suspended, "{state:?}: {reason:?}");
+        }
+    }
+
+    #[test]
+    fn a_release_our_helm_holds_is_looked_at_again_saying_nothing() {
+        let step = next(&ReleaseState::HeldByHelm, &app(|_| {}));
         assert!(
-            matches!(next(&drifted, &warn), Step::Repair { .. }),
-            "a deletion is put back in warn mode"
-        );
-        let edited = ReleaseState::FieldsDrifted {
-            objects: vec!["ConfigMap apps/web (/data/a)".into()],
-        };
-        assert_eq!(
-            next(&edited, &warn),
-            Step::PutBack {
-                objects: vec!["ConfigMap apps/web (/data/a)".into()]
-            }
+            matches!(step, Step::Requeue { after, .. } if after == HELM_HOLDS),
+            "{step:?}"
         );
     }
 
