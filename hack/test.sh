@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
 # THE test command: builds the test assets if needed, then format, lint and
 # every test of the workspace (unit tests and integration tests against a
-# real kube-apiserver + etcd).
+# real kube-apiserver + etcd); ends with the ten slowest tests.
+#
+#   hack/test.sh                 # everything (what CI runs)
+#   hack/test.sh --changed       # a developer's loop: only the test binaries
+#                                # of the crates changed since main (files
+#                                # committed, staged, edited or new); CI
+#                                # (CI=true) runs everything regardless
+#   hack/test.sh -- NAME         # further arguments go to cargo test
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+CHANGED=""
+if [[ "${1:-}" == "--changed" ]]; then
+  CHANGED=1
+  shift
+fi
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -42,8 +55,32 @@ python3 hack/check-import-cycles.py src/delivery
 # etcd + apiserver, mostly idle): four at a time finish in ~60% of the time
 # two take on a 2-core machine. RUST_TEST_THREADS overrides.
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
-step "cargo test --workspace (${RUST_TEST_THREADS} tests at a time per binary)"
-cargo test --workspace "$@"
+# The crates (-p) whose files changed since main, for --changed.
+changed_packages() {
+  local f
+  { git diff --name-only main...HEAD 2>/dev/null || true; git diff --name-only HEAD; git ls-files --others --exclude-standard; } \
+    | sort -u | while read -r f; do
+      case "$f" in
+        pkg/*/*) sed -n 's/^name = "\(.*\)"/-p \1/p' "pkg/$(cut -d/ -f2 <<<"$f")/Cargo.toml" | head -1 ;;
+        src/*|tests/*|examples/*|Cargo.toml|Cargo.lock|build.rs) echo "-p hossted-operator" ;;
+      esac
+    done | sort -u
+}
+packages=(--workspace)
+if [[ -n "$CHANGED" && "${CI:-}" != "true" ]]; then
+  read -r -a packages <<<"$(changed_packages | tr '\n' ' ')"
+  if [[ ${#packages[@]} -eq 0 ]]; then
+    step "no crate changed since main: no test runs"
+    exit 0
+  fi
+fi
+# Every test binary reports its tests' times (hack/lib/timed-test-runner.sh).
+host="$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z-' 'A-Z_')"
+export "CARGO_TARGET_${host}_RUNNER=$PWD/hack/lib/timed-test-runner.sh"
+TEST_LOG="$(mktemp)"
+trap 'rm -f "$TEST_LOG"' EXIT
+step "cargo test ${packages[*]} (${RUST_TEST_THREADS} tests at a time per binary)"
+cargo test "${packages[@]}" "$@" 2>&1 | tee "$TEST_LOG"
 
 # The fuzz targets of the parsers hostile input reaches, a short fixed
 # budget each (the same inputs every run): a panic on one fails CI.
@@ -55,3 +92,8 @@ FUZZ_INPUTS=10000 cargo test -q --test parsers -- --ignored
 # release binary + helm at the pinned version), checked to run.
 step "image root filesystem (hack/build-image-rootfs.sh)"
 hack/build-image-rootfs.sh
+
+# The cheap health signal: where the suite's time goes.
+step "the ten slowest tests"
+awk '/^ +Running /{bin = ($2 == "unittests") ? $3 : $2} /^test .* \.\.\. ok <[0-9.]+s>$/{t=$NF; gsub(/[<>s]/, "", t); print t, bin ": " $2}' "$TEST_LOG" \
+  | sort -rn | head -10 | awk '{printf "%8.1f s  %s %s\n", $1, $2, $3}'
