@@ -421,6 +421,12 @@ impl Operator {
             .sum()
     }
 
+    /// SIGKILL, as a node's failure or an OOM kill would; waits for the exit.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM, as the kubelet sends it; waits for the exit.
     pub fn stop(mut self) {
         // SAFETY: kill(2) on our own child.

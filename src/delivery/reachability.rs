@@ -7,7 +7,7 @@
 //! The state machine:
 //!
 //! ```text
-//!   Up ──(a helm run failed and one GET got no answer)──▶ Down
+//!   Up ──(before or after a helm run, one GET got no answer)──▶ Down
 //!   Down ──(the probe's GET answered)──▶ Up, every parked key re-queued
 //! ```
 
@@ -20,7 +20,9 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::gauge::Gauge;
 use runtime::RateLimitingQueue;
 
-/// The probe's first wait; doubled up to [`PROBE_MAX`].
+/// The probe's first wait; half as long again each time, up to
+/// [`PROBE_MAX`] (reached after about 8 s: an outage of seconds is seen
+/// to end soon after it does).
 const PROBE_FIRST: Duration = Duration::from_millis(250);
 const PROBE_MAX: Duration = Duration::from_secs(5);
 /// How long one probe may take before it counts as no answer.
@@ -82,9 +84,10 @@ impl Reachability {
         }
     }
 
-    /// After a failed helm run: whether the API answers now. No answer (a
-    /// connection or TLS error, a time-out, a 5xx) marks it down and starts
-    /// the probe; a 4xx is an answer.
+    /// Before a helm run, and after a failed one: whether the API answers
+    /// now (one cheap GET). No answer (a connection or TLS error, a
+    /// time-out, a 5xx) marks it down and starts the probe; a 4xx is an
+    /// answer.
     pub async fn answers(self: &Arc<Self>) -> bool {
         if self.is_down() {
             return false;
@@ -109,7 +112,7 @@ impl Reachability {
             if reachable(&self.client).await {
                 break;
             }
-            wait = (wait * 2).min(PROBE_MAX);
+            wait = wait.mul_f64(1.5).min(PROBE_MAX);
         }
         let parked = {
             let mut parked = self.parked.lock();

@@ -107,6 +107,13 @@ impl Reconciler for HelmApps {
         for _ in 0..MAX_STEPS {
             let step = plan::next(&state::state(&observed, &app), &app);
             settled = step.settles_approval();
+            if step.runs_helm() && !ctx.reachability.answers().await {
+                // A helm now would only fail to connect: the key waits for
+                // the API, spending no retry; nothing is written (nothing
+                // could be).
+                ctx.reachability.park(key);
+                return Ok(Action::done("the API server does not answer: waits"));
+            }
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
