@@ -61,6 +61,9 @@ pub enum HelmError {
         action: &'static str,
         stderr: String,
     },
+    /// Not started: the API server does not answer ([`Gate`]).
+    #[error("helm {action} did not start: the API server does not answer")]
+    Unreachable { action: &'static str },
     #[error("helm {action} printed something that is not a release: {message}")]
     Output {
         action: &'static str,
@@ -118,7 +121,14 @@ pub struct Helm {
     /// `GOMAXPROCS` for each helm process, unless the operator's own
     /// environment sets it (see [`child_max_procs`]).
     child_procs: usize,
+    /// Asked right before each helm process starts, slot and lock held:
+    /// `false` (the API server does not answer) starts none.
+    gate: std::sync::OnceLock<Gate>,
 }
+
+/// Whether a helm process may start now (whether the API server answers:
+/// a helm that cannot reach it only fails, and costs a process).
+pub type Gate = Arc<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
 
 /// The cores this process may use, shared among the helm processes that may
 /// run at once (at least one each). Go sizes its scheduler and collector by
@@ -159,6 +169,7 @@ impl Helm {
             busy: Mutex::default(),
             groups: Arc::default(),
             child_procs,
+            gate: Default::default(),
         }
     }
 
@@ -169,6 +180,12 @@ impl Helm {
         let slot = self.slots.acquire().await.ok()?;
         self.metrics.waited_for_slot(asked.elapsed().as_secs_f64());
         Some(slot)
+    }
+
+    /// Sets the [`Gate`] every helm start asks (once; later calls are
+    /// ignored).
+    pub fn set_gate(&self, gate: Gate) {
+        let _ = self.gate.set(gate);
     }
 
     /// Whether a helm process of ours runs on `namespace/release` now.
@@ -351,6 +368,12 @@ impl Helm {
         stdin: Option<String>,
         timeout: Duration,
     ) -> Result<String, HelmError> {
+        if action != "show"
+            && let Some(gate) = self.gate.get()
+            && !gate().await
+        {
+            return Err(HelmError::Unreachable { action });
+        }
         if let Some(k) = self.config.kubeconfig.as_ref().filter(|_| action != "show") {
             args.push("--kubeconfig".into());
             args.push(k.display().to_string());

@@ -107,13 +107,6 @@ impl Reconciler for HelmApps {
         for _ in 0..MAX_STEPS {
             let step = plan::next(&state::state(&observed, &app), &app);
             settled = step.settles_approval();
-            if step.runs_helm() && !ctx.reachability.answers().await {
-                // A helm now would only fail to connect: the key waits for
-                // the API, spending no retry; nothing is written (nothing
-                // could be).
-                ctx.reachability.park(key);
-                return Ok(Action::done("the API server does not answer: waits"));
-            }
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
@@ -186,6 +179,13 @@ pub fn controller(
         ),
         leading_since: std::sync::OnceLock::new(),
     };
+    // No helm starts while the API server does not answer (checked with
+    // the slot held: a run that waited for one may start long after).
+    let reachability = ctx.reachability.clone();
+    helm.set_gate(Arc::new(move || {
+        let reachability = reachability.clone();
+        Box::pin(async move { reachability.answers().await })
+    }));
     let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
         .max_backoff(Duration::from_secs(300))
         .workers(settings.workers)

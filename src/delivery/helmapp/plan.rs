@@ -63,14 +63,6 @@ pub enum Step {
 }
 
 impl Step {
-    /// Whether this step starts helm.
-    pub fn runs_helm(&self) -> bool {
-        matches!(
-            self,
-            Step::Install | Step::Upgrade | Step::Repair { .. } | Step::Uninstall
-        )
-    }
-
     /// Whether this step runs (or finds running) the configuration the
     /// spec asks for: after it, nothing waits for approval.
     pub fn settles_approval(&self) -> bool {

@@ -3,23 +3,22 @@
 
 use apis::helmapp::HelmApp;
 
+use crate::delivery::helm::HelmError;
 use crate::delivery::helmapp::context::Context;
 
 /// What a run the API's outage interrupted says.
 pub const OUTAGE: &str = "helm failed and the API server does not answer: waits for it";
 
-/// After a helm run failed: whether the API server does not answer
-/// (`crate::delivery::reachability`) — then the failure is the outage's,
-/// not the release's, and `app` waits for the API, parked.
-pub async fn outage(ctx: &Context, app: &HelmApp) -> bool {
-    if ctx.reachability.answers().await {
+/// After a helm run failed with `error`: whether it was the API server's
+/// outage (`crate::delivery::reachability`) — helm not started for it, or
+/// the API does not answer now — not the release's failure; then `app`
+/// waits for the API, parked (re-queued at once if it is back).
+pub async fn outage(ctx: &Context, app: &HelmApp, error: &HelmError) -> bool {
+    let unstarted = matches!(error, HelmError::Unreachable { .. });
+    if !unstarted && ctx.reachability.answers().await {
         return false;
     }
-    let key = format!(
-        "{}/{}",
-        kube::ResourceExt::namespace(app).unwrap_or_default(),
-        kube::ResourceExt::name_any(app)
-    );
+    let key = cache::object_key(app);
     ctx.reachability.park(&key);
     true
 }

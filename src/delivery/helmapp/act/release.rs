@@ -93,7 +93,9 @@ pub async fn run(
         return Ok(Outcome::Finished(action));
     };
     drop(post_render);
-    if result.is_err() && super::outage::outage(ctx, app).await {
+    if let Err(e) = &result
+        && super::outage::outage(ctx, app, e).await
+    {
         // Not a failure of the release: nothing counted, recorded or said.
         return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
     }

@@ -37,7 +37,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
             return Ok(Outcome::Finished(action));
         }
-        Some(Err(_)) if super::outage::outage(ctx, app).await => {
+        Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
             return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
         }
         Some(Err(e)) => {
