@@ -419,3 +419,118 @@ async fn a_missing_lease_namespace_is_one_plain_warning_and_retried_until_it_exi
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Two delivery replicas; the leader is SIGKILLed while its helm waits on
+/// a pre-upgrade hook (revision 2 stored `pending-upgrade`). Its helm goes
+/// with it; the standby takes the lease once it expires, unlocks revision
+/// 2 at once — it was left before the standby led — and upgrades.
+#[tokio::test]
+async fn the_leader_killed_mid_upgrade_hands_the_release_to_the_standby_which_unlocks_it() {
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    f.namespace("hossted-operator").await;
+    f.helmapp_crd().await;
+    let pids = f.cp.dir().join("helm-pids");
+    let wrapper = f.cp.dir().join("pid-helm.sh");
+    // Logs "<replica> <pid>", then is helm (the operator's own child).
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{version}echo \"$REPLICA $$\" >> '{p}'\nexec '{helm}' \"$@\"\n",
+            version = version_passes_through(&f.cp.helm_binary()),
+            p = pids.display(),
+            helm = f.cp.helm_binary().display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let replica = |name: &str| {
+        f.operator_command(f.cp.kubeconfig_path())
+            .env("POD_NAME", name)
+            .env("REPLICA", name)
+            .args(["run", "--controllers", "delivery", "--leader-elect"])
+            .args(["--leader-election-namespace", "hossted-operator"])
+            .args(["--leader-elect-lease-duration", "8s"])
+            .args(["--leader-elect-renew-deadline", "6s"])
+            .args(["--leader-elect-retry-period", "500ms"])
+            .args([
+                "--metrics-bind-address",
+                "0",
+                "--health-probe-bind-address",
+                "0",
+            ])
+            .arg("--privileged-namespaces=*")
+            .arg("--helm-binary")
+            .arg(&wrapper)
+            .arg("--work-dir")
+            .arg(f.cp.dir().join(format!("work-{name}")))
+            .arg("--chart-path-root")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = replica("first");
+    eventually("first leads", 30, || async {
+        holder(&f).await.starts_with("first").then_some(())
+    })
+    .await;
+    let mut second = replica("second");
+    let spec = |greeting: &str| json!({ "chart": { "path": "tiny" }, "values": { "upgradeHook": true, "greeting": greeting } });
+    apply_helmapp(&f, "apps", "handed", spec("one")).await;
+    helmapp_ready(&f, "apps", "handed", "InstallSucceeded", 1).await;
+    patch_helmapp(&f, "apps", "handed", json!({ "spec": spec("two") })).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(f.cp.client(), "apps");
+    eventually("the leader's helm waiting on the hook", 60, || async {
+        pods.get_opt("handed-upgrade-hook").await.ok()?.map(|_| ())
+    })
+    .await;
+    let stored = storage_revisions(&f, "apps", "handed").await;
+    assert_eq!(
+        stored
+            .get(&2)
+            .and_then(|l| l.get("status"))
+            .map(String::as_str),
+        Some("pending-upgrade")
+    );
+    let leader_helm: Vec<i32> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("first ")?.parse().ok())
+        .collect();
+    let old_hook = pods.get("handed-upgrade-hook").await.unwrap().metadata.uid;
+
+    first.kill().unwrap();
+    first.wait().unwrap();
+    for pid in leader_helm {
+        eventually(
+            &format!("the leader's helm {pid} gone with it"),
+            10,
+            || async move { (!alive(pid)).then_some(()) },
+        )
+        .await;
+    }
+    eventually("the standby leads", 60, || async {
+        holder(&f).await.starts_with("second").then_some(())
+    })
+    .await;
+    eventually("the standby's upgrade and its new hook Pod", 60, || async {
+        let hook = pods.get_opt("handed-upgrade-hook").await.ok()??;
+        (hook.metadata.uid != old_hook).then_some(())
+    })
+    .await;
+    f.set_pod_phase("apps", "handed-upgrade-hook", "Succeeded")
+        .await;
+    let app = helmapp_ready(&f, "apps", "handed", "UpgradeSucceeded", 3).await;
+    let history = app.status.unwrap().history;
+    assert!(
+        history
+            .iter()
+            .any(|h| h.action == "unlock" && h.revision == 2),
+        "revision 2 unlocked by the standby: {history:?}"
+    );
+    let _ = second.kill();
+    let _ = second.wait();
+}
