@@ -340,3 +340,63 @@ async fn a_pod_killed_mid_upgrade_leaves_a_pending_release_the_next_operator_unl
     }
     operator.stop().await;
 }
+
+/// Many upgrades asked for at once, the API server killed as they start:
+/// those that wait for a helm slot never start one while it is down.
+#[tokio::test]
+async fn runs_waiting_for_a_slot_start_no_helm_while_the_api_server_is_down() {
+    let mut f = Fixture::new().await;
+    f.namespace(NS).await;
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = logging_helm(&f, &log);
+    let operator = f
+        .start_delivery_with(|s| {
+            s.helm.binary = wrapper.clone();
+            s.helm.max_concurrent = 1;
+        })
+        .await;
+    let names: Vec<String> = (0..8).map(|i| format!("slot-{i}")).collect();
+    for name in &names {
+        apply(&f, name, json!({ "chart": { "path": "tiny" } })).await;
+    }
+    for name in &names {
+        ready(&f, name, "InstallSucceeded", 1).await;
+    }
+    for name in &names {
+        patch(
+            &f,
+            name,
+            json!({ "spec": { "values": { "greeting": "two" } } }),
+        )
+        .await;
+    }
+    let before = helm_log(&log).len();
+    eventually("the first upgrade started", 60, || async {
+        (helm_log(&log).len() > before).then_some(())
+    })
+    .await;
+    f.cp.stop_apiserver();
+    let down_at = now();
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let up_at = now();
+    let during: Vec<f64> = helm_log(&log)
+        .into_iter()
+        .filter(|(at, started, _)| *started && *at > down_at + 1.0 && *at < up_at)
+        .map(|(at, _, _)| at - down_at)
+        .collect();
+    f.cp.start_apiserver().await.unwrap();
+    assert_eq!(
+        during,
+        Vec::<f64>::new(),
+        "helm started while the API server was down (seconds into the outage)"
+    );
+    for name in &names {
+        let app = ready(&f, name, "UpgradeSucceeded", 2).await;
+        assert_eq!(
+            app.status.unwrap().failures,
+            0,
+            "{name}: the outage spent no retry"
+        );
+    }
+    operator.stop().await;
+}
