@@ -1,6 +1,6 @@
 //! The hostile-input benchmark (`hack/bench-hostile.sh`): the operator
 //! binary on a real control plane, under one attack at a time, measured
-//! from outside (DELIVERY.md "Hostile input").
+//! from outside (docs/security.md "Hostile input").
 //!
 //! For each attack: its peak RSS (the kernel's high-water mark, reset
 //! before the attack through `/proc/<pid>/clear_refs`) next to the idle

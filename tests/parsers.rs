@@ -1,4 +1,4 @@
-//! The parsers hostile input reaches (DELIVERY.md "Hostile input"): property
+//! The parsers hostile input reaches (docs/security.md "Hostile input"): property
 //! tests over generated YAML — anchors, aliases, nesting, sizes — that the
 //! YAML budget counts exactly and that no parser behind it builds more than
 //! the budget allows (the parse work stays linear in the input); and fuzz

@@ -1,5 +1,5 @@
 //! The `hossted_helm: true` marker of a release's rendered manifest
-//! (API.md): a mapping key `hossted_helm` whose value is true — `true`,
+//! (docs/inventory.md): a mapping key `hossted_helm` whose value is true — `true`,
 //! `True`, `TRUE` or the string `"true"`, not `yes`/`on` — at any depth of
 //! any document, in any YAML style (block or flow mappings, quoted or plain
 //! keys). Decided by a YAML parser, so comments and strings that merely

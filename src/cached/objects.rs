@@ -285,7 +285,7 @@ macro_rules! resource {
 pub(super) use resource;
 
 /// How objects of Helm releases are watched: label
-/// `app.kubernetes.io/managed-by=Helm` (API.md's membership rule), so the
+/// `app.kubernetes.io/managed-by=Helm` (docs/inventory.md's membership rule), so the
 /// caches and their events stay proportional to releases. One informer per
 /// kind, shared by the controllers that ask with these options.
 pub fn managed_by_helm_options<K>() -> cache::InformerOptions<K> {

@@ -1,4 +1,4 @@
-//! The other objects of a release the payload names (API.md, "Fields the Go
+//! The other objects of a release the payload names (docs/inventory.md, "Fields the Go
 //! operator 0.7.6 added"): Deployments, StatefulSets, ConfigMaps and
 //! Secrets, cached as their metadata — plus, for a Deployment, the first
 //! `secretKeyRef` its pod template uses (a name and a key, never a value),

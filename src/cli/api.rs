@@ -1,4 +1,4 @@
-//! The inventory's flags: the Hossted API (API.md's environment variables)
+//! The inventory's flags: the Hossted API (docs/inventory.md's environment variables)
 //! and what is reported. Asked for only when the inventory runs.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Flags and environment variables (API.md's names), validated into what
+//! Flags and environment variables (docs/inventory.md's names), validated into what
 //! the manager and the controllers take. A bad value is one line naming it.
 
 mod api;

@@ -1,5 +1,5 @@
 //! Tenancy flags: who a HelmApp's helm runs as, and which namespaces it
-//! may name (DELIVERY.md "Tenancy").
+//! may name (docs/tenancy.md).
 
 use clap::Args;
 

@@ -1,5 +1,5 @@
 //! Job 2, delivery: `HelmApp`s installed, upgraded and uninstalled with
-//! the real `helm` binary (`../shared/DELIVERY.md`). This module only wires
+//! the real `helm` binary (`docs/delivery.md`). This module only wires
 //! its controllers:
 //!
 //! - [`helmapp`]: one HelmApp's release (observe → state → plan → act);

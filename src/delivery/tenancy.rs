@@ -1,5 +1,4 @@
-//! Who a HelmApp's helm runs as, and what it may reference (DELIVERY.md
-//! "Tenancy"). Every helm action — install, upgrade, rollback, uninstall,
+//! Who a HelmApp's helm runs as, and what it may reference (docs/tenancy.md). Every helm action — install, upgrade, rollback, uninstall,
 //! the unlock's storage write, the CRD apply — asks [`Tenancy::identity`]
 //! and runs as what it answers; nothing else chooses.
 //!

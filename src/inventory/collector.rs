@@ -282,7 +282,7 @@ fn latest_revisions<'a>(
     latest
 }
 
-/// API.md's rule: the UUID already recorded for this release; else, for a
+/// docs/inventory.md's rule: the UUID already recorded for this release; else, for a
 /// release carrying the hossted marker in a namespace with a `uuid` Secret,
 /// `A-` + that Secret's `uuid`; else derived — the same on every send,
 /// retry, restart or change of leader, with nothing to remember.

@@ -1,6 +1,5 @@
 //! The one Warning a release's storage object gets when it cannot be
-//! decoded or is not a plausible Helm release (DELIVERY.md "Hostile
-//! input"): on the Secret (or ConfigMap) itself, where `kubectl describe`
+//! decoded or is not a plausible Helm release (docs/security.md "Hostile input"): on the Secret (or ConfigMap) itself, where `kubectl describe`
 //! shows it to whoever can fix it — once per version of it, however many
 //! reconciles see it.
 

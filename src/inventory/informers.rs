@@ -17,7 +17,7 @@ use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet
 
 /// Helm releases by label `owner=helm`, `uuid` Secrets by name; pods,
 /// services, ingresses, deployments, statefulsets, configmaps and secrets by
-/// label `app.kubernetes.io/managed-by=Helm` (API.md's membership rule: the
+/// label `app.kubernetes.io/managed-by=Helm` (docs/inventory.md's membership rule: the
 /// cache, and the events, stay proportional to the releases, not to the
 /// cluster); PVCs (claim templates carry only the instance label) and
 /// namespaces all; trivy-operator's vulnerability reports while their CRD

@@ -137,12 +137,12 @@ pub fn controller(manager: &Manager, settings: Settings, poster: Poster) -> Cont
     }
     // Deployments, StatefulSets, ConfigMaps, Secrets and vulnerability
     // reports only fill in the payload of a release that is sent anyway
-    // (API.md: a change to them alone is no reason to send): no handler,
+    // (docs/inventory.md: a change to them alone is no reason to send): no handler,
     // the next send reads them from the cache.
     controller
 }
 
-/// The cap of the backoff while the API is unavailable (API.md).
+/// The cap of the backoff while the API is unavailable (docs/inventory.md).
 pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
 
 /// Which objects of a kind can change a report.

@@ -1,4 +1,4 @@
-//! The JSON bodies sent to the Hossted API (`../shared/API.md`). Lists are
+//! The JSON bodies sent to the Hossted API (`docs/inventory.md`). Lists are
 //! always present (`[]`, never `null`).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The Hossted API client (`../shared/API.md`): blocking `ureq`, so callers
+//! The Hossted API client (`docs/inventory.md`): blocking `ureq`, so callers
 //! on the async runtime run it with `spawn_blocking`.
 //!
 //! Outcomes map to what the controller does next: [`Delivery::Delivered`]

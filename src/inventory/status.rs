@@ -4,7 +4,7 @@
 use apis::HosstedprojectStatus;
 
 /// Every reason of the `Ready` condition and of the Events the inventory
-/// writes (listed in the README).
+/// writes (listed in docs/inventory.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     /// Condition (True): every release is reported.
@@ -28,7 +28,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason, in README order.
+    /// Every reason, in the order docs/inventory.md lists them.
     pub const ALL: [Reason; 9] = [
         Reason::Reporting,
         Reason::Stopped,
@@ -109,11 +109,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn every_reason_is_in_the_readme_table() {
-        let readme = include_str!("../../README.md");
+    fn every_reason_is_in_the_docs_inventory_table() {
+        let readme = include_str!("../../docs/inventory.md");
         for reason in Reason::ALL {
             let row = format!("| `{}` |", reason.as_str());
-            assert!(readme.contains(&row), "README lacks the row for {row}");
+            assert!(
+                readme.contains(&row),
+                "docs/inventory.md lacks the row for {row}"
+            );
         }
     }
 

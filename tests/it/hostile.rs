@@ -1,4 +1,4 @@
-//! Hostile input to the inventory (DELIVERY.md "Hostile input"): whoever
+//! Hostile input to the inventory (docs/security.md "Hostile input"): whoever
 //! can write a Secret labelled `owner=helm` must not crash, stall or bloat
 //! the operator that reports every release of the cluster.
 

@@ -1,4 +1,4 @@
-//! The payload keys the Go operator 0.7.6 added (API.md), sent by us
+//! The payload keys the Go operator 0.7.6 added (docs/inventory.md), sent by us
 //! without its leaks: real releases of a chart with every kind, real
 //! trivy-operator reports, the CRD appearing while the operator runs.
 

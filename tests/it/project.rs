@@ -37,7 +37,7 @@ async fn wait_revisions(f: &Fixture, ns: &str, name: &str, want: &[i64]) {
 }
 
 /// The HelmApp the project made for release `name` in `ns`: in the
-/// operator's namespace (DELIVERY.md "Tenancy"), its spec naming both.
+/// operator's namespace (docs/tenancy.md), its spec naming both.
 async fn helmapp(f: &Fixture, ns: &str, name: &str) -> Option<HelmApp> {
     let made = Api::<HelmApp>::namespaced(f.cp.client(), "hossted-operator")
         .get_opt(&hossted_operator::delivery::names::made_app_name(ns, name))

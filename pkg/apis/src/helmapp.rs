@@ -1,6 +1,6 @@
 //! `HelmApp` (`hossted.com/v1alpha1`, namespaced, short name `happ`): one
 //! Helm release the operator installs, upgrades and uninstalls. The
-//! contract is `../shared/DELIVERY.md`; the defaults below live in the
+//! contract is `docs/delivery.md`; the defaults below live in the
 //! generated CRD's schema.
 
 use std::collections::BTreeMap;

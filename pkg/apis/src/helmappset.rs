@@ -2,7 +2,7 @@
 //! a group of HelmApps delivered together — optionally in sequence — and
 //! uninstalled in reverse order. Each `apps[]` entry becomes a child
 //! `HelmApp` named `<set>-<name>`, owned by the set. The contract is
-//! `../shared/DELIVERY.md`.
+//! `docs/delivery.md`.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;

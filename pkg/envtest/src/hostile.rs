@@ -2,8 +2,7 @@
 //! for each path is scripted — bytes with any status, a redirect, a body
 //! dripped slowly or sent without end, a `Content-Length` that is not the
 //! truth — and that records every request's path and `Authorization`
-//! header. For the hostile-input tests of chart sources (DELIVERY.md
-//! "Hostile input"); it listens on 127.0.0.1 only.
+//! header. For the hostile-input tests of chart sources (docs/security.md "Hostile input"); it listens on 127.0.0.1 only.
 //!
 //! ```no_run
 //! # async fn demo() {

@@ -1,5 +1,4 @@
-//! What a privileged identity may adopt (README, "Multi-tenant
-//! delivery"). A release no live HelmApp
+//! What a privileged identity may adopt (docs/tenancy.md). A release no live HelmApp
 //! owns carries no digest the operator recorded: anyone who may write
 //! Secrets in its namespace may have written it. Taking it over as the
 //! operator runs helm on what it lists — an upgrade deletes what the old

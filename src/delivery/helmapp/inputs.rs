@@ -294,11 +294,11 @@ fn unknown_kind(name: &str) -> String {
     format!("valuesFrom {name}: kind must be Secret or ConfigMap")
 }
 
-/// What decides the release's content (DELIVERY.md): the chart (source,
+/// What decides the release's content (docs/delivery.md): the chart (source,
 /// resolved version, digest), every source of values (inline, each
 /// `valuesFrom` with the digest of its content and its `targetPath`,
 /// `valuesBase64`, `set`), release name, target namespace, `crds`,
-/// `postRenderers` and `commonMetadata` — nothing else (DELIVERY.md's
+/// `postRenderers` and `commonMetadata` — nothing else (docs/delivery.md's
 /// list) — hashed to 32 hex characters (a label value).
 pub fn config_hash(
     app: &HelmApp,

@@ -1,5 +1,5 @@
 //! Readiness of an object of any kind, by the rules kstatus (the
-//! Kubernetes CLI's status library) gives and DELIVERY.md "Readiness of
+//! Kubernetes CLI's status library) gives and docs/delivery.md "Readiness of
 //! any kind" adopts (pure; unit-tested):
 //!
 //! - a PersistentVolumeClaim is ready once `Bound`;

@@ -1,5 +1,5 @@
 //! State: what the release is, decided from an [`Observed`] alone (pure,
-//! no I/O; unit-tested as a table in `tests`). The rules are DELIVERY.md's
+//! no I/O; unit-tested as a table in `tests`). The rules are docs/delivery.md's
 //! "Rules", in the order they apply.
 
 use std::time::Duration;

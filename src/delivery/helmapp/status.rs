@@ -4,8 +4,8 @@
 
 use apis::helmapp::{HelmAppStatus, HistoryEntry};
 
-/// Every reason delivery puts on a condition or an Event (README
-/// "Reasons"). The string is the variant's name.
+/// Every reason delivery puts on a condition or an Event (docs/delivery.md
+/// names each). The string is the variant's name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
     // HelmApp: refused or waiting (no helm run).
@@ -72,7 +72,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    /// Every reason (the README documents each).
+    /// Every reason (docs/delivery.md documents each).
     pub const ALL: [Reason; 55] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
@@ -261,11 +261,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_reason_is_named_in_the_readme() {
-        let readme = include_str!("../../../README.md");
+    fn every_reason_is_named_in_docs_delivery() {
+        let readme = include_str!("../../../docs/delivery.md");
         for reason in Reason::ALL {
             let named = format!("`{reason}`");
-            assert!(readme.contains(&named), "README does not name {named}");
+            assert!(
+                readme.contains(&named),
+                "docs/delivery.md does not name {named}"
+            );
         }
     }
 

@@ -1,5 +1,4 @@
-//! Helm's storage is evidence, never authority (README, "Multi-tenant
-//! delivery"). It lives in the
+//! Helm's storage is evidence, never authority (docs/tenancy.md). It lives in the
 //! target namespace, where others may write Secrets: a planted or
 //! hand-edited revision could make helm's next upgrade, rollback or
 //! uninstall delete what it lists — anything, when helm runs as the

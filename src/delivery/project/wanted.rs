@@ -14,7 +14,7 @@ use crate::delivery::helmapp::status::Reason;
 
 /// One HelmApp a project asks for: release `release` in namespace
 /// `target`, kept as the HelmApp [`Wanted::app_name`] in the operator's
-/// namespace (DELIVERY.md "Tenancy": only that place makes it privileged),
+/// namespace (docs/tenancy.md: only that place makes it privileged),
 /// its spec's `releaseName` and `targetNamespace` always set.
 pub(super) struct Wanted {
     pub(super) target: String,

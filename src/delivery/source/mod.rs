@@ -303,7 +303,7 @@ pub(crate) fn choose_version(
         .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
 }
 
-/// The bounds of fetching (flags, README "Security").
+/// The bounds of fetching (flags, docs/security.md).
 #[derive(Debug, Clone)]
 pub struct SourceLimits {
     /// Deadline of one whole fetch (`--chart-fetch-timeout`).

@@ -1,5 +1,5 @@
 //! One release's app: its status entry and its payload, from its members
-//! in the caches (API.md "What it sends").
+//! in the caches (docs/inventory.md).
 
 use std::sync::Arc;
 
@@ -70,7 +70,7 @@ pub(super) fn payload(c: &Caches, ctx: &Context<'_>, s: &StatusHelmInfo) -> AppP
     }
 }
 
-/// What the release is made of: its members in the caches (API.md).
+/// What the release is made of: its members in the caches (docs/inventory.md).
 fn app_info(c: &Caches, ctx: &Context<'_>, s: &StatusHelmInfo, helm_info: HelmInfo) -> AppInfo {
     let namespace = s.namespace.as_str();
     let key = format!("{namespace}/{}", s.name);
@@ -152,7 +152,7 @@ fn pod_info(p: &Pod, namespace: &str) -> PodInfo {
 }
 
 /// Volumes come from StatefulSet claim templates, which carry the instance
-/// label but not managed-by: no managed-by filter here (API.md).
+/// label but not managed-by: no managed-by filter here (docs/inventory.md).
 fn volumes(c: &Caches, namespace: &str, key: &str) -> Vec<VolumeInfo> {
     let mut volume_info: Vec<VolumeInfo> = c
         .pvcs

@@ -1,4 +1,4 @@
-//! Drift of every field (DELIVERY.md "Drift, readiness and Helm actions"):
+//! Drift of every field (docs/delivery.md "Drift"):
 //! edits found by events, put back (`enabled`) or reported (`warn`),
 //! ignore rules and the opt-out annotation, and edits made while the
 //! operator was stopped.

@@ -1,4 +1,4 @@
-//! Hostile chart sources (DELIVERY.md "Hostile input"): a repository that
+//! Hostile chart sources (docs/security.md "Hostile input"): a repository that
 //! redirects, lies, drips or answers garbage; a HelmApp naming a denied
 //! address or an endless timeout. Each is bounded and said plainly, with
 //! no byte of the server's answer in status or Events.

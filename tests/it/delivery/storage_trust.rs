@@ -1,5 +1,4 @@
-//! Helm's storage is evidence, never authority (README "Multi-tenant
-//! delivery"): a privileged HelmApp (in the operator's namespace) targets a
+//! Helm's storage is evidence, never authority (docs/tenancy.md): a privileged HelmApp (in the operator's namespace) targets a
 //! tenant's namespace, where the tenant may write Secrets — and so Helm's
 //! storage. Each test plants or edits storage there as such a tenant
 //! could, and checks that helm never runs as the operator on it. The real

@@ -1,4 +1,4 @@
-//! Tenancy, secure by default (DELIVERY.md "Tenancy — who helm runs as"):
+//! Tenancy, secure by default (docs/tenancy.md):
 //! a real apiserver with RBAC, the real helm run by the operator through a
 //! wrapper that logs every command line. The operator's namespace
 //! (`hossted-operator`) is the only privileged one.

@@ -493,7 +493,7 @@ pub fn audited_requests(audit_log: &Path, user: &str) -> usize {
 /// the test's helm, a work directory `work`, charts by path from
 /// `examples/charts`, and the health probes off.
 pub fn delivery_flags(cmd: &mut Command, cp: &ControlPlane, work: &Path) {
-    // Not about tenancy: every namespace privileged (DELIVERY.md "Tenancy").
+    // Not about tenancy: every namespace privileged (docs/tenancy.md).
     cmd.args(["--health-probe-bind-address", "0"])
         .arg("--privileged-namespaces=*")
         .arg("--helm-binary")

@@ -1,5 +1,4 @@
-//! Drift of every field, found by events (DELIVERY.md "Drift, readiness
-//! and Helm actions"). Part of *observe*: what it finds goes into
+//! Drift of every field, found by events (docs/delivery.md "Drift"). Part of *observe*: what it finds goes into
 //! [`Found`] for `state`/`plan` to decide on, and `status.inventory`.
 //!
 //! - `status.inventory` lists the objects of the current revision, read

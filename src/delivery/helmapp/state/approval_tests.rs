@@ -1,4 +1,4 @@
-//! `state` as a table, the rows of DELIVERY.md "Beyond the peers" —
+//! `state` as a table, the rows of docs/delivery.md —
 //! approval: what waits, what runs once approved, what is never held back.
 
 use super::tests::{HASH, UID, app, check, deleted, observed, stored};

@@ -1,4 +1,4 @@
-//! `state` as a table, the rows of DELIVERY.md "Tenancy": what is decided
+//! `state` as a table, the rows of docs/tenancy.md: what is decided
 //! about storage that was changed by someone else, and about an app whose
 //! project is gone, before any helm run.
 

@@ -1,4 +1,4 @@
-//! `state` as a table: one row per rule of DELIVERY.md, no cluster.
+//! `state` as a table: one row per rule of docs/delivery.md, no cluster.
 
 use std::time::Duration;
 

@@ -161,7 +161,7 @@ fn a_derived_app_uuid_is_stable_per_installation_and_cluster() {
         ),
     ];
     assert!(others.iter().all(|o| *o != first), "{others:?}");
-    // Version 5 (name-based, SHA-1), as API.md says.
+    // Version 5 (name-based, SHA-1), as docs/inventory.md says.
     assert_eq!(
         uuid::Uuid::parse_str(&first[2..])
             .unwrap()
@@ -263,13 +263,13 @@ fn security_info_is_empty_when_cve_scanning_is_off() {
 }
 
 #[test]
-fn the_readme_key_table_names_every_key_sent() {
-    let readme = include_str!("../../../../README.md");
+fn the_docs_key_table_names_every_key_sent() {
+    let readme = include_str!("../../../../docs/inventory.md");
     let table = readme
         .split("### Every payload key")
         .nth(1)
         .and_then(|t| t.split("\n## ").next())
-        .expect("README has the key table");
+        .expect("docs/inventory.md has the key table");
     let (c, known) = (cluster(), Known::default());
     let context = ctx(&[], &known);
     let got = collect(&c, &context);
@@ -278,14 +278,14 @@ fn the_readme_key_table_names_every_key_sent() {
         for key in payload[part].as_object().unwrap().keys() {
             assert!(
                 table.contains(key.as_str()),
-                "the README's key table lacks {part}.{key}"
+                "docs/inventory.md's key table lacks {part}.{key}"
             );
         }
     }
     for key in payload["app_info"]["helm_info"].as_object().unwrap().keys() {
         assert!(
             table.contains(key.as_str()),
-            "the README's key table lacks helm_info.{key}"
+            "docs/inventory.md's key table lacks helm_info.{key}"
         );
     }
 }
