@@ -2,7 +2,8 @@
 # Regenerates the CRDs (manifests/base/crd/, manifests/delivery/crd/, and
 # the templates of charts/hossted-operator/templates/crds/) from
 # the Rust types in pkg/apis
-# (`hossted-operator crd NAME`), one file per CRD. hack/test.sh fails when
+# (`hossted-operator crd NAME`), one file per CRD, and the API reference in
+# docs/reference/ (`hossted-operator docs reference`). hack/test.sh fails when
 # the checked-in YAML differs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,3 +19,4 @@ for name in hosstedprojects.hossted.com helmapps.hossted.com helmappsets.hossted
   target/debug/hossted-operator crd --chart "$name" > "charts/hossted-operator/templates/crds/$name.yaml"
   echo "wrote charts/hossted-operator/templates/crds/$name.yaml"
 done
+target/debug/hossted-operator docs reference --out docs/reference

@@ -66,6 +66,21 @@ fn main() -> ExitCode {
             print!("{}", docs.join("---\n"));
             ExitCode::SUCCESS
         }
+        Some(Cmd::Docs { what: _, out }) => {
+            if let Err(e) = std::fs::create_dir_all(&out) {
+                eprintln!("hossted-operator: cannot create {}: {e}", out.display());
+                return ExitCode::FAILURE;
+            }
+            for crd in apis::crds() {
+                let path = out.join(apis::reference::file_name(&crd));
+                if let Err(e) = std::fs::write(&path, apis::reference::markdown(&crd)) {
+                    eprintln!("hossted-operator: cannot write {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+                println!("wrote {}", path.display());
+            }
+            ExitCode::SUCCESS
+        }
         Some(Cmd::Collect {
             email_id,
             org_id,

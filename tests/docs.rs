@@ -57,11 +57,17 @@ fn anchors(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
+/// `line` without its code spans (a pattern there is no link).
+fn without_code(line: &str) -> String {
+    line.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
 /// The targets of `[text](target)` links in `text`'s prose.
 fn links(text: &str) -> Vec<String> {
     let mut found = Vec::new();
     for line in prose(text) {
-        let mut rest = line;
+        let line = without_code(line);
+        let mut rest = line.as_str();
         while let Some(at) = rest.find("](") {
             let after = &rest[at + 2..];
             let Some(end) = after.find(')') else { break };

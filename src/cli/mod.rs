@@ -64,6 +64,16 @@ pub enum Cmd {
         /// The settings file the operator wrote for this helm run.
         config: std::path::PathBuf,
     },
+    /// Write the API reference (one Markdown file per CRD, from its OpenAPI
+    /// schema) into `--out` (`docs/reference`).
+    Docs {
+        /// What to write: `reference`.
+        #[arg(value_parser = ["reference"])]
+        what: String,
+        /// The directory to write into.
+        #[arg(long, default_value = "docs/reference")]
+        out: std::path::PathBuf,
+    },
     /// Print the operator's CustomResourceDefinitions as YAML (one document each).
     Crd {
         /// Only this one, e.g. `helmapps.hossted.com`.

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 pub mod delivered;
 pub mod helmapp;
 pub mod helmappset;
+pub mod reference;
 pub mod values;
 pub use delivered::{DecodeError, DeliveredApp, decode_apps, encode_apps};
 pub use helmapp::{HelmApp, HelmAppSpec, HelmAppStatus};

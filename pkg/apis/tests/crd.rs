@@ -212,6 +212,43 @@ fn manifests_crd_is_what_the_types_generate() {
     }
 }
 
+#[test]
+fn docs_reference_is_what_the_crds_generate() {
+    for crd in apis::crds() {
+        let path = format!(
+            "{}/../../docs/reference/{}",
+            env!("CARGO_MANIFEST_DIR"),
+            apis::reference::file_name(&crd)
+        );
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == apis::reference::markdown(&crd),
+            "{path} is stale or missing: run hack/update-crds.sh and commit the result"
+        );
+    }
+}
+
+#[test]
+fn the_reference_lists_every_field_with_its_type_default_and_validation() {
+    let page = apis::reference::markdown(&apis::helmapp_crd());
+    let row = |field: &str| {
+        page.lines()
+            .find(|l| l.starts_with(&format!("| `{field}` |")))
+            .unwrap_or_else(|| panic!("no row for {field}"))
+            .to_string()
+    };
+    // Nested fields, list items and maps have rows of their own.
+    assert!(row("spec.chart.repo").contains("| string |"));
+    assert!(row("spec.valuesFrom").contains("[]object"));
+    assert!(
+        row("spec.valuesFrom[].kind").contains("one of")
+            || row("spec.valuesFrom[].kind").contains("matches")
+    );
+    // Defaults and CEL rules are shown.
+    assert!(row("spec.approval").contains("`\"auto\"`"));
+    assert!(row("spec.chart").contains("set exactly one of chart.repo, chart.oci, chart.path"));
+}
+
 /// Every default the HelmApp schema gives a top-level spec field is what
 /// decoding a spec without it gives too: a spec the operator builds (a
 /// project's or a set's child) then equals the one the apiserver stored,
