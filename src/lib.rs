@@ -11,6 +11,7 @@
 pub mod cached;
 pub mod cli;
 pub mod condition;
+pub mod convert;
 pub mod delivery;
 pub mod duration;
 pub mod inventory;

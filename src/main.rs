@@ -66,6 +66,7 @@ fn main() -> ExitCode {
             print!("{}", docs.join("---\n"));
             ExitCode::SUCCESS
         }
+        Some(Cmd::Convert { files }) => hossted_operator::convert::main(&files),
         Some(Cmd::Docs { what: _, out }) => {
             if let Err(e) = std::fs::create_dir_all(&out) {
                 eprintln!("hossted-operator: cannot create {}: {e}", out.display());
@@ -79,6 +80,12 @@ fn main() -> ExitCode {
                 }
                 println!("wrote {}", path.display());
             }
+            let path = out.join("from-flux.md");
+            if let Err(e) = std::fs::write(&path, hossted_operator::convert::fields::markdown()) {
+                eprintln!("hossted-operator: cannot write {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+            println!("wrote {}", path.display());
             ExitCode::SUCCESS
         }
         Some(Cmd::Collect {

@@ -64,6 +64,13 @@ pub enum Cmd {
         /// The settings file the operator wrote for this helm run.
         config: std::path::PathBuf,
     },
+    /// Flux HelmReleases (v2) and their HelmRepository / OCIRepository /
+    /// HelmChart sources, from files or stdin, written as HelmApps on
+    /// stdout; what does not convert is said on stderr.
+    Convert {
+        /// YAML files (`-` or none: stdin).
+        files: Vec<std::path::PathBuf>,
+    },
     /// Write the API reference (one Markdown file per CRD, from its OpenAPI
     /// schema) into `--out` (`docs/reference`).
     Docs {

@@ -12,6 +12,7 @@
 //!   masked; exit status 1 when something would (`diff.rs`).
 //! - `approve -n NS NAME [--hash H] [--wait]`: approves the change waiting
 //!   in `status.pendingChange` (`approve.rs`).
+//! - `convert [FILE…]`: Flux HelmReleases as HelmApps (`crate::convert`).
 
 mod approve;
 mod ask;
@@ -52,6 +53,11 @@ pub enum PluginCmd {
     Diff(diff::DiffArgs),
     /// Approve the change waiting in status.pendingChange (spec.approval: manual): sets hossted.com/approve to its hash.
     Approve(approve::ApproveArgs),
+    /// Flux HelmReleases (and their sources) from files or stdin, as HelmApps on stdout; what does not convert on stderr. No cluster needed.
+    Convert {
+        /// YAML files (`-` or none: stdin).
+        files: Vec<std::path::PathBuf>,
+    },
 }
 
 /// Which namespaces.
@@ -84,6 +90,9 @@ pub struct Target {
 /// Runs `kubectl hossted` with `args` (the first is the program's name).
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let cli = PluginCli::parse_from(args);
+    if let PluginCmd::Convert { files } = &cli.command {
+        return crate::convert::main(files);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -111,6 +120,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
             PluginCmd::Force(t) => ask::run(client, &t, ask::Ask::Force).await.map(|()| false),
             PluginCmd::Diff(d) => diff::run(client, &d).await,
             PluginCmd::Approve(a) => approve::run(client, &a).await.map(|()| false),
+            PluginCmd::Convert { .. } => Ok(false), // handled above, without a cluster
         }
     });
     match result {

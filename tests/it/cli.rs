@@ -375,3 +375,65 @@ async fn collect_works_on_a_cluster_without_the_crd() {
     assert_eq!(apps[0]["app_api_info"]["app_name"], "web");
     assert_eq!(apps[0]["app_api_info"]["cluster_uuid"], "");
 }
+
+#[test]
+fn convert_writes_helmapps_says_what_did_not_convert_and_exits_2_only_on_unreadable_input() {
+    let dir = std::env::temp_dir().join(format!("convert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = dir.join("flux.yaml");
+    std::fs::write(
+        &input,
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: { name: charts, namespace: apps }\nspec: { url: https://charts.example.com }\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: { name: web, namespace: apps }\nspec:\n  chart: { spec: { chart: web, version: 1.x, sourceRef: { kind: HelmRepository, name: charts } } }\n  storageNamespace: elsewhere\n",
+    )
+    .unwrap();
+    let out = operator_binary()
+        .arg("convert")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let app: serde_json::Value = serde_yaml_ng::from_slice(&out.stdout).unwrap();
+    assert_eq!(app["kind"], "HelmApp");
+    assert_eq!(app["spec"]["chart"]["repo"], "https://charts.example.com");
+    assert_eq!(app["spec"]["adopt"], true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("HelmRelease apps/web: spec.storageNamespace not converted: ")),
+        "{stderr}"
+    );
+    // From stdin too.
+    let mut child = operator_binary()
+        .arg("convert")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&input).unwrap())
+        .unwrap();
+    let piped = child.wait_with_output().unwrap();
+    assert_eq!(piped.stdout, out.stdout);
+    // Unreadable: a missing file, and a file that is not YAML.
+    let missing = operator_binary()
+        .arg("convert")
+        .arg(dir.join("none.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let broken = dir.join("broken.yaml");
+    std::fs::write(&broken, "spec: [1, 2\n").unwrap();
+    let refused = operator_binary()
+        .arg("convert")
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

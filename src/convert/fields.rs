@@ -1,0 +1,411 @@
+//! What becomes of each spec field of a Flux `HelmRelease` v2: the table
+//! the converter follows, and that its tests hold it to (every field of
+//! `tests/fixtures/flux-helmrelease-v2-spec-fields.txt` is listed here).
+
+/// The fate of one `HelmRelease` spec field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Holds fields listed separately.
+    Container,
+    /// Becomes this HelmApp spec field (a dotted path; `[]` for each item).
+    Mapped(&'static str),
+    /// Has no equivalent: reported on stderr with this reason.
+    Dropped(&'static str),
+    /// Needs none: nothing reported.
+    Ignored,
+}
+
+use Fate::*;
+
+/// Every spec field of HelmRelease v2, and its fate.
+pub const FIELDS: &[(&str, Fate)] = &[
+    ("chart", Container),
+    ("chart.metadata", Container),
+    (
+        "chart.metadata.annotations",
+        Dropped(
+            "the HelmChart object Flux makes has no counterpart: the operator fetches the chart itself",
+        ),
+    ),
+    (
+        "chart.metadata.labels",
+        Dropped(
+            "the HelmChart object Flux makes has no counterpart: the operator fetches the chart itself",
+        ),
+    ),
+    ("chart.spec", Container),
+    ("chart.spec.chart", Mapped("chart.name")),
+    (
+        "chart.spec.ignoreMissingValuesFiles",
+        Dropped(
+            "values files from the chart's source are not read (only a chart repository or OCI source converts)",
+        ),
+    ),
+    ("chart.spec.interval", Mapped("interval")),
+    (
+        "chart.spec.reconcileStrategy",
+        Dropped(
+            "a chart is fetched again when its version or source changes; there is no per-revision strategy",
+        ),
+    ),
+    ("chart.spec.sourceRef", Container),
+    ("chart.spec.sourceRef.apiVersion", Ignored),
+    ("chart.spec.sourceRef.kind", Mapped("chart.repo")),
+    ("chart.spec.sourceRef.name", Mapped("chart.repo")),
+    ("chart.spec.sourceRef.namespace", Mapped("chart.repo")),
+    (
+        "chart.spec.valuesFiles",
+        Dropped(
+            "values files from the chart's source are not read yet: merge them into spec.values",
+        ),
+    ),
+    ("chart.spec.verify", Container),
+    (
+        "chart.spec.verify.provider",
+        Dropped("chart verification is not supported yet: the chart is installed unverified"),
+    ),
+    (
+        "chart.spec.verify.secretRef",
+        Dropped("chart verification is not supported yet: the chart is installed unverified"),
+    ),
+    ("chart.spec.version", Mapped("chart.version")),
+    ("chartRef", Container),
+    ("chartRef.apiVersion", Ignored),
+    ("chartRef.kind", Mapped("chart.oci")),
+    ("chartRef.name", Mapped("chart.oci")),
+    ("chartRef.namespace", Mapped("chart.oci")),
+    ("commonMetadata", Container),
+    (
+        "commonMetadata.annotations",
+        Mapped("commonMetadata.annotations"),
+    ),
+    ("commonMetadata.labels", Mapped("commonMetadata.labels")),
+    ("dependsOn", Container),
+    ("dependsOn[].name", Mapped("dependsOn[].name")),
+    ("dependsOn[].namespace", Mapped("dependsOn[].namespace")),
+    (
+        "dependsOn[].readyExpr",
+        Dropped("a HelmApp dependency is ready when its Ready condition is True; no expression"),
+    ),
+    ("driftDetection", Container),
+    ("driftDetection.ignore", Container),
+    (
+        "driftDetection.ignore[].paths",
+        Mapped("drift.ignore[].paths"),
+    ),
+    ("driftDetection.ignore[].target", Container),
+    (
+        "driftDetection.ignore[].target.annotationSelector",
+        Dropped("ignore rules select objects by kind, name and namespace only"),
+    ),
+    (
+        "driftDetection.ignore[].target.group",
+        Dropped("ignore rules select objects by kind, name and namespace only"),
+    ),
+    (
+        "driftDetection.ignore[].target.kind",
+        Mapped("drift.ignore[].target.kind"),
+    ),
+    (
+        "driftDetection.ignore[].target.labelSelector",
+        Dropped("ignore rules select objects by kind, name and namespace only"),
+    ),
+    (
+        "driftDetection.ignore[].target.name",
+        Mapped("drift.ignore[].target.name"),
+    ),
+    (
+        "driftDetection.ignore[].target.namespace",
+        Mapped("drift.ignore[].target.namespace"),
+    ),
+    (
+        "driftDetection.ignore[].target.version",
+        Dropped("ignore rules select objects by kind, name and namespace only"),
+    ),
+    ("driftDetection.mode", Mapped("drift.mode")),
+    ("healthCheckExprs", Container),
+    (
+        "healthCheckExprs[].apiVersion",
+        Dropped(
+            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
+        ),
+    ),
+    (
+        "healthCheckExprs[].current",
+        Dropped(
+            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
+        ),
+    ),
+    (
+        "healthCheckExprs[].failed",
+        Dropped(
+            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
+        ),
+    ),
+    (
+        "healthCheckExprs[].inProgress",
+        Dropped(
+            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
+        ),
+    ),
+    (
+        "healthCheckExprs[].kind",
+        Dropped(
+            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
+        ),
+    ),
+    ("install", Container),
+    ("install.crds", Mapped("crds")),
+    ("install.createNamespace", Mapped("createNamespace")),
+    ("install.disableHooks", Mapped("install.disableHooks")),
+    (
+        "install.disableOpenAPIValidation",
+        Dropped("helm validates against the API server's OpenAPI schema always"),
+    ),
+    (
+        "install.disableSchemaValidation",
+        Mapped("install.skipSchemaValidation"),
+    ),
+    (
+        "install.disableTakeOwnership",
+        Dropped("objects are never taken over silently; adopt: true is per release"),
+    ),
+    ("install.disableWait", Mapped("wait")),
+    (
+        "install.disableWaitForJobs",
+        Dropped("with wait: true Jobs are waited for; there is no separate switch"),
+    ),
+    ("install.remediation", Container),
+    (
+        "install.remediation.ignoreTestFailures",
+        Mapped("test.ignoreFailures"),
+    ),
+    ("install.remediation.remediateLastFailure", Ignored),
+    ("install.remediation.retries", Mapped("remediation.retries")),
+    (
+        "install.replace",
+        Dropped("a release name is never reused over an existing one"),
+    ),
+    ("install.serverSideApply", Mapped("install.serverSideApply")),
+    ("install.skipCRDs", Mapped("crds")),
+    ("install.strategy", Container),
+    (
+        "install.strategy.name",
+        Dropped("a failed install is uninstalled before the next try; the strategy is fixed"),
+    ),
+    (
+        "install.strategy.retryInterval",
+        Dropped("retries back off by themselves (1 s doubling, at most 5 m)"),
+    ),
+    ("install.timeout", Mapped("timeout")),
+    ("interval", Mapped("interval")),
+    ("kubeConfig", Container),
+    ("kubeConfig.configMapRef", Container),
+    (
+        "kubeConfig.configMapRef.name",
+        Dropped("releases go to the operator's own cluster only"),
+    ),
+    ("kubeConfig.secretRef", Container),
+    (
+        "kubeConfig.secretRef.key",
+        Dropped("releases go to the operator's own cluster only"),
+    ),
+    (
+        "kubeConfig.secretRef.name",
+        Dropped("releases go to the operator's own cluster only"),
+    ),
+    ("maxHistory", Mapped("maxHistory")),
+    ("persistentClient", Ignored),
+    (
+        "postRenderStrategy",
+        Dropped("post-renderers run as listed, inside the helm run; there is no strategy"),
+    ),
+    ("postRenderers", Container),
+    ("postRenderers[].kustomize", Container),
+    (
+        "postRenderers[].kustomize.images",
+        Mapped("postRenderers[].kustomize.images"),
+    ),
+    (
+        "postRenderers[].kustomize.images[].digest",
+        Mapped("postRenderers[].kustomize.images[].digest"),
+    ),
+    (
+        "postRenderers[].kustomize.images[].name",
+        Mapped("postRenderers[].kustomize.images[].name"),
+    ),
+    (
+        "postRenderers[].kustomize.images[].newName",
+        Mapped("postRenderers[].kustomize.images[].newName"),
+    ),
+    (
+        "postRenderers[].kustomize.images[].newTag",
+        Mapped("postRenderers[].kustomize.images[].newTag"),
+    ),
+    (
+        "postRenderers[].kustomize.patches",
+        Mapped("postRenderers[].kustomize.patches"),
+    ),
+    (
+        "postRenderers[].kustomize.patches[].patch",
+        Mapped("postRenderers[].kustomize.patches[].patch"),
+    ),
+    (
+        "postRenderers[].kustomize.patches[].target",
+        Mapped("postRenderers[].kustomize.patches[].target"),
+    ),
+    ("releaseName", Mapped("releaseName")),
+    ("rollback", Container),
+    ("rollback.cleanupOnFail", Mapped("rollback.cleanupOnFail")),
+    ("rollback.disableHooks", Mapped("rollback.disableHooks")),
+    (
+        "rollback.disableWait",
+        Dropped("a rollback waits as the HelmApp's wait says"),
+    ),
+    (
+        "rollback.disableWaitForJobs",
+        Dropped("a rollback waits as the HelmApp's wait says"),
+    ),
+    ("rollback.force", Mapped("rollback.force")),
+    (
+        "rollback.recreate",
+        Dropped("helm 4 has no --recreate-pods"),
+    ),
+    (
+        "rollback.serverSideApply",
+        Dropped("a rollback applies as the revision it returns to was applied"),
+    ),
+    (
+        "rollback.timeout",
+        Dropped("every helm action has the HelmApp's one timeout"),
+    ),
+    ("serviceAccountName", Mapped("serviceAccountName")),
+    (
+        "storageNamespace",
+        Dropped("Helm's storage is kept in the release's namespace"),
+    ),
+    ("suspend", Mapped("suspend")),
+    ("targetNamespace", Mapped("targetNamespace")),
+    ("test", Container),
+    ("test.enable", Mapped("test.enable")),
+    ("test.filters", Container),
+    (
+        "test.filters[].exclude",
+        Dropped("every test of the chart runs; no filters"),
+    ),
+    (
+        "test.filters[].name",
+        Dropped("every test of the chart runs; no filters"),
+    ),
+    ("test.ignoreFailures", Mapped("test.ignoreFailures")),
+    ("test.timeout", Mapped("test.timeout")),
+    ("timeout", Mapped("timeout")),
+    ("uninstall", Container),
+    (
+        "uninstall.deletionPropagation",
+        Mapped("uninstall.deletionPropagation"),
+    ),
+    ("uninstall.disableHooks", Mapped("uninstall.disableHooks")),
+    (
+        "uninstall.disableWait",
+        Dropped("an uninstall waits as helm does by default"),
+    ),
+    ("uninstall.keepHistory", Mapped("uninstall.keepHistory")),
+    (
+        "uninstall.timeout",
+        Dropped("every helm action has the HelmApp's one timeout"),
+    ),
+    ("upgrade", Container),
+    (
+        "upgrade.chartNameChangeStrategy",
+        Dropped("a chart of another name upgrades the release in place"),
+    ),
+    ("upgrade.cleanupOnFail", Mapped("upgrade.cleanupOnFail")),
+    ("upgrade.crds", Mapped("crds")),
+    ("upgrade.disableHooks", Mapped("upgrade.disableHooks")),
+    (
+        "upgrade.disableOpenAPIValidation",
+        Dropped("helm validates against the API server's OpenAPI schema always"),
+    ),
+    (
+        "upgrade.disableSchemaValidation",
+        Mapped("upgrade.skipSchemaValidation"),
+    ),
+    (
+        "upgrade.disableTakeOwnership",
+        Dropped("objects are never taken over silently; adopt: true is per release"),
+    ),
+    ("upgrade.disableWait", Mapped("wait")),
+    (
+        "upgrade.disableWaitForJobs",
+        Dropped("with wait: true Jobs are waited for; there is no separate switch"),
+    ),
+    ("upgrade.force", Mapped("upgrade.force")),
+    (
+        "upgrade.preserveValues",
+        Dropped("the values are always exactly what the HelmApp says"),
+    ),
+    ("upgrade.remediation", Container),
+    (
+        "upgrade.remediation.ignoreTestFailures",
+        Mapped("test.ignoreFailures"),
+    ),
+    ("upgrade.remediation.remediateLastFailure", Ignored),
+    ("upgrade.remediation.retries", Mapped("remediation.retries")),
+    (
+        "upgrade.remediation.strategy",
+        Mapped("remediation.onFailure"),
+    ),
+    ("upgrade.serverSideApply", Mapped("upgrade.serverSideApply")),
+    ("upgrade.strategy", Container),
+    (
+        "upgrade.strategy.name",
+        Dropped("a failed upgrade is retried, then remediated; the strategy is fixed"),
+    ),
+    (
+        "upgrade.strategy.retryInterval",
+        Dropped("retries back off by themselves (1 s doubling, at most 5 m)"),
+    ),
+    ("upgrade.timeout", Mapped("timeout")),
+    ("values", Mapped("values")),
+    ("valuesFrom", Container),
+    ("valuesFrom[].kind", Mapped("valuesFrom[].kind")),
+    (
+        "valuesFrom[].literal",
+        Dropped("a literal value goes in spec.values instead"),
+    ),
+    ("valuesFrom[].name", Mapped("valuesFrom[].name")),
+    ("valuesFrom[].optional", Mapped("valuesFrom[].optional")),
+    ("valuesFrom[].targetPath", Mapped("valuesFrom[].targetPath")),
+    ("valuesFrom[].valuesKey", Mapped("valuesFrom[].key")),
+    ("waitStrategy", Container),
+    (
+        "waitStrategy.name",
+        Dropped("readiness is judged by the operator from its caches, not by helm's wait"),
+    ),
+];
+
+/// The fate of `field` (`None`: a field this table does not know).
+pub fn fate(field: &str) -> Option<Fate> {
+    FIELDS
+        .iter()
+        .find(|(f, _)| *f == field)
+        .map(|(_, fate)| *fate)
+}
+
+/// The table of [`FIELDS`] as a reference page (`docs/reference/from-flux.md`).
+pub fn markdown() -> String {
+    let mut out = String::from(
+        "# From a Flux HelmRelease\n\nGenerated from the converter's table (`src/convert/fields.rs`) by `hossted-operator docs reference`; do not edit by hand. What `hossted-operator convert` (or `kubectl hossted convert`) makes of each spec field of a Flux `HelmRelease` v2 — see [migrating-from-flux.md](../migrating-from-flux.md).\n\n| HelmRelease `spec.` | HelmApp `spec.` | or why not |\n| --- | --- | --- |\n",
+    );
+    for (field, fate) in FIELDS {
+        let (to, why) = match fate {
+            Fate::Container => continue,
+            Fate::Mapped(to) => (format!("`{to}`"), String::new()),
+            Fate::Dropped(why) => (String::new(), why.to_string()),
+            Fate::Ignored => (String::new(), "not needed".to_string()),
+        };
+        out.push_str(&format!("| `{field}` | {to} | {why} |\n"));
+    }
+    out
+}

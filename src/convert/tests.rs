@@ -1,0 +1,366 @@
+//! The converter as tables: the field list of HelmRelease v2 against
+//! [`fields::FIELDS`], a release setting every field, and releases in the
+//! shapes of Flux's own examples.
+
+use super::*;
+
+fn docs(yaml: &str) -> Vec<Value> {
+    read_documents(yaml).expect("YAML")
+}
+
+/// `field` of the fixture with list markers and indexes dropped.
+fn generic(field: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for c in field.chars() {
+        match c {
+            '[' => {
+                skipping = true;
+                out.push_str("[]");
+            }
+            ']' => skipping = false,
+            _ if skipping => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[test]
+fn every_field_of_helmrelease_v2_has_a_fate_and_every_fate_a_field() {
+    let fixture = include_str!("../../tests/fixtures/flux-helmrelease-v2-spec-fields.txt");
+    let known: Vec<&str> = fixture
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    let table: Vec<&str> = fields::FIELDS.iter().map(|(f, _)| *f).collect();
+    let missing: Vec<&&str> = known.iter().filter(|f| !table.contains(f)).collect();
+    assert!(
+        missing.is_empty(),
+        "HelmRelease v2 fields the converter does not know: {missing:?}"
+    );
+    let extra: Vec<&&str> = table.iter().filter(|f| !known.contains(f)).collect();
+    assert!(
+        extra.is_empty(),
+        "fields in the table that HelmRelease v2 has not: {extra:?}"
+    );
+}
+
+/// A HelmRelease that sets every field, and its sources.
+const EVERYTHING: &str = r#"
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: charts, namespace: flux-system }
+spec: { url: https://charts.example.com, secretRef: { name: repo-auth }, interval: 1h }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: web, namespace: apps, labels: { team: a } }
+spec:
+  chart:
+    metadata: { labels: { a: b }, annotations: { c: d } }
+    spec:
+      chart: web
+      version: ">=1.0.0 <2.0.0"
+      interval: 5m
+      reconcileStrategy: Revision
+      ignoreMissingValuesFiles: true
+      valuesFiles: [values-prod.yaml]
+      verify: { provider: cosign, secretRef: { name: cosign-pub } }
+      sourceRef: { apiVersion: source.toolkit.fluxcd.io/v1, kind: HelmRepository, name: charts, namespace: flux-system }
+  commonMetadata: { labels: { env: prod }, annotations: { owner: ops } }
+  dependsOn:
+    - { name: db, namespace: data, readyExpr: "true" }
+  driftDetection:
+    mode: enabled
+    ignore:
+      - paths: [/spec/replicas]
+        target: { group: apps, version: v1, kind: Deployment, name: web, namespace: apps, labelSelector: a=b, annotationSelector: c=d }
+  healthCheckExprs:
+    - { apiVersion: example.com/v1, kind: Thing, current: "true", inProgress: "false", failed: "false" }
+  install:
+    crds: CreateReplace
+    createNamespace: true
+    disableHooks: true
+    disableOpenAPIValidation: true
+    disableSchemaValidation: true
+    disableTakeOwnership: true
+    disableWait: false
+    disableWaitForJobs: true
+    remediation: { ignoreTestFailures: true, remediateLastFailure: true, retries: 2 }
+    replace: true
+    serverSideApply: false
+    skipCRDs: false
+    strategy: { name: RetryOnFailure, retryInterval: 1m }
+    timeout: 10m
+  interval: 2m
+  kubeConfig:
+    configMapRef: { name: remote }
+    secretRef: { name: remote, key: value }
+  maxHistory: 7
+  persistentClient: true
+  postRenderStrategy: Merge
+  postRenderers:
+    - kustomize:
+        images: [{ name: nginx, newName: registry.example.com/nginx, newTag: "1.27", digest: "sha256:0000000000000000000000000000000000000000000000000000000000000000" }]
+        patches:
+          - patch: '[{"op": "add", "path": "/metadata/labels/x", "value": "y"}]'
+            target: { kind: Deployment, labelSelector: a=b }
+  releaseName: web-release
+  rollback: { cleanupOnFail: true, disableHooks: true, disableWait: true, disableWaitForJobs: true, force: true, recreate: true, serverSideApply: auto, timeout: 3m }
+  serviceAccountName: deployer
+  storageNamespace: elsewhere
+  suspend: false
+  targetNamespace: apps-target
+  test: { enable: true, filters: [{ name: smoke, exclude: true }], ignoreFailures: false, timeout: 4m }
+  timeout: 10m
+  uninstall: { deletionPropagation: foreground, disableHooks: true, disableWait: true, keepHistory: true, timeout: 2m }
+  upgrade:
+    chartNameChangeStrategy: Replace
+    cleanupOnFail: true
+    crds: CreateReplace
+    disableHooks: true
+    disableOpenAPIValidation: true
+    disableSchemaValidation: true
+    disableTakeOwnership: true
+    disableWait: false
+    disableWaitForJobs: true
+    force: true
+    preserveValues: true
+    remediation: { ignoreTestFailures: true, remediateLastFailure: true, retries: 3, strategy: uninstall }
+    serverSideApply: enabled
+    strategy: { name: RemediateOnFailure, retryInterval: 1m }
+    timeout: 10m
+  values: { replicas: 2 }
+  valuesFrom:
+    - { kind: Secret, name: web-values, valuesKey: prod.yaml, targetPath: app.config, optional: true }
+    - { kind: ConfigMap, name: literal, literal: "x" }
+  waitStrategy: { name: poller }
+"#;
+
+/// The value at `path` (dotted, `[]` for the first item) of `spec`.
+fn at<'a>(spec: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut v = spec;
+    for step in path.split('.') {
+        let (key, item) = match step.strip_suffix("[]") {
+            Some(k) => (k, true),
+            None => (step, false),
+        };
+        v = v.get(key)?;
+        if item {
+            v = v.get(0)?;
+        }
+    }
+    Some(v)
+}
+
+#[test]
+fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
+    let converted = convert(&docs(EVERYTHING));
+    assert_eq!(converted.apps.len(), 1);
+    let spec = &converted.apps[0]["spec"];
+    let noted: Vec<String> = converted.notes.iter().map(|n| generic(&n.field)).collect();
+    for (field, fate) in fields::FIELDS {
+        if field.starts_with("chartRef") {
+            // chartRef and chart exclude each other: the OCI example below
+            // maps chartRef.
+            continue;
+        }
+        match fate {
+            Fate::Mapped(target) => assert!(
+                at(spec, target).is_some(),
+                "{field} → {target} is not in the HelmApp: {spec:#}"
+            ),
+            Fate::Dropped(_) => assert!(
+                noted.iter().any(|n| n == field),
+                "{field} has no equivalent but no note says so: {noted:?}"
+            ),
+            Fate::Container | Fate::Ignored => {}
+        }
+    }
+    // What the values are, for the fields whose names change.
+    assert_eq!(
+        spec["chart"],
+        json!({ "repo": "https://charts.example.com", "name": "web",
+        "version": ">=1.0.0 <2.0.0", "credentialsSecretRef": { "name": "repo-auth" } })
+    );
+    assert_eq!(spec["adopt"], true);
+    assert_eq!(spec["crds"], "CreateReplace");
+    assert_eq!(spec["wait"], true);
+    assert_eq!(
+        spec["remediation"],
+        json!({ "retries": 3, "onFailure": "uninstall" })
+    );
+    assert_eq!(spec["install"]["skipSchemaValidation"], true);
+    assert_eq!(spec["upgrade"]["serverSideApply"], "enabled");
+    assert_eq!(
+        spec["dependsOn"],
+        json!([{ "kind": "HelmApp", "name": "db", "namespace": "data" }])
+    );
+    assert_eq!(
+        spec["valuesFrom"],
+        json!([{ "kind": "Secret", "name": "web-values", "key": "prod.yaml",
+        "targetPath": "app.config", "optional": true }, { "kind": "ConfigMap", "name": "literal" }])
+    );
+    assert_eq!(
+        spec["drift"]["ignore"],
+        json!([{ "paths": ["/spec/replicas"],
+        "target": { "kind": "Deployment", "name": "web", "namespace": "apps" } }])
+    );
+    assert_eq!(
+        spec["postRenderers"][0]["kustomize"]["patches"][0]["target"],
+        json!({ "kind": "Deployment" })
+    );
+    assert_eq!(spec["interval"], "2m");
+    assert_eq!(spec["releaseName"], "web-release");
+    assert_eq!(
+        converted.apps[0]["metadata"],
+        json!({ "name": "web", "namespace": "apps", "labels": { "team": "a" } })
+    );
+    // Each note names its release and reads as a sentence.
+    assert!(converted.notes.iter().all(|n| n.release == "apps/web"));
+    let literal = converted
+        .notes
+        .iter()
+        .find(|n| n.field == "valuesFrom[1].literal")
+        .expect("literal noted");
+    assert_eq!(
+        literal.to_string(),
+        "HelmRelease apps/web: spec.valuesFrom[1].literal not converted: a literal value goes in spec.values instead"
+    );
+}
+
+#[test]
+fn flux_example_shapes_convert_to_the_helmapps_one_would_write() {
+    let cases: Vec<(&str, &str, Value)> = vec![
+        (
+            "podinfo from a HelmRepository (Flux's getting-started shape)",
+            r#"
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: podinfo, namespace: default }
+spec: { interval: 5m, url: https://stefanprodan.github.io/podinfo }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: podinfo, namespace: default }
+spec:
+  interval: 10m
+  timeout: 5m
+  chart:
+    spec:
+      chart: podinfo
+      version: '6.5.*'
+      sourceRef: { kind: HelmRepository, name: podinfo }
+      interval: 5m
+  releaseName: podinfo
+  install: { remediation: { retries: 3 } }
+  upgrade: { remediation: { retries: 3 } }
+  test: { enable: true }
+  driftDetection: { mode: enabled, ignore: [{ paths: ["/spec/replicas"], target: { kind: Deployment } }] }
+  values: { replicaCount: 2 }
+"#,
+            json!({ "adopt": true, "chart": { "repo": "https://stefanprodan.github.io/podinfo", "name": "podinfo",
+                "version": "6.5.*" }, "interval": "10m", "timeout": "5m", "releaseName": "podinfo", "wait": true,
+                "remediation": { "retries": 3 }, "test": { "enable": true },
+                "drift": { "mode": "enabled", "ignore": [{ "paths": ["/spec/replicas"], "target": { "kind": "Deployment" } }] },
+                "values": { "replicaCount": 2 } }),
+        ),
+        (
+            "an OCIRepository by chartRef (Flux's OCI shape)",
+            r#"
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: OCIRepository
+metadata: { name: podinfo, namespace: flux-system }
+spec: { interval: 10m, url: oci://ghcr.io/stefanprodan/charts/podinfo, ref: { semver: ">= 6.0.0" } }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: podinfo, namespace: flux-system }
+spec:
+  interval: 10m
+  chartRef: { kind: OCIRepository, name: podinfo }
+  targetNamespace: apps
+  install: { createNamespace: true, disableWait: true }
+  upgrade: { disableWait: true }
+"#,
+            json!({ "adopt": true, "chart": { "oci": "oci://ghcr.io/stefanprodan/charts/podinfo", "version": ">= 6.0.0" },
+                "interval": "10m", "targetNamespace": "apps", "releaseName": "apps-podinfo",
+                "createNamespace": true, "wait": false }),
+        ),
+        (
+            "a HelmRepository of type oci",
+            r#"
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: bitnami, namespace: apps }
+spec: { type: oci, url: oci://registry-1.docker.io/bitnamicharts, secretRef: { name: hub } }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: redis, namespace: apps }
+spec:
+  interval: 1h
+  chart: { spec: { chart: redis, version: 19.x, sourceRef: { kind: HelmRepository, name: bitnami } } }
+  valuesFrom: [{ kind: ConfigMap, name: redis-values }]
+  upgrade: { remediation: { retries: 4, strategy: rollback } }
+"#,
+            json!({ "adopt": true, "chart": { "oci": "oci://registry-1.docker.io/bitnamicharts/redis", "version": "19.x",
+                "credentialsSecretRef": { "name": "hub" } }, "interval": "1h", "wait": true,
+                "valuesFrom": [{ "kind": "ConfigMap", "name": "redis-values" }],
+                "remediation": { "retries": 4, "onFailure": "rollback" } }),
+        ),
+    ];
+    for (what, yaml, want) in cases {
+        let converted = convert(&docs(yaml));
+        assert_eq!(converted.apps.len(), 1, "{what}");
+        assert_eq!(converted.apps[0]["spec"], want, "{what}");
+        assert!(converted.notes.is_empty(), "{what}: {:?}", converted.notes);
+    }
+}
+
+#[test]
+fn a_source_not_in_the_input_or_not_convertible_is_said_and_the_rest_converted() {
+    let converted = convert(&docs(
+        r#"
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: a, namespace: apps }
+spec: { chart: { spec: { chart: a, sourceRef: { kind: HelmRepository, name: missing } } }, values: { x: 1 } }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: b, namespace: apps }
+spec: { chart: { spec: { chart: ./charts/b, sourceRef: { kind: GitRepository, name: repo } } } }
+"#,
+    ));
+    assert_eq!(converted.apps.len(), 2);
+    assert_eq!(converted.apps[0]["spec"]["values"], json!({ "x": 1 }));
+    let fields: Vec<(&str, &str)> = converted
+        .notes
+        .iter()
+        .map(|n| (n.release.as_str(), n.field.as_str()))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            ("apps/a", "chart.spec.sourceRef"),
+            ("apps/b", "chart.spec.sourceRef")
+        ]
+    );
+}
+
+#[test]
+fn input_that_is_not_yaml_is_refused() {
+    assert!(read_documents("a: [1, 2\n").is_err());
+    assert!(read_documents("kind: HelmRelease\n---\n").is_ok_and(|d| d.len() == 1));
+}
+
+#[test]
+fn the_committed_field_table_is_the_converters() {
+    let committed = include_str!("../../docs/reference/from-flux.md");
+    assert!(
+        committed == fields::markdown(),
+        "docs/reference/from-flux.md is stale: run hack/update-crds.sh and commit the result"
+    );
+}
