@@ -193,9 +193,14 @@ impl kube::Resource for FreshRelease {
 /// same release to Go's decoder, which reads a missing member as its zero
 /// value. Both must keep the digest. `None`: not a release payload.
 pub fn content_digest(payload: &[u8]) -> Option<String> {
+    content_digest_of_json(&super::helm::release_json(payload).ok()?)
+}
+
+/// [`content_digest`] of a release as JSON — as helm prints it with
+/// `--output json`, the same release it stores.
+pub fn content_digest_of_json(json: &[u8]) -> Option<String> {
     use sha2::Digest;
-    let json = super::helm::release_json(payload).ok()?;
-    let fields: BTreeMap<String, serde_json::Value> = serde_json::from_slice(&json).ok()?;
+    let fields: BTreeMap<String, serde_json::Value> = serde_json::from_slice(json).ok()?;
     let mut sum = sha2::Sha256::new();
     let mut text = String::new();
     for (name, value) in fields.iter().filter(|(name, _)| name.as_str() != "info") {

@@ -9,7 +9,7 @@
 //! - keeps stderr for the condition and the Warning Event (the caller
 //!   redacts values from it).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -107,6 +107,10 @@ pub struct Released {
     pub status: String,
     pub chart_version: String,
     pub app_version: String,
+    /// The content digest of the release helm printed
+    /// ([`crate::cached::storage::content_digest_of_json`]): what the
+    /// revision it stored has, read from our own helm, not the storage.
+    pub content: String,
 }
 
 /// Runs helm; shared by every reconcile of the delivery controller.
@@ -116,6 +120,9 @@ pub struct Helm {
     slots: Semaphore,
     /// Releases (`namespace/name`) a helm process runs on now.
     busy: Mutex<HashSet<String>>,
+    /// When the last helm action of this process on each release ended
+    /// (one entry per release it ever ran on).
+    ended: Mutex<HashMap<String, chrono::DateTime<chrono::Utc>>>,
     /// Process groups of running helm processes (killed on lease loss).
     groups: Arc<Mutex<HashSet<i32>>>,
     /// `GOMAXPROCS` for each helm process, unless the operator's own
@@ -154,7 +161,12 @@ fn closed(action: &'static str) -> HelmError {
 
 impl Drop for Busy<'_> {
     fn drop(&mut self) {
-        self.helm.busy.lock().remove(&self.key);
+        let mut busy = self.helm.busy.lock();
+        busy.remove(&self.key);
+        self.helm
+            .ended
+            .lock()
+            .insert(self.key.clone(), chrono::Utc::now());
     }
 }
 
@@ -167,6 +179,7 @@ impl Helm {
             slots: Semaphore::new(config.max_concurrent.max(1)),
             config,
             busy: Mutex::default(),
+            ended: Mutex::default(),
             groups: Arc::default(),
             child_procs,
             gate: Default::default(),
@@ -186,6 +199,20 @@ impl Helm {
     /// ignored).
     pub fn set_gate(&self, gate: Gate) {
         let _ = self.gate.set(gate);
+    }
+
+    /// When the last helm action of this process on `namespace/release`
+    /// ended, if one did: a revision it left `pending-*` (its end could not
+    /// be written — the API server went away) is held by no helm.
+    pub fn last_ended(
+        &self,
+        namespace: &str,
+        release: &str,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.ended
+            .lock()
+            .get(&format!("{namespace}/{release}"))
+            .copied()
     }
 
     /// Whether a helm process of ours runs on `namespace/release` now.
@@ -520,6 +547,8 @@ fn parse_release(action: &'static str, out: &str) -> Result<Released, HelmError>
         status: r.info.status,
         chart_version: r.chart.metadata.version,
         app_version: r.chart.metadata.app_version,
+        content: crate::cached::storage::content_digest_of_json(out.trim().as_bytes())
+            .unwrap_or_default(),
     })
 }
 

@@ -62,6 +62,12 @@ pub struct Context {
     /// with it (killed with the pod, or by its shutdown or lease loss
     /// before another replica could lead).
     pub leading_since: OnceLock<chrono::DateTime<chrono::Utc>>,
+    /// Per HelmApp key: the revision its last successful helm run made and
+    /// that revision's content digest as helm printed it — kept until the
+    /// status records it (the storage read or the status write after the
+    /// run may fail: the API server went away), so that our own revision
+    /// is never taken for someone else's.
+    pub made: parking_lot::Mutex<std::collections::HashMap<String, (i64, String)>>,
 }
 
 impl Context {

@@ -178,6 +178,7 @@ pub fn controller(
             wake.clone(),
         ),
         leading_since: std::sync::OnceLock::new(),
+        made: Default::default(),
     };
     // No helm starts while the API server does not answer (checked with
     // the slot held: a run that waited for one may start long after).

@@ -55,6 +55,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         dependency: None,
         inputs: None,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
+        our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
         newest,
         owner_is_live,
         tampered: None,
@@ -77,6 +78,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         None
     };
     let fresh = adopting(ctx, app, &mut o, fresh).await;
+    own_revision(ctx, app, &mut o).await;
     o.tampered = tampered(ctx, app, &mut o, &entries, fresh).await;
     if deleting_now {
         o.project_gone = project_gone(ctx, app).await;
@@ -107,6 +109,18 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.readiness_failed = readiness::others(ctx, &mut o).await;
     }
     o
+}
+
+/// Records the revision our last helm run made, if the status lacks it
+/// ([`storage::record_own_revision`]).
+async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let key = cache::object_key(app);
+    let made = ctx.made.lock().get(&key).cloned();
+    if let Some(made) = made
+        && storage::record_own_revision(&ctx.client, o, made).await
+    {
+        ctx.made.lock().remove(&key);
+    }
 }
 
 /// `spec.interval` for a chart of a repository or registry (10m when it

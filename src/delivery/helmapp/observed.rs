@@ -131,6 +131,8 @@ pub struct Observed {
     pub now: chrono::DateTime<chrono::Utc>,
     /// Since when this process reconciles ([`super::context::Context::leading_since`]).
     pub leading_since: chrono::DateTime<chrono::Utc>,
+    /// When this process's last helm action on the release ended.
+    pub our_helm_ended: Option<chrono::DateTime<chrono::Utc>>,
     /// The helm timeout: `spec.timeout`, clamped to `--max-helm-timeout`.
     pub timeout: Duration,
     /// `spec.timeout` was longer than `--max-helm-timeout`.

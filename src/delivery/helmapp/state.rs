@@ -366,6 +366,15 @@ fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
         );
         return ReleaseState::Stuck { message };
     }
+    if let (Some(t), Some(ended)) = (touched, o.our_helm_ended)
+        && t <= ended
+    {
+        let message = format!(
+            "release {key} is {state} since {since}, left so by our own helm, which ended at {} without writing its end (the API server did not answer): marked failed, as helm does when it gives up",
+            ended.to_rfc3339()
+        );
+        return ReleaseState::Stuck { message };
+    }
     let pending_for = touched
         .map(|t| (o.now - t).to_std().unwrap_or_default())
         .unwrap_or(timeout);

@@ -202,6 +202,42 @@ fn record(o: &mut Observed, entries: &[HelmRelease]) {
     }
 }
 
+/// A revision our last successful helm run made (`made`: revision and
+/// the content digest helm printed) that the status has not recorded — the
+/// storage read or the status write after the run failed, the API server
+/// gone — is recorded now from a fresh read, if the stored revision's
+/// content is what our helm printed. Anything else is left to
+/// [`first_untrusted`]. `true` once the status as read holds it (it was
+/// written): nothing is left to remember.
+pub async fn record_own_revision(client: &Client, o: &mut Observed, made: (i64, String)) -> bool {
+    let (revision, content) = made;
+    if o.status
+        .storage_digests
+        .iter()
+        .any(|d| d.revision == revision)
+    {
+        return true;
+    }
+    let Ok(entries) = read(client, &o.target).await else {
+        return false;
+    };
+    let ours = entries
+        .iter()
+        .find(|e| e.version() == revision && e.content.as_deref() == Some(content.as_str()));
+    if let Some(e) = ours
+        && let Some(digest) = e.digest_string()
+    {
+        o.status.storage_digests.push(StorageDigest {
+            revision,
+            digest,
+            content,
+        });
+        o.status.storage_digests.sort_by_key(|d| d.revision);
+    }
+    // Remembered until a status write is seen to hold it.
+    false
+}
+
 /// Before a remediation that follows a failed run (a rollback reads the
 /// revision it returns to, an uninstall the newest's manifest): records
 /// what the run left, as [`record_after_action`] does, and says why the

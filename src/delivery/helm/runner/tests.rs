@@ -53,7 +53,8 @@ fn helms_json_release_gives_revision_status_and_versions() {
             revision: 3,
             status: "deployed".into(),
             chart_version: "1.2.0".into(),
-            app_version: "1.27.3".into()
+            app_version: "1.27.3".into(),
+            content: crate::cached::storage::content_digest_of_json(out.as_bytes()).unwrap(),
         }
     );
     assert!(parse_release("upgrade", "Error: nope").is_err());

@@ -99,6 +99,14 @@ pub async fn run(
         // Not a failure of the release: nothing counted, recorded or said.
         return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
     }
+    if let Ok(released) = &result
+        && !released.content.is_empty()
+    {
+        // Ours, as our helm printed it: recorded even if the storage read
+        // below fails (observe::own_revision).
+        let made = (released.revision, released.content.clone());
+        ctx.made.lock().insert(cache::object_key(app), made);
+    }
     let outcome = match result {
         Ok(released) => succeeded_then_tested(ctx, app, o, kind, &hash, released).await,
         Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e).await,

@@ -72,6 +72,7 @@ pub(super) fn observed() -> Observed {
         now: now(),
         // Led since before every revision `stored` makes (11:58).
         leading_since: now() - chrono::Duration::hours(1),
+        our_helm_ended: None,
         timeout: Duration::from_secs(300),
         timeout_clamped: false,
         resolve_after: None,
@@ -423,6 +424,16 @@ fn a_pending_release_is_held_locked_or_stuck_and_spent_retries_wait() {
             Observed {
                 newest: stored(2, "pending-upgrade", UID, HASH),
                 leading_since: now() - chrono::Duration::seconds(30),
+                ..observed()
+            },
+            |s| matches!(s, S::Stuck { .. }),
+        ),
+        (
+            "pending, left by our own helm that has ended: stuck at once",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "pending-upgrade", UID, HASH),
+                our_helm_ended: Some(now() - chrono::Duration::seconds(10)),
                 ..observed()
             },
             |s| matches!(s, S::Stuck { .. }),
