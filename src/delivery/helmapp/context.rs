@@ -68,6 +68,11 @@ pub struct Context {
     /// run may fail: the API server went away), so that our own revision
     /// is never taken for someone else's.
     pub made: parking_lot::Mutex<std::collections::HashMap<String, (i64, String)>>,
+    /// HelmApp keys whose helm run the API server's outage cut off, or
+    /// whose storage could not be read after it: what that helm left (a
+    /// revision superseded, one pending) is recorded as after any action
+    /// of ours, by the first reconcile that can read the storage.
+    pub interrupted: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
 impl Context {

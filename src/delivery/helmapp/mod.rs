@@ -179,6 +179,7 @@ pub fn controller(
         ),
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),
+        interrupted: Default::default(),
     };
     // No helm starts while the API server does not answer (checked with
     // the slot held: a run that waited for one may start long after).

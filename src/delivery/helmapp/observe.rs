@@ -112,9 +112,19 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
 }
 
 /// Records the revision our last helm run made, if the status lacks it
-/// ([`storage::record_own_revision`]).
+/// ([`storage::record_own_revision`]); after a run of ours that the API's
+/// outage cut off, or whose storage could not be read, what it left, as
+/// after any action of ours.
 async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let key = cache::object_key(app);
+    let interrupted = ctx.interrupted.lock().contains(&key);
+    if interrupted && storage::record_after_action(&ctx.client, o).await.is_some() {
+        log::info!(
+            "{}: recorded what our helm run, cut off by the API server's outage, left in Helm's storage",
+            o.target.key()
+        );
+        ctx.interrupted.lock().remove(&key);
+    }
     let made = ctx.made.lock().get(&key).cloned();
     if let Some(made) = made
         && storage::record_own_revision(&ctx.client, o, made).await

@@ -173,21 +173,21 @@ pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
 }
 
 /// After a helm action: records what helm left in the storage, proven
-/// revision by revision ([`recorded_after`]), and returns what it read. A
-/// failed read records nothing (the next check reads again and flags a
-/// difference only if it persists) and returns nothing.
-pub async fn record_after_action(client: &Client, o: &mut Observed) -> Vec<HelmRelease> {
+/// revision by revision ([`recorded_after`]), and returns what it read.
+/// A failed read records nothing and returns `None` (the caller keeps the
+/// action in mind: `Context::interrupted`).
+pub async fn record_after_action(client: &Client, o: &mut Observed) -> Option<Vec<HelmRelease>> {
     match read(client, &o.target).await {
         Ok(entries) => {
             record(o, &entries);
-            entries
+            Some(entries)
         }
         Err(e) => {
             log::warn!(
                 "{}: cannot read Helm's storage to record its digests: {e}",
                 o.target.key()
             );
-            Vec::new()
+            None
         }
     }
 }

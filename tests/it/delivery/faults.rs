@@ -193,14 +193,25 @@ async fn a_deletion_right_after_a_chart_version_upgrade_is_put_back() {
 /// A helm wrapper that logs `<time> start <pid>` and `<time> end <pid>`
 /// around each run of the real helm (its pid is the run's process group).
 fn logging_helm(f: &Fixture, log: &std::path::Path) -> std::path::PathBuf {
+    gated_logging_helm(f, log, &f.cp.dir().join("no-gate"))
+}
+
+/// [`logging_helm`] whose runs, once logged, wait while the file `gate`
+/// exists.
+fn gated_logging_helm(
+    f: &Fixture,
+    log: &std::path::Path,
+    gate: &std::path::Path,
+) -> std::path::PathBuf {
     let helm = f.cp.helm_binary();
     let wrapper = f.cp.dir().join("logging-helm.sh");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\n{version}echo \"$(date +%s.%N) start $$\" >> '{log}'\n'{helm}' \"$@\"\nrc=$?\necho \"$(date +%s.%N) end $$\" >> '{log}'\nexit $rc\n",
+            "#!/bin/sh\n{version}echo \"$(date +%s.%N) start $$\" >> '{log}'\nwhile [ -e '{gate}' ]; do sleep 0.05; done\n'{helm}' \"$@\"\nrc=$?\necho \"$(date +%s.%N) end $$\" >> '{log}'\nexit $rc\n",
             version = version_passes_through(&helm),
             log = log.display(),
+            gate = gate.display(),
             helm = helm.display(),
         ),
     )
@@ -348,7 +359,8 @@ async fn runs_waiting_for_a_slot_start_no_helm_while_the_api_server_is_down() {
     let mut f = Fixture::new().await;
     f.namespace(NS).await;
     let log = f.cp.dir().join("helm-runs.log");
-    let wrapper = logging_helm(&f, &log);
+    let gate = f.cp.dir().join("slot-gate");
+    let wrapper = gated_logging_helm(&f, &log, &gate);
     let operator = f
         .start_delivery_with(|s| {
             s.helm.binary = wrapper.clone();
@@ -362,6 +374,10 @@ async fn runs_waiting_for_a_slot_start_no_helm_while_the_api_server_is_down() {
     for name in &names {
         ready(&f, name, "InstallSucceeded", 1).await;
     }
+    // The first upgrade holds the one slot, waiting at the gate (helm
+    // itself not started: nothing of it reaches the storage).
+    std::fs::write(&gate, "").unwrap();
+    let before = helm_log(&log).len();
     for name in &names {
         patch(
             &f,
@@ -370,12 +386,12 @@ async fn runs_waiting_for_a_slot_start_no_helm_while_the_api_server_is_down() {
         )
         .await;
     }
-    let before = helm_log(&log).len();
     eventually("the first upgrade started", 60, || async {
         (helm_log(&log).len() > before).then_some(())
     })
     .await;
     f.cp.stop_apiserver();
+    std::fs::remove_file(&gate).unwrap();
     let down_at = now();
     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
     let up_at = now();
@@ -390,17 +406,8 @@ async fn runs_waiting_for_a_slot_start_no_helm_while_the_api_server_is_down() {
         Vec::<f64>::new(),
         "helm started while the API server was down (seconds into the outage)"
     );
-    // A run cut off by the outage may leave its revision pending (helm
-    // could not write its end): unlocked at once and run again, a
-    // revision later.
     for name in &names {
-        let app = eventually(&format!("{name}: upgraded"), 120, || async {
-            let app = get(&f, name).await?;
-            let st = app.status.as_ref()?;
-            let settled = st.observed_generation == app.metadata.generation;
-            (is_ready(&app) && settled && st.revision >= 2).then_some(app)
-        })
-        .await;
+        let app = ready(&f, name, "UpgradeSucceeded", 2).await;
         assert_eq!(
             app.status.unwrap().failures,
             0,
@@ -446,4 +453,61 @@ async fn the_release_helm_prints_has_the_content_digest_of_the_revision_it_store
         let payload = stored.data.unwrap()["release"].0.clone();
         assert_eq!(content_digest(&payload), Some(printed), "{release}");
     }
+}
+
+/// etcd frozen (SIGSTOP) while upgrades are asked for: the API server
+/// answers but nothing reaches storage. Once it thaws every app converges,
+/// no retry spent, no helm run repeated for it.
+#[tokio::test]
+async fn with_etcd_frozen_every_app_converges_after_the_thaw_spending_no_retry() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = logging_helm(&f, &log);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let names = ["cold-a", "cold-b", "cold-c"];
+    for name in names {
+        apply(&f, name, json!({ "chart": { "path": "tiny" } })).await;
+    }
+    for name in names {
+        ready(&f, name, "InstallSucceeded", 1).await;
+    }
+    let before = helm_log(&log)
+        .iter()
+        .filter(|(_, started, _)| *started)
+        .count();
+    for name in names {
+        patch(
+            &f,
+            name,
+            json!({ "spec": { "values": { "greeting": "thawed" } } }),
+        )
+        .await;
+    }
+    f.cp.freeze_etcd();
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    f.cp.thaw_etcd();
+    for name in names {
+        let app = eventually(&format!("{name}: upgraded after the thaw"), 120, || async {
+            let app = get(&f, name).await?;
+            let st = app.status.as_ref()?;
+            let settled = st.observed_generation == app.metadata.generation;
+            (is_ready(&app) && settled && st.revision >= 2).then_some(app)
+        })
+        .await;
+        assert_eq!(
+            app.status.unwrap().failures,
+            0,
+            "{name}: the freeze spent a retry"
+        );
+    }
+    let runs = helm_log(&log)
+        .iter()
+        .filter(|(_, started, _)| *started)
+        .count()
+        - before;
+    assert_eq!(runs, names.len(), "one upgrade per app, none repeated");
+    operator.stop().await;
 }

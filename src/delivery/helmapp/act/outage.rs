@@ -18,6 +18,10 @@ pub async fn outage(ctx: &Context, app: &HelmApp, error: &HelmError) -> bool {
     if !unstarted && ctx.reachability.answers().await {
         return false;
     }
+    if !unstarted {
+        // It ran: what it left is ours, recorded once the API answers.
+        ctx.interrupted.lock().insert(cache::object_key(app));
+    }
     let key = cache::object_key(app);
     ctx.reachability.park(&key);
     true

@@ -113,8 +113,14 @@ pub async fn run(
     };
     // Whatever helm left in the storage is what the next check expects;
     // the objects of a revision it deployed go in the same status write.
-    let entries = crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
-    crate::delivery::helmapp::drift::record_deployed(ctx, app, o, &entries).await;
+    match crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await {
+        Some(entries) => {
+            crate::delivery::helmapp::drift::record_deployed(ctx, app, o, &entries).await
+        }
+        None => {
+            ctx.interrupted.lock().insert(cache::object_key(app));
+        }
+    }
     Ok(outcome)
 }
 

@@ -44,7 +44,12 @@ pub async fn run(
     let version = status.chart_version.clone();
     push_history(status, "unlock", revision, &version, &hash, "succeeded");
     status.last_action = "unlock".into();
-    crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await;
+    if crate::delivery::helmapp::storage::record_after_action(&ctx.client, o)
+        .await
+        .is_none()
+    {
+        ctx.interrupted.lock().insert(cache::object_key(app));
+    }
     Ok(Outcome::Replan)
 }
 
