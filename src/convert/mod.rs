@@ -478,97 +478,92 @@ impl To<'_> {
                 .cloned()
                 .unwrap_or_default()
         };
-        let depends: Vec<Value> = items("/dependsOn")
+        let depends = items("/dependsOn")
             .iter()
             .map(|d| {
-                let mut to = json!({ "kind": "HelmApp", "name": d["name"] });
-                if let Some(ns) = d.get("namespace") {
-                    to["namespace"] = ns.clone();
-                }
-                to
+                let mut to = picked(d, &[("name", "name"), ("namespace", "namespace")]);
+                to.insert("kind".into(), json!("HelmApp"));
+                Value::Object(to)
             })
             .collect();
-        if !depends.is_empty() {
-            self.set("dependsOn", json!(depends));
-        }
-        let values_from: Vec<Value> = items("/valuesFrom")
+        self.set_list("dependsOn", depends);
+        let values_from = items("/valuesFrom")
             .iter()
             .filter(|v| v.get("name").is_some())
             .map(|v| {
-                let mut to = json!({ "kind": v["kind"], "name": v["name"] });
-                for (from, key) in [
+                let keys = [
+                    ("kind", "kind"),
+                    ("name", "name"),
                     ("valuesKey", "key"),
                     ("targetPath", "targetPath"),
                     ("optional", "optional"),
-                ] {
-                    if let Some(x) = v.get(from) {
-                        to[key] = x.clone();
-                    }
-                }
-                to
+                ];
+                Value::Object(picked(v, &keys))
             })
             .collect();
-        if !values_from.is_empty() {
-            self.set("valuesFrom", json!(values_from));
-        }
-        let ignore: Vec<Value> = items("/driftDetection/ignore")
+        self.set_list("valuesFrom", values_from);
+        let ignore = items("/driftDetection/ignore")
             .iter()
             .map(|rule| {
                 let mut to = json!({ "paths": rule["paths"] });
                 if let Some(t) = rule.get("target") {
-                    let mut target = Map::new();
-                    for k in ["kind", "name", "namespace"] {
-                        if let Some(v) = t.get(k) {
-                            target.insert(k.into(), v.clone());
-                        }
-                    }
-                    to["target"] = Value::Object(target);
+                    let target = [
+                        ("kind", "kind"),
+                        ("name", "name"),
+                        ("namespace", "namespace"),
+                    ];
+                    to["target"] = Value::Object(picked(t, &target));
                 }
                 to
             })
             .collect();
-        if !ignore.is_empty() {
-            self.set("drift.ignore", json!(ignore));
-        }
-        let renderers: Vec<Value> = items("/postRenderers")
+        self.set_list("drift.ignore", ignore);
+        let renderers = items("/postRenderers")
             .iter()
             .enumerate()
-            .map(|(i, r)| {
-                let k = &r["kustomize"];
-                let mut to = Map::new();
-                if let Some(images) = k.get("images") {
-                    to.insert("images".into(), images.clone());
-                }
-                let patches: Vec<Value> = k["patches"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .enumerate()
-                    .map(|(j, mut p)| {
-                        if let Some(t) = p.get_mut("target").and_then(Value::as_object_mut) {
-                            for selector in ["labelSelector", "annotationSelector"] {
-                                if t.remove(selector).is_some() {
-                                    self.note(
-                                        &format!("postRenderers[{i}].kustomize.patches[{j}].target.{selector}"),
-                                        "patch targets select by group, version, kind, name and namespace only",
-                                    );
-                                }
-                            }
-                        }
-                        p
-                    })
-                    .collect();
-                if !patches.is_empty() {
-                    to.insert("patches".into(), json!(patches));
-                }
-                json!({ "kustomize": to })
-            })
+            .map(|(i, r)| self.post_renderer(i, &r["kustomize"]))
             .collect();
-        if !renderers.is_empty() {
-            self.set("postRenderers", json!(renderers));
+        self.set_list("postRenderers", renderers);
+    }
+
+    /// Post-renderer `i`'s `kustomize`, its patch targets' selectors noted
+    /// and dropped.
+    fn post_renderer(&mut self, i: usize, kustomize: &Value) -> Value {
+        let mut to = picked(kustomize, &[("images", "images")]);
+        let mut patches = kustomize["patches"].as_array().cloned().unwrap_or_default();
+        for (j, patch) in patches.iter_mut().enumerate() {
+            let Some(target) = patch.get_mut("target").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for selector in ["labelSelector", "annotationSelector"] {
+                if target.remove(selector).is_some() {
+                    self.note(
+                        &format!("postRenderers[{i}].kustomize.patches[{j}].target.{selector}"),
+                        "patch targets select by group, version, kind, name and namespace only",
+                    );
+                }
+            }
+        }
+        if !patches.is_empty() {
+            to.insert("patches".into(), json!(patches));
+        }
+        json!({ "kustomize": to })
+    }
+
+    /// Sets `path` to `items` unless there are none.
+    fn set_list(&mut self, path: &str, items: Vec<Value>) {
+        if !items.is_empty() {
+            self.set(path, Value::Array(items));
         }
     }
+}
+
+/// The members of `from` that `keys` names, each under its new name
+/// (`(from, to)`), in `keys`' order.
+fn picked(from: &Value, keys: &[(&str, &str)]) -> Map<String, Value> {
+    keys.iter()
+        .filter_map(|(key, to)| Some((to.to_string(), from.get(*key)?.clone())))
+        .collect()
 }
 
 /// Reads YAML documents from `paths` (`-` or none: stdin), writes the

@@ -181,13 +181,7 @@ pub fn controller(
         made: Default::default(),
         interrupted: Default::default(),
     };
-    // No helm starts while the API server does not answer (checked with
-    // the slot held: a run that waited for one may start long after).
-    let reachability = ctx.reachability.clone();
-    helm.set_gate(Arc::new(move || {
-        let reachability = reachability.clone();
-        Box::pin(async move { reachability.answers().await })
-    }));
+    gate_on_reachability(&helm, &ctx.reachability);
     let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
         .max_backoff(Duration::from_secs(300))
         .workers(settings.workers)
@@ -220,6 +214,20 @@ pub fn controller(
     }));
     members.wire(&to);
     (controller, helm)
+}
+
+/// No helm starts while the API server does not answer: `helm` asks
+/// `reachability` right before each process starts (with the slot held: a
+/// run that waited for one may start long after it was decided).
+fn gate_on_reachability(
+    helm: &crate::delivery::helm::Helm,
+    reachability: &Arc<crate::delivery::reachability::Reachability>,
+) {
+    let reachability = reachability.clone();
+    helm.set_gate(Arc::new(move || {
+        let reachability = reachability.clone();
+        Box::pin(async move { reachability.answers().await })
+    }));
 }
 
 /// The HelmApp indexes: by what `valuesFrom` names, by what it depends on,
