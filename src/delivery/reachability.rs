@@ -136,11 +136,22 @@ impl Reachability {
     }
 }
 
+/// Whether `error` is no answer from the API server (no connection, a
+/// TLS failure, a time-out, a 5xx) rather than its answer (a 4xx) or a
+/// request that was never sent.
+pub fn unanswered(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500,
+        kube::Error::SerdeError(_) | kube::Error::BuildRequest(_) => false,
+        _ => true,
+    }
+}
+
 /// One cheap GET that the API server answers without a store read.
 async fn reachable(client: &Client) -> bool {
     match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
         Ok(Ok(_)) => true,
-        Ok(Err(kube::Error::Api(status))) => status.code < 500,
-        Ok(Err(_)) | Err(_) => false,
+        Ok(Err(e)) => !unanswered(&e),
+        Err(_) => false,
     }
 }

@@ -87,6 +87,27 @@ impl Reconciler for HelmApps {
             ctx.reachability.park(key);
             return Ok(Action::done("the API server does not answer: waits"));
         }
+        match self.sync(key).await {
+            // A read or write the API server did not answer: the key waits
+            // for it like the others, instead of retrying at the rate
+            // limiter's pace through the outage.
+            Err(DeliveryError::Kube(e))
+                if crate::delivery::reachability::unanswered(&e)
+                    && !ctx.reachability.answers().await =>
+            {
+                log::debug!("{key}: the API server does not answer ({e}): waits");
+                ctx.reachability.park(key);
+                Ok(Action::done("the API server does not answer: waits"))
+            }
+            result => result,
+        }
+    }
+}
+
+impl HelmApps {
+    /// observe → state → plan → act, then the status written once.
+    async fn sync(&self, key: &str) -> Result<Action, DeliveryError> {
+        let ctx = &self.ctx;
         let Some(app) = ctx.apps.get(key) else {
             ctx.drift.forget(key);
             return Ok(Action::done("gone"));
@@ -101,7 +122,7 @@ impl Reconciler for HelmApps {
             }
             _ => {}
         }
-        let mut observed = observe::observe(ctx, &app).await;
+        let mut observed = observe::observe(ctx, &app).await?;
         let mut outcome = Ok(Outcome::Replan);
         let mut settled = false;
         for _ in 0..MAX_STEPS {

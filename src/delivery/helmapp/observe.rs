@@ -27,8 +27,11 @@ use crate::delivery::names::{
     APPROVE, FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL,
 };
 
-/// Gathers what [`state::state`] needs to decide about `app`.
-pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
+/// Gathers what [`state::state`] needs to decide about `app`. Fails only
+/// when a read that a decision cannot be made without failed (Helm's
+/// storage, re-read to confirm a difference from what was recorded):
+/// nothing is decided on a guess.
+pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Error> {
     let target = Target::of(app);
     let mut status = ctx.status.current(app);
     status.observed_generation = app.metadata.generation;
@@ -79,19 +82,19 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
     };
     let fresh = adopting(ctx, app, &mut o, fresh).await;
     own_revision(ctx, app, &mut o).await;
-    o.tampered = tampered(ctx, app, &mut o, &entries, fresh).await;
+    o.tampered = tampered(ctx, app, &mut o, &entries, fresh).await?;
     if deleting_now {
         o.project_gone = project_gone(ctx, app).await;
     }
     if app.metadata.deletion_timestamp.is_some() || app.spec.suspend || o.cross_namespace.is_some()
     {
-        return o;
+        return Ok(o);
     }
     o.dependency = dependency(ctx, app);
     if state::held_back(&o, app).is_some() {
         // Nothing below would be read: no chart is fetched for an app that
         // waits.
-        return o;
+        return Ok(o);
     }
     o.inputs = Some(inputs(ctx, app, &o.target).await);
     if app.spec.wait {
@@ -108,7 +111,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Observed {
         o.readiness_polled = true;
         o.readiness_failed = readiness::others(ctx, &mut o).await;
     }
-    o
+    Ok(o)
 }
 
 /// Records the revision our last helm run made, if the status lacks it
@@ -241,9 +244,11 @@ async fn project_gone(ctx: &Context, app: &HelmApp) -> bool {
 }
 
 /// Why the release's storage is not trusted, if it is not
-/// ([`storage::check`]; a failed confirming read counts as untrusted: the
-/// cache shows a difference). Entries that are no release get their
-/// `InvalidRelease` Warning. Changed storage is accepted only by a new
+/// ([`storage::check`]); an error when the cache shows a difference and
+/// the read that would confirm it failed (an API outage must not turn
+/// into `StorageTampered`: undecided, the reconcile waits and looks
+/// again). Entries that are no release get their `InvalidRelease`
+/// Warning. Changed storage is accepted only by a new
 /// `hossted.com/reconcile-at` set after the change was reported (`Ready`
 /// says `StorageTampered`): whoever may patch the HelmApp accepts the
 /// stored state, which is trusted from then on. A configuration change
@@ -254,15 +259,11 @@ async fn tampered(
     o: &mut Observed,
     entries: &[Arc<HelmRelease>],
     fresh: Option<Vec<HelmRelease>>,
-) -> Option<String> {
+) -> Result<Option<String>, kube::Error> {
     warn_invalid(ctx, app, entries);
-    let untrusted = match storage::check(&ctx.client, o, entries, fresh).await {
-        Ok(None) => return None,
-        Ok(Some(u)) => u.message(&o.target.key()),
-        Err(e) => format!(
-            "the storage of release {} differs from the digests the operator recorded, and re-reading it failed: {e}",
-            o.target.key()
-        ),
+    let untrusted = match storage::check(&ctx.client, o, entries, fresh).await? {
+        None => return Ok(None),
+        Some(u) => u.message(&o.target.key()),
     };
     let reported = super::status::has(&o.status, READY, false, Reason::StorageTampered);
     if reported && o.reconcile_at != o.status.last_handled_reconcile_at {
@@ -276,14 +277,14 @@ async fn tampered(
                 );
                 storage::trust(&mut o.status, &fresh);
                 o.status.last_handled_reconcile_at = o.reconcile_at.clone();
-                return None;
+                return Ok(None);
             }
             Err(e) => log::warn!("{}: cannot re-read Helm's storage: {e}", o.target.key()),
         }
     }
     // Only a value set after this report accepts.
     o.status.last_handled_reconcile_at = o.reconcile_at.clone();
-    Some(untrusted)
+    Ok(Some(untrusted))
 }
 
 /// One `InvalidRelease` Warning on each storage Secret of the release

@@ -511,3 +511,110 @@ async fn with_etcd_frozen_every_app_converges_after_the_thaw_spending_no_retry()
     assert_eq!(runs, names.len(), "one upgrade per app, none repeated");
     operator.stop().await;
 }
+
+/// An upgrade succeeds, and the API server goes down before the operator
+/// could read the storage or write the status. Through the outage the app
+/// waits parked — no reconcile retried at the rate limiter's pace — and
+/// the revision its own helm made, which the cache saw and the status does
+/// not hold, is not taken for someone else's (no `StorageTampered`).
+/// After the outage the app is `Ready` (`UpToDate`: the upgrade's own
+/// report was cut off) at revision 2 with both revisions recorded, and no
+/// `StorageTampered` Event was ever written.
+#[tokio::test]
+async fn an_outage_right_after_a_successful_upgrade_is_waited_out_and_reports_no_tampering() {
+    let mut f = Fixture::new().await;
+    f.namespace(NS).await;
+    let helm = f.cp.helm_binary();
+    let (hold, done) = (f.cp.dir().join("hold"), f.cp.dir().join("done"));
+    let wrapper = f.cp.dir().join("holding-helm.sh");
+    // Runs helm; while `hold` exists, says `done` and waits before exiting.
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{version}'{helm}' \"$@\"\nrc=$?\nif [ -e '{hold}' ]; then touch '{done}'; while [ -e '{hold}' ]; do sleep 0.05; done; fi\nexit $rc\n",
+            version = version_passes_through(&helm),
+            helm = helm.display(),
+            hold = hold.display(),
+            done = done.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let name = "cut-off";
+    apply(&f, name, json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, name, "InstallSucceeded", 1).await;
+    let retries = "workqueue_retries_total{name=\"helmapp\"}";
+    let retries_before = sample(&operator.scrape(), retries).unwrap_or(0.0);
+
+    std::fs::write(&hold, "").unwrap();
+    patch(
+        &f,
+        name,
+        json!({ "spec": { "values": { "greeting": "two" } } }),
+    )
+    .await;
+    eventually("the upgrade done, its helm held", 60, || async {
+        done.exists().then_some(())
+    })
+    .await;
+    // Revision 2 is stored; the operator's cache saw it, its status not.
+    eventually("revision 2 in the storage", 30, || async {
+        revisions(&f, name).await.contains_key(&2).then_some(())
+    })
+    .await;
+    f.cp.stop_apiserver();
+    std::fs::remove_file(&hold).unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let retries_during = sample(&operator.scrape(), retries).unwrap_or(0.0) - retries_before;
+    f.cp.start_apiserver().await.unwrap();
+
+    let app = ready(&f, name, "UpToDate", 2).await;
+    let status = app.status.unwrap();
+    let mut recorded: Vec<i64> = status.storage_digests.iter().map(|d| d.revision).collect();
+    recorded.sort();
+    assert_eq!(recorded, vec![1, 2], "both revisions recorded as ours");
+    assert_eq!(status.failures, 0, "the outage spent no retry");
+    assert_eq!(
+        retries_during, 0.0,
+        "reconciles retried at the rate limiter's pace during the outage"
+    );
+    // One more upgrade: its Event is written after any the outage queued
+    // (one writer, in order).
+    // Event times are whole seconds.
+    let third_asked = k8s_openapi::jiff::Timestamp::now().as_second();
+    patch(
+        &f,
+        name,
+        json!({ "spec": { "values": { "greeting": "three" } } }),
+    )
+    .await;
+    ready(&f, name, "UpgradeSucceeded", 3).await;
+    eventually("the third upgrade's Event", 30, || async {
+        let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(f.cp.client(), NS)
+            .list(&kube::api::ListParams::default().fields(&format!("involvedObject.name={name}")))
+            .await
+            .ok()?;
+        events
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("UpgradeSucceeded")
+                    && e.last_timestamp
+                        .as_ref()
+                        .is_some_and(|t| t.0.as_second() >= third_asked)
+            })
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !reasons_of_events(&f, name)
+            .await
+            .contains(&"StorageTampered".to_string()),
+        "the outage was reported as tampering"
+    );
+    operator.stop().await;
+}

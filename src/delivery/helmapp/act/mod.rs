@@ -110,7 +110,12 @@ pub async fn run(
 fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
     let hash = o.hash().map(str::to_string);
     let status = &mut o.status;
+    // A revision the status did not hold (a run of ours whose own status
+    // write an outage cut off): the last action's reason no longer
+    // describes the release.
+    let mut moved = false;
     if let (Some(revision), Some(hash)) = (revision, hash) {
+        moved = status.revision != revision;
         status.config_hash = hash;
         status.revision = revision;
     }
@@ -119,7 +124,7 @@ fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
         return Outcome::Finished(Action::requeue_after(again, message));
     }
     let status = &mut o.status;
-    if !status::is_true(status, READY) {
+    if moved || !status::is_true(status, READY) {
         let message = "the release is deployed with this configuration";
         status::set(status, READY, true, Reason::UpToDate, message);
         status::set(status, RELEASED, true, Reason::UpToDate, message);
