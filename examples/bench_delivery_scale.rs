@@ -114,6 +114,38 @@ fn verb_resource_user(v: &Value) -> String {
     )
 }
 
+/// How long after all are Ready the operator's requests are counted.
+const QUIET_SECS: u64 = 30;
+
+/// The requests by verb of the audit records from line `from` on whose
+/// stage time is within `window` after `start`.
+fn audit_by_in(
+    path: &Path,
+    from: usize,
+    start: chrono::DateTime<chrono::Utc>,
+    window: Duration,
+) -> Value {
+    let end = start + chrono::Duration::from_std(window).unwrap_or_default();
+    let within = |v: &Value| {
+        v["stageTimestamp"]
+            .as_str()
+            .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .is_some_and(|t| t >= start && t <= end)
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut by = BTreeMap::<String, u64>::new();
+    for r in text
+        .lines()
+        .skip(from)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(within)
+    {
+        *by.entry(r["verb"].as_str().unwrap_or("?").to_string())
+            .or_default() += 1;
+    }
+    json!({ "secs": window.as_secs(), "writes": writes(&by), "requests": by })
+}
+
 fn writes(by: &BTreeMap<String, u64>) -> u64 {
     ["create", "update", "patch", "delete", "deletecollection"]
         .iter()
@@ -470,6 +502,7 @@ async fn run_one(
         seen.values().filter(|a| is_ready(a)).count() >= n
     })
     .await;
+    let ready_at = chrono::Utc::now();
     let _ = created.await;
     let ours_secs = done.duration_since(started).as_secs_f64();
     let cpu = cpu_seconds(op.pid()) - cpu0;
@@ -481,8 +514,11 @@ async fn run_one(
         "bench-delivery-scale:   ours {ours_secs:.1}s ({:.2}x)",
         ours_secs / bare_secs
     );
-    tokio::time::sleep(Duration::from_secs(idle)).await;
+    // Settled when Ready: what the operator asks of the API in the
+    // [`QUIET_SECS`] after all are (at least `idle`).
+    tokio::time::sleep(Duration::from_secs(idle.max(QUIET_SECS))).await;
     let steady = mib(proc_field(op.pid(), "VmRSS:").unwrap_or(0));
+    let after_ready = audit_by_in(&audit, from_ours, ready_at, Duration::from_secs(QUIET_SECS));
     drop(sampler);
     let mut result = json!({
         "apps": n, "concurrency": conc, "env": env.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>(),
@@ -492,6 +528,7 @@ async fn run_one(
         "operator_cpu_secs": cpu, "tree_cpu_secs": tree_cpu, "bare_cpu_secs": bare_cpu,
         "requests_ours": ours_requests, "requests_bare": bare_requests,
         "helm_runs": log_lines(&log).len(),
+        "after_ready": after_ready,
     });
     if detailed {
         let (paths, runs) = (
@@ -904,10 +941,28 @@ fn table(runs: &[Value]) -> String {
     out
 }
 
-/// The restart and the edits of the run that made them.
+/// The quiet after all were Ready, and the restart and the edits of the
+/// run that made them.
 fn details(runs: &[Value]) -> String {
     let f = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN);
     let mut out = String::new();
+    let quiet: Vec<String> = runs
+        .iter()
+        .filter(|r| r.get("after_ready").is_some())
+        .map(|r| {
+            let q = &r["after_ready"];
+            format!(
+                "{} apps at {}: {} writes, requests {}",
+                r["apps"], r["concurrency"], q["writes"], q["requests"]
+            )
+        })
+        .collect();
+    if !quiet.is_empty() {
+        out.push_str(&format!(
+            "\nSettled when Ready — the operator's requests in the {QUIET_SECS} s after all were Ready (target: no writes): {}.\n",
+            quiet.join("; ")
+        ));
+    }
     if let Some(d) = runs.iter().find(|r| r.get("restart").is_some()) {
         let (rs, e) = (&d["restart"], &d["edits"]);
         out.push_str(&format!(
