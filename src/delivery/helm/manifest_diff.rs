@@ -76,6 +76,27 @@ fn mask_secrets(old: &mut Value, new: &mut Value) {
     }
 }
 
+/// Whether `live` and `next` hold the same objects, field for field, once
+/// the labels `ignored` are taken off `live`'s (an emptied `labels` map
+/// counts as none).
+pub fn same_objects(live: &str, next: &str, ignored: &[&str]) -> bool {
+    let mut live = objects(live);
+    for o in live.values_mut() {
+        let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
+            for l in ignored {
+                labels.remove(*l);
+            }
+            if labels.is_empty() {
+                meta.remove("labels");
+            }
+        }
+    }
+    live == objects(next)
+}
+
 /// `next` against `live`; the headers name `release`.
 pub fn diff(live: &str, next: &str, release: &str) -> ManifestDiff {
     let (mut before, mut after) = (objects(live), objects(next));
@@ -115,6 +136,22 @@ pub fn diff(live: &str, next: &str, release: &str) -> ManifestDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_objects_are_the_same_but_for_the_ignored_labels() {
+        let flux = "helm.toolkit.fluxcd.io/name";
+        let live = "---\nkind: ConfigMap\nmetadata: {name: web, namespace: apps, labels: {helm.toolkit.fluxcd.io/name: web}}\ndata: {a: b}\n---\nkind: Service\nmetadata: {name: web, namespace: apps, labels: {app: web, helm.toolkit.fluxcd.io/name: web}}\n";
+        let next = "kind: Service\nmetadata: {name: web, namespace: apps, labels: {app: web}}\n---\nkind: ConfigMap\nmetadata: {name: web, namespace: apps}\ndata: {a: b}\n";
+        assert!(
+            same_objects(live, next, &[flux]),
+            "order and ignored labels"
+        );
+        assert!(!same_objects(live, next, &[]), "a label not ignored");
+        let edited = next.replace("{a: b}", "{a: c}");
+        assert!(!same_objects(live, &edited, &[flux]), "a field");
+        let fewer = "kind: Service\nmetadata: {name: web, namespace: apps, labels: {app: web}}\n";
+        assert!(!same_objects(live, fewer, &[flux]), "an object");
+    }
 
     const LIVE: &str = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: web, namespace: apps}\ndata: {greeting: hello}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: db, namespace: apps}\ndata: {password: b2xk, user: YWRtaW4=}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: gone, namespace: apps}\nspec: {ports: [{port: 80}]}\n";
 

@@ -62,6 +62,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Err
         newest,
         owner_is_live,
         tampered: None,
+        adoption_render: None,
         adoption_refused: None,
         project_gone: false,
         missing: Vec::new(),

@@ -29,6 +29,17 @@ pub struct Stored {
     pub digest: String,
 }
 
+/// What a dry run of the adopting upgrade showed, against the manifest
+/// the release has now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdoptionRender {
+    /// The same objects (labels a Flux helm-controller adds aside): the
+    /// release is taken over as it is, no helm run, no new revision.
+    Unchanged,
+    /// Some object would change, or the render failed: an upgrade adopts.
+    Changes,
+}
+
 /// What the drift part of observe found.
 #[derive(Debug, Default)]
 pub struct DriftFound {
@@ -106,6 +117,10 @@ pub struct Observed {
     /// Why the newest revision is not trusted, if it is not: it differs
     /// from the digest the operator recorded (`super::storage`).
     pub tampered: Option<String>,
+    /// An adoption's dry run against the live manifest, once rendered
+    /// (`super::act::adopt`): whether taking the release over changes any
+    /// of its objects.
+    pub adoption_render: Option<AdoptionRender>,
     /// Why the operator's own identity may not adopt the release (read
     /// only when it would: `spec.adopt`, a privileged identity, a release
     /// no live HelmApp owns — `super::adoption`).

@@ -21,6 +21,12 @@ pub enum Step {
     /// Edited fields put back by a direct apply of the objects' manifest
     /// (no new revision).
     PutBack { objects: Vec<String> },
+    /// Dry-run the adopting upgrade against the live manifest, then plan
+    /// again.
+    RenderAdoption,
+    /// Take over a release as it is: its storage labelled ours and
+    /// recorded, no helm run.
+    TakeOver { revision: i64 },
     /// Mark a stuck release `failed` in Helm's storage, then plan again.
     Unlock { message: String },
     /// `helm uninstall`, then let the HelmApp go (it is being deleted).
@@ -136,6 +142,10 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::OwnedByOther { message } => refuse(Reason::ReleaseOwnedByOther, message),
         ReleaseState::NotOurs { message } => refuse(Reason::ReleaseNotOwned, message),
         ReleaseState::AdoptionRefused { message } => refuse(Reason::AdoptionRefused, message),
+        ReleaseState::AdoptionToRender => Step::RenderAdoption,
+        ReleaseState::AdoptAsIs { revision } => Step::TakeOver {
+            revision: *revision,
+        },
         ReleaseState::InSync { revision } => Step::Done {
             revision: *revision,
         },
@@ -256,6 +266,8 @@ mod tests {
             S::OwnedByOther { message: m() },
             S::NotOurs { message: m() },
             S::AdoptionRefused { message: m() },
+            S::AdoptionToRender,
+            S::AdoptAsIs { revision: 2 },
             S::InSync { revision: Some(3) },
             S::Drifted { objects: vec![m()] },
             S::FieldsDrifted { objects: vec![m()] },
@@ -287,6 +299,8 @@ mod tests {
                 | S::OwnedByOther { .. }
                 | S::NotOurs { .. }
                 | S::AdoptionRefused { .. }
+                | S::AdoptionToRender
+                | S::AdoptAsIs { .. }
                 | S::InSync { .. }
                 | S::Drifted { .. }
                 | S::FieldsDrifted { .. }
@@ -300,7 +314,7 @@ mod tests {
         all
     }
 
-    /// Whether `step` runs helm or writes Helm's storage.
+    /// Whether `step` runs helm (a dry run aside) or writes Helm's storage.
     fn touches_the_release(step: &Step) -> bool {
         matches!(
             step,
@@ -309,11 +323,12 @@ mod tests {
                 | Step::Repair { .. }
                 | Step::Uninstall
                 | Step::Unlock { .. }
+                | Step::TakeOver { .. }
         )
     }
 
     #[test]
-    fn only_a_release_to_make_mend_unlock_or_remove_is_touched() {
+    fn only_a_release_to_make_mend_unlock_adopt_or_remove_is_touched() {
         use ReleaseState as S;
         let plain = app(|_| {});
         for state in every_state() {
@@ -323,6 +338,7 @@ mod tests {
                     | S::OutOfSync { .. }
                     | S::Drifted { .. }
                     | S::Stuck { .. }
+                    | S::AdoptAsIs { .. }
                     | S::Deleting { uninstall: true }
             );
             let step = next(&state, &plain);

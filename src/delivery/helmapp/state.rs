@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
 
-use super::observed::{Inputs, Observed, Stored};
+use super::observed::{AdoptionRender, Inputs, Observed, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 /// What the release of one HelmApp is.
@@ -50,6 +50,12 @@ pub enum ReleaseState {
     OwnedByOther { message: String },
     /// Exists, and no live HelmApp owns it (`adopt` is false).
     NotOurs { message: String },
+    /// No live HelmApp owns it, `adopt` is true, it is `deployed`, and
+    /// whether adopting changes it is not known yet: render it.
+    AdoptionToRender,
+    /// As [`ReleaseState::AdoptionToRender`], rendered: adopting changes
+    /// no object. Taken over as it is — no helm run, no new revision.
+    AdoptAsIs { revision: i64 },
     /// No live HelmApp owns it, `adopt` is true, and the operator's own
     /// identity may not take it over: its storage lists objects outside
     /// its namespace.
@@ -178,6 +184,17 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
             return ReleaseState::AdoptionRefused {
                 message: message.clone(),
             };
+        }
+        if newest.status == "deployed" && !o.forced() {
+            match o.adoption_render {
+                None => return ReleaseState::AdoptionToRender,
+                Some(AdoptionRender::Unchanged) => {
+                    return ReleaseState::AdoptAsIs {
+                        revision: newest.revision,
+                    };
+                }
+                Some(AdoptionRender::Changes) => {}
+            }
         }
         Why::Adopt
     } else if newest.status != "deployed" {

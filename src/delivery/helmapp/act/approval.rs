@@ -9,14 +9,13 @@ use apis::helmapp::{HelmApp, PendingChange, PendingObjects};
 use record::EventType;
 use runtime::Action;
 
+use super::dry_run;
 use super::outcome::{DeliveryError, Outcome, refuse};
-use super::release::{self, Kind, Parts};
 use crate::delivery::helm::manifest_diff::{self, ManifestDiff};
-use crate::delivery::helm::{GetManifest, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Inputs, Observed};
 use crate::delivery::helmapp::status::{self, APPROVED, READY, Reason};
-use crate::delivery::names::{APPROVE, HASH_LABEL, UID_LABEL};
+use crate::delivery::names::APPROVE;
 
 /// How many names of each list `status.pendingChange.objects` keeps.
 const NAMES: usize = 50;
@@ -101,40 +100,7 @@ fn record(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str, d: &Manife
 
 /// The live manifest against the dry run of the run approval would start.
 async fn preview(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<ManifestDiff, String> {
-    let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
-        return Err("the chart was not looked up".into());
-    };
-    let (chart, hash) = (chart.clone(), hash.clone());
-    let values = ctx.values(app).await?;
-    o.redactor = values::Redactor::of(&values);
-    let post_render = release::post_render_file(ctx, app)?;
-    let uid = o.uid.clone();
-    let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
-    let user = o.identity.user();
-    let kind = match o.newest {
-        Some(_) => Kind::Upgrade,
-        None => Kind::Install,
-    };
-    let parts = Parts {
-        chart: &chart.path,
-        values: &values,
-        labels: &labels,
-        user: user.as_deref(),
-        post_render: post_render.as_ref(),
-        flags: release::flags(app, kind, false),
-    };
-    let upgrade = release::request(ctx, app, o, parts);
-    let get = GetManifest {
-        release: upgrade.release,
-        namespace: upgrade.namespace,
-        as_user: upgrade.as_user,
-    };
-    let live = ctx.helm.manifest(&get).await;
-    let next = ctx.helm.render(&upgrade).await;
-    let (live, next) = (
-        live.map_err(|e| e.summary(&o.redactor))?,
-        next.map_err(|e| e.summary(&o.redactor))?,
-    );
+    let (live, next) = dry_run::live_and_next(ctx, app, o).await?;
     Ok(manifest_diff::diff(&live, &next, &o.target.key()))
 }
 

@@ -4,9 +4,11 @@
 //! Every action records what it did in `Observed::status`; the reconcile
 //! writes that status once, whatever the outcome.
 
+mod adopt;
 mod approval;
 mod crds;
 mod drift;
+mod dry_run;
 mod outage;
 mod outcome;
 mod release;
@@ -101,6 +103,8 @@ pub async fn run(
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }
+        Step::RenderAdoption => Ok(adopt::render(ctx, app, o).await),
+        Step::TakeOver { revision } => adopt::take_over(ctx, app, o, revision).await,
         Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),
     }
 }

@@ -42,16 +42,30 @@ fn a_manual_app_runs_only_approved_configurations() {
             |s| matches!(s, S::OutOfSync { why: Why::Changed }),
         ),
         (
-            "manual: adopting a release nobody owns waits",
+            "manual: adopting a release nobody owns by an upgrade waits",
             app(|a| {
                 a.spec.approval = Approval::Manual;
                 a.spec.adopt = true;
             }),
             Observed {
                 newest: stored(1, "deployed", "", HASH),
+                adoption_render: Some(AdoptionRender::Changes),
                 ..observed()
             },
             |s| matches!(s, S::AwaitingApproval { .. }),
+        ),
+        (
+            "manual: adopting one as it is changes nothing: no approval",
+            app(|a| {
+                a.spec.approval = Approval::Manual;
+                a.spec.adopt = true;
+            }),
+            Observed {
+                newest: stored(1, "deployed", "", HASH),
+                adoption_render: Some(AdoptionRender::Unchanged),
+                ..observed()
+            },
+            |s| matches!(s, S::AdoptAsIs { revision: 1 }),
         ),
     ];
     check(rows);

@@ -61,6 +61,7 @@ pub(super) fn observed() -> Observed {
         newest: None,
         owner_is_live: false,
         tampered: None,
+        adoption_render: None,
         adoption_refused: None,
         project_gone: false,
         busy: false,
@@ -382,10 +383,39 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
             |s| matches!(s, S::NotOurs { .. }),
         ),
         (
-            "owned by no live HelmApp, adopt: upgrade",
+            "owned by no live HelmApp, adopt: first a dry run",
             app(|a| a.spec.adopt = true),
             Observed {
                 newest: stored(1, "deployed", "gone-uid", HASH),
+                ..observed()
+            },
+            |s| *s == S::AdoptionToRender,
+        ),
+        (
+            "adopt, and the dry run changes no object: taken as it is",
+            app(|a| a.spec.adopt = true),
+            Observed {
+                newest: stored(4, "deployed", "gone-uid", HASH),
+                adoption_render: Some(AdoptionRender::Unchanged),
+                ..observed()
+            },
+            |s| *s == S::AdoptAsIs { revision: 4 },
+        ),
+        (
+            "adopt, and the dry run changes an object: upgrade",
+            app(|a| a.spec.adopt = true),
+            Observed {
+                newest: stored(1, "deployed", "gone-uid", HASH),
+                adoption_render: Some(AdoptionRender::Changes),
+                ..observed()
+            },
+            |s| *s == S::OutOfSync { why: Why::Adopt },
+        ),
+        (
+            "adopt a failed release: upgrade, no dry run",
+            app(|a| a.spec.adopt = true),
+            Observed {
+                newest: stored(1, "failed", "gone-uid", HASH),
                 ..observed()
             },
             |s| *s == S::OutOfSync { why: Why::Adopt },

@@ -1,0 +1,107 @@
+//! Adoption of a `deployed` release no live HelmApp owns (`spec.adopt`):
+//! first a dry run of the adopting upgrade against the manifest the
+//! release has now ([`render`]); when it changes no object, the release is
+//! taken over as it is ([`take_over`]): its storage Secrets get the
+//! HelmApp's owner label, the newest also its configuration hash — no helm
+//! run, no new revision, nothing rolled out again. Otherwise an upgrade
+//! adopts it (plan's choice, from what `render` found).
+
+use apis::helmapp::HelmApp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Resource;
+use kube::api::{ListParams, ObjectList, Patch, PatchParams};
+use kube::core::Request;
+use record::EventType;
+use serde_json::json;
+
+use super::dry_run;
+use super::outcome::{DeliveryError, Outcome};
+use crate::delivery::helm::manifest_diff;
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observed::{AdoptionRender, Inputs, Observed};
+use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::names::{HASH_LABEL, UID_LABEL};
+use crate::delivery::tenancy::impersonate;
+
+/// The labels Flux's helm-controller puts on every object it deploys
+/// (its origin post-renderer): a release it made differs from ours by
+/// them alone, and they do no harm left in place until our next upgrade.
+pub const FLUX_ORIGIN_LABELS: [&str; 2] = [
+    "helm.toolkit.fluxcd.io/name",
+    "helm.toolkit.fluxcd.io/namespace",
+];
+
+/// Dry-runs the adopting upgrade and records whether it changes anything
+/// (a failed render: it may; the upgrade will say why), then asks for a
+/// new plan.
+pub async fn render(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Outcome {
+    let found = match dry_run::live_and_next(ctx, app, o).await {
+        Ok((live, next)) if manifest_diff::same_objects(&live, &next, &FLUX_ORIGIN_LABELS) => {
+            AdoptionRender::Unchanged
+        }
+        Ok(_) => AdoptionRender::Changes,
+        Err(message) => {
+            log::info!(
+                "{}: the adoption's dry run failed ({message}): an upgrade adopts it",
+                o.target.key()
+            );
+            AdoptionRender::Changes
+        }
+    };
+    o.adoption_render = Some(found);
+    Outcome::Replan
+}
+
+/// Labels the release's storage ours (as the HelmApp's identity, as helm
+/// would write it), records the adoption, and asks for a new plan: the
+/// release is then this configuration's, deployed.
+pub async fn take_over(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    revision: i64,
+) -> Result<Outcome, DeliveryError> {
+    let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
+        return Ok(Outcome::Replan);
+    };
+    let (version, hash) = (chart.version.clone(), hash.clone());
+    let user = o.identity.user();
+    let (ns, release) = (o.target.namespace.clone(), o.target.release.clone());
+    let url = Request::new(Secret::url_path(&(), Some(&ns)));
+    let build = |e: kube::core::request::Error| DeliveryError::Failed(e.to_string());
+    let selector = format!("owner=helm,name={release}");
+    let mut list = url
+        .list(&ListParams::default().labels(&selector))
+        .map_err(build)?;
+    impersonate(&mut list, user.as_deref()).map_err(DeliveryError::Failed)?;
+    let secrets: ObjectList<Secret> = ctx.client.request(list).await?;
+    for secret in &secrets.items {
+        let labels = secret.metadata.labels.clone().unwrap_or_default();
+        let mut wanted = json!({ UID_LABEL: o.uid });
+        if labels.get("version").map(String::as_str) == Some(revision.to_string().as_str()) {
+            wanted[HASH_LABEL] = json!(hash);
+        }
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let body = Patch::Merge(json!({ "metadata": { "labels": wanted } }));
+        let mut patch = url
+            .patch(&name, &PatchParams::default(), &body)
+            .map_err(build)?;
+        impersonate(&mut patch, user.as_deref()).map_err(DeliveryError::Failed)?;
+        let _: Secret = ctx.client.request(patch).await?;
+    }
+    if let Some(newest) = o.newest.as_mut() {
+        newest.owner = o.uid.clone();
+        newest.hash = hash.clone();
+    }
+    let message = format!(
+        "release {} adopted as it is at revision {revision}: the chart and values render the objects it has (no helm run, no new revision)",
+        o.target.key()
+    );
+    ctx.recorder
+        .event(app, EventType::Normal, Reason::UpToDate.as_str(), &message);
+    let status = &mut o.status;
+    status.chart_version = version.clone();
+    status.last_action = "adopt".into();
+    push_history(status, "adopt", revision, &version, &hash, "succeeded");
+    Ok(Outcome::Replan)
+}

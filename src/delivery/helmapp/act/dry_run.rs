@@ -1,0 +1,55 @@
+//! The dry run of the `helm upgrade --install` a HelmApp would start, and
+//! the manifest its release has now: what an approval shows and what an
+//! adoption compares.
+
+use apis::helmapp::HelmApp;
+
+use super::release::{self, Kind, Parts};
+use crate::delivery::helm::{GetManifest, values};
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observed::{Inputs, Observed};
+use crate::delivery::names::{HASH_LABEL, UID_LABEL};
+
+/// `(live, next)`: the release's manifest now (empty when it has none)
+/// and the one the run would deploy. `Err` says why either could not be
+/// had (values redacted).
+pub(super) async fn live_and_next(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+) -> Result<(String, String), String> {
+    let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
+        return Err("the chart was not looked up".into());
+    };
+    let (chart, hash) = (chart.clone(), hash.clone());
+    let values = ctx.values(app).await?;
+    o.redactor = values::Redactor::of(&values);
+    let post_render = release::post_render_file(ctx, app)?;
+    let uid = o.uid.clone();
+    let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
+    let user = o.identity.user();
+    let kind = match o.newest {
+        Some(_) => Kind::Upgrade,
+        None => Kind::Install,
+    };
+    let parts = Parts {
+        chart: &chart.path,
+        values: &values,
+        labels: &labels,
+        user: user.as_deref(),
+        post_render: post_render.as_ref(),
+        flags: release::flags(app, kind, false),
+    };
+    let upgrade = release::request(ctx, app, o, parts);
+    let get = GetManifest {
+        release: upgrade.release,
+        namespace: upgrade.namespace,
+        as_user: upgrade.as_user,
+    };
+    let live = ctx.helm.manifest(&get).await;
+    let next = ctx.helm.render(&upgrade).await;
+    Ok((
+        live.map_err(|e| e.summary(&o.redactor))?,
+        next.map_err(|e| e.summary(&o.redactor))?,
+    ))
+}

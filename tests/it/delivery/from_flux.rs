@@ -1,0 +1,131 @@
+//! `hossted-operator convert` end to end: a release Flux's helm-controller
+//! made (its objects carry helm-controller's origin labels), the
+//! HelmRelease and HelmRepository that describe it converted, the HelmApp
+//! applied: it adopts the release as it is — the chart and values render
+//! the same objects, so no helm upgrade runs and no revision is added —
+//! and a later change upgrades it as any HelmApp's.
+
+use super::*;
+
+#[tokio::test]
+async fn a_converted_helmrelease_adopts_flux_s_release_without_a_new_revision() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+
+    // What helm-controller leaves: a release whose objects carry its
+    // origin labels (its post-renderer), made with helm's own storage.
+    let post_renderer = f.cp.dir().join("flux-origin-labels.sh");
+    std::fs::write(
+        &post_renderer,
+        format!(
+            "#!/bin/sh\nsed 's/^  labels:$/  labels:\\n    helm.toolkit.fluxcd.io\\/name: web\\n    helm.toolkit.fluxcd.io\\/namespace: {NS}/'\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&post_renderer, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut helm3 = std::process::Command::new(HelmUnderTest::Three.binary(&f));
+    let reference = f.cp.helm();
+    helm3.envs(reference.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    helm3.args([
+        "install",
+        "web",
+        "tiny",
+        "--repo",
+        repo.url(),
+        "--version",
+        "0.1.0",
+        "-n",
+        NS,
+        "--set",
+        "greeting=from-flux",
+        "--post-renderer",
+        post_renderer.to_str().unwrap(),
+    ]);
+    // Off the test's runtime: the chart repository answers on it.
+    tokio::task::spawn_blocking(move || output_ok(&mut helm3))
+        .await
+        .unwrap();
+    let live: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let labels = live.get("web-tiny").await.unwrap().metadata.labels.unwrap();
+    assert_eq!(
+        labels
+            .get("helm.toolkit.fluxcd.io/name")
+            .map(String::as_str),
+        Some("web"),
+        "the fixture carries Flux's origin labels"
+    );
+
+    // Converted from the HelmRelease that describes it.
+    let flux = f.cp.dir().join("flux.yaml");
+    std::fs::write(
+        &flux,
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{ name: charts, namespace: {NS} }}\nspec: {{ url: {url} }}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{ name: web, namespace: {NS} }}\nspec:\n  interval: 5m\n  chart: {{ spec: {{ chart: tiny, version: 0.1.0, sourceRef: {{ kind: HelmRepository, name: charts }} }} }}\n  values: {{ greeting: from-flux }}\n",
+            url = repo.url()
+        ),
+    )
+    .unwrap();
+    let out = operator_binary()
+        .arg("convert")
+        .arg(&flux)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let converted = f.cp.dir().join("helmapp.yaml");
+    std::fs::write(&converted, &out.stdout).unwrap();
+
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    f.kubectl(&["apply", "-f", converted.to_str().unwrap()]);
+    let app = helmapp_ready(&f, NS, "web", "UpToDate", 1).await;
+    assert_eq!(app.status.unwrap().history[0].action, "adopt");
+    let storage = revisions(&f, "web").await;
+    assert_eq!(
+        storage.keys().copied().collect::<Vec<_>>(),
+        [1],
+        "adopted without a new revision"
+    );
+    assert_eq!(
+        storage[&1].get("hossted.com/helmapp-uid"),
+        get(&f, "web").await.unwrap().metadata.uid.as_ref(),
+        "the storage says whose it is now"
+    );
+    let upgrades: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("upgrade") && !l.contains("--dry-run"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(upgrades, Vec::<String>::new(), "no helm upgrade ran");
+
+    // A change afterwards upgrades it as any HelmApp's.
+    patch(
+        &f,
+        "web",
+        json!({ "spec": { "values": { "greeting": "ours" } } }),
+    )
+    .await;
+    // (Flux waits by default, so the converted HelmApp does: `Ready` once
+    // its objects are; the history says what ran.)
+    eventually("upgraded to revision 2 and ready", 120, || async {
+        let app = get(&f, "web").await?;
+        let st = app.status.as_ref()?;
+        let last = st.history.first()?;
+        let upgraded = last.action == "upgrade" && last.result == "succeeded";
+        (is_ready(&app) && st.revision == 2 && upgraded).then_some(())
+    })
+    .await;
+    let labels = live.get("web-tiny").await.unwrap().metadata.labels.unwrap();
+    assert!(
+        !labels.contains_key("helm.toolkit.fluxcd.io/name"),
+        "our upgrade leaves Flux's labels behind"
+    );
+    operator.stop().await;
+}
