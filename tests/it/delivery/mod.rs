@@ -5,6 +5,8 @@ mod actions;
 mod approval;
 mod drift;
 mod faults;
+mod from_flux;
+mod getting_started;
 mod helm4;
 mod hostile;
 mod lifecycle;

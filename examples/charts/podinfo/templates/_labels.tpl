@@ -7,3 +7,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/name: podinfo
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
+{{- /* As upstream podinfo: the release's name when it holds the chart's. */ -}}
+{{- define "podinfo.fullname" -}}
+{{- if contains .Chart.Name .Release.Name }}{{ .Release.Name }}{{ else }}{{ printf "%s-%s" .Release.Name .Chart.Name }}{{ end }}
+{{- end }}
