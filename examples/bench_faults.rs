@@ -102,6 +102,45 @@ fn upgrades_between(log: &Path, from: f64, to: f64) -> usize {
         .count()
 }
 
+/// A helm that logs each start (as [`common::logging_helm`]) and, in a
+/// second log, each end with its exit status: a run killed with the
+/// operator's process group never logs its end.
+fn helm_logging_ends(helm: &Path, dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let (starts, ends) = (dir.join("helm-starts.log"), dir.join("helm-ends.log"));
+    let wrapper = dir.join("helm-wrapper.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh
+if [ \"$1\" = version ]; then exec '{helm}' \"$@\"; fi
+echo \"$(date +%s.%N) $*\" >> '{starts}'
+'{helm}' \"$@\"
+rc=$?
+echo \"$rc $*\" >> '{ends}'
+exit $rc
+",
+            starts = starts.display(),
+            ends = ends.display(),
+            helm = helm.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (wrapper, starts, ends)
+}
+
+/// `helm upgrade` runs (not dry runs) that ended with exit status 0.
+fn upgrades_succeeded(ends: &Path) -> usize {
+    log_lines(ends)
+        .iter()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.first() == Some(&"0") && f.get(1) == Some(&"upgrade") && !l.contains("dry-run")
+        })
+        .count()
+}
+
 struct Bench {
     cp: ControlPlane,
     client: kube::Client,
@@ -206,7 +245,7 @@ async fn main() {
             .expect("namespace");
     }
     let dir = cp.dir().to_path_buf();
-    let (wrapper, helm_log) = common::logging_helm(&cp.helm_binary(), &dir);
+    let (wrapper, helm_log, ends_log) = helm_logging_ends(&cp.helm_binary(), &dir);
     let op_log = dir.join("operator.log");
     let command_in =
         |cp: &ControlPlane, work: &str| operator(&bin, cp, &wrapper, &dir.join(work), &op_log);
@@ -350,9 +389,11 @@ async fn main() {
     }
 
     let upgrades = upgrades_between(&helm_log, 0.0, f64::MAX);
+    let succeeded = upgrades_succeeded(&ends_log);
     let needed = waves * apps;
     let result = json!({ "apps": apps, "baseline_wave_s": baseline, "faults": rows,
         "helm_upgrades": upgrades, "helm_upgrades_needed": needed,
+        "helm_upgrades_succeeded": succeeded,
         "ratio": upgrades as f64 / needed as f64 });
     println!("{result}");
     if let Some(path) = markdown {
@@ -420,8 +461,13 @@ fn report(r: &serde_json::Value) -> String {
         }
     }
     out.push_str(&format!(
-        "\nhelm upgrades over the run: **{}** where {} were needed (one per app per wave): **{:.2}×** (target ≤ 1.10×).\n",
-        r["helm_upgrades"], r["helm_upgrades_needed"], r["ratio"].as_f64().unwrap_or(f64::NAN)
+        "\nhelm upgrades over the run: **{}** where {} were needed (one per app per wave): **{:.2}×** (target ≤ 1.10×). \
+         Of them {} succeeded; the other {} did not — runs in flight when a fault struck, killed with the operator or failing as the API server went away, \
+         and run again after it (succeeded runs against those needed: {:.2}×).\n",
+        r["helm_upgrades"], r["helm_upgrades_needed"], r["ratio"].as_f64().unwrap_or(f64::NAN),
+        r["helm_upgrades_succeeded"],
+        r["helm_upgrades"].as_u64().unwrap_or(0).saturating_sub(r["helm_upgrades_succeeded"].as_u64().unwrap_or(0)),
+        r["helm_upgrades_succeeded"].as_f64().unwrap_or(f64::NAN) / r["helm_upgrades_needed"].as_f64().unwrap_or(f64::NAN),
     ));
     out.push_str(&format!(
         "\nGenerated on {}.\n",
