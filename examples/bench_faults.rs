@@ -104,7 +104,9 @@ fn upgrades_between(log: &Path, from: f64, to: f64) -> usize {
 
 /// A helm that logs each start (as [`common::logging_helm`]) and, in a
 /// second log, each end with its exit status: a run killed with the
-/// operator's process group never logs its end.
+/// operator never logs its end. helm dies with the wrapper (`setpriv
+/// --pdeathsig`), as it dies with the operator when run directly: a pod's
+/// kill takes every process of it.
 fn helm_logging_ends(helm: &Path, dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let (starts, ends) = (dir.join("helm-starts.log"), dir.join("helm-ends.log"));
@@ -112,14 +114,7 @@ fn helm_logging_ends(helm: &Path, dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh
-if [ \"$1\" = version ]; then exec '{helm}' \"$@\"; fi
-echo \"$(date +%s.%N) $*\" >> '{starts}'
-'{helm}' \"$@\"
-rc=$?
-echo \"$rc $*\" >> '{ends}'
-exit $rc
-",
+            "#!/bin/sh\nif [ \"$1\" = version ]; then exec '{helm}' \"$@\"; fi\necho \"$(date +%s.%N) $*\" >> '{starts}'\nsetpriv --pdeathsig KILL -- '{helm}' \"$@\"\nrc=$?\necho \"$rc $*\" >> '{ends}'\nexit $rc\n",
             starts = starts.display(),
             ends = ends.display(),
             helm = helm.display()
