@@ -10,6 +10,10 @@ pub const RECONCILE_AT: &str = "hossted.com/reconcile-at";
 /// A new value runs one upgrade with `--force`, even when nothing changed
 /// (Flux's `flux reconcile --force`); each value is acted on once.
 pub const FORCE_AT: &str = "hossted.com/force-at";
+/// `disabled`: a chart re-published under the same version (a re-pushed
+/// OCI tag) is no upgrade; its digest stays out of the config hash
+/// (Flux's digest-tracking gate, per HelmApp).
+pub const DIGEST_TRACKING: &str = "hossted.com/digest-tracking";
 /// With `spec.approval: manual`: the `configHash` of the pending change
 /// that may run (`status.pendingChange.configHash`).
 pub const APPROVE: &str = "hossted.com/approve";

@@ -450,6 +450,12 @@ pub struct ChartSource {
     /// OCI over plain HTTP (local registries).
     #[serde(default)]
     pub insecure: bool,
+    /// Pins the exact artifact: the chart archive's SHA-256, or for `oci`
+    /// also the manifest's digest (`sha256:<64 hex>`). A chart whose digest
+    /// differs is never given to helm: `VerificationFailed`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(sha256:[a-f0-9]{64})?$"))]
+    pub digest: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -604,6 +610,10 @@ pub struct HelmAppStatus {
     /// The resolved chart version.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_version: String,
+    /// `sha256:<hex>` of the chart archive the release was last installed
+    /// or upgraded from (for a chart by path: of its files).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chart_digest: String,
     /// The newest stable version the chart's repository or registry
     /// offers, also outside a pinned version or range (checked with each
     /// resolution, each `interval`).

@@ -35,17 +35,27 @@ impl Context {
     /// which re-queues the HelmApp when done. `Err` says whether retrying
     /// may help.
     pub async fn chart(&self, app: &HelmApp) -> Result<Option<source::LocalChart>, ChartProblem> {
-        self.fetch_chart(app)
-            .await
-            .map_err(|(e, retry)| ChartProblem {
-                reason: match e {
-                    source::SourceError::Invalid { .. } => Reason::ChartInvalid,
-                    source::SourceError::Refused { .. } => Reason::ChartSourceRefused,
-                    _ => Reason::ChartUnavailable,
-                },
-                message: e.to_string(),
-                retry,
-            })
+        let chart = self.fetch_chart(app).await;
+        if let Ok(Some(c)) = &chart
+            && let Err(message) = c.check_pin(&app.spec.chart)
+        {
+            // Never given to helm. Retried: the right artifact may be
+            // published again under the same version.
+            return Err(ChartProblem {
+                reason: Reason::VerificationFailed,
+                message,
+                retry: true,
+            });
+        }
+        chart.map_err(|(e, retry)| ChartProblem {
+            reason: match e {
+                source::SourceError::Invalid { .. } => Reason::ChartInvalid,
+                source::SourceError::Refused { .. } => Reason::ChartSourceRefused,
+                _ => Reason::ChartUnavailable,
+            },
+            message: e.to_string(),
+            retry,
+        })
     }
 
     async fn fetch_chart(
@@ -334,9 +344,20 @@ fn hashed(
             v
         })
         .collect();
+    // A re-published version is an upgrade unless tracking is off (a pin
+    // still decides which artifact is acceptable).
+    let tracked = app
+        .annotations()
+        .get(crate::delivery::names::DIGEST_TRACKING)
+        != Some(&"disabled".to_string());
+    let digest = if tracked || !c.path.is_empty() {
+        chart.digest.as_str()
+    } else {
+        ""
+    };
     let mut doc = json!({
         "chart": { "repo": c.repo, "oci": c.oci, "path": c.path, "name": c.name,
-                   "version": chart.version, "digest": chart.digest },
+                   "version": chart.version, "digest": digest },
         "values": { "inline": s.values, "from": from, "base64": s.values_base64, "set": s.set },
         "release": target.release,
         "namespace": target.namespace,
@@ -399,6 +420,7 @@ mod tests {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
+            manifest_digest: String::new(),
             latest: String::new(),
         };
         let with_values = |v: serde_json::Value| {
@@ -454,6 +476,51 @@ mod tests {
     }
 
     #[test]
+    fn a_republished_chart_counts_unless_digest_tracking_is_disabled_but_a_local_one_always() {
+        let app = |chart: serde_json::Value, tracking: Option<&str>| -> HelmApp {
+            let mut a: HelmApp = serde_json::from_value(json!({
+                "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+                "metadata": { "name": "web", "namespace": "apps" },
+                "spec": { "chart": chart }
+            }))
+            .unwrap();
+            if let Some(t) = tracking {
+                a.annotations_mut()
+                    .insert(crate::delivery::names::DIGEST_TRACKING.into(), t.into());
+            }
+            a
+        };
+        let (first, again) = (
+            source::LocalChart {
+                version: "0.1.0".into(),
+                digest: "d1".into(),
+                ..Default::default()
+            },
+            source::LocalChart {
+                version: "0.1.0".into(),
+                digest: "d2".into(),
+                ..Default::default()
+            },
+        );
+        let oci = json!({ "oci": "oci://r.example/charts/web", "version": "0.1.0" });
+        let hashes = |a: &HelmApp| {
+            let t = Target::of(a);
+            (
+                config_hash(a, &t, &first, &[]),
+                config_hash(a, &t, &again, &[]),
+            )
+        };
+        let (a, b) = hashes(&app(oci.clone(), None));
+        assert_ne!(a, b, "tracked: the same version re-published upgrades");
+        let (a, b) = hashes(&app(oci.clone(), Some("enabled")));
+        assert_ne!(a, b, "only `disabled` turns it off");
+        let (a, b) = hashes(&app(oci, Some("disabled")));
+        assert_eq!(a, b, "untracked: it does not");
+        let (a, b) = hashes(&app(json!({ "path": "web" }), Some("disabled")));
+        assert_ne!(a, b, "a chart by path changed is always a change");
+    }
+
+    #[test]
     fn the_hash_follows_post_renderers_and_metadata_and_nothing_of_the_actions() {
         let app: HelmApp = serde_json::from_value(json!({
             "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
@@ -466,6 +533,7 @@ mod tests {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
+            manifest_digest: String::new(),
             latest: String::new(),
         };
         let hash = |a: &HelmApp| config_hash(a, &target, &chart, &[]);

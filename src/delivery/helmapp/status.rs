@@ -17,6 +17,7 @@ pub enum Reason {
     ChartUnavailable,
     ChartInvalid,
     ChartSourceRefused,
+    VerificationFailed,
     ValuesInvalid,
     PostRendererInvalid,
     ReleaseLocked,
@@ -73,7 +74,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 55] = [
+    pub const ALL: [Reason; 56] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -82,6 +83,7 @@ impl Reason {
         Reason::ChartUnavailable,
         Reason::ChartInvalid,
         Reason::ChartSourceRefused,
+        Reason::VerificationFailed,
         Reason::ValuesInvalid,
         Reason::PostRendererInvalid,
         Reason::ReleaseLocked,
@@ -142,6 +144,7 @@ impl Reason {
             ChartUnavailable => "ChartUnavailable",
             ChartInvalid => "ChartInvalid",
             ChartSourceRefused => "ChartSourceRefused",
+            VerificationFailed => "VerificationFailed",
             ValuesInvalid => "ValuesInvalid",
             PostRendererInvalid => "PostRendererInvalid",
             PostRendererListReplaced => "PostRendererListReplaced",

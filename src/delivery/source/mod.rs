@@ -35,17 +35,50 @@ use self::address::AddressPolicy;
 use crate::cached::hex::hex;
 
 /// A chart ready for helm.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LocalChart {
     pub path: PathBuf,
     /// `version` of its Chart.yaml (empty for a `.tgz`: helm reports it).
     pub version: String,
-    /// SHA-256 of the chart's files: a changed chart is a new release.
+    /// SHA-256 of the chart archive (of its files, for a chart by path):
+    /// a changed chart is a new release.
     pub digest: String,
+    /// `sha256:<hex>` of the OCI manifest it was pulled by (empty: not
+    /// from a registry).
+    pub manifest_digest: String,
     /// The newest stable version the source offers, whatever the spec
     /// pins (empty: not known — a chart by path, or a registry that would
     /// not list its tags). Read from what the resolution fetched anyway.
     pub latest: String,
+}
+
+impl LocalChart {
+    /// `sha256:<hex>` of the archive (what `status.chartDigest` shows).
+    pub fn chart_digest(&self) -> String {
+        format!("sha256:{}", self.digest)
+    }
+
+    /// Whether it is the artifact `chart.digest` pins (no pin: any is).
+    /// `Err` says what was expected and what was found.
+    pub fn check_pin(&self, chart: &ChartSource) -> Result<(), String> {
+        let pin = chart.digest.as_str();
+        if pin.is_empty() || pin == self.chart_digest() || pin == self.manifest_digest {
+            return Ok(());
+        }
+        let found = match self.manifest_digest.as_str() {
+            "" => self.chart_digest(),
+            manifest => format!("{} (manifest {manifest})", self.chart_digest()),
+        };
+        let source = match (chart.oci.as_str(), chart.repo.as_str()) {
+            ("", "") => chart.path.clone(),
+            ("", repo) => format!("{} of {repo}", chart.name),
+            (oci, _) => oci.to_string(),
+        };
+        Err(format!(
+            "chart {source} {} is not the pinned artifact: chart.digest is {pin}, the source served {found}",
+            self.version
+        ))
+    }
 }
 
 /// Why a chart could not be had.
@@ -390,6 +423,7 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
         path,
         version,
         digest: hex(&hasher.finalize()),
+        manifest_digest: String::new(),
         latest: String::new(),
     })
 }
@@ -436,6 +470,33 @@ mod tests {
     }
 
     #[test]
+    fn a_pin_accepts_the_archive_or_the_manifest_digest_and_nothing_else() {
+        let hex64 = |c: char| std::iter::repeat_n(c, 64).collect::<String>();
+        let local = LocalChart {
+            version: "1.0.0".into(),
+            digest: hex64('a'),
+            manifest_digest: format!("sha256:{}", hex64('b')),
+            ..Default::default()
+        };
+        let pinned = |pin: String| ChartSource {
+            oci: "oci://registry.example/charts/web".into(),
+            digest: pin,
+            ..Default::default()
+        };
+        assert_eq!(local.check_pin(&pinned(String::new())), Ok(()));
+        assert_eq!(local.check_pin(&pinned(local.chart_digest())), Ok(()));
+        assert_eq!(
+            local.check_pin(&pinned(local.manifest_digest.clone())),
+            Ok(())
+        );
+        let other = format!("sha256:{}", hex64('c'));
+        let refused = local.check_pin(&pinned(other.clone())).unwrap_err();
+        for named in [&other, &local.chart_digest(), &local.manifest_digest] {
+            assert!(refused.contains(named.as_str()), "{refused}");
+        }
+    }
+
+    #[test]
     fn a_chart_under_the_root_resolves_with_its_version_and_digest() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
         let web = resolve(&path_source("web"), Some(&root)).unwrap();
@@ -460,6 +521,7 @@ mod tests {
             path: dir.clone(),
             version: "1.0.0".into(),
             digest: "sha256:x".into(),
+            manifest_digest: String::new(),
             latest: String::new(),
         };
         cache.remember(&chart("first"), "", &local);

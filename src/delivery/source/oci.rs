@@ -113,6 +113,7 @@ pub fn fetch(
         MAX_DOCUMENT,
         false,
     )?;
+    let manifest_digest = format!("sha256:{}", hex(&Sha256::digest(&manifest)));
     let layer = chart_layer(&manifest, &version).map_err(&fail)?;
     let file = sources.cache.path(&chart.oci, "", &layer.digest);
     if sources.cache.read(&file, &layer.digest).is_none() {
@@ -135,6 +136,7 @@ pub fn fetch(
         path: file,
         version,
         digest: layer.digest,
+        manifest_digest,
         latest,
     };
     sources.resolved.remember(chart, &credentials.scope, &local);

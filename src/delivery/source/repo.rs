@@ -74,6 +74,7 @@ pub fn fetch_from_repo(
         path: file,
         version: entry.version,
         digest: hex(&Sha256::digest(&bytes)),
+        manifest_digest: String::new(),
         latest,
     };
     sources.resolved.remember(chart, &credentials.scope, &local);

@@ -3,6 +3,7 @@
 
 mod actions;
 mod approval;
+mod digests;
 mod drift;
 mod faults;
 mod from_flux;

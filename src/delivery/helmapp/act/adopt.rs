@@ -64,7 +64,7 @@ pub async fn take_over(
     let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
         return Ok(Outcome::Replan);
     };
-    let (version, hash) = (chart.version.clone(), hash.clone());
+    let (version, hash, digest) = (chart.version.clone(), hash.clone(), chart.chart_digest());
     let user = o.identity.user();
     let (ns, release) = (o.target.namespace.clone(), o.target.release.clone());
     let url = Request::new(Secret::url_path(&(), Some(&ns)));
@@ -101,6 +101,7 @@ pub async fn take_over(
         .event(app, EventType::Normal, Reason::UpToDate.as_str(), &message);
     let status = &mut o.status;
     status.chart_version = version.clone();
+    status.chart_digest = digest;
     status.last_action = "adopt".into();
     push_history(status, "adopt", revision, &version, &hash, "succeeded");
     Ok(Outcome::Replan)

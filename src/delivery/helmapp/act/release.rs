@@ -316,6 +316,9 @@ fn succeeded(
         app.spec.chart.name,
         released.chart_version
     );
+    if let Some(Inputs::Ready { chart, .. }) = &o.inputs {
+        o.status.chart_digest = chart.chart_digest();
+    }
     let status = &mut o.status;
     status.revision = released.revision;
     status.chart_version = released.chart_version.clone();

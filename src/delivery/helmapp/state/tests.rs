@@ -54,6 +54,7 @@ pub(super) fn observed() -> Observed {
                 path: "/c".into(),
                 version: "1.0.0".into(),
                 digest: "d".into(),
+                manifest_digest: String::new(),
                 latest: String::new(),
             },
             hash: HASH.into(),
