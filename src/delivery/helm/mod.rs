@@ -11,7 +11,7 @@ pub mod version;
 
 pub use args::ServerSide;
 pub use runner::{
-    Flags, GetManifest, Helm, HelmConfig, HelmError, PostRender, Released, Rollback, Test,
-    Uninstall, Upgrade,
+    Flags, GetManifest, Helm, HelmConfig, HelmError, PostRender, Released, Rendered, Rollback,
+    Test, Uninstall, Upgrade,
 };
 pub use version::HelmCli;

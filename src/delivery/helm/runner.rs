@@ -304,7 +304,7 @@ impl Helm {
     /// What `u` would apply, by a dry run: the manifest helm renders now
     /// (post-rendered). Holds a slot but not the release: it changes
     /// nothing.
-    pub async fn render(&self, u: &Upgrade<'_>) -> Result<String, HelmError> {
+    pub async fn render(&self, u: &Upgrade<'_>) -> Result<Rendered, HelmError> {
         let _slot = self.slot().await.ok_or_else(|| closed("render"))?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         let out = self
@@ -496,14 +496,36 @@ fn helm_needs(name: &str) -> bool {
 }
 
 /// The `manifest` of the release helm printed as JSON.
-fn manifest_of(action: &'static str, out: &str) -> Result<String, HelmError> {
+/// What a dry run would deploy: the manifest, and each hook's.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub manifest: String,
+    pub hooks: Vec<String>,
+}
+
+fn manifest_of(action: &'static str, out: &str) -> Result<Rendered, HelmError> {
+    #[derive(serde::Deserialize)]
+    struct Hook {
+        #[serde(default)]
+        manifest: String,
+    }
     #[derive(serde::Deserialize)]
     struct Release {
         #[serde(default)]
         manifest: String,
+        #[serde(default)]
+        hooks: Option<Vec<Hook>>,
     }
     serde_json::from_str::<Release>(out.trim())
-        .map(|r| r.manifest)
+        .map(|r| Rendered {
+            manifest: r.manifest,
+            hooks: r
+                .hooks
+                .unwrap_or_default()
+                .into_iter()
+                .map(|h| h.manifest)
+                .collect(),
+        })
         .map_err(|e| HelmError::Output {
             action,
             message: e.to_string(),

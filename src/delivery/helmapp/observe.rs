@@ -63,6 +63,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Err
         owner_is_live,
         tampered: None,
         adoption_render: None,
+        own_unrecorded: None,
+        own_render: None,
         adoption_refused: None,
         project_gone: false,
         missing: Vec::new(),
@@ -264,7 +266,10 @@ async fn tampered(
     warn_invalid(ctx, app, entries);
     let untrusted = match storage::check(&ctx.client, o, entries, fresh).await? {
         None => return Ok(None),
-        Some(u) => u.message(&o.target.key()),
+        Some(u) => {
+            o.own_unrecorded = own_unrecorded(o, entries, &u);
+            u.message(&o.target.key())
+        }
     };
     let reported = super::status::has(&o.status, READY, false, Reason::StorageTampered);
     if reported && o.reconcile_at != o.status.last_handled_reconcile_at {
@@ -286,6 +291,31 @@ async fn tampered(
     // Only a value set after this report accepts.
     o.status.last_handled_reconcile_at = o.reconcile_at.clone();
     Ok(Some(untrusted))
+}
+
+/// The revision `untrusted` names, when it may be one our own helm made
+/// before its operator could record it: never recorded, labelled with
+/// this HelmApp's UID, `deployed`, the newest, and one past the newest
+/// recorded (a run makes one revision). Trusted only once this
+/// configuration is found to render it (`super::state`).
+fn own_unrecorded(
+    o: &Observed,
+    entries: &[Arc<HelmRelease>],
+    untrusted: &storage::Untrusted,
+) -> Option<i64> {
+    let storage::Untrusted::Unrecorded { revision, .. } = untrusted else {
+        return None;
+    };
+    let recorded = o.status.storage_digests.iter().map(|d| d.revision).max()?;
+    let newest = newest_of(entries)?;
+    let candidate = newest.version() == *revision
+        && *revision == recorded + 1
+        && label(&newest.metadata, UID_LABEL) == o.uid
+        && newest
+            .release
+            .as_ref()
+            .is_ok_and(|r| r.status == "deployed");
+    candidate.then_some(*revision)
 }
 
 /// One `InvalidRelease` Warning on each storage Secret of the release

@@ -29,15 +29,15 @@ pub struct Stored {
     pub digest: String,
 }
 
-/// What a dry run of the adopting upgrade showed, against the manifest
-/// the release has now.
+/// A dry run of the configuration against what Helm's storage holds:
+/// whether it renders the same objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AdoptionRender {
-    /// The same objects (labels a Flux helm-controller adds aside): the
-    /// release is taken over as it is, no helm run, no new revision.
-    Unchanged,
-    /// Some object would change, or the render failed: an upgrade adopts.
-    Changes,
+pub enum Rendering {
+    /// The same objects (for an adoption, labels a Flux helm-controller
+    /// adds aside; for a run of ours, the hooks too).
+    Same,
+    /// Some object differs, or the render failed.
+    Differs,
 }
 
 /// What the drift part of observe found.
@@ -120,7 +120,14 @@ pub struct Observed {
     /// An adoption's dry run against the live manifest, once rendered
     /// (`super::act::adopt`): whether taking the release over changes any
     /// of its objects.
-    pub adoption_render: Option<AdoptionRender>,
+    pub adoption_render: Option<Rendering>,
+    /// The newest revision, when it may be one our own helm made and no
+    /// status recorded (its operator stopped between helm's end and the
+    /// status write): labelled ours, deployed, one past what was recorded.
+    /// Trusted only if this configuration renders it ([`Self::own_render`]).
+    pub own_unrecorded: Option<i64>,
+    /// That render, once made (`super::act::own_run`).
+    pub own_render: Option<Rendering>,
     /// Why the operator's own identity may not adopt the release (read
     /// only when it would: `spec.adopt`, a privileged identity, a release
     /// no live HelmApp owns — `super::adoption`).

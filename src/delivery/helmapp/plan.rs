@@ -21,6 +21,12 @@ pub enum Step {
     /// Edited fields put back by a direct apply of the objects' manifest
     /// (no new revision).
     PutBack { objects: Vec<String> },
+    /// Dry-run this configuration against the newest stored revision,
+    /// which our own helm may have made unrecorded, then plan again.
+    RenderOwnRun { revision: i64 },
+    /// Record the storage as after a run of ours (the newest revision
+    /// proven ours), then plan again.
+    RecordOwnRun { revision: i64 },
     /// Dry-run the adopting upgrade against the live manifest, then plan
     /// again.
     RenderAdoption,
@@ -142,6 +148,12 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::OwnedByOther { message } => refuse(Reason::ReleaseOwnedByOther, message),
         ReleaseState::NotOurs { message } => refuse(Reason::ReleaseNotOwned, message),
         ReleaseState::AdoptionRefused { message } => refuse(Reason::AdoptionRefused, message),
+        ReleaseState::OwnRunToRender { revision } => Step::RenderOwnRun {
+            revision: *revision,
+        },
+        ReleaseState::OwnRunRendered { revision } => Step::RecordOwnRun {
+            revision: *revision,
+        },
         ReleaseState::AdoptionToRender => Step::RenderAdoption,
         ReleaseState::AdoptAsIs { revision } => Step::TakeOver {
             revision: *revision,
@@ -268,6 +280,8 @@ mod tests {
             S::AdoptionRefused { message: m() },
             S::AdoptionToRender,
             S::AdoptAsIs { revision: 2 },
+            S::OwnRunToRender { revision: 2 },
+            S::OwnRunRendered { revision: 2 },
             S::InSync { revision: Some(3) },
             S::Drifted { objects: vec![m()] },
             S::FieldsDrifted { objects: vec![m()] },
@@ -301,6 +315,8 @@ mod tests {
                 | S::AdoptionRefused { .. }
                 | S::AdoptionToRender
                 | S::AdoptAsIs { .. }
+                | S::OwnRunToRender { .. }
+                | S::OwnRunRendered { .. }
                 | S::InSync { .. }
                 | S::Drifted { .. }
                 | S::FieldsDrifted { .. }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
 
-use super::observed::{AdoptionRender, Inputs, Observed, Stored};
+use super::observed::{Inputs, Observed, Rendering, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 /// What the release of one HelmApp is.
@@ -53,6 +53,12 @@ pub enum ReleaseState {
     /// No live HelmApp owns it, `adopt` is true, it is `deployed`, and
     /// whether adopting changes it is not known yet: render it.
     AdoptionToRender,
+    /// The newest revision may be one our own helm made unrecorded
+    /// (`Observed::own_unrecorded`): render this configuration to see.
+    OwnRunToRender { revision: i64 },
+    /// It renders as that revision holds (manifest and hooks): ours,
+    /// recorded as after any run of ours.
+    OwnRunRendered { revision: i64 },
     /// As [`ReleaseState::AdoptionToRender`], rendered: adopting changes
     /// no object. Taken over as it is — no helm run, no new revision.
     AdoptAsIs { revision: i64 },
@@ -188,12 +194,12 @@ pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
         if newest.status == "deployed" && !o.forced() {
             match o.adoption_render {
                 None => return ReleaseState::AdoptionToRender,
-                Some(AdoptionRender::Unchanged) => {
+                Some(Rendering::Same) => {
                     return ReleaseState::AdoptAsIs {
                         revision: newest.revision,
                     };
                 }
-                Some(AdoptionRender::Changes) => {}
+                Some(Rendering::Differs) => {}
             }
         }
         Why::Adopt
@@ -358,7 +364,19 @@ fn deleting(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
 fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     let message = o.tampered.as_ref()?;
     let deleting = app.metadata.deletion_timestamp.is_some();
-    (deleting || held_back(o, app).is_none()).then(|| ReleaseState::Tampered {
+    if !deleting && held_back(o, app).is_some() {
+        return None;
+    }
+    // A revision our own stopped operator may have left: proven by a
+    // render of this configuration, or taken as tampered.
+    if let Some(revision) = o.own_unrecorded {
+        match o.own_render {
+            None => return Some(ReleaseState::OwnRunToRender { revision }),
+            Some(Rendering::Same) => return Some(ReleaseState::OwnRunRendered { revision }),
+            Some(Rendering::Differs) => {}
+        }
+    }
+    Some(ReleaseState::Tampered {
         message: message.clone(),
         deleting,
     })

@@ -194,7 +194,7 @@ pub async fn record_after_action(client: &Client, o: &mut Observed) -> Option<Ve
 
 /// Records `entries`, read after a helm action, as [`recorded_after`] has
 /// it; the newest's digest goes on the newest history entry.
-fn record(o: &mut Observed, entries: &[HelmRelease]) {
+pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let before = std::mem::take(&mut o.status.storage_digests);
     o.status.storage_digests = recorded_after(entries, &before, &o.uid);
     if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(entries)) {

@@ -618,3 +618,131 @@ async fn an_outage_right_after_a_successful_upgrade_is_waited_out_and_reports_no
     );
     operator.stop().await;
 }
+
+/// The pod is killed after helm finished an upgrade and before the
+/// operator recorded it: revision 2 is `deployed`, labelled ours, and no
+/// status knows it. The next operator renders the configuration, finds it
+/// is what revision 2 holds, and records it — no `StorageTampered`, no
+/// second upgrade. The same revision edited before the restart is not
+/// taken for ours.
+#[tokio::test]
+async fn a_revision_finished_as_the_pod_died_is_proven_ours_by_its_render() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let helm = f.cp.helm_binary();
+    let dir = f.cp.dir().to_path_buf();
+    let wrapper = dir.join("holding-helm.sh");
+    // Runs helm; after an upgrade (not a dry run) of release R while
+    // `hold-R` exists, says `done-R` and waits before exiting.
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{version}'{helm}' \"$@\"\nrc=$?\ncase \"$*\" in *--dry-run*) exit $rc ;; esac\nif [ \"$1\" = upgrade ] && [ -e '{dir}/hold-'\"$3\" ]; then touch '{dir}/done-'\"$3\"; while [ -e '{dir}/hold-'\"$3\" ]; do sleep 0.05; done; fi\nexit $rc\n",
+            version = version_passes_through(&helm),
+            helm = helm.display(),
+            dir = dir.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let spawn = |work: &str| {
+        f.operator_command(f.cp.kubeconfig_path())
+            .args([
+                "run",
+                "--controllers",
+                "delivery",
+                "--privileged-namespaces=*",
+            ])
+            .args([
+                "--metrics-bind-address",
+                "0",
+                "--health-probe-bind-address",
+                "0",
+            ])
+            .arg("--helm-binary")
+            .arg(&wrapper)
+            .arg("--work-dir")
+            .arg(f.cp.dir().join(work))
+            .arg("--chart-path-root")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let spec =
+        |greeting: &str| json!({ "chart": { "path": "tiny" }, "values": { "greeting": greeting } });
+    for name in ["finished", "edited"] {
+        let mut pod = spawn(&format!("work-{name}"));
+        apply(&f, name, spec("one")).await;
+        ready(&f, name, "InstallSucceeded", 1).await;
+        let (hold, done) = (
+            dir.join(format!("hold-{name}")),
+            dir.join(format!("done-{name}")),
+        );
+        std::fs::write(&hold, "").unwrap();
+        patch(&f, name, json!({ "spec": spec("two") })).await;
+        eventually("helm finished, the operator not told", 60, || async {
+            done.exists().then_some(())
+        })
+        .await;
+        pod.kill().unwrap();
+        pod.wait().unwrap();
+        std::fs::remove_file(&hold).unwrap();
+        let stored = revisions(&f, name).await;
+        assert_eq!(
+            stored
+                .get(&2)
+                .and_then(|l| l.get("status"))
+                .map(String::as_str),
+            Some("deployed")
+        );
+        assert_eq!(get(&f, name).await.unwrap().status.unwrap().revision, 1);
+    }
+    // Revision 2 of `edited` changed before anyone looked: a ConfigMap
+    // added to its manifest.
+    let secret = Api::<Secret>::namespaced(f.cp.client(), NS)
+        .get("sh.helm.release.v1.edited.v2")
+        .await
+        .unwrap();
+    let mut release = super::storage_trust::payload(&secret);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!(
+        "{manifest}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: {NS}\n"
+    ));
+    Api::<Secret>::namespaced(f.cp.client(), NS)
+        .replace(
+            "sh.helm.release.v1.edited.v2",
+            &PostParams::default(),
+            &super::storage_trust::with_payload(secret, &release),
+        )
+        .await
+        .unwrap();
+
+    let operator = f.start_delivery().await;
+    let app = ready(&f, "finished", "UpToDate", 2).await;
+    let mut recorded: Vec<i64> = app
+        .status
+        .unwrap()
+        .storage_digests
+        .iter()
+        .map(|d| d.revision)
+        .collect();
+    recorded.sort();
+    assert_eq!(recorded, [1, 2], "revision 2 recorded as ours");
+    assert_eq!(
+        revisions(&f, "finished").await.len(),
+        2,
+        "no second upgrade"
+    );
+    assert!(
+        !reasons_of_events(&f, "finished")
+            .await
+            .contains(&"StorageTampered".to_string())
+    );
+    with_reason(&f, "edited", "StorageTampered").await;
+    assert_eq!(revisions(&f, "edited").await.len(), 2, "no helm ran on it");
+    operator.stop().await;
+}

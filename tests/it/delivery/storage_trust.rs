@@ -48,13 +48,13 @@ async fn stored(f: &Fixture, ns: &str, release: &str, revision: i64) -> Secret {
 }
 
 /// The release JSON a storage Secret holds.
-fn payload(secret: &Secret) -> serde_json::Value {
+pub(super) fn payload(secret: &Secret) -> serde_json::Value {
     let data = secret.data.as_ref().unwrap();
     serde_json::from_slice(&release_json(&data["release"].0).unwrap()).unwrap()
 }
 
 /// `secret` with its payload replaced by `release`.
-fn with_payload(mut secret: Secret, release: &serde_json::Value) -> Secret {
+pub(super) fn with_payload(mut secret: Secret, release: &serde_json::Value) -> Secret {
     let encoded = encode_release(&serde_json::to_vec(release).unwrap());
     secret
         .data

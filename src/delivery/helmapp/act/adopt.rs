@@ -18,7 +18,7 @@ use super::dry_run;
 use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helm::manifest_diff;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{AdoptionRender, Inputs, Observed};
+use crate::delivery::helmapp::observed::{Inputs, Observed, Rendering};
 use crate::delivery::helmapp::status::{Reason, push_history};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 use crate::delivery::tenancy::impersonate;
@@ -37,15 +37,15 @@ pub const FLUX_ORIGIN_LABELS: [&str; 2] = [
 pub async fn render(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Outcome {
     let found = match dry_run::live_and_next(ctx, app, o).await {
         Ok((live, next)) if manifest_diff::same_objects(&live, &next, &FLUX_ORIGIN_LABELS) => {
-            AdoptionRender::Unchanged
+            Rendering::Same
         }
-        Ok(_) => AdoptionRender::Changes,
+        Ok(_) => Rendering::Differs,
         Err(message) => {
             log::info!(
                 "{}: the adoption's dry run failed ({message}): an upgrade adopts it",
                 o.target.key()
             );
-            AdoptionRender::Changes
+            Rendering::Differs
         }
     };
     o.adoption_render = Some(found);

@@ -5,7 +5,7 @@
 use apis::helmapp::HelmApp;
 
 use super::release::{self, Kind, Parts};
-use crate::delivery::helm::{GetManifest, values};
+use crate::delivery::helm::{GetManifest, Rendered, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observed::{Inputs, Observed};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
@@ -18,6 +18,27 @@ pub(super) async fn live_and_next(
     app: &HelmApp,
     o: &mut Observed,
 ) -> Result<(String, String), String> {
+    let (live, next) = run(ctx, app, o, true).await?;
+    Ok((live, next.manifest))
+}
+
+/// What the run would deploy, manifest and hooks (values redacted in
+/// `Err`).
+pub(super) async fn next(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+) -> Result<Rendered, String> {
+    Ok(run(ctx, app, o, false).await?.1)
+}
+
+/// The dry run, and with `live` the release's manifest now.
+async fn run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    live: bool,
+) -> Result<(String, Rendered), String> {
     let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
         return Err("the chart was not looked up".into());
     };
@@ -46,7 +67,10 @@ pub(super) async fn live_and_next(
         namespace: upgrade.namespace,
         as_user: upgrade.as_user,
     };
-    let live = ctx.helm.manifest(&get).await;
+    let live = match live {
+        true => ctx.helm.manifest(&get).await,
+        false => Ok(String::new()),
+    };
     let next = ctx.helm.render(&upgrade).await;
     Ok((
         live.map_err(|e| e.summary(&o.redactor))?,

@@ -11,6 +11,7 @@ mod drift;
 mod dry_run;
 mod outage;
 mod outcome;
+mod own_run;
 mod release;
 mod remediate;
 mod test;
@@ -103,6 +104,8 @@ pub async fn run(
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }
+        Step::RenderOwnRun { revision } => own_run::render(ctx, app, o, revision).await,
+        Step::RecordOwnRun { revision } => own_run::record(ctx, o, revision).await,
         Step::RenderAdoption => Ok(adopt::render(ctx, app, o).await),
         Step::TakeOver { revision } => adopt::take_over(ctx, app, o, revision).await,
         Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),

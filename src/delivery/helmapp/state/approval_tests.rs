@@ -49,7 +49,7 @@ fn a_manual_app_runs_only_approved_configurations() {
             }),
             Observed {
                 newest: stored(1, "deployed", "", HASH),
-                adoption_render: Some(AdoptionRender::Changes),
+                adoption_render: Some(Rendering::Differs),
                 ..observed()
             },
             |s| matches!(s, S::AwaitingApproval { .. }),
@@ -62,7 +62,7 @@ fn a_manual_app_runs_only_approved_configurations() {
             }),
             Observed {
                 newest: stored(1, "deployed", "", HASH),
-                adoption_render: Some(AdoptionRender::Unchanged),
+                adoption_render: Some(Rendering::Same),
                 ..observed()
             },
             |s| matches!(s, S::AdoptAsIs { revision: 1 }),

@@ -63,6 +63,8 @@ pub(super) fn observed() -> Observed {
         owner_is_live: false,
         tampered: None,
         adoption_render: None,
+        own_unrecorded: None,
+        own_render: None,
         adoption_refused: None,
         project_gone: false,
         busy: false,
@@ -397,7 +399,7 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
             app(|a| a.spec.adopt = true),
             Observed {
                 newest: stored(4, "deployed", "gone-uid", HASH),
-                adoption_render: Some(AdoptionRender::Unchanged),
+                adoption_render: Some(Rendering::Same),
                 ..observed()
             },
             |s| *s == S::AdoptAsIs { revision: 4 },
@@ -407,7 +409,7 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
             app(|a| a.spec.adopt = true),
             Observed {
                 newest: stored(1, "deployed", "gone-uid", HASH),
-                adoption_render: Some(AdoptionRender::Changes),
+                adoption_render: Some(Rendering::Differs),
                 ..observed()
             },
             |s| *s == S::OutOfSync { why: Why::Adopt },

@@ -1,0 +1,113 @@
+//! A revision our own helm may have made before its operator could record
+//! it (the pod killed between helm's end and the status write): the new
+//! operator cannot tell it from a planted one by its labels, which anyone
+//! who writes Secrets may set. It is proven ours by a dry run of this
+//! configuration rendering exactly what the revision holds — its manifest
+//! and its hooks, what helm would act on — and then recorded as after any
+//! run of ours; otherwise it is tampered with, as any unrecorded revision.
+//! A revision that renders as ours can do nothing ours would not.
+
+use apis::helmapp::HelmApp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+
+use super::dry_run;
+use super::outcome::{DeliveryError, Outcome};
+use crate::cached::helm::release_manifests;
+use crate::cached::storage::content_digest;
+use crate::delivery::helm::manifest_diff;
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observed::{Observed, Rendering};
+use crate::delivery::helmapp::storage;
+
+/// Renders this configuration and compares it with `revision` as stored
+/// now; records the finding, then asks for a new plan.
+pub async fn render(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    revision: i64,
+) -> Result<Outcome, DeliveryError> {
+    let found = match stored_manifests(ctx, o, revision).await? {
+        Some((stored, _)) => match dry_run::next(ctx, app, o).await {
+            Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
+            Ok(_) => Rendering::Differs,
+            Err(message) => {
+                log::info!(
+                    "{}: revision {revision} cannot be proven ours, the render failed: {message}",
+                    o.target.key()
+                );
+                Rendering::Differs
+            }
+        },
+        None => Rendering::Differs,
+    };
+    o.own_render = Some(found);
+    Ok(Outcome::Replan)
+}
+
+/// Records the storage as after a run of ours, if `revision` is still the
+/// content that was rendered (read again: nothing swapped in between),
+/// then asks for a new plan.
+pub async fn record(
+    ctx: &Context,
+    o: &mut Observed,
+    revision: i64,
+) -> Result<Outcome, DeliveryError> {
+    let Some((_, content)) = stored_manifests(ctx, o, revision).await? else {
+        o.own_render = Some(Rendering::Differs);
+        return Ok(Outcome::Replan);
+    };
+    let entries = storage::read(&ctx.client, &o.target).await?;
+    let same = entries
+        .iter()
+        .any(|e| e.version() == revision && e.content.as_deref() == Some(content.as_str()));
+    if !same {
+        o.own_render = Some(Rendering::Differs);
+        return Ok(Outcome::Replan);
+    }
+    storage::record(o, &entries);
+    log::info!(
+        "{}: revision {revision}, made by a helm of ours whose operator stopped before recording it, renders as this configuration does: recorded",
+        o.target.key()
+    );
+    o.tampered = None;
+    o.own_unrecorded = None;
+    Ok(Outcome::Replan)
+}
+
+/// Whether `stored` (the manifest, then each hook's) is what `manifest`
+/// and `hooks` render.
+fn renders(stored: &[String], manifest: &str, hooks: &[String]) -> bool {
+    let Some((stored_manifest, stored_hooks)) = stored.split_first() else {
+        return false;
+    };
+    manifest_diff::same_objects(stored_manifest, manifest, &[])
+        && manifest_diff::same_objects(&stored_hooks.join("\n---\n"), &hooks.join("\n---\n"), &[])
+}
+
+/// The manifests (rendered, then hooks) and the content digest of
+/// `revision` as its Secret holds it now; `None` when it is gone or no
+/// release.
+async fn stored_manifests(
+    ctx: &Context,
+    o: &Observed,
+    revision: i64,
+) -> Result<Option<(Vec<String>, String)>, DeliveryError> {
+    let name = format!("sh.helm.release.v1.{}.v{revision}", o.target.release);
+    let secret = Api::<Secret>::namespaced(ctx.client.clone(), &o.target.namespace)
+        .get_opt(&name)
+        .await?;
+    let Some(payload) = secret
+        .and_then(|s| s.data)
+        .and_then(|mut d| d.remove("release"))
+    else {
+        return Ok(None);
+    };
+    let (Ok(manifests), Some(content)) =
+        (release_manifests(&payload.0), content_digest(&payload.0))
+    else {
+        return Ok(None);
+    };
+    Ok(Some((manifests, content)))
+}
