@@ -61,7 +61,7 @@ changed_packages() {
   { git diff --name-only main...HEAD 2>/dev/null || true; git diff --name-only HEAD; git ls-files --others --exclude-standard; } \
     | sort -u | while read -r f; do
       case "$f" in
-        pkg/*/*) sed -n 's/^name = "\(.*\)"/-p \1/p' "pkg/$(cut -d/ -f2 <<<"$f")/Cargo.toml" | head -1 ;;
+        pkg/*/*) sed -n 's/^name = "\(.*\)"/-p \1/p' "pkg/$(cut -d/ -f2 <<<"$f")/Cargo.toml" | awk 'NR == 1' ;;
         src/*|tests/*|examples/*|Cargo.toml|Cargo.lock|build.rs) echo "-p hossted-operator" ;;
       esac
     done | sort -u
@@ -96,4 +96,6 @@ hack/build-image-rootfs.sh
 # The cheap health signal: where the suite's time goes.
 step "the ten slowest tests"
 awk '/^ +Running /{bin = ($2 == "unittests") ? $3 : $2} /^test .* \.\.\. ok <[0-9.]+s>$/{t=$NF; gsub(/[<>s]/, "", t); print t, bin ": " $2}' "$TEST_LOG" \
-  | sort -rn | head -10 | awk '{printf "%8.1f s  %s %s\n", $1, $2, $3}'
+  | sort -rn | awk 'NR <= 10 {printf "%8.1f s  %s %s\n", $1, $2, $3}'
+# (awk reads all of sort's output: `head` would exit early, and under
+# pipefail sort's SIGPIPE failed the run when its output came in pieces)
