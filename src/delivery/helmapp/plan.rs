@@ -92,6 +92,26 @@ impl Step {
 /// How long to wait for a helm run of ours to let go of a release.
 pub const HELM_HOLDS: Duration = Duration::from_secs(5);
 
+/// `spec.suspend`: a chosen pause, said without a warning.
+fn suspended() -> Step {
+    Step::Refuse {
+        reason: Reason::Suspended,
+        message: "spec.suspend is true: no helm operation runs".into(),
+        warn: false,
+        retry: false,
+    }
+}
+
+/// A chart that cannot be had: warned, retried when trying again may help.
+fn chart_refused(reason: Reason, message: &str, retry: bool) -> Step {
+    Step::Refuse {
+        reason,
+        message: message.to_string(),
+        warn: true,
+        retry,
+    }
+}
+
 /// The next step for a release in `state`.
 pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
     let refuse = |reason, message: &String| Step::Refuse {
@@ -113,23 +133,13 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             message,
             deleting: false,
         } => refuse(Reason::StorageTampered, message),
-        ReleaseState::Suspended => Step::Refuse {
-            reason: Reason::Suspended,
-            message: "spec.suspend is true: no helm operation runs".into(),
-            warn: false,
-            retry: false,
-        },
+        ReleaseState::Suspended => suspended(),
         ReleaseState::Refused { reason, message } => refuse(*reason, message),
         ReleaseState::ChartUnavailable {
             reason,
             message,
             retry,
-        } => Step::Refuse {
-            reason: *reason,
-            message: message.clone(),
-            warn: true,
-            retry: *retry,
-        },
+        } => chart_refused(*reason, message, *retry),
         ReleaseState::FetchingChart => Step::Idle {
             why: "fetching the chart; its end re-queues",
         },

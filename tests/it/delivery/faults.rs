@@ -247,19 +247,10 @@ fn running(log: &std::path::Path) -> Vec<i32> {
     open
 }
 
-/// The pod is SIGKILLed mid-upgrade — the operator and its helm, no chance
-/// to clean up — while helm waits on a pre-upgrade hook with revision 2
-/// stored `pending-upgrade`. The next operator unlocks it and upgrades;
-/// never two helm processes at once.
-#[tokio::test]
-async fn a_pod_killed_mid_upgrade_leaves_a_pending_release_the_next_operator_unlocks() {
-    let f = Fixture::new().await;
-    f.namespace(NS).await;
-    f.helmapp_crd().await;
-    let log = f.cp.dir().join("helm-runs.log");
-    let wrapper = logging_helm(&f, &log);
-    let mut pod = f
-        .operator_command(f.cp.kubeconfig_path())
+/// The operator binary as its own process — a pod the test can kill —
+/// running delivery alone with `helm` as the wrapper `helm`.
+fn delivery_pod(f: &Fixture, helm: &std::path::Path, work: &str) -> std::process::Child {
+    f.operator_command(f.cp.kubeconfig_path())
         .args([
             "run",
             "--controllers",
@@ -273,15 +264,29 @@ async fn a_pod_killed_mid_upgrade_leaves_a_pending_release_the_next_operator_unl
             "0",
         ])
         .arg("--helm-binary")
-        .arg(&wrapper)
+        .arg(helm)
         .arg("--work-dir")
-        .arg(f.cp.dir().join("killed-work"))
+        .arg(f.cp.dir().join(work))
         .arg("--chart-path-root")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// The pod is SIGKILLed mid-upgrade — the operator and its helm, no chance
+/// to clean up — while helm waits on a pre-upgrade hook with revision 2
+/// stored `pending-upgrade`. The next operator unlocks it and upgrades;
+/// never two helm processes at once.
+#[tokio::test]
+async fn a_pod_killed_mid_upgrade_leaves_a_pending_release_the_next_operator_unlocks() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let log = f.cp.dir().join("helm-runs.log");
+    let wrapper = logging_helm(&f, &log);
+    let mut pod = delivery_pod(&f, &wrapper, "killed-work");
     let spec = |greeting: &str| json!({ "chart": { "path": "tiny" }, "values": { "upgradeHook": true, "greeting": greeting } });
     apply(&f, "killed", spec("one")).await;
     ready(&f, "killed", "InstallSucceeded", 1).await;
@@ -647,35 +652,10 @@ async fn a_revision_finished_as_the_pod_died_is_proven_ours_by_its_render() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let spawn = |work: &str| {
-        f.operator_command(f.cp.kubeconfig_path())
-            .args([
-                "run",
-                "--controllers",
-                "delivery",
-                "--privileged-namespaces=*",
-            ])
-            .args([
-                "--metrics-bind-address",
-                "0",
-                "--health-probe-bind-address",
-                "0",
-            ])
-            .arg("--helm-binary")
-            .arg(&wrapper)
-            .arg("--work-dir")
-            .arg(f.cp.dir().join(work))
-            .arg("--chart-path-root")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
     let spec =
         |greeting: &str| json!({ "chart": { "path": "tiny" }, "values": { "greeting": greeting } });
     for name in ["finished", "edited"] {
-        let mut pod = spawn(&format!("work-{name}"));
+        let mut pod = delivery_pod(&f, &wrapper, &format!("work-{name}"));
         apply(&f, name, spec("one")).await;
         ready(&f, name, "InstallSucceeded", 1).await;
         let (hold, done) = (
