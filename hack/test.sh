@@ -20,6 +20,14 @@ fi
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# CI builds once in a fresh clone: incremental state would only fill the
+# disk (it is most of a developer's target/). Free space is printed so a
+# failed link (ld: Bus error) can be told from a full disk at a glance.
+if [[ "${CI:-}" == "true" ]]; then
+  export CARGO_INCREMENTAL=0
+fi
+step "disk: $(df -h --output=avail . | awk 'NR == 2 {print $1}') free where target/ is built"
+
 step "test assets (hack/setup-envtest.sh)"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)"
 export KUBEBUILDER_ASSETS
