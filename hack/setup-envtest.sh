@@ -27,18 +27,20 @@ PINNED_HELM="$(sed -n 's/^HELM_VERSION=//p' "$HERE/envtest.env")"
 PINNED_HELM3="$(sed -n 's/^HELM3_VERSION=//p' "$HERE/envtest.env")"
 PINNED_REGISTRY="$(sed -n 's/^REGISTRY_VERSION=//p' "$HERE/envtest.env")"
 PINNED_PROMETHEUS="$(sed -n 's/^PROMETHEUS_VERSION=//p' "$HERE/envtest.env")"
+PINNED_COSIGN="$(sed -n 's/^COSIGN_VERSION=//p' "$HERE/envtest.env")"
 K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
 ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
 HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
 HELM3_VERSION="${HELM3_VERSION:-$PINNED_HELM3}"
 REGISTRY_VERSION="${REGISTRY_VERSION:-$PINNED_REGISTRY}"
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-$PINNED_PROMETHEUS}"
+COSIGN_VERSION="${COSIGN_VERSION:-$PINNED_COSIGN}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
 BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
 STAMP="$BIN_DIR/.complete"
-WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION}"
-ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool)
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION} cosign=v${COSIGN_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool cosign)
 
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
@@ -193,6 +195,17 @@ build_promtool() {
   mv "$gobin/promtool" "$BIN_DIR/promtool"
 }
 
+# --- cosign -------------------------------------------------------------------
+# Signs charts for the verification tests (the operator verifies in Rust;
+# cosign is never run by it). ~3 minutes on 2 cores the first time.
+build_cosign() {
+  log "building cosign v${COSIGN_VERSION}"
+  local gobin="$CACHE_ROOT/src/cosign-gobin"
+  mkdir -p "$gobin"
+  with_heartbeat "building cosign" env GOBIN="$gobin" go install -ldflags "-s -w -X sigs.k8s.io/release-utils/version.gitVersion=v${COSIGN_VERSION}" "github.com/sigstore/cosign/v3/cmd/cosign@v${COSIGN_VERSION}"
+  mv "$gobin/cosign" "$BIN_DIR/cosign"
+}
+
 rm -f "$STAMP"
 log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
@@ -200,6 +213,7 @@ log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/helm3" && "$("$BIN_DIR/helm3" version --short 2>/dev/null)" == "v${HELM3_VERSION}"* ]] || build_helm3
 [[ -x "$BIN_DIR/registry" && "$("$BIN_DIR/registry" --version 2>/dev/null)" == *"v${REGISTRY_VERSION}"* ]] || build_registry
 [[ -x "$BIN_DIR/promtool" && "$("$BIN_DIR/promtool" --version 2>/dev/null | head -1)" == *"version ${PROMETHEUS_VERSION} "* ]] || build_promtool
+[[ -x "$BIN_DIR/cosign" && "$("$BIN_DIR/cosign" version 2>/dev/null | grep GitVersion)" == *"v${COSIGN_VERSION}" ]] || build_cosign
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
   build_kubernetes
 fi

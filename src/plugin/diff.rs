@@ -79,9 +79,13 @@ async fn chart_of(client: &kube::Client, app: &HelmApp, work: &Path) -> Result<P
                 .map_err(|(e, _)| e)?
         }
     };
+    // Rendered only if it verifies, as the operator would install it.
+    let trust = crate::delivery::helmapp::trust::trust(client, app)
+        .await
+        .map_err(|(e, _)| e)?;
     let sources = std::sync::Arc::new(Sources::new(work, SourceLimits::default()));
     let local = sources
-        .fetch(&ns, chart, credentials)
+        .fetch(&ns, chart, credentials, trust)
         .await
         .map_err(|e| e.to_string())?;
     Ok(local.path)

@@ -456,6 +456,62 @@ pub struct ChartSource {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(regex(pattern = r"^(sha256:[a-f0-9]{64})?$"))]
     pub digest: String,
+    /// The chart must be signed (docs/verification.md): cosign for `oci`,
+    /// a `.prov` provenance file for `repo`. A chart that fails is never
+    /// given to helm: `VerificationFailed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<ChartVerification>,
+}
+
+/// How a chart's signature is checked.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartVerification {
+    /// `cosign` (an OCI chart's signature) or `helm` (an HTTP repository's
+    /// `.prov` file).
+    #[schemars(with = "String", regex(pattern = r"^(cosign|helm)$"))]
+    pub provider: VerifyProvider,
+    /// A Secret of the HelmApp's namespace. cosign: every key ending in
+    /// `.pub` is a PEM public key, any one of which verifies. helm: every
+    /// key ending in `.gpg` or `.asc` is an OpenPGP public keyring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+    /// cosign keyless (no `secretRef`): the signing certificate's OIDC
+    /// issuer and subject must match one entry (regular expressions,
+    /// anchored).
+    #[serde(
+        default,
+        rename = "matchOIDCIdentity",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub match_oidc_identity: Vec<OidcIdentityMatch>,
+    /// cosign keyless: a Secret whose `trusted_root.json` replaces the
+    /// public Sigstore trust root (private Fulcio and Rekor; offline
+    /// installations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted_root_secret_ref: Option<LocalObjectReference>,
+}
+
+/// A chart's verified signature, as `kubectl hossted verify` shows it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationStatus {
+    /// `cosign` or `helm`.
+    pub provider: String,
+    /// What was verified: the OCI manifest's or the archive's digest.
+    pub digest: String,
+    /// Who signed: a key (its Secret key and fingerprint) or an identity.
+    pub signer: String,
+    /// When the operator verified it (RFC 3339).
+    pub verified_at: String,
+}
+
+/// A keyless signer: OIDC issuer and subject, each an anchored regular
+/// expression.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct OidcIdentityMatch {
+    pub issuer: String,
+    pub subject: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -569,6 +625,10 @@ spelled!(
     CrdPolicy { Skip = "Skip", Create = "Create", CreateReplace = "CreateReplace" } default Create
 );
 spelled!(
+    /// Who checks a chart's signature.
+    VerifyProvider { Cosign = "cosign", Helm = "helm" } default Cosign
+);
+spelled!(
     /// Where a `valuesFrom` document is.
     ValuesKind { Secret = "Secret", ConfigMap = "ConfigMap" } default Secret
 );
@@ -614,6 +674,10 @@ pub struct HelmAppStatus {
     /// or upgraded from (for a chart by path: of its files).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_digest: String,
+    /// The signature check of the chart last installed or upgraded
+    /// (`chart.verify`): what was verified, against what, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStatus>,
     /// The newest stable version the chart's repository or registry
     /// offers, also outside a pinned version or range (checked with each
     /// resolution, each `interval`).

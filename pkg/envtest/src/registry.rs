@@ -112,6 +112,16 @@ impl OciRegistry {
     /// Packages the chart directory `chart` and `helm push`es it to
     /// `oci://<host>/charts`; returns `oci://<host>/charts/<chart name>`.
     pub fn push(&self, cp: &ControlPlane, chart: &Path) -> Result<String, Error> {
+        self.push_with_digest(cp, chart).map(|(url, _)| url)
+    }
+
+    /// [`OciRegistry::push`], and the `sha256:` digest of the manifest
+    /// pushed (what a signature signs).
+    pub fn push_with_digest(
+        &self,
+        cp: &ControlPlane,
+        chart: &Path,
+    ) -> Result<(String, String), Error> {
         let out = self.dir.path().join("packaged");
         std::fs::create_dir_all(&out)?;
         let packaged = run(cp
@@ -140,7 +150,19 @@ impl OciRegistry {
         } else {
             push.arg("--plain-http");
         }
-        run(&mut push)?;
+        let out = push.output()?;
+        if !out.status.success() {
+            return Err(Error::Io(std::io::Error::other(format!(
+                "{push:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))));
+        }
+        // "Digest: sha256:…", on stdout or stderr as helm versions differ.
+        let said = [out.stdout, out.stderr].concat();
+        let digest = String::from_utf8_lossy(&said)
+            .lines()
+            .find_map(|l| l.strip_prefix("Digest: ").map(|d| d.trim().to_string()))
+            .ok_or_else(|| Error::Io(std::io::Error::other("helm push printed no Digest")))?;
         let name = Path::new(&tgz)
             .file_name()
             .and_then(|f| f.to_str())
@@ -148,7 +170,7 @@ impl OciRegistry {
             .and_then(|f| f.rsplit_once('-'))
             .map(|(name, _)| name.to_string())
             .unwrap_or_default();
-        Ok(format!("oci://{}/charts/{name}", self.host))
+        Ok((format!("oci://{}/charts/{name}", self.host), digest))
     }
 
     /// The registry's process id.

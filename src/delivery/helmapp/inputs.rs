@@ -49,6 +49,7 @@ impl Context {
         }
         chart.map_err(|(e, retry)| ChartProblem {
             reason: match e {
+                source::SourceError::Verification { .. } => Reason::VerificationFailed,
                 source::SourceError::Invalid { .. } => Reason::ChartInvalid,
                 source::SourceError::Refused { .. } => Reason::ChartSourceRefused,
                 _ => Reason::ChartUnavailable,
@@ -76,7 +77,8 @@ impl Context {
             .credentials_secret_ref
             .as_ref()
             .map(|r| format!("{}/{}", app.namespace().unwrap_or_default(), r.name))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            + &super::trust::scope(app);
         if let Some(c) = self.sources.resolved.fresh(&spec.chart, &scope, interval) {
             return Ok(Some(c));
         }
@@ -106,6 +108,13 @@ impl Context {
                 .await
                 .map_err(|(message, retry)| (repo_error(message), retry))?,
         };
+        let verification = |message: String| source::SourceError::Verification {
+            repo: format!("{}{}", spec.chart.repo, spec.chart.oci),
+            message,
+        };
+        let trust = super::trust::trust(&self.client, app)
+            .await
+            .map_err(|(message, retry)| (verification(message), retry))?;
         // Fetched in the background: a slow source holds a fetch slot,
         // never this worker.
         self.sources.start(
@@ -113,6 +122,7 @@ impl Context {
             &app.namespace().unwrap_or_default(),
             &spec.chart,
             credentials,
+            trust,
             self.waker(app),
         );
         Ok(None)
@@ -422,6 +432,7 @@ mod tests {
             digest: "d1".into(),
             manifest_digest: String::new(),
             latest: String::new(),
+            verified: None,
         };
         let with_values = |v: serde_json::Value| {
             let mut a = app.clone();
@@ -535,6 +546,7 @@ mod tests {
             digest: "d1".into(),
             manifest_digest: String::new(),
             latest: String::new(),
+            verified: None,
         };
         let hash = |a: &HelmApp| config_hash(a, &target, &chart, &[]);
         let keys = |a: &HelmApp| {

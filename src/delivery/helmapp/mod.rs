@@ -25,6 +25,7 @@ pub mod state;
 pub mod status;
 mod storage;
 mod target;
+pub mod trust;
 pub mod updates;
 mod wiring;
 

@@ -251,6 +251,9 @@ impl ProjectDelivery {
                 &self.operator_namespace,
                 &w.spec.chart,
                 source::Credentials::default(),
+                // Only the version is read here; the app's own reconcile
+                // verifies what it installs.
+                None,
             )
             .await;
         fetched.map(|c| c.version).map_err(|e| {

@@ -21,6 +21,8 @@ use super::{
 pub struct Sources {
     /// Resolutions remembered for their `interval`.
     pub resolved: RepoCache,
+    /// Signatures verified, by digest and trust.
+    pub verified: super::verify::VerifiedCache,
     pub cache: ChartCache,
     pub limits: SourceLimits,
     pool: FetchPool,
@@ -102,6 +104,7 @@ impl Sources {
     pub fn new(work_dir: &std::path::Path, limits: SourceLimits) -> Self {
         Sources {
             resolved: RepoCache::default(),
+            verified: Default::default(),
             cache: ChartCache::new(work_dir, limits.cache_size),
             pool: FetchPool::new(limits.max_concurrent_fetches),
             limits,
@@ -180,6 +183,7 @@ impl Sources {
         namespace: &str,
         chart: &ChartSource,
         credentials: Credentials,
+        trust: Option<super::verify::Trust>,
         wake: impl FnOnce() + Send + 'static,
     ) {
         let failures = {
@@ -210,7 +214,7 @@ impl Sources {
         };
         let (me, namespace, chart) = (self.clone(), namespace.to_string(), chart.clone());
         tokio::spawn(async move {
-            let fetched = me.fetch(&namespace, &chart, credentials).await;
+            let fetched = me.fetch(&namespace, &chart, credentials, trust).await;
             let done = Background::Done {
                 at: Instant::now(),
                 fetched,
@@ -231,6 +235,7 @@ impl Sources {
         namespace: &str,
         chart: &ChartSource,
         credentials: Credentials,
+        trust: Option<super::verify::Trust>,
     ) -> Result<LocalChart, SourceError> {
         let slot = self.pool.slot(namespace).await;
         let deadline = self.limits.fetch_timeout;
@@ -248,13 +253,14 @@ impl Sources {
             let _slot = slot;
             let context = FetchContext {
                 resolved: &me.resolved,
+                verified: &me.verified,
                 cache: &me.cache,
                 limits: &me.limits,
             };
             if wanted.oci.is_empty() {
-                repo::fetch_from_repo(&wanted, &credentials, &context)
+                repo::fetch_from_repo(&wanted, &credentials, trust.as_ref(), &context)
             } else {
-                oci::fetch(&wanted, &credentials, &context)
+                oci::fetch(&wanted, &credentials, trust.as_ref(), &context)
             }
         });
         match tokio::time::timeout(deadline + Duration::from_secs(5), run).await {
@@ -292,6 +298,7 @@ mod tests {
             "ns",
             &chart,
             Credentials::default(),
+            None,
             move || {
                 let _ = tx.send(());
             },
@@ -302,7 +309,14 @@ mod tests {
             let got = sources.take(&key);
             assert!(matches!(got, Some(Some(Err(_)))), "{got:?}");
             // A caller would not start again; even if it did, nothing runs.
-            sources.start(key.clone(), "ns", &chart, Credentials::default(), || {});
+            sources.start(
+                key.clone(),
+                "ns",
+                &chart,
+                Credentials::default(),
+                None,
+                || {},
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(server.seen().len(), 1, "the source was asked once");
@@ -345,6 +359,7 @@ mod tests {
             "ns",
             &chart,
             Credentials::default(),
+            None,
             waker("a"),
         );
         assert!(matches!(sources.take(&key), Some(None)), "running");
@@ -354,6 +369,7 @@ mod tests {
             "ns",
             &chart,
             Credentials::default(),
+            None,
             waker("c"),
         );
         let mut woken = Vec::new();

@@ -26,6 +26,9 @@ pub const MAX_REDIRECTS: usize = 3;
 pub enum HttpError {
     /// The address policy refused the host's address.
     Refused(String),
+    /// The server answered 404 (a signature or `.prov` that is not
+    /// there is an answer, not a failure).
+    NotFound(String),
     /// Anything else: the message says URL, status and what was expected.
     Failed(String),
 }
@@ -33,7 +36,7 @@ pub enum HttpError {
 impl std::fmt::Display for HttpError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            HttpError::Refused(m) | HttpError::Failed(m) => f.write_str(m),
+            HttpError::Refused(m) | HttpError::NotFound(m) | HttpError::Failed(m) => f.write_str(m),
         }
     }
 }
@@ -185,6 +188,11 @@ impl Http {
             if status == 403 {
                 return Err(HttpError::Failed(format!(
                     "GET {shown} answered 403: check credentialsSecretRef"
+                )));
+            }
+            if status == 404 {
+                return Err(HttpError::NotFound(format!(
+                    "GET {shown} answered 404, expected 200"
                 )));
             }
             if !(200..300).contains(&status) {

@@ -21,6 +21,7 @@ pub mod index;
 pub mod oci;
 pub mod pool;
 pub mod repo;
+pub mod verify;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -50,6 +51,8 @@ pub struct LocalChart {
     /// pins (empty: not known — a chart by path, or a registry that would
     /// not list its tags). Read from what the resolution fetched anyway.
     pub latest: String,
+    /// Its signature's verification (`None`: `chart.verify` is not set).
+    pub verified: Option<std::sync::Arc<verify::Verified>>,
 }
 
 impl LocalChart {
@@ -100,6 +103,9 @@ pub enum SourceError {
     /// The address policy refused the source's address.
     #[error("chart repository {repo}: {message}")]
     Refused { repo: String, message: String },
+    /// The chart's signature did not verify (`chart.verify`).
+    #[error("chart {repo}: {message}")]
+    Verification { repo: String, message: String },
 }
 
 /// What `credentialsSecretRef` holds.
@@ -368,6 +374,7 @@ impl Default for SourceLimits {
 /// which names them).
 pub struct FetchContext<'a> {
     pub resolved: &'a RepoCache,
+    pub verified: &'a verify::VerifiedCache,
     pub cache: &'a cache::ChartCache,
     pub limits: &'a SourceLimits,
 }
@@ -425,6 +432,7 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
         digest: hex(&hasher.finalize()),
         manifest_digest: String::new(),
         latest: String::new(),
+        verified: None,
     })
 }
 
@@ -523,6 +531,7 @@ mod tests {
             digest: "sha256:x".into(),
             manifest_digest: String::new(),
             latest: String::new(),
+            verified: None,
         };
         cache.remember(&chart("first"), "", &local);
         for i in 0..10_000 {

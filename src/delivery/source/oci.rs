@@ -25,7 +25,10 @@
 use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
+mod signatures;
+
 use super::http::{Get, Http, HttpError, Reply, origin, without_credentials};
+use super::verify::{self, Trust, Verified};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
@@ -67,6 +70,7 @@ pub fn split(oci: &str) -> Result<(String, String), String> {
 pub fn fetch(
     chart: &ChartSource,
     credentials: &Credentials,
+    trust: Option<&Trust>,
     sources: &FetchContext<'_>,
 ) -> Result<LocalChart, SourceError> {
     let fail = |message: String| failed(chart, message);
@@ -114,6 +118,19 @@ pub fn fetch(
         false,
     )?;
     let manifest_digest = format!("sha256:{}", hex(&Sha256::digest(&manifest)));
+    // Before a byte of the chart is pulled: an unsigned artifact is
+    // never stored for helm.
+    let verified = match trust {
+        None => None,
+        Some(trust) => Some(match sources.verified.get(&manifest_digest, trust) {
+            Some(done) => done,
+            None => {
+                let done = verify_signatures(&mut registry, &manifest_digest, &version, trust)?;
+                sources.verified.put(trust, &done);
+                done
+            }
+        }),
+    };
     let layer = chart_layer(&manifest, &version).map_err(&fail)?;
     let file = sources.cache.path(&chart.oci, "", &layer.digest);
     if sources.cache.read(&file, &layer.digest).is_none() {
@@ -138,9 +155,52 @@ pub fn fetch(
         digest: layer.digest,
         manifest_digest,
         latest,
+        verified: verified.map(std::sync::Arc::new),
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)
+}
+
+/// Checks the cosign signatures of `manifest_digest` against `trust`.
+fn verify_signatures(
+    registry: &mut Registry<'_>,
+    manifest_digest: &str,
+    version: &str,
+    trust: &Trust,
+) -> Result<Verified, SourceError> {
+    let refused = |message: String| SourceError::Verification {
+        repo: registry_name(registry.chart),
+        message: format!("{version} ({manifest_digest}): {message}"),
+    };
+    let Some(signers) = &trust.signers else {
+        return Err(refused(format!(
+            "verify.provider {} does not verify an OCI chart (use cosign)",
+            trust.provider
+        )));
+    };
+    let found = signatures::collect(registry, manifest_digest)?;
+    if found.is_empty() {
+        return Err(refused(
+            "no cosign signature is published for it (neither a bundle referring to it nor a .sig tag)".into(),
+        ));
+    }
+    let signer = verify::cosign::verify(
+        &found,
+        manifest_digest,
+        signers,
+        std::time::SystemTime::now(),
+    )
+    .map_err(refused)?;
+    Ok(Verified {
+        provider: trust.provider.to_string(),
+        digest: manifest_digest.to_string(),
+        signer,
+        at: verify::now_rfc3339(),
+    })
+}
+
+fn registry_name(chart: &ChartSource) -> String {
+    chart.oci.clone()
 }
 
 fn failed(chart: &ChartSource, message: String) -> SourceError {
@@ -171,6 +231,27 @@ impl Registry<'_> {
         blob: bool,
     ) -> Result<Vec<u8>, SourceError> {
         let url = format!("{}/v2/{}/{path}", self.base, self.repository);
+        self.find(path, accept, limit, blob)?.ok_or_else(|| {
+            failed(
+                self.chart,
+                format!(
+                    "GET {} answered 404, expected 200",
+                    without_credentials(&url)
+                ),
+            )
+        })
+    }
+
+    /// [`Registry::get`], with a 404 an answer (`None`): what may well not
+    /// be there (a signature).
+    fn find(
+        &mut self,
+        path: &str,
+        accept: Option<&str>,
+        limit: u64,
+        blob: bool,
+    ) -> Result<Option<Vec<u8>>, SourceError> {
+        let url = format!("{}/v2/{}/{path}", self.base, self.repository);
         for attempt in 0..2 {
             let get = Get {
                 accept,
@@ -178,12 +259,14 @@ impl Registry<'_> {
                 limit,
                 other_host_redirect: blob,
             };
-            match self.http.request(&url, &get).map_err(|e| self.error(e))? {
-                Reply::Body(body) => return Ok(body),
-                Reply::Challenge(challenge) if attempt == 0 => {
+            match self.http.request(&url, &get) {
+                Ok(Reply::Body(body)) => return Ok(Some(body)),
+                Ok(Reply::Challenge(challenge)) if attempt == 0 => {
                     self.token = Some(self.answer(challenge.as_deref())?);
                 }
-                Reply::Challenge(_) => break,
+                Ok(Reply::Challenge(_)) => break,
+                Err(HttpError::NotFound(_)) => return Ok(None),
+                Err(e) => return Err(self.error(e)),
             }
         }
         Err(failed(
@@ -314,7 +397,9 @@ impl Registry<'_> {
                 repo: self.chart.oci.clone(),
                 message,
             },
-            HttpError::Failed(message) => failed(self.chart, message),
+            HttpError::NotFound(message) | HttpError::Failed(message) => {
+                failed(self.chart, message)
+            }
         }
     }
 }

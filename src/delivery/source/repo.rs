@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{Http, HttpError, without_credentials};
 use super::index::{IndexEntry, carve_entries, read_entries};
+use super::verify::{self, Trust, Verified};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
@@ -16,6 +17,7 @@ use crate::cached::hex::hex;
 pub fn fetch_from_repo(
     chart: &ChartSource,
     credentials: &Credentials,
+    trust: Option<&Trust>,
     sources: &FetchContext<'_>,
 ) -> Result<LocalChart, SourceError> {
     let repo = chart.repo.trim_end_matches('/').to_string();
@@ -32,7 +34,7 @@ pub fn fetch_from_repo(
             repo: shown.clone(),
             message,
         },
-        HttpError::Failed(message) => fail(message),
+        HttpError::NotFound(message) | HttpError::Failed(message) => fail(message),
     };
     let get = |url: &str, limit: u64| http.get(url, limit).map_err(to_error);
 
@@ -70,12 +72,54 @@ pub fn fetch_from_repo(
             b
         }
     };
+    let digest = hex(&Sha256::digest(&bytes));
+    // Before it is handed on: a cached archive is verified all the same.
+    let verified = match trust {
+        None => None,
+        Some(trust) => {
+            let archive_digest = format!("sha256:{digest}");
+            Some(match sources.verified.get(&archive_digest, trust) {
+                Some(done) => done,
+                None => {
+                    let refused = |message: String| SourceError::Verification {
+                        repo: shown.clone(),
+                        message: format!(
+                            "{} {} ({archive_digest}): {message}",
+                            chart.name, entry.version
+                        ),
+                    };
+                    let prov = match http.get(&format!("{url}.prov"), verify::provenance::MAX_PROV)
+                    {
+                        Ok(p) => p,
+                        Err(HttpError::NotFound(_)) => {
+                            return Err(refused(format!(
+                                "no provenance file {}.prov (verify.provider helm needs the chart signed with helm package --sign)",
+                                without_credentials(&url)
+                            )));
+                        }
+                        Err(e) => return Err(to_error(e)),
+                    };
+                    let signer =
+                        verify::provenance::verify(&prov, &bytes, trust).map_err(refused)?;
+                    let done = Verified {
+                        provider: trust.provider.to_string(),
+                        digest: archive_digest,
+                        signer,
+                        at: verify::now_rfc3339(),
+                    };
+                    sources.verified.put(trust, &done);
+                    done
+                }
+            })
+        }
+    };
     let local = LocalChart {
         path: file,
         version: entry.version,
-        digest: hex(&Sha256::digest(&bytes)),
+        digest,
         manifest_digest: String::new(),
         latest,
+        verified: verified.map(std::sync::Arc::new),
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)

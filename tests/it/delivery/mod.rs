@@ -18,6 +18,7 @@ mod storage_trust;
 mod tenancy;
 mod updates;
 mod values;
+mod verification;
 mod webhook;
 
 pub use std::collections::BTreeMap;

@@ -65,6 +65,7 @@ pub async fn take_over(
         return Ok(Outcome::Replan);
     };
     let (version, hash, digest) = (chart.version.clone(), hash.clone(), chart.chart_digest());
+    let verification = chart.verified.as_deref().map(Into::into);
     let user = o.identity.user();
     let (ns, release) = (o.target.namespace.clone(), o.target.release.clone());
     let url = Request::new(Secret::url_path(&(), Some(&ns)));
@@ -102,6 +103,7 @@ pub async fn take_over(
     let status = &mut o.status;
     status.chart_version = version.clone();
     status.chart_digest = digest;
+    status.verification = verification;
     status.last_action = "adopt".into();
     push_history(status, "adopt", revision, &version, &hash, "succeeded");
     Ok(Outcome::Replan)

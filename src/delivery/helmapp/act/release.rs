@@ -318,6 +318,7 @@ fn succeeded(
     );
     if let Some(Inputs::Ready { chart, .. }) = &o.inputs {
         o.status.chart_digest = chart.chart_digest();
+        o.status.verification = chart.verified.as_deref().map(Into::into);
     }
     let status = &mut o.status;
     status.revision = released.revision;

@@ -56,6 +56,7 @@ pub(super) fn observed() -> Observed {
                 digest: "d".into(),
                 manifest_digest: String::new(),
                 latest: String::new(),
+                verified: None,
             },
             hash: HASH.into(),
         }),

@@ -1,0 +1,462 @@
+//! cosign's signatures of an OCI artifact, in either of the forms cosign
+//! stores them:
+//!
+//! - **Bundles** (cosign 3's `sign`): an OCI artifact whose `subject` is
+//!   the signed manifest, found through the registry's referrers API or
+//!   its fallback tag `sha256-<digest>` (an index). Its one layer is a
+//!   Sigstore bundle: a DSSE envelope of an in-toto statement naming the
+//!   manifest digest, the signer's certificate chain (keyless), Rekor's
+//!   entries.
+//! - **Signature manifests** (cosign 2's `sign`, cosign 3's `attach
+//!   signature`): an image manifest tagged `sha256-<digest>.sig`, one layer
+//!   per signature: the blob is the signed "simple signing" payload naming
+//!   the manifest digest; annotations hold the signature, certificate,
+//!   chain and Rekor bundle.
+//!
+//! A signature counts when its payload names the manifest being installed
+//! and it verifies with one of the Secret's keys — or, keyless, with a
+//! certificate that chains to the trusted root, was valid when the
+//! signature was made (Rekor's signed timestamp, or now without a log),
+//! and names an identity `matchOIDCIdentity` allows.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use rustls::pki_types::pem::PemObject;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::fulcio;
+use super::keys::PublicKey;
+use super::sigstore::TrustedRoot;
+use crate::cached::hex::hex;
+
+/// The media type of a signature layer.
+pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+const SIGNATURE: &str = "dev.cosignproject.cosign/signature";
+const CERTIFICATE: &str = "dev.sigstore.cosign/certificate";
+const CHAIN: &str = "dev.sigstore.cosign/chain";
+const BUNDLE: &str = "dev.sigstore.cosign/bundle";
+/// Signature layers looked at, at most.
+pub const MAX_SIGNATURES: usize = 16;
+/// The largest signed payload read (cosign's are under 1 KiB).
+pub const MAX_PAYLOAD: u64 = 64 * 1024;
+/// The largest annotation read (a certificate, a chain, a bundle).
+pub const MAX_ANNOTATION: usize = 64 * 1024;
+
+/// The tag cosign stores the signatures of `manifest_digest` under.
+pub fn signature_tag(manifest_digest: &str) -> String {
+    format!("{}.sig", manifest_digest.replace(':', "-"))
+}
+
+/// One signature layer as the signature manifest declares it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declared {
+    /// The payload blob's `sha256:` digest.
+    pub digest: String,
+    pub size: u64,
+    pub signature: String,
+    pub certificate: Option<String>,
+    pub chain: Option<String>,
+    pub bundle: Option<String>,
+}
+
+/// The signature layers of a signature manifest (bounded: at most
+/// [`MAX_SIGNATURES`], each annotation at most [`MAX_ANNOTATION`]).
+pub fn declared(manifest: &[u8]) -> Result<Vec<Declared>, String> {
+    let doc: Value = serde_json::from_slice(manifest)
+        .map_err(|e| format!("the signature manifest is not JSON: {e}"))?;
+    let layers = doc
+        .get("layers")
+        .and_then(Value::as_array)
+        .ok_or("the signature manifest has no layers")?;
+    let mut found = Vec::new();
+    for layer in layers.iter().filter(|l| l["mediaType"] == SIMPLE_SIGNING) {
+        if found.len() == MAX_SIGNATURES {
+            break;
+        }
+        let note = |name: &str| -> Result<Option<String>, String> {
+            match layer["annotations"][name].as_str() {
+                Some(v) if v.len() > MAX_ANNOTATION => Err(format!(
+                    "the signature's {name} annotation is {} bytes, over the {MAX_ANNOTATION}-byte bound",
+                    v.len()
+                )),
+                v => Ok(v.map(String::from)),
+            }
+        };
+        let Some(signature) = note(SIGNATURE)? else {
+            continue;
+        };
+        found.push(Declared {
+            digest: layer["digest"].as_str().unwrap_or_default().to_string(),
+            size: layer["size"].as_u64().unwrap_or(u64::MAX),
+            signature,
+            certificate: note(CERTIFICATE)?,
+            chain: note(CHAIN)?,
+            bundle: note(BUNDLE)?,
+        });
+    }
+    if found.is_empty() {
+        return Err("the signature manifest holds no cosign signature".into());
+    }
+    Ok(found)
+}
+
+/// The media type of a Sigstore bundle (artifact type and layer).
+pub const BUNDLE_TYPE: &str = "application/vnd.dev.sigstore.bundle.v0.3+json";
+/// The in-toto predicate of a cosign signature (not an attestation).
+const SIGN_PREDICATE: &str = "https://sigstore.dev/cosign/sign/v1";
+
+/// Who may have signed.
+#[derive(Debug, Clone)]
+pub enum Signers {
+    /// Any one of these keys.
+    Keys(Vec<PublicKey>),
+    /// A certificate of `root` naming one of `identities`.
+    Keyless {
+        identities: Vec<fulcio::IdentityMatch>,
+        root: TrustedRoot,
+    },
+}
+
+/// One signature, whatever its form: what it signs and what it offers as
+/// proof.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// The manifest digest the signed content names.
+    pub signed_digest: String,
+    /// The bytes the signature is over (a payload, or a DSSE envelope's
+    /// pre-authentication encoding).
+    pub message: Vec<u8>,
+    /// SHA-256 of the signed payload, hex (what a Rekor entry records).
+    pub payload_sha256: String,
+    pub signature: Vec<u8>,
+    /// The signer's certificate, DER (keyless).
+    pub certificate: Option<Vec<u8>>,
+    /// Rekor's promise that it logged the signature.
+    pub logged: Option<LogPromise>,
+}
+
+/// A Rekor entry and its signed entry timestamp.
+#[derive(Debug, Clone)]
+pub struct LogPromise {
+    entry: Entry,
+    timestamp: Vec<u8>,
+}
+
+/// A signature layer of a signature manifest, with its payload.
+pub fn from_layer(declared: &Declared, payload: &[u8]) -> Result<Evidence, String> {
+    let payload_digest = format!("sha256:{}", hex(&Sha256::digest(payload)));
+    if payload_digest != declared.digest {
+        return Err(format!(
+            "a payload of digest {payload_digest}, not the layer's {}",
+            declared.digest
+        ));
+    }
+    let doc: Value = serde_json::from_slice(payload)
+        .map_err(|_| "a payload that is not cosign's simple signing JSON".to_string())?;
+    let critical = &doc["critical"];
+    if critical["type"] != "cosign container image signature" {
+        return Err("a payload that is not a cosign image signature".into());
+    }
+    let signed_digest = critical["image"]["docker-manifest-digest"]
+        .as_str()
+        .ok_or("a payload naming no manifest digest")?
+        .to_string();
+    if let Some(chain) = &declared.chain {
+        fulcio::check_chain_bound(chain)?;
+    }
+    let certificate = match &declared.certificate {
+        None => None,
+        Some(pem) => Some(
+            rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+                .map_err(|_| "a certificate annotation that is not PEM".to_string())?
+                .to_vec(),
+        ),
+    };
+    let logged = match &declared.bundle {
+        None => None,
+        Some(b) => {
+            let b: ClassicBundle = serde_json::from_str(b)
+                .map_err(|_| "a Rekor bundle that is not one".to_string())?;
+            Some(LogPromise {
+                entry: b.payload,
+                timestamp: decode("a Rekor timestamp", &b.signed_entry_timestamp)?,
+            })
+        }
+    };
+    Ok(Evidence {
+        signed_digest,
+        message: payload.to_vec(),
+        payload_sha256: hex(&Sha256::digest(payload)),
+        signature: decode("a signature", declared.signature.trim())?,
+        certificate,
+        logged,
+    })
+}
+
+/// A Sigstore bundle (a DSSE envelope of a cosign signature statement).
+pub fn from_bundle(bytes: &[u8]) -> Result<Evidence, String> {
+    let bundle: Value =
+        serde_json::from_slice(bytes).map_err(|_| "a bundle that is not JSON".to_string())?;
+    let envelope = &bundle["dsseEnvelope"];
+    let payload_type = envelope["payloadType"].as_str().ok_or(
+        "a bundle without a DSSE envelope (a message signature is not an image signature)",
+    )?;
+    let payload = decode(
+        "a DSSE payload",
+        envelope["payload"].as_str().unwrap_or_default(),
+    )?;
+    let signature = decode(
+        "a DSSE signature",
+        envelope["signatures"][0]["sig"]
+            .as_str()
+            .unwrap_or_default(),
+    )?;
+    let statement: Value = serde_json::from_slice(&payload)
+        .map_err(|_| "a DSSE payload that is not an in-toto statement".to_string())?;
+    if statement["predicateType"] != SIGN_PREDICATE {
+        return Err(format!(
+            "a bundle of predicate {} (an attestation, not a signature)",
+            statement["predicateType"]
+        ));
+    }
+    let signed_digest = statement["subject"][0]["digest"]["sha256"]
+        .as_str()
+        .map(|h| format!("sha256:{h}"))
+        .ok_or("a statement naming no sha256 subject")?;
+    let material = &bundle["verificationMaterial"];
+    let certificates = material["x509CertificateChain"]["certificates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if certificates.len() > super::sigstore::MAX_CHAIN {
+        return Err(format!(
+            "a certificate chain of {} certificates, over the bound of {}",
+            certificates.len(),
+            super::sigstore::MAX_CHAIN
+        ));
+    }
+    let raw = material["certificate"]["rawBytes"]
+        .as_str()
+        .or_else(|| certificates.first().and_then(|c| c["rawBytes"].as_str()));
+    let certificate = raw.map(|r| decode("a certificate", r)).transpose()?;
+    let logged = match material["tlogEntries"].get(0) {
+        None => None,
+        Some(t) => {
+            let number = |v: &Value| {
+                v.as_i64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                    .unwrap_or(-1)
+            };
+            let key_id = decode("a log ID", t["logId"]["keyId"].as_str().unwrap_or_default())?;
+            Some(LogPromise {
+                entry: Entry {
+                    body: t["canonicalizedBody"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    integrated_time: number(&t["integratedTime"]),
+                    log_id: hex(&key_id),
+                    log_index: number(&t["logIndex"]),
+                },
+                timestamp: decode(
+                    "a Rekor timestamp",
+                    t["inclusionPromise"]["signedEntryTimestamp"]
+                        .as_str()
+                        .unwrap_or_default(),
+                )?,
+            })
+        }
+    };
+    Ok(Evidence {
+        signed_digest,
+        message: pae(payload_type, &payload),
+        payload_sha256: hex(&Sha256::digest(&payload)),
+        signature,
+        certificate,
+        logged,
+    })
+}
+
+/// DSSE's pre-authentication encoding: what an envelope's signature is
+/// over.
+fn pae(payload_type: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "DSSEv1 {} {payload_type} {} ",
+        payload_type.len(),
+        payload.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(payload);
+    out
+}
+
+fn decode(what: &str, b64: &str) -> Result<Vec<u8>, String> {
+    STANDARD
+        .decode(b64)
+        .map_err(|_| format!("{what} that is not base64"))
+}
+
+/// Checks that one of `signatures` signs `manifest_digest` for `signers`;
+/// returns who signed (a key's name and fingerprint, or an identity).
+/// `Err` says what was expected and what was found.
+pub fn verify(
+    signatures: &[Result<Evidence, String>],
+    manifest_digest: &str,
+    signers: &Signers,
+    now: std::time::SystemTime,
+) -> Result<String, String> {
+    let mut seen = Vec::new();
+    for s in signatures {
+        match s
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|e| verify_one(e, manifest_digest, signers, now))
+        {
+            Ok(signer) => return Ok(signer),
+            Err(e) if !seen.contains(&e) => seen.push(e),
+            Err(_) => {}
+        }
+    }
+    let expected = match signers {
+        Signers::Keys(keys) => format!(
+            "a signature by one of the keys {}",
+            keys.iter()
+                .map(|k| format!("{} ({})", k.name, k.fingerprint))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Signers::Keyless { identities, root } => format!(
+            "a certificate of {} for {}",
+            root.name,
+            identities
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ),
+    };
+    Err(format!(
+        "expected {expected}; found {} signature(s): {}",
+        signatures.len(),
+        seen.join("; ")
+    ))
+}
+
+fn verify_one(
+    e: &Evidence,
+    manifest_digest: &str,
+    signers: &Signers,
+    now: std::time::SystemTime,
+) -> Result<String, String> {
+    if e.signed_digest != manifest_digest {
+        return Err(format!(
+            "a signature of {}, not of {manifest_digest}",
+            e.signed_digest
+        ));
+    }
+    match signers {
+        Signers::Keys(keys) => keys
+            .iter()
+            .find(|k| k.verifies(&e.message, &e.signature))
+            .map(|k| format!("key {} ({})", k.name, k.fingerprint))
+            .ok_or_else(|| "a signature by none of the keys".to_string()),
+        Signers::Keyless { identities, root } => {
+            let certificate = e
+                .certificate
+                .as_deref()
+                .ok_or("a signature without a certificate (signed with a key?)")?;
+            let signed_at = match &e.logged {
+                Some(promise) => rekor_time(promise, root, e)?,
+                None if !root.logs.is_empty() => {
+                    return Err(format!(
+                        "a signature without a Rekor entry, and {} names a transparency log",
+                        root.name
+                    ));
+                }
+                None => now,
+            };
+            let signer = fulcio::Signer::check(certificate, root, signed_at)?;
+            if !signer.key.verifies(&e.message, &e.signature) {
+                return Err(format!(
+                    "a signature its certificate's key does not verify ({})",
+                    signer.identity
+                ));
+            }
+            if !identities.iter().any(|i| i.matches(&signer.identity)) {
+                return Err(format!("a signer {}", signer.identity));
+            }
+            Ok(format!(
+                "identity {} (certificate of {})",
+                signer.identity, root.name
+            ))
+        }
+    }
+}
+
+/// A signature manifest's Rekor bundle.
+#[derive(Deserialize)]
+struct ClassicBundle {
+    #[serde(rename = "SignedEntryTimestamp")]
+    signed_entry_timestamp: String,
+    #[serde(rename = "Payload")]
+    payload: Entry,
+}
+
+/// What the log signed, in canonical JSON's (sorted) key order.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+struct Entry {
+    body: String,
+    #[serde(rename = "integratedTime")]
+    integrated_time: i64,
+    #[serde(rename = "logID")]
+    log_id: String,
+    #[serde(rename = "logIndex")]
+    log_index: i64,
+}
+
+/// When the log says the signature was made: its signed entry timestamp
+/// verified with the log's key of `root`, and its entry of this very
+/// signature and payload (hashedrekord or dsse).
+fn rekor_time(
+    promise: &LogPromise,
+    root: &TrustedRoot,
+    e: &Evidence,
+) -> Result<std::time::SystemTime, String> {
+    let entry = &promise.entry;
+    let log = root.log(&entry.log_id).ok_or_else(|| {
+        format!(
+            "a Rekor entry of log {}, which {} does not name",
+            entry.log_id, root.name
+        )
+    })?;
+    let canonical = serde_json::to_vec(entry).unwrap_or_default();
+    if !log.verifies(&canonical, &promise.timestamp) {
+        return Err("a Rekor timestamp its log's key does not verify".into());
+    }
+    let body: Value = serde_json::from_slice(&decode("a Rekor entry", &entry.body)?)
+        .map_err(|_| "a Rekor entry that is not JSON".to_string())?;
+    let spec = &body["spec"];
+    let signature = |v: &Value| v.as_str().and_then(|s| STANDARD.decode(s).ok());
+    let ours = match body["kind"].as_str() {
+        Some("hashedrekord") => {
+            spec["data"]["hash"]["value"] == e.payload_sha256.as_str()
+                && signature(&spec["signature"]["content"]).as_deref() == Some(&e.signature[..])
+        }
+        Some("dsse") => {
+            spec["payloadHash"]["value"] == e.payload_sha256.as_str()
+                && spec["signatures"].as_array().is_some_and(|s| {
+                    s.iter()
+                        .any(|s| signature(&s["signature"]).as_deref() == Some(&e.signature[..]))
+                })
+        }
+        _ => false,
+    };
+    if !ours {
+        return Err("a Rekor entry of another signature".into());
+    }
+    let secs = u64::try_from(entry.integrated_time)
+        .map_err(|_| "a Rekor entry without an integration time".to_string())?;
+    Ok(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
