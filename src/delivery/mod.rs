@@ -74,6 +74,11 @@ pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, St
         &settings.helm.work_dir,
         settings.sources.clone(),
     ));
+    manager.metrics().register(
+        "chart_verifications",
+        "Chart signature checks run (a digest verified once is not checked again), by provider and result",
+        sources.verified.runs.clone(),
+    );
     let (apps, helm) = helmapp::controller(manager, settings, sources.clone());
     let stats = apps.stats();
     let nudge = apps.reconciler().nudge(apps.queue());

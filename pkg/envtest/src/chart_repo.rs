@@ -46,14 +46,27 @@ impl ChartRepo {
         charts: &[&Path],
         basic_auth: Option<(&str, &str)>,
     ) -> io::Result<Self> {
+        Self::start_packaged_with(cp, charts, basic_auth, &[]).await
+    }
+
+    /// [`ChartRepo::start`], each chart packaged with `package_args` too
+    /// (`--sign --key … --keyring …`: a `.prov` beside each archive).
+    pub async fn start_packaged_with(
+        cp: &ControlPlane,
+        charts: &[&Path],
+        basic_auth: Option<(&str, &str)>,
+        package_args: &[&str],
+    ) -> io::Result<Self> {
         let dir = tempfile::tempdir()?;
         for chart in charts {
             run(cp
                 .helm()
                 .arg("package")
                 .arg(chart)
+                .args(package_args)
                 .arg("--destination")
-                .arg(dir.path()))?;
+                .arg(dir.path())
+                .stdin(std::process::Stdio::null()))?;
         }
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let url = format!("http://{}", listener.local_addr()?);
@@ -98,6 +111,15 @@ impl ChartRepo {
     /// The directory served (the `.tgz` files and `index.yaml`).
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// Indexes the served directory again (after a test changed a file).
+    pub fn reindex(&self, cp: &ControlPlane) -> io::Result<()> {
+        run(cp
+            .helm()
+            .args(["repo", "index"])
+            .arg(self.dir.path())
+            .args(["--url", &self.url]))
     }
 
     /// While down, every request gets 503.

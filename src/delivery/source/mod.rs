@@ -21,6 +21,7 @@ pub mod index;
 pub mod oci;
 pub mod pool;
 pub mod repo;
+pub mod signatures;
 pub mod verify;
 
 use std::collections::HashMap;

@@ -25,9 +25,8 @@
 use apis::helmapp::ChartSource;
 use sha2::{Digest, Sha256};
 
-mod signatures;
-
 use super::http::{Get, Http, HttpError, Reply, origin, without_credentials};
+use super::signatures;
 use super::verify::{self, Trust, Verified};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
@@ -36,6 +35,8 @@ use crate::cached::hex::hex;
 pub const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
 /// What a manifest is asked as.
 const MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+/// What an index is asked as (a signature's referrers).
+const INDEX: &str = "application/vnd.oci.image.index.v1+json";
 /// The largest chart layer pulled.
 const MAX_LAYER: u64 = 64 * 1024 * 1024;
 /// The largest manifest, tag page or token answer read.
@@ -125,7 +126,9 @@ pub fn fetch(
         Some(trust) => Some(match sources.verified.get(&manifest_digest, trust) {
             Some(done) => done,
             None => {
-                let done = verify_signatures(&mut registry, &manifest_digest, &version, trust)?;
+                let done = verify_signatures(&mut registry, &manifest_digest, &version, trust);
+                sources.verified.ran(trust, done.is_ok());
+                let done = done?;
                 sources.verified.put(trust, &done);
                 done
             }
@@ -401,6 +404,25 @@ impl Registry<'_> {
                 failed(self.chart, message)
             }
         }
+    }
+}
+
+impl signatures::Registry for Registry<'_> {
+    fn manifest(&mut self, reference: &str) -> Result<Option<Vec<u8>>, SourceError> {
+        self.find(
+            &format!("manifests/{reference}"),
+            Some(MANIFEST),
+            MAX_DOCUMENT,
+            false,
+        )
+    }
+
+    fn index(&mut self, path: &str) -> Result<Option<Vec<u8>>, SourceError> {
+        self.find(path, Some(INDEX), MAX_DOCUMENT, false)
+    }
+
+    fn blob(&mut self, digest: &str, limit: u64) -> Result<Option<Vec<u8>>, SourceError> {
+        self.find(&format!("blobs/{digest}"), None, limit, true)
     }
 }
 

@@ -99,8 +99,9 @@ pub fn fetch_from_repo(
                         }
                         Err(e) => return Err(to_error(e)),
                     };
-                    let signer =
-                        verify::provenance::verify(&prov, &bytes, trust).map_err(refused)?;
+                    let signer = verify::provenance::verify(&prov, &bytes, trust);
+                    sources.verified.ran(trust, signer.is_ok());
+                    let signer = signer.map_err(refused)?;
                     let done = Verified {
                         provider: trust.provider.to_string(),
                         digest: archive_digest,

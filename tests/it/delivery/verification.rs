@@ -132,6 +132,11 @@ async fn a_key_signed_chart_installs_and_the_tag_pushed_again_unsigned_is_refuse
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;
+    // First without verification: the chart is in the operator's cache
+    // before any app asks for a signature.
+    let unverified = json!({ "oci": oci, "version": "0.1.0", "insecure": true });
+    apply(&f, "plain", json!({ "chart": unverified })).await;
+    ready(&f, "plain", "InstallSucceeded", 1).await;
     let chart = |key: &str| {
         json!({ "oci": oci, "version": "0.1.0", "insecure": true,
         "verify": { "provider": "cosign", "secretRef": { "name": key } } })
@@ -150,6 +155,24 @@ async fn a_key_signed_chart_installs_and_the_tag_pushed_again_unsigned_is_refuse
     .await;
 
     let installed = ready(&f, "signed", "InstallSucceeded", 1).await;
+    // A second app of the same digest and trust: not verified again, also
+    // as both re-resolve every second.
+    apply(
+        &f,
+        "second",
+        json!({ "chart": chart("cosign-pub"), "interval": "1s" }),
+    )
+    .await;
+    ready(&f, "second", "InstallSucceeded", 1).await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        sample(
+            &operator.scrape(),
+            "hossted_chart_verifications_total{provider=\"cosign\",result=\"verified\"}"
+        ),
+        Some(1.0),
+        "verified once for two apps"
+    );
     let verification = installed
         .status
         .unwrap()
@@ -166,6 +189,7 @@ async fn a_key_signed_chart_installs_and_the_tag_pushed_again_unsigned_is_refuse
     );
     assert!(!verification.verified_at.is_empty());
 
+    // In the cache already, and refused all the same.
     let refused = with_reason(&f, "wrongkey", "VerificationFailed").await;
     let message = message_of(&refused);
     assert!(
@@ -359,4 +383,258 @@ async fn a_keyless_signature_of_a_private_root_installs_for_its_identity_only() 
     );
     assert_eq!(helm_runs_on(&log, "stranger"), 0, "never given to helm");
     operator.stop().await;
+}
+
+/// The older form (cosign 2's `sign`, `cosign attach signature`): a
+/// `sha256-<digest>.sig` manifest whose layer is the signed payload.
+#[tokio::test]
+async fn a_signature_manifest_of_the_older_form_verifies_too() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let registry = envtest::OciRegistry::start(&f.cp, false).await.unwrap();
+    let (oci, digest) = registry
+        .push_with_digest(&f.cp, &charts.join("tiny"))
+        .unwrap();
+    let reference = format!("{}@{digest}", oci.trim_start_matches("oci://"));
+    let dir = work_dir(&f, "cosign-attach");
+    cosign(&f, &dir, &["generate-key-pair"]);
+    cosign(
+        &f,
+        &dir,
+        &["signing-config", "create", "--out", "signing-config.json"],
+    );
+    // The payload as cosign makes it, signed by cosign (the signature read
+    // back from its bundle), attached by cosign.
+    let binary = f.cp.assets().binary("cosign").unwrap();
+    let payload = Command::new(&binary)
+        .args(["generate", &reference])
+        .env("HOME", &dir)
+        .output()
+        .unwrap();
+    assert!(
+        payload.status.success(),
+        "{}",
+        String::from_utf8_lossy(&payload.stderr)
+    );
+    std::fs::write(dir.join("payload.json"), &payload.stdout).unwrap();
+    cosign(
+        &f,
+        &dir,
+        &[
+            "sign-blob",
+            "--key",
+            "cosign.key",
+            "--signing-config",
+            "signing-config.json",
+            "--bundle",
+            "blob.bundle",
+            "-y",
+            "payload.json",
+        ],
+    );
+    let bundle: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("blob.bundle")).unwrap()).unwrap();
+    let signature = bundle["messageSignature"]["signature"].as_str().unwrap();
+    std::fs::write(dir.join("payload.sig"), signature).unwrap();
+    cosign(
+        &f,
+        &dir,
+        &[
+            "attach",
+            "signature",
+            "--allow-http-registry",
+            "--payload",
+            "payload.json",
+            "--signature",
+            "payload.sig",
+            &reference,
+        ],
+    );
+    secret(
+        &f,
+        "cosign-pub",
+        &[("cosign.pub", std::fs::read(dir.join("cosign.pub")).unwrap())],
+    )
+    .await;
+
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "attached",
+        json!({ "chart": { "oci": oci, "version": "0.1.0", "insecure": true,
+        "verify": { "provider": "cosign", "secretRef": { "name": "cosign-pub" } } } }),
+    )
+    .await;
+    let installed = ready(&f, "attached", "InstallSucceeded", 1).await;
+    let verification = installed
+        .status
+        .unwrap()
+        .verification
+        .expect("status.verification");
+    assert_eq!(verification.digest, digest);
+    assert!(
+        verification
+            .signer
+            .starts_with(&format!("key {NS}/cosign-pub/cosign.pub"))
+    );
+    operator.stop().await;
+}
+
+/// gpg's home with one unprotected RSA signing key; its secret and public
+/// keyrings in `dir` (`secring.gpg`, `pubring.gpg`).
+fn gpg_keyrings(dir: &Path) {
+    let home = dir.join("gnupg");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let gpg = |args: &[&str]| {
+        let out = Command::new("gpg")
+            .args(["--batch", "--homedir"])
+            .arg(&home)
+            .args(["--pinentry-mode", "loopback", "--passphrase", ""])
+            .args(args)
+            .output()
+            .expect("gpg (Debian's gnupg) runs");
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    gpg(&[
+        "--quick-gen-key",
+        "Chart Signer <signer@example.com>",
+        "rsa3072",
+        "sign",
+        "never",
+    ]);
+    std::fs::write(dir.join("secring.gpg"), gpg(&["--export-secret-keys"])).unwrap();
+    std::fs::write(dir.join("pubring.gpg"), gpg(&["--export"])).unwrap();
+}
+
+#[tokio::test]
+async fn a_prov_signed_chart_installs_and_a_changed_missing_or_forged_prov_is_refused() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts/tiny");
+    let dir = work_dir(&f, "gpg");
+    gpg_keyrings(&dir);
+    let secring = dir.join("secring.gpg");
+    let sign = [
+        "--sign",
+        "--key",
+        "Chart Signer",
+        "--keyring",
+        secring.to_str().unwrap(),
+    ];
+    let signed = envtest::ChartRepo::start_packaged_with(&f.cp, &[&tiny], None, &sign)
+        .await
+        .unwrap();
+    assert!(
+        signed.dir().join("tiny-0.1.0.tgz.prov").exists(),
+        "helm wrote the .prov"
+    );
+    // Another chart for these two: a digest verified once is verified
+    // for every app of the same trust, whichever repository served it.
+    let web = tiny.with_file_name("web");
+    let unsigned = envtest::ChartRepo::start(&f.cp, &[&web], None)
+        .await
+        .unwrap();
+    let forged = envtest::ChartRepo::start(&f.cp, &[&web], None)
+        .await
+        .unwrap();
+    std::fs::write(
+        forged.dir().join("web-1.2.0.tgz.prov"),
+        b"files:\n  web-1.2.0.tgz: sha256:00\n",
+    )
+    .unwrap();
+    secret(
+        &f,
+        "keyring",
+        &[(
+            "pubring.gpg",
+            std::fs::read(dir.join("pubring.gpg")).unwrap(),
+        )],
+    )
+    .await;
+
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let chart = |repo: &str| {
+        let (name, version) = if repo == signed.url() {
+            ("tiny", "0.1.0")
+        } else {
+            ("web", "1.2.0")
+        };
+        json!({ "repo": repo, "name": name, "version": version,
+        "verify": { "provider": "helm", "secretRef": { "name": "keyring" } } })
+    };
+    apply(
+        &f,
+        "provenance",
+        json!({ "chart": chart(signed.url()), "interval": "1s" }),
+    )
+    .await;
+    apply(&f, "noprov", json!({ "chart": chart(unsigned.url()) })).await;
+    apply(&f, "forged", json!({ "chart": chart(forged.url()) })).await;
+
+    let installed = ready(&f, "provenance", "InstallSucceeded", 1).await;
+    let verification = installed
+        .status
+        .unwrap()
+        .verification
+        .expect("status.verification");
+    assert_eq!(verification.provider, "helm");
+    assert!(
+        verification
+            .signer
+            .starts_with(&format!("key {NS}/keyring/pubring.gpg (")),
+        "{}",
+        verification.signer
+    );
+
+    let message = message_of(&with_reason(&f, "noprov", "VerificationFailed").await);
+    assert!(message.contains("no provenance file"), "{message}");
+    let message = message_of(&with_reason(&f, "forged", "VerificationFailed").await);
+    assert!(
+        message.contains("not an OpenPGP clear-signed document"),
+        "{message}"
+    );
+    assert_eq!(
+        helm_runs_on(&log, "noprov") + helm_runs_on(&log, "forged"),
+        0,
+        "never given to helm"
+    );
+
+    // One byte of the archive changed (gzip's mtime: still a valid
+    // archive), the index made to agree: the .prov no longer does.
+    let archive = signed.dir().join("tiny-0.1.0.tgz");
+    let mut bytes = std::fs::read(&archive).unwrap();
+    bytes[4] ^= 0x01;
+    std::fs::write(&archive, &bytes).unwrap();
+    signed.reindex(&f.cp).unwrap();
+    let flipped = format!("sha256:{}", sha256_hex(&bytes));
+    let message = message_of(&with_reason(&f, "provenance", "VerificationFailed").await);
+    assert!(
+        message.contains(&flipped),
+        "names the archive's digest: {message}"
+    );
+    assert_eq!(
+        revisions(&f, "provenance").await.len(),
+        1,
+        "the release untouched"
+    );
+    assert_eq!(helm_runs_on(&log, "provenance"), 1, "only its install ran");
+    operator.stop().await;
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

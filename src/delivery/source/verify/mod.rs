@@ -21,6 +21,8 @@ pub mod sigstore;
 use std::collections::HashMap;
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 
 use apis::helmapp::VerifyProvider;
 
@@ -65,6 +67,10 @@ impl From<&Verified> for apis::helmapp::VerificationStatus {
 #[derive(Debug, Default)]
 pub struct VerifiedCache {
     done: Mutex<HashMap<(String, String), Verified>>,
+    /// Signature checks run, by provider and result
+    /// (`hossted_chart_verifications_total`): a second app of a verified
+    /// digest adds none.
+    pub runs: Family<[(&'static str, String); 2], Counter>,
 }
 
 impl VerifiedCache {
@@ -77,6 +83,17 @@ impl VerifiedCache {
             .lock()
             .get(&(digest.to_string(), trust.fingerprint.clone()))
             .cloned()
+    }
+
+    /// Counts one signature check of `trust`'s provider.
+    pub fn ran(&self, trust: &Trust, ok: bool) {
+        let result = if ok { "verified" } else { "refused" };
+        self.runs
+            .get_or_create(&[
+                ("provider", trust.provider.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc();
     }
 
     pub fn put(&self, trust: &Trust, verified: &Verified) {

@@ -4,22 +4,27 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{MANIFEST, MAX_DOCUMENT, Registry};
+use super::SourceError;
+use super::verify::cosign::{self, BUNDLE_TYPE, Evidence, MAX_PAYLOAD, MAX_SIGNATURES};
 use crate::cached::hex::hex;
-use crate::delivery::source::SourceError;
-use crate::delivery::source::verify::cosign::{
-    self, BUNDLE_TYPE, Evidence, MAX_PAYLOAD, MAX_SIGNATURES,
-};
 
-/// What an index is asked as.
-const INDEX: &str = "application/vnd.oci.image.index.v1+json";
+/// The reads of one repository of a registry that finding signatures
+/// needs (the OCI client's, [`super::oci`]); each bounded, `None` on 404.
+pub trait Registry {
+    /// An image manifest by tag or digest.
+    fn manifest(&mut self, reference: &str) -> Result<Option<Vec<u8>>, SourceError>;
+    /// An index at `path` under `/v2/<repository>/` (referrers, or a tag).
+    fn index(&mut self, path: &str) -> Result<Option<Vec<u8>>, SourceError>;
+    /// A blob, at most `limit` bytes.
+    fn blob(&mut self, digest: &str, limit: u64) -> Result<Option<Vec<u8>>, SourceError>;
+}
 /// The largest bundle read (one with a certificate chain is a few KiB).
 pub const MAX_BUNDLE: u64 = 256 * 1024;
 
 /// Every cosign signature of the manifest `digest`, each parsed or with
 /// what is wrong with it; empty: none is published.
-pub(super) fn collect(
-    registry: &mut Registry<'_>,
+pub fn collect(
+    registry: &mut impl Registry,
     digest: &str,
 ) -> Result<Vec<Result<Evidence, String>>, SourceError> {
     let mut found = Vec::new();
@@ -27,12 +32,7 @@ pub(super) fn collect(
         found.push(bundle(registry, &manifest)?);
     }
     let tag = cosign::signature_tag(digest);
-    if let Some(manifest) = registry.find(
-        &format!("manifests/{tag}"),
-        Some(MANIFEST),
-        MAX_DOCUMENT,
-        false,
-    )? {
+    if let Some(manifest) = registry.manifest(&tag)? {
         match cosign::declared(&manifest) {
             Err(e) => found.push(Err(e)),
             Ok(layers) => {
@@ -47,21 +47,19 @@ pub(super) fn collect(
 
 /// The digests of the bundle manifests that refer to `digest`: from the
 /// referrers API, or (a registry without it, 404) its fallback tag.
-fn bundle_manifests(registry: &mut Registry<'_>, digest: &str) -> Result<Vec<String>, SourceError> {
+fn bundle_manifests(
+    registry: &mut impl Registry,
+    digest: &str,
+) -> Result<Vec<String>, SourceError> {
     let referrers = format!(
         "referrers/{digest}?artifactType={}",
         BUNDLE_TYPE.replace('+', "%2B")
     );
-    let index = match registry.find(&referrers, Some(INDEX), MAX_DOCUMENT, false)? {
+    let index = match registry.index(&referrers)? {
         Some(index) => Some(index),
         None => {
             let tag = digest.replace(':', "-");
-            registry.find(
-                &format!("manifests/{tag}"),
-                Some(INDEX),
-                MAX_DOCUMENT,
-                false,
-            )?
+            registry.index(&format!("manifests/{tag}"))?
         }
     };
     let Some(index) = index else {
@@ -81,16 +79,10 @@ fn bundle_manifests(registry: &mut Registry<'_>, digest: &str) -> Result<Vec<Str
 
 /// A bundle manifest's bundle.
 fn bundle(
-    registry: &mut Registry<'_>,
+    registry: &mut impl Registry,
     manifest_digest: &str,
 ) -> Result<Result<Evidence, String>, SourceError> {
-    let Some(manifest) = registry.find(
-        &format!("manifests/{manifest_digest}"),
-        Some(MANIFEST),
-        MAX_DOCUMENT,
-        false,
-    )?
-    else {
+    let Some(manifest) = registry.manifest(manifest_digest)? else {
         return Ok(Err(format!(
             "a referrer {manifest_digest} that is not there"
         )));
@@ -118,7 +110,7 @@ fn bundle(
 
 /// A signature manifest's layer with its payload.
 fn classic(
-    registry: &mut Registry<'_>,
+    registry: &mut impl Registry,
     layer: &cosign::Declared,
 ) -> Result<Result<Evidence, String>, SourceError> {
     if layer.size > MAX_PAYLOAD {
@@ -135,11 +127,11 @@ fn classic(
 
 /// The blob `digest`, at most `size` bytes, checked against its digest.
 fn blob(
-    registry: &mut Registry<'_>,
+    registry: &mut impl Registry,
     digest: &str,
     size: u64,
 ) -> Result<Result<Vec<u8>, String>, SourceError> {
-    let Some(bytes) = registry.find(&format!("blobs/{digest}"), None, size, true)? else {
+    let Some(bytes) = registry.blob(digest, size)? else {
         return Ok(Err(format!("a signature blob {digest} that is not there")));
     };
     if format!("sha256:{}", hex(&Sha256::digest(&bytes))) != digest {
