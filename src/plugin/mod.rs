@@ -12,12 +12,15 @@
 //!   masked; exit status 1 when something would (`diff.rs`).
 //! - `approve -n NS NAME [--hash H] [--wait]`: approves the change waiting
 //!   in `status.pendingChange` (`approve.rs`).
+//! - `verify -n NS NAME`: what of the chart was verified, against what,
+//!   and when; exit status 1 when it is not (`verify.rs`).
 //! - `convert [FILE…]`: Flux HelmReleases as HelmApps (`crate::convert`).
 
 mod approve;
 mod ask;
 mod diff;
 mod get;
+mod verify;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -53,6 +56,8 @@ pub enum PluginCmd {
     Diff(diff::DiffArgs),
     /// Approve the change waiting in status.pendingChange (spec.approval: manual): sets hossted.com/approve to its hash.
     Approve(approve::ApproveArgs),
+    /// What of the chart was verified (chart.verify), against what and when; exit 1 when it is not verified.
+    Verify(verify::VerifyArgs),
     /// Flux HelmReleases (and their sources) from files or stdin, as HelmApps on stdout; what does not convert on stderr. No cluster needed.
     Convert {
         /// YAML files (`-` or none: stdin).
@@ -104,8 +109,10 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
         }
     };
     // diff: 0 the same, 1 a difference, 2 an error (as `kubectl diff`);
-    // the others: 0 done, 1 an error.
+    // verify: 0 verified, 1 not, 2 an error; the others: 0 done, 1 an
+    // error.
     let is_diff = matches!(cli.command, PluginCmd::Diff(_));
+    let is_verify = matches!(cli.command, PluginCmd::Verify(_));
     let result = runtime.block_on(async {
         let client = kube::Client::try_default().await.map_err(|e| {
             format!("cannot reach the cluster of the current kubeconfig context: {e}")
@@ -120,6 +127,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
             PluginCmd::Force(t) => ask::run(client, &t, ask::Ask::Force).await.map(|()| false),
             PluginCmd::Diff(d) => diff::run(client, &d).await,
             PluginCmd::Approve(a) => approve::run(client, &a).await.map(|()| false),
+            PluginCmd::Verify(v) => verify::run(client, &v).await.map(|verified| !verified),
             PluginCmd::Convert { .. } => Ok(false), // handled above, without a cluster
         }
     });
@@ -128,7 +136,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
         Ok(true) => ExitCode::from(1),
         Err(e) => {
             eprintln!("kubectl hossted: {e}");
-            ExitCode::from(if is_diff { 2 } else { 1 })
+            ExitCode::from(if is_diff || is_verify { 2 } else { 1 })
         }
     }
 }

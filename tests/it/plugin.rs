@@ -8,7 +8,7 @@ use crate::support::*;
 use serde_json::json;
 
 /// A directory holding `kubectl-hossted`, a link to the operator binary.
-fn plugin_dir(f: &Fixture) -> PathBuf {
+pub(crate) fn plugin_dir(f: &Fixture) -> PathBuf {
     let dir = f.cp.dir().join("plugins");
     std::fs::create_dir_all(&dir).unwrap();
     let link = dir.join("kubectl-hossted");
@@ -19,7 +19,7 @@ fn plugin_dir(f: &Fixture) -> PathBuf {
 
 /// `kubectl hossted <args>`: (exit status, stdout, stderr). Awaited, not
 /// blocked on: the operator runs on this test's runtime.
-async fn kubectl_hossted(
+pub(crate) async fn kubectl_hossted(
     f: &Fixture,
     dir: &std::path::Path,
     args: &[&str],

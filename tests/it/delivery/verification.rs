@@ -189,6 +189,19 @@ async fn a_key_signed_chart_installs_and_the_tag_pushed_again_unsigned_is_refuse
     );
     assert!(!verification.verified_at.is_empty());
 
+    // `kubectl hossted verify`: what was verified, against what, when.
+    let plugins = crate::plugin::plugin_dir(&f);
+    let (ok, out, err) =
+        crate::plugin::kubectl_hossted(&f, &plugins, &["verify", "-n", NS, "signed"]).await;
+    assert!(ok, "verified: exit 0: {out}{err}");
+    let field = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
+    };
+    assert_eq!(field(&out, "verified:"), Some(digest.clone()), "{out}");
+    assert_eq!(field(&out, "signer:"), Some(verification.signer.clone()));
+    assert_eq!(field(&out, "at:"), Some(verification.verified_at.clone()));
+
     // In the cache already, and refused all the same.
     let refused = with_reason(&f, "wrongkey", "VerificationFailed").await;
     let message = message_of(&refused);
@@ -198,6 +211,10 @@ async fn a_key_signed_chart_installs_and_the_tag_pushed_again_unsigned_is_refuse
     );
     assert!(message.contains(&digest), "names the artifact: {message}");
     assert_eq!(helm_runs_on(&log, "wrongkey"), 0, "never given to helm");
+    let (ok, out, _) =
+        crate::plugin::kubectl_hossted(&f, &plugins, &["verify", "-n", NS, "wrongkey"]).await;
+    assert!(!ok, "refused: exit 1: {out}");
+    assert_eq!(field(&out, "refused:"), Some(message.clone()));
     assert!(
         reasons_of_events(&f, "wrongkey")
             .await
