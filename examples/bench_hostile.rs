@@ -579,6 +579,108 @@ async fn main() {
         outcome: format!("10,000 patches in {churn_s:.0} s"),
     });
 
+    // 10–12. Hostile signatures (chart.verify): a cosign payload declared
+    //     64 MiB, a certificate chain 1,000 deep, a .prov that is not
+    //     OpenPGP — each refused by its bound, VerificationFailed.
+    let key = rcgen::KeyPair::generate().expect("key");
+    let key_secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "cosign-pub" },
+        "stringData": { "cosign.pub": key.public_key_pem() } }))
+    .expect("secret");
+    let _ = Api::<Secret>::namespaced(client.clone(), "attack")
+        .create(&PostParams::default(), &key_secret)
+        .await;
+    let signature = json!({ "dev.cosignproject.cosign/signature": "AAAA" });
+    let (huge, _) = hostile.signed_oci_chart(
+        "charts/huge",
+        "1.0.0",
+        None,
+        Some(64 << 20),
+        signature.clone(),
+    );
+    let mut deep_annotations = signature.clone();
+    deep_annotations["dev.sigstore.cosign/chain"] =
+        json!("-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".repeat(1000));
+    let (deep, _) = hostile.signed_oci_chart("charts/deep", "1.0.0", None, None, deep_annotations);
+    let verify = json!({ "provider": "cosign", "secretRef": { "name": "cosign-pub" } });
+    for (name, attack, oci) in [
+        (
+            "sig-huge",
+            "cosign signature payload declared 64 MiB",
+            &huge,
+        ),
+        ("sig-chain", "cosign certificate chain 1,000 deep", &deep),
+    ] {
+        let before = op.mib("VmRSS:");
+        op.reset_peak();
+        create_app(
+            &client,
+            "attack",
+            name,
+            json!({ "chart": { "oci": oci, "version": "1.0.0", "insecure": true, "verify": verify } }),
+        )
+        .await;
+        let seen = reason(
+            &client,
+            "attack",
+            name,
+            &["VerificationFailed"],
+            Duration::from_secs(60),
+        )
+        .await;
+        rows.push(Row {
+            before,
+            attack,
+            peak: op.mib("VmHWM:"),
+            alive: op.alive(),
+            healthz: op.healthz(5).await,
+            outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+        });
+    }
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    // Every archive of the repository gets 200 KiB of noise as its .prov.
+    for entry in std::fs::read_dir(repo.dir()).expect("repo dir").flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "tgz") {
+            let noise: Vec<u8> = (0..200 * 1024u32)
+                .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+                .collect();
+            std::fs::write(path.with_extension("tgz.prov"), noise).expect("prov");
+        }
+    }
+    let keyring: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "keyring" },
+        "data": { "pubring.gpg": "" } }))
+    .expect("secret");
+    let _ = Api::<Secret>::namespaced(client.clone(), "attack")
+        .create(&PostParams::default(), &keyring)
+        .await;
+    create_app(
+        &client,
+        "attack",
+        "prov-noise",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny",
+            "verify": { "provider": "helm", "secretRef": { "name": "keyring" } } } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "prov-noise",
+        &["VerificationFailed"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: ".prov of 200 KiB that is not OpenPGP",
+        peak: op.mib("VmHWM:"),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+    });
+
     // 6. Slow sources of one namespace; a normal app of another, timed.
     let before = op.mib("VmRSS:");
     op.reset_peak();

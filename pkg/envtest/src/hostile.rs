@@ -111,6 +111,74 @@ impl HostileServer {
         self.shared.hung_up.store(true, Relaxed);
     }
 
+    /// A registry's chart `repository:tag` whose cosign signature manifest
+    /// (the `sha256-<digest>.sig` tag) has one layer: `payload` declared
+    /// as `declared` bytes, with `annotations`. The payload is a simple
+    /// signing JSON naming the chart's manifest when `payload` is `None`.
+    /// The chart layer itself is never served. Returns (`oci://…`, the
+    /// chart manifest's digest).
+    pub fn signed_oci_chart(
+        &self,
+        repository: &str,
+        tag: &str,
+        payload: Option<Vec<u8>>,
+        declared: Option<usize>,
+        annotations: serde_json::Value,
+    ) -> (String, String) {
+        use sha2::{Digest, Sha256};
+        let digest_of = |b: &[u8]| {
+            format!(
+                "sha256:{}",
+                Sha256::digest(b)
+                    .iter()
+                    .map(|x| format!("{x:02x}"))
+                    .collect::<String>()
+            )
+        };
+        let layer = format!("sha256:{}", "ab".repeat(32));
+        let chart = serde_json::json!({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": { "mediaType": "application/vnd.cncf.helm.config.v1+json", "digest": layer, "size": 2 },
+            "layers": [{ "mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip", "digest": layer, "size": 1024 }]
+        })
+        .to_string()
+        .into_bytes();
+        let digest = digest_of(&chart);
+        let payload = payload.unwrap_or_else(|| {
+            serde_json::json!({ "critical": { "identity": { "docker-reference": repository },
+                "image": { "docker-manifest-digest": digest },
+                "type": "cosign container image signature" }, "optional": null })
+            .to_string()
+            .into_bytes()
+        });
+        let payload_digest = digest_of(&payload);
+        let signature = serde_json::json!({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": { "mediaType": "application/vnd.oci.image.config.v1+json", "digest": layer, "size": 2 },
+            "layers": [{ "mediaType": "application/vnd.dev.cosign.simplesigning.v1+json",
+                "digest": payload_digest, "size": declared.unwrap_or(payload.len()),
+                "annotations": annotations }]
+        });
+        self.answer("/v2/", Answer::Bytes(200, b"{}".to_vec()));
+        self.answer(
+            &format!("/v2/{repository}/manifests/{tag}"),
+            Answer::Bytes(200, chart),
+        );
+        self.answer(
+            &format!(
+                "/v2/{repository}/manifests/{}.sig",
+                digest.replace(':', "-")
+            ),
+            Answer::Bytes(200, signature.to_string().into_bytes()),
+        );
+        self.answer(
+            &format!("/v2/{repository}/blobs/{payload_digest}"),
+            Answer::Bytes(200, payload),
+        );
+        let host = self.url.trim_start_matches("http://");
+        (format!("oci://{host}/{repository}"), digest)
+    }
+
     /// Every request so far, in order.
     pub fn seen(&self) -> Vec<Seen> {
         lock(&self.shared.seen).clone()

@@ -48,6 +48,7 @@ mod process;
 mod proxy;
 mod receiver;
 mod registry;
+pub mod signing;
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};

@@ -11,55 +11,18 @@ use std::process::Command;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, CustomExtension, DnType,
-    ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType,
-};
+use rcgen::KeyPair;
 
 use super::*;
 
-/// cosign from the test assets, run in `dir` with a private HOME and no
-/// key password.
+/// cosign from the test assets, in `dir`.
 fn cosign(f: &Fixture, dir: &Path, args: &[&str]) {
-    let binary =
-        f.cp.assets()
-            .binary("cosign")
-            .expect("cosign in the test assets");
-    let out = Command::new(binary)
-        .args(args)
-        .current_dir(dir)
-        .env("HOME", dir)
-        .env("COSIGN_PASSWORD", "")
-        .output()
-        .expect("cosign runs");
-    assert!(
-        out.status.success(),
-        "cosign {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    envtest::signing::cosign(&f.cp, dir, args).unwrap();
 }
 
-/// Signs `host/charts/<name>@digest` with cosign 3 (a Sigstore bundle), no
-/// transparency log (a signing config without one: offline).
+/// Signs with cosign 3 (a Sigstore bundle), offline.
 fn sign(f: &Fixture, dir: &Path, oci: &str, digest: &str, extra: &[&str]) {
-    if !dir.join("signing-config.json").exists() {
-        cosign(
-            f,
-            dir,
-            &["signing-config", "create", "--out", "signing-config.json"],
-        );
-    }
-    let reference = format!("{}@{digest}", oci.trim_start_matches("oci://"));
-    let mut args = vec![
-        "sign",
-        "--signing-config",
-        "signing-config.json",
-        "--allow-http-registry",
-        "-y",
-    ];
-    args.extend_from_slice(extra);
-    args.push(&reference);
-    cosign(f, dir, &args);
+    envtest::signing::cosign_sign(&f.cp, dir, oci, digest, extra).unwrap();
 }
 
 fn work_dir(f: &Fixture, name: &str) -> PathBuf {
@@ -253,57 +216,6 @@ async fn a_key_signed_chart_installs_and_the_tag_pushed_again_unsigned_is_refuse
     operator.stop().await;
 }
 
-/// A private Sigstore-like authority: a CA, and leaf certificates naming an
-/// OIDC identity the way Fulcio's do (SAN URI, issuer extension, code
-/// signing).
-struct PrivateRoot {
-    ca: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl PrivateRoot {
-    fn new() -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "test-fulcio");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-        PrivateRoot {
-            ca: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
-        }
-    }
-
-    /// `trusted_root.json` naming the CA and no transparency log.
-    fn trusted_root(&self) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1",
-            "tlogs": [],
-            "certificateAuthorities": [{
-                "subject": { "commonName": "test-fulcio" },
-                "certChain": { "certificates": [{ "rawBytes": STANDARD.encode(self.ca.der()) }] },
-                "validFor": { "start": "2020-01-01T00:00:00Z" } }] }))
-        .unwrap()
-    }
-
-    /// A leaf for `subject` from `issuer`: (certificate PEM, key PEM).
-    fn leaf(&self, issuer: &str, subject: &str) -> (String, String) {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.subject_alt_names = vec![SanType::URI(subject.try_into().unwrap())];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::CodeSigning];
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        // Fulcio's OIDC issuer (1.3.6.1.4.1.57264.1.8): a DER UTF8String.
-        let mut value = vec![0x0c, issuer.len() as u8];
-        value.extend_from_slice(issuer.as_bytes());
-        params.custom_extensions = vec![CustomExtension::from_oid_content(
-            &[1, 3, 6, 1, 4, 1, 57264, 1, 8],
-            value,
-        )];
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.ca).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-}
-
 #[tokio::test]
 async fn a_keyless_signature_of_a_private_root_installs_for_its_identity_only() {
     let f = Fixture::new().await;
@@ -313,39 +225,12 @@ async fn a_keyless_signature_of_a_private_root_installs_for_its_identity_only() 
     let (oci, digest) = registry
         .push_with_digest(&f.cp, &charts.join("tiny"))
         .unwrap();
-    let root = PrivateRoot::new();
+    let root = envtest::signing::PrivateSigstore::new().unwrap();
     let issuer = "https://token.actions.example";
     let subject = "https://git.example/org/app/.github/workflows/release.yml@refs/heads/main";
-    let (cert, key) = root.leaf(issuer, subject);
     let dir = work_dir(&f, "cosign-keyless");
-    std::fs::write(dir.join("leaf.pem"), &cert).unwrap();
-    std::fs::write(dir.join("leaf-pkcs8.pem"), &key).unwrap();
-    std::fs::write(dir.join("ca.pem"), root.ca.pem()).unwrap();
-    cosign(
-        &f,
-        &dir,
-        &[
-            "import-key-pair",
-            "--key",
-            "leaf-pkcs8.pem",
-            "--output-key-prefix",
-            "leaf",
-        ],
-    );
-    sign(
-        &f,
-        &dir,
-        &oci,
-        &digest,
-        &[
-            "--key",
-            "leaf.key",
-            "--certificate",
-            "leaf.pem",
-            "--certificate-chain",
-            "ca.pem",
-        ],
-    );
+    root.signer(&f.cp, &dir, issuer, subject).unwrap();
+    sign(&f, &dir, &oci, &digest, envtest::signing::KEYLESS_FLAGS);
     secret(
         &f,
         "private-root",
@@ -654,4 +539,59 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// Hostile signatures: a payload declared 64 MiB is refused unread; a
+/// chain of 1,000 certificates is refused by its bound; either way a
+/// clear reason, and the operator goes on with the others.
+#[tokio::test]
+async fn hostile_signatures_are_refused_by_their_bounds_and_the_operator_goes_on() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let hostile = envtest::HostileServer::start().await.unwrap();
+    let signature = json!({ "dev.cosignproject.cosign/signature": "AAAA" });
+    let (huge, _) = hostile.signed_oci_chart(
+        "charts/huge",
+        "1.0.0",
+        None,
+        Some(64 << 20),
+        signature.clone(),
+    );
+    let chain = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n".repeat(1000);
+    let mut deep_annotations = signature.clone();
+    deep_annotations["dev.sigstore.cosign/chain"] = json!(chain);
+    let (deep, _) = hostile.signed_oci_chart("charts/deep", "1.0.0", None, None, deep_annotations);
+    let key = KeyPair::generate().unwrap();
+    secret(
+        &f,
+        "cosign-pub",
+        &[("cosign.pub", key.public_key_pem().into_bytes())],
+    )
+    .await;
+
+    let operator = f.start_delivery().await;
+    let verify = json!({ "provider": "cosign", "secretRef": { "name": "cosign-pub" } });
+    for (name, oci) in [("huge", &huge), ("deep", &deep)] {
+        apply(&f, name, json!({ "chart": { "oci": oci, "version": "1.0.0", "insecure": true, "verify": verify } })).await;
+    }
+    let message = message_of(&with_reason(&f, "huge", "VerificationFailed").await);
+    assert!(
+        message.contains("a signature payload of 67108864 bytes, over the 65536-byte bound"),
+        "{message}"
+    );
+    assert!(
+        !hostile
+            .seen()
+            .iter()
+            .any(|s| s.path.starts_with("/v2/charts/huge/blobs/")),
+        "the payload was never asked for"
+    );
+    let message = message_of(&with_reason(&f, "deep", "VerificationFailed").await);
+    assert!(
+        message.contains("a certificate chain of 1000 certificates, over the bound of 10"),
+        "{message}"
+    );
+    apply(&f, "calm", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "calm", "InstallSucceeded", 1).await;
+    operator.stop().await;
 }
