@@ -79,6 +79,11 @@ pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, St
         "Chart signature checks run (a digest verified once is not checked again), by provider and result",
         sources.verified.runs.clone(),
     );
+    manager.metrics().register(
+        "chart_verification_seconds",
+        "Time a chart signature check took, its signatures fetched, by the kind of signer trusted",
+        sources.verified.seconds.clone(),
+    );
     let (apps, helm) = helmapp::controller(manager, settings, sources.clone());
     let stats = apps.stats();
     let nudge = apps.reconciler().nudge(apps.queue());

@@ -126,8 +126,10 @@ pub fn fetch(
         Some(trust) => Some(match sources.verified.get(&manifest_digest, trust) {
             Some(done) => done,
             None => {
+                let started = std::time::Instant::now();
                 let done = verify_signatures(&mut registry, &manifest_digest, &version, trust);
-                sources.verified.ran(trust, done.is_ok());
+                let seconds = started.elapsed().as_secs_f64();
+                sources.verified.ran(trust, done.is_ok(), seconds);
                 let done = done?;
                 sources.verified.put(trust, &done);
                 done

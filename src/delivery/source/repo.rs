@@ -88,6 +88,7 @@ pub fn fetch_from_repo(
                             chart.name, entry.version
                         ),
                     };
+                    let started = std::time::Instant::now();
                     let prov = match http.get(&format!("{url}.prov"), verify::provenance::MAX_PROV)
                     {
                         Ok(p) => p,
@@ -100,7 +101,8 @@ pub fn fetch_from_repo(
                         Err(e) => return Err(to_error(e)),
                     };
                     let signer = verify::provenance::verify(&prov, &bytes, trust);
-                    sources.verified.ran(trust, signer.is_ok());
+                    let seconds = started.elapsed().as_secs_f64();
+                    sources.verified.ran(trust, signer.is_ok(), seconds);
                     let signer = signer.map_err(refused)?;
                     let done = Verified {
                         provider: trust.provider.to_string(),

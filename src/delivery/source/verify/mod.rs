@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 
 use apis::helmapp::VerifyProvider;
 
@@ -38,6 +39,17 @@ pub struct Trust {
     /// A hash of everything above: two apps with the same fingerprint
     /// trust the same signers.
     pub fingerprint: String,
+}
+
+impl Trust {
+    /// `key`, `keyless` or `keyring`: what kind of signer is trusted.
+    pub fn signers_kind(&self) -> &'static str {
+        match &self.signers {
+            Some(cosign::Signers::Keys(_)) => "key",
+            Some(cosign::Signers::Keyless { .. }) => "keyless",
+            None => "keyring",
+        }
+    }
 }
 
 /// What was verified, against what, and when (`status.verification`).
@@ -63,14 +75,34 @@ impl From<&Verified> for apis::helmapp::VerificationStatus {
     }
 }
 
+type Labels1 = [(&'static str, String); 1];
+type Labels2 = [(&'static str, String); 2];
+
 /// Verifications done, by (digest, trust fingerprint); bounded.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct VerifiedCache {
     done: Mutex<HashMap<(String, String), Verified>>,
     /// Signature checks run, by provider and result
     /// (`hossted_chart_verifications_total`): a second app of a verified
     /// digest adds none.
-    pub runs: Family<[(&'static str, String); 2], Counter>,
+    pub runs: Family<Labels2, Counter>,
+    /// Time a signature check took, fetching the signatures included, by
+    /// what was trusted (`hossted_chart_verification_seconds`).
+    pub seconds: Family<Labels1, Histogram, fn() -> Histogram>,
+}
+
+fn verification_histogram() -> Histogram {
+    Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0])
+}
+
+impl Default for VerifiedCache {
+    fn default() -> Self {
+        VerifiedCache {
+            done: Mutex::default(),
+            runs: Family::default(),
+            seconds: Family::new_with_constructor(verification_histogram),
+        }
+    }
 }
 
 impl VerifiedCache {
@@ -85,8 +117,11 @@ impl VerifiedCache {
             .cloned()
     }
 
-    /// Counts one signature check of `trust`'s provider.
-    pub fn ran(&self, trust: &Trust, ok: bool) {
+    /// Counts one signature check of `trust`'s provider, `seconds` long.
+    pub fn ran(&self, trust: &Trust, ok: bool, seconds: f64) {
+        self.seconds
+            .get_or_create(&[("signers", trust.signers_kind().to_string())])
+            .observe(seconds);
         let result = if ok { "verified" } else { "refused" };
         self.runs
             .get_or_create(&[
