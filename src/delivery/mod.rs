@@ -28,6 +28,7 @@ mod settings;
 pub mod source;
 pub mod tenancy;
 pub mod webhook;
+pub mod windows;
 
 use std::sync::Arc;
 

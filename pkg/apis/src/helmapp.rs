@@ -95,6 +95,11 @@ pub struct HelmAppSpec {
     /// No helm operation at all (deletion still uninstalls).
     #[serde(default)]
     pub suspend: bool,
+    /// When helm may change the release (docs/change-windows.md): outside
+    /// an allowed window, or inside a denied one, installs, upgrades,
+    /// rollbacks and uninstalls wait (`OutsideChangeWindow`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_windows: Option<ChangeWindows>,
     #[serde(default)]
     pub remediation: Remediation,
     /// Recreate objects of the release that were deleted (`false`: as
@@ -492,6 +497,37 @@ pub struct ChartVerification {
     pub trusted_root_secret_ref: Option<LocalObjectReference>,
 }
 
+/// When changes may run: every time is allowed when `allow` is empty; a
+/// `deny` window wins over an `allow` one.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeWindows {
+    /// The IANA time zone the schedules are read in (default `UTC`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub time_zone: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub allow: Vec<ChangeWindow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub deny: Vec<ChangeWindow>,
+    /// Drift is repaired outside the windows too.
+    #[serde(default)]
+    pub repair_anytime: bool,
+}
+
+/// A window: opens at each time `schedule` names, for `duration`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ChangeWindow {
+    /// A cron expression: five fields (minute hour day month weekday), or
+    /// six with seconds first.
+    #[schemars(length(max = 128))]
+    pub schedule: String,
+    /// How long each opening lasts (Go syntax: `2h`, `30m`; at most `744h`).
+    #[schemars(length(max = 32))]
+    pub duration: String,
+}
+
 /// A chart's verified signature, as `kubectl hossted verify` shows it.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -683,6 +719,10 @@ pub struct HelmAppStatus {
     /// resolution, each `interval`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub latest_available: String,
+    /// While a change waits for a change window: when the next one opens
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub next_window: String,
     /// When a version range was last resolved.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_resolved: String,

@@ -41,6 +41,10 @@ pub struct HelmAppSetSpec {
     /// No helm operation for any app of the set.
     #[serde(default)]
     pub suspend: bool,
+    /// The change windows of every app of the set that has none of its
+    /// own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub change_windows: Option<crate::helmapp::ChangeWindows>,
     /// The apps, in order (at most 50: bounds the CEL uniqueness check).
     #[serde(default)]
     #[schemars(length(max = 50))]

@@ -63,7 +63,8 @@ pub fn children(set: &HelmAppSet) -> Vec<HelmApp> {
         .collect()
 }
 
-/// The child spec of `app`: the set's `dependsOn` and `suspend` added, and
+/// The child spec of `app`: the set's `dependsOn` and `suspend` added, its
+/// `changeWindows` where the app has none, and
 /// in a sequenced set a dependency on the app before it.
 pub fn desired_spec(set: &HelmAppSet, app: &HelmAppSpec, previous: Option<&str>) -> HelmAppSpec {
     let mut spec = app.clone();
@@ -80,6 +81,9 @@ pub fn desired_spec(set: &HelmAppSet, app: &HelmAppSpec, previous: Option<&str>)
         });
     }
     spec.suspend |= set.spec.suspend;
+    if spec.change_windows.is_none() {
+        spec.change_windows = set.spec.change_windows.clone();
+    }
     spec
 }
 
@@ -150,6 +154,7 @@ mod tests {
                     namespace: String::new(),
                 }],
                 suspend: false,
+                change_windows: None,
                 apps: vec![SetApp {
                     name: "db".into(),
                     spec: HelmAppSpec::default(),

@@ -70,6 +70,13 @@ pub enum Step {
         chart_version: String,
         stale: Option<String>,
     },
+    /// `Released=False, OutsideChangeWindow` saying when the windows open
+    /// (`Ready` as it is), and look again then.
+    WaitForWindow {
+        change: &'static str,
+        opens: Option<chrono::DateTime<chrono::Utc>>,
+        after: Duration,
+    },
     /// Nothing runs, nothing changes.
     Idle { why: &'static str },
 }
@@ -188,6 +195,15 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             why: "retries exhausted: waiting for a change",
         },
         ReleaseState::AwaitingApproval { .. } => awaiting(state),
+        ReleaseState::OutsideWindow {
+            change,
+            opens,
+            after,
+        } => Step::WaitForWindow {
+            change: *change,
+            opens: *opens,
+            after: *after,
+        },
         ReleaseState::Absent => Step::Install,
         ReleaseState::OutOfSync { .. } => Step::Upgrade,
     }
@@ -304,6 +320,11 @@ mod tests {
                 chart_version: m(),
                 stale: None,
             },
+            S::OutsideWindow {
+                change: "upgrade",
+                opens: None,
+                after: Duration::from_secs(5),
+            },
             S::Absent,
             S::OutOfSync {
                 why: super::super::state::Why::Changed,
@@ -333,6 +354,7 @@ mod tests {
                 | S::BackingOff { .. }
                 | S::RetriesExhausted
                 | S::AwaitingApproval { .. }
+                | S::OutsideWindow { .. }
                 | S::Absent
                 | S::OutOfSync { .. } => {}
             }

@@ -90,6 +90,14 @@ pub enum ReleaseState {
         chart_version: String,
         stale: Option<String>,
     },
+    /// A change that runs helm (`change`: install, upgrade, repair,
+    /// uninstall) waits for the change windows: they open at `opens`
+    /// (`None`: not within a year), `after` from now.
+    OutsideWindow {
+        change: &'static str,
+        opens: Option<chrono::DateTime<chrono::Utc>>,
+        after: Duration,
+    },
     /// No release yet.
     Absent,
     /// Exists and must be upgraded.
@@ -133,8 +141,62 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
         })
 }
 
-/// The state of `app`'s release (see the module docs).
+/// The state of `app`'s release (see the module docs), held to its change
+/// windows.
 pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
+    within_windows(release_state(o, app), o, app)
+}
+
+/// When a window closes a change that no other window will open: looked at
+/// again after this, in case the time zone's rules or the clock moved.
+const NO_WINDOW_RECHECK: Duration = Duration::from_secs(3600);
+
+/// Outside `spec.changeWindows`, a state that would run helm waits
+/// instead (docs/change-windows.md). `hossted.com/force-at` overrides;
+/// drift repair goes ahead with `repairAnytime`; a deletion whose windows
+/// cannot be read goes ahead.
+fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseState {
+    use crate::delivery::windows::{Verdict, Windows};
+    let Some(spec) = &app.spec.change_windows else {
+        return state;
+    };
+    let (change, repair) = match &state {
+        ReleaseState::Absent => ("install", false),
+        ReleaseState::OutOfSync { .. } => ("upgrade", false),
+        ReleaseState::Deleting { uninstall: true } => ("uninstall", false),
+        ReleaseState::Drifted { .. } | ReleaseState::FieldsDrifted { .. } => ("repair", true),
+        _ => return state,
+    };
+    if o.forced() && change != "uninstall" {
+        return state;
+    }
+    let windows = match Windows::compile(spec) {
+        Ok(w) => w,
+        Err(_) if change == "uninstall" => return state,
+        Err(message) => {
+            return ReleaseState::Refused {
+                reason: Reason::InvalidChangeWindow,
+                message,
+            };
+        }
+    };
+    if repair && windows.repair_anytime {
+        return state;
+    }
+    match windows.at(o.now) {
+        Verdict::Open => state,
+        Verdict::Closed { opens } => ReleaseState::OutsideWindow {
+            change,
+            opens,
+            after: opens
+                .and_then(|t| (t - o.now).to_std().ok())
+                .map_or(NO_WINDOW_RECHECK, |d| d.min(NO_WINDOW_RECHECK)),
+        },
+    }
+}
+
+/// The state of `app`'s release, its change windows aside.
+fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
     if let Some(state) = tampered(o, app)
         .or_else(|| deleting(o, app))
         .or_else(|| held_back(o, app))

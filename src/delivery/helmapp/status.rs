@@ -18,6 +18,9 @@ pub enum Reason {
     ChartInvalid,
     ChartSourceRefused,
     VerificationFailed,
+    OutsideChangeWindow,
+    InvalidChangeWindow,
+    ForcedOutsideChangeWindow,
     ValuesInvalid,
     PostRendererInvalid,
     ReleaseLocked,
@@ -74,7 +77,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 56] = [
+    pub const ALL: [Reason; 59] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -84,6 +87,9 @@ impl Reason {
         Reason::ChartInvalid,
         Reason::ChartSourceRefused,
         Reason::VerificationFailed,
+        Reason::OutsideChangeWindow,
+        Reason::InvalidChangeWindow,
+        Reason::ForcedOutsideChangeWindow,
         Reason::ValuesInvalid,
         Reason::PostRendererInvalid,
         Reason::ReleaseLocked,
@@ -145,6 +151,9 @@ impl Reason {
             ChartInvalid => "ChartInvalid",
             ChartSourceRefused => "ChartSourceRefused",
             VerificationFailed => "VerificationFailed",
+            OutsideChangeWindow => "OutsideChangeWindow",
+            InvalidChangeWindow => "InvalidChangeWindow",
+            ForcedOutsideChangeWindow => "ForcedOutsideChangeWindow",
             ValuesInvalid => "ValuesInvalid",
             PostRendererInvalid => "PostRendererInvalid",
             PostRendererListReplaced => "PostRendererListReplaced",

@@ -20,6 +20,7 @@ mod updates;
 mod values;
 mod verification;
 mod webhook;
+mod windows;
 
 pub use std::collections::BTreeMap;
 

@@ -17,6 +17,7 @@ mod remediate;
 mod test;
 mod uninstall;
 mod unlock;
+mod window;
 
 use apis::helmapp::HelmApp;
 use runtime::Action;
@@ -39,6 +40,9 @@ pub async fn run(
     o: &mut Observed,
     step: Step,
 ) -> Result<Outcome, DeliveryError> {
+    if !matches!(step, Step::WaitForWindow { .. }) {
+        o.status.next_window.clear();
+    }
     match step {
         Step::Install => release::run(ctx, app, o, release::Kind::Install).await,
         Step::Upgrade => release::run(ctx, app, o, release::Kind::Upgrade).await,
@@ -108,6 +112,11 @@ pub async fn run(
         Step::RecordOwnRun { revision } => own_run::record(ctx, o, revision).await,
         Step::RenderAdoption => Ok(adopt::render(ctx, app, o).await),
         Step::TakeOver { revision } => adopt::take_over(ctx, app, o, revision).await,
+        Step::WaitForWindow {
+            change,
+            opens,
+            after,
+        } => Ok(window::wait(ctx, app, o, change, opens, after)),
         Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),
     }
 }
@@ -131,7 +140,10 @@ fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
         return Outcome::Finished(Action::requeue_after(again, message));
     }
     let status = &mut o.status;
-    if moved || !status::is_true(status, READY) {
+    // A change that waited for its window and was withdrawn: nothing
+    // waits any more.
+    let waited = status::has(status, RELEASED, false, Reason::OutsideChangeWindow);
+    if moved || waited || !status::is_true(status, READY) {
         let message = "the release is deployed with this configuration";
         status::set(status, READY, true, Reason::UpToDate, message);
         status::set(status, RELEASED, true, Reason::UpToDate, message);

@@ -61,6 +61,9 @@ pub async fn run(
     // Acted on now, whatever the run's end: each value once.
     let forced = o.forced();
     o.status.last_handled_force_at = o.force_at.clone();
+    if forced {
+        super::window::note_forced(ctx, app, o);
+    }
     let post_render = match post_render_file(ctx, app) {
         Ok(file) => file,
         Err(message) => {

@@ -697,3 +697,110 @@ fn force_kept_history_failed_tests_and_backoff() {
     assert_eq!(retry_backoff(4), Duration::from_secs(8));
     assert_eq!(retry_backoff(1000), Duration::from_secs(300), "capped");
 }
+
+/// Change windows hold back what would run helm, and only that; force-at
+/// and repairAnytime go ahead; a window that cannot be read refuses, but
+/// never a deletion.
+#[test]
+fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
+    use ReleaseState as S;
+    // now() is 2026-11-23 12:00 UTC, a Monday.
+    let windowed = |schedule: &str, repair_anytime: bool| {
+        let schedule = schedule.to_string();
+        app(move |a| {
+            a.spec.change_windows = Some(apis::helmapp::ChangeWindows {
+                time_zone: "Europe/Berlin".into(),
+                allow: vec![apis::helmapp::ChangeWindow {
+                    schedule,
+                    duration: "2h".into(),
+                }],
+                deny: vec![],
+                repair_anytime,
+            })
+        })
+    };
+    // 22:00 Berlin = 21:00 UTC, today.
+    let evening = windowed("0 22 * * 1-5", false);
+    let opens = Utc.with_ymd_and_hms(2026, 11, 23, 21, 0, 0).unwrap();
+    let deployed = |hash: &str| Observed {
+        newest: stored(2, "deployed", UID, hash),
+        ..observed()
+    };
+    let waits = move |change: &'static str| {
+        move |s: &S| {
+            *s == S::OutsideWindow {
+                change,
+                opens: Some(opens),
+                // Nine hours away: looked at again within the hour, then on time.
+                after: Duration::from_secs(3600),
+            }
+        }
+    };
+    type Expect = Box<dyn Fn(&S) -> bool>;
+    let rows: Vec<(&str, HelmApp, Observed, Expect)> = vec![
+        (
+            "no release: the install waits",
+            evening.clone(),
+            observed(),
+            Box::new(waits("install")),
+        ),
+        (
+            "changed: the upgrade waits",
+            evening.clone(),
+            deployed("old"),
+            Box::new(waits("upgrade")),
+        ),
+        (
+            "in sync: nothing to wait for",
+            evening.clone(),
+            deployed(HASH),
+            Box::new(|s: &S| matches!(s, S::InSync { .. })),
+        ),
+        (
+            "a new force-at: runs now",
+            evening.clone(),
+            Observed {
+                force_at: "1".into(),
+                ..deployed(HASH)
+            },
+            Box::new(|s: &S| *s == S::OutOfSync { why: Why::Forced }),
+        ),
+        (
+            "objects deleted: the repair waits",
+            evening.clone(),
+            Observed {
+                missing: vec!["ConfigMap apps/web".into()],
+                ..deployed(HASH)
+            },
+            Box::new(waits("repair")),
+        ),
+        (
+            "objects deleted, repairAnytime: repaired now",
+            windowed("0 22 * * 1-5", true),
+            Observed {
+                missing: vec!["ConfigMap apps/web".into()],
+                ..deployed(HASH)
+            },
+            Box::new(|s: &S| matches!(s, S::Drifted { .. })),
+        ),
+        (
+            "inside the window (every hour, 2h): runs",
+            windowed("0 * * * *", false),
+            deployed("old"),
+            Box::new(|s: &S| matches!(s, S::OutOfSync { .. })),
+        ),
+        (
+            "a schedule that is not cron: refused, no helm",
+            windowed("at ten", false),
+            deployed("old"),
+            Box::new(|s: &S| {
+                matches!(s, S::Refused { reason: Reason::InvalidChangeWindow, message }
+                    if message.starts_with("changeWindows.allow[0].schedule"))
+            }),
+        ),
+    ];
+    for (rule, app, observed, expected) in rows {
+        let got = state(&observed, &app);
+        assert!(expected(&got), "{rule}: got {got:?}");
+    }
+}

@@ -1,0 +1,254 @@
+//! Change windows (docs/change-windows.md): when helm may change a release.
+//! Pure given the time: [`Windows::compile`] reads `spec.changeWindows`
+//! (cron schedules read by croner in an IANA zone of chrono-tz),
+//! [`Windows::at`] says whether a time is inside and, if not, when the next
+//! allowed time comes.
+//!
+//! A time is allowed when it is inside some `allow` window (or `allow` is
+//! empty) and inside no `deny` window. A window is inside at `t` when an
+//! opening `o` of its schedule has `o ≤ t < o + duration`.
+
+use std::time::Duration;
+
+use apis::helmapp::{ChangeWindow, ChangeWindows};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+
+/// The longest window.
+const MAX_DURATION: Duration = Duration::from_secs(31 * 24 * 3600);
+/// How far ahead the next allowed time is looked for.
+const HORIZON: Duration = Duration::from_secs(366 * 24 * 3600);
+/// Opening and closing times stepped through, at most, looking for it.
+const MAX_STEPS: usize = 10_000;
+
+/// `spec.changeWindows`, compiled.
+#[derive(Debug, Clone)]
+pub struct Windows {
+    zone: Tz,
+    allow: Vec<Window>,
+    deny: Vec<Window>,
+    pub repair_anytime: bool,
+}
+
+#[derive(Debug, Clone)]
+struct Window {
+    schedule: Cron,
+    duration: chrono::Duration,
+}
+
+/// Whether changes may run at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Open,
+    /// Closed until `opens` (`None`: no allowed time within a year).
+    Closed {
+        opens: Option<DateTime<Utc>>,
+    },
+}
+
+impl Windows {
+    /// Reads `w`; `Err` names the field that is wrong and why.
+    pub fn compile(w: &ChangeWindows) -> Result<Self, String> {
+        let zone = match w.time_zone.as_str() {
+            "" => Tz::UTC,
+            name => name.parse::<Tz>().map_err(|_| {
+                format!(
+                    "changeWindows.timeZone {name:?} is not an IANA time zone (Europe/Berlin, UTC)"
+                )
+            })?,
+        };
+        let windows = |field: &str, list: &[ChangeWindow]| {
+            list.iter()
+                .enumerate()
+                .map(|(i, w)| Window::compile(&format!("changeWindows.{field}[{i}]"), w))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(Windows {
+            zone,
+            allow: windows("allow", &w.allow)?,
+            deny: windows("deny", &w.deny)?,
+            repair_anytime: w.repair_anytime,
+        })
+    }
+
+    /// Whether `t` is allowed, and if not, when the next allowed time is.
+    pub fn at(&self, t: DateTime<Utc>) -> Verdict {
+        if self.allows(t) {
+            return Verdict::Open;
+        }
+        // Step from one opening or closing to the next: only there can the
+        // verdict change.
+        let mut at = t;
+        for _ in 0..MAX_STEPS {
+            let Some(next) = self.next_change(at) else {
+                break;
+            };
+            if next - t > chrono::Duration::from_std(HORIZON).unwrap_or_default() {
+                break;
+            }
+            if self.allows(next) {
+                return Verdict::Closed { opens: Some(next) };
+            }
+            at = next;
+        }
+        Verdict::Closed { opens: None }
+    }
+
+    fn allows(&self, t: DateTime<Utc>) -> bool {
+        let local = t.with_timezone(&self.zone);
+        (self.allow.is_empty() || self.allow.iter().any(|w| w.end_if_inside(&local).is_some()))
+            && !self.deny.iter().any(|w| w.end_if_inside(&local).is_some())
+    }
+
+    /// The first time after `t` that a window opens or closes.
+    fn next_change(&self, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let local = t.with_timezone(&self.zone);
+        self.allow
+            .iter()
+            .chain(&self.deny)
+            .flat_map(|w| [w.next_opening(&local), w.end_if_inside(&local)])
+            .flatten()
+            .filter(|c| *c > t)
+            .min()
+    }
+}
+
+impl Window {
+    fn compile(field: &str, w: &ChangeWindow) -> Result<Self, String> {
+        let schedule = w.schedule.parse::<Cron>().map_err(|e| {
+            format!(
+                "{field}.schedule {:?} is not a cron expression: {e}",
+                w.schedule
+            )
+        })?;
+        let duration =
+            crate::duration::parse(&w.duration).map_err(|e| format!("{field}.duration: {e}"))?;
+        if duration.is_zero() || duration > MAX_DURATION {
+            return Err(format!(
+                "{field}.duration {:?} must be more than 0 and at most 744h (31 days)",
+                w.duration
+            ));
+        }
+        Ok(Window {
+            schedule,
+            duration: chrono::Duration::from_std(duration).map_err(|e| e.to_string())?,
+        })
+    }
+
+    /// When the window that `t` is inside closes (`None`: not inside).
+    fn end_if_inside(&self, t: &DateTime<Tz>) -> Option<DateTime<Utc>> {
+        // The first opening after t - duration: t is inside iff it is ≤ t.
+        let from = *t - self.duration;
+        let opening = self.schedule.find_next_occurrence(&from, false).ok()?;
+        (opening <= *t).then(|| (opening + self.duration).with_timezone(&Utc))
+    }
+
+    fn next_opening(&self, t: &DateTime<Tz>) -> Option<DateTime<Utc>> {
+        self.schedule
+            .find_next_occurrence(t, false)
+            .ok()
+            .map(|o| o.with_timezone(&Utc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn windows(zone: &str, allow: &[(&str, &str)], deny: &[(&str, &str)]) -> Windows {
+        let list = |l: &[(&str, &str)]| {
+            l.iter()
+                .map(|(s, d)| ChangeWindow {
+                    schedule: s.to_string(),
+                    duration: d.to_string(),
+                })
+                .collect()
+        };
+        Windows::compile(&ChangeWindows {
+            time_zone: zone.into(),
+            allow: list(allow),
+            deny: list(deny),
+            repair_anytime: false,
+        })
+        .unwrap()
+    }
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn weekday_evenings_in_berlin() {
+        // 22:00 Berlin on weekdays, 2 hours. 2026-12-01 is a Tuesday; Berlin
+        // is UTC+1 in winter.
+        let w = windows("Europe/Berlin", &[("0 22 * * 1-5", "2h")], &[]);
+        assert_eq!(w.at(utc("2026-12-01T21:30:00Z")), Verdict::Open);
+        assert_eq!(w.at(utc("2026-12-01T22:59:59Z")), Verdict::Open);
+        assert_eq!(
+            w.at(utc("2026-12-01T23:00:00Z")),
+            Verdict::Closed {
+                opens: Some(utc("2026-12-02T21:00:00Z"))
+            }
+        );
+        // Saturday: the next is Monday evening.
+        assert_eq!(
+            w.at(utc("2026-12-05T12:00:00Z")),
+            Verdict::Closed {
+                opens: Some(utc("2026-12-07T21:00:00Z"))
+            }
+        );
+    }
+
+    #[test]
+    fn a_deny_window_inside_an_allow_window_wins() {
+        // Allowed all December; denied from Christmas Eve for 48 hours.
+        let w = windows("UTC", &[("0 0 1 12 *", "744h")], &[("0 0 24 12 *", "48h")]);
+        assert_eq!(w.at(utc("2026-12-23T12:00:00Z")), Verdict::Open);
+        assert_eq!(
+            w.at(utc("2026-12-24T12:00:00Z")),
+            Verdict::Closed {
+                opens: Some(utc("2026-12-26T00:00:00Z"))
+            }
+        );
+        // Only deny: open except inside it.
+        let w = windows("UTC", &[], &[("0 0 24 12 *", "48h")]);
+        assert_eq!(w.at(utc("2026-07-01T00:00:00Z")), Verdict::Open);
+    }
+
+    #[test]
+    fn seconds_may_be_given_and_a_window_never_allowed_says_so() {
+        let w = windows("UTC", &[("30 0 12 * * *", "10s")], &[]);
+        assert_eq!(w.at(utc("2026-12-01T12:00:35Z")), Verdict::Open);
+        assert_eq!(
+            w.at(utc("2026-12-01T12:00:41Z")),
+            Verdict::Closed {
+                opens: Some(utc("2026-12-02T12:00:30Z"))
+            }
+        );
+        let never = windows("UTC", &[("0 0 1 1 *", "1h")], &[("0 0 1 1 *", "2h")]);
+        assert_eq!(
+            never.at(utc("2026-12-01T00:00:00Z")),
+            Verdict::Closed { opens: None }
+        );
+    }
+
+    #[test]
+    fn wrong_fields_are_named() {
+        let bad = |zone: &str, schedule: &str, duration: &str| {
+            Windows::compile(&ChangeWindows {
+                time_zone: zone.into(),
+                allow: vec![ChangeWindow {
+                    schedule: schedule.into(),
+                    duration: duration.into(),
+                }],
+                ..Default::default()
+            })
+            .unwrap_err()
+        };
+        assert!(bad("Mars/Olympus", "0 22 * * *", "1h").starts_with("changeWindows.timeZone"));
+        assert!(bad("", "0 25 * * *", "1h").starts_with("changeWindows.allow[0].schedule"));
+        assert!(bad("", "0 22 * * *", "745h").starts_with("changeWindows.allow[0].duration"));
+        assert!(bad("", "0 22 * * *", "soon").starts_with("changeWindows.allow[0].duration"));
+    }
+}

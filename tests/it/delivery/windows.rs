@@ -1,0 +1,120 @@
+//! Change windows (issue 39, docs/change-windows.md): a change made
+//! outside its window waits — `Released=False, OutsideChangeWindow`,
+//! `status.nextWindow` — with no helm run, then runs once the window opens,
+//! woken by a timer (nothing else changes); `force-at` runs at once.
+
+use chrono::{SecondsFormat, Timelike, Utc};
+
+use super::*;
+
+/// Six-field cron (seconds first) naming one instant, in UTC.
+fn cron_at(t: chrono::DateTime<Utc>) -> String {
+    use chrono::Datelike;
+    format!(
+        "{} {} {} {} {} *",
+        t.second(),
+        t.minute(),
+        t.hour(),
+        t.day(),
+        t.month()
+    )
+}
+
+fn released_condition(app: &HelmApp) -> (String, String) {
+    app.status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Released"))
+        .map(|c| (c.status.clone(), c.reason.clone()))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_runs_now() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    // A window opening 8 s from now, for a minute.
+    let opens = (Utc::now() + chrono::Duration::seconds(8))
+        .with_nanosecond(0)
+        .unwrap();
+    let windows = json!({ "allow": [{ "schedule": cron_at(opens), "duration": "1m" }] });
+    apply(
+        &f,
+        "later",
+        json!({ "chart": { "path": "tiny" }, "changeWindows": windows }),
+    )
+    .await;
+    // Never open within a year but on New Year's night: force-at only.
+    let closed = json!({ "allow": [{ "schedule": "0 0 1 1 *", "duration": "1m" }] });
+    apply(
+        &f,
+        "forced",
+        json!({ "chart": { "path": "tiny" }, "changeWindows": closed }),
+    )
+    .await;
+
+    let waiting = envtest::eventually("later waits for its window", 60, || async {
+        let app = get(&f, "later").await?;
+        (released_condition(&app) == ("False".into(), "OutsideChangeWindow".into())).then_some(app)
+    })
+    .await;
+    let status = waiting.status.unwrap();
+    assert_eq!(
+        status.next_window,
+        opens.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "the opening in status"
+    );
+    assert!(
+        revisions(&f, "later").await.is_empty(),
+        "no release before the window"
+    );
+    assert!(
+        !std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("later")),
+        "no helm run before the window"
+    );
+    assert!(
+        reasons_of_events(&f, "later")
+            .await
+            .contains(&"OutsideChangeWindow".to_string())
+    );
+
+    // Nothing else happens: the window's own timer runs it.
+    let installed = ready(&f, "later", "InstallSucceeded", 1).await;
+    let status = installed.status.unwrap();
+    let ran_at: chrono::DateTime<Utc> = status.history[0].time.parse().unwrap();
+    assert!(
+        ran_at >= opens,
+        "ran at {ran_at}, the window opened at {opens}"
+    );
+    assert!(status.next_window.is_empty(), "nothing waits any more");
+    assert_eq!(
+        released_condition(&get(&f, "later").await.unwrap()).0,
+        "True"
+    );
+
+    // force-at: at once, said in an Event.
+    envtest::eventually("forced waits", 60, || async {
+        let app = get(&f, "forced").await?;
+        (released_condition(&app).1 == "OutsideChangeWindow").then_some(())
+    })
+    .await;
+    patch(
+        &f,
+        "forced",
+        json!({ "metadata": { "annotations": { "hossted.com/force-at": "now" } } }),
+    )
+    .await;
+    ready(&f, "forced", "InstallSucceeded", 1).await;
+    assert!(
+        reasons_of_events(&f, "forced")
+            .await
+            .contains(&"ForcedOutsideChangeWindow".to_string())
+    );
+    operator.stop().await;
+}
