@@ -1,7 +1,8 @@
 //! `kubectl hossted get`: HelmAppSets with their apps as a tree (in the
 //! set's order), then the apps of no set; READY, STATUS (the Ready
 //! reason), REVISION, CHART@VERSION, DRIFT (objects drifted), UPDATE (a
-//! newer version the chart's source offers), AGE. Colour only on a
+//! newer version the chart's source offers), WAITING (what its next change
+//! waits for: `dependency`, `approval`, or `window:<opening>`), AGE. Colour only on a
 //! terminal.
 
 use std::io::IsTerminal;
@@ -78,6 +79,7 @@ struct Row {
     chart: String,
     drift: String,
     update: String,
+    waiting: String,
     age: String,
 }
 
@@ -152,6 +154,10 @@ fn set_row(set: &HelmAppSet, now: chrono::DateTime<chrono::Utc>) -> Row {
         chart: format!("{} apps", set.spec.apps.len()),
         drift: "-".into(),
         update: "-".into(),
+        waiting: match ready.map(|c| c.reason.as_str()) {
+            Some("DependencyNotReady" | "DependencyNotFound") => "dependency".into(),
+            _ => "-".into(),
+        },
         age: age(set.metadata.creation_timestamp.as_ref(), now),
     }
 }
@@ -170,7 +176,7 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
         namespace: app.namespace().unwrap_or_default(),
         name: app.name_any(),
         ready,
-        status: reason,
+        status: reason.clone(),
         revision: status
             .map(|s| s.revision)
             .filter(|r| *r > 0)
@@ -180,7 +186,23 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
         update: status
             .filter(|s| crate::delivery::helmapp::updates::newer(s))
             .map_or("-".into(), |s| s.latest_available.clone()),
+        waiting: waiting(app, &reason),
         age: age(app.metadata.creation_timestamp.as_ref(), now),
+    }
+}
+
+/// What the app's next change waits for (`-`: nothing).
+fn waiting(app: &HelmApp, ready_reason: &str) -> String {
+    let next_window = app
+        .status
+        .as_ref()
+        .map(|s| s.next_window.as_str())
+        .unwrap_or_default();
+    match ready_reason {
+        _ if !next_window.is_empty() => format!("window:{next_window}"),
+        "DependencyNotReady" | "DependencyNotFound" => "dependency".into(),
+        "AwaitingApproval" | "ApprovalStale" => "approval".into(),
+        _ => "-".into(),
     }
 }
 
@@ -211,6 +233,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         chart: "CHART@VERSION".into(),
         drift: "DRIFT".into(),
         update: "UPDATE".into(),
+        waiting: "WAITING".into(),
         age: "AGE".into(),
     };
     let all: Vec<&Row> = std::iter::once(&header).chain(rows).collect();
@@ -224,6 +247,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         width(|r| &r.chart),
         width(|r| &r.drift),
         width(|r| &r.update),
+        width(|r| &r.waiting),
     ];
     let mut out = String::new();
     for (i, r) in all.iter().enumerate() {
@@ -245,6 +269,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         out.push_str(&pad(&r.chart, widths[5]));
         out.push_str(&pad(&r.drift, widths[6]));
         out.push_str(&pad(&r.update, widths[7]));
+        out.push_str(&pad(&r.waiting, widths[8]));
         out.push_str(&r.age);
         out.push('\n');
     }

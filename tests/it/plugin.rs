@@ -64,6 +64,7 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
             "CHART@VERSION",
             "DRIFT",
             "UPDATE",
+            "WAITING",
             "AGE"
         ]
     );

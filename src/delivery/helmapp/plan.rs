@@ -200,7 +200,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             opens,
             after,
         } => Step::WaitForWindow {
-            change: *change,
+            change,
             opens: *opens,
             after: *after,
         },

@@ -61,26 +61,31 @@ fn a_set_is_a_tree_in_its_order_and_the_other_apps_follow() {
         .collect();
     assert_eq!(
         lines[0],
-        "NAME READY STATUS REVISION CHART@VERSION DRIFT UPDATE AGE"
+        "NAME READY STATUS REVISION CHART@VERSION DRIFT UPDATE WAITING AGE"
     );
     assert_eq!(
         lines[1],
-        "stack (set) 1/2 DependencyNotReady - 2 apps - - 2d"
+        "stack (set) 1/2 DependencyNotReady - 2 apps - - dependency 2d"
     );
     assert_eq!(
-        lines[2], "├─ stack-web False DependencyNotReady - tiny@0.1.0 1 - 5m",
+        lines[2], "├─ stack-web False DependencyNotReady - tiny@0.1.0 1 - dependency 5m",
         "the set's order, not the names'"
     );
     assert_eq!(
         lines[3],
-        "└─ stack-db True InstallSucceeded 1 tiny@0.1.0 1 - 5m"
+        "└─ stack-db True InstallSucceeded 1 tiny@0.1.0 1 - - 5m"
     );
     assert_eq!(
-        lines[4], "solo True UpToDate 3 tiny@0.1.0 1 0.2.0 5m",
+        lines[4], "solo True UpToDate 3 tiny@0.1.0 1 0.2.0 - 5m",
         "a newer version offered"
     );
     assert!(!out.contains('\x1b'), "no colour off a terminal");
     let all = table(&[], &apps[..1], true, now(), true);
     assert!(all.lines().next().unwrap().starts_with("NAMESPACE"));
     assert!(all.contains("\x1b[32mTrue"), "{all}");
+    let mut later = apps[0].clone();
+    later.status.as_mut().unwrap().next_window = "2026-12-01T21:00:00Z".into();
+    let out = table(&[], &[later], false, now(), false);
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[7], "window:2026-12-01T21:00:00Z", "{out}");
 }
