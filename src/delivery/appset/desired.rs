@@ -180,4 +180,31 @@ mod tests {
         suspended.spec.suspend = true;
         assert!(desired_spec(&suspended, &app, None).suspend);
     }
+
+    #[test]
+    fn the_set_change_windows_apply_to_apps_without_their_own() {
+        let window = |schedule: &str| apis::helmapp::ChangeWindows {
+            allow: vec![apis::helmapp::ChangeWindow {
+                schedule: schedule.into(),
+                duration: "1h".into(),
+            }],
+            ..Default::default()
+        };
+        let mut windowed = set(false);
+        windowed.spec.change_windows = Some(window("0 22 * * *"));
+        let plain = HelmAppSpec::default();
+        assert_eq!(
+            desired_spec(&windowed, &plain, None).change_windows,
+            Some(window("0 22 * * *"))
+        );
+        let own = HelmAppSpec {
+            change_windows: Some(window("0 3 * * *")),
+            ..Default::default()
+        };
+        assert_eq!(
+            desired_spec(&windowed, &own, None).change_windows,
+            Some(window("0 3 * * *")),
+            "the app's own windows win"
+        );
+    }
 }
