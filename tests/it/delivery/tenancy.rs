@@ -497,6 +497,34 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
         other => panic!("a set referencing an unreadable Secret: {other:?}"),
     }
 
+    // And for the keys and trust root a chart is verified against.
+    for (field, secret) in [
+        ("secretRef", "cosign-pub"),
+        ("trustedRootSecretRef", "private-root"),
+    ] {
+        let mut verify = json!({ "provider": "cosign",
+            "matchOIDCIdentity": [{ "issuer": "^x$", "subject": "^y$" }] });
+        verify[field] = json!({ "name": secret });
+        let app: HelmApp = serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "verified", "namespace": TENANT },
+            "spec": { "chart": { "oci": "oci://registry.example/charts/web", "version": "1.0.0",
+                "verify": verify } }
+        }))
+        .unwrap();
+        match as_alice.create(&PostParams::default(), &app).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 403);
+                assert!(
+                    s.message.contains(&format!("secrets/{secret}")),
+                    "{}",
+                    s.message
+                );
+            }
+            other => panic!("chart.verify.{field} naming an unreadable Secret: {other:?}"),
+        }
+    }
+
     // Given get on db, alice may.
     author_role(
         &f,
