@@ -1,0 +1,148 @@
+//! How helm's actions run: install, upgrade, rollback, uninstall and test
+//! settings, and what a failed upgrade leads to.
+
+use super::*;
+
+/// `spec.install`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--skip-schema-validation`.
+    #[serde(default)]
+    pub skip_schema_validation: bool,
+    /// helm 4's `--server-side`: the objects are applied by the API server
+    /// (field ownership per manager). Default true, helm 4's; helm 3
+    /// applies client-side whatever this says.
+    #[serde(default = "default_true")]
+    #[schemars(default = "default_true")]
+    pub server_side_apply: bool,
+}
+
+impl Default for InstallSettings {
+    fn default() -> Self {
+        InstallSettings {
+            disable_hooks: false,
+            skip_schema_validation: false,
+            server_side_apply: true,
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// `spec.upgrade`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--force`: objects are replaced (deleted and made again) where a
+    /// patch would not do.
+    #[serde(default)]
+    pub force: bool,
+    /// `--cleanup-on-fail`: objects a failed upgrade made are deleted.
+    #[serde(default)]
+    pub cleanup_on_fail: bool,
+    /// `--skip-schema-validation`.
+    #[serde(default)]
+    pub skip_schema_validation: bool,
+    /// helm 4's `--server-side`: `auto` (default) applies as the release's
+    /// previous revision was applied — client-side for a release helm 3
+    /// made — `enabled` switches to server-side apply, `disabled` to
+    /// client-side. helm 3 applies client-side whatever this says.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_server_side_apply",
+        regex(pattern = r"^(auto|enabled|disabled)$")
+    )]
+    pub server_side_apply: ServerSideApply,
+}
+
+fn default_server_side_apply() -> String {
+    ServerSideApply::default().as_str().into()
+}
+
+/// `spec.rollback`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--force`.
+    #[serde(default)]
+    pub force: bool,
+    /// `--cleanup-on-fail`.
+    #[serde(default)]
+    pub cleanup_on_fail: bool,
+}
+
+/// `spec.uninstall`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UninstallSettings {
+    /// `--no-hooks`.
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// `--keep-history`: an `uninstalled` entry stays in Helm's storage.
+    #[serde(default)]
+    pub keep_history: bool,
+    /// `--cascade`: `background` (default), `foreground` or `orphan`.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_propagation",
+        regex(pattern = r"^(background|foreground|orphan)$")
+    )]
+    pub deletion_propagation: DeletionPropagation,
+}
+
+/// `spec.test`: `helm test` after each install and upgrade.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestSettings {
+    #[serde(default)]
+    pub enable: bool,
+    /// A failed test is reported, not remediated.
+    #[serde(default)]
+    pub ignore_failures: bool,
+    /// `helm test --timeout` (default: `spec.timeout`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub timeout: String,
+}
+
+/// What a failed upgrade leads to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Remediation {
+    /// Retries of a failed upgrade before `onFailure`; -1: retry for ever
+    /// (with backoff).
+    #[serde(default = "default_retries")]
+    #[schemars(range(min = -1))]
+    pub retries: i32,
+    /// `rollback`, `uninstall` or `none`, once the retries are spent.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_on_failure",
+        regex(pattern = r"^(rollback|uninstall|none)$")
+    )]
+    pub on_failure: OnFailure,
+}
+
+impl Default for Remediation {
+    fn default() -> Self {
+        Remediation {
+            retries: default_retries(),
+            on_failure: OnFailure::default(),
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! What the operator did and sees: `status`.
+
+use super::*;
+
+/// A chart's verified signature, as `kubectl hossted verify` shows it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VerificationStatus {
+    /// `cosign` or `helm`.
+    pub provider: String,
+    /// What was verified: the OCI manifest's or the archive's digest.
+    pub digest: String,
+    /// Who signed: a key (its Secret key and fingerprint) or an identity.
+    pub signer: String,
+    /// When the operator verified it (RFC 3339).
+    pub verified_at: String,
+}
+
+/// What the operator did and sees.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmAppStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target_namespace: String,
+    /// The resolved chart version.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chart_version: String,
+    /// `sha256:<hex>` of the chart archive the release was last installed
+    /// or upgraded from (for a chart by path: of its files).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chart_digest: String,
+    /// The signature check of the chart last installed or upgraded
+    /// (`chart.verify`): what was verified, against what, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<VerificationStatus>,
+    /// The newest stable version the chart's repository or registry
+    /// offers, also outside a pinned version or range (checked with each
+    /// resolution, each `interval`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub latest_available: String,
+    /// While a change waits for a change window: when the next one opens
+    /// (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub next_window: String,
+    /// When a version range was last resolved.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_resolved: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub app_version: String,
+    #[serde(default)]
+    pub revision: i64,
+    /// The hash of everything that decides the release's content.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config_hash: String,
+    /// `install`, `upgrade`, `rollback`, `uninstall`, `unlock` or `none`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_action: String,
+    /// Consecutive failed attempts of the current configuration.
+    #[serde(default)]
+    pub failures: i32,
+    /// The `hossted.com/reconcile-at` value last acted on (a new value
+    /// restarts exhausted retries).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_handled_reconcile_at: String,
+    /// The `hossted.com/force-at` value last acted on (a new value runs
+    /// one upgrade with `--force`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_handled_force_at: String,
+    /// The last 5 operations, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryEntry>,
+    /// Every revision of the release in Helm's storage after the
+    /// operator's last action on it, with the digest of its payload: each
+    /// revision helm may read is checked against this before any helm run
+    /// (reason `StorageTampered` when one differs or is not here).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub storage_digests: Vec<StorageDigest>,
+    /// Objects of the release that drifted (at most 20, newest first).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<DriftedObject>,
+    /// With `approval: manual`: the change that waits for
+    /// `hossted.com/approve` (no Secret value is ever in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_change: Option<PendingChange>,
+    /// Every object of the current release, from its manifest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inventory: Vec<InventoryEntry>,
+    /// The revision `inventory` was read from.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub inventory_revision: i64,
+    /// `Ready`, `Released`, `Drifted`.
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+}
+
+/// A change waiting for approval: what it would run and what it would
+/// change, computed by the render `kubectl hossted diff` shows.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingChange {
+    /// The chart version it would install.
+    pub chart_version: String,
+    /// Its configuration hash: the value `hossted.com/approve` must have.
+    pub config_hash: String,
+    /// The objects it adds, changes and removes: `Kind name`, or `Kind
+    /// namespace/name` where the manifest gives a namespace.
+    #[serde(default)]
+    pub objects: PendingObjects,
+    /// Lines of its unified diff (added and removed), Secret values masked.
+    #[serde(default)]
+    pub diff_lines: i64,
+    /// When it was computed (RFC 3339).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub since: String,
+}
+
+/// The objects a pending change touches, at most 50 names each (the
+/// `AwaitingApproval` Event gives the whole counts).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PendingObjects {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
+}
+
+/// An object of the release whose fields differ from its manifest.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct DriftedObject {
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// JSON pointers of the fields that differ.
+    #[serde(default)]
+    pub fields: Vec<String>,
+}
+
+/// One object of the release.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryEntry {
+    pub kind: String,
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    pub name: String,
+    /// A digest of the live object when drift was last decided on it
+    /// (empty: not yet): an object whose digest has not moved since is not
+    /// checked again.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub checked: String,
+}
+
+/// One revision of the release as the operator left it in Helm's storage.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StorageDigest {
+    pub revision: i64,
+    /// `sha256:<hex>` of its storage's `data.release`.
+    pub digest: String,
+    /// `sha256:<hex>` of the release without its `info` (status, times,
+    /// description): what helm itself rewrites when it supersedes a
+    /// revision leaves this unchanged, an edit of what helm acts on does
+    /// not (empty: recorded before this was).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
+}
+
+/// One helm operation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub action: String,
+    #[serde(default)]
+    pub revision: i64,
+    #[serde(default)]
+    pub chart_version: String,
+    #[serde(default)]
+    pub config_hash: String,
+    /// `succeeded` or `failed`.
+    pub result: String,
+    /// RFC 3339.
+    pub time: String,
+    /// `sha256:<hex>` of the newest revision in Helm's storage after this
+    /// operation (`data.release`): checked before the storage is trusted
+    /// again (reason `StorageTampered` when it differs).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub release_digest: String,
+}
