@@ -103,6 +103,9 @@ impl ManagerArgs {
             .unwrap_or_else(|_| "hossted-operator".into());
         let mut manager = ManagerOptions::new("hossted", "hossted-operator");
         manager.instance = instance;
+        // A reconcile's transient buffers (release payloads decoded, helm's
+        // output) go back to the kernel rather than stay in glibc's arenas.
+        manager.after_each_item = Some(runtime::memory::release_free_memory);
         manager.metrics_address = address("--metrics-bind-address", &self.metrics_bind_address)?;
         manager.health_address = address(
             "--health-probe-bind-address",

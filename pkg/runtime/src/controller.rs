@@ -142,6 +142,8 @@ pub struct Controller<R: Reconciler> {
     keys: Option<(Keys, Duration)>,
     stats: Arc<ControllerStats>,
     metrics: Arc<Metrics>,
+    /// The manager's [`crate::ManagerOptions::after_each_item`].
+    after_each_item: Option<fn()>,
 }
 
 /// The default safety resync: a reconcile of every object this often, not
@@ -165,6 +167,7 @@ impl<R: Reconciler> Controller<R> {
             keys: None,
             stats: Arc::default(),
             metrics,
+            after_each_item: manager.after_each_item(),
         }
     }
 
@@ -271,7 +274,9 @@ impl<R: Reconciler> Controller<R> {
         self.stats.finished.fetch_add(1, Relaxed);
         // A reconcile's transient buffers go back to the kernel rather than
         // stay in the allocator's arenas.
-        crate::memory::release_free_memory();
+        if let Some(hook) = self.after_each_item {
+            hook();
+        }
         true
     }
 }

@@ -67,6 +67,11 @@ pub struct ManagerOptions {
     /// Events), each bounded by what is left — so the process exits
     /// within it even with the API server gone.
     pub drain_timeout: Duration,
+    /// Run after every reconcile of every controller, and once when the
+    /// caches have synced: what the process wants done at those quiet
+    /// points (the operator returns free heap pages to the kernel with
+    /// [`crate::memory::release_free_memory`]). `None`: nothing.
+    pub after_each_item: Option<fn()>,
 }
 
 /// The part of a shutdown budget kept for the steps after the drain: a
@@ -88,6 +93,7 @@ impl ManagerOptions {
             leader_election: None,
             sync_timeout: Duration::from_secs(120),
             drain_timeout: Duration::from_secs(30),
+            after_each_item: None,
         }
     }
 }
@@ -294,6 +300,11 @@ impl Manager {
         self.metrics.clone()
     }
 
+    /// [`ManagerOptions::after_each_item`], for the controllers it runs.
+    pub(crate) fn after_each_item(&self) -> Option<fn()> {
+        self.options.after_each_item
+    }
+
     /// Adds a controller; it runs when the manager runs (and, under leader
     /// election, only while leading).
     pub fn add<R: Reconciler>(&mut self, controller: Controller<R>) {
@@ -341,7 +352,9 @@ impl Manager {
             }
             _ = shutdown.clone() => return Ok(()),
         }
-        crate::memory::release_free_memory();
+        if let Some(hook) = self.options.after_each_item {
+            hook();
+        }
         self.readiness.synced.store(true, Relaxed);
         log::info!("caches synced");
         for (kind, crd) in self.factory.waiting_for_crds() {

@@ -556,3 +556,41 @@ async fn an_object_an_informer_cannot_decode_gets_a_warning_event_on_it() {
     assert!(store.get("deep/deep").is_none());
     running.stop().await.unwrap();
 }
+
+/// Items that ran the `after_each_item` hook, across the test binary.
+static AFTER_ITEM: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn count_item() {
+    AFTER_ITEM.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[tokio::test]
+async fn the_after_each_item_hook_is_the_process_choice_and_runs_after_every_reconcile() {
+    let cp = ControlPlane::start().await.unwrap();
+    let admin = cp.client();
+    namespace(&admin, "hooked").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), "hooked");
+    for name in ["a", "b", "c"] {
+        configmaps
+            .create(&PostParams::default(), &cm(name, "yes", "1"))
+            .await
+            .unwrap();
+    }
+    let mut options = ManagerOptions::new("test", "runtime-test");
+    options.after_each_item = Some(count_item);
+    let mut manager = Manager::new(admin.clone(), options);
+    let informer = manager
+        .factory()
+        .informer::<ConfigMap>(InformerOptions::default());
+    let census = Controller::new(&manager, "census", Census);
+    informer.add_event_handler(census.enqueue_handler());
+    manager.add(census);
+    let running = Running::start(manager);
+    // Once at the sync, and once per reconciled ConfigMap (the three and
+    // whatever else the cluster holds).
+    eventually("the hook after each item", 60, || async {
+        (AFTER_ITEM.load(std::sync::atomic::Ordering::SeqCst) >= 4).then_some(())
+    })
+    .await;
+    drop(running);
+}
