@@ -28,8 +28,8 @@ pub struct ReleaseSummary {
     pub namespace: String,
     /// The revision number (the `v<N>` of the Secret's name).
     pub version: i64,
-    /// `deployed`, `failed`, `superseded`, `pending-upgrade`, ...
-    pub status: String,
+    /// `info.status`.
+    pub status: HelmStatus,
     /// `info.last_deployed` as Helm stored it (RFC 3339 with its offset).
     pub updated: String,
     /// `info.first_deployed` as Helm stored it: the same on every revision
@@ -46,6 +46,83 @@ pub struct ReleaseSummary {
     /// The objects of the manifest that delivery notices being deleted;
     /// listed only for a release delivery owns (see [`decode_release_with`]).
     pub objects: Vec<super::manifest::ManifestObject>,
+}
+
+/// A release revision's `info.status`, as Helm writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelmStatus {
+    Deployed,
+    Failed,
+    Superseded,
+    Uninstalled,
+    Uninstalling,
+    PendingInstall,
+    PendingUpgrade,
+    PendingRollback,
+    /// A spelling Helm does not write (empty: none), kept as it was.
+    Other(String),
+}
+
+impl HelmStatus {
+    /// Every status Helm writes, with its spelling.
+    const SPELLINGS: [(HelmStatus, &'static str); 8] = [
+        (HelmStatus::Deployed, "deployed"),
+        (HelmStatus::Failed, "failed"),
+        (HelmStatus::Superseded, "superseded"),
+        (HelmStatus::Uninstalled, "uninstalled"),
+        (HelmStatus::Uninstalling, "uninstalling"),
+        (HelmStatus::PendingInstall, "pending-install"),
+        (HelmStatus::PendingUpgrade, "pending-upgrade"),
+        (HelmStatus::PendingRollback, "pending-rollback"),
+    ];
+
+    pub fn parse(s: &str) -> Self {
+        Self::SPELLINGS
+            .iter()
+            .find(|(_, text)| *text == s)
+            .map_or_else(
+                || HelmStatus::Other(s.to_string()),
+                |(status, _)| status.clone(),
+            )
+    }
+
+    /// Helm's spelling.
+    pub fn as_str(&self) -> &str {
+        match self {
+            HelmStatus::Other(s) => s,
+            known => Self::SPELLINGS
+                .iter()
+                .find(|(status, _)| status == known)
+                .map_or("", |(_, text)| text),
+        }
+    }
+
+    /// An action runs on it (`pending-install`, `-upgrade`, `-rollback`).
+    pub fn is_pending(&self) -> bool {
+        matches!(
+            self,
+            HelmStatus::PendingInstall | HelmStatus::PendingUpgrade | HelmStatus::PendingRollback
+        )
+    }
+}
+
+impl From<&str> for HelmStatus {
+    fn from(s: &str) -> Self {
+        HelmStatus::parse(s)
+    }
+}
+
+/// No status (an undecodable revision).
+impl Default for HelmStatus {
+    fn default() -> Self {
+        HelmStatus::Other(String::new())
+    }
+}
+
+impl std::fmt::Display for HelmStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Why a release payload could not be decoded.
@@ -189,7 +266,7 @@ pub fn decode_release_with(data: &[u8], list_objects: bool) -> Result<ReleaseSum
             .ok_or(Error::Missing("name"))?,
         namespace: r.namespace.unwrap_or_default(),
         version: r.version.ok_or(Error::Missing("version"))?,
-        status: r.info.status,
+        status: HelmStatus::parse(&r.info.status),
         updated: r.info.last_deployed,
         first_deployed: r.info.first_deployed,
         hossted_helm: super::marker::has_hossted_marker(&r.manifest),
@@ -306,8 +383,32 @@ mod tests {
         });
         let r = decode_release(json.to_string().as_bytes()).unwrap();
         assert_eq!(r.app_version, "");
-        assert_eq!(r.status, "failed");
+        assert_eq!(r.status, HelmStatus::Failed);
         assert!(!r.hossted_helm);
+    }
+
+    #[test]
+    fn a_status_reads_and_writes_helms_spelling_and_keeps_any_other() {
+        for s in [
+            "deployed",
+            "failed",
+            "superseded",
+            "uninstalled",
+            "uninstalling",
+            "pending-install",
+            "pending-upgrade",
+            "pending-rollback",
+            "someday",
+            "",
+        ] {
+            assert_eq!(HelmStatus::parse(s).as_str(), s);
+        }
+        assert!(HelmStatus::parse("pending-upgrade").is_pending());
+        assert!(!HelmStatus::parse("pending-later").is_pending());
+        assert_eq!(
+            HelmStatus::parse("someday"),
+            HelmStatus::Other("someday".into())
+        );
     }
 
     #[test]

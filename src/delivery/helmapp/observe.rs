@@ -4,6 +4,7 @@
 //! alone — so what an event handler saw is always re-derived here, and a
 //! restart or a new leader loses nothing.
 
+use crate::cached::helm::HelmStatus;
 use std::sync::Arc;
 
 use apis::helmapp::{DependencyKind, DriftMode, HelmApp};
@@ -200,7 +201,10 @@ async fn adopting(
         .newest
         .as_ref()
         .is_some_and(|n| n.owner != o.uid && !o.owner_is_live);
-    let installs_over = o.newest.as_ref().is_some_and(|n| n.status == "uninstalled");
+    let installs_over = o
+        .newest
+        .as_ref()
+        .is_some_and(|n| n.status == HelmStatus::Uninstalled);
     if !(app.spec.adopt || installs_over) || !unowned || app.metadata.deletion_timestamp.is_some() {
         return fresh;
     }
@@ -314,7 +318,7 @@ fn own_unrecorded(
         && newest
             .release
             .as_ref()
-            .is_ok_and(|r| r.status == "deployed");
+            .is_ok_and(|r| r.status == HelmStatus::Deployed);
     candidate.then_some(*revision)
 }
 

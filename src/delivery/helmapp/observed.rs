@@ -1,6 +1,7 @@
 //! The plain value a decision about one HelmApp is made from: what
 //! `super::observe` gathered. Data only; `super::state` decides from it.
 
+use crate::cached::helm::HelmStatus;
 use std::time::Duration;
 
 use apis::helmapp::{DriftedObject, HelmApp, HelmAppStatus};
@@ -21,8 +22,8 @@ pub struct Stored {
     pub owner: String,
     /// The config hash it was made with (label).
     pub hash: String,
-    /// `deployed`, `failed`, `pending-upgrade`, … (empty: undecodable).
-    pub status: String,
+    /// Its `info.status` (`Other("")`: undecodable).
+    pub status: HelmStatus,
     /// When helm last changed it (RFC 3339).
     pub updated: String,
     /// `sha256:<hex>` of its payload (empty: not ours, or unreadable).

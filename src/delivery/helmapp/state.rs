@@ -2,6 +2,7 @@
 //! no I/O; unit-tested as a table in `tests`). The rules are docs/delivery.md's
 //! "Rules", in the order they apply.
 
+use crate::cached::helm::HelmStatus;
 use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
@@ -222,14 +223,14 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
     let newest = o
         .newest
         .as_ref()
-        .filter(|n| n.status != "uninstalled" || (n.owner != o.uid && o.owner_is_live));
+        .filter(|n| n.status != HelmStatus::Uninstalled || (n.owner != o.uid && o.owner_is_live));
     let Some(newest) = newest else {
         return awaiting_approval(o, app, hash, None)
             .or_else(|| exhausted(o, hash))
             .or_else(|| backing_off(o, hash))
             .unwrap_or(ReleaseState::Absent);
     };
-    if newest.owner == o.uid && newest.status.starts_with("pending-") {
+    if newest.owner == o.uid && newest.status.is_pending() {
         return pending(o, app, newest);
     }
     let why = if newest.owner != o.uid {
@@ -253,7 +254,7 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
                 message: message.clone(),
             };
         }
-        if newest.status == "deployed" && !o.forced() {
+        if newest.status == HelmStatus::Deployed && !o.forced() {
             match o.adoption_render {
                 None => return ReleaseState::AdoptionToRender,
                 Some(Rendering::Same) => {
@@ -265,7 +266,7 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
             }
         }
         Why::Adopt
-    } else if newest.status != "deployed" {
+    } else if newest.status != HelmStatus::Deployed {
         Why::NotDeployed
     } else if newest.hash != hash {
         Why::Changed
@@ -415,7 +416,7 @@ fn deleting(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     let ours = o
         .newest
         .as_ref()
-        .is_some_and(|r| r.owner == o.uid && r.status != "uninstalled");
+        .is_some_and(|r| r.owner == o.uid && r.status != HelmStatus::Uninstalled);
     Some(ReleaseState::Deleting {
         uninstall: ours && app.spec.uninstall_on_delete && !o.project_gone,
     })

@@ -14,6 +14,7 @@
 //! The cache may lag behind our own last run: a difference found in it is
 //! confirmed with one fresh read of the storage before it counts.
 
+use crate::cached::helm::HelmStatus;
 use apis::helmapp::{HelmAppStatus, StorageDigest};
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -110,8 +111,7 @@ pub fn first_untrusted<R: AsRef<HelmRelease>>(
     let newest_recorded = recorded.iter().map(|d| d.revision).max().unwrap_or(0);
     let unfinished = |e: &HelmRelease| {
         e.release.as_ref().is_ok_and(|r| {
-            r.version > newest_recorded
-                && (r.status.starts_with("pending-") || r.status == "failed")
+            r.version > newest_recorded && (r.status.is_pending() || r.status == HelmStatus::Failed)
         }) && !uid.is_empty()
             && label(&e.metadata, HELMAPP_UID_LABEL) == uid
     };

@@ -44,7 +44,7 @@ pub(super) fn helm_info(
         app_uuid: app_uuid(c, ctx, namespace, r),
         revision: r.version,
         updated: r.updated.clone(),
-        status: r.status.clone(),
+        status: r.status.to_string(),
         chart: r.chart.clone(),
         app_version: r.app_version.clone(),
         hossted_helm: r.hossted_helm,

@@ -2,6 +2,7 @@
 //! in Helm's storage — what helm itself does when its wait times out — so
 //! that the next step can upgrade it.
 
+use crate::cached::helm::HelmStatus;
 use apis::helmapp::HelmApp;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
@@ -31,7 +32,7 @@ pub async fn run(
         // The cache was behind: no longer pending. Decided again on it.
         return Ok(Outcome::Replan);
     }
-    newest.status = "failed".into();
+    newest.status = HelmStatus::Failed;
     let revision = newest.revision;
     ctx.recorder.event(
         app,

@@ -24,6 +24,7 @@ pub mod resources;
 pub mod rules;
 pub mod shared;
 
+use crate::cached::helm::HelmStatus;
 use std::time::Duration;
 
 use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
@@ -47,7 +48,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let Some(newest) = o.newest.clone() else {
         return;
     };
-    if o.busy || newest.owner != o.uid || newest.status != "deployed" {
+    if o.busy || newest.owner != o.uid || newest.status != HelmStatus::Deployed {
         return;
     }
     let key = o.target.key();
@@ -135,7 +136,7 @@ pub async fn record_deployed(
     let deployed = newest
         .release
         .as_ref()
-        .is_ok_and(|r| r.status == "deployed");
+        .is_ok_and(|r| r.status == HelmStatus::Deployed);
     if ours
         && deployed
         && let Some(secret) = &newest.metadata.name
