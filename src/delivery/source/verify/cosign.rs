@@ -460,3 +460,166 @@ fn rekor_time(
         .map_err(|_| "a Rekor entry without an integration time".to_string())?;
     Ok(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rcgen::{
+        BasicConstraints, CertificateParams, CertifiedIssuer, CustomExtension,
+        ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, SanType, date_time_ymd,
+    };
+    use ring::rand::SystemRandom;
+    use ring::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair};
+
+    const DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000001";
+    const SUBJECT: &str = "https://git.example/org/app";
+    const ISSUER: &str = "https://token.example";
+
+    fn sign(key: &KeyPair, message: &[u8]) -> Vec<u8> {
+        let rng = SystemRandom::new();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_ASN1_SIGNING, &key.serialize_der(), &rng)
+                .unwrap();
+        pair.sign(&rng, message).unwrap().as_ref().to_vec()
+    }
+
+    /// A keyless signature whose certificate was valid on 2020-01-01 only,
+    /// and a trust root whose log key made `timestamp` true.
+    struct Signed {
+        root: TrustedRoot,
+        evidence: Evidence,
+        log: KeyPair,
+    }
+
+    fn signed(logged_at: i64) -> Signed {
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign];
+        ca.not_before = date_time_ymd(2019, 1, 1);
+        ca.not_after = date_time_ymd(2040, 1, 1);
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let mut leaf = CertificateParams::new(Vec::<String>::new()).unwrap();
+        leaf.subject_alt_names = vec![SanType::URI(SUBJECT.try_into().unwrap())];
+        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::CodeSigning];
+        let mut issuer = vec![0x0c, ISSUER.len() as u8];
+        issuer.extend_from_slice(ISSUER.as_bytes());
+        leaf.custom_extensions = vec![CustomExtension::from_oid_content(
+            &[1, 3, 6, 1, 4, 1, 57264, 1, 8],
+            issuer,
+        )];
+        leaf.not_before = date_time_ymd(2020, 1, 1);
+        leaf.not_after = date_time_ymd(2020, 1, 2);
+        let leaf_key = KeyPair::generate().unwrap();
+        let leaf = leaf.signed_by(&leaf_key, &ca).unwrap();
+        let log = KeyPair::generate().unwrap();
+        let log_key = PublicKey::from_pem("the test log", log.public_key_pem().as_bytes()).unwrap();
+        let log_id = log_key
+            .fingerprint
+            .trim_start_matches("sha256:")
+            .to_string();
+        let root = TrustedRoot {
+            authorities: vec![vec![ca.der().to_vec()]],
+            logs: vec![(log_id.clone(), log_key)],
+            name: "the test root".into(),
+        };
+        let payload = serde_json::to_vec(&serde_json::json!({ "critical": {
+            "type": "cosign container image signature",
+            "image": { "docker-manifest-digest": DIGEST } } }))
+        .unwrap();
+        let signature = sign(&leaf_key, &payload);
+        let body = serde_json::json!({ "kind": "hashedrekord", "apiVersion": "0.0.1", "spec": {
+            "data": { "hash": { "algorithm": "sha256", "value": hex(&Sha256::digest(&payload)) } },
+            "signature": { "content": STANDARD.encode(&signature) } } });
+        let entry = Entry {
+            body: STANDARD.encode(body.to_string()),
+            integrated_time: logged_at,
+            log_id,
+            log_index: 7,
+        };
+        let timestamp = sign(&log, &serde_json::to_vec(&entry).unwrap());
+        Signed {
+            root,
+            evidence: Evidence {
+                signed_digest: DIGEST.into(),
+                payload_sha256: hex(&Sha256::digest(&payload)),
+                message: payload,
+                signature,
+                certificate: Some(leaf.der().to_vec()),
+                logged: Some(LogPromise { entry, timestamp }),
+            },
+            log,
+        }
+    }
+
+    fn keyless(root: &TrustedRoot) -> Signers {
+        Signers::Keyless {
+            identities: vec![
+                fulcio::IdentityMatch::new(
+                    "https://token\\.example",
+                    "https://git\\.example/org/.*",
+                )
+                .unwrap(),
+            ],
+            root: root.clone(),
+        }
+    }
+
+    /// 2020-01-01T12:00:00Z: inside the certificate's one day.
+    const NOON_2020_01_01: i64 = 1_577_880_000;
+
+    #[test]
+    fn a_logged_signature_is_checked_at_the_logs_time_not_now() {
+        let s = signed(NOON_2020_01_01);
+        let now = std::time::SystemTime::now();
+        let who = verify(&[Ok(s.evidence.clone())], DIGEST, &keyless(&s.root), now).unwrap();
+        assert!(who.contains(SUBJECT), "{who}");
+
+        // The same, the certificate expired and no log entry: refused.
+        let mut unlogged = s.evidence.clone();
+        unlogged.logged = None;
+        let e = verify(&[Ok(unlogged)], DIGEST, &keyless(&s.root), now).unwrap_err();
+        assert!(e.contains("without a Rekor entry"), "{e}");
+        let mut no_log_root = s.root.clone();
+        no_log_root.logs.clear();
+        let mut unlogged = s.evidence.clone();
+        unlogged.logged = None;
+        let e = verify(&[Ok(unlogged)], DIGEST, &keyless(&no_log_root), now).unwrap_err();
+        assert!(e.contains("does not chain"), "checked now, expired: {e}");
+    }
+
+    #[test]
+    fn a_log_promise_that_is_forged_or_of_another_signature_is_refused() {
+        let now = std::time::SystemTime::now();
+        // Logged outside the certificate's day: expired then.
+        let late = signed(NOON_2020_01_01 + 7 * 86_400);
+        let e = verify(&[Ok(late.evidence)], DIGEST, &keyless(&late.root), now).unwrap_err();
+        assert!(e.contains("does not chain"), "{e}");
+
+        let s = signed(NOON_2020_01_01);
+        let mut forged = s.evidence.clone();
+        if let Some(p) = forged.logged.as_mut() {
+            p.entry.integrated_time += 1;
+        }
+        let e = verify(&[Ok(forged)], DIGEST, &keyless(&s.root), now).unwrap_err();
+        assert!(e.contains("timestamp its log's key does not verify"), "{e}");
+
+        let mut other = s.evidence.clone();
+        if let Some(p) = other.logged.as_mut() {
+            let body = serde_json::json!({ "kind": "hashedrekord", "spec": {
+                "data": { "hash": { "value": "00" } }, "signature": { "content": "AA==" } } });
+            p.entry.body = STANDARD.encode(body.to_string());
+            p.timestamp = sign(&s.log, &serde_json::to_vec(&p.entry).unwrap());
+        }
+        let e = verify(&[Ok(other)], DIGEST, &keyless(&s.root), now).unwrap_err();
+        assert!(e.contains("a Rekor entry of another signature"), "{e}");
+
+        let e = verify(
+            &[Ok(s.evidence.clone())],
+            "sha256:ff",
+            &keyless(&s.root),
+            now,
+        )
+        .unwrap_err();
+        assert!(e.contains("not of sha256:ff"), "{e}");
+    }
+}
