@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{Get, Http, HttpError, Reply, origin, without_credentials};
 use super::signatures;
-use super::verify::{self, Trust, Verified};
+use super::verify::{self, Trust};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
@@ -121,38 +121,17 @@ pub fn fetch(
     let manifest_digest = format!("sha256:{}", hex(&Sha256::digest(&manifest)));
     // Before a byte of the chart is pulled: an unsigned artifact is
     // never stored for helm.
-    let verified = match trust {
-        None => None,
-        Some(trust) => Some(match sources.verified.get(&manifest_digest, trust) {
-            Some(done) => done,
-            None => {
-                let started = std::time::Instant::now();
-                let done = verify_signatures(&mut registry, &manifest_digest, &version, trust);
-                let seconds = started.elapsed().as_secs_f64();
-                sources.verified.ran(trust, done.is_ok(), seconds);
-                let done = done?;
-                sources.verified.put(trust, &done);
-                done
-            }
-        }),
-    };
+    let verified = trust
+        .map(|trust| {
+            sources.verified.get_or_verify(&manifest_digest, trust, || {
+                verify_signatures(&mut registry, &manifest_digest, &version, trust)
+            })
+        })
+        .transpose()?;
     let layer = chart_layer(&manifest, &version).map_err(&fail)?;
     let file = sources.cache.path(&chart.oci, "", &layer.digest);
     if sources.cache.read(&file, &layer.digest).is_none() {
-        let limit = layer.size.min(MAX_LAYER);
-        let bytes = registry.get(&format!("blobs/sha256:{}", layer.digest), None, limit, true)?;
-        let digest = hex(&Sha256::digest(&bytes));
-        if digest != layer.digest {
-            return Err(fail(format!(
-                "the chart layer of {version} has digest {digest}, not the manifest's {}",
-                layer.digest
-            )));
-        }
-        archive::check(&bytes).map_err(|message| SourceError::Invalid {
-            repo: chart.oci.clone(),
-            message: format!("{version}: {message}"),
-        })?;
-        sources.cache.store(&file, &bytes).map_err(&fail)?;
+        registry.store_layer(&layer, &version, &file, sources.cache)?;
     }
     let local = LocalChart {
         path: file,
@@ -166,13 +145,14 @@ pub fn fetch(
     Ok(local)
 }
 
-/// Checks the cosign signatures of `manifest_digest` against `trust`.
+/// Checks the cosign signatures of `manifest_digest` against `trust`;
+/// names who signed.
 fn verify_signatures(
     registry: &mut Registry<'_>,
     manifest_digest: &str,
     version: &str,
     trust: &Trust,
-) -> Result<Verified, SourceError> {
+) -> Result<String, SourceError> {
     let refused = |message: String| SourceError::Verification {
         repo: registry_name(registry.chart),
         message: format!("{version} ({manifest_digest}): {message}"),
@@ -196,12 +176,7 @@ fn verify_signatures(
         std::time::SystemTime::now(),
     )
     .map_err(refused)?;
-    Ok(Verified {
-        provider: trust.provider.to_string(),
-        digest: manifest_digest.to_string(),
-        signer,
-        at: verify::now_rfc3339(),
-    })
+    Ok(signer)
 }
 
 fn registry_name(chart: &ChartSource) -> String {
@@ -227,6 +202,34 @@ struct Registry<'a> {
 }
 
 impl Registry<'_> {
+    /// Pulls the chart `layer` of `version` (bounded, checked by digest and
+    /// as an archive) into the cache's `file`.
+    fn store_layer(
+        &mut self,
+        layer: &Layer,
+        version: &str,
+        file: &std::path::Path,
+        cache: &super::cache::ChartCache,
+    ) -> Result<(), SourceError> {
+        let limit = layer.size.min(MAX_LAYER);
+        let bytes = self.get(&format!("blobs/sha256:{}", layer.digest), None, limit, true)?;
+        let digest = hex(&Sha256::digest(&bytes));
+        if digest != layer.digest {
+            return Err(failed(
+                self.chart,
+                format!(
+                    "the chart layer of {version} has digest {digest}, not the manifest's {}",
+                    layer.digest
+                ),
+            ));
+        }
+        archive::check(&bytes).map_err(|message| SourceError::Invalid {
+            repo: self.chart.oci.clone(),
+            message: format!("{version}: {message}"),
+        })?;
+        cache.store(file, &bytes).map_err(|e| failed(self.chart, e))
+    }
+
     /// `GET /v2/<repository>/<path>`, answering one 401 challenge.
     fn get(
         &mut self,

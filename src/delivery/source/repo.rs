@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::http::{Http, HttpError, without_credentials};
 use super::index::{IndexEntry, carve_entries, read_entries};
-use super::verify::{self, Trust, Verified};
+use super::verify::{self, Trust};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
 use crate::cached::hex::hex;
 
@@ -29,13 +29,7 @@ pub fn fetch_from_repo(
     let limits = &sources.limits;
     let http =
         Http::new(&repo, credentials, &limits.policy, limits.fetch_timeout).map_err(&fail)?;
-    let to_error = |e: HttpError| match e {
-        HttpError::Refused(message) => SourceError::Refused {
-            repo: shown.clone(),
-            message,
-        },
-        HttpError::NotFound(message) | HttpError::Failed(message) => fail(message),
-    };
+    let to_error = |e: HttpError| source_error(&shown, e);
     let get = |url: &str, limit: u64| http.get(url, limit).map_err(to_error);
 
     let entries =
@@ -56,66 +50,23 @@ pub fn fetch_from_repo(
         Some(b) => b,
         None => {
             let b = get(&url, archive::MAX_PACKED)?;
-            let digest = hex(&Sha256::digest(&b));
-            if !entry.digest.is_empty() && digest != entry.digest {
-                return Err(fail(format!(
-                    "{}: digest {digest} is not the index's {}",
-                    without_credentials(&url),
-                    entry.digest
-                )));
-            }
-            archive::check(&b).map_err(|message| SourceError::Invalid {
-                repo: shown.clone(),
-                message: format!("{} {}: {message}", chart.name, entry.version),
-            })?;
+            check_archive(&b, &entry, &url, &shown, &chart.name)?;
             sources.cache.store(&file, &b).map_err(&fail)?;
             b
         }
     };
     let digest = hex(&Sha256::digest(&bytes));
     // Before it is handed on: a cached archive is verified all the same.
-    let verified = match trust {
-        None => None,
-        Some(trust) => {
-            let archive_digest = format!("sha256:{digest}");
-            Some(match sources.verified.get(&archive_digest, trust) {
-                Some(done) => done,
-                None => {
-                    let refused = |message: String| SourceError::Verification {
-                        repo: shown.clone(),
-                        message: format!(
-                            "{} {} ({archive_digest}): {message}",
-                            chart.name, entry.version
-                        ),
-                    };
-                    let started = std::time::Instant::now();
-                    let prov = match http.get(&format!("{url}.prov"), verify::provenance::MAX_PROV)
-                    {
-                        Ok(p) => p,
-                        Err(HttpError::NotFound(_)) => {
-                            return Err(refused(format!(
-                                "no provenance file {}.prov (verify.provider helm needs the chart signed with helm package --sign)",
-                                without_credentials(&url)
-                            )));
-                        }
-                        Err(e) => return Err(to_error(e)),
-                    };
-                    let signer = verify::provenance::verify(&prov, &bytes, trust);
-                    let seconds = started.elapsed().as_secs_f64();
-                    sources.verified.ran(trust, signer.is_ok(), seconds);
-                    let signer = signer.map_err(refused)?;
-                    let done = Verified {
-                        provider: trust.provider.to_string(),
-                        digest: archive_digest,
-                        signer,
-                        at: verify::now_rfc3339(),
-                    };
-                    sources.verified.put(trust, &done);
-                    done
-                }
-            })
-        }
-    };
+    let verified = trust
+        .map(|trust| {
+            sources
+                .verified
+                .get_or_verify(&format!("sha256:{digest}"), trust, || {
+                    let what = format!("{} {} (sha256:{digest})", chart.name, entry.version);
+                    provenance(&http, &url, &bytes, trust, &shown, &what)
+                })
+        })
+        .transpose()?;
     let local = LocalChart {
         path: file,
         version: entry.version,
@@ -126,6 +77,73 @@ pub fn fetch_from_repo(
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)
+}
+
+/// A client's error as the source's (`shown`: the repository URL).
+fn source_error(shown: &str, e: HttpError) -> SourceError {
+    match e {
+        HttpError::Refused(message) => SourceError::Refused {
+            repo: shown.to_string(),
+            message,
+        },
+        HttpError::NotFound(message) | HttpError::Failed(message) => SourceError::Repo {
+            repo: shown.to_string(),
+            message,
+        },
+    }
+}
+
+/// Whether a downloaded archive of chart `name` is the index's `entry`
+/// and a sound archive.
+fn check_archive(
+    bytes: &[u8],
+    entry: &IndexEntry,
+    url: &str,
+    shown: &str,
+    name: &str,
+) -> Result<(), SourceError> {
+    let digest = hex(&Sha256::digest(bytes));
+    if !entry.digest.is_empty() && digest != entry.digest {
+        return Err(SourceError::Repo {
+            repo: shown.to_string(),
+            message: format!(
+                "{}: digest {digest} is not the index's {}",
+                without_credentials(url),
+                entry.digest
+            ),
+        });
+    }
+    archive::check(bytes).map_err(|message| SourceError::Invalid {
+        repo: shown.to_string(),
+        message: format!("{name} {}: {message}", entry.version),
+    })
+}
+
+/// Checks the `.prov` beside `url` against `archive` and `trust`; names
+/// who signed. `what`: the chart, its version and digest, for messages.
+fn provenance(
+    http: &Http,
+    url: &str,
+    archive: &[u8],
+    trust: &Trust,
+    shown: &str,
+    what: &str,
+) -> Result<String, SourceError> {
+    let refused = |message: String| SourceError::Verification {
+        repo: shown.to_string(),
+        message: format!("{what}: {message}"),
+    };
+    let prov = match http.get(&format!("{url}.prov"), verify::provenance::MAX_PROV) {
+        Ok(p) => p,
+        Err(HttpError::NotFound(_)) => {
+            return Err(refused(format!(
+                "no provenance file {}.prov (verify.provider helm needs the chart signed with helm package --sign)",
+                without_credentials(url)
+            )));
+        }
+        Err(e) => return Err(source_error(shown, e)),
+    };
+    verify::provenance::verify(&prov, archive, trust).map_err(refused)
 }
 
 /// The versions of chart `name` in `repo`'s index, read as it arrives:

@@ -131,6 +131,30 @@ impl VerifiedCache {
             .inc();
     }
 
+    /// The verification of `digest` under `trust`: remembered, or made now
+    /// by `check` (which names the signer), timed, counted and remembered.
+    pub fn get_or_verify<E>(
+        &self,
+        digest: &str,
+        trust: &Trust,
+        check: impl FnOnce() -> Result<String, E>,
+    ) -> Result<Verified, E> {
+        if let Some(done) = self.get(digest, trust) {
+            return Ok(done);
+        }
+        let started = std::time::Instant::now();
+        let signer = check();
+        self.ran(trust, signer.is_ok(), started.elapsed().as_secs_f64());
+        let done = Verified {
+            provider: trust.provider.to_string(),
+            digest: digest.to_string(),
+            signer: signer?,
+            at: now_rfc3339(),
+        };
+        self.put(trust, &done);
+        Ok(done)
+    }
+
     pub fn put(&self, trust: &Trust, verified: &Verified) {
         let mut done = self.done.lock();
         if done.len() >= Self::MAX_ENTRIES {
