@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 
-use apis::helmapp::{Dependency, HelmApp};
+use apis::helmapp::{Dependency, DependencyTarget, HelmApp};
 use apis::helmappset::HelmAppSet;
 use cache::Store;
 use kube::ResourceExt;
@@ -20,12 +20,57 @@ use super::appset::child_name;
 type Node = (String, String, String);
 
 fn node_of(dependent_ns: &str, d: &Dependency) -> Node {
-    let ns = if d.namespace.is_empty() {
+    (
+        kind_of(d),
+        namespace_of(dependent_ns, d).to_string(),
+        d.name.clone(),
+    )
+}
+
+/// The namespace `d` names: its own, else the dependent's.
+pub fn namespace_of<'a>(dependent_ns: &'a str, d: &'a Dependency) -> &'a str {
+    if d.namespace.is_empty() {
         dependent_ns
     } else {
         d.namespace.as_str()
-    };
-    (d.kind.as_str().to_string(), ns.to_string(), d.name.clone())
+    }
+}
+
+/// `HelmApp`, `HelmAppSet`, or `Kind.group` for an object (`Kind` in the
+/// core group).
+fn kind_of(d: &Dependency) -> String {
+    match d.target() {
+        DependencyTarget::HelmApp => "HelmApp".into(),
+        DependencyTarget::HelmAppSet => "HelmAppSet".into(),
+        DependencyTarget::Object { kind, .. } => match d.group() {
+            "" => kind.to_string(),
+            group => format!("{kind}.{group}"),
+        },
+    }
+}
+
+/// How `d` is filed in the HelmApps' `dependsOn` index: `HelmApp/ns/name`
+/// and `HelmAppSet/ns/name`; `Kind.group/name` for an object, whose
+/// namespace the handler compares (whether its kind is namespaced is
+/// known only from discovery).
+pub fn index_key(dependent_ns: &str, d: &Dependency) -> String {
+    match d.target() {
+        DependencyTarget::Object { .. } => format!("{}/{}", kind_of(d), d.name),
+        _ => format!(
+            "{}/{}/{}",
+            kind_of(d),
+            namespace_of(dependent_ns, d),
+            d.name
+        ),
+    }
+}
+
+/// The index key of an object of `kind` in `group` named `name`.
+pub fn object_index_key(group: &str, kind: &str, name: &str) -> String {
+    match group {
+        "" => format!("{kind}/{name}"),
+        group => format!("{kind}.{group}/{name}"),
+    }
 }
 
 /// What `node` points at.
@@ -97,9 +142,9 @@ mod tests {
 
     fn dep(kind: &str, name: &str) -> Dependency {
         Dependency {
-            kind: serde_json::from_value(serde_json::json!(kind)).unwrap(),
+            kind: kind.into(),
             name: name.into(),
-            namespace: String::new(),
+            ..Default::default()
         }
     }
 

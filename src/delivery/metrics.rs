@@ -10,6 +10,8 @@
 //! | `hossted_helmapp_ready{namespace,name,reason}` | gauge | 1 while a HelmApp's `Ready` is `True`, else 0; `reason` is its reason (`Unknown` without one) — what an alert names |
 //! | `hossted_drift_checks_total{kind}` | counter | suspect objects read and compared with their manifest |
 //! | `hossted_drift_dry_runs_total{kind}` | counter | server-side apply dry runs confirming drift (`warn` mode) |
+//! | `hossted_dependency_informers` | gauge | informers running for the kinds `dependsOn` names beyond HelmApps |
+//! | `hossted_dependency_informers_started_total` | counter | such informers started (one per kind when first named) |
 
 use apis::helmapp::HelmApp;
 use cache::Store;
@@ -258,4 +260,65 @@ impl HelmMetrics {
             .get_or_create(&[("action", action.to_string())])
             .observe(seconds);
     }
+}
+
+/// `hossted_dependency_informers` (running) or
+/// `hossted_dependency_informers_started_total`, read at each scrape.
+struct WatchedKindsMetric {
+    watched: std::sync::Weak<crate::delivery::watched_kinds::WatchedKinds>,
+    started: bool,
+}
+
+impl std::fmt::Debug for WatchedKindsMetric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WatchedKindsMetric")
+    }
+}
+
+impl TypedMetric for WatchedKindsMetric {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for WatchedKindsMetric {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (started, running) = self.watched.upgrade().map_or((0, 0), |w| w.informers());
+        if self.started {
+            prometheus_client::metrics::counter::ConstCounter::new(started).encode(encoder)
+        } else {
+            ConstGauge::new(running as i64).encode(encoder)
+        }
+    }
+
+    fn metric_type(&self) -> MetricType {
+        if self.started {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        }
+    }
+}
+
+/// Registers the gauge of running dependency informers and the counter of
+/// those started (docs/dependencies.md).
+pub fn register_watched_kinds(
+    manager: &Manager,
+    watched: &std::sync::Arc<crate::delivery::watched_kinds::WatchedKinds>,
+) {
+    let r = manager.metrics();
+    r.register(
+        "dependency_informers",
+        "Informers running for kinds dependsOn names",
+        WatchedKindsMetric {
+            watched: std::sync::Arc::downgrade(watched),
+            started: false,
+        },
+    );
+    r.register(
+        "dependency_informers_started",
+        "Informers started for kinds dependsOn names",
+        WatchedKindsMetric {
+            watched: std::sync::Arc::downgrade(watched),
+            started: true,
+        },
+    );
 }

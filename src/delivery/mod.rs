@@ -17,6 +17,7 @@ pub mod appset;
 mod children;
 mod dependencies;
 pub mod disabled;
+pub mod expressions;
 mod finalizer;
 pub mod helm;
 pub mod helmapp;
@@ -27,6 +28,7 @@ mod reachability;
 mod settings;
 pub mod source;
 pub mod tenancy;
+pub mod watched_kinds;
 pub mod webhook;
 pub mod windows;
 

@@ -16,17 +16,19 @@ use tokio::task::JoinHandle;
 use crate::reflector::{ListWatchConfig, Reflector, ReflectorStats, Sink};
 use crate::{Lister, Store, object_key};
 
-/// What an informer can mirror: a kube resource of a static kind that can be
-/// decoded, cloned and shared across threads. Implemented for every such type.
-pub trait Object:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
-}
+/// What an informer can mirror: a kube resource that can be decoded, cloned
+/// and shared across threads — of a static type, or a `DynamicObject` whose
+/// kind is known at run time ([`SharedInformer::dynamic`]). Implemented for
+/// every such type.
+pub trait Mirrored: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
 
-impl<K> Object for K where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
-}
+impl<K> Mirrored for K where K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static {}
+
+/// A [`Mirrored`] type of a static kind: what the factory shares.
+/// Implemented for every such type.
+pub trait Object: Mirrored + Resource<DynamicType = ()> {}
+
+impl<K> Object for K where K: Mirrored + Resource<DynamicType = ()> {}
 
 /// Applied to every object before it is stored or handed to handlers; where
 /// memory is won (drop `managedFields`, big annotations, payloads).
@@ -124,6 +126,7 @@ impl<K, F: FnMut(&Event<K>) + Send + 'static> EventHandler<K> for HandlerFn<F> {
 ///   `Update` (old and new the same) that often.
 pub struct SharedInformer<K: Resource> {
     kind: String,
+    api_version: String,
     api: Api<K>,
     config: ListWatchConfig,
     transform: Option<Transform<K>>,
@@ -158,8 +161,37 @@ where
         transform: Option<Transform<K>>,
         resync: Option<Duration>,
     ) -> Self {
+        Self::of_type(api, &(), config, transform, resync)
+    }
+}
+
+impl SharedInformer<kube::api::DynamicObject> {
+    /// An informer over `api`, of the kind `resource` describes (found by
+    /// discovery at run time); no resync. Not shared by the factory: its
+    /// owner starts and stops it.
+    pub fn dynamic(
+        api: Api<kube::api::DynamicObject>,
+        resource: &kube::api::ApiResource,
+        config: ListWatchConfig,
+    ) -> Self {
+        Self::of_type(api, resource, config, None, None)
+    }
+}
+
+impl<K> SharedInformer<K>
+where
+    K: Mirrored,
+{
+    fn of_type(
+        api: Api<K>,
+        dt: &K::DynamicType,
+        config: ListWatchConfig,
+        transform: Option<Transform<K>>,
+        resync: Option<Duration>,
+    ) -> Self {
         SharedInformer {
-            kind: K::kind(&()).into_owned(),
+            kind: K::kind(dt).into_owned(),
+            api_version: K::api_version(dt).into_owned(),
             api,
             config,
             transform,
@@ -352,7 +384,7 @@ fn deliver<K>(handlers: &[mpsc::Sender<Event<K>>], event: Event<K>) {
 
 impl<K> Sink<K> for SharedInformer<K>
 where
-    K: Object,
+    K: Mirrored,
 {
     fn replace(&self, objs: Vec<K>, refused: &[String]) {
         let mut objs: Vec<Arc<K>> = objs.into_iter().map(|o| self.transformed(o)).collect();
@@ -416,7 +448,7 @@ where
         );
         let hook = self.on_refused.lock().clone();
         if let Some(hook) = hook {
-            hook(&K::api_version(&()), &self.kind, refusal);
+            hook(&self.api_version, &self.kind, refusal);
         }
     }
 }

@@ -21,8 +21,8 @@ mod store;
 pub use decoded::{Refusal, decode_object};
 pub use factory::{FactoryError, InformerOptions, InformerSync, SharedInformerFactory};
 pub use informer::{
-    Event, EventHandler, HandlerFn, LAST_APPLIED, Object, RefusalHook, SharedInformer, Transform,
-    strip_bookkeeping,
+    Event, EventHandler, HandlerFn, LAST_APPLIED, Mirrored, Object, RefusalHook, SharedInformer,
+    Transform, strip_bookkeeping,
 };
 pub use lister::{Lister, NamespaceLister};
 pub use reflector::{ListWatchConfig, ReflectorStats};

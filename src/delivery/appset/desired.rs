@@ -2,7 +2,7 @@
 //! the set's `dependsOn`, `suspend` and sequence folded in, ownership — and
 //! what their `Ready` makes of the set's.
 
-use apis::helmapp::{Dependency, DependencyKind, HelmApp, HelmAppSpec};
+use apis::helmapp::{Dependency, HelmApp, HelmAppSpec};
 use apis::helmappset::{HelmAppSet, MAX_CHILD_NAME};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::ObjectMeta;
@@ -74,11 +74,7 @@ pub fn desired_spec(set: &HelmAppSet, app: &HelmAppSpec, previous: Option<&str>)
         }
     }
     if let Some(previous) = previous.filter(|_| set.spec.sequenced) {
-        spec.depends_on.push(Dependency {
-            kind: DependencyKind::HelmApp,
-            name: previous.into(),
-            namespace: String::new(),
-        });
+        spec.depends_on.push(Dependency::helmapp(previous));
     }
     spec.suspend |= set.spec.suspend;
     if spec.change_windows.is_none() {
@@ -139,7 +135,7 @@ fn why_not_ready(name: &str, child: Option<&HelmApp>) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use apis::helmapp::{Dependency, DependencyKind, HelmAppSpec};
+    use apis::helmapp::{Dependency, DependencyTarget, HelmAppSpec};
     use apis::helmappset::HelmAppSet;
     use apis::helmappset::{HelmAppSetSpec, SetApp};
 
@@ -148,11 +144,7 @@ mod tests {
             "stack",
             HelmAppSetSpec {
                 sequenced,
-                depends_on: vec![Dependency {
-                    kind: DependencyKind::HelmAppSet,
-                    name: "base".into(),
-                    namespace: String::new(),
-                }],
+                depends_on: vec![Dependency::helmappset("base")],
                 suspend: false,
                 change_windows: None,
                 apps: vec![SetApp {
@@ -170,7 +162,7 @@ mod tests {
         let app = HelmAppSpec::default();
         let first = desired_spec(&set(true), &app, None);
         assert_eq!(first.depends_on.len(), 1, "the set's own dependency");
-        assert_eq!(first.depends_on[0].kind, DependencyKind::HelmAppSet);
+        assert_eq!(first.depends_on[0].target(), DependencyTarget::HelmAppSet);
         let second = desired_spec(&set(true), &app, Some("stack-db"));
         assert_eq!(second.depends_on.len(), 2);
         assert_eq!(second.depends_on[1].name, "stack-db");

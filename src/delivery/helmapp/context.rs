@@ -54,6 +54,8 @@ pub struct Context {
     pub settings: Settings,
     /// Discovery, recent manifests and polling, for drift.
     pub drift: super::drift::shared::Shared,
+    /// The kinds `dependsOn` names beyond HelmApps: their informers.
+    pub watched: Arc<crate::delivery::watched_kinds::WatchedKinds>,
     /// Whether the API answers: no helm starts while it does not.
     pub reachability: Arc<crate::delivery::reachability::Reachability>,
     /// When this process began reconciling — it leads from then on (a

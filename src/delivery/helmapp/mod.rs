@@ -13,6 +13,7 @@
 pub mod act;
 mod adoption;
 mod context;
+mod dependency;
 mod drift;
 pub mod inputs;
 mod kstatus;
@@ -111,8 +112,13 @@ impl HelmApps {
         let ctx = &self.ctx;
         let Some(app) = ctx.apps.get(key) else {
             ctx.drift.forget(key);
+            ctx.watched.retain();
             return Ok(Action::done("gone"));
         };
+        if app.metadata.generation != ctx.status.current(&app).observed_generation {
+            // Its dependsOn may name other kinds now.
+            ctx.watched.retain();
+        }
         let deleting = app.metadata.deletion_timestamp.is_some();
         let held = app.finalizers().iter().any(|f| f == FINALIZER);
         match (deleting, held) {
@@ -194,6 +200,7 @@ pub fn controller(
         recorder: manager.recorder(),
         settings: settings.clone(),
         drift,
+        watched: watched_kinds(manager, apps.store(), wake.clone()),
         reachability: crate::delivery::reachability::Reachability::new(
             manager.client(),
             manager,
@@ -238,6 +245,23 @@ pub fn controller(
     (controller, helm)
 }
 
+/// The informers of the kinds `dependsOn` names, with their gauge and
+/// counter (`hossted_dependency_informers`,
+/// `hossted_dependency_informers_started_total`).
+fn watched_kinds(
+    manager: &Manager,
+    apps: cache::Store<HelmApp>,
+    queue: Arc<std::sync::OnceLock<Arc<runtime::RateLimitingQueue<String>>>>,
+) -> Arc<crate::delivery::watched_kinds::WatchedKinds> {
+    let watched = Arc::new(crate::delivery::watched_kinds::WatchedKinds::new(
+        manager.client(),
+        apps,
+        queue,
+    ));
+    crate::delivery::metrics::register_watched_kinds(manager, &watched);
+    watched
+}
+
 /// No helm starts while the API server does not answer: `helm` asks
 /// `reachability` right before each process starts (with the slot held: a
 /// run that waited for one may start long after it was decided).
@@ -268,14 +292,7 @@ fn index_helmapps(apps: &cache::Store<HelmApp>) {
         a.spec
             .depends_on
             .iter()
-            .map(|d| {
-                let dns = if d.namespace.is_empty() {
-                    ns.as_str()
-                } else {
-                    d.namespace.as_str()
-                };
-                format!("{}/{dns}/{}", d.kind, d.name)
-            })
+            .map(|d| crate::delivery::dependencies::index_key(&ns, d))
             .collect()
     });
     apps.add_index(DEPENDS_ON_INDEX, deps);

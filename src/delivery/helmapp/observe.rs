@@ -7,7 +7,7 @@
 use crate::cached::helm::HelmStatus;
 use std::sync::Arc;
 
-use apis::helmapp::{DependencyKind, DriftMode, HelmApp};
+use apis::helmapp::{DriftMode, HelmApp};
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
@@ -56,6 +56,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Err
         force_at: annotation(app, FORCE_AT),
         approve: annotation(app, APPROVE),
         cross_namespace: cross_namespace(ctx, app, &target),
+        invalid_expression: super::dependency::invalid_expression(app),
         dependency: None,
         inputs: None,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
@@ -90,11 +91,14 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Err
     if deleting_now {
         o.project_gone = project_gone(ctx, app).await;
     }
-    if app.metadata.deletion_timestamp.is_some() || app.spec.suspend || o.cross_namespace.is_some()
+    if app.metadata.deletion_timestamp.is_some()
+        || app.spec.suspend
+        || o.cross_namespace.is_some()
+        || o.invalid_expression.is_some()
     {
         return Ok(o);
     }
-    o.dependency = dependency(ctx, app);
+    o.dependency = super::dependency::waiting(ctx, app).await;
     if state::held_back(&o, app).is_some() {
         // Nothing below would be read: no chart is fetched for an app that
         // waits.
@@ -113,7 +117,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Err
     super::drift::observe(ctx, app, &mut o).await;
     if app.spec.wait && !super::status::is_true(&o.status, super::status::READY) {
         o.readiness_polled = true;
-        o.readiness_failed = readiness::others(ctx, &mut o).await;
+        o.readiness_failed = readiness::others(ctx, app, &mut o).await;
     }
     Ok(o)
 }
@@ -417,66 +421,11 @@ fn cross_namespace(ctx: &Context, app: &HelmApp, target: &Target) -> Option<Stri
     }
     let own_ns = app.namespace().unwrap_or_default();
     app.spec.depends_on.iter().find_map(|d| {
-        let ns = if d.namespace.is_empty() {
-            own_ns.as_str()
-        } else {
-            d.namespace.as_str()
-        };
+        let ns = crate::delivery::dependencies::namespace_of(&own_ns, d);
         tenancy
             .refuses_reference(app, ns)
             .map(|why| format!("dependsOn {ns}/{}: {why}", d.name))
     })
-}
-
-/// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
-/// reference to another namespace that is refused, a dependency that does
-/// not exist, or one that is not Ready.
-fn dependency(ctx: &Context, app: &HelmApp) -> Option<(Reason, String)> {
-    let own_ns = app.namespace().unwrap_or_default();
-    if let Some(path) = crate::delivery::dependencies::cycle_through(app, &ctx.apps, &ctx.sets) {
-        let message = format!(
-            "dependsOn makes a cycle: {}; remove one of these dependencies",
-            path.join(" → ")
-        );
-        return Some((Reason::DependencyCycle, message));
-    }
-    for d in &app.spec.depends_on {
-        let ns = if d.namespace.is_empty() {
-            own_ns.as_str()
-        } else {
-            d.namespace.as_str()
-        };
-        let key = format!("{ns}/{}", d.name);
-        let conditions = match d.kind {
-            DependencyKind::HelmApp => ctx
-                .apps
-                .get(&key)
-                .map(|a| a.status.clone().unwrap_or_default().conditions),
-            DependencyKind::HelmAppSet => ctx
-                .sets
-                .get(&key)
-                .map(|s| s.status.clone().unwrap_or_default().conditions),
-            DependencyKind::Unknown => {
-                let message = format!("dependsOn {key}: kind must be HelmApp or HelmAppSet");
-                return Some((Reason::DependencyNotFound, message));
-            }
-        };
-        match conditions {
-            None => {
-                let message = format!(
-                    "dependsOn {} {key} does not exist; installed once it does and is Ready",
-                    d.kind
-                );
-                return Some((Reason::DependencyNotFound, message));
-            }
-            Some(c) if !crate::condition::is_true(&c, "Ready") => {
-                let message = format!("waiting for {} {key} to be Ready", d.kind);
-                return Some((Reason::DependencyNotReady, message));
-            }
-            Some(_) => {}
-        }
-    }
-    None
 }
 
 /// Objects of `entry` (the release's newest revision, ours) that are not

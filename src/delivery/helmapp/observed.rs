@@ -68,6 +68,36 @@ pub struct Drifted {
     pub live: Option<Value>,
 }
 
+/// Why `dependsOn` holds a release back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Waiting {
+    pub reason: Reason,
+    pub message: String,
+    /// Read by request: nothing re-queues the HelmApp when it changes, so
+    /// it is looked at again (with backoff).
+    pub polled: bool,
+}
+
+impl Waiting {
+    /// Waits for an event of what it waits for (a HelmApp, a watched kind).
+    pub fn until_changed(reason: Reason, message: String) -> Self {
+        Waiting {
+            reason,
+            message,
+            polled: false,
+        }
+    }
+
+    /// Waits, and is looked at again with backoff.
+    pub fn polled(reason: Reason, message: String) -> Self {
+        Waiting {
+            reason,
+            message,
+            polled: true,
+        }
+    }
+}
+
 /// The chart and the hash of every input, or why they could not be had.
 #[derive(Debug)]
 pub enum Inputs {
@@ -106,8 +136,10 @@ pub struct Observed {
     pub approve: String,
     /// Why `targetNamespace` is refused, if it is.
     pub cross_namespace: Option<String>,
+    /// The first CEL expression of the spec that does not compile.
+    pub invalid_expression: Option<String>,
     /// Why `dependsOn` holds the release back, if it does.
-    pub dependency: Option<(Reason, String)>,
+    pub dependency: Option<Waiting>,
     /// `None`: not gathered, as something above already holds it back.
     pub inputs: Option<Inputs>,
     /// The newest revision in Helm's storage.

@@ -142,6 +142,15 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         } => refuse(Reason::StorageTampered, message),
         ReleaseState::Suspended => suspended(),
         ReleaseState::Refused { reason, message } => refuse(*reason, message),
+        ReleaseState::DependencyPolled {
+            reason,
+            message,
+            after,
+        } => Step::Wait {
+            reason: *reason,
+            message: message.clone(),
+            after: *after,
+        },
         ReleaseState::ChartUnavailable {
             reason,
             message,
@@ -289,6 +298,11 @@ mod tests {
                 reason: Reason::DependencyNotReady,
                 message: m(),
             },
+            S::DependencyPolled {
+                reason: Reason::Forbidden,
+                message: m(),
+                after: Duration::from_secs(2),
+            },
             S::FetchingChart,
             S::ChartUnavailable {
                 reason: Reason::ChartUnavailable,
@@ -336,6 +350,7 @@ mod tests {
                 | S::Tampered { .. }
                 | S::Suspended
                 | S::Refused { .. }
+                | S::DependencyPolled { .. }
                 | S::FetchingChart
                 | S::ChartUnavailable { .. }
                 | S::HeldByHelm

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use apis::helmapp::{HealthCheckExpr, HelmApp};
 use kube::ResourceExt;
 
 use super::context::Context;
@@ -95,12 +96,13 @@ pub fn verdict(o: &Observed, timeout: Duration) -> Option<(Reason, String, Durat
 }
 
 /// With `wait`, while the release is not Ready: its objects of kinds no
-/// cache follows, read one request each and judged by
+/// cache follows, and of kinds `healthCheckExprs` names, read one request
+/// each and judged by that kind's expressions, else by
 /// [`super::kstatus`]. Adds the ones not ready to `o.pending` and returns
 /// the first one that failed (`Stalled`/`Failed`), with its message.
 /// Until `status.inventory` lists the current revision, that is pending
 /// too (nothing can be judged ready before its objects are known).
-pub async fn others(ctx: &Context, o: &mut Observed) -> Option<String> {
+pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<String> {
     if o.status.inventory_revision != o.status.revision {
         o.pending
             .push(format!("the objects of revision {}", o.status.revision));
@@ -109,8 +111,10 @@ pub async fn others(ctx: &Context, o: &mut Observed) -> Option<String> {
     let user = o.identity.user();
     let mut failed = None;
     let none = serde_json::Value::Null;
+    let checks = &app.spec.health_check_exprs;
     for entry in &o.status.inventory {
-        if super::kstatus::without_readiness(&entry.api_version, &entry.kind) {
+        let check = super::dependency::health_check(checks, &entry.api_version, &entry.kind);
+        if check.is_none() && super::kstatus::without_readiness(&entry.api_version, &entry.kind) {
             continue;
         }
         let object = Object {
@@ -123,7 +127,7 @@ pub async fn others(ctx: &Context, o: &mut Observed) -> Option<String> {
         };
         let name = format!("{} {}", entry.kind, entry.name);
         match ctx.drift.read(&ctx.client, &object).await {
-            Ok(Some(live)) => match super::kstatus::readiness(&live) {
+            Ok(Some(live)) => match judge(check, live).await {
                 Readiness::Ready => {}
                 Readiness::Pending(_) => o.pending.push(name),
                 Readiness::Failed(why) => {
@@ -139,4 +143,15 @@ pub async fn others(ctx: &Context, o: &mut Observed) -> Option<String> {
     }
     o.pending.sort();
     failed
+}
+
+/// `live` judged by its kind's `healthCheckExprs` entry, else by kstatus.
+/// An expression that cannot be evaluated fails the object, saying why.
+async fn judge(check: Option<&HealthCheckExpr>, live: serde_json::Value) -> Readiness {
+    match check {
+        Some(check) => super::dependency::health(check, live)
+            .await
+            .unwrap_or_else(|e| Readiness::Failed(e.to_string())),
+        None => super::kstatus::readiness(&live),
+    }
 }

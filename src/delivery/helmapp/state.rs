@@ -25,6 +25,14 @@ pub enum ReleaseState {
     /// Held back by something only a change can fix (or that re-queues it
     /// when it changes): a refused reference, a dependency, invalid values.
     Refused { reason: Reason, message: String },
+    /// Waits for a dependency read by request (its kind is not watched, it
+    /// may not be read, its expression failed): looked at again after
+    /// `after`.
+    DependencyPolled {
+        reason: Reason,
+        message: String,
+        after: Duration,
+    },
     /// The chart is being fetched; the fetch re-queues when it ends.
     FetchingChart,
     /// The chart cannot be had (`reason`: `ChartUnavailable`,
@@ -134,12 +142,45 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
             message: message.clone(),
         });
     }
-    o.dependency
-        .as_ref()
-        .map(|(reason, message)| ReleaseState::Refused {
-            reason: *reason,
+    if let Some(message) = &o.invalid_expression {
+        return Some(ReleaseState::Refused {
+            reason: Reason::InvalidExpression,
             message: message.clone(),
+        });
+    }
+    let waiting = o.dependency.as_ref()?;
+    Some(if waiting.polled {
+        ReleaseState::DependencyPolled {
+            reason: waiting.reason,
+            message: waiting.message.clone(),
+            after: poll_after(waited(o, waiting.reason)),
+        }
+    } else {
+        ReleaseState::Refused {
+            reason: waiting.reason,
+            message: waiting.message.clone(),
+        }
+    })
+}
+
+/// How long `Ready` has said `reason`.
+fn waited(o: &Observed, reason: Reason) -> Duration {
+    o.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == READY && c.reason == reason.as_str())
+        .and_then(|c| {
+            let since = c.last_transition_time.0.as_millisecond();
+            u64::try_from(o.now.timestamp_millis() - since).ok()
         })
+        .map(Duration::from_millis)
+        .unwrap_or_default()
+}
+
+/// How soon a dependency read by request is read again: 2 s, growing with
+/// the time already waited (a quarter of it), at most a minute.
+pub fn poll_after(waited: Duration) -> Duration {
+    (waited / 4).clamp(Duration::from_secs(2), Duration::from_secs(60))
 }
 
 /// The state of `app`'s release (see the module docs), held to its change

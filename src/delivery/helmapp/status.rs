@@ -21,6 +21,8 @@ pub enum Reason {
     OutsideChangeWindow,
     InvalidChangeWindow,
     ForcedOutsideChangeWindow,
+    InvalidExpression,
+    ExpressionCostExceeded,
     ValuesInvalid,
     PostRendererInvalid,
     ReleaseLocked,
@@ -77,7 +79,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 59] = [
+    pub const ALL: [Reason; 61] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -89,6 +91,8 @@ impl Reason {
         Reason::VerificationFailed,
         Reason::OutsideChangeWindow,
         Reason::InvalidChangeWindow,
+        Reason::InvalidExpression,
+        Reason::ExpressionCostExceeded,
         Reason::ForcedOutsideChangeWindow,
         Reason::ValuesInvalid,
         Reason::PostRendererInvalid,
@@ -153,6 +157,8 @@ impl Reason {
             VerificationFailed => "VerificationFailed",
             OutsideChangeWindow => "OutsideChangeWindow",
             InvalidChangeWindow => "InvalidChangeWindow",
+            InvalidExpression => "InvalidExpression",
+            ExpressionCostExceeded => "ExpressionCostExceeded",
             ForcedOutsideChangeWindow => "ForcedOutsideChangeWindow",
             ValuesInvalid => "ValuesInvalid",
             PostRendererInvalid => "PostRendererInvalid",

@@ -95,6 +95,12 @@ pub struct HelmAppSpec {
     /// Install only after these are Ready.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub depends_on: Vec<Dependency>,
+    /// CEL health checks by kind, for the release's own objects (with
+    /// `wait`) and for `dependsOn` objects: instead of kstatus for that
+    /// kind (docs/dependencies.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50))]
+    pub health_check_exprs: Vec<HealthCheckExpr>,
     /// Ready only when the release's workloads are ready.
     #[serde(default)]
     pub wait: bool,
@@ -261,10 +267,6 @@ spelled!(
 spelled!(
     /// Where a `valuesFrom` document is.
     ValuesKind { Secret = "Secret", ConfigMap = "ConfigMap" } default Secret
-);
-spelled!(
-    /// What a `dependsOn` entry names.
-    DependencyKind { HelmApp = "HelmApp", HelmAppSet = "HelmAppSet" } default HelmApp
 );
 spelled!(
     /// What is done about drift.

@@ -107,15 +107,106 @@ pub struct ValuesReference {
     pub target_path: String,
 }
 
-/// Something that must be Ready first.
+/// Something that must be Ready first: a HelmApp or HelmAppSet (the
+/// default kind, `apiVersion` left out), or any object named by
+/// `apiVersion` and `kind` (docs/dependencies.md).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Dependency {
-    /// `HelmApp` or `HelmAppSet`.
-    #[serde(default)]
-    #[schemars(with = "String", default = "default_dependency_kind")]
-    pub kind: DependencyKind,
+    /// Empty for a HelmApp or HelmAppSet; the object's API version
+    /// (`postgresql.cnpg.io/v1`, `v1`) otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
+    pub api_version: String,
+    /// `HelmApp` (default), `HelmAppSet`, or the object's kind.
+    #[serde(default = "default_dependency_kind")]
+    #[schemars(length(max = 63))]
+    pub kind: String,
     pub name: String,
-    /// Default: the namespace of the one that depends.
+    /// Default: the namespace of the one that depends (ignored for a
+    /// cluster-scoped kind).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
+    /// A CEL expression over `dep` (the object) and `self` (this
+    /// HelmApp) that says when the dependency is ready enough; instead of
+    /// `healthCheckExprs` or kstatus.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub ready_expr: String,
+}
+
+/// What a `dependsOn` entry names, read from its `apiVersion` and `kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DependencyTarget<'a> {
+    HelmApp,
+    HelmAppSet,
+    /// An object of any other kind (`api_version` may be empty: an
+    /// error the operator reports).
+    Object {
+        api_version: &'a str,
+        kind: &'a str,
+    },
+}
+
+/// The API group of HelmApps and HelmAppSets.
+const OWN_GROUP: &str = "hossted.com";
+
+impl Dependency {
+    /// A HelmApp of that name (the namespace: the dependent's).
+    pub fn helmapp(name: impl Into<String>) -> Self {
+        Dependency {
+            kind: "HelmApp".into(),
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A HelmAppSet of that name (the namespace: the dependent's).
+    pub fn helmappset(name: impl Into<String>) -> Self {
+        Dependency {
+            kind: "HelmAppSet".into(),
+            ..Dependency::helmapp(name)
+        }
+    }
+
+    /// What this entry names.
+    pub fn target(&self) -> DependencyTarget<'_> {
+        let group = self.api_version.rsplit_once('/').map(|(g, _)| g);
+        let ours = self.api_version.is_empty() || group == Some(OWN_GROUP);
+        match self.kind.as_str() {
+            "HelmApp" if ours => DependencyTarget::HelmApp,
+            "HelmAppSet" if ours => DependencyTarget::HelmAppSet,
+            kind => DependencyTarget::Object {
+                api_version: &self.api_version,
+                kind,
+            },
+        }
+    }
+
+    /// The API group of an object dependency (`""`: the core group).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group)
+    }
+}
+
+/// How objects of one kind are judged, by CEL expressions over `self`
+/// (the object): `failed` true → failed; `inProgress` true → not yet;
+/// `current` true → ready; else not yet (Flux's `healthCheckExprs`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheckExpr {
+    #[schemars(length(max = 253))]
+    pub api_version: String,
+    #[schemars(length(max = 63))]
+    pub kind: String,
+    #[schemars(length(max = 4096))]
+    pub current: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub in_progress: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub failed: String,
 }

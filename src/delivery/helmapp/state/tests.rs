@@ -7,6 +7,7 @@ use chrono::{TimeZone, Utc};
 
 use super::*;
 use crate::delivery::helmapp::inputs::ChartProblem;
+use crate::delivery::helmapp::observed::Waiting;
 use crate::delivery::helmapp::status::{READY, RELEASED, Reason, set};
 use crate::delivery::helmapp::target::Target;
 use crate::delivery::source::LocalChart;
@@ -48,6 +49,7 @@ pub(super) fn observed() -> Observed {
         force_at: String::new(),
         approve: String::new(),
         cross_namespace: None,
+        invalid_expression: None,
         dependency: None,
         inputs: Some(Inputs::Ready {
             chart: LocalChart {
@@ -186,7 +188,10 @@ fn deletion_suspension_references_and_inputs_come_first() {
             "suspended comes before anything",
             app(|a| a.spec.suspend = true),
             Observed {
-                dependency: Some((Reason::DependencyNotFound, "x".into())),
+                dependency: Some(Waiting::until_changed(
+                    Reason::DependencyNotFound,
+                    "x".into(),
+                )),
                 ..observed()
             },
             |s| *s == S::Suspended,
@@ -196,7 +201,7 @@ fn deletion_suspension_references_and_inputs_come_first() {
             plain.clone(),
             Observed {
                 cross_namespace: Some("no".into()),
-                dependency: Some((Reason::DependencyCycle, "x".into())),
+                dependency: Some(Waiting::until_changed(Reason::DependencyCycle, "x".into())),
                 ..observed()
             },
             |s| {
@@ -210,10 +215,46 @@ fn deletion_suspension_references_and_inputs_come_first() {
             },
         ),
         (
+            "an expression that does not compile holds it back before its dependencies",
+            plain.clone(),
+            Observed {
+                invalid_expression: Some("dependsOn[0].readyExpr: syntax error".into()),
+                dependency: Some(Waiting::polled(Reason::Forbidden, "x".into())),
+                ..observed()
+            },
+            |s| {
+                matches!(
+                    s,
+                    S::Refused {
+                        reason: Reason::InvalidExpression,
+                        ..
+                    }
+                )
+            },
+        ),
+        (
+            "a dependency read by request is looked at again, soon at first",
+            plain.clone(),
+            Observed {
+                dependency: Some(Waiting::polled(Reason::Forbidden, "x".into())),
+                ..observed()
+            },
+            |s| {
+                *s == S::DependencyPolled {
+                    reason: Reason::Forbidden,
+                    message: "x".into(),
+                    after: Duration::from_secs(2),
+                }
+            },
+        ),
+        (
             "a dependency not ready holds it back",
             plain.clone(),
             Observed {
-                dependency: Some((Reason::DependencyNotReady, "x".into())),
+                dependency: Some(Waiting::until_changed(
+                    Reason::DependencyNotReady,
+                    "x".into(),
+                )),
                 ..observed()
             },
             |s| {
@@ -530,7 +571,10 @@ fn only_what_holds_an_app_back_is_decided_before_its_chart_is_fetched() {
     let plain = app(|_| {});
     assert_eq!(held_back(&observed(), &plain), None);
     let waiting = Observed {
-        dependency: Some((Reason::DependencyNotFound, "x".into())),
+        dependency: Some(Waiting::until_changed(
+            Reason::DependencyNotFound,
+            "x".into(),
+        )),
         ..observed()
     };
     assert!(held_back(&waiting, &plain).is_some());

@@ -1,0 +1,272 @@
+//! What `dependsOn` and the CEL expressions of a HelmApp hold it back for
+//! (docs/dependencies.md): read here, decided by `super::state`.
+//!
+//! A HelmApp or HelmAppSet dependency is Ready by its `Ready` condition. An
+//! object of any other kind is ready, in this order, by its `readyExpr`,
+//! by the `healthCheckExprs` entry of its kind, or by kstatus.
+
+use apis::helmapp::{Dependency, DependencyTarget, HealthCheckExpr, HelmApp};
+use kube::ResourceExt;
+use serde_json::Value;
+
+use super::context::Context;
+use super::kstatus::{self, Readiness};
+use super::observed::Waiting;
+use super::status::Reason;
+use crate::delivery::dependencies::{cycle_through, namespace_of};
+use crate::delivery::expressions::{self, ExprError, Truth};
+use crate::delivery::watched_kinds::{Found, gvk_of};
+
+/// The first expression of `app` that does not compile: `InvalidExpression`
+/// with the field, line and column. Checked before anything is read.
+pub fn invalid_expression(app: &HelmApp) -> Option<String> {
+    let ready = app
+        .spec
+        .depends_on
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| !d.ready_expr.is_empty())
+        .map(|(i, d)| (format!("dependsOn[{i}].readyExpr"), &d.ready_expr));
+    let health = app
+        .spec
+        .health_check_exprs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, h)| {
+            [
+                ("current", &h.current),
+                ("inProgress", &h.in_progress),
+                ("failed", &h.failed),
+            ]
+            .into_iter()
+            .filter(|(_, e)| !e.is_empty())
+            .map(move |(f, e)| (format!("healthCheckExprs[{i}].{f}"), e))
+        });
+    ready
+        .chain(health)
+        .find_map(|(field, source)| expressions::compile(&field, source).err())
+        .map(|e| e.to_string())
+}
+
+/// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
+/// dependency that does not exist, may not be read, or is not ready.
+pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
+    if let Some(path) = cycle_through(app, &ctx.apps, &ctx.sets) {
+        let message = format!(
+            "dependsOn makes a cycle: {}; remove one of these dependencies",
+            path.join(" → ")
+        );
+        return Some(Waiting::until_changed(Reason::DependencyCycle, message));
+    }
+    let own_ns = app.namespace().unwrap_or_default();
+    for (i, d) in app.spec.depends_on.iter().enumerate() {
+        let ns = namespace_of(&own_ns, d);
+        let waits = match d.target() {
+            DependencyTarget::HelmApp => helmapp_like(ctx.apps.get(&key(ns, d)), "HelmApp", ns, d),
+            DependencyTarget::HelmAppSet => {
+                helmapp_like(ctx.sets.get(&key(ns, d)), "HelmAppSet", ns, d)
+            }
+            DependencyTarget::Object { .. } => object(ctx, app, i, d, ns).await,
+        };
+        if waits.is_some() {
+            return waits;
+        }
+    }
+    None
+}
+
+fn key(ns: &str, d: &Dependency) -> String {
+    format!("{ns}/{}", d.name)
+}
+
+/// A HelmApp or HelmAppSet dependency: there, and `Ready`.
+fn helmapp_like<K: kube::Resource + HasConditions>(
+    found: Option<std::sync::Arc<K>>,
+    kind: &str,
+    ns: &str,
+    d: &Dependency,
+) -> Option<Waiting> {
+    let key = key(ns, d);
+    match found {
+        None => Some(Waiting::until_changed(
+            Reason::DependencyNotFound,
+            format!("dependsOn {kind} {key} does not exist; installed once it does and is Ready"),
+        )),
+        Some(o) if !crate::condition::is_true(o.conditions(), "Ready") => {
+            Some(Waiting::until_changed(
+                Reason::DependencyNotReady,
+                format!("waiting for {kind} {key} to be Ready"),
+            ))
+        }
+        Some(_) => None,
+    }
+}
+
+/// What carries a `Ready` condition.
+trait HasConditions {
+    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition];
+}
+
+impl HasConditions for HelmApp {
+    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+        self.status.as_ref().map_or(&[], |s| &s.conditions)
+    }
+}
+
+impl HasConditions for apis::helmappset::HelmAppSet {
+    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+        self.status.as_ref().map_or(&[], |s| &s.conditions)
+    }
+}
+
+/// An object dependency, read as `app`'s identity.
+async fn object(
+    ctx: &Context,
+    app: &HelmApp,
+    i: usize,
+    d: &Dependency,
+    ns: &str,
+) -> Option<Waiting> {
+    let Some(gvk) = gvk_of(d) else {
+        return Some(Waiting::until_changed(
+            Reason::DependencyNotFound,
+            format!(
+                "dependsOn[{i}]: kind {} needs an apiVersion (HelmApp and HelmAppSet are the only kinds without one)",
+                d.kind
+            ),
+        ));
+    };
+    let user = ctx.settings.tenancy.identity(app).user();
+    let lookup = ctx.watched.get(&gvk, ns, &d.name, user.as_deref()).await;
+    let what = format!("{} {}/{}", d.kind, ns, d.name);
+    let poll = |reason, message: String| {
+        if lookup.polled {
+            Waiting::polled(reason, message)
+        } else {
+            Waiting::until_changed(reason, message)
+        }
+    };
+    let object = match lookup.found {
+        Found::Object(object) => object,
+        Found::Absent => {
+            return Some(poll(
+                Reason::DependencyNotFound,
+                format!("dependsOn {what} does not exist; installed once it does and is ready"),
+            ));
+        }
+        Found::Unsynced => {
+            return Some(Waiting::polled(
+                Reason::DependencyNotReady,
+                format!("dependsOn {what}: its kind is being listed"),
+            ));
+        }
+        Found::Forbidden(message) => {
+            let who = ctx.settings.tenancy.identity(app);
+            return Some(Waiting::polled(
+                Reason::Forbidden,
+                format!(
+                    "dependsOn {what}: {who} may not read it ({message}); give it get on that kind in a Role"
+                ),
+            ));
+        }
+        Found::NoSuchKind(message) => {
+            return Some(Waiting::polled(
+                Reason::DependencyNotFound,
+                format!("dependsOn {what}: {message}"),
+            ));
+        }
+        Found::Failed(message) => {
+            return Some(Waiting::polled(
+                Reason::DependencyNotReady,
+                format!("dependsOn {what}: cannot be read: {message}"),
+            ));
+        }
+    };
+    let field = format!("dependsOn[{i}].readyExpr");
+    let verdict = if !d.ready_expr.is_empty() {
+        let this = serde_json::to_value(app).unwrap_or(Value::Null);
+        let vars = vec![("dep", object), ("self", this)];
+        match expressions::evaluate(&field, &d.ready_expr, vars).await {
+            Ok(Truth::Yes) => Readiness::Ready,
+            Ok(Truth::No) => {
+                Readiness::Pending(format!("its readyExpr is false ({})", d.ready_expr))
+            }
+            Ok(Truth::NotYet(key)) => {
+                Readiness::Pending(format!("its readyExpr reads {key}, not there yet"))
+            }
+            Err(e) => return Some(Waiting::polled(expression_reason(&e), e.to_string())),
+        }
+    } else if let Some(check) = health_check(&app.spec.health_check_exprs, &d.api_version, &d.kind)
+    {
+        match health(check, object).await {
+            Ok(r) => r,
+            Err(e) => return Some(Waiting::polled(expression_reason(&e), e.to_string())),
+        }
+    } else {
+        kstatus::readiness(&object)
+    };
+    match verdict {
+        Readiness::Ready => None,
+        Readiness::Pending(why) => Some(poll(
+            Reason::DependencyNotReady,
+            format!("waiting for {what} to be ready: {why}"),
+        )),
+        Readiness::Failed(why) => Some(poll(
+            Reason::DependencyNotReady,
+            format!("dependsOn {what} failed: {why}"),
+        )),
+    }
+}
+
+/// The reason for an expression that could not be used.
+pub fn expression_reason(e: &ExprError) -> Reason {
+    if e.is_bound() {
+        Reason::ExpressionCostExceeded
+    } else {
+        Reason::InvalidExpression
+    }
+}
+
+/// The `healthCheckExprs` entry of a kind, if any.
+pub fn health_check<'a>(
+    checks: &'a [HealthCheckExpr],
+    api_version: &str,
+    kind: &str,
+) -> Option<&'a HealthCheckExpr> {
+    checks
+        .iter()
+        .find(|h| h.api_version == api_version && h.kind == kind)
+}
+
+/// `object` judged by `check`: `failed`, then `inProgress`, then
+/// `current`; none true: not yet. A field not there yet: not yet.
+pub async fn health(check: &HealthCheckExpr, object: Value) -> Result<Readiness, ExprError> {
+    let field = |f: &str| format!("healthCheckExprs[{} {}].{f}", check.api_version, check.kind);
+    let is = |name: &'static str, source: &str| {
+        let (field, source, object) = (field(name), source.to_string(), object.clone());
+        async move {
+            if source.is_empty() {
+                return Ok(Truth::No);
+            }
+            expressions::evaluate(&field, &source, vec![("self", object)]).await
+        }
+    };
+    if is("failed", &check.failed).await? == Truth::Yes {
+        return Ok(Readiness::Failed(format!(
+            "its failed expression is true ({})",
+            check.failed
+        )));
+    }
+    if is("inProgress", &check.in_progress).await? == Truth::Yes {
+        return Ok(Readiness::Pending(
+            "its inProgress expression is true".into(),
+        ));
+    }
+    Ok(match is("current", &check.current).await? {
+        Truth::Yes => Readiness::Ready,
+        Truth::No => Readiness::Pending("its current expression is false".into()),
+        Truth::NotYet(key) => {
+            Readiness::Pending(format!("its current expression reads {key}, not there yet"))
+        }
+    })
+}
