@@ -3,6 +3,7 @@
 
 mod actions;
 mod approval;
+mod dependencies;
 mod digests;
 mod drift;
 mod faults;
