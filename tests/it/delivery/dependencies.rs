@@ -90,7 +90,8 @@ async fn a_helmapp_waits_for_a_custom_resource_by_kstatus_or_by_its_ready_expr()
     gadget_crd(&f).await;
     gadget(&f, "db", json!({}), ready_condition("False")).await;
     // kstatus would call this one ready (Ready=True); its readyExpr does not.
-    let running_soon = json!({ "phase": "Starting", "conditions": ready_condition("True")["conditions"] });
+    let running_soon =
+        json!({ "phase": "Starting", "conditions": ready_condition("True")["conditions"] });
     gadget(&f, "queue", json!({}), running_soon).await;
     let operator = f.start_delivery().await;
     apply(
@@ -138,7 +139,10 @@ async fn a_helmapp_waits_for_a_custom_resource_by_kstatus_or_by_its_ready_expr()
     })
     .await;
     assert_eq!(
-        sample(&operator.scrape(), "hossted_dependency_informers_started_total"),
+        sample(
+            &operator.scrape(),
+            "hossted_dependency_informers_started_total"
+        ),
         Some(1.0),
         "started once for both apps"
     );
@@ -252,7 +256,13 @@ async fn a_syntax_error_names_its_column_and_a_costly_expression_stops_at_the_li
     f.namespace(NS).await;
     gadget_crd(&f).await;
     let items: Vec<i64> = (0..2_000).collect();
-    gadget(&f, "big", json!({ "items": items }), json!({ "phase": "Running" })).await;
+    gadget(
+        &f,
+        "big",
+        json!({ "items": items }),
+        json!({ "phase": "Running" }),
+    )
+    .await;
     let (wrapper, log) = counting_helm(&f);
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
@@ -281,11 +291,7 @@ async fn a_syntax_error_names_its_column_and_a_costly_expression_stops_at_the_li
     );
     assert_eq!(column_of(&message), Some(21), "the `)`: {message}");
     holds(&f, &operator, "costly", "ExpressionCostExceeded").await;
-    assert!(
-        runs_in(&log).is_empty(),
-        "no helm ran: {:?}",
-        runs_in(&log)
-    );
+    assert!(runs_in(&log).is_empty(), "no helm ran: {:?}", runs_in(&log));
     // Mended, it proceeds.
     patch(
         &f,

@@ -118,3 +118,40 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
     );
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_deny_window_inside_an_allow_window_wins_until_it_ends() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    // Allowed all day, every day; denied from now for 8 s.
+    let denied_from = Utc::now().with_nanosecond(0).unwrap();
+    let denied_until = denied_from + chrono::Duration::seconds(8);
+    let windows = json!({
+        "allow": [{ "schedule": "0 0 * * *", "duration": "24h" }],
+        "deny": [{ "schedule": cron_at(denied_from), "duration": "8s" }],
+    });
+    apply(
+        &f,
+        "denied",
+        json!({ "chart": { "path": "tiny" }, "changeWindows": windows }),
+    )
+    .await;
+    let waiting = envtest::eventually("denied waits", 30, || async {
+        let app = get(&f, "denied").await?;
+        (released_condition(&app) == ("False".into(), "OutsideChangeWindow".into())).then_some(app)
+    })
+    .await;
+    assert_eq!(
+        waiting.status.unwrap().next_window,
+        denied_until.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "the deny window's end is when changes may run"
+    );
+    let installed = ready(&f, "denied", "InstallSucceeded", 1).await;
+    let ran_at: chrono::DateTime<Utc> = installed.status.unwrap().history[0].time.parse().unwrap();
+    assert!(
+        ran_at >= denied_until,
+        "ran at {ran_at}, the deny window ended at {denied_until}"
+    );
+    operator.stop().await;
+}
