@@ -81,6 +81,10 @@ pub struct WatchedKinds {
     /// `(user, kind, namespace, name)` → when the user was last seen
     /// allowed to read it.
     allowed: Mutex<HashMap<(String, GroupVersionKind, String, String), Instant>>,
+    /// Held while a kind is looked up and its informer started, so that
+    /// reconciles naming a new kind at once start one informer, not one
+    /// each.
+    starting: tokio::sync::Mutex<()>,
     started: AtomicU64,
 }
 
@@ -96,6 +100,7 @@ impl WatchedKinds {
             queue,
             kinds: Mutex::default(),
             allowed: Mutex::default(),
+            starting: tokio::sync::Mutex::new(()),
             started: AtomicU64::new(0),
         }
     }
@@ -183,7 +188,12 @@ impl WatchedKinds {
             return Found::Failed(e);
         }
         match self.client.request::<Value>(request).await {
-            Ok(object) => Found::Object(object),
+            Ok(mut object) => {
+                if is_secret(&kind.resource) {
+                    blank_values(&mut object);
+                }
+                Found::Object(object)
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => Found::Absent,
             Err(kube::Error::Api(e)) if e.code == 403 => Found::Forbidden(e.message),
             Err(e) => Found::Failed(e.to_string()),
@@ -193,6 +203,10 @@ impl WatchedKinds {
     /// The kind `gvk`, found by discovery and its informer started on
     /// first use.
     async fn kind(&self, gvk: &GroupVersionKind) -> Result<Arc<Kind>, Found> {
+        if let Some(kind) = self.kinds.lock().get(gvk) {
+            return Ok(kind.clone());
+        }
+        let _one_at_a_time = self.starting.lock().await;
         if let Some(kind) = self.kinds.lock().get(gvk) {
             return Ok(kind.clone());
         }
@@ -221,15 +235,7 @@ impl WatchedKinds {
             namespaced,
             informer,
         });
-        let mut kinds = self.kinds.lock();
-        // Another reconcile may have started it meanwhile: keep that one.
-        if let Some(existing) = kinds.get(gvk) {
-            if let Some(informer) = &kind.informer {
-                informer.stop();
-            }
-            return Ok(existing.clone());
-        }
-        kinds.insert(gvk.clone(), kind.clone());
+        self.kinds.lock().insert(gvk.clone(), kind.clone());
         Ok(kind)
     }
 
@@ -267,11 +273,8 @@ impl WatchedKinds {
         namespaced: bool,
     ) -> Arc<SharedInformer<DynamicObject>> {
         let api = Api::all_with(self.client.clone(), resource);
-        let informer = Arc::new(SharedInformer::dynamic(
-            api,
-            resource,
-            ListWatchConfig::default(),
-        ));
+        let (config, transform) = kept_of(resource);
+        let informer = Arc::new(SharedInformer::dynamic(api, resource, config, transform));
         let apps = self.apps.clone();
         let queue = self.queue.clone();
         let group = gvk.group.clone();
@@ -344,6 +347,45 @@ impl WatchedKinds {
     }
 }
 
+/// What an informer of `resource` lists, and what it keeps of each object.
+/// Secrets and ConfigMaps: not Helm's release storage (large, and nobody's
+/// dependency); of a Secret, its keys only — its values are never held
+/// (an expression sees them empty).
+fn kept_of(resource: &ApiResource) -> (ListWatchConfig, Option<cache::Transform<DynamicObject>>) {
+    let mut config = ListWatchConfig::default();
+    if !resource.group.is_empty() {
+        return (config, None);
+    }
+    match resource.kind.as_str() {
+        "Secret" | "ConfigMap" => config.label_selector = Some("owner!=helm".into()),
+        _ => return (config, None),
+    }
+    if !is_secret(resource) {
+        return (config, None);
+    }
+    let transform: cache::Transform<DynamicObject> = Arc::new(|mut secret: DynamicObject| {
+        blank_values(&mut secret.data);
+        secret
+    });
+    (config, Some(transform))
+}
+
+fn is_secret(resource: &ApiResource) -> bool {
+    resource.group.is_empty() && resource.kind == "Secret"
+}
+
+/// Empties the values of a Secret's `data` and `stringData` (`fields`: the
+/// object, or its fields beside `metadata`), keeping the keys.
+fn blank_values(fields: &mut Value) {
+    for field in ["data", "stringData"] {
+        if let Some(Value::Object(values)) = fields.get_mut(field) {
+            for value in values.values_mut() {
+                *value = Value::String(String::new());
+            }
+        }
+    }
+}
+
 /// The kind an object dependency names (`None`: a HelmApp or HelmAppSet,
 /// or no `apiVersion`).
 pub fn gvk_of(d: &apis::helmapp::Dependency) -> Option<GroupVersionKind> {
@@ -360,5 +402,65 @@ fn to_json(object: &DynamicObject) -> Found {
     match serde_json::to_value(object) {
         Ok(v) => Found::Object(v),
         Err(e) => Found::Failed(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn resource(group: &str, kind: &str) -> ApiResource {
+        let gvk = GroupVersionKind::gvk(group, "v1", kind);
+        ApiResource::from_gvk(&gvk)
+    }
+
+    #[test]
+    fn a_secret_keeps_its_keys_and_never_its_values_and_helm_storage_is_not_listed() {
+        let (config, transform) = kept_of(&resource("", "Secret"));
+        assert_eq!(config.label_selector.as_deref(), Some("owner!=helm"));
+        let secret: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "tls" },
+            "type": "kubernetes.io/tls",
+            "data": { "tls.crt": "c2VjcmV0", "tls.key": "a2V5" } }))
+        .unwrap();
+        let kept = transform.expect("a transform for Secrets")(secret);
+        assert_eq!(kept.data["data"], json!({ "tls.crt": "", "tls.key": "" }));
+        assert_eq!(kept.data["type"], "kubernetes.io/tls");
+        let mut read = json!({ "kind": "Secret", "stringData": { "password": "hunter2" } });
+        blank_values(&mut read);
+        assert_eq!(read["stringData"]["password"], "");
+
+        let (config, transform) = kept_of(&resource("", "ConfigMap"));
+        assert_eq!(config.label_selector.as_deref(), Some("owner!=helm"));
+        assert!(transform.is_none(), "a ConfigMap's data is kept");
+        let (config, transform) = kept_of(&resource("example.hossted.com", "Secret"));
+        assert!(config.label_selector.is_none() && transform.is_none());
+    }
+
+    #[test]
+    fn an_object_dependency_names_its_group_version_and_kind() {
+        let d = |api_version: &str, kind: &str| apis::helmapp::Dependency {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: "x".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            gvk_of(&d("postgresql.cnpg.io/v1", "Cluster")),
+            Some(GroupVersionKind::gvk("postgresql.cnpg.io", "v1", "Cluster"))
+        );
+        assert_eq!(
+            gvk_of(&d("v1", "Secret")),
+            Some(GroupVersionKind::gvk("", "v1", "Secret"))
+        );
+        assert_eq!(gvk_of(&d("", "HelmApp")), None);
+        assert_eq!(gvk_of(&d("hossted.com/v1alpha1", "HelmAppSet")), None);
+        assert_eq!(gvk_of(&d("", "Cluster")), None, "no apiVersion: reported");
+        assert_eq!(
+            gvk_of(&d("other.io/v1", "HelmApp")),
+            Some(GroupVersionKind::gvk("other.io", "v1", "HelmApp")),
+            "another group's HelmApp is an object"
+        );
     }
 }

@@ -173,8 +173,9 @@ impl SharedInformer<kube::api::DynamicObject> {
         api: Api<kube::api::DynamicObject>,
         resource: &kube::api::ApiResource,
         config: ListWatchConfig,
+        transform: Option<Transform<kube::api::DynamicObject>>,
     ) -> Self {
-        Self::of_type(api, resource, config, None, None)
+        Self::of_type(api, resource, config, transform, None)
     }
 }
 

@@ -303,3 +303,25 @@ async fn a_syntax_error_names_its_column_and_a_costly_expression_stops_at_the_li
     ready(&f, "typo", "InstallSucceeded", 1).await;
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_secret_another_controller_writes_is_waited_for_and_its_values_never_held() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    // The expression holds only if the operator kept the key and not the
+    // value (what an expression sees of a Secret).
+    let tls = json!({ "apiVersion": "v1", "kind": "Secret", "name": "web-tls",
+        "readyExpr": "'tls.crt' in dep.data && dep.data['tls.crt'] == ''" });
+    apply(
+        &f,
+        "web",
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [tls] }),
+    )
+    .await;
+    holds(&f, &operator, "web", "DependencyNotFound").await;
+    f.secret(NS, "web-tls", &[("tls.crt", "certificate bytes")])
+        .await;
+    ready(&f, "web", "InstallSucceeded", 1).await;
+    operator.stop().await;
+}
