@@ -57,8 +57,9 @@ pub use context::{Context, Members};
 pub use pushed::Nudge;
 pub use target::Target;
 
-/// A plan that unlocks a release plans again; nothing needs more steps.
-const MAX_STEPS: usize = 3;
+/// The most steps one reconcile takes: unlock, record or render a run of
+/// ours, then install or upgrade, test, and what its end calls for.
+const MAX_STEPS: usize = 6;
 
 /// The HelmApp controller's [`Reconciler`].
 pub struct HelmApps {
@@ -134,11 +135,14 @@ impl HelmApps {
         let mut settled = false;
         for _ in 0..MAX_STEPS {
             let step = plan::next(&state::state(&observed, &app), &app);
-            settled = step.settles_approval();
+            settled |= step.settles_approval();
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
             }
+        }
+        if observed.helm_ran {
+            act::record_storage(ctx, &app, &mut observed).await;
         }
         if settled && !deleting {
             act::settle_approval(&app, &mut observed);

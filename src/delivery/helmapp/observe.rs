@@ -59,6 +59,8 @@ pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Err
         invalid_expression: super::dependency::invalid_expression(app),
         dependency: None,
         inputs: None,
+        run_ended: None,
+        helm_ran: false,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
         newest,

@@ -68,6 +68,43 @@ pub struct Drifted {
     pub live: Option<Value>,
 }
 
+/// Which helm run made or tried a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    Install,
+    Upgrade,
+    /// The same inputs again, because objects of the release were deleted.
+    Repair,
+}
+
+impl RunKind {
+    /// helm's word for it (a repair is an upgrade).
+    pub fn action(self) -> &'static str {
+        match self {
+            RunKind::Install => "install",
+            RunKind::Upgrade | RunKind::Repair => "upgrade",
+        }
+    }
+}
+
+/// What a helm run of this reconcile came to, when what follows depends on
+/// it: set by the action (`super::act`), decided on by `super::state`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnded {
+    /// helm made `revision`; `before`: the revision that had succeeded
+    /// before it (where the status returns if its tests fail).
+    Released {
+        run: RunKind,
+        revision: i64,
+        before: i64,
+    },
+    /// Its tests passed, or their failure is ignored.
+    Tested { run: RunKind, revision: i64 },
+    /// The run or its tests failed (`message`: redacted), counted in
+    /// `status.failures`.
+    Failed { run: RunKind, message: String },
+}
+
 /// Why `dependsOn` holds a release back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Waiting {
@@ -142,6 +179,11 @@ pub struct Observed {
     pub dependency: Option<Waiting>,
     /// `None`: not gathered, as something above already holds it back.
     pub inputs: Option<Inputs>,
+    /// What a helm run of this reconcile came to (`None`: none ran yet).
+    pub run_ended: Option<RunEnded>,
+    /// A helm install or upgrade ran in this reconcile: what it and the
+    /// steps after it left in the storage is recorded after the last step.
+    pub helm_ran: bool,
     /// The newest revision in Helm's storage.
     pub newest: Option<Stored>,
     /// Made from a Hosstedproject that is gone or being deleted (read when

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use apis::helmapp::{DriftMode, HelmApp, OnFailure};
 
+use super::observed::RunKind;
 use super::state::ReleaseState;
 use super::status::Reason;
 
@@ -76,6 +77,29 @@ pub enum Step {
         change: &'static str,
         opens: Option<chrono::DateTime<chrono::Utc>>,
         after: Duration,
+    },
+    /// `helm test` of the revision a run of this reconcile made; a
+    /// failure returns the status to `before`.
+    Test {
+        run: RunKind,
+        revision: i64,
+        before: i64,
+    },
+    /// Report the revision a run of this reconcile made: done, or with
+    /// `wait`, `Progressing` until its objects are judged.
+    ReportReleased { revision: i64 },
+    /// A failed upgrade with retries left: `UpgradeFailed`, retried with
+    /// backoff.
+    RetryFailed { message: String },
+    /// A failed install: uninstalled (nothing to roll back to), then
+    /// retried with backoff.
+    UninstallFailedInstall { message: String },
+    /// Retries spent: apply `remedy` once, then nothing runs until the
+    /// configuration or `hossted.com/reconcile-at` changes.
+    Remediate {
+        remedy: OnFailure,
+        run: RunKind,
+        message: String,
     },
     /// Nothing runs, nothing changes.
     Idle { why: &'static str },
@@ -215,6 +239,37 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         },
         ReleaseState::Absent => Step::Install,
         ReleaseState::OutOfSync { .. } => Step::Upgrade,
+        ReleaseState::Untested {
+            run,
+            revision,
+            before,
+        } => Step::Test {
+            run: *run,
+            revision: *revision,
+            before: *before,
+        },
+        ReleaseState::JustReleased { revision, .. } => Step::ReportReleased {
+            revision: *revision,
+        },
+        ReleaseState::RunFailed {
+            run,
+            message,
+            failures,
+        } => after_run_failed(*run, message, *failures, app),
+    }
+}
+
+/// The step after a run of `run` failed for the `failures`-th time.
+fn after_run_failed(run: RunKind, message: &str, failures: i32, app: &HelmApp) -> Step {
+    let message = message.to_string();
+    match after_failure(run == RunKind::Install, failures, app) {
+        AfterFailure::UninstallAndRetry => Step::UninstallFailedInstall { message },
+        AfterFailure::Retry => Step::RetryFailed { message },
+        AfterFailure::Remediate(remedy) => Step::Remediate {
+            remedy,
+            run,
+            message,
+        },
     }
 }
 
@@ -343,6 +398,20 @@ mod tests {
             S::OutOfSync {
                 why: super::super::state::Why::Changed,
             },
+            S::Untested {
+                run: RunKind::Upgrade,
+                revision: 3,
+                before: 2,
+            },
+            S::JustReleased {
+                run: RunKind::Install,
+                revision: 1,
+            },
+            S::RunFailed {
+                run: RunKind::Upgrade,
+                message: m(),
+                failures: 1,
+            },
         ];
         for s in &all {
             match s {
@@ -371,7 +440,10 @@ mod tests {
                 | S::AwaitingApproval { .. }
                 | S::OutsideWindow { .. }
                 | S::Absent
-                | S::OutOfSync { .. } => {}
+                | S::OutOfSync { .. }
+                | S::Untested { .. }
+                | S::JustReleased { .. }
+                | S::RunFailed { .. } => {}
             }
         }
         all
@@ -387,6 +459,9 @@ mod tests {
                 | Step::Uninstall
                 | Step::Unlock { .. }
                 | Step::TakeOver { .. }
+                | Step::Test { .. }
+                | Step::UninstallFailedInstall { .. }
+                | Step::Remediate { .. }
         )
     }
 
@@ -403,6 +478,7 @@ mod tests {
                     | S::Stuck { .. }
                     | S::AdoptAsIs { .. }
                     | S::Deleting { uninstall: true }
+                    | S::Untested { .. }
             );
             let step = next(&state, &plain);
             assert_eq!(touches_the_release(&step), wanted, "{state:?} → {step:?}");
@@ -501,5 +577,56 @@ mod tests {
                 "-1 retries for ever"
             );
         }
+    }
+
+    #[test]
+    fn what_follows_a_run_is_chosen_from_how_it_ended() {
+        let plain = app(|_| {});
+        let failed = |run, failures| ReleaseState::RunFailed {
+            run,
+            message: "helm said no".into(),
+            failures,
+        };
+        assert_eq!(
+            next(&failed(RunKind::Install, 1), &plain),
+            Step::UninstallFailedInstall {
+                message: "helm said no".into()
+            }
+        );
+        assert_eq!(
+            next(&failed(RunKind::Upgrade, 1), &plain),
+            Step::RetryFailed {
+                message: "helm said no".into()
+            }
+        );
+        assert_eq!(
+            next(&failed(RunKind::Repair, 4), &plain),
+            Step::Remediate {
+                remedy: OnFailure::Rollback,
+                run: RunKind::Repair,
+                message: "helm said no".into()
+            }
+        );
+        let untested = ReleaseState::Untested {
+            run: RunKind::Upgrade,
+            revision: 3,
+            before: 2,
+        };
+        assert_eq!(
+            next(&untested, &plain),
+            Step::Test {
+                run: RunKind::Upgrade,
+                revision: 3,
+                before: 2
+            }
+        );
+        let released = ReleaseState::JustReleased {
+            run: RunKind::Install,
+            revision: 1,
+        };
+        assert_eq!(
+            next(&released, &plain),
+            Step::ReportReleased { revision: 1 }
+        );
     }
 }

@@ -7,12 +7,29 @@ use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
 
-use super::observed::{Inputs, Observed, Rendering, Stored};
+use super::observed::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 /// What the release of one HelmApp is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReleaseState {
+    /// A helm run of this reconcile made `revision`, and `spec.test.enable`
+    /// asks for its tests.
+    Untested {
+        run: RunKind,
+        revision: i64,
+        before: i64,
+    },
+    /// A helm run of this reconcile made `revision` (tested, if asked):
+    /// report it, and its readiness with `wait`.
+    JustReleased { run: RunKind, revision: i64 },
+    /// A helm run of this reconcile, or its tests, failed, for the
+    /// `failures`-th time in a row.
+    RunFailed {
+        run: RunKind,
+        message: String,
+        failures: i32,
+    },
     /// The HelmApp is being deleted; `uninstall`: its release is ours and
     /// `uninstallOnDelete` holds.
     Deleting { uninstall: bool },
@@ -183,10 +200,41 @@ pub fn poll_after(waited: Duration) -> Duration {
     (waited / 4).clamp(Duration::from_secs(2), Duration::from_secs(60))
 }
 
-/// The state of `app`'s release (see the module docs), held to its change
-/// windows.
+/// The state of `app`'s release (see the module docs): after a helm run of
+/// this reconcile, what that run came to; else held to its change windows.
 pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
+    if let Some(ended) = &o.run_ended {
+        return after_run(ended, o, app);
+    }
     within_windows(release_state(o, app), o, app)
+}
+
+/// What follows a helm run of this reconcile: its tests, its report, or
+/// what its failure calls for (Flux's remediation is chosen the same way,
+/// from the failed release).
+fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
+    match ended {
+        RunEnded::Released {
+            run,
+            revision,
+            before,
+        } if app.spec.test.enable => ReleaseState::Untested {
+            run: *run,
+            revision: *revision,
+            before: *before,
+        },
+        RunEnded::Released { run, revision, .. } | RunEnded::Tested { run, revision } => {
+            ReleaseState::JustReleased {
+                run: *run,
+                revision: *revision,
+            }
+        }
+        RunEnded::Failed { run, message } => ReleaseState::RunFailed {
+            run: *run,
+            message: message.clone(),
+            failures: o.status.failures,
+        },
+    }
 }
 
 /// When a window closes a change that no other window will open: looked at

@@ -4,10 +4,10 @@
 
 use apis::helmapp::HelmApp;
 
-use super::release::{self, Kind, Parts};
+use super::release::{self, Parts};
 use crate::delivery::helm::{GetManifest, Rendered, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Inputs, Observed};
+use crate::delivery::helmapp::observed::{Inputs, Observed, RunKind};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
 /// `(live, next)`: the release's manifest now (empty when it has none)
@@ -50,8 +50,8 @@ async fn run(
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
     let kind = match o.newest {
-        Some(_) => Kind::Upgrade,
-        None => Kind::Install,
+        Some(_) => RunKind::Upgrade,
+        None => RunKind::Install,
     };
     let parts = Parts {
         chart: &chart.path,

@@ -13,6 +13,7 @@ mod outage;
 mod outcome;
 mod own_run;
 mod release;
+mod released;
 mod remediate;
 mod test;
 mod uninstall;
@@ -23,7 +24,7 @@ use apis::helmapp::HelmApp;
 use runtime::Action;
 
 use super::context::Context;
-use super::observed::Observed;
+use super::observed::{Observed, RunKind};
 use super::plan::Step;
 use super::readiness;
 use super::status::{self, READY, RELEASED, Reason};
@@ -32,6 +33,7 @@ pub use approval::settle as settle_approval;
 pub use crds::FIELD_MANAGER;
 use outcome::refuse;
 pub use outcome::{DeliveryError, Outcome};
+pub use release::record_storage;
 
 /// Does `step` for `app`.
 pub async fn run(
@@ -44,15 +46,15 @@ pub async fn run(
         o.status.next_window.clear();
     }
     match step {
-        Step::Install => release::run(ctx, app, o, release::Kind::Install).await,
-        Step::Upgrade => release::run(ctx, app, o, release::Kind::Upgrade).await,
+        Step::Install => release::run(ctx, app, o, RunKind::Install).await,
+        Step::Upgrade => release::run(ctx, app, o, RunKind::Upgrade).await,
         Step::Repair { objects } => {
             log::info!(
                 "{}: objects of its release were deleted: {}",
                 o.target.key(),
                 objects.join(", ")
             );
-            release::run(ctx, app, o, release::Kind::Repair).await
+            release::run(ctx, app, o, RunKind::Repair).await
         }
         Step::Unlock { message } => unlock::run(ctx, app, o, &message).await,
         Step::Uninstall => uninstall::run(ctx, app, o).await,
@@ -117,6 +119,27 @@ pub async fn run(
             opens,
             after,
         } => Ok(window::wait(ctx, app, o, change, opens, after)),
+        Step::Test {
+            run,
+            revision,
+            before,
+        } => Ok(test::run(ctx, app, o, run, revision, before).await),
+        Step::ReportReleased { revision } => Ok(released::report(ctx, app, o, revision)),
+        Step::RetryFailed { message } => Ok(outcome::failed(
+            ctx,
+            app,
+            o,
+            Reason::UpgradeFailed,
+            &message,
+        )),
+        Step::UninstallFailedInstall { message } => {
+            Ok(remediate::after_failed_install(ctx, app, o, &message).await)
+        }
+        Step::Remediate {
+            remedy,
+            run,
+            message,
+        } => Ok(remediate::retries_exhausted(ctx, app, o, remedy, run, &message).await),
         Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),
     }
 }

@@ -1,46 +1,28 @@
 //! Install, upgrade or repair: one `helm upgrade --install` with the merged
-//! values on stdin and the config hash and owner UID as storage labels —
-//! and, when it fails, what `super::super::plan::after_failure` says.
+//! values on stdin and the config hash and owner UID as storage labels. It
+//! records how the run ended (`Observed::run_ended`, the history, the
+//! status) and hands back to the plan: the tests, the report, or what a
+//! failure calls for are later steps.
 
 use apis::helmapp::{CrdPolicy, HelmApp, ServerSideApply};
 use record::EventType;
 use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
-use super::remediate::Remedied;
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, ServerSide, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Inputs, Observed};
-use crate::delivery::helmapp::plan::{AfterFailure, HELM_HOLDS, after_failure};
-use crate::delivery::helmapp::readiness;
+use crate::delivery::helmapp::observed::{Inputs, Observed, RunEnded, RunKind};
+use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
-
-/// Which run this is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Install,
-    Upgrade,
-    /// The same inputs again, because objects of the release were deleted.
-    Repair,
-}
-
-impl Kind {
-    fn action(self) -> &'static str {
-        match self {
-            Kind::Install => "install",
-            Kind::Upgrade | Kind::Repair => "upgrade",
-        }
-    }
-}
 
 /// Runs helm for `app` (see the module docs).
 pub async fn run(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    kind: Kind,
+    kind: RunKind,
 ) -> Result<Outcome, DeliveryError> {
     let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
         return Ok(Outcome::Retry("the chart was not looked up".into()));
@@ -102,6 +84,7 @@ pub async fn run(
         // Not a failure of the release: nothing counted, recorded or said.
         return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
     }
+    o.helm_ran = true;
     if let Ok(released) = &result
         && !released.content.is_empty()
     {
@@ -111,11 +94,27 @@ pub async fn run(
         ctx.made.lock().insert(cache::object_key(app), made);
     }
     let outcome = match result {
-        Ok(released) => succeeded_then_tested(ctx, app, o, kind, &hash, released).await,
-        Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e).await,
+        Ok(released) => {
+            let before = o.status.revision;
+            let revision = released.revision;
+            succeeded(ctx, app, o, kind, &hash, released);
+            o.run_ended = Some(RunEnded::Released {
+                run: kind,
+                revision,
+                before,
+            });
+            Outcome::Replan
+        }
+        Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e),
     };
-    // Whatever helm left in the storage is what the next check expects;
-    // the objects of a revision it deployed go in the same status write.
+    Ok(outcome)
+}
+
+/// Records what helm left in the storage — what the next check expects —
+/// once the steps after a run (its tests, its remediation) are done; the
+/// objects of a revision it deployed go in the same status write. Storage
+/// that cannot be read now is recorded by the next reconcile that can.
+pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     match crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await {
         Some(entries) => {
             crate::delivery::helmapp::drift::record_deployed(ctx, app, o, &entries).await
@@ -124,7 +123,6 @@ pub async fn run(
             ctx.interrupted.lock().insert(cache::object_key(app));
         }
     }
-    Ok(outcome)
 }
 
 /// What a run is made of besides the HelmApp.
@@ -169,42 +167,26 @@ pub(super) fn request<'a>(
     }
 }
 
-/// helm succeeded; then `helm test`, when asked for, whose failure is the
-/// run's.
-async fn succeeded_then_tested(
+/// helm failed: refused by RBAC (`Forbidden`, a state: no remediation),
+/// or a failure, recorded for the plan to choose what follows.
+fn helm_failed(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    kind: Kind,
-    hash: &str,
-    released: Released,
-) -> Outcome {
-    let (revision, good) = (released.revision, o.status.revision);
-    let outcome = succeeded(ctx, app, o, kind, hash, released);
-    match super::test::run(ctx, app, o, revision, hash).await {
-        Some(message) => {
-            // A revision whose tests fail is not one to roll back to.
-            o.status.revision = good;
-            failed_run(ctx, app, o, kind, hash, None, &message).await
-        }
-        None => outcome,
-    }
-}
-
-/// helm failed: refused by RBAC (`Forbidden`, no remediation), or a
-/// failure.
-async fn helm_failed(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-    kind: Kind,
+    kind: RunKind,
     hash: &str,
     version: &str,
     e: HelmError,
 ) -> Outcome {
     let message = e.summary(&o.redactor);
     let Some(refused) = e.forbidden() else {
-        return failed_run(ctx, app, o, kind, hash, Some(version), &message).await;
+        let status = &mut o.status;
+        status.last_action = kind.action().into();
+        status.failures += 1;
+        let revision = status.revision;
+        push_history(status, kind.action(), revision, version, hash, "failed");
+        o.run_ended = Some(RunEnded::Failed { run: kind, message });
+        return Outcome::Replan;
     };
     let refused = o.redactor.redact(&refused);
     let revision = o.status.revision;
@@ -221,10 +203,10 @@ async fn helm_failed(
 
 /// The flags of this run: `spec.install`'s for an install, `spec.upgrade`'s
 /// for an upgrade — with `--force` too when `hossted.com/force-at` asked.
-pub(super) fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
+pub(super) fn flags(app: &HelmApp, kind: RunKind, forced: bool) -> Flags {
     let (i, u) = (&app.spec.install, &app.spec.upgrade);
     match kind {
-        Kind::Install => Flags {
+        RunKind::Install => Flags {
             no_hooks: i.disable_hooks,
             skip_schema_validation: i.skip_schema_validation,
             server_side: Some(if i.server_side_apply {
@@ -234,7 +216,7 @@ pub(super) fn flags(app: &HelmApp, kind: Kind, forced: bool) -> Flags {
             }),
             ..Flags::default()
         },
-        Kind::Upgrade | Kind::Repair => Flags {
+        RunKind::Upgrade | RunKind::Repair => Flags {
             no_hooks: u.disable_hooks,
             force: u.force || forced,
             cleanup_on_fail: u.cleanup_on_fail,
@@ -298,18 +280,19 @@ fn start_afresh_if_asked(o: &mut Observed, hash: &str) {
     }
 }
 
+/// The run succeeded: the status, the history and a Normal Event say so.
 fn succeeded(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    kind: Kind,
+    kind: RunKind,
     hash: &str,
     released: Released,
-) -> Outcome {
+) {
     let reason = match kind {
-        Kind::Install => Reason::InstallSucceeded,
-        Kind::Upgrade => Reason::UpgradeSucceeded,
-        Kind::Repair => Reason::DriftRepaired,
+        RunKind::Install => Reason::InstallSucceeded,
+        RunKind::Upgrade => Reason::UpgradeSucceeded,
+        RunKind::Repair => Reason::DriftRepaired,
     };
     let message = format!(
         "{} of {} succeeded: revision {}, chart {} {}",
@@ -340,119 +323,11 @@ fn succeeded(
     );
     status::set(status, READY, true, reason, &message);
     status::set(status, RELEASED, true, reason, &message);
-    if kind == Kind::Repair {
+    if kind == RunKind::Repair {
         status::set(status, DRIFTED, false, Reason::DriftRepaired, &message);
     }
     ctx.recorder
         .event(app, EventType::Normal, reason.as_str(), &message);
-    if app.spec.wait {
-        // Not Ready before the objects of this revision are known and
-        // judged: the next reconcile lists them (its storage event
-        // re-queues, and so does this) and decides.
-        o.pending = readiness::pending(ctx, &o.target);
-        o.pending
-            .push(format!("the objects of revision {}", released.revision));
-        o.readiness_polled = true;
-        if let Some((reason, text, again)) = readiness::verdict(o, o.timeout) {
-            status::set(&mut o.status, READY, false, reason, &text);
-            return Outcome::Finished(Action::requeue_after(again, text));
-        }
-    }
-    Outcome::Finished(Action::done(message))
-}
-
-/// A failed run of `kind` — helm's (recorded in the history with the
-/// chart `version` it tried), or its `helm test`'s (`version` `None`: the
-/// test recorded itself) — and what follows it.
-async fn failed_run(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-    kind: Kind,
-    hash: &str,
-    version: Option<&str>,
-    message: &str,
-) -> Outcome {
-    let status = &mut o.status;
-    status.last_action = kind.action().into();
-    status.failures += 1;
-    let revision = status.revision;
-    if let Some(version) = version {
-        push_history(status, kind.action(), revision, version, hash, "failed");
-    }
-    match after_failure(kind == Kind::Install, o.status.failures, app) {
-        AfterFailure::UninstallAndRetry => {
-            match super::remediate::uninstall(ctx, app, o, hash).await {
-                Remedied::Said(_) => failed(ctx, app, o, Reason::InstallFailed, message),
-                Remedied::StorageTampered(refused) => {
-                    tampered_during_run(ctx, app, o, kind, message, &refused)
-                }
-            }
-        }
-        AfterFailure::Retry => failed(ctx, app, o, Reason::UpgradeFailed, message),
-        AfterFailure::Remediate(remedy) => {
-            let done = match super::remediate::run(ctx, app, o, remedy, hash).await {
-                Remedied::Said(done) => done,
-                Remedied::StorageTampered(refused) => {
-                    return tampered_during_run(ctx, app, o, kind, message, &refused);
-                }
-            };
-            let message = format!(
-                "upgrade failed {} time(s), the last: {message}; {done}; nothing more runs until the configuration or {} changes",
-                o.status.failures,
-                crate::delivery::names::RECONCILE_AT
-            );
-            status::set(
-                &mut o.status,
-                READY,
-                false,
-                Reason::RetriesExhausted,
-                &message,
-            );
-            status::set(
-                &mut o.status,
-                RELEASED,
-                false,
-                Reason::UpgradeFailed,
-                &message,
-            );
-            ctx.recorder.event(
-                app,
-                EventType::Warning,
-                Reason::RetriesExhausted.as_str(),
-                &message,
-            );
-            Outcome::Finished(Action::done("retries exhausted"))
-        }
-    }
-}
-
-/// The run failed, and Helm's storage changed while it ran: its
-/// remediation did not run (`refused` says why). `Ready` says
-/// `StorageTampered` — what the next check finds too, until someone accepts
-/// the stored state.
-fn tampered_during_run(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-    kind: Kind,
-    failure: &str,
-    refused: &str,
-) -> Outcome {
-    // What stops helm first: condition messages are cut at 1 KiB, and
-    // helm's own message may be longer.
-    let message = format!(
-        "{refused} (the {} before it failed: {failure})",
-        kind.action()
-    );
-    let released = if kind == Kind::Install {
-        Reason::InstallFailed
-    } else {
-        Reason::UpgradeFailed
-    };
-    status::set(&mut o.status, RELEASED, false, released, &message);
-    refuse(ctx, app, o, Reason::StorageTampered, &message, true);
-    Outcome::Finished(Action::done(format!("StorageTampered: {refused}")))
 }
 
 /// A Warning when `spec.timeout` was clamped to `--max-helm-timeout`.

@@ -1,18 +1,112 @@
 //! Remediation after a failure: `helm rollback` to the last revision that
-//! succeeded, or `helm uninstall` — recorded in the history, with an Event.
+//! succeeded, or `helm uninstall` — recorded in the history, with an Event
+//! — and what the HelmApp then says: a failed install retried, or retries
+//! exhausted.
 
 use apis::helmapp::{HelmApp, OnFailure};
 use record::EventType;
+use runtime::Action;
 
+use super::outcome::{Outcome, failed, refuse};
 use crate::delivery::helm::{Flags, Rollback};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::Observed;
-use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::helmapp::observed::{Observed, RunKind};
+use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason, push_history};
 use crate::delivery::helmapp::storage;
+
+/// A failed install: uninstalled (nothing to roll back to), then
+/// `InstallFailed`, retried with backoff.
+pub async fn after_failed_install(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    message: &str,
+) -> Outcome {
+    let hash = o.hash().unwrap_or_default().to_string();
+    match uninstall(ctx, app, o, &hash).await {
+        Remedied::Said(_) => failed(ctx, app, o, Reason::InstallFailed, message),
+        Remedied::StorageTampered(refused) => {
+            tampered_during_run(ctx, app, o, RunKind::Install, message, &refused)
+        }
+    }
+}
+
+/// Retries spent: `remedy` once, then `RetriesExhausted` until the
+/// configuration or `hossted.com/reconcile-at` changes.
+pub async fn retries_exhausted(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    remedy: OnFailure,
+    run: RunKind,
+    message: &str,
+) -> Outcome {
+    let hash = o.hash().unwrap_or_default().to_string();
+    let done = match self::run(ctx, app, o, remedy, &hash).await {
+        Remedied::Said(done) => done,
+        Remedied::StorageTampered(refused) => {
+            return tampered_during_run(ctx, app, o, run, message, &refused);
+        }
+    };
+    let message = format!(
+        "upgrade failed {} time(s), the last: {message}; {done}; nothing more runs until the configuration or {} changes",
+        o.status.failures,
+        crate::delivery::names::RECONCILE_AT
+    );
+    status::set(
+        &mut o.status,
+        READY,
+        false,
+        Reason::RetriesExhausted,
+        &message,
+    );
+    status::set(
+        &mut o.status,
+        RELEASED,
+        false,
+        Reason::UpgradeFailed,
+        &message,
+    );
+    ctx.recorder.event(
+        app,
+        EventType::Warning,
+        Reason::RetriesExhausted.as_str(),
+        &message,
+    );
+    Outcome::Finished(Action::done("retries exhausted"))
+}
+
+/// The run failed, and Helm's storage changed while it ran: its
+/// remediation did not run (`refused` says why). `Ready` says
+/// `StorageTampered` — what the next check finds too, until someone accepts
+/// the stored state.
+fn tampered_during_run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    run: RunKind,
+    failure: &str,
+    refused: &str,
+) -> Outcome {
+    // What stops helm first: condition messages are cut at 1 KiB, and
+    // helm's own message may be longer.
+    let message = format!(
+        "{refused} (the {} before it failed: {failure})",
+        run.action()
+    );
+    let released = if run == RunKind::Install {
+        Reason::InstallFailed
+    } else {
+        Reason::UpgradeFailed
+    };
+    status::set(&mut o.status, RELEASED, false, released, &message);
+    refuse(ctx, app, o, Reason::StorageTampered, &message, true);
+    Outcome::Finished(Action::done(format!("StorageTampered: {refused}")))
+}
 
 /// What a remediation came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Remedied {
+enum Remedied {
     /// It ran, was skipped or had nothing to do: what to say.
     Said(String),
     /// Helm's storage changed while the failed run ran: no helm runs on it
@@ -21,13 +115,13 @@ pub enum Remedied {
 }
 
 /// Uninstalls a release whose install failed (nothing to roll back to).
-pub async fn uninstall(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str) -> Remedied {
+async fn uninstall(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str) -> Remedied {
     run(ctx, app, o, OnFailure::Uninstall, hash).await
 }
 
 /// Applies `remedy`, on storage checked again first: the failed run's
 /// helm ran for a while, and a rollback reads the revision it returns to.
-pub async fn run(
+async fn run(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,

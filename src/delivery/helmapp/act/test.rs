@@ -1,20 +1,48 @@
-//! `helm test` after an install or upgrade that succeeded, when
-//! `spec.test.enable`: the chart's test hooks must succeed. Recorded in
-//! the history (action `test`) and as an Event; a failure is handed back
-//! to be remediated as a failed upgrade is — unless
-//! `test.ignoreFailures`.
+//! `helm test` of the revision an install or upgrade of this reconcile
+//! made (`spec.test.enable`): the chart's test hooks must succeed. Recorded
+//! in the history (action `test`) and as an Event. A failure — unless
+//! `test.ignoreFailures` — counts as the run's: the status returns to the
+//! revision before it, and the plan chooses what follows as after a failed
+//! upgrade.
 
 use apis::helmapp::HelmApp;
 use record::EventType;
 
+use super::outcome::Outcome;
 use crate::delivery::helm::Test;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::Observed;
+use crate::delivery::helmapp::observed::{Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::status::{Reason, push_history};
 
-/// Runs the tests of `revision` when asked for. `Some(message)`: they
-/// failed and the failure counts.
+/// Runs the tests of `revision`, made by `run`; `before`: the revision
+/// that had succeeded before it.
 pub async fn run(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    run: RunKind,
+    revision: i64,
+    before: i64,
+) -> Outcome {
+    let hash = o.hash().unwrap_or_default().to_string();
+    let counted = tested(ctx, app, o, revision, &hash).await;
+    o.run_ended = Some(match counted {
+        None => RunEnded::Tested { run, revision },
+        Some(message) => {
+            // A revision whose tests fail is not one to roll back to.
+            let status = &mut o.status;
+            status.revision = before;
+            status.last_action = run.action().into();
+            status.failures += 1;
+            RunEnded::Failed { run, message }
+        }
+    });
+    Outcome::Replan
+}
+
+/// Runs the tests, recorded and said. `Some(message)`: they failed and the
+/// failure counts.
+async fn tested(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
@@ -22,9 +50,6 @@ pub async fn run(
     hash: &str,
 ) -> Option<String> {
     let settings = &app.spec.test;
-    if !settings.enable {
-        return None;
-    }
     // `test.timeout`, or the helm timeout; bounded as that one is.
     let timeout = crate::delivery::helmapp::inputs::parse_duration(&settings.timeout)
         .unwrap_or(o.timeout)

@@ -62,6 +62,8 @@ pub(super) fn observed() -> Observed {
             },
             hash: HASH.into(),
         }),
+        run_ended: None,
+        helm_ran: false,
         newest: None,
         owner_is_live: false,
         tampered: None,
@@ -847,4 +849,98 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
         let got = state(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
     }
+}
+
+#[test]
+fn what_a_run_of_this_reconcile_came_to_decides_before_anything_else() {
+    use crate::delivery::helmapp::observed::{RunEnded, RunKind};
+    use ReleaseState as S;
+    let tested = app(|a| a.spec.test.enable = true);
+    let ran = |ended: RunEnded| Observed {
+        run_ended: Some(ended),
+        status: HelmAppStatus {
+            failures: 2,
+            ..Default::default()
+        },
+        ..observed()
+    };
+    let released = RunEnded::Released {
+        run: RunKind::Upgrade,
+        revision: 3,
+        before: 2,
+    };
+    let closed = app(|a| {
+        a.spec.change_windows = Some(apis::helmapp::ChangeWindows {
+            time_zone: "UTC".into(),
+            allow: vec![apis::helmapp::ChangeWindow {
+                schedule: "0 0 1 1 *".into(),
+                duration: "1m".into(),
+            }],
+            deny: vec![],
+            repair_anytime: false,
+        })
+    });
+    check(vec![
+        (
+            "a revision just made, with tests asked for: untested",
+            tested.clone(),
+            ran(released.clone()),
+            |s| {
+                *s == S::Untested {
+                    run: RunKind::Upgrade,
+                    revision: 3,
+                    before: 2,
+                }
+            },
+        ),
+        (
+            "a revision just made, no tests asked for: reported",
+            app(|_| {}),
+            ran(released.clone()),
+            |s| {
+                *s == S::JustReleased {
+                    run: RunKind::Upgrade,
+                    revision: 3,
+                }
+            },
+        ),
+        (
+            "tests passed: reported",
+            tested.clone(),
+            ran(RunEnded::Tested {
+                run: RunKind::Install,
+                revision: 1,
+            }),
+            |s| {
+                *s == S::JustReleased {
+                    run: RunKind::Install,
+                    revision: 1,
+                }
+            },
+        ),
+        (
+            "the run or its tests failed: counted in the status",
+            tested.clone(),
+            ran(RunEnded::Failed {
+                run: RunKind::Upgrade,
+                message: "m".into(),
+            }),
+            |s| {
+                *s == S::RunFailed {
+                    run: RunKind::Upgrade,
+                    message: "m".into(),
+                    failures: 2,
+                }
+            },
+        ),
+        (
+            "what follows a run is not held to the change windows",
+            closed,
+            ran(RunEnded::Failed {
+                run: RunKind::Upgrade,
+                message: "m".into(),
+            }),
+            |s| matches!(s, S::RunFailed { .. }),
+        ),
+    ]);
 }

@@ -1,0 +1,31 @@
+//! The report of a revision a run of this reconcile made (and tested, if
+//! asked): done — or, with `wait`, `Progressing` until its objects are
+//! known and judged (the next reconcile lists them: the run's storage
+//! event re-queues, and so does this).
+
+use apis::helmapp::HelmApp;
+use runtime::Action;
+
+use super::outcome::Outcome;
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observed::Observed;
+use crate::delivery::helmapp::readiness;
+use crate::delivery::helmapp::status::{self, READY};
+
+/// Reports `revision` (see the module docs).
+pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed, revision: i64) -> Outcome {
+    if app.spec.wait {
+        o.pending = readiness::pending(ctx, &o.target);
+        o.pending
+            .push(format!("the objects of revision {revision}"));
+        o.readiness_polled = true;
+        if let Some((reason, text, again)) = readiness::verdict(o, o.timeout) {
+            status::set(&mut o.status, READY, false, reason, &text);
+            return Outcome::Finished(Action::requeue_after(again, text));
+        }
+    }
+    Outcome::Finished(Action::done(format!(
+        "{}: revision {revision} released",
+        o.target.key()
+    )))
+}
