@@ -51,7 +51,7 @@ pub struct Added {
     /// The HelmApp controller's counters.
     pub stats: Arc<runtime::ControllerStats>,
     /// What the webhook receiver asks of the HelmApp controller.
-    pub nudge: helmapp::Nudge,
+    pub nudge: helmapp::PushTrigger,
 }
 
 /// Adds every delivery controller to `manager` — HelmApp, HelmAppSet and

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::context::Context;
 use super::kstatus::{self, Readiness};
-use super::observed::Waiting;
+use super::observation::Waiting;
 use super::status::Reason;
 use crate::delivery::dependencies::{cycle_through, namespace_of};
 use crate::delivery::expressions::{self, ExprError, Truth};

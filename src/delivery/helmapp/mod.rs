@@ -17,8 +17,8 @@ mod dependency;
 mod drift;
 pub mod inputs;
 mod kstatus;
+pub mod observation;
 pub mod observe;
-pub mod observed;
 pub mod plan;
 mod pushed;
 mod readiness;
@@ -54,7 +54,7 @@ use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
 pub use act::{DeliveryError, Outcome};
 pub use context::{Context, Members};
-pub use pushed::Nudge;
+pub use pushed::PushTrigger;
 pub use target::Target;
 
 /// The most steps one reconcile takes: unlock, record or render a run of
@@ -67,10 +67,10 @@ pub struct HelmApps {
 }
 
 impl HelmApps {
-    /// The webhook receiver's way in ([`Nudge`]); `queue`: this
+    /// The webhook receiver's way in ([`PushTrigger`]); `queue`: this
     /// controller's.
-    pub fn nudge(&self, queue: Arc<runtime::RateLimitingQueue<String>>) -> Nudge {
-        Nudge {
+    pub fn nudge(&self, queue: Arc<runtime::RateLimitingQueue<String>>) -> PushTrigger {
+        PushTrigger {
             queue,
             apps: self.ctx.apps.clone(),
             sources: self.ctx.sources.clone(),
@@ -130,11 +130,11 @@ impl HelmApps {
             }
             _ => {}
         }
-        let mut observed = observe::observe(ctx, &app).await?;
+        let mut observed = observe::gather(ctx, &app).await?;
         let mut outcome = Ok(Outcome::Replan);
         let mut settled = false;
         for _ in 0..MAX_STEPS {
-            let step = plan::next(&state::state(&observed, &app), &app);
+            let step = plan::next(&state::decide(&observed, &app), &app);
             settled |= step.settles_approval();
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
@@ -171,7 +171,7 @@ pub fn controller(
     let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
-    let drift = drift::shared::Shared::new(metrics.clone());
+    let drift = drift::shared::DriftCache::new(metrics.clone());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
     let sets = factory.optional_informer::<HelmAppSet>(InformerOptions::default());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
@@ -221,7 +221,7 @@ pub fn controller(
         .resync_every(settings.resync, &apps);
 
     let _ = controller.reconciler().ctx.wake.set(controller.queue());
-    let to = wiring::Enqueue {
+    let to = wiring::Handlers {
         queue: controller.queue(),
         apps: apps.store(),
     };
@@ -358,10 +358,10 @@ impl MemberInformers {
     /// Workloads' changes (their rollout, for `wait`), deletions of any
     /// member, and changes of a member's sections (drift) enqueue the
     /// release's HelmApps.
-    fn wire(&self, to: &wiring::Enqueue) {
+    fn wire(&self, to: &wiring::Handlers) {
         fn on<K: cache::Object + Fingerprinted + Labelled>(
             informer: &Arc<cache::SharedInformer<K>>,
-            to: &wiring::Enqueue,
+            to: &wiring::Handlers,
             rollout: bool,
         ) {
             let to = to.clone();

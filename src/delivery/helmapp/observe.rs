@@ -1,6 +1,6 @@
 //! Observe: everything a decision about one HelmApp needs, gathered from
 //! the caches, Helm's storage and the chart source into a plain
-//! [`Observed`] value (`observed.rs`). Nothing here decides; `super::state` does, from this
+//! [`Observed`] value (`observation.rs`). Nothing here decides; `super::state` does, from this
 //! alone — so what an event handler saw is always re-derived here, and a
 //! restart or a new leader loses nothing.
 
@@ -15,7 +15,7 @@ use kube::{Api, ResourceExt};
 
 use super::context::Context;
 use super::inputs::config_hash;
-use super::observed::{Inputs, Observed, Stored, timeout_of};
+use super::observation::{Inputs, Observed, Stored, timeout_of};
 use super::readiness;
 use super::state;
 use super::status::{READY, Reason};
@@ -28,11 +28,11 @@ use crate::delivery::names::{
     APPROVE, FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL,
 };
 
-/// Gathers what [`state::state`] needs to decide about `app`. Fails only
+/// Gathers what [`state::decide`] needs to decide about `app`. Fails only
 /// when a read that a decision cannot be made without failed (Helm's
 /// storage, re-read to confirm a difference from what was recorded):
 /// nothing is decided on a guess.
-pub async fn observe(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Error> {
+pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Error> {
     let target = Target::of(app);
     let mut status = ctx.status.current(app);
     status.observed_generation = app.metadata.generation;

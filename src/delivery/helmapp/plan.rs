@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use apis::helmapp::{DriftMode, HelmApp, OnFailure};
 
-use super::observed::RunKind;
+use super::observation::RunKind;
 use super::state::ReleaseState;
 use super::status::Reason;
 
@@ -39,22 +39,22 @@ pub enum Step {
     /// `helm uninstall`, then let the HelmApp go (it is being deleted).
     Uninstall,
     /// Let the HelmApp go without touching the release.
-    LetGo,
+    RemoveFinalizer,
     /// Let the HelmApp go, leaving a release whose storage was changed by
     /// someone else as it is, with a Warning saying so.
-    Abandon { message: String },
+    LeaveTampered { message: String },
     /// Report readiness of a release in sync.
-    Done { revision: Option<i64> },
+    ReportInSync { revision: Option<i64> },
     /// `Ready=False` with `reason`, and look again after `after` (an Event
     /// when the reason is new).
-    Wait {
+    RecheckLater {
         reason: Reason,
         message: String,
         after: Duration,
     },
     /// Look again after `after`, saying nothing (a helm run of ours is on
     /// the release).
-    Requeue { after: Duration, why: &'static str },
+    QuietRecheck { after: Duration, why: &'static str },
     /// `Ready=False` with `reason`; a Warning Event when new and `warn`;
     /// retried with backoff when `retry`, else until something changes.
     Refuse {
@@ -102,7 +102,7 @@ pub enum Step {
         message: String,
     },
     /// Nothing runs, nothing changes.
-    Idle { why: &'static str },
+    Nothing { why: &'static str },
 }
 
 impl Step {
@@ -115,7 +115,7 @@ impl Step {
                 | Step::Upgrade
                 | Step::Repair { .. }
                 | Step::PutBack { .. }
-                | Step::Done { .. }
+                | Step::ReportInSync { .. }
         )
     }
 }
@@ -153,11 +153,11 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
     };
     match state {
         ReleaseState::Deleting { uninstall: true } => Step::Uninstall,
-        ReleaseState::Deleting { uninstall: false } => Step::LetGo,
+        ReleaseState::Deleting { uninstall: false } => Step::RemoveFinalizer,
         ReleaseState::Tampered {
             message,
             deleting: true,
-        } => Step::Abandon {
+        } => Step::LeaveTampered {
             message: message.clone(),
         },
         ReleaseState::Tampered {
@@ -170,7 +170,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             reason,
             message,
             after,
-        } => Step::Wait {
+        } => Step::RecheckLater {
             reason: *reason,
             message: message.clone(),
             after: *after,
@@ -180,14 +180,14 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             message,
             retry,
         } => chart_refused(*reason, message, *retry),
-        ReleaseState::FetchingChart => Step::Idle {
+        ReleaseState::FetchingChart => Step::Nothing {
             why: "fetching the chart; its end re-queues",
         },
-        ReleaseState::HeldByHelm => Step::Requeue {
+        ReleaseState::HeldByHelm => Step::QuietRecheck {
             after: HELM_HOLDS,
             why: "a helm run holds the release",
         },
-        ReleaseState::Locked { message, remaining } => Step::Wait {
+        ReleaseState::Locked { message, remaining } => Step::RecheckLater {
             reason: Reason::ReleaseLocked,
             message: message.clone(),
             after: *remaining,
@@ -208,7 +208,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::AdoptAsIs { revision } => Step::TakeOver {
             revision: *revision,
         },
-        ReleaseState::InSync { revision } => Step::Done {
+        ReleaseState::InSync { revision } => Step::ReportInSync {
             revision: *revision,
         },
         ReleaseState::Drifted { objects } if app.spec.drift_mode() != DriftMode::Disabled => {
@@ -219,12 +219,12 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::FieldsDrifted { objects } => Step::PutBack {
             objects: objects.clone(),
         },
-        ReleaseState::Drifted { .. } => Step::Done { revision: None },
-        ReleaseState::BackingOff { remaining } => Step::Requeue {
+        ReleaseState::Drifted { .. } => Step::ReportInSync { revision: None },
+        ReleaseState::BackingOff { remaining } => Step::QuietRecheck {
             after: *remaining,
             why: "backing off after a failed attempt",
         },
-        ReleaseState::RetriesExhausted => Step::Idle {
+        ReleaseState::RetriesExhausted => Step::Nothing {
             why: "retries exhausted: waiting for a change",
         },
         ReleaseState::AwaitingApproval { .. } => awaiting(state),
@@ -285,7 +285,7 @@ fn awaiting(state: &ReleaseState) -> Step {
             chart_version: chart_version.clone(),
             stale: stale.clone(),
         },
-        _ => Step::Idle {
+        _ => Step::Nothing {
             why: "nothing awaits approval",
         },
     }
@@ -396,7 +396,7 @@ mod tests {
             },
             S::Absent,
             S::OutOfSync {
-                why: super::super::state::Why::Changed,
+                why: super::super::state::OutOfSyncCause::Changed,
             },
             S::Untested {
                 run: RunKind::Upgrade,
@@ -497,7 +497,7 @@ mod tests {
             assert!(!touches_the_release(&step), "{step:?}");
             match (deleting, step) {
                 // The HelmApp goes, the release stays as it is, said so.
-                (true, Step::Abandon { .. }) => {}
+                (true, Step::LeaveTampered { .. }) => {}
                 (
                     false,
                     Step::Refuse {
@@ -541,7 +541,7 @@ mod tests {
     fn a_release_our_helm_holds_is_looked_at_again_saying_nothing() {
         let step = next(&ReleaseState::HeldByHelm, &app(|_| {}));
         assert!(
-            matches!(step, Step::Requeue { after, .. } if after == HELM_HOLDS),
+            matches!(step, Step::QuietRecheck { after, .. } if after == HELM_HOLDS),
             "{step:?}"
         );
     }

@@ -12,13 +12,13 @@ use crate::delivery::source::fetch::Sources;
 
 /// See the module docs.
 #[derive(Clone)]
-pub struct Nudge {
+pub struct PushTrigger {
     pub(super) queue: Arc<RateLimitingQueue<String>>,
     pub(super) apps: Store<HelmApp>,
     pub(super) sources: Arc<Sources>,
 }
 
-impl Nudge {
+impl PushTrigger {
     /// A chart was published at `source` (a repository URL or an `oci://`
     /// reference): what was resolved from there is dropped, and every
     /// HelmApp whose chart comes from there — and is `name`, when given —

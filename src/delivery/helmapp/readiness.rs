@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::drift::check::Object;
 use super::kstatus::Readiness;
-use super::observed::Observed;
+use super::observation::Observed;
 use super::status::Reason;
 use super::target::Target;
 use crate::cached::members::MEMBER_INDEX;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
 
-use super::observed::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
+use super::observation::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 /// What the release of one HelmApp is.
@@ -127,12 +127,12 @@ pub enum ReleaseState {
     /// No release yet.
     Absent,
     /// Exists and must be upgraded.
-    OutOfSync { why: Why },
+    OutOfSync { why: OutOfSyncCause },
 }
 
 /// Why a release is out of sync.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Why {
+pub enum OutOfSyncCause {
     /// Its configuration hash is not ours.
     Changed,
     /// No live HelmApp owns it and `adopt` is true.
@@ -202,7 +202,7 @@ pub fn poll_after(waited: Duration) -> Duration {
 
 /// The state of `app`'s release (see the module docs): after a helm run of
 /// this reconcile, what that run came to; else held to its change windows.
-pub fn state(o: &Observed, app: &HelmApp) -> ReleaseState {
+pub fn decide(o: &Observed, app: &HelmApp) -> ReleaseState {
     if let Some(ended) = &o.run_ended {
         return after_run(ended, o, app);
     }
@@ -354,15 +354,15 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
                 Some(Rendering::Differs) => {}
             }
         }
-        Why::Adopt
+        OutOfSyncCause::Adopt
     } else if newest.status != HelmStatus::Deployed {
-        Why::NotDeployed
+        OutOfSyncCause::NotDeployed
     } else if newest.hash != hash {
-        Why::Changed
+        OutOfSyncCause::Changed
     } else if o.forced() {
-        Why::Forced
+        OutOfSyncCause::Forced
     } else if test_failed(o, app, hash) {
-        Why::TestFailed
+        OutOfSyncCause::TestFailed
     } else {
         return deployed(o, app, newest);
     };

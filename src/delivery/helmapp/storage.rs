@@ -19,7 +19,7 @@ use apis::helmapp::{HelmAppStatus, StorageDigest};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::observed::Observed;
+use super::observation::Observed;
 use super::target::Target;
 use crate::cached::objects::{HelmRelease, label};
 use crate::cached::storage::{FreshRelease, HELMAPP_UID_LABEL, newest_of};

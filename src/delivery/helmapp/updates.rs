@@ -8,7 +8,7 @@ use apis::helmapp::{HelmApp, HelmAppStatus};
 use record::EventType;
 
 use super::context::Context;
-use super::observed::{Inputs, Observed};
+use super::observation::{Inputs, Observed};
 use super::status::Reason;
 
 /// Records what the source offers now; says so once per new version that

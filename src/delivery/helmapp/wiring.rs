@@ -20,12 +20,12 @@ use crate::delivery::names::{
 
 /// The queue and the HelmApp cache every handler maps through.
 #[derive(Clone)]
-pub struct Enqueue {
+pub struct Handlers {
     pub queue: Arc<RateLimitingQueue<String>>,
     pub apps: Store<HelmApp>,
 }
 
-impl Enqueue {
+impl Handlers {
     /// Enqueues every HelmApp that `index` files under `value`, or only
     /// those `only` accepts.
     fn through(&self, index: &str, value: &str, only: impl Fn(&HelmApp) -> bool) {
@@ -125,7 +125,7 @@ impl Enqueue {
     }
 }
 
-impl Enqueue {
+impl Handlers {
     /// A Secret or ConfigMap of a release (by its instance label) whose
     /// sections changed or that was deleted: drift.
     pub fn on_member_data<K: cache::Object + Fingerprinted + Labelled>(&self, e: &Event<K>) {

@@ -5,7 +5,7 @@
 //!
 //! - `POST /hooks/chart-pushed` `{"repo" | "oci", "name", "version"}`: the
 //!   cached resolutions of that source are dropped and every HelmApp whose
-//!   chart comes from there is reconciled now ([`Nudge::chart_pushed`]);
+//!   chart comes from there is reconciled now ([`PushTrigger::chart_pushed`]);
 //!   its run is the normal one (hash, approval, tenancy). The answer is
 //!   how many were queued, never which.
 //! - `POST /hooks/reconcile` `{"kind": "HelmApp", "namespace", "name"}`:
@@ -32,7 +32,7 @@ pub mod signature;
 
 use std::sync::Arc;
 
-use crate::delivery::helmapp::Nudge;
+use crate::delivery::helmapp::PushTrigger;
 pub use config::WebhookConfig;
 pub use receiver::{MAX_BODY, Receiver};
 pub use serve::WebhookServer;
@@ -42,7 +42,7 @@ pub use serve::WebhookServer;
 /// server is dropped.
 pub async fn start(
     manager: &runtime::Manager,
-    nudge: Nudge,
+    nudge: PushTrigger,
     config: &WebhookConfig,
 ) -> Result<WebhookServer, String> {
     let receiver = Receiver {

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::config::Signer;
 use super::replay::Seen;
-use crate::delivery::helmapp::Nudge;
+use crate::delivery::helmapp::PushTrigger;
 use crate::delivery::names::RECONCILE_AT;
 
 /// The largest body taken.
@@ -20,7 +20,7 @@ pub const MAX_BODY: usize = 64 * 1024;
 
 /// What a verified request can do, and what checks it.
 pub struct Receiver {
-    pub nudge: Nudge,
+    pub nudge: PushTrigger,
     pub client: kube::Client,
     pub leading: runtime::Leading,
     /// The HMAC keys (`--webhook-secret-file`, `--webhook-secret-dir`).

@@ -10,10 +10,10 @@ use record::EventType;
 use runtime::Action;
 
 use super::dry_run;
-use super::outcome::{DeliveryError, Outcome, refuse};
+use super::outcome::{DeliveryError, Outcome, not_ready};
 use crate::delivery::helm::manifest_diff::{self, ManifestDiff};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Inputs, Observed};
+use crate::delivery::helmapp::observation::{Inputs, Observed};
 use crate::delivery::helmapp::status::{self, APPROVED, READY, Reason};
 use crate::delivery::names::APPROVE;
 
@@ -38,7 +38,7 @@ pub async fn run(
             Ok(diff) => record(ctx, app, o, hash, &diff),
             Err(message) => {
                 let message = format!("the change waiting for approval cannot be shown: {message}");
-                refuse(ctx, app, o, Reason::PreviewFailed, &message, true);
+                not_ready(ctx, app, o, Reason::PreviewFailed, &message, true);
                 return Ok(Outcome::Retry(message));
             }
         }

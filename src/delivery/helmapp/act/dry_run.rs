@@ -7,7 +7,7 @@ use apis::helmapp::HelmApp;
 use super::release::{self, Parts};
 use crate::delivery::helm::{GetManifest, Rendered, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Inputs, Observed, RunKind};
+use crate::delivery::helmapp::observation::{Inputs, Observed, RunKind};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
 /// `(live, next)`: the release's manifest now (empty when it has none)

@@ -7,11 +7,13 @@
 mod adopt;
 mod approval;
 mod crds;
-mod drift;
 mod dry_run;
+mod in_sync;
+mod not_ready;
 mod outage;
 mod outcome;
 mod own_run;
+mod put_back;
 mod release;
 mod released;
 mod remediate;
@@ -24,14 +26,12 @@ use apis::helmapp::HelmApp;
 use runtime::Action;
 
 use super::context::Context;
-use super::observed::{Observed, RunKind};
+use super::observation::{Observed, RunKind};
 use super::plan::Step;
-use super::readiness;
-use super::status::{self, READY, RELEASED, Reason};
+use super::status::Reason;
 
 pub use approval::settle as settle_approval;
 pub use crds::FIELD_MANAGER;
-use outcome::refuse;
 pub use outcome::{DeliveryError, Outcome};
 pub use release::record_storage;
 
@@ -58,55 +58,29 @@ pub async fn run(
         }
         Step::Unlock { message } => unlock::run(ctx, app, o, &message).await,
         Step::Uninstall => uninstall::run(ctx, app, o).await,
-        Step::LetGo => uninstall::let_go(ctx, app).await,
-        Step::Abandon { message } => {
-            let message = format!(
-                "{message}. The HelmApp is deleted without uninstalling: the release was left as it is"
-            );
-            let reason = Reason::StorageTampered.as_str();
-            ctx.recorder
-                .event(app, record::EventType::Warning, reason, &message);
-            uninstall::let_go(ctx, app).await
+        Step::RemoveFinalizer => uninstall::let_go(ctx, app).await,
+        Step::LeaveTampered { message } => uninstall::leave_tampered(ctx, app, &message).await,
+        Step::PutBack { objects } => Ok(put_back::run(ctx, app, o, &objects).await),
+        Step::ReportInSync { revision } => {
+            put_back::report(ctx, app, o);
+            Ok(in_sync::report(o, revision))
         }
-        Step::PutBack { objects } => {
-            log::info!(
-                "{}: fields of its objects were edited: {}",
-                o.target.key(),
-                objects.join("; ")
-            );
-            drift::put_back(ctx, app, o).await;
-            drift::report(ctx, app, o);
-            Ok(done(o, None))
-        }
-        Step::Done { revision } => {
-            drift::report(ctx, app, o);
-            Ok(done(o, revision))
-        }
-        Step::Wait {
+        Step::RecheckLater {
             reason,
             message,
             after,
-        } => {
-            refuse(ctx, app, o, reason, &message, true);
-            Ok(Outcome::Finished(Action::requeue_after(
-                after,
-                reason.as_str(),
-            )))
+        } => Ok(not_ready::recheck_later(
+            ctx, app, o, reason, &message, after,
+        )),
+        Step::QuietRecheck { after, why } => {
+            Ok(Outcome::Finished(Action::requeue_after(after, why)))
         }
-        Step::Requeue { after, why } => Ok(Outcome::Finished(Action::requeue_after(after, why))),
         Step::Refuse {
             reason,
             message,
             warn,
             retry,
-        } => {
-            refuse(ctx, app, o, reason, &message, warn);
-            Ok(if retry {
-                Outcome::Retry(message)
-            } else {
-                Outcome::Finished(Action::done(format!("{reason}: {message}")))
-            })
-        }
+        } => Ok(not_ready::refuse(ctx, app, o, reason, message, warn, retry)),
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }
@@ -140,44 +114,6 @@ pub async fn run(
             run,
             message,
         } => Ok(remediate::retries_exhausted(ctx, app, o, remedy, run, &message).await),
-        Step::Idle { why } => Ok(Outcome::Finished(Action::done(why))),
+        Step::Nothing { why } => Ok(Outcome::Finished(Action::done(why))),
     }
-}
-
-/// The release is deployed with this configuration: `Ready` once its
-/// workloads are (with `wait`).
-fn done(o: &mut Observed, revision: Option<i64>) -> Outcome {
-    let hash = o.hash().map(str::to_string);
-    let status = &mut o.status;
-    // A revision the status did not hold (a run of ours whose own status
-    // write an outage cut off): the last action's reason no longer
-    // describes the release.
-    let mut moved = false;
-    if let (Some(revision), Some(hash)) = (revision, hash) {
-        moved = status.revision != revision;
-        status.config_hash = hash;
-        status.revision = revision;
-    }
-    if let Some((reason, message, again)) = readiness::verdict(o, o.timeout) {
-        status::set(&mut o.status, READY, false, reason, &message);
-        return Outcome::Finished(Action::requeue_after(again, message));
-    }
-    let status = &mut o.status;
-    // A change that waited for its window and was withdrawn: nothing
-    // waits any more.
-    let waited = status::has(status, RELEASED, false, Reason::OutsideChangeWindow);
-    if moved || waited || !status::is_true(status, READY) {
-        let message = "the release is deployed with this configuration";
-        status::set(status, READY, true, Reason::UpToDate, message);
-        status::set(status, RELEASED, true, Reason::UpToDate, message);
-    }
-    // Looked at again when an object of a kind no informer watches is due
-    // for its drift look, or the chart's range and newest version are due
-    // to be resolved again — whichever comes first.
-    Outcome::Finished(match (o.drift.poll_after, o.resolve_after) {
-        (Some(d), Some(r)) if r < d => Action::requeue_after(r, "up to date; next resolution"),
-        (Some(d), _) => Action::requeue_after(d, "up to date; next drift look"),
-        (None, Some(r)) => Action::requeue_after(r, "up to date; next resolution"),
-        (None, None) => Action::done("up to date"),
-    })
 }

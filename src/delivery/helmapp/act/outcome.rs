@@ -6,7 +6,7 @@ use record::EventType;
 use runtime::Action;
 
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::Observed;
+use crate::delivery::helmapp::observation::Observed;
 use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
 
 /// Why a reconcile must be retried (with backoff). Messages never carry a
@@ -32,7 +32,7 @@ pub enum Outcome {
 
 /// `Ready=False` with `reason`, and a Warning Event when `warn` and the
 /// reason is new.
-pub fn refuse(
+pub fn not_ready(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,

@@ -17,7 +17,7 @@ use crate::cached::helm::release_manifests;
 use crate::cached::storage::content_digest;
 use crate::delivery::helm::manifest_diff;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Observed, Rendering};
+use crate::delivery::helmapp::observation::{Observed, Rendering};
 use crate::delivery::helmapp::storage;
 
 /// Renders this configuration and compares it with `revision` as stored

@@ -8,11 +8,11 @@ use apis::helmapp::{CrdPolicy, HelmApp, ServerSideApply};
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{DeliveryError, Outcome, failed, forbidden, refuse};
+use super::outcome::{DeliveryError, Outcome, failed, forbidden, not_ready};
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, ServerSide, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Inputs, Observed, RunEnded, RunKind};
+use crate::delivery::helmapp::observation::{Inputs, Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
@@ -32,7 +32,7 @@ pub async fn run(
     let values = match ctx.values(app).await {
         Ok(v) => v,
         Err(e) => {
-            refuse(ctx, app, o, Reason::ValuesInvalid, &e, true);
+            not_ready(ctx, app, o, Reason::ValuesInvalid, &e, true);
             return Ok(Outcome::Finished(Action::done(format!(
                 "ValuesInvalid: {e}"
             ))));
@@ -49,7 +49,7 @@ pub async fn run(
     let post_render = match post_render_file(ctx, app) {
         Ok(file) => file,
         Err(message) => {
-            refuse(ctx, app, o, Reason::PostRendererInvalid, &message, true);
+            not_ready(ctx, app, o, Reason::PostRendererInvalid, &message, true);
             let action = Action::done(format!("PostRendererInvalid: {message}"));
             return Ok(Outcome::Finished(action));
         }

@@ -8,7 +8,7 @@ use runtime::Action;
 
 use super::outcome::Outcome;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::Observed;
+use crate::delivery::helmapp::observation::Observed;
 use crate::delivery::helmapp::readiness;
 use crate::delivery::helmapp::status::{self, READY};
 

@@ -7,10 +7,10 @@ use apis::helmapp::{HelmApp, OnFailure};
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{Outcome, failed, refuse};
+use super::outcome::{Outcome, failed, not_ready};
 use crate::delivery::helm::{Flags, Rollback};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Observed, RunKind};
+use crate::delivery::helmapp::observation::{Observed, RunKind};
 use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason, push_history};
 use crate::delivery::helmapp::storage;
 
@@ -100,7 +100,7 @@ fn tampered_during_run(
         Reason::UpgradeFailed
     };
     status::set(&mut o.status, RELEASED, false, released, &message);
-    refuse(ctx, app, o, Reason::StorageTampered, &message, true);
+    not_ready(ctx, app, o, Reason::StorageTampered, &message, true);
     Outcome::Finished(Action::done(format!("StorageTampered: {refused}")))
 }
 

@@ -11,7 +11,7 @@ use record::EventType;
 use super::outcome::Outcome;
 use crate::delivery::helm::Test;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::{Observed, RunEnded, RunKind};
+use crate::delivery::helmapp::observation::{Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::status::{Reason, push_history};
 
 /// Runs the tests of `revision`, made by `run`; `before`: the revision

@@ -10,7 +10,7 @@ use runtime::Action;
 use super::outcome::{DeliveryError, Outcome, forbidden};
 use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::Observed;
+use crate::delivery::helmapp::observation::Observed;
 use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::status::Reason;
 use crate::delivery::names::FINALIZER;
@@ -96,4 +96,20 @@ pub async fn let_go(ctx: &Context, app: &HelmApp) -> Result<Outcome, DeliveryErr
     crate::delivery::finalizer::set(&ctx.api_of(app), app, FINALIZER, false).await?;
     ctx.status.forget(app);
     Ok(Outcome::Finished(Action::done("finalized")))
+}
+
+/// The HelmApp goes and its release, whose storage someone else changed,
+/// stays as it is: said in a Warning.
+pub async fn leave_tampered(
+    ctx: &Context,
+    app: &HelmApp,
+    message: &str,
+) -> Result<Outcome, DeliveryError> {
+    let message = format!(
+        "{message}. The HelmApp is deleted without uninstalling: the release was left as it is"
+    );
+    let reason = crate::delivery::helmapp::status::Reason::StorageTampered.as_str();
+    ctx.recorder
+        .event(app, record::EventType::Warning, reason, &message);
+    let_go(ctx, app).await
 }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observed::Observed;
+use crate::delivery::helmapp::observation::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
 use crate::delivery::tenancy::impersonate;
 

@@ -11,7 +11,7 @@ use runtime::Action;
 use std::time::Duration;
 
 use super::super::context::Context;
-use super::super::observed::Observed;
+use super::super::observation::Observed;
 use super::super::status::{self, RELEASED, Reason};
 use super::Outcome;
 

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::compare::{as_stored, drifted_fields};
 use super::resources::collection_path;
-use super::shared::Shared;
+use super::shared::DriftCache;
 use crate::cached::fingerprint::Fingerprint;
 use crate::delivery::tenancy::impersonate;
 
@@ -68,7 +68,7 @@ pub fn with_helm_metadata(object: &Value, release: &str, release_ns: &str) -> Va
     object
 }
 
-impl Shared {
+impl DriftCache {
     /// Checks `object`, leaving out the fields `ignored` covers: reads it,
     /// and unless its digest is `previous` (`None`: first sight, its
     /// digest recorded) compares the fields its manifest sets with the

@@ -31,7 +31,7 @@ use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
 use serde_json::Value;
 
 use super::context::Context;
-use super::observed::{Drifted, Observed};
+use super::observation::{Drifted, Observed};
 use crate::cached::fingerprint::{Fingerprint, Fingerprinted};
 use check::{Object, with_helm_metadata};
 use futures::StreamExt;

@@ -4,7 +4,7 @@ use crate::delivery::metrics::HelmMetrics;
 
 /// What drift keeps over the process's life: discovery, recent manifests,
 /// the polling of unwatched kinds.
-pub struct Shared {
+pub struct DriftCache {
     pub resources: super::resources::Resources,
     pub manifests: super::manifest::Manifests,
     pub(super) polls: super::poll::Polls,
@@ -18,9 +18,9 @@ pub struct Shared {
 /// How many objects [`Shared::merge_first`] remembers.
 pub(super) const MERGE_FIRST: usize = 10_000;
 
-impl Shared {
+impl DriftCache {
     pub fn new(metrics: HelmMetrics) -> Self {
-        Shared {
+        DriftCache {
             resources: Default::default(),
             manifests: Default::default(),
             polls: Default::default(),

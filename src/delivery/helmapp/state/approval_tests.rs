@@ -39,7 +39,14 @@ fn a_manual_app_runs_only_approved_configurations() {
                 approve: HASH.into(),
                 ..observed()
             },
-            |s| matches!(s, S::OutOfSync { why: Why::Changed }),
+            |s| {
+                matches!(
+                    s,
+                    S::OutOfSync {
+                        why: OutOfSyncCause::Changed
+                    }
+                )
+            },
         ),
         (
             "manual: adopting a release nobody owns by an upgrade waits",
@@ -87,7 +94,7 @@ fn what_already_ran_is_retried_repaired_and_uninstalled_without_approval() {
                 matches!(
                     s,
                     S::OutOfSync {
-                        why: Why::NotDeployed
+                        why: OutOfSyncCause::NotDeployed
                     }
                 )
             },
@@ -137,6 +144,6 @@ fn an_approval_of_another_configuration_is_stale() {
         approve: "h0".into(),
         ..observed()
     };
-    assert!(waits(Some("h0"))(&state(&stale, &manual)));
-    assert!(waits(None)(&state(&observed(), &manual)));
+    assert!(waits(Some("h0"))(&decide(&stale, &manual)));
+    assert!(waits(None)(&decide(&observed(), &manual)));
 }

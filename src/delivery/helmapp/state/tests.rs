@@ -7,7 +7,7 @@ use chrono::{TimeZone, Utc};
 
 use super::*;
 use crate::delivery::helmapp::inputs::ChartProblem;
-use crate::delivery::helmapp::observed::Waiting;
+use crate::delivery::helmapp::observation::Waiting;
 use crate::delivery::helmapp::status::{READY, RELEASED, Reason, set};
 use crate::delivery::helmapp::target::Target;
 use crate::delivery::source::LocalChart;
@@ -117,8 +117,8 @@ fn exhausted_status() -> HelmAppStatus {
 }
 
 /// A ConfigMap whose `/data/a` was found edited.
-fn edited() -> crate::delivery::helmapp::observed::DriftFound {
-    use crate::delivery::helmapp::observed::{DriftFound, Drifted};
+fn edited() -> crate::delivery::helmapp::observation::DriftFound {
+    use crate::delivery::helmapp::observation::{DriftFound, Drifted};
     DriftFound {
         drifted: vec![Drifted {
             object: apis::helmapp::DriftedObject {
@@ -141,8 +141,8 @@ pub(super) type Row = (&'static str, HelmApp, Observed, fn(&ReleaseState) -> boo
 pub(super) fn check(rows: Vec<Row>) {
     for (rule, app, mut observed, expected) in rows {
         // As observe sets it: the app's own timeout, with no bound.
-        observed.timeout = crate::delivery::helmapp::observed::timeout_of(&app, Duration::MAX).0;
-        let got = state(&observed, &app);
+        observed.timeout = crate::delivery::helmapp::observation::timeout_of(&app, Duration::MAX).0;
+        let got = decide(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
     }
 }
@@ -351,7 +351,11 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
                 newest: stored(2, "deployed", UID, "old"),
                 ..observed()
             },
-            |s| *s == S::OutOfSync { why: Why::Changed },
+            |s| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::Changed,
+                }
+            },
         ),
         (
             "a failed newest revision: upgrade",
@@ -362,7 +366,7 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
             },
             |s| {
                 *s == S::OutOfSync {
-                    why: Why::NotDeployed,
+                    why: OutOfSyncCause::NotDeployed,
                 }
             },
         ),
@@ -456,7 +460,11 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
                 adoption_render: Some(Rendering::Differs),
                 ..observed()
             },
-            |s| *s == S::OutOfSync { why: Why::Adopt },
+            |s| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::Adopt,
+                }
+            },
         ),
         (
             "adopt a failed release: upgrade, no dry run",
@@ -465,7 +473,11 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
                 newest: stored(1, "failed", "gone-uid", HASH),
                 ..observed()
             },
-            |s| *s == S::OutOfSync { why: Why::Adopt },
+            |s| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::Adopt,
+                }
+            },
         ),
     ]);
 }
@@ -545,7 +557,7 @@ fn a_pending_release_is_held_locked_or_stuck_and_spent_retries_wait() {
             },
             |s| {
                 *s == S::OutOfSync {
-                    why: Why::NotDeployed,
+                    why: OutOfSyncCause::NotDeployed,
                 }
             },
         ),
@@ -563,7 +575,11 @@ fn a_pending_release_is_held_locked_or_stuck_and_spent_retries_wait() {
                 },
                 ..observed()
             },
-            |s| *s == S::OutOfSync { why: Why::Changed },
+            |s| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::Changed,
+                }
+            },
         ),
     ]);
 }
@@ -619,7 +635,11 @@ fn force_kept_history_failed_tests_and_backoff() {
                 force_at: "1".into(),
                 ..deployed()
             },
-            |s| *s == S::OutOfSync { why: Why::Forced },
+            |s| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::Forced,
+                }
+            },
         ),
         (
             "a force-at acted on: nothing",
@@ -662,7 +682,7 @@ fn force_kept_history_failed_tests_and_backoff() {
             },
             |s| {
                 *s == S::OutOfSync {
-                    why: Why::TestFailed,
+                    why: OutOfSyncCause::TestFailed,
                 }
             },
         ),
@@ -699,7 +719,7 @@ fn force_kept_history_failed_tests_and_backoff() {
             },
             |s| {
                 *s == S::OutOfSync {
-                    why: Why::NotDeployed,
+                    why: OutOfSyncCause::NotDeployed,
                 }
             },
         ),
@@ -734,7 +754,7 @@ fn force_kept_history_failed_tests_and_backoff() {
             },
             |s| {
                 *s == S::OutOfSync {
-                    why: Why::NotDeployed,
+                    why: OutOfSyncCause::NotDeployed,
                 }
             },
         ),
@@ -809,7 +829,11 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
                 force_at: "1".into(),
                 ..deployed(HASH)
             },
-            Box::new(|s: &S| *s == S::OutOfSync { why: Why::Forced }),
+            Box::new(|s: &S| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::Forced,
+                }
+            }),
         ),
         (
             "objects deleted: the repair waits",
@@ -846,14 +870,14 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
         ),
     ];
     for (rule, app, observed, expected) in rows {
-        let got = state(&observed, &app);
+        let got = decide(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
     }
 }
 
 #[test]
 fn what_a_run_of_this_reconcile_came_to_decides_before_anything_else() {
-    use crate::delivery::helmapp::observed::{RunEnded, RunKind};
+    use crate::delivery::helmapp::observation::{RunEnded, RunKind};
     use ReleaseState as S;
     let tested = app(|a| a.spec.test.enable = true);
     let ran = |ended: RunEnded| Observed {

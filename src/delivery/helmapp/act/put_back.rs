@@ -3,12 +3,13 @@
 //! revision — and reported in `status.drift`, the `Drifted` condition and
 //! one Event per new drift (every mode but `disabled`).
 
+use super::outcome::Outcome;
 use apis::helmapp::HelmApp;
 use record::EventType;
 
 use super::super::context::Context;
 use super::super::drift::check::Object;
-use super::super::observed::Observed;
+use super::super::observation::Observed;
 use super::super::state::describe;
 use super::super::status::{self, DRIFTED, Reason};
 
@@ -152,4 +153,17 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         names.join("; ")
     );
     status::set(status, DRIFTED, true, Reason::DriftDetected, &message);
+}
+
+/// Puts edited fields back, reports the drift left, and reports the
+/// release in sync.
+pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, objects: &[String]) -> Outcome {
+    log::info!(
+        "{}: fields of its objects were edited: {}",
+        o.target.key(),
+        objects.join("; ")
+    );
+    put_back(ctx, app, o).await;
+    report(ctx, app, o);
+    super::in_sync::report(o, None)
 }

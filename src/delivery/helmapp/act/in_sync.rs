@@ -1,0 +1,47 @@
+//! The release is deployed with this configuration: `Ready` (with `wait`,
+//! once its objects are), and when to look again.
+
+use runtime::Action;
+
+use super::outcome::Outcome;
+use crate::delivery::helmapp::observation::Observed;
+use crate::delivery::helmapp::readiness;
+use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
+
+/// The release is deployed with this configuration: `Ready` once its
+/// workloads are (with `wait`).
+pub fn report(o: &mut Observed, revision: Option<i64>) -> Outcome {
+    let hash = o.hash().map(str::to_string);
+    let status = &mut o.status;
+    // A revision the status did not hold (a run of ours whose own status
+    // write an outage cut off): the last action's reason no longer
+    // describes the release.
+    let mut moved = false;
+    if let (Some(revision), Some(hash)) = (revision, hash) {
+        moved = status.revision != revision;
+        status.config_hash = hash;
+        status.revision = revision;
+    }
+    if let Some((reason, message, again)) = readiness::verdict(o, o.timeout) {
+        status::set(&mut o.status, READY, false, reason, &message);
+        return Outcome::Finished(Action::requeue_after(again, message));
+    }
+    let status = &mut o.status;
+    // A change that waited for its window and was withdrawn: nothing
+    // waits any more.
+    let waited = status::has(status, RELEASED, false, Reason::OutsideChangeWindow);
+    if moved || waited || !status::is_true(status, READY) {
+        let message = "the release is deployed with this configuration";
+        status::set(status, READY, true, Reason::UpToDate, message);
+        status::set(status, RELEASED, true, Reason::UpToDate, message);
+    }
+    // Looked at again when an object of a kind no informer watches is due
+    // for its drift look, or the chart's range and newest version are due
+    // to be resolved again — whichever comes first.
+    Outcome::Finished(match (o.drift.poll_after, o.resolve_after) {
+        (Some(d), Some(r)) if r < d => Action::requeue_after(r, "up to date; next resolution"),
+        (Some(d), _) => Action::requeue_after(d, "up to date; next drift look"),
+        (None, Some(r)) => Action::requeue_after(r, "up to date; next resolution"),
+        (None, None) => Action::done("up to date"),
+    })
+}

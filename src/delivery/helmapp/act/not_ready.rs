@@ -1,0 +1,45 @@
+//! A release held back: `Ready=False` with the reason the plan chose, and
+//! when to look again.
+
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+use runtime::Action;
+
+use super::outcome::{Outcome, not_ready};
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observation::Observed;
+use crate::delivery::helmapp::status::Reason;
+
+/// `Ready=False` with `reason` (a Warning when new), looked at again
+/// after `after`.
+pub fn recheck_later(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    reason: Reason,
+    message: &str,
+    after: Duration,
+) -> Outcome {
+    not_ready(ctx, app, o, reason, message, true);
+    Outcome::Finished(Action::requeue_after(after, reason.as_str()))
+}
+
+/// `Ready=False` with `reason` (a Warning when new and `warn`); retried
+/// with backoff when `retry`, else until something changes.
+pub fn refuse(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    reason: Reason,
+    message: String,
+    warn: bool,
+    retry: bool,
+) -> Outcome {
+    not_ready(ctx, app, o, reason, &message, warn);
+    if retry {
+        Outcome::Retry(message)
+    } else {
+        Outcome::Finished(Action::done(format!("{reason}: {message}")))
+    }
+}
