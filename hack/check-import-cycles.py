@@ -8,6 +8,10 @@ An edge A -> B means file A names an item that file B defines: through
 `mod child;` itself is containment, not an edge. A path that ends at a
 module's `pub use` re-export is followed to the file that defines the item.
 Test code (`#[cfg(test)]` modules, `tests.rs` files) is left out.
+
+Folders count too: within each directory, a subfolder is one unit (all its
+files together), so `a.rs -> b/x.rs` and `b/y.rs -> a.rs` is a circle
+between `a.rs` and `b/` even though no two files import each other.
 """
 import os
 import re
@@ -129,8 +133,57 @@ def visit(f):
 for f in sorted(edges):
     if color[f] == WHITE:
         visit(f)
-if cycles:
+
+
+def folder_cycles():
+    """Circles among the files and subfolders of each directory."""
+    found = []
+    rel = {f: os.path.relpath(f, root).split(os.sep) for f in edges}
+    dirs = {tuple(parts[:i]) for parts in rel.values() for i in range(len(parts))}
+    for d in sorted(dirs):
+        def unit(f):
+            parts = rel[f]
+            if len(parts) <= len(d) or tuple(parts[: len(d)]) != d:
+                return None
+            return parts[len(d)] + ("/" if len(parts) > len(d) + 1 else "")
+        graph = {}
+        for f, targets in edges.items():
+            a = unit(f)
+            if a is None:
+                continue
+            graph.setdefault(a, set())
+            for g in targets:
+                b = unit(g)
+                if b is not None and b != a:
+                    graph[a].add(b)
+        state = {u: WHITE for u in graph}
+        path = []
+
+        def walk(u):
+            state[u] = GREY
+            path.append(u)
+            for v in sorted(graph.get(u, ())):
+                if state.get(v) == GREY:
+                    c = path[path.index(v):] + [v]
+                    if any(x.endswith("/") for x in c):
+                        found.append("/".join(d) + ": " + " -> ".join(c))
+                elif state.get(v, WHITE) == WHITE:
+                    state[v] = WHITE
+                    walk(v)
+            path.pop()
+            state[u] = BLACK
+
+        for u in sorted(graph):
+            if state[u] == WHITE:
+                walk(u)
+    return found
+
+
+folders = folder_cycles()
+if cycles or folders:
     for c in cycles:
         print("import cycle: " + " -> ".join(os.path.relpath(x, root) for x in c))
+    for c in folders:
+        print("folder import cycle in " + c)
     sys.exit(1)
 print(f"no import cycle among {len(files)} files of {root} ({sum(len(e) for e in edges.values())} edges)")

@@ -14,7 +14,7 @@ use apis::helmappset::HelmAppSet;
 use cache::Store;
 use kube::ResourceExt;
 
-use super::appset::child_name;
+use super::names::child_name;
 
 /// A node of the graph: `(kind, namespace, name)`.
 type Node = (String, String, String);

@@ -45,3 +45,11 @@ pub fn made_app_name(target: &str, release: &str) -> String {
 /// Index of HelmApps by what they depend on: `HelmApp/namespace/name` or
 /// `HelmAppSet/namespace/name`.
 pub const DEPENDS_ON_INDEX: &str = "depends-on";
+
+/// On a HelmApp a Hosstedproject made: the project's name.
+pub const PROJECT_LABEL: &str = "hossted.com/project";
+
+/// The child HelmApp name of `app` in the HelmAppSet `set`.
+pub fn child_name(set: &str, app: &str) -> String {
+    format!("{set}-{app}")
+}

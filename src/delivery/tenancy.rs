@@ -120,7 +120,7 @@ impl Tenancy {
         app.namespace().as_deref() == Some(self.operator_namespace.as_str())
             && app
                 .labels()
-                .contains_key(crate::delivery::project::PROJECT_LABEL)
+                .contains_key(crate::delivery::names::PROJECT_LABEL)
     }
 
     /// Why `app` may not name `namespace` (its `targetNamespace` or a
@@ -229,12 +229,12 @@ mod tests {
         // An operator-made app: its place and its label together.
         let mut made = app("hossted-operator", "");
         made.labels_mut()
-            .insert(crate::delivery::project::PROJECT_LABEL.into(), "p".into());
+            .insert(crate::delivery::names::PROJECT_LABEL.into(), "p".into());
         assert!(strict.refuses_reference(&made, "apps").is_none());
         let mut elsewhere = app("team-a", "");
         elsewhere
             .labels_mut()
-            .insert(crate::delivery::project::PROJECT_LABEL.into(), "p".into());
+            .insert(crate::delivery::names::PROJECT_LABEL.into(), "p".into());
         assert!(
             t.refuses_reference(&elsewhere, "apps").is_some(),
             "the label alone grants nothing"

@@ -405,6 +405,71 @@ fn to_json(object: &DynamicObject) -> Found {
     }
 }
 
+// The metrics of the informers, read at each scrape.
+
+use prometheus_client::encoding::{EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use runtime::Manager;
+
+/// `hossted_dependency_informers` (running) or
+/// `hossted_dependency_informers_started_total`, read at each scrape.
+struct WatchedKindsMetric {
+    watched: std::sync::Weak<WatchedKinds>,
+    started: bool,
+}
+
+impl std::fmt::Debug for WatchedKindsMetric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WatchedKindsMetric")
+    }
+}
+
+impl TypedMetric for WatchedKindsMetric {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for WatchedKindsMetric {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (started, running) = self.watched.upgrade().map_or((0, 0), |w| w.informers());
+        if self.started {
+            prometheus_client::metrics::counter::ConstCounter::new(started).encode(encoder)
+        } else {
+            ConstGauge::new(running as i64).encode(encoder)
+        }
+    }
+
+    fn metric_type(&self) -> MetricType {
+        if self.started {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        }
+    }
+}
+
+/// Registers the gauge of running dependency informers and the counter of
+/// those started (docs/dependencies.md).
+pub fn register_metrics(manager: &Manager, watched: &std::sync::Arc<WatchedKinds>) {
+    let r = manager.metrics();
+    r.register(
+        "dependency_informers",
+        "Informers running for kinds dependsOn names",
+        WatchedKindsMetric {
+            watched: std::sync::Arc::downgrade(watched),
+            started: false,
+        },
+    );
+    r.register(
+        "dependency_informers_started",
+        "Informers started for kinds dependsOn names",
+        WatchedKindsMetric {
+            watched: std::sync::Arc::downgrade(watched),
+            started: true,
+        },
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,10 +13,7 @@ use crate::delivery::helmapp::status::Reason;
 
 /// On a child HelmApp: the name of the set that owns it.
 pub const SET_LABEL: &str = "hossted.com/helmappset";
-/// The child HelmApp name of `app` in `set`.
-pub fn child_name(set: &str, app: &str) -> String {
-    format!("{set}-{app}")
-}
+pub use crate::delivery::names::child_name;
 
 /// The names of `set`'s children, in `spec.apps` order.
 pub fn child_names(set: &HelmAppSet) -> Vec<String> {

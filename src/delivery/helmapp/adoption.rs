@@ -14,7 +14,7 @@ use kube::discovery::Scope;
 use kube::{Api, Client};
 use serde_json::Value;
 
-use super::drift::manifest::objects_of;
+use super::kept::manifest::objects_of;
 use super::target::Target;
 use crate::cached::helm::release_manifests;
 

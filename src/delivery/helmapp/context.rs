@@ -53,7 +53,7 @@ pub struct Context {
     pub recorder: EventRecorder,
     pub settings: Settings,
     /// Discovery, recent manifests and polling, for drift.
-    pub drift: super::drift::shared::DriftCache,
+    pub drift: super::kept::DriftCache,
     /// The kinds `dependsOn` names beyond HelmApps: their informers.
     pub watched: Arc<crate::delivery::watched_kinds::WatchedKinds>,
     /// Whether the API answers: no helm starts while it does not.

@@ -12,15 +12,17 @@
 
 pub mod act;
 mod adoption;
+mod config;
 mod context;
 mod dependency;
 mod drift;
 pub mod inputs;
+mod kept;
 mod kstatus;
 pub mod observation;
 pub mod observe;
 pub mod plan;
-mod pushed;
+
 mod readiness;
 pub mod state;
 pub mod status;
@@ -50,11 +52,11 @@ use crate::delivery::metrics::HelmMetrics;
 use crate::delivery::names::{
     DEPENDS_ON_INDEX, FINALIZER, RELEASE_INDEX, TARGET_INDEX, VALUES_FROM_INDEX,
 };
+pub use crate::delivery::pushed::PushTrigger;
 use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
 pub use act::{DeliveryError, Outcome};
 pub use context::{Context, Members};
-pub use pushed::PushTrigger;
 pub use target::Target;
 
 /// The most steps one reconcile takes: unlock, record or render a run of
@@ -171,7 +173,7 @@ pub fn controller(
     let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
-    let drift = drift::shared::DriftCache::new(metrics.clone());
+    let drift = kept::DriftCache::new(metrics.clone());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
     let sets = factory.optional_informer::<HelmAppSet>(InformerOptions::default());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
@@ -262,7 +264,7 @@ fn watched_kinds(
         apps,
         queue,
     ));
-    crate::delivery::metrics::register_watched_kinds(manager, &watched);
+    crate::delivery::watched_kinds::register_metrics(manager, &watched);
     watched
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use apis::helmapp::{DriftedObject, HelmApp, HelmAppStatus};
 use serde_json::Value;
 
-use super::inputs::ChartProblem;
+use super::config::ChartProblem;
 use super::status::Reason;
 use super::target::Target;
 use crate::delivery::source::LocalChart;
@@ -258,7 +258,7 @@ impl Observed {
 /// that rare) clamped to `max`, and whether it was.
 pub fn timeout_of(app: &HelmApp, max: Duration) -> (Duration, bool) {
     let asked =
-        super::inputs::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
+        super::config::parse_duration(&app.spec.timeout).unwrap_or(Duration::from_secs(300));
     (asked.min(max), asked > max)
 }
 

@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::{Api, ResourceExt};
 
+use super::config::config_hash;
 use super::context::Context;
-use super::inputs::config_hash;
 use super::observation::{Inputs, Observed, Stored, timeout_of};
 use super::readiness;
 use super::state;
@@ -151,7 +151,7 @@ async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
 fn resolve_after(app: &HelmApp) -> Option<std::time::Duration> {
     let c = &app.spec.chart;
     (!c.repo.is_empty() || !c.oci.is_empty()).then(|| {
-        super::inputs::parse_duration(&app.spec.interval)
+        super::config::parse_duration(&app.spec.interval)
             .unwrap_or(std::time::Duration::from_secs(600))
     })
 }

@@ -14,8 +14,7 @@ use runtime::StatusWriter;
 use crate::cached::objects::HelmRelease;
 use crate::delivery::source::fetch::Sources;
 
-/// On a HelmApp made for a Hosstedproject: the project's name.
-pub const PROJECT_LABEL: &str = "hossted.com/project";
+pub use crate::delivery::names::PROJECT_LABEL;
 /// On a HelmApp made for a Hosstedproject: `helm`, `monitoring` or `ingress`.
 pub const SOURCE_LABEL: &str = "hossted.com/delivered-for";
 /// The ConfigMap (operator namespace) listing each toggle's apps.

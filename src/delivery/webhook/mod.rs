@@ -32,7 +32,7 @@ pub mod signature;
 
 use std::sync::Arc;
 
-use crate::delivery::helmapp::PushTrigger;
+use crate::delivery::pushed::PushTrigger;
 pub use config::WebhookConfig;
 pub use receiver::{MAX_BODY, Receiver};
 pub use serve::WebhookServer;

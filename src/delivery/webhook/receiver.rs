@@ -12,8 +12,8 @@ use serde_json::json;
 
 use super::config::Signer;
 use super::replay::Seen;
-use crate::delivery::helmapp::PushTrigger;
 use crate::delivery::names::RECONCILE_AT;
+use crate::delivery::pushed::PushTrigger;
 
 /// The largest body taken.
 pub const MAX_BODY: usize = 64 * 1024;

@@ -51,7 +51,7 @@ async fn tested(
 ) -> Option<String> {
     let settings = &app.spec.test;
     // `test.timeout`, or the helm timeout; bounded as that one is.
-    let timeout = crate::delivery::helmapp::inputs::parse_duration(&settings.timeout)
+    let timeout = crate::delivery::helmapp::config::parse_duration(&settings.timeout)
         .unwrap_or(o.timeout)
         .min(ctx.settings.max_helm_timeout);
     let user = o.identity.user();

@@ -11,9 +11,9 @@ use kube::api::{Patch, PatchParams};
 use kube::core::Request;
 use serde_json::{Value, json};
 
+use super::super::kept::DriftCache;
+use super::super::kept::resources::collection_path;
 use super::compare::{as_stored, drifted_fields};
-use super::resources::collection_path;
-use super::shared::DriftCache;
 use crate::cached::fingerprint::Fingerprint;
 use crate::delivery::tenancy::impersonate;
 
@@ -242,7 +242,7 @@ impl DriftCache {
 
     fn remember_merge_first(&self, key: String) {
         let mut remembered = self.merge_first.lock();
-        if remembered.len() >= super::shared::MERGE_FIRST {
+        if remembered.len() >= super::super::kept::MERGE_FIRST {
             remembered.clear();
         }
         remembered.insert(key);

@@ -18,11 +18,7 @@
 
 pub mod check;
 pub mod compare;
-pub mod manifest;
-mod poll;
-pub mod resources;
 pub mod rules;
-pub mod shared;
 
 use crate::cached::helm::HelmStatus;
 use std::time::Duration;
@@ -83,11 +79,11 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     };
     let (suspects, unwatched) = suspects(ctx, app, o, new_revision);
     let interval =
-        super::inputs::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
+        super::config::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
     let app_key = cache::object_key(app);
     let start = match new_revision {
-        true => poll::Start::Now,
-        false => poll::Start::Resume,
+        true => super::kept::poll::Start::Now,
+        false => super::kept::poll::Start::Resume,
     };
     let (polled, after) = ctx.drift.polls.due(&app_key, &unwatched, interval, start);
     o.drift.poll_after = after;
@@ -282,7 +278,7 @@ async fn check_one(
 ) {
     let entry = o.status.inventory[i].clone();
     let key = o.target.key();
-    let Some(doc) = manifest::find(
+    let Some(doc) = super::kept::manifest::find(
         objects,
         &entry.kind,
         &entry.namespace,

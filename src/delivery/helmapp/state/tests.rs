@@ -6,7 +6,7 @@ use apis::helmapp::{HelmApp, HelmAppStatus, HistoryEntry};
 use chrono::{TimeZone, Utc};
 
 use super::*;
-use crate::delivery::helmapp::inputs::ChartProblem;
+use crate::delivery::helmapp::config::ChartProblem;
 use crate::delivery::helmapp::observation::Waiting;
 use crate::delivery::helmapp::status::{READY, RELEASED, Reason, set};
 use crate::delivery::helmapp::target::Target;
