@@ -11,8 +11,8 @@
 //!   Down ──(the probe's GET answered)──▶ Up, every parked key re-queued
 //! ```
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kube::Client;
@@ -39,15 +39,15 @@ pub struct Reachability {
     parked: Mutex<Vec<String>>,
     /// `hossted_api_reachable`: 1 up, 0 down.
     gauge: Gauge,
-    /// Where parked keys go back to (the controller's queue, set once).
-    queue: Arc<OnceLock<Arc<RateLimitingQueue<String>>>>,
+    /// Where parked keys go back to (the controller's queue).
+    queue: Arc<RateLimitingQueue<String>>,
 }
 
 impl Reachability {
     pub fn new(
         client: Client,
         manager: &runtime::Manager,
-        queue: Arc<OnceLock<Arc<RateLimitingQueue<String>>>>,
+        queue: Arc<RateLimitingQueue<String>>,
     ) -> Arc<Self> {
         let gauge = Gauge::default();
         gauge.set(1);
@@ -130,9 +130,7 @@ impl Reachability {
     }
 
     fn requeue(&self, key: &str) {
-        if let Some(queue) = self.queue.get() {
-            queue.add(key.to_string());
-        }
+        self.queue.add(key.to_string());
     }
 }
 

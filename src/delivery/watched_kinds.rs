@@ -11,8 +11,8 @@
 //! reconcile.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use apis::helmapp::{DependencyTarget, HelmApp};
@@ -72,9 +72,9 @@ pub struct Lookup {
 pub struct WatchedKinds {
     client: Client,
     apps: Store<HelmApp>,
-    /// The HelmApp queue, once it exists: where the informers' handlers
-    /// enqueue dependents.
-    queue: Arc<OnceLock<Arc<RateLimitingQueue<String>>>>,
+    /// The HelmApp queue: where the informers' handlers enqueue
+    /// dependents.
+    queue: Arc<RateLimitingQueue<String>>,
     /// Invariant: every informer here runs, and its kind is named by a
     /// HelmApp as of the last [`WatchedKinds::retain`].
     kinds: Mutex<HashMap<GroupVersionKind, Arc<Kind>>>,
@@ -92,7 +92,7 @@ impl WatchedKinds {
     pub fn new(
         client: Client,
         apps: Store<HelmApp>,
-        queue: Arc<OnceLock<Arc<RateLimitingQueue<String>>>>,
+        queue: Arc<RateLimitingQueue<String>>,
     ) -> Self {
         WatchedKinds {
             client,
@@ -287,7 +287,6 @@ impl WatchedKinds {
                     None => return,
                 },
             };
-            let Some(queue) = queue.get() else { return };
             let object_ns = object.namespace().unwrap_or_default();
             let name = object.name_any();
             let key = object_index_key(&group, &kind, &name);

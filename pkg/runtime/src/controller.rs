@@ -171,6 +171,35 @@ impl<R: Reconciler> Controller<R> {
         }
     }
 
+    /// A controller as [`new`](Self::new) makes, around `queue` — made first
+    /// with [`new_queue`](Self::new_queue), so that what the reconciler holds
+    /// (a background fetch, a probe) can enqueue into it from the start.
+    pub fn with_queue(
+        manager: &Manager,
+        name: &str,
+        reconciler: R,
+        queue: Arc<RateLimitingQueue<String>>,
+    ) -> Self {
+        Controller {
+            queue,
+            ..Self::new(manager, name, reconciler)
+        }
+    }
+
+    /// The queue of the controller `name`, with per-key retry backoff
+    /// capped at `max_backoff`, for [`with_queue`](Self::with_queue).
+    pub fn new_queue(
+        manager: &Manager,
+        name: &str,
+        max_backoff: Duration,
+    ) -> Arc<RateLimitingQueue<String>> {
+        Arc::new(RateLimitingQueue::with_metrics(
+            controller_rate_limiter(max_backoff),
+            name,
+            &manager.metrics_handle().queues,
+        ))
+    }
+
     /// Caps the per-key retry backoff (5 ms doubling; client-go's default cap
     /// is 1000 s). Call before handing [`queue`](Self::queue) to handlers:
     /// it replaces the queue.

@@ -46,9 +46,9 @@ pub struct Context {
     pub helm: Arc<Helm>,
     /// Chart fetching, shared with the other delivery controllers.
     pub sources: Arc<Sources>,
-    /// The controller's queue, set once it exists: a background chart
-    /// fetch re-queues its HelmApp when it ends.
-    pub wake: Arc<OnceLock<Arc<RateLimitingQueue<String>>>>,
+    /// The controller's queue: a background chart fetch re-queues its
+    /// HelmApp when it ends.
+    pub queue: Arc<RateLimitingQueue<String>>,
     pub status: StatusWriter<HelmApp, HelmAppStatus>,
     pub recorder: EventRecorder,
     pub settings: Settings,

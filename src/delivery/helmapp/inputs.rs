@@ -119,12 +119,8 @@ impl Context {
 
     /// Re-queues `app` (when a background fetch ends).
     fn waker(&self, app: &HelmApp) -> impl FnOnce() + Send + 'static {
-        let (queue, key) = (self.wake.get().cloned(), cache::object_key(app));
-        move || {
-            if let Some(queue) = queue {
-                queue.add(key);
-            }
-        }
+        let (queue, key) = (self.queue.clone(), cache::object_key(app));
+        move || queue.add(key)
     }
 
     /// What `credentialsSecretRef` `name` holds (see [`credentials`]).

@@ -186,7 +186,7 @@ pub fn controller(
     let configmaps =
         factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
     let members = member_informers(factory);
-    let wake: Arc<std::sync::OnceLock<_>> = Arc::default();
+    let queue = Controller::<HelmApps>::new_queue(manager, "helmapp", Duration::from_secs(300));
     let ctx = Context {
         client: manager.client(),
         apps: apps.store(),
@@ -197,7 +197,7 @@ pub fn controller(
         configmaps: configmaps.store(),
         helm: helm.clone(),
         sources,
-        wake: wake.clone(),
+        queue: queue.clone(),
         status: {
             let writer = StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone());
             writer.follow(&apps);
@@ -206,23 +206,21 @@ pub fn controller(
         recorder: manager.recorder(),
         settings: settings.clone(),
         drift,
-        watched: watched_kinds(manager, apps.store(), wake.clone()),
+        watched: watched_kinds(manager, apps.store(), queue.clone()),
         reachability: crate::delivery::reachability::Reachability::new(
             manager.client(),
             manager,
-            wake.clone(),
+            queue.clone(),
         ),
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),
         interrupted: Default::default(),
     };
     gate_on_reachability(&helm, &ctx.reachability);
-    let controller = Controller::new(manager, "helmapp", HelmApps { ctx })
-        .max_backoff(Duration::from_secs(300))
+    let controller = Controller::with_queue(manager, "helmapp", HelmApps { ctx }, queue)
         .workers(settings.workers)
         .resync_every(settings.resync, &apps);
 
-    let _ = controller.reconciler().ctx.wake.set(controller.queue());
     let to = wiring::Handlers {
         queue: controller.queue(),
         apps: apps.store(),
@@ -257,7 +255,7 @@ pub fn controller(
 fn watched_kinds(
     manager: &Manager,
     apps: cache::Store<HelmApp>,
-    queue: Arc<std::sync::OnceLock<Arc<runtime::RateLimitingQueue<String>>>>,
+    queue: Arc<runtime::RateLimitingQueue<String>>,
 ) -> Arc<crate::delivery::watched_kinds::WatchedKinds> {
     let watched = Arc::new(crate::delivery::watched_kinds::WatchedKinds::new(
         manager.client(),
