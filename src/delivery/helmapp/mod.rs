@@ -155,7 +155,7 @@ impl HelmApps {
         }
         match outcome? {
             Outcome::Finished(action) => Ok(action),
-            Outcome::Retry(message) => Err(DeliveryError::Failed(message)),
+            Outcome::Retry { reason, message } => Err(DeliveryError::Retry { reason, message }),
             Outcome::Replan => Ok(Action::requeue_after(plan::HELM_HOLDS, "plan again")),
         }
     }

@@ -69,12 +69,11 @@ pub async fn take_over(
     let user = o.identity.user();
     let (ns, release) = (o.target.namespace.clone(), o.target.release.clone());
     let url = Request::new(Secret::url_path(&(), Some(&ns)));
-    let build = |e: kube::core::request::Error| DeliveryError::Failed(e.to_string());
     let selector = format!("owner=helm,name={release}");
     let mut list = url
         .list(&ListParams::default().labels(&selector))
-        .map_err(build)?;
-    impersonate(&mut list, user.as_deref()).map_err(DeliveryError::Failed)?;
+        .map_err(DeliveryError::Request)?;
+    impersonate(&mut list, user.as_deref()).map_err(DeliveryError::Impersonation)?;
     let secrets: ObjectList<Secret> = ctx.client.request(list).await?;
     for secret in &secrets.items {
         let labels = secret.metadata.labels.clone().unwrap_or_default();
@@ -86,8 +85,8 @@ pub async fn take_over(
         let body = Patch::Merge(json!({ "metadata": { "labels": wanted } }));
         let mut patch = url
             .patch(&name, &PatchParams::default(), &body)
-            .map_err(build)?;
-        impersonate(&mut patch, user.as_deref()).map_err(DeliveryError::Failed)?;
+            .map_err(DeliveryError::Request)?;
+        impersonate(&mut patch, user.as_deref()).map_err(DeliveryError::Impersonation)?;
         let _: Secret = ctx.client.request(patch).await?;
     }
     if let Some(newest) = o.newest.as_mut() {

@@ -39,7 +39,7 @@ pub async fn run(
             Err(message) => {
                 let message = format!("the change waiting for approval cannot be shown: {message}");
                 not_ready(ctx, app, o, Reason::PreviewFailed, &message, true);
-                return Ok(Outcome::Retry(message));
+                return Ok(Outcome::retry(Reason::PreviewFailed, message));
             }
         }
     }

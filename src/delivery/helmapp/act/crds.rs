@@ -55,10 +55,9 @@ impl Context {
     ) -> Result<(), DeliveryError> {
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut request = Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-            .patch(name, &params, &Patch::Apply(crd))
-            .map_err(|e| DeliveryError::Failed(e.to_string()))?;
+            .patch(name, &params, &Patch::Apply(crd))?;
         crate::delivery::tenancy::impersonate(&mut request, as_user)
-            .map_err(DeliveryError::Failed)?;
+            .map_err(DeliveryError::Impersonation)?;
         self.client.request::<Value>(request).await?;
         Ok(())
     }

@@ -38,7 +38,7 @@ pub fn refuse(
 ) -> Outcome {
     not_ready(ctx, app, o, reason, &message, warn);
     if retry {
-        Outcome::Retry(message)
+        Outcome::Retry { reason, message }
     } else {
         Outcome::Finished(Action::done(format!("{reason}: {message}")))
     }

@@ -13,10 +13,22 @@ use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
 /// value: helm's are redacted before they get here.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
+    /// A read or write the API server refused or did not answer (the
+    /// reconcile tells an outage from the rest by it).
     #[error("writing to the API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("{0}")]
-    Failed(String),
+    #[error("building a request: {0}")]
+    Request(#[from] kube::core::request::Error),
+    /// A user that cannot be an `Impersonate-User` header.
+    #[error("cannot impersonate {0}")]
+    Impersonation(String),
+    /// A storage Secret of helm's that does not decode.
+    #[error("{secret}: not a release helm can read: {why}")]
+    UnreadableRelease { secret: String, why: String },
+    /// An action ended in a state trying again may fix (`Ready=False`
+    /// says `reason`).
+    #[error("{reason}: {message}")]
+    Retry { reason: Reason, message: String },
 }
 
 /// How an action ended.
@@ -24,10 +36,21 @@ pub enum DeliveryError {
 pub enum Outcome {
     /// Finished: the controller does this next.
     Finished(Action),
-    /// Failed in a way trying again may fix: retried with backoff.
-    Retry(String),
+    /// Failed in a way trying again may fix: retried with backoff;
+    /// `Ready=False` says `reason`.
+    Retry { reason: Reason, message: String },
     /// The release changed: plan again from the updated observation.
     Replan,
+}
+
+impl Outcome {
+    /// A retry for `reason`, saying `message`.
+    pub fn retry(reason: Reason, message: impl Into<String>) -> Self {
+        Outcome::Retry {
+            reason,
+            message: message.into(),
+        }
+    }
 }
 
 /// `Ready=False` with `reason`, and a Warning Event when `warn` and the
@@ -83,7 +106,7 @@ pub fn forbidden(
             &message,
         );
     }
-    Outcome::Retry(message)
+    Outcome::retry(Reason::Forbidden, message)
 }
 
 /// A failed attempt: `Ready=False` and `Released=False` with `reason` and
@@ -99,5 +122,5 @@ pub fn failed(
     status::set(&mut o.status, RELEASED, false, reason, message);
     ctx.recorder
         .event(app, EventType::Warning, reason.as_str(), message);
-    Outcome::Retry(message.to_string())
+    Outcome::retry(reason, message)
 }

@@ -25,7 +25,10 @@ pub async fn run(
     kind: RunKind,
 ) -> Result<Outcome, DeliveryError> {
     let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
-        return Ok(Outcome::Retry("the chart was not looked up".into()));
+        return Ok(Outcome::retry(
+            Reason::ChartUnavailable,
+            "the chart was not looked up",
+        ));
     };
     let (chart, hash) = (chart.clone(), hash.clone());
     start_afresh_if_asked(o, &hash);

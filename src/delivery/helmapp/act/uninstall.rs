@@ -49,7 +49,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             let reason = Reason::UninstallFailed.as_str();
             ctx.recorder
                 .event(app, EventType::Warning, reason, &message);
-            return Ok(Outcome::Retry(message));
+            return Ok(Outcome::retry(Reason::UninstallFailed, message));
         }
         Some(Ok(())) => {
             let message = format!("uninstalled {}", o.target.key());

@@ -65,16 +65,22 @@ async fn mark_failed(
     as_user: Option<&str>,
 ) -> Result<bool, DeliveryError> {
     let url = Request::new(Secret::url_path(&(), Some(ns)));
-    let build = |e: kube::core::request::Error| DeliveryError::Failed(e.to_string());
-    let mut get = url.get(name, &GetParams::default()).map_err(build)?;
-    impersonate(&mut get, as_user).map_err(DeliveryError::Failed)?;
+    let mut get = url
+        .get(name, &GetParams::default())
+        .map_err(DeliveryError::Request)?;
+    impersonate(&mut get, as_user).map_err(DeliveryError::Impersonation)?;
     let mut secret: Secret = ctx.client.request(get).await?;
     let data = secret.data.get_or_insert_with(Default::default);
-    let raw = data
-        .get("release")
-        .map(|b| b.0.clone())
-        .ok_or_else(|| DeliveryError::Failed(format!("{ns}/{name} has no data.release")))?;
-    let broken = |e: String| DeliveryError::Failed(format!("{ns}/{name}: {e}"));
+    let raw = data.get("release").map(|b| b.0.clone()).ok_or_else(|| {
+        DeliveryError::UnreadableRelease {
+            secret: format!("{ns}/{name}"),
+            why: "it has no data.release".into(),
+        }
+    })?;
+    let broken = |why: String| DeliveryError::UnreadableRelease {
+        secret: format!("{ns}/{name}"),
+        why,
+    };
     let json = crate::cached::helm::release_json(&raw).map_err(|e| broken(e.to_string()))?;
     let mut release: Value = serde_json::from_slice(&json).map_err(|e| broken(e.to_string()))?;
     let pending = release["info"]["status"]
@@ -100,8 +106,8 @@ async fn mark_failed(
     let body = serde_json::to_vec(&secret).map_err(|e| broken(e.to_string()))?;
     let mut replace = url
         .replace(name, &PostParams::default(), body)
-        .map_err(build)?;
-    impersonate(&mut replace, as_user).map_err(DeliveryError::Failed)?;
+        .map_err(DeliveryError::Request)?;
+    impersonate(&mut replace, as_user).map_err(DeliveryError::Impersonation)?;
     let _: Secret = ctx.client.request(replace).await?;
     Ok(true)
 }
