@@ -7,6 +7,7 @@ pub mod digests;
 pub mod fingerprint;
 pub mod helm;
 pub mod hex;
+pub mod kinds;
 pub mod manifest;
 pub mod marker;
 pub mod members;
