@@ -24,6 +24,7 @@ pub mod observe;
 pub mod plan;
 
 mod readiness;
+pub mod release_state;
 pub mod state;
 pub mod status;
 mod storage;
