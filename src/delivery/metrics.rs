@@ -261,3 +261,65 @@ impl HelmMetrics {
             .observe(seconds);
     }
 }
+
+/// What the dependency-informer metrics read at each scrape: informers
+/// started so far, and running now.
+pub type InformerCounts = std::sync::Arc<dyn Fn() -> (u64, usize) + Send + Sync>;
+
+/// `hossted_dependency_informers` (running) or
+/// `hossted_dependency_informers_started_total`.
+struct DependencyInformers {
+    counts: InformerCounts,
+    started: bool,
+}
+
+impl std::fmt::Debug for DependencyInformers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DependencyInformers")
+    }
+}
+
+impl TypedMetric for DependencyInformers {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for DependencyInformers {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let (started, running) = (self.counts)();
+        if self.started {
+            prometheus_client::metrics::counter::ConstCounter::new(started).encode(encoder)
+        } else {
+            ConstGauge::new(running as i64).encode(encoder)
+        }
+    }
+
+    fn metric_type(&self) -> MetricType {
+        if self.started {
+            MetricType::Counter
+        } else {
+            MetricType::Gauge
+        }
+    }
+}
+
+/// Registers the gauge of running dependency informers and the counter of
+/// those started (docs/dependencies.md), read from `counts`.
+pub fn register_dependency_informers(manager: &Manager, counts: InformerCounts) {
+    let r = manager.metrics();
+    r.register(
+        "dependency_informers",
+        "Informers running for kinds dependsOn names",
+        DependencyInformers {
+            counts: counts.clone(),
+            started: false,
+        },
+    );
+    r.register(
+        "dependency_informers_started",
+        "Informers started for kinds dependsOn names",
+        DependencyInformers {
+            counts,
+            started: true,
+        },
+    );
+}

@@ -263,7 +263,9 @@ fn watched_kinds(
         apps,
         queue,
     ));
-    crate::delivery::watched_kinds::register_metrics(manager, &watched);
+    let weak = Arc::downgrade(&watched);
+    let counts = Arc::new(move || weak.upgrade().map_or((0, 0), |w| w.informers()));
+    crate::delivery::metrics::register_dependency_informers(manager, counts);
     watched
 }
 
