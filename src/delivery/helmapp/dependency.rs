@@ -119,7 +119,7 @@ impl HasConditions for apis::helmappset::HelmAppSet {
     }
 }
 
-/// An object dependency, read as `app`'s identity.
+/// An object dependency, read as `app`'s identity, then judged.
 async fn object(
     ctx: &Context,
     app: &HelmApp,
@@ -127,8 +127,44 @@ async fn object(
     d: &Dependency,
     ns: &str,
 ) -> Option<Waiting> {
+    let what = format!("{} {}/{}", d.kind, ns, d.name);
+    let (object, polled) = match read(ctx, app, i, d, ns, &what).await {
+        Ok(read) => read,
+        Err(waiting) => return Some(waiting),
+    };
+    let wait = |reason, message: String| {
+        Some(if polled {
+            Waiting::polled(reason, message)
+        } else {
+            Waiting::until_changed(reason, message)
+        })
+    };
+    match judge(app, i, d, object).await {
+        Ok(Readiness::Ready) => None,
+        Ok(Readiness::Pending(why)) => wait(
+            Reason::DependencyNotReady,
+            format!("waiting for {what} to be ready: {why}"),
+        ),
+        Ok(Readiness::Failed(why)) => wait(
+            Reason::DependencyNotReady,
+            format!("dependsOn {what} failed: {why}"),
+        ),
+        Err(e) => Some(Waiting::polled(expression_reason(&e), e.to_string())),
+    }
+}
+
+/// The object `d` names (`what`), read as `app`'s identity, and whether
+/// its kind is read by request; or why the release waits.
+async fn read(
+    ctx: &Context,
+    app: &HelmApp,
+    i: usize,
+    d: &Dependency,
+    ns: &str,
+    what: &str,
+) -> Result<(Value, bool), Waiting> {
     let Some(gvk) = gvk_of(d) else {
-        return Some(Waiting::until_changed(
+        return Err(Waiting::until_changed(
             Reason::DependencyNotFound,
             format!(
                 "dependsOn[{i}]: kind {} needs an apiVersion (HelmApp and HelmAppSet are the only kinds without one)",
@@ -136,85 +172,68 @@ async fn object(
             ),
         ));
     };
-    let user = ctx.settings.tenancy.identity(app).user();
+    let identity = ctx.settings.tenancy.identity(app);
+    let user = identity.user();
     let lookup = ctx.watched.get(&gvk, ns, &d.name, user.as_deref()).await;
-    let what = format!("{} {}/{}", d.kind, ns, d.name);
-    let poll = |reason, message: String| {
-        if lookup.polled {
-            Waiting::polled(reason, message)
-        } else {
-            Waiting::until_changed(reason, message)
-        }
-    };
-    let object = match lookup.found {
-        Found::Object(object) => object,
-        Found::Absent => {
-            return Some(poll(
-                Reason::DependencyNotFound,
-                format!("dependsOn {what} does not exist; installed once it does and is ready"),
-            ));
-        }
-        Found::Unsynced => {
-            return Some(Waiting::polled(
-                Reason::DependencyNotReady,
-                format!("dependsOn {what}: its kind is being listed"),
-            ));
-        }
-        Found::Forbidden(message) => {
-            let who = ctx.settings.tenancy.identity(app);
-            return Some(Waiting::polled(
-                Reason::Forbidden,
-                format!(
-                    "dependsOn {what}: {who} may not read it ({message}); give it get on that kind in a Role"
-                ),
-            ));
-        }
-        Found::NoSuchKind(message) => {
-            return Some(Waiting::polled(
-                Reason::DependencyNotFound,
-                format!("dependsOn {what}: {message}"),
-            ));
-        }
-        Found::Failed(message) => {
-            return Some(Waiting::polled(
-                Reason::DependencyNotReady,
-                format!("dependsOn {what}: cannot be read: {message}"),
-            ));
-        }
-    };
-    let field = format!("dependsOn[{i}].readyExpr");
-    let verdict = if !d.ready_expr.is_empty() {
+    let waiting = |reason, message: String| Err(Waiting::polled(reason, message));
+    match lookup.found {
+        Found::Object(object) => Ok((object, lookup.polled)),
+        Found::Absent if !lookup.polled => Err(Waiting::until_changed(
+            Reason::DependencyNotFound,
+            format!("dependsOn {what} does not exist; installed once it does and is ready"),
+        )),
+        Found::Absent => waiting(
+            Reason::DependencyNotFound,
+            format!("dependsOn {what} does not exist; installed once it does and is ready"),
+        ),
+        Found::Unsynced => waiting(
+            Reason::DependencyNotReady,
+            format!("dependsOn {what}: its kind is being listed"),
+        ),
+        Found::Forbidden(message) => waiting(
+            Reason::Forbidden,
+            format!(
+                "dependsOn {what}: {identity} may not read it ({message}); give it get on that kind in a Role"
+            ),
+        ),
+        Found::NoSuchKind(message) => waiting(
+            Reason::DependencyNotFound,
+            format!("dependsOn {what}: {message}"),
+        ),
+        Found::Failed(message) => waiting(
+            Reason::DependencyNotReady,
+            format!("dependsOn {what}: cannot be read: {message}"),
+        ),
+    }
+}
+
+/// Whether `object` is ready: by `d`'s `readyExpr`, else by its kind's
+/// `healthCheckExprs` entry, else by kstatus.
+async fn judge(
+    app: &HelmApp,
+    i: usize,
+    d: &Dependency,
+    object: Value,
+) -> Result<Readiness, ExprError> {
+    if !d.ready_expr.is_empty() {
+        let field = format!("dependsOn[{i}].readyExpr");
         let this = serde_json::to_value(app).unwrap_or(Value::Null);
         let vars = vec![("dep", object), ("self", this)];
-        match expressions::evaluate(&field, &d.ready_expr, vars).await {
-            Ok(Truth::Yes) => Readiness::Ready,
-            Ok(Truth::No) => {
-                Readiness::Pending(format!("its readyExpr is false ({})", d.ready_expr))
-            }
-            Ok(Truth::NotYet(key)) => {
-                Readiness::Pending(format!("its readyExpr reads {key}, not there yet"))
-            }
-            Err(e) => return Some(Waiting::polled(expression_reason(&e), e.to_string())),
-        }
-    } else if let Some(check) = health_check(&app.spec.health_check_exprs, &d.api_version, &d.kind)
-    {
-        match health(check, object).await {
-            Ok(r) => r,
-            Err(e) => return Some(Waiting::polled(expression_reason(&e), e.to_string())),
-        }
-    } else {
-        kstatus::readiness(&object)
-    };
-    match verdict {
-        Readiness::Ready => None,
-        Readiness::Pending(why) => Some(poll(
-            Reason::DependencyNotReady,
-            format!("waiting for {what} to be ready: {why}"),
-        )),
-        Readiness::Failed(why) => Some(poll(
-            Reason::DependencyNotReady,
-            format!("dependsOn {what} failed: {why}"),
-        )),
+        return Ok(
+            match expressions::evaluate(&field, &d.ready_expr, vars).await? {
+                Truth::Yes => Readiness::Ready,
+                Truth::No => {
+                    Readiness::Pending(format!("its readyExpr is false ({})", d.ready_expr))
+                }
+                Truth::NotYet(key) => {
+                    Readiness::Pending(format!("its readyExpr reads {key}, not there yet"))
+                }
+            },
+        );
+    }
+    match health_check(&app.spec.health_check_exprs, &d.api_version, &d.kind) {
+        Some(check) => health(check, object).await,
+        None => Ok(kstatus::readiness(&object)),
     }
 }
 
