@@ -97,88 +97,112 @@ impl std::fmt::Debug for Registry {
 impl Collector for Registry {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let queues = self.queues.lock().clone();
-        let label = |q: &QueueMetrics| [("name", q.name.clone())];
-        let gauge = |encoder: &mut DescriptorEncoder,
-                     name: &str,
-                     help: &str,
-                     value: &dyn Fn(&QueueMetrics) -> f64|
-         -> Result<(), std::fmt::Error> {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for q in &queues {
-                family.encode_family(&label(q))?.encode_gauge(&value(q))?;
-            }
-            Ok(())
-        };
-        let counter = |encoder: &mut DescriptorEncoder,
-                       name: &str,
-                       help: &str,
-                       value: &dyn Fn(&QueueMetrics) -> u64|
-         -> Result<(), std::fmt::Error> {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-            for q in &queues {
-                family
-                    .encode_family(&label(q))?
-                    .encode_counter::<NoLabelSet, _, u64>(&value(q), None)?;
-            }
-            Ok(())
-        };
-        let histogram = |encoder: &mut DescriptorEncoder,
-                         name: &str,
-                         help: &str,
-                         h: &dyn Fn(&QueueMetrics) -> &Histogram|
-         -> Result<(), std::fmt::Error> {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
-            for q in &queues {
-                let (sum, count, buckets) = h(q).snapshot();
-                family
-                    .encode_family(&label(q))?
-                    .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
-            }
-            Ok(())
-        };
+        let e = &mut encoder;
         gauge(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_depth",
             "Current depth of workqueue",
             &|q| q.depth.load(Relaxed).max(0) as f64,
         )?;
         counter(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_adds",
             "Total number of adds handled by workqueue",
             &|q| q.adds.load(Relaxed),
         )?;
         histogram(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
             &|q| &q.queue_duration,
         )?;
         histogram(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_work_duration_seconds",
             "How long in seconds processing an item from workqueue takes",
             &|q| &q.work_duration,
         )?;
         gauge(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_unfinished_work_seconds",
             "How many seconds of work has been done that is in progress and hasn't been observed by work_duration",
             &|q| q.unfinished().0,
         )?;
         gauge(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_longest_running_processor_seconds",
             "How many seconds has the longest running processor for workqueue been running",
             &|q| q.unfinished().1,
         )?;
         counter(
-            &mut encoder,
+            e,
+            &queues,
             "workqueue_retries",
             "Total number of retries handled by workqueue",
             &|q| q.retries.load(Relaxed),
         )
     }
+}
+
+/// The `name` label of a queue's series.
+fn label(q: &QueueMetrics) -> [(&'static str, String); 1] {
+    [("name", q.name.clone())]
+}
+
+/// One gauge family, a series per queue.
+fn gauge(
+    encoder: &mut DescriptorEncoder,
+    queues: &[Arc<QueueMetrics>],
+    name: &str,
+    help: &str,
+    value: &dyn Fn(&QueueMetrics) -> f64,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for q in queues {
+        family.encode_family(&label(q))?.encode_gauge(&value(q))?;
+    }
+    Ok(())
+}
+
+/// One counter family, a series per queue.
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    queues: &[Arc<QueueMetrics>],
+    name: &str,
+    help: &str,
+    value: &dyn Fn(&QueueMetrics) -> u64,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for q in queues {
+        family
+            .encode_family(&label(q))?
+            .encode_counter::<NoLabelSet, _, u64>(&value(q), None)?;
+    }
+    Ok(())
+}
+
+/// One histogram family, a series per queue.
+fn histogram(
+    encoder: &mut DescriptorEncoder,
+    queues: &[Arc<QueueMetrics>],
+    name: &str,
+    help: &str,
+    h: &dyn Fn(&QueueMetrics) -> &Histogram,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for q in queues {
+        let (sum, count, buckets) = h(q).snapshot();
+        family
+            .encode_family(&label(q))?
+            .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+    }
+    Ok(())
 }
 
 /// The metrics of one queue.

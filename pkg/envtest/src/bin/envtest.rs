@@ -29,119 +29,147 @@ async fn main() -> ExitCode {
     )
     .init();
     let mut args = std::env::args().skip(1);
-    match args.next().as_deref() {
-        Some("up") => {}
+    let result = match args.next().as_deref() {
+        Some("up") => match Up::parse(args) {
+            Ok(Some(up)) => up.run().await,
+            Ok(None) => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            Err(message) => return usage_error(&message),
+        },
         Some("receive") => return receive(args).await,
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
         }
-    }
-    let mut kubeconfig_out: Option<PathBuf> = None;
-    let mut once = false;
-    let mut charts: Vec<PathBuf> = Vec::new();
-    let mut repo_out: Option<PathBuf> = None;
-    let mut builder = envtest::ControlPlane::builder();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--kubeconfig-out" => match args.next() {
-                Some(p) => kubeconfig_out = Some(p.into()),
-                None => return usage_error("--kubeconfig-out needs a path"),
-            },
-            "--apiserver-arg" => match args.next() {
-                Some(a) => builder = builder.apiserver_arg(a),
-                None => return usage_error("--apiserver-arg needs a flag"),
-            },
-            "--once" => once = true,
-            "--chart" => match args.next() {
-                Some(d) => charts.push(d.into()),
-                None => return usage_error("--chart needs a chart directory"),
-            },
-            "--chart-repo-out" => match args.next() {
-                Some(p) => repo_out = Some(p.into()),
-                None => return usage_error("--chart-repo-out needs a path"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => return usage_error(&format!("unknown argument {other}")),
-        }
-    }
-
-    let started = Instant::now();
-    eprintln!(
-        "envtest: starting etcd + kube-apiserver v{} ...",
-        envtest::kubernetes_version()
-    );
-    let cp = match builder.start().await {
-        Ok(cp) => cp,
-        Err(e) => {
-            eprintln!("envtest: {e}");
-            return ExitCode::FAILURE;
-        }
     };
-    let (etcd_pid, apiserver_pid) = cp.pids();
-    println!(
-        "envtest: ready in {:.2}s at {} (etcd pid {etcd_pid}, kube-apiserver pid {})",
-        started.elapsed().as_secs_f64(),
-        cp.server_url(),
-        apiserver_pid.map(|p| p.to_string()).unwrap_or_default()
-    );
-    let mut kubeconfig = cp.kubeconfig_path().to_path_buf();
-    if let Some(out) = kubeconfig_out {
-        let tmp = out.with_extension("tmp");
-        if let Err(e) =
-            std::fs::copy(cp.kubeconfig_path(), &tmp).and_then(|_| std::fs::rename(&tmp, &out))
-        {
-            eprintln!("envtest: cannot write {}: {e}", out.display());
-            return ExitCode::FAILURE;
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("envtest: {message}");
+            ExitCode::FAILURE
         }
-        kubeconfig = out;
     }
-    println!("KUBECONFIG={}", kubeconfig.display());
-    // Kept alive (serving) until the control plane stops.
-    let _repo = if charts.is_empty() {
-        None
-    } else {
-        let dirs: Vec<&std::path::Path> = charts.iter().map(|c| c.as_path()).collect();
-        let repo = match envtest::ChartRepo::start(&cp, &dirs, None).await {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("envtest: cannot serve the charts: {e}");
-                return ExitCode::FAILURE;
-            }
+}
+
+/// `envtest up`'s arguments.
+struct Up {
+    builder: envtest::Builder,
+    kubeconfig_out: Option<PathBuf>,
+    once: bool,
+    charts: Vec<PathBuf>,
+    repo_out: Option<PathBuf>,
+}
+
+impl Up {
+    /// The arguments after `up`; `None`: `--help`.
+    fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<Up>, String> {
+        let mut up = Up {
+            builder: envtest::ControlPlane::builder(),
+            kubeconfig_out: None,
+            once: false,
+            charts: Vec::new(),
+            repo_out: None,
         };
-        println!("envtest: chart repository at {}", repo.url());
-        if let Some(out) = &repo_out {
-            let tmp = out.with_extension("tmp");
-            if let Err(e) =
-                std::fs::write(&tmp, repo.url()).and_then(|_| std::fs::rename(&tmp, out))
-            {
-                eprintln!("envtest: cannot write {}: {e}", out.display());
-                return ExitCode::FAILURE;
+        while let Some(arg) = args.next() {
+            let mut value = |what: &str| args.next().ok_or(format!("{arg} needs {what}"));
+            match arg.as_str() {
+                "--kubeconfig-out" => up.kubeconfig_out = Some(value("a path")?.into()),
+                "--apiserver-arg" => up.builder = up.builder.apiserver_arg(value("a flag")?),
+                "--once" => up.once = true,
+                "--chart" => up.charts.push(value("a chart directory")?.into()),
+                "--chart-repo-out" => up.repo_out = Some(value("a path")?.into()),
+                "-h" | "--help" => return Ok(None),
+                other => return Err(format!("unknown argument {other}")),
             }
         }
-        Some(repo)
-    };
-    if once {
-        return ExitCode::SUCCESS;
+        Ok(Some(up))
     }
 
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("envtest: cannot listen for SIGTERM: {e}");
-            return ExitCode::FAILURE;
+    /// Starts the control plane (and the chart repository), says where
+    /// they are, and keeps them until a signal (or `--once`).
+    async fn run(self) -> Result<(), String> {
+        let Up {
+            builder,
+            kubeconfig_out,
+            once,
+            charts,
+            repo_out,
+        } = self;
+        let started = Instant::now();
+        eprintln!(
+            "envtest: starting etcd + kube-apiserver v{} ...",
+            envtest::kubernetes_version()
+        );
+        let cp = builder.start().await.map_err(|e| e.to_string())?;
+        let (etcd_pid, apiserver_pid) = cp.pids();
+        println!(
+            "envtest: ready in {:.2}s at {} (etcd pid {etcd_pid}, kube-apiserver pid {})",
+            started.elapsed().as_secs_f64(),
+            cp.server_url(),
+            apiserver_pid.map(|p| p.to_string()).unwrap_or_default()
+        );
+        let kubeconfig = match &kubeconfig_out {
+            Some(out) => {
+                let written = std::fs::read(cp.kubeconfig_path())
+                    .and_then(|bytes| write_atomically(out, &bytes));
+                written.map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+                out.clone()
+            }
+            None => cp.kubeconfig_path().to_path_buf(),
+        };
+        println!("KUBECONFIG={}", kubeconfig.display());
+        // Kept alive (serving) until the control plane stops.
+        let _repo = serve_charts(&cp, &charts, repo_out.as_deref()).await?;
+        if !once {
+            until_signalled().await?;
+            eprintln!("envtest: stopping");
         }
-    };
+        drop(cp);
+        Ok(())
+    }
+}
+
+/// The `--chart` directories served as a repository, its URL written to
+/// `--chart-repo-out`.
+async fn serve_charts(
+    cp: &envtest::ControlPlane,
+    charts: &[PathBuf],
+    repo_out: Option<&std::path::Path>,
+) -> Result<Option<envtest::ChartRepo>, String> {
+    if charts.is_empty() {
+        return Ok(None);
+    }
+    let dirs: Vec<&std::path::Path> = charts.iter().map(|c| c.as_path()).collect();
+    let repo = envtest::ChartRepo::start(cp, &dirs, None)
+        .await
+        .map_err(|e| format!("cannot serve the charts: {e}"))?;
+    println!("envtest: chart repository at {}", repo.url());
+    if let Some(out) = repo_out {
+        write_atomically(out, repo.url().as_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", out.display()))?;
+    }
+    Ok(Some(repo))
+}
+
+/// `bytes` in `path`, written beside it first and renamed: a script waiting
+/// for the file never reads half of it.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Until SIGINT or SIGTERM.
+async fn until_signalled() -> Result<(), String> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-    eprintln!("envtest: stopping");
-    drop(cp);
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 fn usage_error(msg: &str) -> ExitCode {
