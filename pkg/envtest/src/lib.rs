@@ -163,72 +163,16 @@ impl ControlPlane {
             .prefix("hossted-envtest-")
             .tempdir()?;
         let d = dir.path();
-
         let ca = pki::Ca::generate()?;
-        let serving = ca.serving_cert()?;
-        let sa_key = pki::service_account_key()?;
-        let admin_token = random_hex(16)?;
-        std::fs::write(d.join("ca.crt"), ca.cert_pem())?;
-        std::fs::write(d.join("apiserver.crt"), &serving.cert)?;
-        std::fs::write(d.join("apiserver.key"), &serving.key)?;
-        std::fs::write(d.join("sa.pub"), &sa_key.cert)?;
-        std::fs::write(d.join("sa.key"), &sa_key.key)?;
-        std::fs::write(
-            d.join("tokens.csv"),
-            format!("{admin_token},envtest-admin,envtest-admin,\"system:masters\"\n"),
-        )?;
+        let admin_token = write_pki(d, &ca)?;
         let spawner = Spawner::new()?;
-
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let (etcd_client_port, etcd_peer_port, apiserver_port) =
-                (free_port()?, free_port()?, free_port()?);
-            let etcd_url = format!("http://127.0.0.1:{etcd_client_port}");
-            let peer_url = format!("http://127.0.0.1:{etcd_peer_port}");
-            let mut etcd_args = vec![
-                "--name=envtest".to_string(),
-                format!("--data-dir={}", d.join("etcd").display()),
-                format!("--listen-client-urls={etcd_url}"),
-                format!("--advertise-client-urls={etcd_url}"),
-                format!("--listen-peer-urls={peer_url}"),
-                format!("--initial-advertise-peer-urls={peer_url}"),
-                format!("--initial-cluster=envtest={peer_url}"),
-                // Test data is thrown away: durability only costs time here.
-                "--unsafe-no-fsync=true".to_string(),
-                "--log-level=warn".to_string(),
-            ];
-            etcd_args.extend(opts.etcd_args.iter().cloned());
-            let mut apiserver_args = vec![
-                format!("--etcd-servers={etcd_url}"),
-                "--bind-address=127.0.0.1".to_string(),
-                "--advertise-address=127.0.0.1".to_string(),
-                format!("--secure-port={apiserver_port}"),
-                format!("--cert-dir={}", d.display()),
-                format!("--tls-cert-file={}", d.join("apiserver.crt").display()),
-                format!(
-                    "--tls-private-key-file={}",
-                    d.join("apiserver.key").display()
-                ),
-                format!("--client-ca-file={}", d.join("ca.crt").display()),
-                format!("--token-auth-file={}", d.join("tokens.csv").display()),
-                "--authorization-mode=RBAC".to_string(),
-                "--service-cluster-ip-range=10.0.0.0/24".to_string(),
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
-                format!("--service-account-key-file={}", d.join("sa.pub").display()),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    d.join("sa.key").display()
-                ),
-                // No controller-manager creates the `default` ServiceAccount of
-                // a namespace, so this plugin would reject every pod.
-                "--disable-admission-plugins=ServiceAccount".to_string(),
-                "--allow-privileged=true".to_string(),
-                "--profiling=false".to_string(),
-            ];
-            apiserver_args.extend(opts.apiserver_args.iter().cloned());
-
-            let server = format!("https://127.0.0.1:{apiserver_port}");
+            let ports = Ports::free()?;
+            let etcd_args = etcd_args(d, &ports, &opts.etcd_args);
+            let apiserver_args = apiserver_args(d, &ports, &opts.apiserver_args);
+            let server = format!("https://127.0.0.1:{}", ports.apiserver);
             let yaml = kubeconfig::render(
                 &server,
                 &ca.cert_pem(),
@@ -238,10 +182,9 @@ impl ControlPlane {
             let kubeconfig_path = d.join("kubeconfig");
             std::fs::write(&kubeconfig_path, &yaml)?;
             let client = kubeconfig::client_from(&yaml).await?;
-
             let started = async {
                 let mut etcd = spawner.spawn("etcd", &etcd_bin, &etcd_args, d.join("etcd.log"))?;
-                wait_listening(&mut etcd, etcd_client_port, opts.start_timeout).await?;
+                wait_listening(&mut etcd, ports.etcd_client, opts.start_timeout).await?;
                 let mut apiserver = spawner.spawn(
                     "kube-apiserver",
                     &apiserver_bin,
@@ -264,7 +207,7 @@ impl ControlPlane {
                         apiserver_args,
                         start_timeout: opts.start_timeout,
                         server,
-                        etcd_url,
+                        etcd_url: ports.etcd_url(),
                         kubeconfig_path,
                         client,
                         dir,
@@ -475,4 +418,91 @@ pub async fn open_watches(client: &kube::Client, resource: &str) -> Result<f64, 
         })
         .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
         .sum())
+}
+
+/// The loopback ports of one start attempt.
+struct Ports {
+    etcd_client: u16,
+    etcd_peer: u16,
+    apiserver: u16,
+}
+
+impl Ports {
+    fn free() -> Result<Self, Error> {
+        Ok(Ports {
+            etcd_client: free_port()?,
+            etcd_peer: free_port()?,
+            apiserver: free_port()?,
+        })
+    }
+
+    fn etcd_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.etcd_client)
+    }
+}
+
+/// The CA, the serving certificate, the ServiceAccount key and the admin
+/// token written to `d`; the token.
+fn write_pki(d: &Path, ca: &pki::Ca) -> Result<String, Error> {
+    let serving = ca.serving_cert()?;
+    let sa_key = pki::service_account_key()?;
+    let admin_token = random_hex(16)?;
+    std::fs::write(d.join("ca.crt"), ca.cert_pem())?;
+    std::fs::write(d.join("apiserver.crt"), &serving.cert)?;
+    std::fs::write(d.join("apiserver.key"), &serving.key)?;
+    std::fs::write(d.join("sa.pub"), &sa_key.cert)?;
+    std::fs::write(d.join("sa.key"), &sa_key.key)?;
+    std::fs::write(
+        d.join("tokens.csv"),
+        format!("{admin_token},envtest-admin,envtest-admin,\"system:masters\"\n"),
+    )?;
+    Ok(admin_token)
+}
+
+/// etcd's flags: one member on loopback, data in `d`, then `extra`.
+fn etcd_args(d: &Path, ports: &Ports, extra: &[String]) -> Vec<String> {
+    let etcd_url = ports.etcd_url();
+    let peer_url = format!("http://127.0.0.1:{}", ports.etcd_peer);
+    let mut args = vec![
+        "--name=envtest".to_string(),
+        format!("--data-dir={}", d.join("etcd").display()),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer_url}"),
+        format!("--initial-advertise-peer-urls={peer_url}"),
+        format!("--initial-cluster=envtest={peer_url}"),
+        // Test data is thrown away: durability only costs time here.
+        "--unsafe-no-fsync=true".to_string(),
+        "--log-level=warn".to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    args
+}
+
+/// kube-apiserver's flags: loopback, the PKI in `d`, RBAC, then `extra`.
+fn apiserver_args(d: &Path, ports: &Ports, extra: &[String]) -> Vec<String> {
+    let file = |name: &str| d.join(name).display().to_string();
+    let mut args = vec![
+        format!("--etcd-servers={}", ports.etcd_url()),
+        "--bind-address=127.0.0.1".to_string(),
+        "--advertise-address=127.0.0.1".to_string(),
+        format!("--secure-port={}", ports.apiserver),
+        format!("--cert-dir={}", d.display()),
+        format!("--tls-cert-file={}", file("apiserver.crt")),
+        format!("--tls-private-key-file={}", file("apiserver.key")),
+        format!("--client-ca-file={}", file("ca.crt")),
+        format!("--token-auth-file={}", file("tokens.csv")),
+        "--authorization-mode=RBAC".to_string(),
+        "--service-cluster-ip-range=10.0.0.0/24".to_string(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_string(),
+        format!("--service-account-key-file={}", file("sa.pub")),
+        format!("--service-account-signing-key-file={}", file("sa.key")),
+        // No controller-manager creates the `default` ServiceAccount of a
+        // namespace, so this plugin would reject every pod.
+        "--disable-admission-plugins=ServiceAccount".to_string(),
+        "--allow-privileged=true".to_string(),
+        "--profiling=false".to_string(),
+    ];
+    args.extend(extra.iter().cloned());
+    args
 }
