@@ -45,49 +45,9 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Some(Cmd::Crd { name, chart }) => {
-            let crds: Vec<_> = apis::crds()
-                .into_iter()
-                .filter(|c| {
-                    name.as_ref()
-                        .is_none_or(|n| c.metadata.name.as_ref() == Some(n))
-                })
-                .collect();
-            if crds.is_empty() {
-                eprintln!("hossted-operator: no CRD named {name:?}");
-                return ExitCode::from(2);
-            }
-            let render = if chart {
-                apis::crd_chart_template_of
-            } else {
-                apis::crd_yaml_of
-            };
-            let docs: Vec<String> = crds.iter().map(render).collect();
-            print!("{}", docs.join("---\n"));
-            ExitCode::SUCCESS
-        }
+        Some(Cmd::Crd { name, chart }) => print_crds(name.as_deref(), chart),
         Some(Cmd::Convert { files }) => hossted_operator::convert::main(&files),
-        Some(Cmd::Docs { what: _, out }) => {
-            if let Err(e) = std::fs::create_dir_all(&out) {
-                eprintln!("hossted-operator: cannot create {}: {e}", out.display());
-                return ExitCode::FAILURE;
-            }
-            for crd in apis::crds() {
-                let path = out.join(apis::reference::file_name(&crd));
-                if let Err(e) = std::fs::write(&path, apis::reference::markdown(&crd)) {
-                    eprintln!("hossted-operator: cannot write {}: {e}", path.display());
-                    return ExitCode::FAILURE;
-                }
-                println!("wrote {}", path.display());
-            }
-            let path = out.join("from-flux.md");
-            if let Err(e) = std::fs::write(&path, hossted_operator::convert::fields::markdown()) {
-                eprintln!("hossted-operator: cannot write {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-            println!("wrote {}", path.display());
-            ExitCode::SUCCESS
-        }
+        Some(Cmd::Docs { what: _, out }) => write_reference(&out),
         Some(Cmd::Collect {
             email_id,
             org_id,
@@ -105,6 +65,57 @@ fn main() -> ExitCode {
         Some(Cmd::PostRender { .. }) => ExitCode::SUCCESS,
         None => runtime.block_on(run(cli.run)),
     }
+}
+
+/// `hossted-operator crd [NAME] [--chart]`: the CRDs as YAML (or chart
+/// templates).
+fn print_crds(name: Option<&str>, chart: bool) -> ExitCode {
+    let crds: Vec<_> = apis::crds()
+        .into_iter()
+        .filter(|c| name.is_none_or(|n| c.metadata.name.as_deref() == Some(n)))
+        .collect();
+    if crds.is_empty() {
+        eprintln!("hossted-operator: no CRD named {name:?}");
+        return ExitCode::from(2);
+    }
+    let render = if chart {
+        apis::crd_chart_template_of
+    } else {
+        apis::crd_yaml_of
+    };
+    let docs: Vec<String> = crds.iter().map(render).collect();
+    print!("{}", docs.join("---\n"));
+    ExitCode::SUCCESS
+}
+
+/// `hossted-operator docs reference OUT`: the API reference of every CRD
+/// and the Flux field map, one file each.
+fn write_reference(out: &std::path::Path) -> ExitCode {
+    if let Err(e) = std::fs::create_dir_all(out) {
+        eprintln!("hossted-operator: cannot create {}: {e}", out.display());
+        return ExitCode::FAILURE;
+    }
+    let mut files: Vec<(std::path::PathBuf, String)> = apis::crds()
+        .iter()
+        .map(|crd| {
+            (
+                out.join(apis::reference::file_name(crd)),
+                apis::reference::markdown(crd),
+            )
+        })
+        .collect();
+    files.push((
+        out.join("from-flux.md"),
+        hossted_operator::convert::fields::markdown(),
+    ));
+    for (path, text) in files {
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("hossted-operator: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
+    ExitCode::SUCCESS
 }
 
 async fn collect(settings: inventory::Settings) -> ExitCode {
