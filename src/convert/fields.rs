@@ -83,10 +83,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("dependsOn", Container),
     ("dependsOn[].name", Mapped("dependsOn[].name")),
     ("dependsOn[].namespace", Mapped("dependsOn[].namespace")),
-    (
-        "dependsOn[].readyExpr",
-        Dropped("a HelmApp dependency is ready when its Ready condition is True; no expression"),
-    ),
+    ("dependsOn[].readyExpr", Mapped("dependsOn[].readyExpr")),
     ("driftDetection", Container),
     ("driftDetection.ignore", Container),
     (
@@ -126,34 +123,21 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("healthCheckExprs", Container),
     (
         "healthCheckExprs[].apiVersion",
-        Dropped(
-            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
-        ),
+        Mapped("healthCheckExprs[].apiVersion"),
     ),
     (
         "healthCheckExprs[].current",
-        Dropped(
-            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
-        ),
+        Mapped("healthCheckExprs[].current"),
     ),
     (
         "healthCheckExprs[].failed",
-        Dropped(
-            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
-        ),
+        Mapped("healthCheckExprs[].failed"),
     ),
     (
         "healthCheckExprs[].inProgress",
-        Dropped(
-            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
-        ),
+        Mapped("healthCheckExprs[].inProgress"),
     ),
-    (
-        "healthCheckExprs[].kind",
-        Dropped(
-            "custom health expressions are not supported yet; readiness of workloads and conditions is built in",
-        ),
-    ),
+    ("healthCheckExprs[].kind", Mapped("healthCheckExprs[].kind")),
     ("install", Container),
     ("install.crds", Mapped("crds")),
     ("install.createNamespace", Mapped("createNamespace")),

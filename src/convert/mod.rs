@@ -470,7 +470,8 @@ impl To<'_> {
         }
     }
 
-    /// `dependsOn`, `valuesFrom`, `driftDetection.ignore`, `postRenderers`.
+    /// `dependsOn`, `healthCheckExprs`, `valuesFrom`, `driftDetection.ignore`,
+    /// `postRenderers`.
     fn lists(&mut self, spec: &Value) {
         let items = |p: &str| {
             spec.pointer(p)
@@ -481,12 +482,27 @@ impl To<'_> {
         let depends = items("/dependsOn")
             .iter()
             .map(|d| {
-                let mut to = picked(d, &[("name", "name"), ("namespace", "namespace")]);
+                let keys = [
+                    ("name", "name"),
+                    ("namespace", "namespace"),
+                    ("readyExpr", "readyExpr"),
+                ];
+                let mut to = picked(d, &keys);
                 to.insert("kind".into(), json!("HelmApp"));
                 Value::Object(to)
             })
             .collect();
         self.set_list("dependsOn", depends);
+        // Flux's spelling and semantics (docs/dependencies.md).
+        let checks = items("/healthCheckExprs")
+            .iter()
+            .map(|h| {
+                let keys =
+                    ["apiVersion", "kind", "current", "inProgress", "failed"].map(|k| (k, k));
+                Value::Object(picked(h, &keys))
+            })
+            .collect();
+        self.set_list("healthCheckExprs", checks);
         let values_from = items("/valuesFrom")
             .iter()
             .filter(|v| v.get("name").is_some())

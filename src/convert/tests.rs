@@ -195,7 +195,12 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
     assert_eq!(spec["upgrade"]["serverSideApply"], "enabled");
     assert_eq!(
         spec["dependsOn"],
-        json!([{ "kind": "HelmApp", "name": "db", "namespace": "data" }])
+        json!([{ "kind": "HelmApp", "name": "db", "namespace": "data", "readyExpr": "true" }])
+    );
+    assert_eq!(
+        spec["healthCheckExprs"],
+        json!([{ "apiVersion": "example.com/v1", "kind": "Thing", "current": "true",
+        "inProgress": "false", "failed": "false" }])
     );
     assert_eq!(
         spec["valuesFrom"],

@@ -62,9 +62,11 @@ pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
     for (i, d) in app.spec.depends_on.iter().enumerate() {
         let ns = namespace_of(&own_ns, d);
         let waits = match d.target() {
-            DependencyTarget::HelmApp => helmapp_like(ctx.apps.get(&key(ns, d)), "HelmApp", ns, d),
+            DependencyTarget::HelmApp => {
+                helmapp_like(app, i, ctx.apps.get(&key(ns, d)), "HelmApp", ns, d).await
+            }
             DependencyTarget::HelmAppSet => {
-                helmapp_like(ctx.sets.get(&key(ns, d)), "HelmAppSet", ns, d)
+                helmapp_like(app, i, ctx.sets.get(&key(ns, d)), "HelmAppSet", ns, d).await
             }
             DependencyTarget::Object { .. } => object(ctx, app, i, d, ns).await,
         };
@@ -79,8 +81,12 @@ fn key(ns: &str, d: &Dependency) -> String {
     format!("{ns}/{}", d.name)
 }
 
-/// A HelmApp or HelmAppSet dependency: there, and `Ready`.
-fn helmapp_like<K: kube::Resource + HasConditions>(
+/// A HelmApp or HelmAppSet dependency: there, and `Ready` — or, with a
+/// `readyExpr`, what it says of the dependency (looked at again with
+/// backoff while false: only a change of `Ready` re-queues dependents).
+async fn helmapp_like<K: kube::Resource + HasConditions + serde::Serialize>(
+    app: &HelmApp,
+    i: usize,
     found: Option<std::sync::Arc<K>>,
     kind: &str,
     ns: &str,
@@ -92,6 +98,17 @@ fn helmapp_like<K: kube::Resource + HasConditions>(
             Reason::DependencyNotFound,
             format!("dependsOn {kind} {key} does not exist; installed once it does and is Ready"),
         )),
+        Some(o) if !d.ready_expr.is_empty() => {
+            let object = serde_json::to_value(o.as_ref()).unwrap_or(Value::Null);
+            match judge(app, i, d, object).await {
+                Ok(Readiness::Ready) => None,
+                Ok(Readiness::Pending(why) | Readiness::Failed(why)) => Some(Waiting::polled(
+                    Reason::DependencyNotReady,
+                    format!("waiting for {kind} {key} to be ready: {why}"),
+                )),
+                Err(e) => Some(Waiting::polled(expression_reason(&e), e.to_string())),
+            }
+        }
         Some(o) if !crate::condition::is_true(o.conditions(), "Ready") => {
             Some(Waiting::until_changed(
                 Reason::DependencyNotReady,

@@ -325,3 +325,25 @@ async fn a_secret_another_controller_writes_is_waited_for_and_its_values_never_h
     ready(&f, "web", "InstallSucceeded", 1).await;
     operator.stop().await;
 }
+
+#[tokio::test]
+async fn a_ready_expr_on_a_helmapp_dependency_decides_instead_of_its_ready_condition() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "db", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "db", "InstallSucceeded", 1).await;
+    apply(
+        &f,
+        "api",
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [{ "name": "db",
+            "readyExpr": "dep.status.revision >= 2" }] }),
+    )
+    .await;
+    // db is Ready, but at revision 1.
+    holds(&f, &operator, "api", "DependencyNotReady").await;
+    patch(&f, "db", json!({ "spec": { "values": { "edit": 1 } } })).await;
+    ready(&f, "db", "UpgradeSucceeded", 2).await;
+    ready(&f, "api", "InstallSucceeded", 1).await;
+    operator.stop().await;
+}
