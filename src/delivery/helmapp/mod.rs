@@ -226,6 +226,21 @@ pub fn controller(
         queue: controller.queue(),
         apps: apps.store(),
     };
+    wire(&to, &apps, &releases, &sets, &secrets, &configmaps);
+    members.wire(&to);
+    (controller, helm)
+}
+
+/// Registers the handlers that only enqueue ([`wiring`]) on the HelmApp
+/// controller's own informers.
+fn wire(
+    to: &wiring::Handlers,
+    apps: &cache::SharedInformer<HelmApp>,
+    releases: &cache::SharedInformer<HelmRelease>,
+    sets: &cache::SharedInformer<HelmAppSet>,
+    secrets: &cache::SharedInformer<SecretDigests>,
+    configmaps: &cache::SharedInformer<ConfigMapDigests>,
+) {
     let h = to.clone();
     apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| h.on_helmapp(e)));
     let h = to.clone();
@@ -246,8 +261,6 @@ pub fn controller(
         }
         h.on_member_data(e);
     }));
-    members.wire(&to);
-    (controller, helm)
 }
 
 /// The informers of the kinds `dependsOn` names, with their gauge and

@@ -43,12 +43,7 @@ pub async fn run(
     };
     o.redactor = values::Redactor::of(&values);
     warn_if_clamped(ctx, app, o);
-    // Acted on now, whatever the run's end: each value once.
-    let forced = o.forced();
-    o.status.last_handled_force_at = o.force_at.clone();
-    if forced {
-        super::window::note_forced(ctx, app, o);
-    }
+    let forced = take_force(ctx, app, o);
     let post_render = match post_render_file(ctx, app) {
         Ok(file) => file,
         Err(message) => {
@@ -87,20 +82,44 @@ pub async fn run(
         // Not a failure of the release: nothing counted, recorded or said.
         return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
     }
-    o.helm_ran = true;
-    if let Ok(released) = &result
-        && !released.content.is_empty()
-    {
-        // Ours, as our helm printed it: recorded even if the storage read
-        // below fails (observe::own_revision).
-        let made = (released.revision, released.content.clone());
-        ctx.made.lock().insert(cache::object_key(app), made);
+    Ok(ended(ctx, app, o, kind, (&hash, &chart.version), result))
+}
+
+/// Whether `hossted.com/force-at` asks for `--force` now; acted on at
+/// once, whatever the run's end: each value once.
+fn take_force(ctx: &Context, app: &HelmApp, o: &mut Observed) -> bool {
+    let forced = o.forced();
+    o.status.last_handled_force_at = o.force_at.clone();
+    if forced {
+        super::window::note_forced(ctx, app, o);
     }
-    let outcome = match result {
+    forced
+}
+
+/// Records how a run that reached helm ended (`run_ended`, status,
+/// history) and hands back to the plan. `tried`: the config hash and chart
+/// version it ran.
+fn ended(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    kind: RunKind,
+    tried: (&str, &str),
+    result: Result<Released, HelmError>,
+) -> Outcome {
+    let (hash, version) = tried;
+    o.helm_ran = true;
+    match result {
         Ok(released) => {
+            if !released.content.is_empty() {
+                // Ours, as our helm printed it: recorded even if the storage
+                // read after the run fails (observe::own_revision).
+                let made = (released.revision, released.content.clone());
+                ctx.made.lock().insert(cache::object_key(app), made);
+            }
             let before = o.status.revision;
             let revision = released.revision;
-            succeeded(ctx, app, o, kind, &hash, released);
+            succeeded(ctx, app, o, kind, hash, released);
             o.run_ended = Some(RunEnded::Released {
                 run: kind,
                 revision,
@@ -108,9 +127,8 @@ pub async fn run(
             });
             Outcome::Replan
         }
-        Err(e) => helm_failed(ctx, app, o, kind, &hash, &chart.version, e),
-    };
-    Ok(outcome)
+        Err(e) => helm_failed(ctx, app, o, kind, hash, version, e),
+    }
 }
 
 /// Records what helm left in the storage — what the next check expects —
