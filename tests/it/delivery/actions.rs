@@ -441,11 +441,7 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
         (history[0].action.as_str(), history[0].result.as_str()),
         ("test", "succeeded")
     );
-    assert!(
-        reasons_of_events(&f, "tested")
-            .await
-            .contains(&"TestSucceeded".to_string())
-    );
+    an_event(&f, NS, "tested", "TestSucceeded").await;
 
     // Failing tests after an upgrade: remediated (rollback), then nothing more.
     phases.lock().insert("tested".into(), "Failed".into());
@@ -480,11 +476,7 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
             "rollback tested"
         ]
     );
-    assert!(
-        reasons_of_events(&f, "tested")
-            .await
-            .contains(&"TestFailed".to_string())
-    );
+    an_event(&f, NS, "tested", "TestFailed").await;
     // What an alert names: the app, not Ready, and why.
     let text = operator.scrape();
     let series = |name: &str, reason: &str| {
@@ -520,11 +512,7 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
         ["upgrade lenient", "test lenient"],
         "no uninstall, no retry"
     );
-    assert!(
-        reasons_of_events(&f, "lenient")
-            .await
-            .contains(&"TestFailed".to_string())
-    );
+    an_event(&f, NS, "lenient", "TestFailed").await;
     kubelet.abort();
     operator.stop().await;
 }

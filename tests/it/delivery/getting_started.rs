@@ -64,13 +64,7 @@ async fn the_getting_started_guide_works_as_written() {
         (uid != before).then_some(())
     })
     .await;
-    eventually("a DriftRepaired Event", 30, || async {
-        event_reasons(&f, DEMO, "podinfo")
-            .await
-            .contains(&"DriftRepaired".to_string())
-            .then_some(())
-    })
-    .await;
+    an_event(&f, DEMO, "podinfo", "DriftRepaired").await;
 
     // 6. Delete the HelmApp: uninstalled, then gone.
     Api::<HelmApp>::namespaced(f.cp.client(), DEMO)

@@ -38,13 +38,7 @@ async fn a_helmapp_installs_then_each_values_change_is_one_revision_and_a_label_
         .get("tiny-tiny")
         .await;
     assert!(cm.is_ok(), "the chart's ConfigMap was installed: {cm:?}");
-    eventually("the InstallSucceeded Event", 30, || async {
-        reasons_of_events(&f, "tiny")
-            .await
-            .contains(&"InstallSucceeded".to_string())
-            .then_some(())
-    })
-    .await;
+    an_event(&f, NS, "tiny", "InstallSucceeded").await;
     let table = f.kubectl(&["get", "happ", "-n", NS]);
     for column in [
         "RELEASE",
@@ -519,12 +513,6 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
         "the stuck revision was not unlocked"
     );
     assert_eq!(storage[&3]["status"], "deployed");
-    eventually("the ReleaseUnlocked Event", 30, || async {
-        reasons_of_events(&f, "stuck")
-            .await
-            .contains(&"ReleaseUnlocked".to_string())
-            .then_some(())
-    })
-    .await;
+    an_event(&f, NS, "stuck", "ReleaseUnlocked").await;
     operator.stop().await;
 }

@@ -28,13 +28,7 @@ async fn deleted_objects_of_a_release_come_back_with_drift_repaired() {
         Some((d, s))
     })
     .await;
-    eventually("the DriftRepaired Event", 30, || async {
-        reasons_of_events(&f, "drifty")
-            .await
-            .contains(&"DriftRepaired".to_string())
-            .then_some(())
-    })
-    .await;
+    an_event(&f, NS, "drifty", "DriftRepaired").await;
     // Repaired once: settled again, no further revision.
     operator.settle().await;
     let storage = revisions(&f, "drifty").await;

@@ -339,11 +339,7 @@ async fn crds_follow_the_policy_and_a_tenant_without_crd_rights_gets_crds_failed
         message.contains("forbidden") && message.contains("customresourcedefinitions"),
         "{message}"
     );
-    assert!(
-        reasons_of_events(&f, "tenant")
-            .await
-            .contains(&"CRDsFailed".to_string())
-    );
+    an_event(&f, NS, "tenant", "CRDsFailed").await;
     assert_eq!(
         widget_fields(&f).await,
         Some(vec!["color".to_string(), "size".to_string()]),

@@ -165,12 +165,12 @@ async fn a_forged_revision_whose_labels_and_payload_disagree_runs_no_helm() {
         "names the forged Secret: {}",
         ready.message
     );
-    eventually("InvalidRelease on the forged Secret", 30, || async {
-        event_reasons(&f, TENANT, "sh.helm.release.v1.platform.v1x")
-            .await
-            .contains(&"InvalidRelease".to_string())
-            .then_some(())
-    })
+    an_event(
+        &f,
+        TENANT,
+        "sh.helm.release.v1.platform.v1x",
+        "InvalidRelease",
+    )
     .await;
     operator.stop().await;
 }
@@ -321,11 +321,7 @@ async fn a_rollback_target_edited_while_the_failing_upgrade_runs_is_not_rolled_b
         std::fs::read_to_string(&edits).unwrap_or_default()
     );
     let status = app.status.unwrap();
-    assert!(
-        event_reasons(&f, OPERATOR_NS, "raced")
-            .await
-            .contains(&"StorageTampered".to_string())
-    );
+    an_event(&f, OPERATOR_NS, "raced", "StorageTampered").await;
     let remedy = &status.history[0];
     assert_eq!(
         (remedy.action.as_str(), remedy.result.as_str()),
@@ -400,11 +396,7 @@ async fn the_operator_adopts_only_a_release_whose_objects_stay_in_its_namespace(
     helmapp_ready(&f, OPERATOR_NS, "plain", "UpToDate", 1).await;
     assert_eq!(runs_since(&log, before, "planted"), Vec::<String>::new());
     assert!(kube_system.get_opt("precious").await.unwrap().is_some());
-    assert!(
-        event_reasons(&f, OPERATOR_NS, "planted")
-            .await
-            .contains(&"AdoptionRefused".to_string())
-    );
+    an_event(&f, OPERATOR_NS, "planted", "AdoptionRefused").await;
     // The adopted one is then trusted as it was taken: a change upgrades it.
     patch_helmapp(
         &f,

@@ -127,11 +127,7 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     assert_eq!(status.failures, 0, "a refusal is not a failed attempt");
     let bindings: Api<ClusterRoleBinding> = Api::all(f.cp.client());
     assert!(bindings.get_opt("admin-admin").await.unwrap().is_none());
-    assert!(
-        event_reasons(&f, TENANT, "admin")
-            .await
-            .contains(&"Forbidden".to_string())
-    );
+    an_event(&f, TENANT, "admin", "Forbidden").await;
 
     // A template with metadata.namespace: kube-system: refused, nothing there.
     apply_helmapp(
@@ -330,11 +326,7 @@ async fn tampered_storage_runs_no_helm_and_a_deletion_leaves_it_alone() {
     tamper(&f, TENANT, "tenant").await;
     helmapp_with_reason(&f, OPERATOR_NS, "platform", "StorageTampered").await;
     helmapp_with_reason(&f, TENANT, "tenant", "StorageTampered").await;
-    assert!(
-        event_reasons(&f, OPERATOR_NS, "platform")
-            .await
-            .contains(&"StorageTampered".to_string())
-    );
+    an_event(&f, OPERATOR_NS, "platform", "StorageTampered").await;
     // Deleted: the finalizer goes without an uninstall.
     for (ns, name) in [(OPERATOR_NS, "platform"), (TENANT, "tenant")] {
         Api::<HelmApp>::namespaced(f.cp.client(), ns)

@@ -78,11 +78,7 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
             .any(|l| l.split_whitespace().nth(2) == Some("later")),
         "no helm run before the window"
     );
-    assert!(
-        reasons_of_events(&f, "later")
-            .await
-            .contains(&"OutsideChangeWindow".to_string())
-    );
+    an_event(&f, NS, "later", "OutsideChangeWindow").await;
 
     // Nothing else happens: the window's own timer runs it.
     let installed = ready(&f, "later", "InstallSucceeded", 1).await;
@@ -111,11 +107,7 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
     )
     .await;
     ready(&f, "forced", "InstallSucceeded", 1).await;
-    assert!(
-        reasons_of_events(&f, "forced")
-            .await
-            .contains(&"ForcedOutsideChangeWindow".to_string())
-    );
+    an_event(&f, NS, "forced", "ForcedOutsideChangeWindow").await;
     operator.stop().await;
 }
 

@@ -99,6 +99,20 @@ pub async fn helmapp_ready(
     .await
 }
 
+/// Waits (up to 30 s) for an Event with `reason` on `ns/name`. The recorder
+/// writes Events after the status they go with, so a condition seen does not
+/// mean its Event is there yet.
+pub async fn an_event(f: &Fixture, ns: &str, name: &str, reason: &str) {
+    eventually(&format!("a {reason} Event on {ns}/{name}"), 30, || async {
+        event_reasons(f, ns, name)
+            .await
+            .iter()
+            .any(|r| r == reason)
+            .then_some(())
+    })
+    .await
+}
+
 /// The reasons of the Events about `ns/name`.
 pub async fn event_reasons(f: &Fixture, ns: &str, name: &str) -> Vec<String> {
     Api::<Event>::namespaced(f.cp.client(), ns)
