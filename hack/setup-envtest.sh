@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs the test assets (kube-apiserver, etcd, kubectl, helm, an OCI registry,
+# cosign, sops, age,
 # promtool) into a
 # versioned cache outside the repository, building them from the Go module
 # proxy. Nothing but Go modules is downloaded; no binary is committed.
@@ -28,6 +29,8 @@ PINNED_HELM3="$(sed -n 's/^HELM3_VERSION=//p' "$HERE/envtest.env")"
 PINNED_REGISTRY="$(sed -n 's/^REGISTRY_VERSION=//p' "$HERE/envtest.env")"
 PINNED_PROMETHEUS="$(sed -n 's/^PROMETHEUS_VERSION=//p' "$HERE/envtest.env")"
 PINNED_COSIGN="$(sed -n 's/^COSIGN_VERSION=//p' "$HERE/envtest.env")"
+PINNED_SOPS="$(sed -n 's/^SOPS_VERSION=//p' "$HERE/envtest.env")"
+PINNED_AGE="$(sed -n 's/^AGE_VERSION=//p' "$HERE/envtest.env")"
 K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
 ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
 HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
@@ -35,12 +38,14 @@ HELM3_VERSION="${HELM3_VERSION:-$PINNED_HELM3}"
 REGISTRY_VERSION="${REGISTRY_VERSION:-$PINNED_REGISTRY}"
 PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-$PINNED_PROMETHEUS}"
 COSIGN_VERSION="${COSIGN_VERSION:-$PINNED_COSIGN}"
+SOPS_VERSION="${SOPS_VERSION:-$PINNED_SOPS}"
+AGE_VERSION="${AGE_VERSION:-$PINNED_AGE}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
 BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
 STAMP="$BIN_DIR/.complete"
-WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION} cosign=v${COSIGN_VERSION}"
-ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool cosign)
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION} cosign=v${COSIGN_VERSION} sops=v${SOPS_VERSION} age=v${AGE_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool cosign sops age age-keygen)
 
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
@@ -206,6 +211,18 @@ build_cosign() {
   mv "$gobin/cosign" "$BIN_DIR/cosign"
 }
 
+# --- sops and age ------------------------------------------------------------
+# Encrypt the values files of the SOPS tests the way users do (the operator
+# decrypts in Rust; neither is ever run by it). ~2 minutes the first time.
+build_sops_age() {
+  log "building sops v${SOPS_VERSION} and age v${AGE_VERSION}"
+  local gobin="$CACHE_ROOT/src/sops-gobin"
+  mkdir -p "$gobin"
+  with_heartbeat "building sops" env GOBIN="$gobin" go install -ldflags "-s -w" "github.com/getsops/sops/v3/cmd/sops@v${SOPS_VERSION}"
+  with_heartbeat "building age" env GOBIN="$gobin" go install -ldflags "-s -w" "filippo.io/age/cmd/age@v${AGE_VERSION}" "filippo.io/age/cmd/age-keygen@v${AGE_VERSION}"
+  mv "$gobin/sops" "$gobin/age" "$gobin/age-keygen" "$BIN_DIR/"
+}
+
 rm -f "$STAMP"
 log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
@@ -214,6 +231,7 @@ log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/registry" && "$("$BIN_DIR/registry" --version 2>/dev/null)" == *"v${REGISTRY_VERSION}"* ]] || build_registry
 [[ -x "$BIN_DIR/promtool" && "$("$BIN_DIR/promtool" --version 2>/dev/null | head -1)" == *"version ${PROMETHEUS_VERSION} "* ]] || build_promtool
 [[ -x "$BIN_DIR/cosign" && "$("$BIN_DIR/cosign" version 2>/dev/null | grep GitVersion)" == *"v${COSIGN_VERSION}" ]] || build_cosign
+[[ -x "$BIN_DIR/sops" && -x "$BIN_DIR/age" && -x "$BIN_DIR/age-keygen" && "$("$BIN_DIR/sops" --version --disable-version-check 2>/dev/null | head -1)" == *" ${SOPS_VERSION}"* && "$("$BIN_DIR/age" --version 2>/dev/null)" == "v${AGE_VERSION}" ]] || build_sops_age
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
   build_kubernetes
 fi

@@ -209,6 +209,79 @@ impl Http {
     }
 }
 
+impl Http {
+    /// One exchange of Git's smart HTTP protocol (docs/sources.md): a GET
+    /// (`body` `None`) or a POST of `body`, with `headers`. The rules of
+    /// every request hold: the address policy, credentials to the
+    /// source's host only, same-origin redirects (a GET's only: a POST is
+    /// never replayed elsewhere). A 2xx response with its body unread, and
+    /// the URL that answered.
+    pub fn git_exchange(
+        &self,
+        url: &str,
+        headers: &[(String, String)],
+        body: Option<Vec<u8>>,
+    ) -> Result<(http::Response<ureq::Body>, String), HttpError> {
+        let first = origin(url).map_err(HttpError::Failed)?;
+        let method = if body.is_some() { "POST" } else { "GET" };
+        let mut at = url.to_string();
+        for _ in 0..=MAX_REDIRECTS {
+            let shown = without_credentials(&at);
+            let here = origin(&at).map_err(HttpError::Failed)?;
+            let authorization = self
+                .auth
+                .as_ref()
+                .filter(|(_, host)| here.1 == *host)
+                .map(|(header, _)| header.as_str());
+            let sent = match &body {
+                Some(bytes) => {
+                    let mut req = self.agent.post(&at);
+                    for (k, v) in headers {
+                        req = req.header(k, v);
+                    }
+                    if let Some(a) = authorization {
+                        req = req.header("Authorization", a);
+                    }
+                    req.send(&bytes[..])
+                }
+                None => {
+                    let mut req = self.agent.get(&at);
+                    for (k, v) in headers {
+                        req = req.header(k, v);
+                    }
+                    if let Some(a) = authorization {
+                        req = req.header("Authorization", a);
+                    }
+                    req.call()
+                }
+            };
+            let resp = sent.map_err(|e| called(&shown, e))?;
+            let status = resp.status().as_u16();
+            if (300..400).contains(&status) && body.is_none() {
+                let location = resp.headers().get("location").and_then(|l| l.to_str().ok());
+                at = redirect(&at, location, status, &first, false)?;
+                continue;
+            }
+            return match status {
+                200..=299 => Ok((resp, at)),
+                401 | 403 => Err(HttpError::Failed(format!(
+                    "{method} {shown} answered {status}: check the source's secretRef"
+                ))),
+                404 => Err(HttpError::NotFound(format!(
+                    "{method} {shown} answered 404: no such repository"
+                ))),
+                _ => Err(HttpError::Failed(format!(
+                    "{method} {shown} answered {status}, expected 200"
+                ))),
+            };
+        }
+        Err(HttpError::Failed(format!(
+            "{method} {}: more than {MAX_REDIRECTS} redirects",
+            without_credentials(url)
+        )))
+    }
+}
+
 /// What [`Http::call`] got.
 enum Called {
     /// A 2xx response, its body unread, and its URL as shown.

@@ -16,6 +16,7 @@ pub mod address;
 pub mod archive;
 pub mod cache;
 pub mod fetch;
+pub mod git;
 pub mod http;
 pub mod index;
 pub mod oci;
@@ -104,6 +105,9 @@ pub enum SourceError {
     /// The address policy refused the source's address.
     #[error("chart repository {repo}: {message}")]
     Refused { repo: String, message: String },
+    /// A Git source could not be fetched or read (`SourceUnavailable`).
+    #[error("git repository {url}: {message}")]
+    Git { url: String, message: String },
     /// The chart's signature did not verify (`chart.verify`).
     #[error("chart {repo}: {message}")]
     Verification { repo: String, message: String },

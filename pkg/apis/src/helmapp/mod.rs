@@ -80,6 +80,22 @@ pub struct HelmAppSpec {
     )]
     #[schemars(schema_with = "any_object")]
     pub values: Option<serde_json::Value>,
+    /// Values files from `chart.git` (else from `valuesSource.git`),
+    /// paths from the repository's root, merged first, in order
+    /// (docs/sources.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(max = 1024)))]
+    pub values_files: Vec<String>,
+    /// A missing values file is skipped instead of an error.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_missing_values_files: bool,
+    /// The Git source of `valuesFiles` when the chart is not from Git.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values_source: Option<ValuesSource>,
+    /// SOPS-encrypted values files and `valuesFrom` keys are decrypted
+    /// with these keys (docs/sources.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decryption: Option<Decryption>,
     /// Values from Secrets or ConfigMaps of the HelmApp's namespace, applied
     /// in order after `values`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

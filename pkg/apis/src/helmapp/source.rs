@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Where the chart comes from: exactly one of `repo`, `oci`, `path`.
+/// Where the chart comes from: exactly one of `repo`, `oci`, `path`, `git`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChartSource {
@@ -36,11 +36,78 @@ pub struct ChartSource {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(regex(pattern = r"^(sha256:[a-f0-9]{64})?$"))]
     pub digest: String,
+    /// A chart directory in a Git repository (docs/sources.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSource>,
     /// The chart must be signed (docs/verification.md): cosign for `oci`,
     /// a `.prov` provenance file for `repo`. A chart that fails is never
     /// given to helm: `VerificationFailed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<ChartVerification>,
+}
+
+/// A directory of a Git repository at a ref, fetched over HTTPS
+/// (docs/sources.md).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitSource {
+    /// `https://host/path.git` (or `http://` for a local server).
+    #[schemars(length(max = 2048))]
+    pub url: String,
+    /// What to check out; empty: the branch `main`.
+    #[serde(default, rename = "ref")]
+    pub reference: GitRef,
+    /// The chart's directory in the repository (empty: its root). For
+    /// `valuesSource.git`, unused.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub path: String,
+    /// A Secret of the HelmApp's namespace: `username` and `password`
+    /// (basic auth), or `bearerToken`; `ca.crt` trusted besides the
+    /// system's roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+}
+
+/// A Git ref: at most one of its fields (none: branch `main`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GitRef {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 255))]
+    pub branch: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 255))]
+    pub tag: String,
+    /// A semver range over the repository's tags (`>=1.0.0 <2`): the
+    /// highest match.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 255))]
+    pub semver: String,
+    /// A full commit id (40 hex).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^([0-9a-f]{40})?$"))]
+    pub commit: String,
+}
+
+/// Where `valuesFiles` are read from when the chart is not from Git.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesSource {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSource>,
+}
+
+/// How encrypted values are decrypted (docs/sources.md).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decryption {
+    /// `sops`.
+    #[schemars(regex(pattern = r"^sops$"))]
+    pub provider: String,
+    /// A Secret of the HelmApp's namespace: every key ending in
+    /// `.agekey` holds age identities (`AGE-SECRET-KEY-1…` lines).
+    pub secret_ref: LocalObjectReference,
 }
 
 /// How a chart's signature is checked.

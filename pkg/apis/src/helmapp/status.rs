@@ -29,6 +29,10 @@ pub struct HelmAppStatus {
     /// The resolved chart version.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_version: String,
+    /// Where the chart last installed or upgraded came from, when it is
+    /// more than its digest: the Git commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceStatus>,
     /// `sha256:<hex>` of the chart archive the release was last installed
     /// or upgraded from (for a chart by path: of its files).
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -193,4 +197,12 @@ pub struct HistoryEntry {
     /// again (reason `StorageTampered` when it differs).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub release_digest: String,
+}
+
+/// The source revision a release was made from.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceStatus {
+    /// The Git commit id.
+    pub revision: String,
 }

@@ -1,0 +1,888 @@
+//! Charts and values files from Git (`chart.git`, `valuesSource.git`;
+//! docs/sources.md).
+//!
+//! A fetch is one shallow fetch (depth 1) of one ref into a bare
+//! repository of its own, by gitoxide's pack protocol over our own HTTP
+//! client ([`GitHttp`]): the address policy, same-origin redirects,
+//! credentials to the source's host only, one deadline for the whole fetch
+//! and a bound on the bytes received hold as for every chart source. The
+//! checkout ([`Checkout`]) is shared by every HelmApp that names the same
+//! URL, ref and credentials; each reads its own chart directory and values
+//! files out of it ([`read_chart`], [`read_file`]) — bounded in files,
+//! bytes and depth, with no symlink leaving the repository.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Instant;
+
+use apis::helmapp::{GitRef, GitSource};
+use gix::protocol::transport::client::blocking_io::http as githttp;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use super::http::{Http, HttpError, without_credentials};
+use super::{Credentials, SourceError, SourceLimits};
+use crate::cached::hex::hex;
+
+/// Bytes of packs received for one fetch, at most.
+pub const MAX_PACK_BYTES: u64 = 256 * 1024 * 1024;
+/// Files of a chart directory, at most.
+pub const MAX_FILES: usize = 10_000;
+/// Bytes of a chart directory's files together, at most.
+pub const MAX_CHART_BYTES: u64 = 16 * 1024 * 1024;
+/// Directory levels under a chart's path, at most.
+pub const MAX_DEPTH: usize = 32;
+/// Bytes of one values file, at most.
+pub const MAX_VALUES_FILE: u64 = 4 * 1024 * 1024;
+/// Bytes of a request body sent (wants and haves), at most.
+const MAX_REQUEST: usize = 1024 * 1024;
+
+/// A fetched commit: a bare repository holding it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub repo: PathBuf,
+    /// The commit id (40 hex).
+    pub commit: String,
+}
+
+/// What tells one fetch from another: the URL, the ref and whose
+/// credentials.
+pub fn key(source: &GitSource, scope: &str) -> String {
+    let r = &source.reference;
+    format!(
+        "git\n{}\n{}\n{}\n{}\n{}\n{scope}",
+        source.url.trim_end_matches('/'),
+        r.branch,
+        r.tag,
+        r.semver,
+        r.commit
+    )
+}
+
+/// The ref asked for, as the remote names it (`refs/heads/main`), or a
+/// commit id; `Err` when more than one is set.
+fn wanted(r: &GitRef) -> Result<Wanted, String> {
+    let set = [&r.branch, &r.tag, &r.semver, &r.commit]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .count();
+    if set > 1 {
+        return Err("set at most one of ref.branch, ref.tag, ref.semver, ref.commit".into());
+    }
+    Ok(if !r.tag.is_empty() {
+        Wanted::Ref(format!("refs/tags/{}", r.tag))
+    } else if !r.semver.is_empty() {
+        Wanted::Semver(r.semver.clone())
+    } else if !r.commit.is_empty() {
+        Wanted::Commit(r.commit.clone())
+    } else if !r.branch.is_empty() {
+        Wanted::Ref(format!("refs/heads/{}", r.branch))
+    } else {
+        Wanted::Ref("refs/heads/main".into())
+    })
+}
+
+enum Wanted {
+    Ref(String),
+    Semver(String),
+    Commit(String),
+}
+
+/// Fetches `source`'s ref into a repository under `dir` (see the module
+/// docs). A commit fetched before is not fetched again.
+pub fn fetch(
+    source: &GitSource,
+    credentials: &Credentials,
+    limits: &SourceLimits,
+    dir: &Path,
+) -> Result<Checkout, SourceError> {
+    let shown = without_credentials(&source.url);
+    let failed = |message: String| SourceError::Git {
+        url: shown.clone(),
+        message,
+    };
+    match source.url.split_once("://").map(|(s, _)| s) {
+        Some("https" | "http") => {}
+        Some("ssh") => {
+            return Err(failed(
+                "ssh:// is not supported yet: use the repository's https:// URL".into(),
+            ));
+        }
+        _ => return Err(failed("the URL must start with https://".into())),
+    }
+    let wanted = wanted(&source.reference).map_err(failed)?;
+    let http = Http::new(
+        &source.url,
+        credentials,
+        &limits.policy,
+        limits.fetch_timeout,
+    )
+    .map_err(failed)?;
+    let budget = Budget {
+        deadline: Instant::now() + limits.fetch_timeout,
+        left: Arc::new(AtomicU64::new(MAX_PACK_BYTES)),
+    };
+    let http = Arc::new(http);
+    let refname = match wanted {
+        Wanted::Ref(r) => r,
+        Wanted::Commit(c) => c,
+        Wanted::Semver(range) => highest_tag(source, &http, &budget, &range, dir)?,
+    };
+    let base = dir
+        .join("git")
+        .join(&hex(&Sha256::digest(key(source, "").as_bytes()))[..32]);
+    let scratch = base.join(format!("fetching-{}", uuid::Uuid::new_v4()));
+    let result = fetch_into(source, &http, &budget, &refname, &scratch);
+    let commit = match result {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&scratch);
+            return Err(failed(e));
+        }
+    };
+    let repo = base.join(&commit);
+    if repo.exists() {
+        let _ = std::fs::remove_dir_all(&scratch);
+    } else {
+        std::fs::rename(&scratch, &repo).map_err(|e| failed(format!("keeping the fetch: {e}")))?;
+    }
+    // Older commits of this source go: one checkout per source is kept.
+    if let Ok(entries) = std::fs::read_dir(&base) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if name != commit.as_str() && !name.to_string_lossy().starts_with("fetching-") {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    Ok(Checkout { repo, commit })
+}
+
+/// One shallow fetch of `refname` (a full ref name or a commit id) into a
+/// new bare repository at `at`; the commit it names.
+fn fetch_into(
+    source: &GitSource,
+    http: &Arc<Http>,
+    budget: &Budget,
+    refname: &str,
+    at: &Path,
+) -> Result<String, String> {
+    std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
+    let repo = gix::init_bare(at).map_err(|e| format!("a repository to fetch into: {e}"))?;
+    let spec = if refname.len() == 40 && refname.bytes().all(|b| b.is_ascii_hexdigit()) {
+        refname.to_string()
+    } else {
+        format!("+{refname}:refs/fetched")
+    };
+    let remote = repo
+        .remote_at(source.url.as_str())
+        .map_err(|e| e.to_string())?
+        .with_refspecs(Some(spec.as_str()), gix::remote::Direction::Fetch)
+        .map_err(|e| e.to_string())?;
+    let transport = transport(source, http, budget)?;
+    let depth = std::num::NonZeroU32::new(1).expect("1 is not 0");
+    let interrupt = AtomicBool::new(false);
+    let outcome = remote
+        .to_connection_with_transport(transport)
+        .prepare_fetch(gix::progress::Discard, Default::default())
+        .map_err(|e| said(e, budget))?
+        .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
+        .receive(gix::progress::Discard, &interrupt)
+        .map_err(|e| said(e, budget))?;
+    let mapping = outcome
+        .ref_map
+        .mappings
+        .first()
+        .ok_or_else(|| format!("the repository has no {refname}"))?;
+    let id = mapping
+        .remote
+        .as_id()
+        .ok_or_else(|| format!("{refname} names nothing"))?
+        .to_owned();
+    let commit = repo
+        .find_object(id)
+        .map_err(|e| format!("{refname}: {e}"))?
+        .peel_to_commit()
+        .map_err(|e| format!("{refname} is not a commit: {e}"))?;
+    Ok(commit.id.to_string())
+}
+
+/// The highest tag matching `range` (tags that are not versions are
+/// passed over).
+fn highest_tag(
+    source: &GitSource,
+    http: &Arc<Http>,
+    budget: &Budget,
+    range: &str,
+    dir: &Path,
+) -> Result<String, SourceError> {
+    let failed = |message: String| SourceError::Git {
+        url: without_credentials(&source.url),
+        message,
+    };
+    let scratch = dir
+        .join("git")
+        .join(format!("listing-{}", uuid::Uuid::new_v4()));
+    let listed = (|| {
+        std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
+        let repo = gix::init_bare(&scratch).map_err(|e| e.to_string())?;
+        let remote = repo
+            .remote_at(source.url.as_str())
+            .map_err(|e| e.to_string())?
+            .with_refspecs(
+                Some("+refs/tags/*:refs/tags/*"),
+                gix::remote::Direction::Fetch,
+            )
+            .map_err(|e| e.to_string())?;
+        let transport = transport(source, http, budget)?;
+        let (map, _) = remote
+            .to_connection_with_transport(transport)
+            .ref_map(gix::progress::Discard, Default::default())
+            .map_err(|e| said(e, budget))?;
+        Ok::<Vec<String>, String>(
+            map.mappings
+                .iter()
+                .filter_map(|m| m.remote.as_name())
+                .filter_map(|n| n.to_string().strip_prefix("refs/tags/").map(String::from))
+                .collect(),
+        )
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let tags = listed.map_err(failed)?;
+    let tag = super::choose_version(&tags, "the repository's tags", range).map_err(failed)?;
+    Ok(format!("refs/tags/{tag}"))
+}
+
+/// gitoxide's HTTP transport over [`GitHttp`].
+fn transport(
+    source: &GitSource,
+    http: &Arc<Http>,
+    budget: &Budget,
+) -> Result<githttp::Transport<GitHttp>, String> {
+    let url =
+        gix::url::parse(gix::bstr::BStr::new(source.url.as_bytes())).map_err(|e| e.to_string())?;
+    let client = GitHttp {
+        http: http.clone(),
+        budget: budget.clone(),
+    };
+    Ok(githttp::connect_http(
+        client,
+        url,
+        gix::protocol::transport::Protocol::V2,
+        false,
+    ))
+}
+
+/// A gitoxide error, said with the bound that caused it when one did.
+fn said(e: impl std::fmt::Display, budget: &Budget) -> String {
+    if budget.left.load(Ordering::Relaxed) == 0 {
+        return format!("the repository sent more than {MAX_PACK_BYTES} bytes");
+    }
+    if Instant::now() >= budget.deadline {
+        return "no complete fetch within the fetch deadline (--chart-fetch-timeout)".into();
+    }
+    // gitoxide's messages quote no received content.
+    e.to_string()
+}
+
+/// What one fetch may still receive, and until when.
+#[derive(Clone)]
+struct Budget {
+    deadline: Instant,
+    left: Arc<AtomicU64>,
+}
+
+/// The HTTP side of gitoxide's transport (`Http`): each request through
+/// [`Http::git_exchange`]. A POST's body is gathered first and sent when
+/// its answer is first read.
+struct GitHttp {
+    http: Arc<Http>,
+    budget: Budget,
+}
+
+/// One request and, once sent, its answer.
+struct Exchange {
+    http: Arc<Http>,
+    budget: Budget,
+    url: String,
+    headers: Vec<(String, String)>,
+    /// `Some`: a POST's body, written so far.
+    body: Option<Vec<u8>>,
+    answer: Option<Result<Answer, String>>,
+}
+
+struct Answer {
+    headers: Option<Vec<u8>>,
+    body: Option<Box<dyn Read + Send>>,
+}
+
+impl Exchange {
+    fn send(&mut self) -> std::io::Result<&mut Answer> {
+        if self.answer.is_none() {
+            let sent = self
+                .http
+                .git_exchange(&self.url, &self.headers, self.body.take())
+                .map(|(resp, _)| {
+                    let mut headers = Vec::new();
+                    for (k, v) in resp.headers() {
+                        headers.extend_from_slice(k.as_str().as_bytes());
+                        headers.extend_from_slice(b": ");
+                        headers.extend_from_slice(v.as_bytes());
+                        headers.extend_from_slice(b"\r\n");
+                    }
+                    let reader = resp.into_body().into_reader();
+                    Answer {
+                        headers: Some(headers),
+                        body: Some(Box::new(Budgeted {
+                            inner: reader,
+                            budget: self.budget.clone(),
+                        })),
+                    }
+                })
+                .map_err(|e| match e {
+                    HttpError::Refused(m) | HttpError::NotFound(m) | HttpError::Failed(m) => m,
+                });
+            self.answer = Some(sent);
+        }
+        match self.answer.as_mut().expect("set above") {
+            Ok(answer) => Ok(answer),
+            Err(message) => Err(std::io::Error::other(message.clone())),
+        }
+    }
+}
+
+/// A response body read within the fetch's [`Budget`].
+struct Budgeted<R> {
+    inner: R,
+    budget: Budget,
+}
+
+impl<R: Read> Read for Budgeted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if Instant::now() >= self.budget.deadline {
+            return Err(std::io::Error::other(
+                "no complete fetch within the fetch deadline (--chart-fetch-timeout)",
+            ));
+        }
+        let n = self.inner.read(buf)?;
+        let left = self.budget.left.load(Ordering::Relaxed);
+        if n as u64 > left {
+            self.budget.left.store(0, Ordering::Relaxed);
+            return Err(std::io::Error::other(format!(
+                "the repository sent more than {MAX_PACK_BYTES} bytes"
+            )));
+        }
+        self.budget.left.fetch_sub(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// The headers of an answer, read once it is sent.
+pub struct Headers {
+    exchange: Arc<Mutex<Exchange>>,
+    text: Option<std::io::Cursor<Vec<u8>>>,
+}
+
+impl Headers {
+    fn text(&mut self) -> std::io::Result<&mut std::io::Cursor<Vec<u8>>> {
+        if self.text.is_none() {
+            let mut exchange = self.exchange.lock();
+            let answer = exchange.send()?;
+            self.text = Some(std::io::Cursor::new(
+                answer.headers.take().unwrap_or_default(),
+            ));
+        }
+        Ok(self.text.as_mut().expect("set above"))
+    }
+}
+
+impl Read for Headers {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.text()?.read(buf)
+    }
+}
+
+impl BufRead for Headers {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.text()?.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        if let Some(t) = self.text.as_mut() {
+            t.consume(amt)
+        }
+    }
+}
+
+/// The body of an answer, read once it is sent.
+pub struct Body {
+    exchange: Arc<Mutex<Exchange>>,
+    reader: Option<BufReader<Box<dyn Read + Send>>>,
+}
+
+impl Body {
+    fn reader(&mut self) -> std::io::Result<&mut BufReader<Box<dyn Read + Send>>> {
+        if self.reader.is_none() {
+            let mut exchange = self.exchange.lock();
+            let answer = exchange.send()?;
+            let body = answer
+                .body
+                .take()
+                .unwrap_or_else(|| Box::new(std::io::empty()));
+            self.reader = Some(BufReader::with_capacity(64 * 1024, body));
+        }
+        Ok(self.reader.as_mut().expect("set above"))
+    }
+}
+
+impl Read for Body {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.reader()?.read(buf)
+    }
+}
+
+impl BufRead for Body {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.reader()?.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        if let Some(r) = self.reader.as_mut() {
+            r.consume(amt)
+        }
+    }
+}
+
+/// A POST's body, gathered until its answer is read.
+pub struct PostBody {
+    exchange: Arc<Mutex<Exchange>>,
+}
+
+impl Write for PostBody {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut exchange = self.exchange.lock();
+        let body = exchange.body.get_or_insert_with(Vec::new);
+        if body.len() + buf.len() > MAX_REQUEST {
+            return Err(std::io::Error::other("the fetch request grew too large"));
+        }
+        body.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl GitHttp {
+    fn exchange(
+        &self,
+        url: &str,
+        headers: impl IntoIterator<Item = impl AsRef<str>>,
+        post: bool,
+    ) -> Arc<Mutex<Exchange>> {
+        let headers = headers
+            .into_iter()
+            .filter_map(|h| {
+                let (k, v) = h.as_ref().split_once(':')?;
+                // Ours are added by the client: never a header gitoxide
+                // made of credentials it found.
+                (!k.trim().eq_ignore_ascii_case("authorization"))
+                    .then(|| (k.trim().to_string(), v.trim().to_string()))
+            })
+            .collect();
+        Arc::new(Mutex::new(Exchange {
+            http: self.http.clone(),
+            budget: self.budget.clone(),
+            url: url.to_string(),
+            headers,
+            body: post.then(Vec::new),
+            answer: None,
+        }))
+    }
+}
+
+impl githttp::Http for GitHttp {
+    type Headers = Headers;
+    type ResponseBody = Body;
+    type PostBody = PostBody;
+
+    fn get(
+        &mut self,
+        url: &str,
+        _base_url: &str,
+        headers: impl IntoIterator<Item = impl AsRef<str>>,
+    ) -> gix::Result<githttp::GetResponse<Headers, Body>> {
+        let exchange = self.exchange(url, headers, false);
+        // Sent now: a GET has nothing more to write.
+        exchange.lock().send().map_err(gix::Error::from_error)?;
+        Ok(githttp::GetResponse {
+            headers: Headers {
+                exchange: exchange.clone(),
+                text: None,
+            },
+            body: Body {
+                exchange,
+                reader: None,
+            },
+        })
+    }
+
+    fn post(
+        &mut self,
+        url: &str,
+        _base_url: &str,
+        headers: impl IntoIterator<Item = impl AsRef<str>>,
+        _body: githttp::PostBodyDataKind,
+    ) -> gix::Result<githttp::PostResponse<Headers, Body, PostBody>> {
+        let exchange = self.exchange(url, headers, true);
+        Ok(githttp::PostResponse {
+            post_body: PostBody {
+                exchange: exchange.clone(),
+            },
+            headers: Headers {
+                exchange: exchange.clone(),
+                text: None,
+            },
+            body: Body {
+                exchange,
+                reader: None,
+            },
+        })
+    }
+
+    fn configure(&mut self, _config: &dyn std::any::Any) -> gix::Result {
+        Ok(())
+    }
+}
+
+/// Reads the tree at `path` of `checkout` into `into` (made afresh) and
+/// returns the SHA-256 over its files (relative path, then content), the
+/// bounds of the module docs applied.
+pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String, String> {
+    let repo = gix::open(&checkout.repo).map_err(|e| format!("the fetched repository: {e}"))?;
+    let tree = commit_tree(&repo, &checkout.commit)?;
+    let path = clean(path)?;
+    let entry_tree = if path.is_empty() {
+        tree
+    } else {
+        let entry = tree
+            .lookup_entry_by_path(&path)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("the repository has no {path} at {}", short(checkout)))?;
+        entry
+            .object()
+            .map_err(|e| e.to_string())?
+            .try_into_tree()
+            .map_err(|_| format!("{path} is not a directory"))?
+    };
+    let _ = std::fs::remove_dir_all(into);
+    std::fs::create_dir_all(into).map_err(|e| e.to_string())?;
+    let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut walk = Walk {
+        repo: &repo,
+        root: &tree_of(&repo, &checkout.commit)?,
+        files: &mut files,
+        bytes: 0,
+    };
+    walk.dir(entry_tree, &path, "", 0)?;
+    files.sort();
+    let mut hasher = Sha256::new();
+    for (rel, content) in &files {
+        hasher.update(rel.as_bytes());
+        hasher.update([0]);
+        hasher.update(content);
+        let file = into.join(rel);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&file, content).map_err(|e| e.to_string())?;
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// The content of the file at `path` of `checkout` (`None`: not there), at
+/// most [`MAX_VALUES_FILE`] bytes.
+pub fn read_file(checkout: &Checkout, path: &str) -> Result<Option<Vec<u8>>, String> {
+    let repo = gix::open(&checkout.repo).map_err(|e| format!("the fetched repository: {e}"))?;
+    let tree = commit_tree(&repo, &checkout.commit)?;
+    let path = clean(path)?;
+    let Some(entry) = tree
+        .lookup_entry_by_path(&path)
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    if entry.mode().is_link() {
+        return Err(format!("{path} is a symlink: values files must be files"));
+    }
+    let object = entry.object().map_err(|e| e.to_string())?;
+    if object.kind != gix::object::Kind::Blob {
+        return Err(format!("{path} is not a file"));
+    }
+    if object.data.len() as u64 > MAX_VALUES_FILE {
+        return Err(format!("{path} is larger than {MAX_VALUES_FILE} bytes"));
+    }
+    Ok(Some(object.data.clone()))
+}
+
+fn short(checkout: &Checkout) -> &str {
+    &checkout.commit[..checkout.commit.len().min(12)]
+}
+
+fn commit_tree<'r>(repo: &'r gix::Repository, commit: &str) -> Result<gix::Tree<'r>, String> {
+    tree_of(repo, commit)
+}
+
+fn tree_of<'r>(repo: &'r gix::Repository, commit: &str) -> Result<gix::Tree<'r>, String> {
+    let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| e.to_string())?;
+    repo.find_object(id)
+        .map_err(|e| e.to_string())?
+        .peel_to_commit()
+        .map_err(|e| e.to_string())?
+        .tree()
+        .map_err(|e| e.to_string())
+}
+
+/// `path` relative to the repository's root, without `.` steps; `..` is
+/// refused.
+fn clean(path: &str) -> Result<String, String> {
+    let mut parts = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => return Err(format!("{path:?}: `..` is not allowed")),
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// A walk of a chart's tree, in bounds.
+struct Walk<'a, 'r> {
+    repo: &'r gix::Repository,
+    /// The commit's root tree (symlinks are resolved in it).
+    root: &'a gix::Tree<'r>,
+    files: &'a mut Vec<(String, Vec<u8>)>,
+    bytes: u64,
+}
+
+impl Walk<'_, '_> {
+    /// Adds the files of `tree` (at `base` in the repository, `rel` in the
+    /// chart).
+    fn dir(
+        &mut self,
+        tree: gix::Tree<'_>,
+        base: &str,
+        rel: &str,
+        depth: usize,
+    ) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("the chart is deeper than {MAX_DEPTH} directories"));
+        }
+        let decoded = tree.decode().map_err(|e| e.to_string())?;
+        for entry in &decoded.entries {
+            let name = entry.filename.to_string();
+            let here = join(rel, &name);
+            let in_repo = join(base, &name);
+            let object = self
+                .repo
+                .find_object(entry.oid)
+                .map_err(|e| format!("{in_repo}: {e}"))?;
+            if entry.mode.is_tree() {
+                let sub = object.try_into_tree().map_err(|e| e.to_string())?;
+                self.dir(sub, &in_repo, &here, depth + 1)?;
+            } else if entry.mode.is_link() {
+                let target = String::from_utf8_lossy(&object.data).into_owned();
+                let content = self.link(&in_repo, &target)?;
+                self.add(here, content)?;
+            } else if entry.mode.is_blob() {
+                self.add(here, object.data.clone())?;
+            }
+            // Submodules (commits) are not followed.
+        }
+        Ok(())
+    }
+
+    /// The content a symlink at `at` to `target` leads to: a file of the
+    /// same commit, never outside the repository.
+    fn link(&self, at: &str, target: &str) -> Result<Vec<u8>, String> {
+        let outside = || format!("{at} is a symlink leaving the repository ({target})");
+        if target.starts_with('/') {
+            return Err(outside());
+        }
+        let mut parts: Vec<&str> = at.split('/').collect();
+        parts.pop();
+        for p in target.split('/') {
+            match p {
+                "" | "." => {}
+                ".." => {
+                    parts.pop().ok_or_else(outside)?;
+                }
+                p => parts.push(p),
+            }
+        }
+        let resolved = parts.join("/");
+        let entry = self
+            .root
+            .lookup_entry_by_path(&resolved)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{at} is a symlink to {target}, which is not there"))?;
+        if !entry.mode().is_blob() {
+            return Err(format!(
+                "{at} is a symlink to {target}, which is not a file"
+            ));
+        }
+        Ok(entry.object().map_err(|e| e.to_string())?.data.clone())
+    }
+
+    fn add(&mut self, rel: String, content: Vec<u8>) -> Result<(), String> {
+        if self.files.len() >= MAX_FILES {
+            return Err(format!("the chart has more than {MAX_FILES} files"));
+        }
+        self.bytes += content.len() as u64;
+        if self.bytes > MAX_CHART_BYTES {
+            return Err(format!("the chart is larger than {MAX_CHART_BYTES} bytes"));
+        }
+        self.files.push((rel, content));
+        Ok(())
+    }
+}
+
+fn join(a: &str, b: &str) -> String {
+    if a.is_empty() {
+        b.to_string()
+    } else {
+        format!("{a}/{b}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_ref_at_most_and_main_by_default() {
+        let r = |branch: &str, tag: &str| GitRef {
+            branch: branch.into(),
+            tag: tag.into(),
+            ..Default::default()
+        };
+        assert!(matches!(wanted(&r("", "")), Ok(Wanted::Ref(m)) if m == "refs/heads/main"));
+        assert!(matches!(wanted(&r("dev", "")), Ok(Wanted::Ref(m)) if m == "refs/heads/dev"));
+        assert!(matches!(wanted(&r("", "v1")), Ok(Wanted::Ref(m)) if m == "refs/tags/v1"));
+        assert!(wanted(&r("dev", "v1")).is_err());
+    }
+
+    #[test]
+    fn paths_never_climb_out() {
+        assert_eq!(clean("./charts//web/").unwrap(), "charts/web");
+        assert!(clean("charts/../../etc").is_err());
+    }
+
+    fn source(server: &envtest::GitServer, repo: &envtest::GitRepo, r: GitRef) -> GitSource {
+        GitSource {
+            url: format!("{}/{}", server.url(), repo.served_name()),
+            reference: r,
+            path: "charts/web".into(),
+            secret_ref: None,
+        }
+    }
+
+    fn loopback() -> SourceLimits {
+        SourceLimits {
+            policy: super::super::address::AddressPolicy::parse("").unwrap(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_branch_a_tag_and_a_semver_range_fetch_the_commit_they_name() {
+        let dir = tempfile_dir("git-fetch");
+        let server = envtest::GitServer::start(&dir.join("served"))
+            .await
+            .unwrap();
+        let repo = envtest::GitRepo::create(server.root(), "charts");
+        repo.write(
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+        );
+        repo.write("charts/web/templates/cm.yaml", "kind: ConfigMap\n");
+        repo.write("README.md", "elsewhere\n");
+        let first = repo.commit("first");
+        repo.tag("v1.0.0");
+        repo.write(
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 1.1.0\n",
+        );
+        let second = repo.commit("second");
+        repo.tag("v1.1.0");
+        repo.tag("not-a-version");
+        repo.write(
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 2.0.0\n",
+        );
+        let third = repo.commit("third");
+        repo.tag("v2.0.0");
+        let work = dir.join("work");
+        let fetch_at = |r: GitRef| {
+            let (src, work) = (source(&server, &repo, r), work.clone());
+            tokio::task::spawn_blocking(move || {
+                fetch(&src, &Credentials::default(), &loopback(), &work)
+            })
+        };
+        let main = fetch_at(GitRef::default()).await.unwrap().unwrap();
+        assert_eq!(main.commit, third);
+        let tag = fetch_at(GitRef {
+            tag: "v1.0.0".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(tag.commit, first);
+        let range = GitRef {
+            semver: ">=1.0.0, <2".into(),
+            ..Default::default()
+        };
+        let ranged = fetch_at(range).await.unwrap().unwrap();
+        assert_eq!(ranged.commit, second, "the highest tag in range");
+
+        let into = dir.join("chart");
+        let digest = read_chart(&ranged, "charts/web", &into).unwrap();
+        assert!(
+            std::fs::read_to_string(into.join("Chart.yaml"))
+                .unwrap()
+                .contains("1.1.0")
+        );
+        assert!(into.join("templates/cm.yaml").is_file());
+        assert!(!into.join("README.md").exists(), "only the chart's path");
+        assert_eq!(
+            read_chart(&ranged, "charts/web", &into).unwrap(),
+            digest,
+            "stable"
+        );
+        assert_ne!(read_chart(&main, "charts/web", &into).unwrap(), digest);
+        assert_eq!(
+            read_file(&main, "README.md").unwrap().unwrap(),
+            b"elsewhere\n"
+        );
+        assert_eq!(read_file(&main, "missing.yaml").unwrap(), None);
+        let missing = fetch_at(GitRef {
+            branch: "nope".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        assert!(
+            matches!(missing, Err(SourceError::Git { .. })),
+            "{missing:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn tempfile_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(dir.join("served")).unwrap();
+        dir
+    }
+}
