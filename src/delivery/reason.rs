@@ -15,6 +15,8 @@ pub enum Reason {
     ChartInvalid,
     ChartSourceRefused,
     VerificationFailed,
+    SourceUnavailable,
+    DecryptionFailed,
     OutsideChangeWindow,
     InvalidChangeWindow,
     ForcedOutsideChangeWindow,
@@ -76,7 +78,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 61] = [
+    pub const ALL: [Reason; 63] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -86,6 +88,8 @@ impl Reason {
         Reason::ChartInvalid,
         Reason::ChartSourceRefused,
         Reason::VerificationFailed,
+        Reason::SourceUnavailable,
+        Reason::DecryptionFailed,
         Reason::OutsideChangeWindow,
         Reason::InvalidChangeWindow,
         Reason::InvalidExpression,
@@ -152,6 +156,8 @@ impl Reason {
             ChartInvalid => "ChartInvalid",
             ChartSourceRefused => "ChartSourceRefused",
             VerificationFailed => "VerificationFailed",
+            SourceUnavailable => "SourceUnavailable",
+            DecryptionFailed => "DecryptionFailed",
             OutsideChangeWindow => "OutsideChangeWindow",
             InvalidChangeWindow => "InvalidChangeWindow",
             InvalidExpression => "InvalidExpression",

@@ -45,7 +45,7 @@ pub async fn run(client: kube::Client, a: &DiffArgs) -> Result<bool, String> {
     let target = Target::of(&app);
     let work = tempdir()?;
     let chart = chart_of(&client, &app, &work.0).await?;
-    let (values, from_secrets) = inputs::merged_values_and_secrets(&client, &app).await?;
+    let (values, from_secrets) = inputs::merged_values_and_secrets(&client, &app, &[]).await?;
     let helm = Helm {
         binary: &a.helm_binary,
         target: &target,

@@ -249,8 +249,8 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 /// The CEL rule on a HelmApp spec's `chart`: exactly one source.
 fn exactly_one_chart_source() -> Option<Vec<ValidationRule>> {
     serde_json::from_value(serde_json::json!([{
-        "rule": "(has(self.repo) && self.repo != '' ? 1 : 0) + (has(self.oci) && self.oci != '' ? 1 : 0) + (has(self.path) && self.path != '' ? 1 : 0) == 1",
-        "message": "set exactly one of chart.repo, chart.oci, chart.path"
+        "rule": "(has(self.repo) && self.repo != '' ? 1 : 0) + (has(self.oci) && self.oci != '' ? 1 : 0) + (has(self.path) && self.path != '' ? 1 : 0) + (has(self.git) ? 1 : 0) == 1",
+        "message": "set exactly one of chart.repo, chart.oci, chart.path, chart.git"
     }]))
     .ok()
 }

@@ -246,7 +246,10 @@ fn the_reference_lists_every_field_with_its_type_default_and_validation() {
     );
     // Defaults and CEL rules are shown.
     assert!(row("spec.approval").contains("`\"auto\"`"));
-    assert!(row("spec.chart").contains("set exactly one of chart.repo, chart.oci, chart.path"));
+    assert!(
+        row("spec.chart")
+            .contains("set exactly one of chart.repo, chart.oci, chart.path, chart.git")
+    );
 }
 
 /// Every default the HelmApp schema gives a top-level spec field is what

@@ -352,6 +352,30 @@ impl GitRepo {
         std::fs::write(file, content).expect("the file");
     }
 
+    /// Copies directory `from` (recursively) to `to` of the work tree.
+    pub fn copy_dir(&self, from: &Path, to: &str) {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).expect("a directory of the work tree");
+            for e in std::fs::read_dir(from)
+                .expect("the directory copied")
+                .flatten()
+            {
+                let target = to.join(e.file_name());
+                if e.path().is_dir() {
+                    copy(&e.path(), &target);
+                } else {
+                    std::fs::copy(e.path(), target).expect("a file copied");
+                }
+            }
+        }
+        copy(from, &self.work.join(to));
+    }
+
+    /// Removes `path` (a file) from the work tree.
+    pub fn remove(&self, path: &str) {
+        std::fs::remove_file(self.work.join(path)).expect("the file removed");
+    }
+
     /// Commits everything and pushes `main`; returns the commit's id.
     pub fn commit(&self, message: &str) -> String {
         git(&self.work, &["add", "-A"]);

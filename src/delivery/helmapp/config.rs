@@ -71,7 +71,7 @@ fn hashed(
         .annotations()
         .get(crate::delivery::names::DIGEST_TRACKING)
         != Some(&"disabled".to_string());
-    let digest = if tracked || !c.path.is_empty() {
+    let digest = if tracked || !c.path.is_empty() || c.git.is_some() {
         chart.digest.as_str()
     } else {
         ""
@@ -91,6 +91,26 @@ fn hashed(
     }
     if let Some(m) = &s.common_metadata {
         doc["commonMetadata"] = json!(m);
+    }
+    // From Git: the repository and the directory, never the commit — a
+    // commit that changes neither the chart's files (its digest) nor a
+    // values file is no upgrade.
+    if let Some(git) = &c.git {
+        doc["chart"]["git"] = json!({ "url": git.url, "path": git.path });
+    }
+    if !chart.values_files.is_empty() {
+        let files: Vec<Value> = chart
+            .values_files
+            .iter()
+            .map(|f| {
+                let digest = f.content.as_ref().map(|c| hex(&Sha256::digest(c)));
+                json!({ "path": f.path, "digest": digest })
+            })
+            .collect();
+        doc["valuesFiles"] = json!(files);
+    }
+    if let Some(d) = &s.decryption {
+        doc["decryption"] = json!({ "provider": d.provider, "secret": d.secret_ref.name });
     }
     doc
 }
@@ -145,6 +165,7 @@ mod tests {
             manifest_digest: String::new(),
             latest: String::new(),
             verified: None,
+            ..Default::default()
         };
         let with_values = |v: serde_json::Value| {
             let mut a = app.clone();
@@ -259,6 +280,7 @@ mod tests {
             manifest_digest: String::new(),
             latest: String::new(),
             verified: None,
+            ..Default::default()
         };
         let hash = |a: &HelmApp| config_hash(a, &target, &chart, &[]);
         let keys = |a: &HelmApp| {

@@ -15,7 +15,7 @@ use super::context::Context;
 use super::status::Reason;
 use crate::delivery::helm::values;
 use crate::delivery::source;
-use apis::helmapp::ValuesKind;
+use apis::helmapp::{GitSource, ValuesKind};
 
 impl Context {
     /// The chart, local: by path, or from an HTTP repository or an OCI
@@ -36,8 +36,9 @@ impl Context {
                 retry: true,
             });
         }
-        chart.map_err(|(e, retry)| ChartProblem {
+        let chart = chart.map_err(|(e, retry)| ChartProblem {
             reason: match e {
+                source::SourceError::Git { .. } => Reason::SourceUnavailable,
                 source::SourceError::Verification { .. } => Reason::VerificationFailed,
                 source::SourceError::Invalid { .. } => Reason::ChartInvalid,
                 source::SourceError::Refused { .. } => Reason::ChartSourceRefused,
@@ -45,7 +46,15 @@ impl Context {
             },
             message: e.to_string(),
             retry,
-        })
+        })?;
+        let Some(mut chart) = chart else {
+            return Ok(None);
+        };
+        match self.values_files(app).await? {
+            Some(files) => chart.values_files = files,
+            None => return Ok(None),
+        }
+        Ok(Some(chart))
     }
 
     async fn fetch_chart(
@@ -53,6 +62,12 @@ impl Context {
         app: &HelmApp,
     ) -> Result<Option<source::LocalChart>, (source::SourceError, bool)> {
         let spec = &app.spec;
+        let others = [&spec.chart.repo, &spec.chart.oci, &spec.chart.path];
+        if let Some(git) = &spec.chart.git
+            && others.iter().all(|s| s.is_empty())
+        {
+            return self.git_chart(app, git).await;
+        }
         if spec.chart.repo.is_empty() && spec.chart.oci.is_empty() {
             return source::resolve(&spec.chart, self.settings.chart_path_root.as_deref())
                 .map(Some)
@@ -117,6 +132,131 @@ impl Context {
         Ok(None)
     }
 
+    /// The chart at `git.path` of the commit `git.ref` names (see
+    /// [`Context::checkout`]), read out once per commit and path.
+    async fn git_chart(
+        &self,
+        app: &HelmApp,
+        git: &GitSource,
+    ) -> Result<Option<source::LocalChart>, (source::SourceError, bool)> {
+        let Some(checkout) = self.checkout(app, git).await? else {
+            return Ok(None);
+        };
+        let (sources, path, at) = (self.sources.clone(), git.path.clone(), checkout.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            sources.git.chart(&at, &path, &sources.git_charts_dir())
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        // The commit does not change by retrying; a new one re-queues.
+        .map_err(|message| (git_error(git, message), true))?;
+        Ok(Some(source::LocalChart {
+            version: source::chart_version(&read.dir),
+            path: read.dir,
+            digest: read.digest,
+            revision: checkout.commit,
+            ..Default::default()
+        }))
+    }
+
+    /// The commit of `git` — remembered for `interval`, fetched in the
+    /// background otherwise (`Ok(None)`: the fetch's end re-queues `app`).
+    /// One fetch per URL, ref and credentials, however many apps ask.
+    async fn checkout(
+        &self,
+        app: &HelmApp,
+        git: &GitSource,
+    ) -> Result<Option<source::git::Checkout>, (source::SourceError, bool)> {
+        let interval = parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
+        let ns = app.namespace().unwrap_or_default();
+        let scope = git
+            .secret_ref
+            .as_ref()
+            .map(|r| format!("{ns}/{}", r.name))
+            .unwrap_or_default();
+        let key = source::git::key(git, &scope);
+        if let Some(c) = self.sources.git.fresh(&key, interval) {
+            return Ok(Some(c));
+        }
+        match self.sources.take_git(&key) {
+            Some(None) => {
+                self.sources.wake_too_git(&key, self.waker(app));
+                return Ok(None);
+            }
+            Some(Some(done)) => return done.map(Some).map_err(|e| (e, true)),
+            None => {}
+        }
+        let credentials = match &git.secret_ref {
+            None => source::Credentials::default(),
+            Some(r) => self
+                .credentials(app, &r.name, scope)
+                .await
+                .map_err(|(message, retry)| (git_error(git, message), retry))?,
+        };
+        self.sources
+            .start_git(key, &ns, git, credentials, self.waker(app));
+        Ok(None)
+    }
+
+    /// `valuesFiles`, read from `chart.git` or `valuesSource.git`, in
+    /// order (`Ok(None)`: that source is being fetched).
+    async fn values_files(
+        &self,
+        app: &HelmApp,
+    ) -> Result<Option<Vec<source::ValuesFile>>, ChartProblem> {
+        let spec = &app.spec;
+        if spec.values_files.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let git = spec
+            .chart
+            .git
+            .as_ref()
+            .or(spec.values_source.as_ref().and_then(|v| v.git.as_ref()));
+        let Some(git) = git else {
+            return Err(ChartProblem {
+                reason: Reason::ValuesInvalid,
+                message: "valuesFiles are read from chart.git or valuesSource.git: set one".into(),
+                retry: false,
+            });
+        };
+        let unavailable = |(e, retry): (source::SourceError, bool)| ChartProblem {
+            reason: Reason::SourceUnavailable,
+            message: e.to_string(),
+            retry,
+        };
+        let Some(checkout) = self.checkout(app, git).await.map_err(unavailable)? else {
+            return Ok(None);
+        };
+        let (paths, ignore) = (spec.values_files.clone(), spec.ignore_missing_values_files);
+        let url = source::http::without_credentials(&git.url);
+        tokio::task::spawn_blocking(move || {
+            let mut files = Vec::new();
+            for path in paths {
+                let content = source::git::read_file(&checkout, &path)
+                    .map_err(|e| format!("valuesFiles {path}: {e}"))?;
+                if content.is_none() && !ignore {
+                    return Err(format!(
+                        "valuesFiles {path}: not in {url} at {} (set ignoreMissingValuesFiles: true if it may be absent)",
+                        checkout.commit
+                    ));
+                }
+                files.push(source::ValuesFile { path, content });
+            }
+            Ok(files)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map(Some)
+        .map_err(|message| ChartProblem {
+            reason: Reason::ValuesInvalid,
+            message,
+            retry: true,
+        })
+    }
+
     /// Re-queues `app` (when a background fetch ends).
     fn waker(&self, app: &HelmApp) -> impl FnOnce() + Send + 'static {
         let (queue, key) = (self.queue.clone(), cache::object_key(app));
@@ -159,17 +299,28 @@ impl Context {
             .collect()
     }
 
-    /// The merged values (see [`merged_values`]).
-    pub async fn values(&self, app: &HelmApp) -> Result<Value, String> {
-        merged_values(&self.client, app).await
+    /// The merged values (see [`merged_values`]), `files` being the
+    /// `valuesFiles` read with the chart.
+    pub async fn values(
+        &self,
+        app: &HelmApp,
+        files: &[source::ValuesFile],
+    ) -> Result<Value, String> {
+        merged_values(&self.client, app, files).await
     }
 }
 
 /// The merged values, read as `client`: `values`, `valuesFrom`,
 /// `valuesBase64`, `set` (the operator's, and `kubectl hossted diff`'s with
 /// the user's rights).
-pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value, String> {
-    merged_values_and_secrets(client, app).await.map(|(v, _)| v)
+pub async fn merged_values(
+    client: &kube::Client,
+    app: &HelmApp,
+    files: &[source::ValuesFile],
+) -> Result<Value, String> {
+    merged_values_and_secrets(client, app, files)
+        .await
+        .map(|(v, _)| v)
 }
 
 /// [`merged_values`], and every string that came from a `valuesFrom`
@@ -177,12 +328,22 @@ pub async fn merged_values(client: &kube::Client, app: &HelmApp) -> Result<Value
 pub async fn merged_values_and_secrets(
     client: &kube::Client,
     app: &HelmApp,
+    files: &[source::ValuesFile],
 ) -> Result<(Value, Vec<String>), String> {
     let mut from_secrets = Vec::new();
     let spec = &app.spec;
     values::check_bounds(spec)?;
     let ns = app.namespace().unwrap_or_default();
     let mut merged = json!({});
+    for file in files {
+        let Some(content) = &file.content else {
+            continue;
+        };
+        let what = format!("valuesFiles {}", file.path);
+        let doc = values::parse_document(&String::from_utf8_lossy(content))
+            .map_err(|e| format!("{what}: {e}"))?;
+        values::merge(&mut merged, doc);
+    }
     if let Some(v) = &spec.values {
         if !v.is_object() {
             return Err("spec.values must be a mapping".into());
@@ -291,10 +452,19 @@ pub async fn credentials(
         scope,
         username: text("username"),
         password: text("password"),
+        token: text("bearerToken"),
         ca: data.remove("ca.crt").map(|b| b.0),
     })
 }
 
 fn unknown_kind(name: &str) -> String {
     format!("valuesFrom {name}: kind must be Secret or ConfigMap")
+}
+
+/// A Git source's problem, with its URL (without credentials).
+fn git_error(git: &GitSource, message: String) -> source::SourceError {
+    source::SourceError::Git {
+        url: source::http::without_credentials(&git.url),
+        message,
+    }
 }

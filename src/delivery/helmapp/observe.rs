@@ -146,11 +146,13 @@ async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
 }
 
-/// `spec.interval` for a chart of a repository or registry (10m when it
-/// does not parse); `None` for a chart by path.
+/// `spec.interval` for a chart of a repository, a registry or Git, or
+/// values files from Git (10m when it does not parse); `None` for a chart
+/// by path alone.
 fn resolve_after(app: &HelmApp) -> Option<std::time::Duration> {
     let c = &app.spec.chart;
-    (!c.repo.is_empty() || !c.oci.is_empty()).then(|| {
+    let fetched = !c.repo.is_empty() || !c.oci.is_empty() || c.git.is_some();
+    (fetched || !app.spec.values_files.is_empty()).then(|| {
         super::config::parse_duration(&app.spec.interval)
             .unwrap_or(std::time::Duration::from_secs(600))
     })

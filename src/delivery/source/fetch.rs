@@ -1,16 +1,16 @@
-//! [`Sources`]: the one way delivery fetches a chart from a repository or
-//! a registry — in a slot of the fetch pool, within the fetch deadline,
-//! through the address policy, into the bounded cache.
+//! [`Sources`]: the one way delivery fetches a chart from a repository, a
+//! registry or Git — in a slot of the fetch pool, within the fetch
+//! deadline, through the address policy, into the bounded cache.
 
-use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use parking_lot::Mutex;
-
-use apis::helmapp::ChartSource;
+use apis::helmapp::{ChartSource, GitSource};
 
 use super::cache::ChartCache;
+use super::git::{self, Checkout, GitCache};
+use super::jobs::Jobs;
 use super::pool::FetchPool;
 use super::{
     Credentials, FetchContext, LocalChart, RepoCache, SourceError, SourceLimits, oci, repo,
@@ -25,79 +25,20 @@ pub struct Sources {
     pub verified: super::verify::VerifiedCache,
     pub cache: ChartCache,
     pub limits: SourceLimits,
+    /// Git checkouts remembered for their `interval`, and the charts read
+    /// out of them.
+    pub git: GitCache,
     pool: FetchPool,
-    /// Fetches [`Sources::start`]ed, by [`RepoCache::key`], with what
-    /// became of them. A reconcile never waits for a fetch: it starts one
-    /// and returns, and the fetch's end wakes it.
-    background: Mutex<HashMap<String, Background>>,
+    /// Chart fetches [`Sources::start`]ed, by [`RepoCache::key`].
+    charts: Jobs<LocalChart>,
+    /// Git fetches [`Sources::start_git`]ed, by [`git::key`].
+    checkouts: Jobs<Checkout>,
+    /// Where the Git repositories are kept.
+    work_dir: PathBuf,
 }
 
 /// A fetch's outcome.
 pub type Fetched = Result<LocalChart, SourceError>;
-
-/// Who to wake when a fetch ends: the app that started it and every app
-/// that asked for the same chart while it ran.
-type Wake = Box<dyn FnOnce() + Send>;
-
-/// One key's background fetch.
-enum Background {
-    Running {
-        waiters: Vec<Wake>,
-    },
-    /// Ended, not yet taken.
-    Done {
-        at: Instant,
-        fetched: Fetched,
-        failures: u32,
-    },
-    /// Failed `failures` times in a row, the last at `at`: its error is
-    /// served, and no fetch starts, until [`retry_after`] has passed — a
-    /// source that is down is not asked again at every reconcile.
-    Failed {
-        at: Instant,
-        error: SourceError,
-        failures: u32,
-    },
-}
-
-impl std::fmt::Debug for Background {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Background::Running { waiters } => write!(f, "Running({} waiting)", waiters.len()),
-            Background::Done {
-                at,
-                fetched,
-                failures,
-            } => f
-                .debug_struct("Done")
-                .field("at", at)
-                .field("ok", &fetched.is_ok())
-                .field("failures", failures)
-                .finish(),
-            Background::Failed {
-                at,
-                error,
-                failures,
-            } => f
-                .debug_struct("Failed")
-                .field("at", at)
-                .field("error", error)
-                .field("failures", failures)
-                .finish(),
-        }
-    }
-}
-
-/// How long a source that failed `failures` times in a row is left alone:
-/// 10 s, doubling, at most 5 minutes.
-fn retry_after(failures: u32) -> Duration {
-    Duration::from_secs(10)
-        .saturating_mul(1 << failures.saturating_sub(1).min(5))
-        .min(Duration::from_secs(300))
-}
-
-/// An outcome not taken within this is dropped (its app went away).
-const UNCLAIMED: Duration = Duration::from_secs(600);
 
 impl Sources {
     /// Sources caching under `work_dir`.
@@ -106,72 +47,46 @@ impl Sources {
             resolved: RepoCache::default(),
             verified: Default::default(),
             cache: ChartCache::new(work_dir, limits.cache_size),
+            git: GitCache::default(),
             pool: FetchPool::new(limits.max_concurrent_fetches),
             limits,
-            background: Mutex::default(),
+            charts: Jobs::default(),
+            checkouts: Jobs::default(),
+            work_dir: work_dir.to_path_buf(),
         }
     }
 
-    /// What the background fetch of `key` gives now: `Some(None)` while it
-    /// runs; `Some(Some(outcome))` once it ended (a chart is handed over
-    /// once; an error is served again until its retry time); `None` when
-    /// a fetch should start.
+    /// What the background fetch of `key` gives now (see [`Jobs::take`]).
     pub fn take(&self, key: &str) -> Option<Option<Fetched>> {
-        let mut background = self.background.lock();
-        let entry = background.get_mut(key)?;
-        match entry {
-            Background::Running { .. } => Some(None),
-            Background::Failed {
-                at,
-                error,
-                failures,
-            } => (at.elapsed() < retry_after(*failures)).then(|| Some(Err(error.clone()))),
-            Background::Done { .. } => {
-                let Some(Background::Done {
-                    fetched, failures, ..
-                }) = background.remove(key)
-                else {
-                    return None;
-                };
-                if let Err(error) = &fetched {
-                    background.insert(
-                        key.to_string(),
-                        Background::Failed {
-                            at: Instant::now(),
-                            error: error.clone(),
-                            failures: failures + 1,
-                        },
-                    );
-                }
-                Some(Some(fetched))
-            }
-        }
+        self.charts.take(key)
     }
 
-    /// A chart was published at `source`: its remembered resolutions and
-    /// ended fetches (a failure's back-off included) are dropped, so the
-    /// next reconcile of an app on it resolves afresh. A fetch that runs
-    /// is left to end. Returns how many resolutions were dropped.
+    /// What the background Git fetch of `key` gives now (see
+    /// [`Jobs::take`]).
+    pub fn take_git(&self, key: &str) -> Option<Option<Result<Checkout, SourceError>>> {
+        self.checkouts.take(key)
+    }
+
+    /// A chart was published at `source` (a repository, a registry, or a
+    /// Git URL): its remembered resolutions and ended fetches (a failure's
+    /// back-off included) are dropped, so the next reconcile of an app on
+    /// it resolves afresh. A fetch that runs is left to end. Returns how
+    /// many resolutions were dropped.
     pub fn forget_source(&self, source: &str) -> usize {
-        self.background.lock().retain(|key, b| {
-            matches!(b, Background::Running { .. }) || !super::from_source(key, source)
-        });
-        self.resolved.forget(source)
+        self.charts.forget(|key| super::from_source(key, source));
+        self.checkouts.forget(|key| git::from_source(key, source));
+        self.resolved.forget(source) + self.git.forget(source)
     }
 
-    /// `wake` too when the fetch of `key` that runs now ends — at once if
-    /// none runs (it ended since [`Sources::take`] said it ran). An app that
-    /// finds another's fetch of its chart running waits for its end, not
-    /// for a resync.
+    /// `wake` too when the fetch of `key` that runs now ends (see
+    /// [`Jobs::wake_too`]).
     pub fn wake_too(&self, key: &str, wake: impl FnOnce() + Send + 'static) {
-        let mut background = self.background.lock();
-        match background.get_mut(key) {
-            Some(Background::Running { waiters }) => waiters.push(Box::new(wake)),
-            _ => {
-                drop(background);
-                wake();
-            }
-        }
+        self.charts.wake_too(key, wake)
+    }
+
+    /// `wake` too when the Git fetch of `key` that runs now ends.
+    pub fn wake_too_git(&self, key: &str, wake: impl FnOnce() + Send + 'static) {
+        self.checkouts.wake_too(key, wake)
     }
 
     /// Starts [`Sources::fetch`] of `chart` in the background under `key`
@@ -186,45 +101,72 @@ impl Sources {
         trust: Option<super::verify::Trust>,
         wake: impl FnOnce() + Send + 'static,
     ) {
-        let failures = {
-            let mut background = self.background.lock();
-            background.retain(|_, b| match b {
-                Background::Running { .. } => true,
-                Background::Done { at, .. } => at.elapsed() < UNCLAIMED,
-                Background::Failed { at, failures, .. } => {
-                    at.elapsed() < UNCLAIMED + retry_after(*failures)
-                }
-            });
-            let failures = match background.get_mut(&key) {
-                None => 0,
-                Some(Background::Failed { at, failures, .. })
-                    if at.elapsed() >= retry_after(*failures) =>
-                {
-                    *failures
-                }
-                Some(Background::Running { waiters }) => {
-                    waiters.push(Box::new(wake));
-                    return;
-                }
-                Some(_) => return,
-            };
-            let waiters: Vec<Wake> = vec![Box::new(wake)];
-            background.insert(key.clone(), Background::Running { waiters });
-            failures
+        let Some(failures) = self.charts.begin(&key, wake) else {
+            return;
         };
         let (me, namespace, chart) = (self.clone(), namespace.to_string(), chart.clone());
         tokio::spawn(async move {
             let fetched = me.fetch(&namespace, &chart, credentials, trust).await;
-            let done = Background::Done {
-                at: Instant::now(),
-                fetched,
-                failures,
-            };
-            let ran = me.background.lock().insert(key, done);
-            if let Some(Background::Running { waiters }) = ran {
-                waiters.into_iter().for_each(|wake| wake());
-            }
+            me.charts.end(key, fetched, failures);
         });
+    }
+
+    /// Starts a fetch of Git `source` in the background under `key` (one
+    /// per URL, ref and credentials, whatever number of apps ask); a
+    /// checkout it makes is remembered before anyone is woken.
+    pub fn start_git(
+        self: &Arc<Self>,
+        key: String,
+        namespace: &str,
+        source: &GitSource,
+        credentials: Credentials,
+        wake: impl FnOnce() + Send + 'static,
+    ) {
+        let Some(failures) = self.checkouts.begin(&key, wake) else {
+            return;
+        };
+        let (me, namespace, source) = (self.clone(), namespace.to_string(), source.clone());
+        tokio::spawn(async move {
+            let fetched = me.fetch_git(&namespace, &source, credentials).await;
+            if let Ok(checkout) = &fetched {
+                me.git.remember(&key, checkout.clone());
+            }
+            me.checkouts.end(key, fetched, failures);
+        });
+    }
+
+    /// Fetches Git `source` for an app of `namespace` in a slot of the
+    /// pool, within the deadline.
+    async fn fetch_git(
+        self: &Arc<Self>,
+        namespace: &str,
+        source: &GitSource,
+        credentials: Credentials,
+    ) -> Result<Checkout, SourceError> {
+        let slot = self.pool.slot(namespace).await;
+        let deadline = self.limits.fetch_timeout;
+        let (me, wanted) = (self.clone(), source.clone());
+        let run = tokio::task::spawn_blocking(move || {
+            let _slot = slot;
+            git::fetch(&wanted, &credentials, &me.limits, &me.work_dir)
+        });
+        let failed = |message: String| SourceError::Git {
+            url: super::http::without_credentials(&source.url),
+            message,
+        };
+        match tokio::time::timeout(deadline + Duration::from_secs(5), run).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(failed(format!("the fetch stopped: {e}"))),
+            Err(_) => Err(failed(format!(
+                "no complete fetch within {}s (--chart-fetch-timeout)",
+                deadline.as_secs()
+            ))),
+        }
+    }
+
+    /// The directory charts read out of Git checkouts are put in.
+    pub fn git_charts_dir(&self) -> PathBuf {
+        self.work_dir.join("git-charts")
     }
 
     /// Fetches `chart` (`repo` or `oci`) for an app of `namespace`: waits for
@@ -320,9 +262,12 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(server.seen().len(), 1, "the source was asked once");
-        assert_eq!(retry_after(1), Duration::from_secs(10));
-        assert_eq!(retry_after(3), Duration::from_secs(40));
-        assert_eq!(retry_after(30), Duration::from_secs(300));
+        assert_eq!(super::super::jobs::retry_after(1), Duration::from_secs(10));
+        assert_eq!(super::super::jobs::retry_after(3), Duration::from_secs(40));
+        assert_eq!(
+            super::super::jobs::retry_after(30),
+            Duration::from_secs(300)
+        );
     }
 
     #[tokio::test]

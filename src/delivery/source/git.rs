@@ -11,6 +11,7 @@
 //! files out of it ([`read_chart`], [`read_file`]) — bounded in files,
 //! bytes and depth, with no symlink leaving the repository.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,109 @@ pub fn key(source: &GitSource, scope: &str) -> String {
         r.semver,
         r.commit
     )
+}
+
+/// Whether a [`key`] names a fetch of `url` (compared without a trailing
+/// `/` or `.git`).
+pub fn from_source(key: &str, url: &str) -> bool {
+    let norm = |u: &str| u.trim_end_matches('/').trim_end_matches(".git").to_string();
+    let mut fields = key.split('\n');
+    fields.next() == Some("git") && fields.next().is_some_and(|u| norm(u) == norm(url))
+}
+
+/// Git checkouts remembered for their `interval`, and the charts read out
+/// of them, both bounded (the oldest go first).
+#[derive(Debug, Default)]
+pub struct GitCache {
+    inner: Mutex<Remembered>,
+}
+
+#[derive(Debug, Default)]
+struct Remembered {
+    /// By [`key`]: when fetched, and what.
+    checkouts: HashMap<String, (Instant, Checkout)>,
+    /// By (repository directory, path): the chart read out of it.
+    charts: HashMap<(PathBuf, String), (Instant, ReadChart)>,
+}
+
+/// A chart directory read out of a checkout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadChart {
+    pub dir: PathBuf,
+    /// SHA-256 over its files ([`read_chart`]).
+    pub digest: String,
+}
+
+impl GitCache {
+    /// Checkouts remembered at most.
+    pub const MAX_CHECKOUTS: usize = 1024;
+    /// Chart directories kept at most (each at most [`MAX_CHART_BYTES`]).
+    pub const MAX_CHARTS: usize = 256;
+
+    /// The checkout of `key` fetched less than `interval` ago, if its
+    /// repository is still there.
+    pub fn fresh(&self, key: &str, interval: std::time::Duration) -> Option<Checkout> {
+        let inner = self.inner.lock();
+        inner
+            .checkouts
+            .get(key)
+            .filter(|(at, c)| at.elapsed() < interval && c.repo.exists())
+            .map(|(_, c)| c.clone())
+    }
+
+    pub fn remember(&self, key: &str, checkout: Checkout) {
+        let mut inner = self.inner.lock();
+        inner
+            .checkouts
+            .insert(key.to_string(), (Instant::now(), checkout));
+        while inner.checkouts.len() > Self::MAX_CHECKOUTS {
+            let Some(oldest) = oldest(&inner.checkouts) else {
+                break;
+            };
+            inner.checkouts.remove(&oldest);
+        }
+    }
+
+    /// Drops the checkouts of `url`; returns how many.
+    pub fn forget(&self, url: &str) -> usize {
+        let mut inner = self.inner.lock();
+        let before = inner.checkouts.len();
+        inner.checkouts.retain(|key, _| !from_source(key, url));
+        before - inner.checkouts.len()
+    }
+
+    /// The chart at `path` of `checkout`, read into a directory under
+    /// `root` once per commit and path.
+    pub fn chart(&self, checkout: &Checkout, path: &str, root: &Path) -> Result<ReadChart, String> {
+        let id = (checkout.repo.clone(), path.to_string());
+        if let Some((_, read)) = self.inner.lock().charts.get(&id)
+            && read.dir.exists()
+        {
+            return Ok(read.clone());
+        }
+        let name = format!("{}\n{}\n{path}", checkout.repo.display(), checkout.commit);
+        let dir = root.join(&hex(&Sha256::digest(name.as_bytes()))[..32]);
+        let digest = read_chart(checkout, path, &dir)?;
+        let read = ReadChart { dir, digest };
+        let mut inner = self.inner.lock();
+        inner.charts.insert(id, (Instant::now(), read.clone()));
+        while inner.charts.len() > Self::MAX_CHARTS {
+            let Some(oldest) = oldest(&inner.charts) else {
+                break;
+            };
+            if let Some((_, gone)) = inner.charts.remove(&oldest) {
+                let _ = std::fs::remove_dir_all(gone.dir);
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// The key of the entry stored longest ago.
+fn oldest<K: Clone, V>(map: &HashMap<K, (Instant, V)>) -> Option<K> {
+    map.iter()
+        .min_by_key(|(_, (at, _))| *at)
+        .map(|(k, _)| k.clone())
 }
 
 /// The ref asked for, as the remote names it (`refs/heads/main`), or a

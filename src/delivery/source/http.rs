@@ -68,6 +68,10 @@ impl Http {
                 .tls_config(crate::tls::with_extra_ca(ca).map_err(|e| format!("ca.crt {e}"))?);
         }
         let auth = match (&credentials.username, &credentials.password) {
+            _ if credentials.token.is_some() => {
+                let token = credentials.token.as_deref().unwrap_or_default();
+                Some((format!("Bearer {token}"), origin(source_url)?.1))
+            }
             (Some(u), Some(p)) => {
                 use base64::Engine;
                 let header = format!(

@@ -19,6 +19,7 @@ pub mod fetch;
 pub mod git;
 pub mod http;
 pub mod index;
+pub mod jobs;
 pub mod oci;
 pub mod pool;
 pub mod repo;
@@ -55,6 +56,29 @@ pub struct LocalChart {
     pub latest: String,
     /// Its signature's verification (`None`: `chart.verify` is not set).
     pub verified: Option<std::sync::Arc<verify::Verified>>,
+    /// The Git commit it was read from (empty: not from Git).
+    pub revision: String,
+    /// `valuesFiles`, in order, as read from Git (still encrypted, if
+    /// they are).
+    pub values_files: Vec<ValuesFile>,
+}
+
+/// One of `valuesFiles`, read.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ValuesFile {
+    pub path: String,
+    /// `None`: not in the repository (`ignoreMissingValuesFiles`).
+    pub content: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ValuesFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the content: it may hold secrets, encrypted or not.
+        f.debug_struct("ValuesFile")
+            .field("path", &self.path)
+            .field("bytes", &self.content.as_ref().map(Vec::len))
+            .finish()
+    }
 }
 
 impl LocalChart {
@@ -95,7 +119,7 @@ pub enum SourceError {
     OutsideRoot(String),
     #[error("chart.path {path:?}: {message}")]
     Unreadable { path: String, message: String },
-    #[error("set exactly one of chart.repo, chart.oci, chart.path")]
+    #[error("set exactly one of chart.repo, chart.oci, chart.path, chart.git")]
     NotExactlyOne,
     #[error("chart repository {repo}: {message}")]
     Repo { repo: String, message: String },
@@ -122,6 +146,9 @@ pub struct Credentials {
     pub scope: String,
     pub username: Option<String>,
     pub password: Option<String>,
+    /// `bearerToken` (a Git host's access token): sent instead of basic
+    /// auth.
+    pub token: Option<String>,
     /// `ca.crt`: trusted besides the system's roots.
     pub ca: Option<Vec<u8>>,
 }
@@ -336,15 +363,36 @@ pub(crate) fn choose_version(
             .filter(|(v, _)| v.pre.is_empty())
             .max_by(|a, b| a.0.cmp(&b.0))
     } else {
-        let req = semver::VersionReq::parse(wanted).map_err(|e| {
+        let alternatives = version_ranges(wanted).map_err(|e| {
             format!("version {wanted:?} is neither a version of {name} nor a range: {e}")
         })?;
         parsed
-            .filter(|(v, _)| req.matches(v))
+            .filter(|(v, _)| alternatives.iter().any(|req| req.matches(v)))
             .max_by(|a, b| a.0.cmp(&b.0))
     };
     best.map(|(_, s)| s.clone())
         .ok_or_else(|| format!("no version of {name} matches {wanted:?}"))
+}
+
+/// A range as Helm and Flux users write it (Masterminds' syntax):
+/// comparators separated by spaces or commas all hold, `||` separates
+/// alternatives — each alternative in the `semver` crate's syntax.
+fn version_ranges(wanted: &str) -> Result<Vec<semver::VersionReq>, semver::Error> {
+    wanted
+        .split("||")
+        .map(|alternative| {
+            let mut comparators: Vec<String> = Vec::new();
+            let mut operator = String::new();
+            for token in alternative.split([' ', ',']).filter(|t| !t.is_empty()) {
+                if token.chars().all(|c| "<>=~^!".contains(c)) {
+                    operator.push_str(token);
+                } else {
+                    comparators.push(std::mem::take(&mut operator) + token);
+                }
+            }
+            semver::VersionReq::parse(&comparators.join(", "))
+        })
+        .collect()
 }
 
 /// The bounds of fetching (flags, docs/security.md).
@@ -393,7 +441,8 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
     let set = [&chart.repo, &chart.oci, &chart.path]
         .iter()
         .filter(|s| !s.is_empty())
-        .count();
+        .count()
+        + usize::from(chart.git.is_some());
     if set != 1 {
         return Err(SourceError::NotExactlyOne);
     }
@@ -421,16 +470,7 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
     let mut hasher = Sha256::new();
     let mut budget = MAX_CHART_BYTES;
     digest_tree(&path, &path, &mut hasher, &mut budget).map_err(unreadable)?;
-    let version = if path.is_dir() {
-        std::fs::read_to_string(path.join("Chart.yaml"))
-            .ok()
-            .filter(|t| crate::cached::yaml::check(t).is_ok())
-            .and_then(|t| serde_yaml_ng::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from))
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
+    let version = chart_version(&path);
     Ok(LocalChart {
         path,
         version,
@@ -438,7 +478,22 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
         manifest_digest: String::new(),
         latest: String::new(),
         verified: None,
+        ..Default::default()
     })
+}
+
+/// `version` of the Chart.yaml of chart directory `dir` (empty: not a
+/// directory, or none said).
+pub fn chart_version(dir: &Path) -> String {
+    if !dir.is_dir() {
+        return String::new();
+    }
+    std::fs::read_to_string(dir.join("Chart.yaml"))
+        .ok()
+        .filter(|t| crate::cached::yaml::check(t).is_ok())
+        .and_then(|t| serde_yaml_ng::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from))
+        .unwrap_or_default()
 }
 
 /// Hashes every file under `dir` (relative path, then content), in order.
@@ -480,6 +535,23 @@ mod tests {
             path: p.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn ranges_are_read_as_helm_writes_them() {
+        let versions: Vec<String> = ["v1.0.0", "1.1.0", "1.4.2", "2.0.0", "3.1.0"]
+            .iter()
+            .map(|v| v.to_string())
+            .collect();
+        let pick = |w: &str| choose_version(&versions, "web", w);
+        assert_eq!(pick(">=1.0.0 <2").unwrap(), "1.4.2");
+        assert_eq!(pick(">=1.0.0, <2").unwrap(), "1.4.2");
+        assert_eq!(pick(">= 1.0.0 < 1.2").unwrap(), "1.1.0");
+        assert_eq!(pick("~1.0 || >=3").unwrap(), "3.1.0");
+        assert_eq!(pick("<1.1").unwrap(), "v1.0.0");
+        assert_eq!(pick("2.0.0").unwrap(), "2.0.0");
+        assert!(pick(">=9").is_err());
+        assert!(pick("not a range").is_err());
     }
 
     #[test]
@@ -537,6 +609,7 @@ mod tests {
             manifest_digest: String::new(),
             latest: String::new(),
             verified: None,
+            ..Default::default()
         };
         cache.remember(&chart("first"), "", &local);
         for i in 0..10_000 {

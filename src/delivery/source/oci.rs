@@ -140,6 +140,7 @@ pub fn fetch(
         manifest_digest,
         latest,
         verified: verified.map(std::sync::Arc::new),
+        ..Default::default()
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)

@@ -74,6 +74,7 @@ pub fn fetch_from_repo(
         manifest_digest: String::new(),
         latest,
         verified: verified.map(std::sync::Arc::new),
+        ..Default::default()
     };
     sources.resolved.remember(chart, &credentials.scope, &local);
     Ok(local)

@@ -9,6 +9,7 @@ mod drift;
 mod faults;
 mod from_flux;
 mod getting_started;
+mod git;
 mod helm4;
 mod hostile;
 mod lifecycle;

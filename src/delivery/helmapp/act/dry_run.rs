@@ -43,7 +43,7 @@ async fn run(
         return Err("the chart was not looked up".into());
     };
     let (chart, hash) = (chart.clone(), hash.clone());
-    let values = ctx.values(app).await?;
+    let values = ctx.values(app, &chart.values_files).await?;
     o.redactor = values::Redactor::of(&values);
     let post_render = release::post_render_file(ctx, app)?;
     let uid = o.uid.clone();

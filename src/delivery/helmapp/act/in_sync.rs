@@ -4,7 +4,7 @@
 use runtime::Action;
 
 use super::outcome::Outcome;
-use crate::delivery::helmapp::observation::Observed;
+use crate::delivery::helmapp::observation::{Inputs, Observed};
 use crate::delivery::helmapp::readiness;
 use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
 
@@ -12,6 +12,15 @@ use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
 /// workloads are (with `wait`).
 pub fn report(o: &mut Observed, revision: Option<i64>) -> Outcome {
     let hash = o.hash().map(str::to_string);
+    // The commit a Git source resolves to now, whether or not it changed
+    // the release.
+    if let Some(Inputs::Ready { chart, .. }) = &o.inputs
+        && !chart.revision.is_empty()
+    {
+        o.status.source = Some(apis::helmapp::SourceStatus {
+            revision: chart.revision.clone(),
+        });
+    }
     let status = &mut o.status;
     // A revision the status did not hold (a run of ours whose own status
     // write an outage cut off): the last action's reason no longer

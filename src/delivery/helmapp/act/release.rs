@@ -32,7 +32,7 @@ pub async fn run(
     };
     let (chart, hash) = (chart.clone(), hash.clone());
     start_afresh_if_asked(o, &hash);
-    let values = match ctx.values(app).await {
+    let values = match ctx.values(app, &chart.values_files).await {
         Ok(v) => v,
         Err(e) => {
             not_ready(ctx, app, o, Reason::ValuesInvalid, &e, true);
@@ -326,6 +326,9 @@ fn succeeded(
     if let Some(Inputs::Ready { chart, .. }) = &o.inputs {
         o.status.chart_digest = chart.chart_digest();
         o.status.verification = chart.verified.as_deref().map(Into::into);
+        o.status.source = (!chart.revision.is_empty()).then(|| apis::helmapp::SourceStatus {
+            revision: chart.revision.clone(),
+        });
     }
     let status = &mut o.status;
     status.revision = released.revision;

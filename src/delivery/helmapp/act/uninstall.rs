@@ -28,7 +28,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
     }
     // Its values, for scrubbing helm's message (none when they cannot be
     // read any more: the message is then as helm gave it).
-    if let Ok(values) = ctx.values(app).await {
+    if let Ok(values) = ctx.values(app, &[]).await {
         o.redactor = crate::delivery::helm::values::Redactor::of(&values);
     }
     let user = o.identity.user();

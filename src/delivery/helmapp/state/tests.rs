@@ -59,6 +59,7 @@ pub(super) fn observed() -> Observed {
                 manifest_digest: String::new(),
                 latest: String::new(),
                 verified: None,
+                ..Default::default()
             },
             hash: HASH.into(),
         }),

@@ -1,0 +1,197 @@
+//! Charts and values files from Git (docs/sources.md): real repositories
+//! made by the `git` command line, served by `git http-backend` over smart
+//! HTTP on loopback, fetched by the operator with gitoxide.
+
+use super::*;
+use envtest::{GitRepo, GitServer};
+use kube::ResourceExt;
+
+/// A Git server on loopback with one repository, `charts`, holding the
+/// `tiny` example chart at `charts/tiny`.
+async fn served(f: &Fixture) -> (GitServer, GitRepo) {
+    let root = f.cp.dir().join("git");
+    std::fs::create_dir_all(&root).unwrap();
+    let server = GitServer::start(&root).await.unwrap();
+    let repo = GitRepo::create(&root, "charts");
+    let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts/tiny");
+    repo.copy_dir(&tiny, "charts/tiny");
+    (server, repo)
+}
+
+fn url(server: &GitServer, repo: &GitRepo) -> String {
+    format!("{}/{}", server.url(), repo.served_name())
+}
+
+/// The helm runs of release `name` logged by the counting wrapper.
+fn runs_of(log: &std::path::Path, name: &str) -> usize {
+    runs_in(log)
+        .iter()
+        .filter(|r| r.split_whitespace().nth(1) == Some(name))
+        .count()
+}
+
+/// Waits until `name`'s status says it resolved `commit`.
+async fn resolved(f: &Fixture, name: &str, commit: &str) -> HelmApp {
+    envtest::eventually(&format!("{name} resolves {commit}"), 60, || async {
+        let app = get(f, name).await?;
+        let revision = app.status.as_ref()?.source.as_ref()?.revision.clone();
+        (revision == commit).then_some(app)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_chart_from_git_upgrades_on_a_change_to_it_and_not_on_a_commit_elsewhere() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    let first = repo.commit("tiny");
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "fromgit",
+        json!({
+            "interval": "2s",
+            "chart": { "git": { "url": url(&server, &repo), "ref": { "branch": "main" }, "path": "charts/tiny" } }
+        }),
+    )
+    .await;
+    let app = ready(&f, "fromgit", "InstallSucceeded", 1).await;
+    let status = app.status.unwrap();
+    assert_eq!(status.source.unwrap().revision, first);
+    assert_eq!(status.chart_version, "0.1.0");
+    let cm: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    assert!(cm.get_opt("fromgit-tiny").await.unwrap().is_some());
+
+    // A commit elsewhere in the repository: resolved, and no helm run.
+    repo.write("README.md", "not the chart\n");
+    let elsewhere = repo.commit("readme");
+    let app = resolved(&f, "fromgit", &elsewhere).await;
+    assert_eq!(app.status.unwrap().revision, 1, "no upgrade");
+    assert_eq!(
+        runs_of(&log, "fromgit"),
+        1,
+        "helm ran once: {:?}",
+        runs_in(&log)
+    );
+
+    // A commit that changes the chart: one upgrade.
+    repo.write(
+        "charts/tiny/values.yaml",
+        &format!(
+            "{}label: from-git\n",
+            std::fs::read_to_string(repo.work().join("charts/tiny/values.yaml")).unwrap()
+        ),
+    );
+    let changed = repo.commit("label");
+    let app = ready(&f, "fromgit", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().source.unwrap().revision, changed);
+    let live = cm.get("fromgit-tiny").await.unwrap();
+    assert_eq!(
+        live.labels().get("extra").map(String::as_str),
+        Some("from-git")
+    );
+    // Settled: more intervals pass without another run.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    assert_eq!(runs_of(&log, "fromgit"), 2, "{:?}", runs_in(&log));
+    assert_eq!(revisions(&f, "fromgit").await.len(), 2);
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn a_semver_range_picks_the_highest_matching_tag_and_a_new_one_upgrades() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    let chart_yaml = |version: &str| {
+        format!("apiVersion: v2\nname: tiny\nversion: {version}\nappVersion: \"1.0.0\"\n")
+    };
+    for version in ["1.0.0", "1.1.0", "2.0.0"] {
+        repo.write("charts/tiny/Chart.yaml", &chart_yaml(version));
+        repo.commit(version);
+        repo.tag(&format!("v{version}"));
+    }
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "ranged",
+        json!({
+            "interval": "2s",
+            "chart": { "git": { "url": url(&server, &repo), "ref": { "semver": ">=1.0.0 <2" }, "path": "charts/tiny" } }
+        }),
+    )
+    .await;
+    let app = ready(&f, "ranged", "InstallSucceeded", 1).await;
+    assert_eq!(app.status.unwrap().chart_version, "1.1.0");
+    repo.write("charts/tiny/Chart.yaml", &chart_yaml("1.2.0"));
+    repo.commit("1.2.0");
+    repo.tag("v1.2.0");
+    let app = ready(&f, "ranged", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().chart_version, "1.2.0");
+    operator.stop().await;
+}
+
+#[tokio::test]
+async fn values_files_merge_in_order_and_a_missing_one_is_an_error_unless_ignored() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    repo.write("values/base.yaml", "label: base\nother: kept\n");
+    repo.write("values/prod.yaml", "label: prod\n");
+    repo.commit("values");
+    let operator = f.start_delivery().await;
+    let git = json!({ "url": url(&server, &repo), "path": "charts/tiny" });
+    apply(
+        &f,
+        "ordered",
+        json!({ "chart": { "git": git }, "valuesFiles": ["values/base.yaml", "values/prod.yaml"] }),
+    )
+    .await;
+    ready(&f, "ordered", "InstallSucceeded", 1).await;
+    let cm: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let live = cm.get("ordered-tiny").await.unwrap();
+    assert_eq!(
+        live.labels().get("extra").map(String::as_str),
+        Some("prod"),
+        "the later file wins"
+    );
+    // Values given in the spec come after the files.
+    patch(
+        &f,
+        "ordered",
+        json!({ "spec": { "values": { "label": "inline" } } }),
+    )
+    .await;
+    ready(&f, "ordered", "UpgradeSucceeded", 2).await;
+    let live = cm.get("ordered-tiny").await.unwrap();
+    assert_eq!(
+        live.labels().get("extra").map(String::as_str),
+        Some("inline")
+    );
+
+    let missing = json!(["values/base.yaml", "values/staging.yaml"]);
+    apply(
+        &f,
+        "strict",
+        json!({ "chart": { "git": git }, "valuesFiles": missing }),
+    )
+    .await;
+    let app = ready(&f, "strict", "ValuesInvalid", 0).await;
+    let message = app.status.unwrap().conditions[0].message.clone();
+    assert!(message.contains("values/staging.yaml"), "{message}");
+    assert!(message.contains("ignoreMissingValuesFiles"), "{message}");
+    assert!(revisions(&f, "strict").await.is_empty());
+    apply(
+        &f,
+        "lenient",
+        json!({ "chart": { "git": git }, "valuesFiles": missing, "ignoreMissingValuesFiles": true }),
+    )
+    .await;
+    ready(&f, "lenient", "InstallSucceeded", 1).await;
+    let live = cm.get("lenient-tiny").await.unwrap();
+    assert_eq!(live.labels().get("extra").map(String::as_str), Some("base"));
+    operator.stop().await;
+}
