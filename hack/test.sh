@@ -32,6 +32,18 @@ step "test assets (hack/setup-envtest.sh)"
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)"
 export KUBEBUILDER_ASSETS
 
+# The Git source tests serve repositories with Git's own http-backend
+# (Debian's git package); installed when missing, as root.
+if ! [[ -x "$(git --exec-path 2>/dev/null)/git-http-backend" ]]; then
+  if [[ "$(id -u)" == 0 ]]; then
+    step "installing git (apt-get) for the Git source tests"
+    apt-get update -qq && apt-get install -y -qq git >/dev/null
+  else
+    echo "hack/test.sh: git with git-http-backend is needed (apt-get install git)" >&2
+    exit 1
+  fi
+fi
+
 # A lint tool that is missing fails CI (CI=true): a submission is never
 # landed unchecked. A developer's run warns loudly and goes on.
 missing_tool() {

@@ -28,6 +28,7 @@ pub mod pushed;
 mod reachability;
 pub mod reason;
 mod settings;
+pub mod sops;
 pub mod source;
 pub mod tenancy;
 pub mod watched_kinds;

@@ -50,6 +50,7 @@ mod proxy;
 mod receiver;
 mod registry;
 pub mod signing;
+pub mod sops;
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};

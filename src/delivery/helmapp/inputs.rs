@@ -305,8 +305,10 @@ impl Context {
         &self,
         app: &HelmApp,
         files: &[source::ValuesFile],
-    ) -> Result<Value, String> {
-        merged_values(&self.client, app, files).await
+    ) -> Result<Value, ValuesError> {
+        merged_values_and_secrets(&self.client, app, files)
+            .await
+            .map(|(v, _)| v)
     }
 }
 
@@ -317,10 +319,116 @@ pub async fn merged_values(
     client: &kube::Client,
     app: &HelmApp,
     files: &[source::ValuesFile],
-) -> Result<Value, String> {
+) -> Result<Value, ValuesError> {
     merged_values_and_secrets(client, app, files)
         .await
         .map(|(v, _)| v)
+}
+
+/// Why the values could not be had: `ValuesInvalid`, or
+/// `DecryptionFailed` for a SOPS document that did not decrypt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValuesError {
+    pub reason: Reason,
+    pub message: String,
+}
+
+impl ValuesError {
+    fn invalid(message: String) -> Self {
+        ValuesError {
+            reason: Reason::ValuesInvalid,
+            message,
+        }
+    }
+}
+
+impl From<String> for ValuesError {
+    fn from(message: String) -> Self {
+        ValuesError::invalid(message)
+    }
+}
+
+impl From<ValuesError> for String {
+    fn from(e: ValuesError) -> String {
+        e.message
+    }
+}
+
+impl std::fmt::Display for ValuesError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A values document: decrypted first when SOPS encrypted it, with the
+/// keys of `spec.decryption` (read once, on the first such document).
+/// Every string of a decrypted document is a secret (masked wherever
+/// values are shown).
+struct Documents<'a> {
+    client: &'a kube::Client,
+    app: &'a HelmApp,
+    keys: Option<crate::delivery::sops::Keys>,
+}
+
+impl Documents<'_> {
+    async fn parse(
+        &mut self,
+        what: &str,
+        text: &str,
+        secrets: &mut Vec<String>,
+    ) -> Result<Value, ValuesError> {
+        if !crate::delivery::sops::is_encrypted(text) {
+            return values::parse_document(text)
+                .map_err(|e| ValuesError::invalid(format!("{what}: {e}")));
+        }
+        let failed = |message: String| ValuesError {
+            reason: Reason::DecryptionFailed,
+            message: format!("{what}: {message}"),
+        };
+        if self.keys.is_none() {
+            self.keys = Some(
+                decryption_keys(self.client, self.app)
+                    .await
+                    .map_err(failed)?,
+            );
+        }
+        let keys = self.keys.as_ref().expect("set above");
+        let doc = crate::delivery::sops::decrypt(text, keys).map_err(|e| failed(e.to_string()))?;
+        secrets.extend(values::secrets_of(&doc));
+        Ok(doc)
+    }
+}
+
+/// The age identities of `spec.decryption`'s Secret (every key ending in
+/// `.agekey`).
+async fn decryption_keys(
+    client: &kube::Client,
+    app: &HelmApp,
+) -> Result<crate::delivery::sops::Keys, String> {
+    let Some(decryption) = &app.spec.decryption else {
+        return Err("it is encrypted with SOPS: set spec.decryption (provider sops, secretRef to the age keys)".into());
+    };
+    if decryption.provider != "sops" {
+        return Err(format!(
+            "decryption.provider {:?} is not supported: use sops",
+            decryption.provider
+        ));
+    }
+    let ns = app.namespace().unwrap_or_default();
+    let name = &decryption.secret_ref.name;
+    let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| format!("decryption Secret {ns}/{name}: {e}"))?
+        .ok_or_else(|| format!("decryption Secret {ns}/{name} does not exist"))?;
+    let data = secret.data.unwrap_or_default();
+    let texts: Vec<String> = data
+        .iter()
+        .filter(|(k, _)| k.ends_with(".agekey"))
+        .map(|(_, v)| String::from_utf8_lossy(&v.0).into_owned())
+        .collect();
+    crate::delivery::sops::Keys::parse(texts.iter().map(String::as_str))
+        .map_err(|e| format!("decryption Secret {ns}/{name} (keys ending in .agekey): {e}"))
 }
 
 /// [`merged_values`], and every string that came from a `valuesFrom`
@@ -329,31 +437,36 @@ pub async fn merged_values_and_secrets(
     client: &kube::Client,
     app: &HelmApp,
     files: &[source::ValuesFile],
-) -> Result<(Value, Vec<String>), String> {
+) -> Result<(Value, Vec<String>), ValuesError> {
     let mut from_secrets = Vec::new();
     let spec = &app.spec;
     values::check_bounds(spec)?;
     let ns = app.namespace().unwrap_or_default();
     let mut merged = json!({});
+    let mut documents = Documents {
+        client,
+        app,
+        keys: None,
+    };
     for file in files {
         let Some(content) = &file.content else {
             continue;
         };
         let what = format!("valuesFiles {}", file.path);
-        let doc = values::parse_document(&String::from_utf8_lossy(content))
-            .map_err(|e| format!("{what}: {e}"))?;
+        let text = String::from_utf8_lossy(content);
+        let doc = documents.parse(&what, &text, &mut from_secrets).await?;
         values::merge(&mut merged, doc);
     }
     if let Some(v) = &spec.values {
         if !v.is_object() {
-            return Err("spec.values must be a mapping".into());
+            return Err(ValuesError::invalid("spec.values must be a mapping".into()));
         }
         values::merge(&mut merged, v.clone());
     }
     for r in &spec.values_from {
         let what = format!("valuesFrom {} {}/{} key {}", r.kind, ns, r.name, r.key);
         if r.kind == ValuesKind::Unknown {
-            return Err(unknown_kind(&r.name));
+            return Err(ValuesError::invalid(unknown_kind(&r.name)));
         }
         let text = values_from_key(client, &ns, r)
             .await
@@ -368,7 +481,7 @@ pub async fn merged_values_and_secrets(
                     .map_err(|e| format!("{what} targetPath: {e}"))?
             }
             Some(t) => {
-                let doc = values::parse_document(&t).map_err(|e| format!("{what}: {e}"))?;
+                let doc = documents.parse(&what, &t, &mut from_secrets).await?;
                 if secret {
                     from_secrets.extend(values::secrets_of(&doc));
                 }
@@ -376,9 +489,9 @@ pub async fn merged_values_and_secrets(
             }
             None if r.optional => {}
             None => {
-                return Err(format!(
+                return Err(ValuesError::invalid(format!(
                     "{what}: not found (set optional: true if it may be absent)"
-                ));
+                )));
             }
         }
     }

@@ -195,3 +195,188 @@ async fn values_files_merge_in_order_and_a_missing_one_is_an_error_unless_ignore
     assert_eq!(live.labels().get("extra").map(String::as_str), Some("base"));
     operator.stop().await;
 }
+
+/// Every file under `dir`, read (what the operator wrote to its work
+/// directory).
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            out.push((path, bytes));
+        }
+    }
+    out
+}
+
+/// SOPS: values files encrypted by the real `sops` to an age recipient.
+/// The operator binary runs with `RUST_LOG=debug`; its log, the status,
+/// every Event and its work directory are searched for the plaintext.
+#[tokio::test]
+async fn sops_values_decrypt_with_the_key_and_a_wrong_key_or_tampering_is_refused() {
+    const CANARY: &str = "sops-plaintext-canary";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let (server, repo) = served(&f).await;
+    let keys_dir = f.cp.dir().join("age");
+    std::fs::create_dir_all(&keys_dir).unwrap();
+    let key = envtest::sops::age_keygen(&keys_dir).unwrap();
+    let other = envtest::sops::age_keygen(&keys_dir).unwrap();
+    let plain = format!("label: {CANARY}\nnote_unencrypted: clear\n");
+    let sealed = envtest::sops::sops_encrypt(&keys_dir, &key.recipient, &plain, &[]).unwrap();
+    assert!(!sealed.contains(CANARY), "sops encrypted it");
+    repo.write("values/sealed.yaml", &sealed);
+    // Changed after encryption where sops leaves the clear text: only the
+    // MAC tells.
+    repo.write(
+        "values/tampered.yaml",
+        &sealed.replace("note_unencrypted: clear", "note_unencrypted: changed"),
+    );
+    repo.commit("sealed values");
+    f.secret(NS, "sops-age", &[("age.agekey", key.identity.as_str())])
+        .await;
+    f.secret(NS, "sops-other", &[("age.agekey", other.identity.as_str())])
+        .await;
+
+    let work = f.cp.dir().join("sops-work");
+    let log_path = f.cp.dir().join("sops.log");
+    let mut cmd = operator_binary();
+    cmd.env("KUBECONFIG", f.cp.kubeconfig_path())
+        .env("RUST_LOG", "debug")
+        .args([
+            "run",
+            "--controllers",
+            "delivery",
+            "--metrics-bind-address",
+            "0",
+        ]);
+    delivery_flags(&mut cmd, &f.cp, &work);
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+
+    let git = json!({ "url": url(&server, &repo), "path": "charts/tiny" });
+    let app = |file: &str, secret: Option<&str>| {
+        let mut spec = json!({ "chart": { "git": git }, "valuesFiles": [file] });
+        if let Some(secret) = secret {
+            spec["decryption"] = json!({ "provider": "sops", "secretRef": { "name": secret } });
+        }
+        spec
+    };
+    apply(&f, "sealed", app("values/sealed.yaml", Some("sops-age"))).await;
+    apply(
+        &f,
+        "wrongkey",
+        app("values/sealed.yaml", Some("sops-other")),
+    )
+    .await;
+    apply(
+        &f,
+        "tampered",
+        app("values/tampered.yaml", Some("sops-age")),
+    )
+    .await;
+    apply(&f, "nokeys", app("values/sealed.yaml", None)).await;
+    // A valuesFrom key SOPS encrypted decrypts the same way.
+    let cms: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let sealed_map: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "sealed-values" }, "data": { "values.yaml": sealed }
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &sealed_map)
+        .await
+        .unwrap();
+    apply(
+        &f,
+        "fromkey",
+        json!({
+            "chart": { "git": git },
+            "valuesFrom": [{ "kind": "ConfigMap", "name": "sealed-values" }],
+            "decryption": { "provider": "sops", "secretRef": { "name": "sops-age" } }
+        }),
+    )
+    .await;
+
+    ready(&f, "sealed", "InstallSucceeded", 1).await;
+    let cm = Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .get("sealed-tiny")
+        .await
+        .unwrap();
+    assert_eq!(
+        cm.labels().get("extra").map(String::as_str),
+        Some(CANARY),
+        "decrypted for helm"
+    );
+    ready(&f, "fromkey", "InstallSucceeded", 1).await;
+    let cm = cms.get("fromkey-tiny").await.unwrap();
+    assert_eq!(
+        cm.labels().get("extra").map(String::as_str),
+        Some(CANARY),
+        "valuesFrom decrypted"
+    );
+
+    let refused = |app: HelmApp| {
+        let c = app
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        (c.reason, c.message)
+    };
+    let (reason, message) = refused(with_reason(&f, "wrongkey", "DecryptionFailed").await);
+    assert_eq!(reason, "DecryptionFailed");
+    assert!(
+        message.contains(&key.recipient),
+        "names the recipients: {message}"
+    );
+    let (_, message) = refused(with_reason(&f, "tampered", "DecryptionFailed").await);
+    assert!(message.contains("MAC"), "{message}");
+    let (_, message) = refused(with_reason(&f, "nokeys", "DecryptionFailed").await);
+    assert!(message.contains("spec.decryption"), "{message}");
+    for name in ["wrongkey", "tampered", "nokeys"] {
+        assert!(revisions(&f, name).await.is_empty(), "{name}: no release");
+        an_event(&f, NS, name, "DecryptionFailed").await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // The plaintext is nowhere but in the release helm made.
+    let logged = std::fs::read_to_string(&log_path).unwrap();
+    assert!(
+        logged.contains("DecryptionFailed"),
+        "the refusals were logged"
+    );
+    assert!(!logged.contains(CANARY), "the log has the plaintext");
+    for name in ["sealed", "wrongkey", "tampered", "nokeys", "fromkey"] {
+        let status = serde_json::to_string(&get(&f, name).await.unwrap().status).unwrap();
+        assert!(
+            !status.contains(CANARY),
+            "{name}'s status has the plaintext"
+        );
+    }
+    let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
+    assert!(!events.contains(CANARY), "an Event has the plaintext");
+    let written = files_under(&work);
+    assert!(
+        !written.is_empty(),
+        "the operator wrote to its work directory"
+    );
+    for (path, bytes) in written {
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(CANARY),
+            "{} has the plaintext",
+            path.display()
+        );
+    }
+}

@@ -35,9 +35,10 @@ pub async fn run(
     let values = match ctx.values(app, &chart.values_files).await {
         Ok(v) => v,
         Err(e) => {
-            not_ready(ctx, app, o, Reason::ValuesInvalid, &e, true);
+            not_ready(ctx, app, o, e.reason, &e.message, true);
             return Ok(Outcome::Finished(Action::done(format!(
-                "ValuesInvalid: {e}"
+                "{}: {e}",
+                e.reason.as_str()
             ))));
         }
     };
