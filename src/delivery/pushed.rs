@@ -8,7 +8,7 @@ use apis::helmapp::HelmApp;
 use cache::Store;
 use runtime::RateLimitingQueue;
 
-use crate::delivery::source::fetch::Sources;
+use crate::delivery::source::{self, fetch::Sources};
 
 /// See the module docs.
 #[derive(Clone)]
@@ -48,8 +48,89 @@ impl PushTrigger {
         keys
     }
 
+    /// `reference` was pushed to Git repository `url` (empty: some ref):
+    /// its checkouts are dropped, and every HelmApp whose chart or values
+    /// files come from there at a ref that push may move is queued now —
+    /// only those of namespace `only`, when given. Returns their keys.
+    pub fn git_pushed(&self, url: &str, reference: &str, only: Option<&str>) -> Vec<String> {
+        self.sources.forget_source(url);
+        let keys: Vec<String> = self
+            .apps
+            .list()
+            .into_iter()
+            .filter(|a| only.is_none() || a.metadata.namespace.as_deref() == only)
+            .filter(|a| {
+                let s = &a.spec;
+                let values = s.values_source.as_ref().and_then(|v| v.git.as_ref());
+                [s.chart.git.as_ref(), values]
+                    .into_iter()
+                    .flatten()
+                    .any(|g| {
+                        source::git::from_source(&source::git::key(g, ""), url)
+                            && moves(&g.reference, reference)
+                    })
+            })
+            .map(|a| cache::object_key(a.as_ref()))
+            .collect();
+        for key in &keys {
+            self.queue.add(key.clone());
+        }
+        keys
+    }
+
     /// Whether HelmApp `namespace/name` exists (in the cache).
     pub fn exists(&self, namespace: &str, name: &str) -> bool {
         self.apps.get(&format!("{namespace}/{name}")).is_some()
+    }
+}
+
+/// Whether a push of `pushed` may move what `wanted` names: its branch
+/// (`main` or `refs/heads/main`), its tag, any tag for a semver range, any
+/// ref when the push does not say; never a pinned commit.
+fn moves(wanted: &apis::helmapp::GitRef, pushed: &str) -> bool {
+    if !wanted.commit.is_empty() {
+        return false;
+    }
+    if pushed.is_empty() {
+        return true;
+    }
+    let tag = pushed.strip_prefix("refs/tags/");
+    let branch = pushed.strip_prefix("refs/heads/");
+    if !wanted.semver.is_empty() {
+        return tag.is_some() || branch.is_none();
+    }
+    if !wanted.tag.is_empty() {
+        return tag.unwrap_or(pushed) == wanted.tag;
+    }
+    let mine = if wanted.branch.is_empty() {
+        "main"
+    } else {
+        wanted.branch.as_str()
+    };
+    branch.unwrap_or(pushed) == mine
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apis::helmapp::GitRef;
+
+    #[test]
+    fn a_push_moves_the_branch_tag_or_range_it_names_and_never_a_commit() {
+        let r = |branch: &str, tag: &str, semver: &str, commit: &str| GitRef {
+            branch: branch.into(),
+            tag: tag.into(),
+            semver: semver.into(),
+            commit: commit.into(),
+        };
+        assert!(moves(&r("", "", "", ""), "refs/heads/main"));
+        assert!(moves(&r("dev", "", "", ""), "dev"));
+        assert!(!moves(&r("dev", "", "", ""), "refs/heads/main"));
+        assert!(moves(&r("", "v1", "", ""), "refs/tags/v1"));
+        assert!(!moves(&r("", "v1", "", ""), "refs/tags/v2"));
+        assert!(moves(&r("", "", ">=1", ""), "refs/tags/v2"));
+        assert!(!moves(&r("", "", ">=1", ""), "refs/heads/main"));
+        assert!(!moves(&r("", "", "", &"a".repeat(40)), ""));
+        assert!(moves(&r("", "", "", ""), ""));
     }
 }

@@ -8,6 +8,10 @@
 //!   chart comes from there is reconciled now ([`PushTrigger::chart_pushed`]);
 //!   its run is the normal one (hash, approval, tenancy). The answer is
 //!   how many were queued, never which.
+//! - `POST /hooks/chart-pushed` `{"git", "ref"}`: a push to a Git
+//!   repository (from a Git host's webhook): its checkouts are dropped and
+//!   every HelmApp whose chart or values files come from it at a ref the
+//!   push may move is reconciled now ([`PushTrigger::git_pushed`]).
 //! - `POST /hooks/reconcile` `{"kind": "HelmApp", "namespace", "name"}`:
 //!   sets `hossted.com/reconcile-at`, as `kubectl hossted reconcile` does.
 //!

@@ -54,6 +54,12 @@ struct Pushed {
     name: String,
     #[serde(default)]
     version: String,
+    /// A Git repository's URL (a Git host's push).
+    #[serde(default)]
+    git: String,
+    /// The ref pushed (`refs/heads/main`, `main`, `refs/tags/v1.2.0`).
+    #[serde(default, rename = "ref")]
+    reference: String,
 }
 
 /// `reconcile`'s body.
@@ -132,14 +138,27 @@ impl Receiver {
         signer: &Signer,
     ) -> Result<(StatusCode, String), (StatusCode, String)> {
         let p: Pushed = serde_json::from_slice(body).map_err(bad)?;
-        let source = match (p.repo.as_str(), p.oci.as_str()) {
-            (repo, "") if !repo.is_empty() => repo,
-            ("", oci) if !oci.is_empty() => oci,
-            _ => return Err(bad("give one of repo and oci")),
-        };
         let only = match signer {
             Signer::Shared => None,
             Signer::Namespace(ns) => Some(ns.as_str()),
+        };
+        let source = match (p.repo.as_str(), p.oci.as_str(), p.git.as_str()) {
+            (repo, "", "") if !repo.is_empty() => repo,
+            ("", oci, "") if !oci.is_empty() => oci,
+            ("", "", git) if !git.is_empty() => {
+                let queued = self.nudge.git_pushed(git, &p.reference, only).len();
+                log::info!(
+                    "webhook: {} pushed to {git}: {queued} HelmApp(s) queued",
+                    if p.reference.is_empty() {
+                        "a ref"
+                    } else {
+                        &p.reference
+                    }
+                );
+                let answer = json!({ "queued": queued }).to_string();
+                return Ok((StatusCode::ACCEPTED, answer));
+            }
+            _ => return Err(bad("give one of repo, oci and git")),
         };
         // A count, never names: the sender learns nothing of who else
         // uses the source.

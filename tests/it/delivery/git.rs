@@ -380,3 +380,61 @@ async fn sops_values_decrypt_with_the_key_and_a_wrong_key_or_tampering_is_refuse
         );
     }
 }
+
+/// A Git host's push, signed: the HelmApps of that repository and branch
+/// are re-resolved at once although their `interval` is an hour; a push
+/// to another branch queues none.
+#[tokio::test]
+async fn a_signed_git_push_upgrades_at_once() {
+    use super::webhook::{KEY, post, signed, webhook_settings};
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    repo.commit("tiny");
+    let config = webhook_settings(&f);
+    let operator = f
+        .start_delivery_with(|s| s.webhook = Some(config.clone()))
+        .await;
+    let hooks = operator.webhook_address();
+    let git = json!({ "url": url(&server, &repo), "path": "charts/tiny" });
+    apply(
+        &f,
+        "pushed",
+        json!({ "chart": { "git": git }, "interval": "1h" }),
+    )
+    .await;
+    ready(&f, "pushed", "InstallSucceeded", 1).await;
+
+    repo.write("charts/tiny/values.yaml", "label: pushed\n");
+    let commit = repo.commit("label");
+    let now = chrono::Utc::now().timestamp();
+    let other = json!({ "git": url(&server, &repo), "ref": "refs/heads/other" }).to_string();
+    let other = other.as_bytes();
+    assert_eq!(
+        post(
+            hooks,
+            "/hooks/chart-pushed",
+            &signed(KEY, now, other),
+            other
+        )
+        .await,
+        202
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let app = get(&f, "pushed").await.unwrap();
+    assert_eq!(
+        app.status.unwrap().revision,
+        1,
+        "another branch's push moved nothing"
+    );
+
+    let body = json!({ "git": url(&server, &repo), "ref": "refs/heads/main" }).to_string();
+    let body = body.as_bytes();
+    assert_eq!(
+        post(hooks, "/hooks/chart-pushed", &signed(KEY, now, body), body).await,
+        202
+    );
+    let app = ready(&f, "pushed", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().source.unwrap().revision, commit);
+    operator.stop().await;
+}

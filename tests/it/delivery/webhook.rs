@@ -10,10 +10,10 @@ use hossted_operator::delivery;
 use hossted_operator::delivery::webhook::signature::sign;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const KEY: &str = "a-shared-webhook-key-for-tests";
+pub(super) const KEY: &str = "a-shared-webhook-key-for-tests";
 
 /// POSTs `body` to `path` with the given headers; the status code.
-async fn post(
+pub(super) async fn post(
     at: std::net::SocketAddr,
     path: &str,
     headers: &[(&str, String)],
@@ -58,7 +58,7 @@ async fn post_answer(
 }
 
 /// The headers of a request signed at `at` (Unix seconds) with `key`.
-fn signed(key: &str, at: i64, body: &[u8]) -> Vec<(&'static str, String)> {
+pub(super) fn signed(key: &str, at: i64, body: &[u8]) -> Vec<(&'static str, String)> {
     let ts = at.to_string();
     vec![
         ("X-Hossted-Timestamp", ts.clone()),
@@ -66,7 +66,7 @@ fn signed(key: &str, at: i64, body: &[u8]) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn webhook_settings(f: &Fixture) -> delivery::WebhookConfig {
+pub(super) fn webhook_settings(f: &Fixture) -> delivery::WebhookConfig {
     let file = f.cp.dir().join("webhook-key");
     std::fs::write(&file, format!("{KEY}\n")).unwrap();
     let address = Some("127.0.0.1:0".parse().unwrap());
