@@ -38,7 +38,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     (
         "chart.spec.ignoreMissingValuesFiles",
         Dropped(
-            "values files from the chart's source are not read (only a chart repository or OCI source converts)",
+            "values files inside a chart archive are not read: converted for a GitRepository source only",
         ),
     ),
     ("chart.spec.interval", Mapped("interval")),
@@ -56,7 +56,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     (
         "chart.spec.valuesFiles",
         Dropped(
-            "values files from the chart's source are not read yet: merge them into spec.values",
+            "values files inside a chart archive are not read: converted for a GitRepository source only (else merge them into spec.values)",
         ),
     ),
     ("chart.spec.verify", Container),

@@ -219,7 +219,12 @@ impl To<'_> {
             let name = source["name"].as_str().unwrap_or_default();
             let chart = template["chart"].as_str().unwrap_or_default();
             self.chart_of_repository(kind, ns, name, chart, sources, "chart.spec.sourceRef");
-            self.copy(spec, "/chart/spec/version", "chart.version");
+            if self.spec.get("chart").and_then(|c| c.get("git")).is_some() {
+                // A Git chart's version is its Chart.yaml's.
+                self.values_files_of_git(spec);
+            } else {
+                self.copy(spec, "/chart/spec/version", "chart.version");
+            }
             return;
         }
         let Some(reference) = spec.get("chartRef") else {
@@ -278,10 +283,13 @@ impl To<'_> {
         sources: &Sources,
         field: &str,
     ) {
+        if kind == "GitRepository" {
+            return self.chart_of_git(ns, name, chart, sources, field);
+        }
         if kind != "HelmRepository" {
             self.note(
                 field,
-                format!("a chart from a {kind} does not convert yet: only HelmRepository and OCIRepository sources do"),
+                format!("a chart from a {kind} does not convert: only HelmRepository, GitRepository and OCIRepository sources do"),
             );
             return;
         }
@@ -305,6 +313,90 @@ impl To<'_> {
             self.set("chart.name", json!(chart));
         }
         self.credentials(s);
+    }
+
+    /// `spec.chart.git` for the chart at path `chart` of GitRepository
+    /// `ns/name`; the release's `valuesFiles` (paths in the same
+    /// repository) come with it.
+    fn chart_of_git(&mut self, ns: &str, name: &str, chart: &str, sources: &Sources, field: &str) {
+        let Some(repository) = sources.get("GitRepository", ns, name) else {
+            self.note(
+                field,
+                format!(
+                    "GitRepository {ns}/{name} is not in the input: set spec.chart.git by hand"
+                ),
+            );
+            return;
+        };
+        let s = &repository["spec"];
+        let mut git = json!({ "url": s["url"], "path": relative(chart) });
+        let r = &s["ref"];
+        let reference = match r["name"].as_str() {
+            Some(full) if full.starts_with("refs/heads/") => {
+                json!({ "branch": full.trim_start_matches("refs/heads/") })
+            }
+            Some(full) if full.starts_with("refs/tags/") => {
+                json!({ "tag": full.trim_start_matches("refs/tags/") })
+            }
+            Some(full) => {
+                self.note(field, format!("GitRepository {ns}/{name}: ref.name {full} is neither a branch nor a tag; set chart.git.ref by hand"));
+                json!({})
+            }
+            // Flux's precedence: commit, then semver, then tag, then branch.
+            None => ["commit", "semver", "tag", "branch"]
+                .into_iter()
+                .find_map(|k| r[k].as_str().map(|v| json!({ k: v })))
+                .unwrap_or_else(|| json!({ "branch": "master" })),
+        };
+        git["ref"] = reference;
+        if let Some(secret) = s.pointer("/secretRef/name") {
+            git["secretRef"] = json!({ "name": secret });
+        }
+        for (key, why) in [
+            (
+                "ignore",
+                "the chart is read from its path; ignore rules do not apply",
+            ),
+            ("include", "other repositories are not included"),
+            ("recurseSubmodules", "submodules are not fetched"),
+            ("verify", "commit signatures are not verified"),
+            ("proxySecretRef", "a proxy is not supported"),
+        ] {
+            if s.get(key).is_some() {
+                self.note(
+                    field,
+                    format!("GitRepository {ns}/{name}: spec.{key} not converted: {why}"),
+                );
+            }
+        }
+        self.set("chart.git", git);
+    }
+
+    /// A Git chart's `valuesFiles`: paths in the same repository, as
+    /// `valuesFiles` reads them (their "not converted" notes withdrawn).
+    fn values_files_of_git(&mut self, spec: &Value) {
+        self.notes.retain(|n| {
+            !matches!(
+                generic_field(&n.field).as_str(),
+                "chart.spec.valuesFiles" | "chart.spec.ignoreMissingValuesFiles"
+            )
+        });
+        if let Some(files) = spec
+            .pointer("/chart/spec/valuesFiles")
+            .and_then(Value::as_array)
+        {
+            let files: Vec<Value> = files
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|f| json!(relative(f)))
+                .collect();
+            self.set("valuesFiles", json!(files));
+        }
+        self.copy(
+            spec,
+            "/chart/spec/ignoreMissingValuesFiles",
+            "ignoreMissingValuesFiles",
+        );
     }
 
     /// A source's `secretRef` and `insecure`.
@@ -649,3 +741,26 @@ pub fn read_documents(text: &str) -> Result<Vec<Value>, String> {
 
 #[cfg(test)]
 mod tests;
+
+/// A path of a Flux source, as `chart.git` reads it (no leading `./`).
+fn relative(path: &str) -> String {
+    path.trim_start_matches("./")
+        .trim_start_matches('/')
+        .to_string()
+}
+
+/// `field` without list indexes (`valuesFrom[1].literal` →
+/// `valuesFrom.literal`), as the field table names it.
+fn generic_field(field: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for c in field.chars() {
+        match c {
+            '[' => skipping = true,
+            ']' => skipping = false,
+            c if !skipping => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}

@@ -356,6 +356,57 @@ spec: { chart: { spec: { chart: ./charts/b, sourceRef: { kind: GitRepository, na
 }
 
 #[test]
+fn a_chart_from_a_git_repository_converts_with_its_values_files() {
+    let converted = convert(&docs(
+        r#"
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: { name: platform, namespace: flux-system }
+spec: { url: https://git.example/platform.git, ref: { semver: ">=1.0.0 <2" }, secretRef: { name: git-auth }, interval: 5m }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: web, namespace: apps }
+spec:
+  interval: 10m
+  chart:
+    spec:
+      chart: ./charts/web
+      version: "*"
+      sourceRef: { kind: GitRepository, name: platform, namespace: flux-system }
+      valuesFiles: [./charts/web/values.yaml, ./env/prod.yaml]
+      ignoreMissingValuesFiles: true
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: { name: pinned, namespace: apps }
+spec: { url: https://git.example/pinned.git, ref: { name: refs/tags/v3.0.0 }, recurseSubmodules: true }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: api, namespace: apps }
+spec: { chart: { spec: { chart: charts/api, sourceRef: { kind: GitRepository, name: pinned } } } }
+"#,
+    ));
+    assert_eq!(converted.apps.len(), 2);
+    let web = &converted.apps[0]["spec"];
+    assert_eq!(
+        web["chart"],
+        json!({ "git": { "url": "https://git.example/platform.git", "path": "charts/web",
+        "ref": { "semver": ">=1.0.0 <2" }, "secretRef": { "name": "git-auth" } } })
+    );
+    assert_eq!(web["valuesFiles"], json!(["charts/web/values.yaml", "env/prod.yaml"]));
+    assert_eq!(web["ignoreMissingValuesFiles"], true);
+    let api = &converted.apps[1]["spec"];
+    assert_eq!(api["chart"]["git"]["ref"], json!({ "tag": "v3.0.0" }));
+    // Only what does not convert is said: the submodules.
+    let notes: Vec<String> = converted.notes.iter().map(|n| n.to_string()).collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("recurseSubmodules"), "{notes:?}");
+    assert!(notes[0].starts_with("HelmRelease apps/api:"), "{notes:?}");
+}
+
+#[test]
 fn input_that_is_not_yaml_is_refused() {
     assert!(read_documents("a: [1, 2\n").is_err());
     assert!(read_documents("kind: HelmRelease\n---\n").is_ok_and(|d| d.len() == 1));
