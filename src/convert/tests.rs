@@ -395,7 +395,10 @@ spec: { chart: { spec: { chart: charts/api, sourceRef: { kind: GitRepository, na
         json!({ "git": { "url": "https://git.example/platform.git", "path": "charts/web",
         "ref": { "semver": ">=1.0.0 <2" }, "secretRef": { "name": "git-auth" } } })
     );
-    assert_eq!(web["valuesFiles"], json!(["charts/web/values.yaml", "env/prod.yaml"]));
+    assert_eq!(
+        web["valuesFiles"],
+        json!(["charts/web/values.yaml", "env/prod.yaml"])
+    );
     assert_eq!(web["ignoreMissingValuesFiles"], true);
     let api = &converted.apps[1]["spec"];
     assert_eq!(api["chart"]["git"]["ref"], json!({ "tag": "v3.0.0" }));

@@ -23,11 +23,23 @@ pub struct GitRequest {
     pub query: String,
 }
 
+/// How a fetch's pack is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PackAnswer {
+    /// By `git http-backend`.
+    #[default]
+    Honest,
+    /// A pack that never ends: one blob declaring a terabyte, whose
+    /// compressed zeros flow until the client goes away.
+    Endless,
+}
+
 /// The server (see the module docs); stops when dropped.
 pub struct GitServer {
     url: String,
     root: PathBuf,
     requests: Arc<Mutex<Vec<GitRequest>>>,
+    packs: Arc<Mutex<PackAnswer>>,
     task: JoinHandle<()>,
 }
 
@@ -40,11 +52,13 @@ impl GitServer {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let requests: Arc<Mutex<Vec<GitRequest>>> = Arc::default();
+        let packs: Arc<Mutex<PackAnswer>> = Arc::default();
         let task = tokio::spawn({
-            let (root, requests) = (root.to_path_buf(), requests.clone());
+            let (root, requests, packs) = (root.to_path_buf(), requests.clone(), packs.clone());
             async move {
                 while let Ok((stream, _)) = listener.accept().await {
-                    tokio::spawn(serve(stream, root.clone(), requests.clone()));
+                    let packs = *packs.lock();
+                    tokio::spawn(serve(stream, root.clone(), requests.clone(), packs));
                 }
             }
         });
@@ -52,8 +66,14 @@ impl GitServer {
             url,
             root: root.to_path_buf(),
             requests,
+            packs,
             task,
         })
+    }
+
+    /// How fetches are answered from now on.
+    pub fn answer_packs(&self, answer: PackAnswer) {
+        *self.packs.lock() = answer;
     }
 
     /// `http://127.0.0.1:<port>`.
@@ -89,12 +109,26 @@ impl Drop for GitServer {
     }
 }
 
-async fn serve(mut stream: TcpStream, root: PathBuf, requests: Arc<Mutex<Vec<GitRequest>>>) {
+async fn serve(
+    mut stream: TcpStream,
+    root: PathBuf,
+    requests: Arc<Mutex<Vec<GitRequest>>>,
+    packs: PackAnswer,
+) {
     let answer = match read_request(&mut stream).await {
         Ok(request) => {
             let fetch = request.method == "POST"
                 && request.path.ends_with("/git-upload-pack")
                 && is_fetch(&request.body);
+            if fetch && packs == PackAnswer::Endless {
+                requests.lock().push(GitRequest {
+                    method: "FETCH".into(),
+                    path: request.path.clone(),
+                    query: request.query.clone(),
+                });
+                endless_pack(&mut stream).await;
+                return;
+            }
             requests.lock().push(GitRequest {
                 method: if fetch {
                     "FETCH".into()
@@ -112,6 +146,52 @@ async fn serve(mut stream: TcpStream, root: PathBuf, requests: Arc<Mutex<Vec<Git
     };
     let _ = stream.write_all(&answer).await;
     let _ = stream.shutdown().await;
+}
+
+/// See [`PackAnswer::Endless`]: written until the client goes away.
+async fn endless_pack(stream: &mut TcpStream) {
+    let head = "HTTP/1.1 200 OK\r\nContent-Type: application/x-git-upload-pack-result\r\nConnection: close\r\n\r\n";
+    if stream.write_all(head.as_bytes()).await.is_err() {
+        return;
+    }
+    let line = |band: Option<u8>, data: &[u8]| {
+        let extra = usize::from(band.is_some());
+        let mut out = format!("{:04x}", data.len() + 4 + extra).into_bytes();
+        out.extend(band);
+        out.extend_from_slice(data);
+        out
+    };
+    if stream.write_all(&line(None, b"packfile\n")).await.is_err() {
+        return;
+    }
+    // PACK, version 2, one object: a blob (type 3) of 2^40 bytes.
+    let mut start = b"PACK\0\0\0\x02\0\0\0\x01".to_vec();
+    let mut size: u64 = 1 << 40;
+    let mut byte = (3 << 4) | (size & 0x0f) as u8;
+    size >>= 4;
+    while size > 0 {
+        start.push(byte | 0x80);
+        byte = (size & 0x7f) as u8;
+        size >>= 7;
+    }
+    start.push(byte);
+    // zlib: zeros compressed about 1,000:1, never finished — the
+    // declared terabyte arrives in a gigabyte or so.
+    let mut zlib = flate2::Compress::new(flate2::Compression::best(), true);
+    let zeros = vec![0u8; 1 << 20];
+    let mut out = Vec::with_capacity(1 << 16);
+    let mut pending = start;
+    loop {
+        out.clear();
+        let _ = zlib.compress_vec(&zeros, &mut out, flate2::FlushCompress::Sync);
+        pending.extend_from_slice(&out);
+        for chunk in pending.chunks(65515) {
+            if stream.write_all(&line(Some(1), chunk)).await.is_err() {
+                return;
+            }
+        }
+        pending.clear();
+    }
 }
 
 /// Whether an upload-pack request body asks for objects (protocol v2's
@@ -369,6 +449,18 @@ impl GitRepo {
             }
         }
         copy(from, &self.work.join(to));
+    }
+
+    /// Makes `path` of the work tree a symlink to `target`.
+    pub fn symlink(&self, path: &str, target: &str) {
+        let link = self.work.join(path);
+        std::fs::create_dir_all(link.parent().unwrap()).expect("the link's directory");
+        std::os::unix::fs::symlink(target, link).expect("the symlink");
+    }
+
+    /// The bare repository's directory.
+    pub fn bare(&self) -> &Path {
+        &self.bare
     }
 
     /// Removes `path` (a file) from the work tree.

@@ -66,7 +66,7 @@ use kube::api::{ObjectMeta, PostParams};
 pub use assets::{Assets, kubernetes_version};
 pub use chart_repo::ChartRepo;
 pub use controller_manager::ControllerManager;
-pub use git_server::{GitRepo, GitRequest, GitServer};
+pub use git_server::{GitRepo, GitRequest, GitServer, PackAnswer};
 pub use hostile::{Answer, HostileServer, Seen};
 use kubeconfig::Credentials;
 pub use poll::eventually;

@@ -379,16 +379,25 @@ fn transport(
     ))
 }
 
-/// A gitoxide error, said with the bound that caused it when one did.
-fn said(e: impl std::fmt::Display, budget: &Budget) -> String {
+/// A gitoxide error, said with the bound that caused it when one did, else
+/// with its causes (gitoxide's messages quote no received content).
+fn said(e: impl std::error::Error, budget: &Budget) -> String {
     if budget.left.load(Ordering::Relaxed) == 0 {
         return format!("the repository sent more than {MAX_PACK_BYTES} bytes");
     }
     if Instant::now() >= budget.deadline {
         return "no complete fetch within the fetch deadline (--chart-fetch-timeout)".into();
     }
-    // gitoxide's messages quote no received content.
-    e.to_string()
+    let mut message = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        cause = c.source();
+    }
+    message
 }
 
 /// What one fetch may still receive, and until when.
@@ -988,5 +997,150 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("{name}-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(dir.join("served")).unwrap();
         dir
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_endless_pack_ends_at_the_deadline_or_the_byte_bound() {
+        let dir = tempfile_dir("git-endless");
+        let server = envtest::GitServer::start(&dir.join("served"))
+            .await
+            .unwrap();
+        let repo = envtest::GitRepo::create(server.root(), "charts");
+        repo.write(
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+        );
+        repo.commit("first");
+        server.answer_packs(envtest::PackAnswer::Endless);
+        let limits = SourceLimits {
+            fetch_timeout: std::time::Duration::from_secs(5),
+            ..loopback()
+        };
+        let (src, work) = (source(&server, &repo, GitRef::default()), dir.join("work"));
+        let started = Instant::now();
+        let got = tokio::task::spawn_blocking(move || {
+            fetch(&src, &Credentials::default(), &limits, &work)
+        })
+        .await
+        .unwrap();
+        let Err(SourceError::Git { message, .. }) = got else {
+            panic!("{got:?}");
+        };
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(message.contains("--chart-fetch-timeout"), "{message}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_symlink_may_stay_inside_the_repository_but_never_leave_it() {
+        let dir = tempfile_dir("git-links");
+        let server = envtest::GitServer::start(&dir.join("served"))
+            .await
+            .unwrap();
+        let repo = envtest::GitRepo::create(server.root(), "charts");
+        repo.write(
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+        );
+        repo.write("shared/values.yaml", "shared: true\n");
+        repo.symlink("charts/web/values.yaml", "../../shared/values.yaml");
+        repo.symlink("charts/evil/passwd", "/etc/passwd");
+        repo.write(
+            "charts/evil/Chart.yaml",
+            "apiVersion: v2\nname: evil\nversion: 1.0.0\n",
+        );
+        repo.symlink("charts/climb/up", "../../../../../etc/passwd");
+        repo.commit("links");
+        let (src, work) = (source(&server, &repo, GitRef::default()), dir.join("work"));
+        let checkout = tokio::task::spawn_blocking(move || {
+            fetch(&src, &Credentials::default(), &loopback(), &work)
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let into = dir.join("chart");
+        read_chart(&checkout, "charts/web", &into).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(into.join("values.yaml")).unwrap(),
+            "shared: true\n"
+        );
+        assert!(!into.join("values.yaml").is_symlink(), "written as a file");
+        for (path, link) in [
+            ("charts/evil", "charts/evil/passwd"),
+            ("charts/climb", "charts/climb/up"),
+        ] {
+            let refused = read_chart(&checkout, path, &dir.join("refused")).unwrap_err();
+            assert!(
+                refused.contains(link) && refused.contains("leaving the repository"),
+                "{refused}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_tree_100000_deep_is_refused_at_the_depth_bound_without_walking_it() {
+        let dir = tempfile_dir("git-deep");
+        let repo = gix::init_bare(dir.join("deep.git")).unwrap();
+        let blob = repo.write_blob(b"x: 1\n").unwrap().detach();
+        let mut tree = repo
+            .write_object(gix::objs::Tree {
+                entries: vec![gix::objs::tree::Entry {
+                    mode: gix::objs::tree::EntryKind::Blob.into(),
+                    filename: "values.yaml".into(),
+                    oid: blob,
+                }],
+            })
+            .unwrap()
+            .detach();
+        for _ in 0..100_000 {
+            tree = repo
+                .write_object(gix::objs::Tree {
+                    entries: vec![gix::objs::tree::Entry {
+                        mode: gix::objs::tree::EntryKind::Tree.into(),
+                        filename: "d".into(),
+                        oid: tree,
+                    }],
+                })
+                .unwrap()
+                .detach();
+        }
+        let who = gix::actor::Signature {
+            name: "test".into(),
+            email: "test@example.com".into(),
+            time: gix::date::Time::new(0, 0),
+        };
+        let commit = repo
+            .write_object(gix::objs::Commit {
+                tree,
+                parents: Default::default(),
+                author: who.clone(),
+                committer: who,
+                encoding: None,
+                message: "deep".into(),
+                extra_headers: Vec::new(),
+            })
+            .unwrap()
+            .detach();
+        let checkout = Checkout {
+            repo: dir.join("deep.git"),
+            commit: commit.to_string(),
+        };
+        let started = Instant::now();
+        let refused = read_chart(&checkout, "", &dir.join("chart")).unwrap_err();
+        assert!(
+            refused.contains(&format!("deeper than {MAX_DEPTH}")),
+            "{refused}"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

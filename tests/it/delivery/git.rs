@@ -438,3 +438,62 @@ async fn a_signed_git_push_upgrades_at_once() {
     assert_eq!(app.status.unwrap().source.unwrap().revision, commit);
     operator.stop().await;
 }
+
+/// Hostile repositories — a pack without end, a chart whose symlink leads
+/// to `/etc/passwd` — each refused with a clear `SourceUnavailable` within
+/// its bounds, while an honest HelmApp beside them installs.
+#[tokio::test]
+async fn an_endless_pack_and_a_symlink_out_are_refused_and_stop_no_one_else() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    repo.commit("tiny");
+    let root = server.root().to_path_buf();
+    let evil = GitRepo::create(&root, "evil");
+    let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts/tiny");
+    evil.copy_dir(&tiny, "charts/tiny");
+    evil.symlink("charts/tiny/templates/passwd.yaml", "/etc/passwd");
+    evil.commit("a link out");
+    let endless_root = f.cp.dir().join("git-endless");
+    std::fs::create_dir_all(&endless_root).unwrap();
+    let endless = GitServer::start(&endless_root).await.unwrap();
+    let bottomless = GitRepo::create(&endless_root, "bottomless");
+    bottomless.copy_dir(&tiny, "charts/tiny");
+    bottomless.commit("tiny");
+    endless.answer_packs(envtest::PackAnswer::Endless);
+    let operator = f
+        .start_delivery_with(|s| s.sources.fetch_timeout = std::time::Duration::from_secs(5))
+        .await;
+    let git = |server: &GitServer, repo: &GitRepo| json!({ "chart": { "git": { "url": url(server, repo), "path": "charts/tiny" } } });
+    apply(&f, "endless", git(&endless, &bottomless)).await;
+    apply(&f, "linked", git(&server, &evil)).await;
+    apply(&f, "honest", git(&server, &repo)).await;
+    ready(&f, "honest", "InstallSucceeded", 1).await;
+    let message = |app: HelmApp| {
+        let c = app
+            .status
+            .unwrap()
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap();
+        c.message
+    };
+    let linked = message(with_reason(&f, "linked", "SourceUnavailable").await);
+    assert!(linked.contains("leaving the repository"), "{linked}");
+    let bottomless = message(with_reason(&f, "endless", "SourceUnavailable").await);
+    assert!(bottomless.contains("--chart-fetch-timeout"), "{bottomless}");
+    for name in ["endless", "linked"] {
+        assert!(revisions(&f, name).await.is_empty(), "{name}: no release");
+        an_event(&f, NS, name, "SourceUnavailable").await;
+    }
+    // Still serving: a change to the honest app is delivered.
+    patch(
+        &f,
+        "honest",
+        json!({ "spec": { "values": { "label": "after" } } }),
+    )
+    .await;
+    ready(&f, "honest", "UpgradeSucceeded", 2).await;
+    operator.stop().await;
+}
