@@ -1046,8 +1046,8 @@ mod tests {
             "charts/web/Chart.yaml",
             "apiVersion: v2\nname: web\nversion: 1.0.0\n",
         );
-        repo.write("shared/values.yaml", "shared: true\n");
-        repo.symlink("charts/web/values.yaml", "../../shared/values.yaml");
+        repo.write("common/values.yaml", "common: true\n");
+        repo.symlink("charts/web/values.yaml", "../../common/values.yaml");
         repo.symlink("charts/evil/passwd", "/etc/passwd");
         repo.write(
             "charts/evil/Chart.yaml",
@@ -1066,7 +1066,7 @@ mod tests {
         read_chart(&checkout, "charts/web", &into).unwrap();
         assert_eq!(
             std::fs::read_to_string(into.join("values.yaml")).unwrap(),
-            "shared: true\n"
+            "common: true\n"
         );
         assert!(!into.join("values.yaml").is_symlink(), "written as a file");
         for (path, link) in [

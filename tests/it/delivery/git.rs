@@ -191,6 +191,17 @@ async fn values_files_merge_in_order_and_a_missing_one_is_an_error_unless_ignore
     )
     .await;
     ready(&f, "lenient", "InstallSucceeded", 1).await;
+    // A chart from elsewhere, its values files from Git.
+    let values_source = json!({ "git": { "url": url(&server, &repo) } });
+    apply(
+        &f,
+        "elsewhere",
+        json!({ "chart": { "path": "tiny" }, "valuesSource": values_source, "valuesFiles": ["values/prod.yaml"] }),
+    )
+    .await;
+    ready(&f, "elsewhere", "InstallSucceeded", 1).await;
+    let live = cm.get("elsewhere-tiny").await.unwrap();
+    assert_eq!(live.labels().get("extra").map(String::as_str), Some("prod"));
     let live = cm.get("lenient-tiny").await.unwrap();
     assert_eq!(live.labels().get("extra").map(String::as_str), Some("base"));
     operator.stop().await;
