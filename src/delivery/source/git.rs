@@ -237,6 +237,22 @@ pub fn fetch(
     let base = dir
         .join("git")
         .join(&hex(&Sha256::digest(key(source, "").as_bytes()))[..32]);
+    // The ref still at a commit fetched before: no pack is asked for.
+    let known = if refname.len() == 40 {
+        Some(refname.clone())
+    } else if has_checkouts(&base) {
+        remote_commit(source, &http, &budget, &refname, dir).map_err(failed)?
+    } else {
+        None
+    };
+    if let Some(commit) = known
+        && base.join(&commit).join("HEAD").exists()
+    {
+        return Ok(Checkout {
+            repo: base.join(&commit),
+            commit,
+        });
+    }
     let scratch = base.join(format!("fetching-{}", uuid::Uuid::new_v4()));
     let result = fetch_into(source, &http, &budget, &refname, &scratch);
     let commit = match result {
@@ -262,6 +278,48 @@ pub fn fetch(
         }
     }
     Ok(Checkout { repo, commit })
+}
+
+/// Whether `base` holds a checkout of an earlier fetch.
+fn has_checkouts(base: &Path) -> bool {
+    std::fs::read_dir(base).is_ok_and(|mut entries| {
+        entries.any(|e| e.is_ok_and(|e| e.file_name().len() == 40))
+    })
+}
+
+/// The commit `refname` names on the remote now (a ref listing, no pack);
+/// `None` when it names none — the fetch then says so.
+fn remote_commit(
+    source: &GitSource,
+    http: &Arc<Http>,
+    budget: &Budget,
+    refname: &str,
+    dir: &Path,
+) -> Result<Option<String>, String> {
+    let scratch = dir.join("git").join(format!("listing-{}", uuid::Uuid::new_v4()));
+    let listed = (|| {
+        std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
+        let repo = gix::init_bare(&scratch).map_err(|e| e.to_string())?;
+        let spec = format!("+{refname}:refs/listed");
+        let remote = repo
+            .remote_at(source.url.as_str())
+            .map_err(|e| e.to_string())?
+            .with_refspecs(Some(spec.as_str()), gix::remote::Direction::Fetch)
+            .map_err(|e| e.to_string())?;
+        let transport = transport(source, http, budget)?;
+        let (map, _) = remote
+            .to_connection_with_transport(transport)
+            .ref_map(gix::progress::Discard, Default::default())
+            .map_err(|e| said(e, budget))?;
+        Ok::<_, String>(
+            map.mappings
+                .first()
+                .and_then(|m| m.remote.peeled_id())
+                .map(|id| id.to_string()),
+        )
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    listed
 }
 
 /// One shallow fetch of `refname` (a full ref name or a commit id) into a
@@ -945,6 +1003,10 @@ mod tests {
         };
         let main = fetch_at(GitRef::default()).await.unwrap().unwrap();
         assert_eq!(main.commit, third);
+        let packs = server.fetches();
+        let again = fetch_at(GitRef::default()).await.unwrap().unwrap();
+        assert_eq!(again, main);
+        assert_eq!(server.fetches(), packs, "the same commit: no pack asked for");
         let tag = fetch_at(GitRef {
             tag: "v1.0.0".into(),
             ..Default::default()
