@@ -681,6 +681,76 @@ async fn main() {
         outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
     });
 
+    // 10. Git: a pack without end, a symlink to /etc/passwd, a tree
+    //     100,000 directories deep (docs/sources.md "Bounds").
+    let git_root = dir.join("git");
+    std::fs::create_dir_all(&git_root).expect("git root");
+    let git = envtest::GitServer::start(&git_root)
+        .await
+        .expect("git server");
+    let endless_root = dir.join("git-endless");
+    std::fs::create_dir_all(&endless_root).expect("git root");
+    let endless = envtest::GitServer::start(&endless_root)
+        .await
+        .expect("git server");
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts/tiny");
+    let bottomless = envtest::GitRepo::create(&endless_root, "bottomless");
+    bottomless.copy_dir(&tiny, "charts/tiny");
+    bottomless.commit("tiny");
+    endless.answer_packs(envtest::PackAnswer::Endless);
+    let linked = envtest::GitRepo::create(&git_root, "linked");
+    linked.copy_dir(&tiny, "charts/tiny");
+    linked.symlink("charts/tiny/templates/passwd.yaml", "/etc/passwd");
+    linked.commit("a link out");
+    let deep = envtest::GitRepo::create(&git_root, "deep");
+    deep_tree(deep.bare(), 100_000);
+    for (name, attack, url, path) in [
+        (
+            "git-endless",
+            "Git pack without end (a blob declaring 1 TiB of compressed zeros)",
+            format!("{}/{}", endless.url(), bottomless.served_name()),
+            "charts/tiny",
+        ),
+        (
+            "git-symlink",
+            "Git chart with a symlink to /etc/passwd",
+            format!("{}/{}", git.url(), linked.served_name()),
+            "charts/tiny",
+        ),
+        (
+            "git-deep",
+            "Git tree 100,000 directories deep",
+            format!("{}/{}", git.url(), deep.served_name()),
+            "",
+        ),
+    ] {
+        let before = op.mib("VmRSS:");
+        op.reset_peak();
+        create_app(
+            &client,
+            "attack",
+            name,
+            json!({ "chart": { "git": { "url": url, "path": path } } }),
+        )
+        .await;
+        let seen = reason(
+            &client,
+            "attack",
+            name,
+            &["SourceUnavailable"],
+            Duration::from_secs(90),
+        )
+        .await;
+        rows.push(Row {
+            before,
+            attack,
+            peak: op.mib("VmHWM:"),
+            alive: op.alive(),
+            healthz: op.healthz(5).await,
+            outcome: seen.unwrap_or_else(|| "no verdict in 90 s".into()),
+        });
+    }
+
     // 6. Slow sources of one namespace; a normal app of another, timed.
     let before = op.mib("VmRSS:");
     op.reset_peak();
@@ -793,4 +863,49 @@ async fn main() {
         ));
         std::fs::write(path, md).expect("markdown");
     }
+}
+
+/// Points `main` of bare repository `bare` at a commit whose tree is
+/// `levels` directories deep (written with gitoxide: no work tree could
+/// hold it).
+fn deep_tree(bare: &Path, levels: usize) {
+    let repo = gix::open(bare).expect("the bare repository");
+    let blob = repo.write_blob(b"x: 1\n").expect("blob").detach();
+    let entry = |name: &str, kind: gix::objs::tree::EntryKind, oid| gix::objs::tree::Entry {
+        mode: kind.into(),
+        filename: name.into(),
+        oid,
+    };
+    let mut tree = repo
+        .write_object(gix::objs::Tree {
+            entries: vec![entry("values.yaml", gix::objs::tree::EntryKind::Blob, blob)],
+        })
+        .expect("tree")
+        .detach();
+    for _ in 0..levels {
+        tree = repo
+            .write_object(gix::objs::Tree {
+                entries: vec![entry("d", gix::objs::tree::EntryKind::Tree, tree)],
+            })
+            .expect("tree")
+            .detach();
+    }
+    let who = gix::actor::Signature {
+        name: "bench".into(),
+        email: "bench@example.com".into(),
+        time: gix::date::Time::new(0, 0),
+    };
+    let commit = repo
+        .write_object(gix::objs::Commit {
+            tree,
+            parents: Default::default(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: "deep".into(),
+            extra_headers: Vec::new(),
+        })
+        .expect("commit")
+        .detach();
+    std::fs::write(bare.join("refs/heads/main"), format!("{commit}\n")).expect("ref");
 }

@@ -75,6 +75,8 @@ pub fn from_source(key: &str, url: &str) -> bool {
 #[derive(Debug, Default)]
 pub struct GitCache {
     inner: Mutex<Remembered>,
+    /// Held while a chart is read out of a checkout.
+    reading: Mutex<()>,
 }
 
 #[derive(Debug, Default)]
@@ -135,14 +137,36 @@ impl GitCache {
     /// `root` once per commit and path.
     pub fn chart(&self, checkout: &Checkout, path: &str, root: &Path) -> Result<ReadChart, String> {
         let id = (checkout.repo.clone(), path.to_string());
-        if let Some((_, read)) = self.inner.lock().charts.get(&id)
-            && read.dir.exists()
-        {
-            return Ok(read.clone());
+        let remembered = || {
+            self.inner
+                .lock()
+                .charts
+                .get(&id)
+                .filter(|(_, read)| read.dir.exists())
+                .map(|(_, read)| read.clone())
+        };
+        if let Some(read) = remembered() {
+            return Ok(read);
+        }
+        // One read at a time: the apps of one chart woken together read
+        // it once, and never into a directory helm is reading.
+        let _reading = self.reading.lock();
+        if let Some(read) = remembered() {
+            return Ok(read);
         }
         let name = format!("{}\n{}\n{path}", checkout.repo.display(), checkout.commit);
         let dir = root.join(&hex(&Sha256::digest(name.as_bytes()))[..32]);
-        let digest = read_chart(checkout, path, &dir)?;
+        // Written aside and renamed into place whole: a directory under
+        // its final name is always complete.
+        let scratch = root.join(format!("reading-{}", uuid::Uuid::new_v4()));
+        let digest = read_chart(checkout, path, &scratch).inspect_err(|_| {
+            let _ = std::fs::remove_dir_all(&scratch);
+        })?;
+        if dir.exists() {
+            let _ = std::fs::remove_dir_all(&scratch);
+        } else {
+            std::fs::rename(&scratch, &dir).map_err(|e| format!("keeping the chart: {e}"))?;
+        }
         let read = ReadChart { dir, digest };
         let mut inner = self.inner.lock();
         inner.charts.insert(id, (Instant::now(), read.clone()));
@@ -282,9 +306,8 @@ pub fn fetch(
 
 /// Whether `base` holds a checkout of an earlier fetch.
 fn has_checkouts(base: &Path) -> bool {
-    std::fs::read_dir(base).is_ok_and(|mut entries| {
-        entries.any(|e| e.is_ok_and(|e| e.file_name().len() == 40))
-    })
+    std::fs::read_dir(base)
+        .is_ok_and(|mut entries| entries.any(|e| e.is_ok_and(|e| e.file_name().len() == 40)))
 }
 
 /// The commit `refname` names on the remote now (a ref listing, no pack);
@@ -296,7 +319,9 @@ fn remote_commit(
     refname: &str,
     dir: &Path,
 ) -> Result<Option<String>, String> {
-    let scratch = dir.join("git").join(format!("listing-{}", uuid::Uuid::new_v4()));
+    let scratch = dir
+        .join("git")
+        .join(format!("listing-{}", uuid::Uuid::new_v4()));
     let listed = (|| {
         std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
         let repo = gix::init_bare(&scratch).map_err(|e| e.to_string())?;
@@ -1006,7 +1031,11 @@ mod tests {
         let packs = server.fetches();
         let again = fetch_at(GitRef::default()).await.unwrap().unwrap();
         assert_eq!(again, main);
-        assert_eq!(server.fetches(), packs, "the same commit: no pack asked for");
+        assert_eq!(
+            server.fetches(),
+            packs,
+            "the same commit: no pack asked for"
+        );
         let tag = fetch_at(GitRef {
             tag: "v1.0.0".into(),
             ..Default::default()

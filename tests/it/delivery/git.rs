@@ -508,3 +508,31 @@ async fn an_endless_pack_and_a_symlink_out_are_refused_and_stop_no_one_else() {
     ready(&f, "honest", "UpgradeSucceeded", 2).await;
     operator.stop().await;
 }
+
+/// Five HelmApps of one repository and ref, created together: one pack
+/// fetched for all, and each installed by one helm run (the chart read
+/// out once, complete, before any helm sees it).
+#[tokio::test]
+async fn apps_of_one_repository_share_one_fetch_and_install_once() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    repo.commit("tiny");
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let git = json!({ "url": url(&server, &repo), "path": "charts/tiny" });
+    let names: Vec<String> = (0..5).map(|i| format!("shared-{i}")).collect();
+    for name in &names {
+        apply(&f, name, json!({ "chart": { "git": git } })).await;
+    }
+    for name in &names {
+        ready(&f, name, "InstallSucceeded", 1).await;
+    }
+    assert_eq!(server.fetches(), 1, "{:?}", server.requests());
+    for name in &names {
+        assert_eq!(runs_of(&log, name), 1, "{name}: {:?}", runs_in(&log));
+    }
+    operator.stop().await;
+}
