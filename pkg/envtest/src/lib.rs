@@ -51,6 +51,7 @@ mod receiver;
 mod registry;
 pub mod signing;
 pub mod sops;
+mod ssh_server;
 
 use std::io::{self, Read};
 use std::net::{TcpListener, TcpStream};
@@ -74,6 +75,7 @@ use process::{Spawner, Supervised};
 pub use proxy::Proxy;
 pub use receiver::{Receiver, Recorded};
 pub use registry::OciRegistry;
+pub use ssh_server::{SshGitServer, SshKey};
 
 /// How long a process may take to become ready by default. Generous: a
 /// 2-core machine starting several control planes at once is slow.

@@ -557,6 +557,10 @@ pub async fn credentials(
             )
         })?;
     let mut data = secret.data.unwrap_or_default();
+    // A private key keeps its line breaks.
+    let ssh_identity = data
+        .remove("identity")
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
     let mut text = |k: &str| {
         data.remove(k)
             .map(|b| String::from_utf8_lossy(&b.0).trim().to_string())
@@ -566,6 +570,8 @@ pub async fn credentials(
         username: text("username"),
         password: text("password"),
         token: text("bearerToken"),
+        ssh_identity,
+        known_hosts: text("known_hosts"),
         ca: data.remove("ca.crt").map(|b| b.0),
     })
 }

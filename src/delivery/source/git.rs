@@ -3,7 +3,8 @@
 //!
 //! A fetch is one shallow fetch (depth 1) of one ref into a bare
 //! repository of its own, by gitoxide's pack protocol over our own HTTP
-//! client ([`GitHttp`]): the address policy, same-origin redirects,
+//! client ([`GitHttp`]) or an SSH channel ([`git_ssh`], the host key
+//! checked before any credential): the address policy, same-origin redirects,
 //! credentials to the source's host only, one deadline for the whole fetch
 //! and a bound on the bytes received hold as for every chart source. The
 //! checkout ([`Checkout`]) is shared by every HelmApp that names the same
@@ -23,6 +24,7 @@ use gix::protocol::transport::client::blocking_io::http as githttp;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
+use super::git_ssh;
 use super::http::{Http, HttpError, without_credentials};
 use super::{Credentials, SourceError, SourceLimits};
 use crate::cached::hex::hex;
@@ -231,28 +233,13 @@ pub fn fetch(
         url: shown.clone(),
         message,
     };
-    match source.url.split_once("://").map(|(s, _)| s) {
-        Some("https" | "http") => {}
-        Some("ssh") => {
-            return Err(failed(
-                "ssh:// is not supported yet: use the repository's https:// URL".into(),
-            ));
-        }
-        _ => return Err(failed("the URL must start with https://".into())),
-    }
     let wanted = wanted(&source.reference).map_err(failed)?;
-    let http = Http::new(
-        &source.url,
-        credentials,
-        &limits.policy,
-        limits.fetch_timeout,
-    )
-    .map_err(failed)?;
+    let link = Link::of(source, credentials, limits).map_err(failed)?;
     let budget = Budget {
         deadline: Instant::now() + limits.fetch_timeout,
         left: Arc::new(AtomicU64::new(MAX_PACK_BYTES)),
     };
-    let http = Arc::new(http);
+    let http = link;
     let refname = match wanted {
         Wanted::Ref(r) => r,
         Wanted::Commit(c) => c,
@@ -314,7 +301,7 @@ fn has_checkouts(base: &Path) -> bool {
 /// `None` when it names none — the fetch then says so.
 fn remote_commit(
     source: &GitSource,
-    http: &Arc<Http>,
+    http: &Link,
     budget: &Budget,
     refname: &str,
     dir: &Path,
@@ -351,7 +338,7 @@ fn remote_commit(
 /// new bare repository at `at`; the commit it names.
 fn fetch_into(
     source: &GitSource,
-    http: &Arc<Http>,
+    http: &Link,
     budget: &Budget,
     refname: &str,
     at: &Path,
@@ -400,7 +387,7 @@ fn fetch_into(
 /// passed over).
 fn highest_tag(
     source: &GitSource,
-    http: &Arc<Http>,
+    http: &Link,
     budget: &Budget,
     range: &str,
     dir: &Path,
@@ -442,24 +429,95 @@ fn highest_tag(
     Ok(format!("refs/tags/{tag}"))
 }
 
-/// gitoxide's HTTP transport over [`GitHttp`].
+/// How a repository is reached: HTTPS through [`GitHttp`], or SSH
+/// ([`git_ssh`]).
+enum Link {
+    Http(Arc<Http>),
+    Ssh {
+        target: git_ssh::Target,
+        secrets: git_ssh::SshSecrets,
+        policy: super::address::AddressPolicy,
+        runtime: tokio::runtime::Handle,
+    },
+}
+
+impl Link {
+    fn of(
+        source: &GitSource,
+        credentials: &Credentials,
+        limits: &SourceLimits,
+    ) -> Result<Link, String> {
+        let url = gix::url::parse(gix::bstr::BStr::new(source.url.as_bytes()))
+            .map_err(|e| format!("not a Git URL: {e}"))?;
+        match url.scheme {
+            gix::url::Scheme::Https | gix::url::Scheme::Http => {
+                let http = Http::new(
+                    &source.url,
+                    credentials,
+                    &limits.policy,
+                    limits.fetch_timeout,
+                )?;
+                Ok(Link::Http(Arc::new(http)))
+            }
+            gix::url::Scheme::Ssh => Ok(Link::Ssh {
+                target: git_ssh::Target::of(&url)?,
+                secrets: git_ssh::SshSecrets::new(
+                    credentials.ssh_identity.as_deref(),
+                    credentials.known_hosts.as_deref(),
+                )?,
+                policy: limits.policy.clone(),
+                runtime: tokio::runtime::Handle::try_current()
+                    .map_err(|_| "SSH needs the operator's runtime".to_string())?,
+            }),
+            _ => Err("the URL must be https:// or ssh:// (or git@host:path)".into()),
+        }
+    }
+}
+
+/// A gitoxide transport to `source` over `link`, within `budget`.
 fn transport(
     source: &GitSource,
-    http: &Arc<Http>,
+    link: &Link,
     budget: &Budget,
-) -> Result<githttp::Transport<GitHttp>, String> {
-    let url =
-        gix::url::parse(gix::bstr::BStr::new(source.url.as_bytes())).map_err(|e| e.to_string())?;
-    let client = GitHttp {
-        http: http.clone(),
-        budget: budget.clone(),
-    };
-    Ok(githttp::connect_http(
-        client,
-        url,
-        gix::protocol::transport::Protocol::V2,
-        false,
-    ))
+) -> Result<Box<dyn gix::protocol::transport::client::blocking_io::Transport>, String> {
+    match link {
+        Link::Http(http) => {
+            let url = gix::url::parse(gix::bstr::BStr::new(source.url.as_bytes()))
+                .map_err(|e| e.to_string())?;
+            let client = GitHttp {
+                http: http.clone(),
+                budget: budget.clone(),
+            };
+            Ok(Box::new(githttp::connect_http(
+                client,
+                url,
+                gix::protocol::transport::Protocol::V2,
+                false,
+            )))
+        }
+        Link::Ssh {
+            target,
+            secrets,
+            policy,
+            runtime,
+        } => {
+            let pipes = git_ssh::open(runtime, target, secrets, policy, budget.deadline)?;
+            let read = Budgeted {
+                inner: pipes.read,
+                budget: budget.clone(),
+            };
+            use gix::protocol::transport::client::git;
+            Ok(Box::new(git::blocking_io::Connection::new(
+                read,
+                pipes.write,
+                gix::protocol::transport::Protocol::V2,
+                target.path.as_str(),
+                None::<(String, Option<u16>)>,
+                git::ConnectMode::Process,
+                false,
+            )))
+        }
+    }
 }
 
 /// A gitoxide error, said with the bound that caused it when one did, else
@@ -1232,6 +1290,86 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn ssh_checks_the_host_key_before_any_credential_and_then_fetches() {
+        let dir = tempfile_dir("git-ssh");
+        let root = dir.join("served");
+        let repo = envtest::GitRepo::create(&root, "charts");
+        repo.write(
+            "charts/web/Chart.yaml",
+            "apiVersion: v2\nname: web\nversion: 1.0.0\n",
+        );
+        let head = repo.commit("first");
+        let client = envtest::SshKey::generate();
+        let server = envtest::SshGitServer::start(&root, &client).await.unwrap();
+        let source = GitSource {
+            url: server.url(&repo.served_name()),
+            path: "charts/web".into(),
+            ..Default::default()
+        };
+        let fetch_with = |identity: String, known_hosts: String| {
+            let (src, work) = (source.clone(), dir.join("work"));
+            let credentials = Credentials {
+                ssh_identity: Some(identity),
+                known_hosts: Some(known_hosts),
+                ..Default::default()
+            };
+            tokio::task::spawn_blocking(move || fetch(&src, &credentials, &loopback(), &work))
+        };
+        // Another host's key: refused in the key exchange, no credential sent.
+        let stranger = envtest::SshKey::generate();
+        let port = source
+            .url
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string();
+        let wrong = format!("[127.0.0.1]:{port} {}\n", stranger.public_openssh());
+        let refused = fetch_with(client.openssh(), wrong)
+            .await
+            .unwrap()
+            .unwrap_err();
+        let SourceError::Git { message, .. } = refused else {
+            panic!("{refused:?}")
+        };
+        assert!(
+            message.contains("not in secretRef's known_hosts"),
+            "{message}"
+        );
+        assert_eq!(server.auth_attempts(), 0, "no credential was offered");
+        // No known_hosts at all: no connection.
+        let (src, work) = (source.clone(), dir.join("work"));
+        let none = Credentials {
+            ssh_identity: Some(client.openssh()),
+            ..Default::default()
+        };
+        let refused = tokio::task::spawn_blocking(move || fetch(&src, &none, &loopback(), &work))
+            .await
+            .unwrap()
+            .unwrap_err();
+        assert!(refused.to_string().contains("no known_hosts"), "{refused}");
+        assert_eq!(server.auth_attempts(), 0);
+        // The server's key, but an identity it does not accept.
+        let refused = fetch_with(stranger.openssh(), server.known_hosts())
+            .await
+            .unwrap();
+        assert!(refused.is_err(), "{refused:?}");
+        assert!(server.auth_attempts() > 0);
+        // Both right: the commit, and the chart read out of it.
+        let checkout = fetch_with(client.openssh(), server.known_hosts())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(checkout.commit, head);
+        let into = dir.join("chart");
+        read_chart(&checkout, "charts/web", &into).unwrap();
+        assert!(into.join("Chart.yaml").is_file());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -17,6 +17,7 @@ pub mod archive;
 pub mod cache;
 pub mod fetch;
 pub mod git;
+pub mod git_ssh;
 pub mod http;
 pub mod index;
 pub mod jobs;
@@ -149,6 +150,10 @@ pub struct Credentials {
     /// `bearerToken` (a Git host's access token): sent instead of basic
     /// auth.
     pub token: Option<String>,
+    /// `identity`: an SSH private key (Git over SSH).
+    pub ssh_identity: Option<String>,
+    /// `known_hosts`: the SSH host keys trusted (Git over SSH).
+    pub known_hosts: Option<String>,
     /// `ca.crt`: trusted besides the system's roots.
     pub ca: Option<Vec<u8>>,
 }

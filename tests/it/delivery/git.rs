@@ -536,3 +536,85 @@ async fn apps_of_one_repository_share_one_fetch_and_install_once() {
     }
     operator.stop().await;
 }
+
+/// Git over SSH: with the server's key in `known_hosts` the chart
+/// installs; with another key the HelmApp is refused before any credential
+/// reaches the server (`SourceUnavailable`, no authentication attempt).
+#[tokio::test]
+async fn ssh_with_the_host_key_installs_and_with_another_is_refused_before_any_credential() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let root = f.cp.dir().join("git-ssh");
+    std::fs::create_dir_all(&root).unwrap();
+    let repo = GitRepo::create(&root, "charts");
+    let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts/tiny");
+    repo.copy_dir(&tiny, "charts/tiny");
+    repo.commit("tiny");
+    let client = envtest::SshKey::generate();
+    let server = envtest::SshGitServer::start(&root, &client).await.unwrap();
+    let stranger = envtest::SshKey::generate();
+    let port = server
+        .url("x")
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let wrong_hosts = format!("[127.0.0.1]:{port} {}\n", stranger.public_openssh());
+    let identity = client.openssh();
+    f.secret(
+        NS,
+        "ssh-wrong",
+        &[
+            ("identity", identity.as_str()),
+            ("known_hosts", wrong_hosts.as_str()),
+        ],
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    let git = |secret: &str| {
+        json!({ "chart": { "git": { "url": server.url(&repo.served_name()), "path": "charts/tiny",
+            "secretRef": { "name": secret } } } })
+    };
+    apply(&f, "impostor", git("ssh-wrong")).await;
+    let app = with_reason(&f, "impostor", "SourceUnavailable").await;
+    let message = app
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(message.contains("known_hosts"), "{message}");
+    assert_eq!(
+        server.auth_attempts(),
+        0,
+        "no credential reached the server"
+    );
+    assert!(revisions(&f, "impostor").await.is_empty());
+
+    let known_hosts = server.known_hosts();
+    f.secret(
+        NS,
+        "ssh-right",
+        &[
+            ("identity", identity.as_str()),
+            ("known_hosts", known_hosts.as_str()),
+        ],
+    )
+    .await;
+    apply(&f, "trusted", git("ssh-right")).await;
+    ready(&f, "trusted", "InstallSucceeded", 1).await;
+    // The private key is nowhere a user reads.
+    let key_line = identity.lines().nth(1).unwrap().to_string();
+    for name in ["impostor", "trusted"] {
+        let status = serde_json::to_string(&get(&f, name).await.unwrap().status).unwrap();
+        assert!(!status.contains(&key_line), "{name}'s status has the key");
+    }
+    let events = f.kubectl(&["get", "events", "-n", NS, "-o", "json"]);
+    assert!(!events.contains(&key_line));
+    operator.stop().await;
+}
