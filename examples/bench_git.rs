@@ -85,7 +85,8 @@ fn mib(pid: u32, field: &str) -> f64 {
 /// Random bytes (xorshift): incompressible, as a repository's binaries
 /// are.
 fn random_file(path: &Path, bytes: usize, seed: u64) {
-    let mut rng = common::Rng(seed | 1);
+    // Odd and distinct per seed: equal files would be one blob to Git.
+    let mut rng = common::Rng(seed * 2 + 1);
     let mut data = Vec::with_capacity(bytes);
     while data.len() < bytes {
         data.extend_from_slice(&rng.next().to_le_bytes());

@@ -239,11 +239,10 @@ pub fn fetch(
         deadline: Instant::now() + limits.fetch_timeout,
         left: Arc::new(AtomicU64::new(MAX_PACK_BYTES)),
     };
-    let http = link;
     let refname = match wanted {
         Wanted::Ref(r) => r,
         Wanted::Commit(c) => c,
-        Wanted::Semver(range) => highest_tag(source, &http, &budget, &range, dir)?,
+        Wanted::Semver(range) => highest_tag(source, &link, &budget, &range, dir)?,
     };
     let base = dir
         .join("git")
@@ -252,7 +251,7 @@ pub fn fetch(
     let known = if refname.len() == 40 {
         Some(refname.clone())
     } else if has_checkouts(&base) {
-        remote_commit(source, &http, &budget, &refname, dir).map_err(failed)?
+        remote_commit(source, &link, &budget, &refname, dir).map_err(failed)?
     } else {
         None
     };
@@ -265,7 +264,7 @@ pub fn fetch(
         });
     }
     let scratch = base.join(format!("fetching-{}", uuid::Uuid::new_v4()));
-    let result = fetch_into(source, &http, &budget, &refname, &scratch);
+    let result = fetch_into(source, &link, &budget, &refname, &scratch);
     let commit = match result {
         Ok(c) => c,
         Err(e) => {
@@ -301,44 +300,26 @@ fn has_checkouts(base: &Path) -> bool {
 /// `None` when it names none — the fetch then says so.
 fn remote_commit(
     source: &GitSource,
-    http: &Link,
+    link: &Link,
     budget: &Budget,
     refname: &str,
     dir: &Path,
 ) -> Result<Option<String>, String> {
-    let scratch = dir
-        .join("git")
-        .join(format!("listing-{}", uuid::Uuid::new_v4()));
-    let listed = (|| {
-        std::fs::create_dir_all(&scratch).map_err(|e| e.to_string())?;
-        let repo = gix::init_bare(&scratch).map_err(|e| e.to_string())?;
-        let spec = format!("+{refname}:refs/listed");
-        let remote = repo
-            .remote_at(source.url.as_str())
-            .map_err(|e| e.to_string())?
-            .with_refspecs(Some(spec.as_str()), gix::remote::Direction::Fetch)
-            .map_err(|e| e.to_string())?;
-        let transport = transport(source, http, budget)?;
-        let (map, _) = remote
-            .to_connection_with_transport(transport)
-            .ref_map(gix::progress::Discard, Default::default())
-            .map_err(|e| said(e, budget))?;
-        Ok::<_, String>(
-            map.mappings
-                .first()
-                .and_then(|m| m.remote.peeled_id())
-                .map(|id| id.to_string()),
-        )
-    })();
-    let _ = std::fs::remove_dir_all(&scratch);
-    listed
+    let listed = list_refs(
+        source,
+        link,
+        budget,
+        &format!("+{refname}:refs/listed"),
+        dir,
+    )?;
+    Ok(listed.into_iter().find_map(|(_, commit)| commit))
 }
 
 /// One shallow fetch of `refname` (a full ref name or a commit id) into a
 /// new bare repository at `at`; the commit it names.
 fn fetch_into(
     source: &GitSource,
-    http: &Link,
+    link: &Link,
     budget: &Budget,
     refname: &str,
     at: &Path,
@@ -355,7 +336,7 @@ fn fetch_into(
         .map_err(|e| e.to_string())?
         .with_refspecs(Some(spec.as_str()), gix::remote::Direction::Fetch)
         .map_err(|e| e.to_string())?;
-    let transport = transport(source, http, budget)?;
+    let transport = transport(source, link, budget)?;
     let depth = std::num::NonZeroU32::new(1).expect("1 is not 0");
     let interrupt = AtomicBool::new(false);
     let outcome = remote
@@ -384,10 +365,11 @@ fn fetch_into(
 }
 
 /// The highest tag matching `range` (tags that are not versions are
+/// The highest tag matching `range` (tags that are not versions are
 /// passed over).
 fn highest_tag(
     source: &GitSource,
-    http: &Link,
+    link: &Link,
     budget: &Budget,
     range: &str,
     dir: &Path,
@@ -396,6 +378,25 @@ fn highest_tag(
         url: without_credentials(&source.url),
         message,
     };
+    let listed =
+        list_refs(source, link, budget, "+refs/tags/*:refs/tags/*", dir).map_err(failed)?;
+    let tags: Vec<String> = listed
+        .into_iter()
+        .filter_map(|(name, _)| name.strip_prefix("refs/tags/").map(String::from))
+        .collect();
+    let tag = super::choose_version(&tags, "the repository's tags", range).map_err(failed)?;
+    Ok(format!("refs/tags/{tag}"))
+}
+
+/// The remote's refs that `refspec` matches, with the commit each names
+/// (peeled): a ref listing, no pack.
+fn list_refs(
+    source: &GitSource,
+    link: &Link,
+    budget: &Budget,
+    refspec: &str,
+    dir: &Path,
+) -> Result<Vec<(String, Option<String>)>, String> {
     let scratch = dir
         .join("git")
         .join(format!("listing-{}", uuid::Uuid::new_v4()));
@@ -405,28 +406,24 @@ fn highest_tag(
         let remote = repo
             .remote_at(source.url.as_str())
             .map_err(|e| e.to_string())?
-            .with_refspecs(
-                Some("+refs/tags/*:refs/tags/*"),
-                gix::remote::Direction::Fetch,
-            )
+            .with_refspecs(Some(refspec), gix::remote::Direction::Fetch)
             .map_err(|e| e.to_string())?;
-        let transport = transport(source, http, budget)?;
+        let transport = transport(source, link, budget)?;
         let (map, _) = remote
             .to_connection_with_transport(transport)
             .ref_map(gix::progress::Discard, Default::default())
             .map_err(|e| said(e, budget))?;
-        Ok::<Vec<String>, String>(
-            map.mappings
-                .iter()
-                .filter_map(|m| m.remote.as_name())
-                .filter_map(|n| n.to_string().strip_prefix("refs/tags/").map(String::from))
-                .collect(),
-        )
+        Ok(map
+            .mappings
+            .iter()
+            .filter_map(|m| {
+                let name = m.remote.as_name()?.to_string();
+                Some((name, m.remote.peeled_id().map(|id| id.to_string())))
+            })
+            .collect())
     })();
     let _ = std::fs::remove_dir_all(&scratch);
-    let tags = listed.map_err(failed)?;
-    let tag = super::choose_version(&tags, "the repository's tags", range).map_err(failed)?;
-    Ok(format!("refs/tags/{tag}"))
+    listed
 }
 
 /// How a repository is reached: HTTPS through [`GitHttp`], or SSH

@@ -30,6 +30,13 @@ fn runs_of(log: &std::path::Path, name: &str) -> usize {
         .count()
 }
 
+/// The message of `app`'s `Ready` condition.
+fn ready_message(app: HelmApp) -> String {
+    let status = app.status.expect("a status");
+    let ready = status.conditions.into_iter().find(|c| c.type_ == "Ready");
+    ready.expect("a Ready condition").message
+}
+
 /// Waits until `name`'s status says it resolved `commit`.
 async fn resolved(f: &Fixture, name: &str, commit: &str) -> HelmApp {
     envtest::eventually(&format!("{name} resolves {commit}"), 60, || async {
@@ -335,25 +342,14 @@ async fn sops_values_decrypt_with_the_key_and_a_wrong_key_or_tampering_is_refuse
         "valuesFrom decrypted"
     );
 
-    let refused = |app: HelmApp| {
-        let c = app
-            .status
-            .unwrap()
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "Ready")
-            .unwrap();
-        (c.reason, c.message)
-    };
-    let (reason, message) = refused(with_reason(&f, "wrongkey", "DecryptionFailed").await);
-    assert_eq!(reason, "DecryptionFailed");
+    let message = ready_message(with_reason(&f, "wrongkey", "DecryptionFailed").await);
     assert!(
         message.contains(&key.recipient),
         "names the recipients: {message}"
     );
-    let (_, message) = refused(with_reason(&f, "tampered", "DecryptionFailed").await);
+    let message = ready_message(with_reason(&f, "tampered", "DecryptionFailed").await);
     assert!(message.contains("MAC"), "{message}");
-    let (_, message) = refused(with_reason(&f, "nokeys", "DecryptionFailed").await);
+    let message = ready_message(with_reason(&f, "nokeys", "DecryptionFailed").await);
     assert!(message.contains("spec.decryption"), "{message}");
     for name in ["wrongkey", "tampered", "nokeys"] {
         assert!(revisions(&f, name).await.is_empty(), "{name}: no release");
@@ -480,19 +476,9 @@ async fn an_endless_pack_and_a_symlink_out_are_refused_and_stop_no_one_else() {
     apply(&f, "linked", git(&server, &evil)).await;
     apply(&f, "honest", git(&server, &repo)).await;
     ready(&f, "honest", "InstallSucceeded", 1).await;
-    let message = |app: HelmApp| {
-        let c = app
-            .status
-            .unwrap()
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "Ready")
-            .unwrap();
-        c.message
-    };
-    let linked = message(with_reason(&f, "linked", "SourceUnavailable").await);
+    let linked = ready_message(with_reason(&f, "linked", "SourceUnavailable").await);
     assert!(linked.contains("leaving the repository"), "{linked}");
-    let bottomless = message(with_reason(&f, "endless", "SourceUnavailable").await);
+    let bottomless = ready_message(with_reason(&f, "endless", "SourceUnavailable").await);
     assert!(bottomless.contains("--chart-fetch-timeout"), "{bottomless}");
     for name in ["endless", "linked"] {
         assert!(revisions(&f, name).await.is_empty(), "{name}: no release");
@@ -579,15 +565,7 @@ async fn ssh_with_the_host_key_installs_and_with_another_is_refused_before_any_c
             "secretRef": { "name": secret } } } })
     };
     apply(&f, "impostor", git("ssh-wrong")).await;
-    let app = with_reason(&f, "impostor", "SourceUnavailable").await;
-    let message = app
-        .status
-        .unwrap()
-        .conditions
-        .into_iter()
-        .find(|c| c.type_ == "Ready")
-        .unwrap()
-        .message;
+    let message = ready_message(with_reason(&f, "impostor", "SourceUnavailable").await);
     assert!(message.contains("known_hosts"), "{message}");
     assert_eq!(
         server.auth_attempts(),

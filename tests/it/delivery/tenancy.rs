@@ -517,6 +517,43 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
         }
     }
 
+    // And for Git credentials, and the age keys values are decrypted with.
+    for (spec, secret) in [
+        (
+            json!({ "chart": { "git": { "url": "https://git.example/c.git",
+                "secretRef": { "name": "git-auth" } } } }),
+            "git-auth",
+        ),
+        (
+            json!({ "chart": { "path": "tiny" }, "valuesFiles": ["v.yaml"],
+                "valuesSource": { "git": { "url": "https://git.example/v.git",
+                "secretRef": { "name": "values-auth" } } } }),
+            "values-auth",
+        ),
+        (
+            json!({ "chart": { "path": "tiny" },
+                "decryption": { "provider": "sops", "secretRef": { "name": "sops-age" } } }),
+            "sops-age",
+        ),
+    ] {
+        let app: HelmApp = serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "sourced", "namespace": TENANT }, "spec": spec
+        }))
+        .unwrap();
+        match as_alice.create(&PostParams::default(), &app).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 403);
+                assert!(
+                    s.message.contains(&format!("secrets/{secret}")),
+                    "{}",
+                    s.message
+                );
+            }
+            other => panic!("a reference to unreadable Secret {secret}: {other:?}"),
+        }
+    }
+
     // Given get on db, alice may.
     author_role(
         &f,
