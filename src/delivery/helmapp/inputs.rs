@@ -232,10 +232,10 @@ impl Context {
         let (paths, ignore) = (spec.values_files.clone(), spec.ignore_missing_values_files);
         let url = source::http::without_credentials(&git.url);
         tokio::task::spawn_blocking(move || {
+            let contents = source::git::read_files(&checkout, &paths)
+                .map_err(|e| format!("valuesFiles {e}"))?;
             let mut files = Vec::new();
-            for path in paths {
-                let content = source::git::read_file(&checkout, &path)
-                    .map_err(|e| format!("valuesFiles {path}: {e}"))?;
+            for (path, content) in paths.into_iter().zip(contents) {
                 if content.is_none() && !ignore {
                     return Err(format!(
                         "valuesFiles {path}: not in {url} at {} (set ignoreMissingValuesFiles: true if it may be absent)",

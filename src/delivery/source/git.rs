@@ -811,12 +811,12 @@ impl githttp::Http for GitHttp {
 /// bounds of the module docs applied.
 pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String, String> {
     let repo = gix::open(&checkout.repo).map_err(|e| format!("the fetched repository: {e}"))?;
-    let tree = commit_tree(&repo, &checkout.commit)?;
+    let root = tree_of(&repo, &checkout.commit)?;
     let path = clean(path)?;
     let entry_tree = if path.is_empty() {
-        tree
+        root.clone()
     } else {
-        let entry = tree
+        let entry = root
             .lookup_entry_by_path(&path)
             .map_err(|e| e.to_string())?
             .ok_or_else(|| format!("the repository has no {path} at {}", short(checkout)))?;
@@ -831,7 +831,7 @@ pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut walk = Walk {
         repo: &repo,
-        root: &tree_of(&repo, &checkout.commit)?,
+        root: &root,
         files: &mut files,
         bytes: 0,
     };
@@ -851,22 +851,29 @@ pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String
     Ok(hex(&hasher.finalize()))
 }
 
-/// The content of the file at `path` of `checkout` (`None`: not there), at
-/// most [`MAX_VALUES_FILE`] bytes.
-pub fn read_file(checkout: &Checkout, path: &str) -> Result<Option<Vec<u8>>, String> {
+/// The content of the file at each of `paths` of `checkout` (`None`: not
+/// there), each at most [`MAX_VALUES_FILE`] bytes; the repository opened
+/// once for all.
+pub fn read_files(checkout: &Checkout, paths: &[String]) -> Result<Vec<Option<Vec<u8>>>, String> {
     let repo = gix::open(&checkout.repo).map_err(|e| format!("the fetched repository: {e}"))?;
-    let tree = commit_tree(&repo, &checkout.commit)?;
+    let root = tree_of(&repo, &checkout.commit)?;
+    paths.iter().map(|p| file_in(&root, p)).collect()
+}
+
+/// The blob at `path` of `root` (`None`: not there); the error names the
+/// path.
+fn file_in(root: &gix::Tree<'_>, path: &str) -> Result<Option<Vec<u8>>, String> {
     let path = clean(path)?;
-    let Some(entry) = tree
+    let Some(entry) = root
         .lookup_entry_by_path(&path)
-        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{path}: {e}"))?
     else {
         return Ok(None);
     };
     if entry.mode().is_link() {
         return Err(format!("{path} is a symlink: values files must be files"));
     }
-    let object = entry.object().map_err(|e| e.to_string())?;
+    let object = entry.object().map_err(|e| format!("{path}: {e}"))?;
     if object.kind != gix::object::Kind::Blob {
         return Err(format!("{path} is not a file"));
     }
@@ -878,10 +885,6 @@ pub fn read_file(checkout: &Checkout, path: &str) -> Result<Option<Vec<u8>>, Str
 
 fn short(checkout: &Checkout) -> &str {
     &checkout.commit[..checkout.commit.len().min(12)]
-}
-
-fn commit_tree<'r>(repo: &'r gix::Repository, commit: &str) -> Result<gix::Tree<'r>, String> {
-    tree_of(repo, commit)
 }
 
 fn tree_of<'r>(repo: &'r gix::Repository, commit: &str) -> Result<gix::Tree<'r>, String> {
@@ -1122,10 +1125,12 @@ mod tests {
         );
         assert_ne!(read_chart(&main, "charts/web", &into).unwrap(), digest);
         assert_eq!(
-            read_file(&main, "README.md").unwrap().unwrap(),
+            read_files(&main, &["README.md".into()]).unwrap()[0]
+                .clone()
+                .unwrap(),
             b"elsewhere\n"
         );
-        assert_eq!(read_file(&main, "missing.yaml").unwrap(), None);
+        assert_eq!(read_files(&main, &["missing.yaml".into()]).unwrap(), [None]);
         let missing = fetch_at(GitRef {
             branch: "nope".into(),
             ..Default::default()
