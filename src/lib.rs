@@ -17,3 +17,4 @@ pub mod duration;
 pub mod inventory;
 pub mod plugin;
 pub mod tls;
+pub mod ui;

@@ -29,6 +29,9 @@ fn main() -> ExitCode {
     runtime::memory::limit_arenas();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    if let Some(Cmd::Ui(args)) = &cli.command {
+        return hossted_operator::ui::main(args);
+    }
     if let Some(Cmd::PostRender { config }) = &cli.command {
         // Run by helm inside one of its runs: no runtime, no client.
         return delivery::helm::post_render::run_subcommand(config);
@@ -62,7 +65,7 @@ fn main() -> ExitCode {
         })),
         Some(Cmd::Run(args)) => runtime.block_on(run(*args)),
         // Done above, before any runtime was made.
-        Some(Cmd::PostRender { .. }) => ExitCode::SUCCESS,
+        Some(Cmd::PostRender { .. } | Cmd::Ui(_)) => ExitCode::SUCCESS,
         None => runtime.block_on(run(cli.run)),
     }
 }

@@ -71,6 +71,8 @@ pub enum Cmd {
         /// YAML files (`-` or none: stdin).
         files: Vec<std::path::PathBuf>,
     },
+    /// `kubectl hossted ui`: a web view with your kubeconfig's rights, on 127.0.0.1 (docs/ui.md).
+    Ui(crate::ui::UiArgs),
     /// Write the API reference (one Markdown file per CRD, from its OpenAPI
     /// schema) into `--out` (`docs/reference`).
     Docs {

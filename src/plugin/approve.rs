@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{HelmApp, PendingChange};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
@@ -38,19 +38,22 @@ pub async fn run(client: kube::Client, a: &ApproveArgs) -> Result<(), String> {
     let ns = namespace_of(&client, a.namespace.as_ref());
     let api: Api<HelmApp> = Api::namespaced(client, &ns);
     let what = format!("HelmApp {ns}/{}", a.name);
-    let app = api.get(&a.name).await.map_err(|e| format!("{what}: {e}"))?;
-    let Some(p) = app.status.as_ref().and_then(|s| s.pending_change.clone()) else {
-        return Err(format!(
-            "{what}: nothing waits for approval (spec.approval must be manual, and a change computed: kubectl describe happ -n {ns} {})",
-            a.name
-        ));
+    let p = match approve(&api, &a.name, a.hash.as_deref()).await {
+        Ok(p) => p,
+        Err(Refused::NothingPending) => {
+            return Err(format!(
+                "{what}: nothing waits for approval (spec.approval must be manual, and a change computed: kubectl describe happ -n {ns} {})",
+                a.name
+            ));
+        }
+        Err(Refused::Replaced { pending, asked }) => {
+            return Err(format!(
+                "{what}: the pending change is configuration {pending}, not {asked}: look at it again (kubectl hossted diff -n {ns} {})",
+                a.name
+            ));
+        }
+        Err(Refused::Api(e)) => return Err(format!("{what}: {e}")),
     };
-    if let Some(asked) = a.hash.as_ref().filter(|h| **h != p.config_hash) {
-        return Err(format!(
-            "{what}: the pending change is configuration {}, not {asked}: look at it again (kubectl hossted diff -n {ns} {})",
-            p.config_hash, a.name
-        ));
-    }
     let o = &p.objects;
     println!(
         "{what}: chart version {}, configuration {}: {} added, {} changed, {} removed, {} lines of diff",
@@ -61,15 +64,48 @@ pub async fn run(client: kube::Client, a: &ApproveArgs) -> Result<(), String> {
         o.removed.len(),
         p.diff_lines
     );
-    let patch = json!({ "metadata": { "annotations": { APPROVE: p.config_hash } } });
-    api.patch(&a.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| format!("{what}: {e}"))?;
     println!("{what} annotated {APPROVE}={}", p.config_hash);
     if a.wait {
         wait_for_run(&api, &a.name, &what, &p.config_hash, a.timeout).await?;
     }
     Ok(())
+}
+
+/// Why a change was not approved.
+#[derive(Debug)]
+pub enum Refused {
+    /// No `status.pendingChange`.
+    NothingPending,
+    /// The change waiting is not the one looked at.
+    Replaced { pending: String, asked: String },
+    /// The apiserver refused the read or the write (RBAC: 403).
+    Api(kube::Error),
+}
+
+/// Sets `hossted.com/approve` to the pending change's hash — only if it
+/// is `asked` when given, so a change replaced since it was looked at is
+/// not approved unseen — with the rights of `api`'s client. The change
+/// approved.
+pub async fn approve(
+    api: &Api<HelmApp>,
+    name: &str,
+    asked: Option<&str>,
+) -> Result<PendingChange, Refused> {
+    let app = api.get(name).await.map_err(Refused::Api)?;
+    let Some(p) = app.status.and_then(|s| s.pending_change) else {
+        return Err(Refused::NothingPending);
+    };
+    if let Some(asked) = asked.filter(|h| *h != p.config_hash) {
+        return Err(Refused::Replaced {
+            pending: p.config_hash,
+            asked: asked.to_string(),
+        });
+    }
+    let patch = json!({ "metadata": { "annotations": { APPROVE: p.config_hash } } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(Refused::Api)?;
+    Ok(p)
 }
 
 /// Until the status says the approved configuration ran.

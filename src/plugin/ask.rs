@@ -42,9 +42,7 @@ impl Ask {
 pub async fn run(client: kube::Client, t: &Target, ask: Ask) -> Result<(), String> {
     let ns = namespace_of(&client, t.namespace.as_ref());
     let api: Api<HelmApp> = Api::namespaced(client, &ns);
-    let value = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
-    let patch = json!({ "metadata": { "annotations": { ask.annotation(): value } } });
-    api.patch(&t.name, &PatchParams::default(), &Patch::Merge(&patch))
+    let value = ask_now(&api, &t.name, ask)
         .await
         .map_err(|e| format!("HelmApp {ns}/{}: {e}", t.name))?;
     println!(
@@ -91,6 +89,16 @@ pub async fn run(client: kube::Client, t: &Target, ask: Ask) -> Result<(), Strin
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
+}
+
+/// Sets `ask`'s annotation to a fresh value (now, to the nanosecond) with
+/// the rights of `api`'s client; the value set.
+pub async fn ask_now(api: &Api<HelmApp>, name: &str, ask: Ask) -> Result<String, kube::Error> {
+    let value = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Nanos, true);
+    let patch = json!({ "metadata": { "annotations": { ask.annotation(): value } } });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    Ok(value)
 }
 
 /// `Ready`'s status, reason and message (`Unknown`, `-`, `` when absent).

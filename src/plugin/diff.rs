@@ -42,22 +42,33 @@ pub async fn run(client: kube::Client, a: &DiffArgs) -> Result<bool, String> {
         .get(&a.name)
         .await
         .map_err(|e| format!("HelmApp {ns}/{}: {e}", a.name))?;
-    let target = Target::of(&app);
+    let text = masked_diff(&client, &app, &a.helm_binary).await?;
+    print!("{text}");
+    Ok(!text.is_empty())
+}
+
+/// The unified diff of the live release against the next one, Secret
+/// values and `valuesFrom` Secret values masked (empty: no difference).
+/// Also what `kubectl hossted ui` shows for a pending change.
+pub async fn masked_diff(
+    client: &kube::Client,
+    app: &HelmApp,
+    helm_binary: &Path,
+) -> Result<String, String> {
+    let target = Target::of(app);
     let work = tempdir()?;
-    let chart = chart_of(&client, &app, &work.0).await?;
-    let (values, from_secrets) = inputs::merged_values_and_secrets(&client, &app, &[]).await?;
+    let chart = chart_of(client, app, &work.0).await?;
+    let (values, from_secrets) = inputs::merged_values_and_secrets(client, app, &[]).await?;
     let helm = Helm {
-        binary: &a.helm_binary,
+        binary: helm_binary,
         target: &target,
     };
     let live = helm.live_manifest()?;
-    let next = helm.render(&chart, &values, &app, &work.0)?;
+    let next = helm.render(&chart, &values, app, &work.0)?;
     // A valuesFrom Secret's value a chart renders into another kind (a
     // ConfigMap, an argument) is masked like a Secret's own data.
     let text = manifest_diff::diff(&live, &next, &target.key()).text;
-    let text = crate::delivery::helm::values::Redactor::of_strings(from_secrets).redact(&text);
-    print!("{text}");
-    Ok(!text.is_empty())
+    Ok(crate::delivery::helm::values::Redactor::of_strings(from_secrets).redact(&text))
 }
 
 /// The chart, fetched into `work` as the operator fetches it.

@@ -15,10 +15,11 @@
 //! - `verify -n NS NAME`: what of the chart was verified, against what,
 //!   and when; exit status 1 when it is not (`verify.rs`).
 //! - `convert [FILE…]`: Flux HelmReleases as HelmApps (`crate::convert`).
+//! - `ui [--port P] [--no-open]`: the web view (`crate::ui`).
 
-mod approve;
-mod ask;
-mod diff;
+pub(crate) mod approve;
+pub(crate) mod ask;
+pub(crate) mod diff;
 mod get;
 mod verify;
 
@@ -58,6 +59,8 @@ pub enum PluginCmd {
     Approve(approve::ApproveArgs),
     /// What of the chart was verified (chart.verify), against what and when; exit 1 when it is not verified.
     Verify(verify::VerifyArgs),
+    /// A web view with your own rights: served on 127.0.0.1, opened in your browser (docs/ui.md).
+    Ui(crate::ui::UiArgs),
     /// Flux HelmReleases (and their sources) from files or stdin, as HelmApps on stdout; what does not convert on stderr. No cluster needed.
     Convert {
         /// YAML files (`-` or none: stdin).
@@ -98,6 +101,9 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     if let PluginCmd::Convert { files } = &cli.command {
         return crate::convert::main(files);
     }
+    if let PluginCmd::Ui(args) = &cli.command {
+        return crate::ui::main(args);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -128,7 +134,8 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
             PluginCmd::Diff(d) => diff::run(client, &d).await,
             PluginCmd::Approve(a) => approve::run(client, &a).await.map(|()| false),
             PluginCmd::Verify(v) => verify::run(client, &v).await.map(|verified| !verified),
-            PluginCmd::Convert { .. } => Ok(false), // handled above, without a cluster
+            // Handled above: without a cluster, or on a runtime of its own.
+            PluginCmd::Convert { .. } | PluginCmd::Ui(_) => Ok(false),
         }
     });
     match result {

@@ -21,3 +21,4 @@ mod rbac;
 mod reporting;
 mod restart;
 mod support;
+mod ui;

@@ -37,6 +37,7 @@ mod util;
 use util::*;
 
 pub use error::Error;
+pub mod browser;
 mod chart_repo;
 mod controller_manager;
 mod git_server;

@@ -18,7 +18,7 @@ mod dependency;
 mod drift;
 pub mod inputs;
 mod kept;
-mod kstatus;
+pub(crate) mod kstatus;
 pub mod observation;
 pub mod observe;
 pub mod plan;

@@ -58,6 +58,7 @@ pub fn push_history(
             result: result.into(),
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             release_digest: String::new(),
+            duration: String::new(),
         },
     );
     status.history.truncate(HISTORY);

@@ -197,6 +197,10 @@ pub struct HistoryEntry {
     /// again (reason `StorageTampered` when it differs).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub release_digest: String,
+    /// How long helm ran for an install, upgrade or repair (`12.3s`;
+    /// empty: not measured).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub duration: String,
 }
 
 /// The source revision a release was made from.

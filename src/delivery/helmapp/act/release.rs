@@ -72,6 +72,7 @@ pub async fn run(
         let message = o.redactor.redact(&message);
         return Ok(failed(ctx, app, o, Reason::CRDsFailed, &message));
     }
+    let started = std::time::Instant::now();
     let Some(result) = ctx.helm.upgrade(&upgrade).await else {
         let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
         return Ok(Outcome::Finished(action));
@@ -83,7 +84,11 @@ pub async fn run(
         // Not a failure of the release: nothing counted, recorded or said.
         return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
     }
-    Ok(ended(ctx, app, o, kind, (&hash, &chart.version), result))
+    let outcome = ended(ctx, app, o, kind, (&hash, &chart.version), result);
+    if let Some(entry) = o.status.history.first_mut() {
+        entry.duration = format!("{:.1}s", started.elapsed().as_secs_f64());
+    }
+    Ok(outcome)
 }
 
 /// Whether `hossted.com/force-at` asks for `--force` now; acted on at

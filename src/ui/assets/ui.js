@@ -1,0 +1,45 @@
+// kubectl hossted ui: live updates. The server sends a generation number
+// on /events whenever a watched HelmApp or HelmAppSet changes; the page
+// then fetches its own <main> again and swaps it in — no reload, focus and
+// the filter form kept. One fetch at a time; changes during a fetch make
+// one more.
+(function () {
+  "use strict";
+  var main = document.getElementById("main");
+  var live = document.getElementById("live");
+  if (!main || !window.EventSource) return;
+  var busy = false, again = false;
+
+  function say(state, text) {
+    live.dataset.live = state;
+    live.textContent = text;
+  }
+
+  async function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    try {
+      do {
+        again = false;
+        var r = await fetch(location.pathname + location.search, {
+          headers: { "X-Fragment": "1" }, credentials: "same-origin", cache: "no-store"
+        });
+        if (!r.ok) { say("error", "update failed: HTTP " + r.status); break; }
+        var html = await r.text();
+        main.innerHTML = html;
+        main.dataset.generation = r.headers.get("X-Generation") || main.dataset.generation;
+        document.dispatchEvent(new CustomEvent("hossted:updated"));
+      } while (again);
+    } catch (e) {
+      say("error", "update failed");
+    }
+    busy = false;
+  }
+
+  var es = new EventSource("/events");
+  es.addEventListener("open", function () { say("live", "live"); });
+  es.addEventListener("error", function () { say("reconnecting", "reconnecting…"); });
+  es.addEventListener("message", function (e) {
+    if (e.data !== main.dataset.generation) refresh();
+  });
+})();

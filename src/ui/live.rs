@@ -1,0 +1,166 @@
+//! What the pages show, kept current by watches with the user's own
+//! client: informers (pkg/cache) of HelmApps and HelmAppSets in the
+//! namespaces the user may list, and a generation number that moves with
+//! every change — what the `/events` stream tells browsers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+use apis::helmappset::HelmAppSet;
+use cache::{Event, HandlerFn, InformerOptions, SharedInformer, SharedInformerFactory};
+use kube::Api;
+use kube::api::ListParams;
+use tokio::sync::watch;
+
+/// Where the UI looks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// The user may list HelmApps in every namespace.
+    All,
+    /// Only these (asked with `-n`, or the kubeconfig context's when a
+    /// cluster-wide list is forbidden).
+    Namespaces(Vec<String>),
+}
+
+/// The informers and the change counter.
+pub struct Live {
+    pub scope: Scope,
+    apps: Vec<Arc<SharedInformer<HelmApp>>>,
+    /// Empty when the user may not list HelmAppSets (or the CRD is absent).
+    sets: Vec<Arc<SharedInformer<HelmAppSet>>>,
+    /// Invariant: moves (by one) after each stored change of any informer
+    /// here; never moves back.
+    generation: watch::Sender<u64>,
+    _factory: SharedInformerFactory,
+}
+
+/// Whether a LIST of `api` (one item) is allowed: `Ok(false)` on 403 or
+/// 404, the apiserver's other errors as they are.
+async fn may_list<K>(api: &Api<K>) -> Result<bool, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list_metadata(&ListParams::default().limit(1)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+fn strip_app(mut a: HelmApp) -> HelmApp {
+    cache::strip_bookkeeping(&mut a.metadata);
+    a
+}
+
+fn strip_set(mut s: HelmAppSet) -> HelmAppSet {
+    cache::strip_bookkeeping(&mut s.metadata);
+    s
+}
+
+impl Live {
+    /// Decides the scope, starts the informers and waits (up to 60 s) for
+    /// their first LIST.
+    pub async fn start(client: kube::Client, asked: &[String]) -> Result<Arc<Live>, String> {
+        let scope = if !asked.is_empty() {
+            Scope::Namespaces(asked.to_vec())
+        } else if may_list(&Api::<HelmApp>::all(client.clone()))
+            .await
+            .map_err(|e| format!("cannot list HelmApps: {e}"))?
+        {
+            Scope::All
+        } else {
+            Scope::Namespaces(vec![client.default_namespace().to_string()])
+        };
+        let factory = SharedInformerFactory::new(client.clone(), None);
+        let (generation, _) = watch::channel(0u64);
+        let app_opts = || InformerOptions::default().transform("ui-strip", strip_app);
+        let set_opts = || InformerOptions::default().transform("ui-strip", strip_set);
+        let (mut apps, mut sets) = (Vec::new(), Vec::new());
+        match &scope {
+            Scope::All => {
+                apps.push(factory.informer::<HelmApp>(app_opts()));
+                if may_list(&Api::<HelmAppSet>::all(client.clone()))
+                    .await
+                    .unwrap_or(false)
+                {
+                    sets.push(factory.informer::<HelmAppSet>(set_opts()));
+                }
+            }
+            Scope::Namespaces(namespaces) => {
+                for ns in namespaces {
+                    if !may_list(&Api::<HelmApp>::namespaced(client.clone(), ns))
+                        .await
+                        .map_err(|e| format!("cannot list HelmApps in {ns}: {e}"))?
+                    {
+                        return Err(format!(
+                            "you may not list HelmApps in namespace {ns} (kubectl auth can-i list helmapps -n {ns})"
+                        ));
+                    }
+                    apps.push(factory.namespaced_informer::<HelmApp>(ns, app_opts()));
+                    if may_list(&Api::<HelmAppSet>::namespaced(client.clone(), ns))
+                        .await
+                        .unwrap_or(false)
+                    {
+                        sets.push(factory.namespaced_informer::<HelmAppSet>(ns, set_opts()));
+                    }
+                }
+            }
+        }
+        for informer in &apps {
+            let tx = generation.clone();
+            informer.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| {
+                if e.changed().is_some() {
+                    tx.send_modify(|g| *g += 1);
+                }
+            }));
+        }
+        for informer in &sets {
+            let tx = generation.clone();
+            informer.add_event_handler(HandlerFn(move |e: &Event<HelmAppSet>| {
+                if e.changed().is_some() {
+                    tx.send_modify(|g| *g += 1);
+                }
+            }));
+        }
+        factory.start().map_err(|e| e.to_string())?;
+        if !factory.wait_for_cache_sync(Duration::from_secs(60)).await {
+            return Err("the HelmApp watches did not sync within 60 s".into());
+        }
+        Ok(Arc::new(Live {
+            scope,
+            apps,
+            sets,
+            generation,
+            _factory: factory,
+        }))
+    }
+
+    pub fn apps(&self) -> Vec<Arc<HelmApp>> {
+        self.apps.iter().flat_map(|i| i.store().list()).collect()
+    }
+
+    pub fn sets(&self) -> Vec<Arc<HelmAppSet>> {
+        self.sets.iter().flat_map(|i| i.store().list()).collect()
+    }
+
+    pub fn app(&self, namespace: &str, name: &str) -> Option<Arc<HelmApp>> {
+        let key = format!("{namespace}/{name}");
+        self.apps.iter().find_map(|i| i.store().get(&key))
+    }
+
+    pub fn set(&self, namespace: &str, name: &str) -> Option<Arc<HelmAppSet>> {
+        let key = format!("{namespace}/{name}");
+        self.sets.iter().find_map(|i| i.store().get(&key))
+    }
+
+    /// The current generation (see [`Live::subscribe`]).
+    pub fn generation(&self) -> u64 {
+        *self.generation.borrow()
+    }
+
+    /// A receiver woken on every change.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+}
