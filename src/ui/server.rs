@@ -86,7 +86,9 @@ fn respond(status: StatusCode, content_type: &str, body: Body) -> Response<Body>
     };
     set(h, header::CONTENT_TYPE, content_type);
     set(h, header::CACHE_CONTROL, "no-store");
-    set(h, header::REFERRER_POLICY, "no-referrer");
+    // same-origin, not no-referrer: with no-referrer a browser sends
+    // `Origin: null` on form posts, which the origin check refuses.
+    set(h, header::REFERRER_POLICY, "same-origin");
     set(h, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set(
         h,

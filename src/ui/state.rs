@@ -113,8 +113,29 @@ pub fn urgency(app: &HelmApp) -> usize {
 /// A newer version than the one installed, when the source offers one.
 pub fn update_of(app: &HelmApp) -> Option<&str> {
     let s = app.status.as_ref()?;
-    (!s.latest_available.is_empty() && s.latest_available != s.chart_version)
+    (!s.latest_available.is_empty()
+        && !s.chart_version.is_empty()
+        && s.latest_available != s.chart_version)
         .then_some(s.latest_available.as_str())
+}
+
+/// What the chart is called on a page: its name, else the last part of
+/// its OCI reference, Git path or local path.
+pub fn chart_label(app: &HelmApp) -> &str {
+    let c = &app.spec.chart;
+    fn last(s: &str) -> Option<&str> {
+        s.trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|p| !p.is_empty())
+    }
+    if !c.name.is_empty() {
+        return &c.name;
+    }
+    last(&c.oci)
+        .or_else(|| c.git.as_ref().and_then(|g| last(&g.path)))
+        .or_else(|| last(&c.path))
+        .unwrap_or("-")
 }
 
 #[cfg(test)]

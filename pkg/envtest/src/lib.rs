@@ -38,6 +38,7 @@ use util::*;
 
 pub use error::Error;
 pub mod browser;
+pub use fantoccini;
 mod chart_repo;
 mod controller_manager;
 mod git_server;

@@ -29,7 +29,7 @@ pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: chrono::DateTime<chrono
     html! {
         h1 { "HelmApp " (ns) "/" (name) " " (badge(state)) }
         p.summary {
-            "Chart " strong { (app.spec.chart.name) } " " (status.chart_version)
+            "Chart " strong { (crate::ui::state::chart_label(app)) } " " (status.chart_version)
             " · revision " (status.revision)
             " · release " code { (status.target_namespace) "/" (status.release_name) }
             @if let Some(v) = update_of(app) { " · " span data-update=(v) { "update available: " strong { (v) } } }

@@ -32,9 +32,14 @@ impl Filter {
         }
         let needle = self.text.to_lowercase();
         let (_, reason, _) = ready(app);
-        [ns.as_str(), &app.name_any(), &app.spec.chart.name, reason]
-            .iter()
-            .any(|h| h.to_lowercase().contains(&needle))
+        [
+            ns.as_str(),
+            &app.name_any(),
+            crate::ui::state::chart_label(app),
+            reason,
+        ]
+        .iter()
+        .any(|h| h.to_lowercase().contains(&needle))
     }
 }
 
@@ -181,7 +186,7 @@ fn row(app: &HelmApp, _now: chrono::DateTime<chrono::Utc>) -> Markup {
             td { a href=(app_href(&ns, &name)) { (name) } }
             td { code { (reason) } }
             td.message title=(message) { (truncate(message, 160)) }
-            td { (app.spec.chart.name) @if !version.is_empty() { "@" (version) } }
+            td { (crate::ui::state::chart_label(app)) @if !version.is_empty() { "@" (version) } }
             td { (status.map_or(0, |s| s.revision)) }
         }
     }

@@ -1,1 +1,205 @@
-//! The pages in a real browser.
+//! The pages in a real headless Chromium (Debian's `chromium`, driven by
+//! chromedriver): the overview with a failing, a pending and a ready app;
+//! each page shot; Approve clicked until the app is Ready; an edit by
+//! kubectl shown without a reload.
+//!
+//! Screenshots go to `$HOSSTED_UI_SCREENSHOTS` (hack/ui-screenshots.sh
+//! points it at docs/images) or else `target/ui-screenshots`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use envtest::browser::Browser;
+use envtest::fantoccini::{self, Locator};
+use serde_json::json;
+
+use super::start_ui;
+use crate::support::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn shots_dir() -> PathBuf {
+    let dir = std::env::var_os("HOSSTED_UI_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots"));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Waits for `css` on the current page (live updates may bring it).
+/// On a timeout the page is shot (`ui-failed.png`) and its `<main>` said.
+async fn shown(b: &Browser, css: &str) -> fantoccini::elements::Element {
+    match b
+        .client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::Css(css))
+        .await
+    {
+        Ok(e) => e,
+        Err(e) => {
+            shoot(b, "failed").await;
+            let main = b
+                .client
+                .execute("return document.body.outerHTML;", vec![])
+                .await;
+            panic!("{css} not shown within {WAIT:?}: {e}\n{main:?}");
+        }
+    }
+}
+
+async fn shoot(b: &Browser, name: &str) {
+    let png = b.client.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    std::fs::write(shots_dir().join(format!("ui-{name}.png")), png).unwrap();
+}
+
+#[tokio::test]
+async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    let _operator = f.start_delivery().await;
+    let served = json!({ "repo": repo.url(), "name": "tiny", "version": "0.1.0" });
+    apply_helmapp(&f, "apps", "ok", json!({ "chart": served })).await;
+    apply_helmapp(
+        &f,
+        "apps",
+        "held",
+        json!({ "chart": served, "approval": "manual",
+        "values": { "greeting": "hello" } }),
+    )
+    .await;
+    apply_helmapp(
+        &f,
+        "apps",
+        "broken",
+        json!({ "chart": { "path": "no-such-chart" } }),
+    )
+    .await;
+    let set = json!({ "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",
+        "metadata": { "name": "stack", "namespace": "apps" },
+        "spec": { "sequenced": true, "apps": [
+            { "name": "db", "spec": { "chart": served } },
+            { "name": "web", "spec": { "chart": served } } ] } });
+    let file = f.cp.dir().join("stack.yaml");
+    std::fs::write(&file, set.to_string()).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    helmapp_ready(&f, "apps", "ok", "InstallSucceeded", 1).await;
+    helmapp_with_reason(&f, "apps", "held", "AwaitingApproval").await;
+    helmapp_ready(&f, "apps", "stack-web", "InstallSucceeded", 1).await;
+
+    let ui = start_ui(f.cp.kubeconfig_path(), &f.cp.helm_binary(), &[]).await;
+    let b = Browser::start(1280, 900).await.unwrap();
+
+    // The overview: each app in its group, the stream connected.
+    b.client.goto(&ui.login_url).await.unwrap();
+    shown(
+        &b,
+        r#"section[data-state="failing"] tr[data-app="apps/broken"]"#,
+    )
+    .await;
+    shown(
+        &b,
+        r#"section[data-state="awaiting-approval"] tr[data-app="apps/held"]"#,
+    )
+    .await;
+    shown(&b, r#"section[data-state="ready"] tr[data-app="apps/ok"]"#).await;
+    shown(&b, r#"#approvals li[data-pending="apps/held"]"#).await;
+    shown(&b, r#"#live[data-live="live"]"#).await;
+    shoot(&b, "overview").await;
+
+    // A failing app: its condition and what to do about it.
+    b.client
+        .goto(&format!("{}/app/apps/broken", ui.origin))
+        .await
+        .unwrap();
+    let remedy = shown(
+        &b,
+        r#"tr[data-condition="Ready"][data-status="False"] td.remedy"#,
+    )
+    .await;
+    assert!(
+        !remedy.text().await.unwrap().trim().is_empty(),
+        "a sentence of what to do"
+    );
+    shoot(&b, "helmapp-failing").await;
+
+    // The set, as a chain in its order.
+    b.client
+        .goto(&format!("{}/set/apps/stack", ui.origin))
+        .await
+        .unwrap();
+    shown(
+        &b,
+        r#"ol.chain.sequenced li[data-member="stack-db"] + li[data-member="stack-web"]"#,
+    )
+    .await;
+    shoot(&b, "helmappset").await;
+
+    // The inventory page answers (no Hosstedproject here).
+    b.client
+        .goto(&format!("{}/inventory", ui.origin))
+        .await
+        .unwrap();
+    shown(&b, "#keys-h").await;
+
+    // The pending change: its diff, then Approve → Ready, on the
+    // HelmApp's page, by a live update.
+    b.client
+        .goto(&format!("{}/app/apps/held/pending", ui.origin))
+        .await
+        .unwrap();
+    shown(&b, "pre.diff span.add").await;
+    shoot(&b, "pending").await;
+    shown(&b, r#"button[data-action="approve"]"#)
+        .await
+        .click()
+        .await
+        .unwrap();
+    shown(
+        &b,
+        r#"tr[data-condition="Ready"][data-status="True"][data-reason="InstallSucceeded"]"#,
+    )
+    .await;
+    let url = b.client.current_url().await.unwrap();
+    assert_eq!(url.path(), "/app/apps/held");
+    shoot(&b, "helmapp").await;
+    let approved = get_helmapp(&f, "apps", "held").await.unwrap();
+    assert_eq!(approved.status.unwrap().revision, 1);
+
+    // An edit by kubectl: the overview changes without a reload (a mark
+    // left on the window survives).
+    b.client.goto(&format!("{}/", ui.origin)).await.unwrap();
+    shown(&b, r#"#live[data-live="live"]"#).await;
+    b.client
+        .execute("window.__kept = 42; return 0;", vec![])
+        .await
+        .unwrap();
+    f.kubectl(&[
+        "patch",
+        "helmapp",
+        "ok",
+        "-n",
+        "apps",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    shown(
+        &b,
+        r#"section[data-state="suspended"] tr[data-app="apps/ok"]"#,
+    )
+    .await;
+    let kept = b
+        .client
+        .execute("return window.__kept;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(kept, json!(42), "the page was not reloaded");
+    b.close().await;
+}
