@@ -44,6 +44,18 @@ if ! [[ -x "$(git --exec-path 2>/dev/null)/git-http-backend" ]]; then
   fi
 fi
 
+# The browser tests of `kubectl hossted ui` drive Debian's chromium through
+# chromedriver (chromium-driver); installed when missing, as root.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [[ "$(id -u)" == 0 ]]; then
+    step "installing chromium and chromium-driver (apt-get) for the browser tests"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "hack/test.sh: the browser tests need chromium and chromedriver (apt-get install chromium chromium-driver)" >&2
+    exit 1
+  fi
+fi
+
 # A lint tool that is missing fails CI (CI=true): a submission is never
 # landed unchecked. A developer's run warns loudly and goes on.
 missing_tool() {

@@ -11,7 +11,13 @@ use apis::helmappset::HelmAppSet;
 use cache::{Event, HandlerFn, InformerOptions, SharedInformer, SharedInformerFactory};
 use kube::Api;
 use kube::api::ListParams;
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
 use tokio::sync::watch;
+
+/// Changes remembered for [`Live::touched`].
+const RECENT: usize = 4096;
 
 /// Where the UI looks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +38,10 @@ pub struct Live {
     /// Invariant: moves (by one) after each stored change of any informer
     /// here; never moves back.
     generation: watch::Sender<u64>,
+    /// The newest changes, `(generation, kind/namespace/name)`, oldest
+    /// first, at most [`RECENT`]: what tells a page about one object
+    /// whether a generation touched it.
+    recent: Arc<Mutex<VecDeque<(u64, String)>>>,
     _factory: SharedInformerFactory,
 }
 
@@ -45,6 +55,24 @@ where
         Ok(_) => Ok(true),
         Err(kube::Error::Api(s)) if s.code == 403 || s.code == 404 => Ok(false),
         Err(e) => Err(e),
+    }
+}
+
+/// The handler body: one more generation, remembered with the key.
+fn noter(
+    generation: &watch::Sender<u64>,
+    recent: &Arc<Mutex<VecDeque<(u64, String)>>>,
+    kind: &'static str,
+) -> impl Fn(&str) + Send + 'static {
+    let (tx, recent) = (generation.clone(), recent.clone());
+    move |key: &str| {
+        // One lock for both, so `recent` and the generation agree.
+        let mut r = recent.lock();
+        tx.send_modify(|g| *g += 1);
+        r.push_back((*tx.borrow(), format!("{kind}/{key}")));
+        if r.len() > RECENT {
+            r.pop_front();
+        }
     }
 }
 
@@ -107,19 +135,20 @@ impl Live {
                 }
             }
         }
+        let recent = Arc::new(Mutex::new(VecDeque::new()));
         for informer in &apps {
-            let tx = generation.clone();
+            let note = noter(&generation, &recent, "HelmApp");
             informer.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| {
-                if e.changed().is_some() {
-                    tx.send_modify(|g| *g += 1);
+                if let Some(o) = e.changed() {
+                    note(&cache::object_key(o.as_ref()));
                 }
             }));
         }
         for informer in &sets {
-            let tx = generation.clone();
+            let note = noter(&generation, &recent, "HelmAppSet");
             informer.add_event_handler(HandlerFn(move |e: &Event<HelmAppSet>| {
-                if e.changed().is_some() {
-                    tx.send_modify(|g| *g += 1);
+                if let Some(o) = e.changed() {
+                    note(&cache::object_key(o.as_ref()));
                 }
             }));
         }
@@ -132,6 +161,7 @@ impl Live {
             apps,
             sets,
             generation,
+            recent,
             _factory: factory,
         }))
     }
@@ -157,6 +187,20 @@ impl Live {
     /// The current generation (see [`Live::subscribe`]).
     pub fn generation(&self) -> u64 {
         *self.generation.borrow()
+    }
+
+    /// Whether a change after generation `since`, up to `now`, touched
+    /// `kind/namespace/name` — `true` also when the changes since are no
+    /// longer all remembered.
+    pub fn touched(&self, key: &str, since: u64, now: u64) -> bool {
+        let recent = self.recent.lock();
+        let oldest = recent.front().map_or(u64::MAX, |(g, _)| *g);
+        if since + 1 < oldest && since < now {
+            return true;
+        }
+        recent
+            .iter()
+            .any(|(g, k)| *g > since && *g <= now && k == key)
     }
 
     /// A receiver woken on every change.

@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::details::{self, Kinds};
 use super::live::Live;
-use super::pages::{self, Nav, overview::Filter};
+use super::pages::{self, Nav, Shell, overview::Filter};
 use super::session::{Gate, Refusal};
 use crate::plugin::approve::{Refused, approve};
 use crate::plugin::ask::{Ask, ask_now};
@@ -181,7 +181,7 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
         (Method::GET, ["static", "ui.js"]) => {
             respond(StatusCode::OK, "text/javascript; charset=utf-8", full(JS))
         }
-        (Method::GET, ["events"]) => events(ui),
+        (Method::GET, ["events"]) => events(ui, params.get("watch").cloned()),
         (Method::GET, [""]) => {
             let filter = Filter {
                 namespace: params.get("ns").cloned().unwrap_or_default(),
@@ -199,9 +199,12 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
             html(
                 ui,
                 StatusCode::OK,
-                "Inventory",
-                Nav::Inventory,
-                maud::html! {},
+                Shell {
+                    title: "Inventory",
+                    nav: Nav::Inventory,
+                    filters: maud::html! {},
+                    watch: None,
+                },
                 main,
                 fragment,
             )
@@ -212,9 +215,12 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
                 html(
                     ui,
                     StatusCode::OK,
-                    &format!("HelmAppSet {ns}/{name}"),
-                    Nav::Other,
-                    maud::html! {},
+                    Shell {
+                        title: &format!("HelmAppSet {ns}/{name}"),
+                        nav: Nav::Other,
+                        filters: maud::html! {},
+                        watch: None,
+                    },
                     main,
                     fragment,
                 )
@@ -277,9 +283,7 @@ fn login(ui: &Ui, headers: &http::HeaderMap, token: &str) -> Response<Body> {
 fn html(
     ui: &Ui,
     status: StatusCode,
-    title: &str,
-    nav: Nav,
-    filters: Markup,
+    frame: Shell<'_>,
     main: Markup,
     fragment: bool,
 ) -> Response<Body> {
@@ -287,7 +291,7 @@ fn html(
     let body = if fragment {
         main.into_string()
     } else {
-        pages::page(title, nav, ui.gate.csrf(), generation, filters, main).into_string()
+        pages::page(frame, ui.gate.csrf(), generation, main).into_string()
     };
     let mut r = respond(status, "text/html; charset=utf-8", full(body));
     if let Ok(v) = generation.to_string().parse() {
@@ -305,9 +309,12 @@ fn not_found(ui: &Ui, what: &str, fragment: bool) -> Response<Body> {
     html(
         ui,
         StatusCode::NOT_FOUND,
-        "Not found",
-        Nav::Other,
-        maud::html! {},
+        Shell {
+            title: "Not found",
+            nav: Nav::Other,
+            filters: maud::html! {},
+            watch: None,
+        },
         main,
         fragment,
     )
@@ -327,9 +334,12 @@ fn overview(ui: &Ui, filter: &Filter, fragment: bool) -> Response<Body> {
     html(
         ui,
         StatusCode::OK,
-        "Overview",
-        Nav::Overview,
-        filters,
+        Shell {
+            title: "Overview",
+            nav: Nav::Overview,
+            filters,
+            watch: None,
+        },
         main,
         fragment,
     )
@@ -349,20 +359,15 @@ async fn app_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> {
         values,
     };
     let main = pages::app::main(app, &d, ui.gate.csrf(), chrono::Utc::now());
-    let title = format!(
-        "HelmApp {}/{}",
-        app.namespace().unwrap_or_default(),
-        app.name_any()
-    );
-    html(
-        ui,
-        StatusCode::OK,
-        &title,
-        Nav::Other,
-        maud::html! {},
-        main,
-        fragment,
-    )
+    let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
+    let title = format!("HelmApp {key}");
+    let shell = Shell {
+        title: &title,
+        nav: Nav::Other,
+        filters: maud::html! {},
+        watch: Some(format!("HelmApp/{key}")),
+    };
+    html(ui, StatusCode::OK, shell, main, fragment)
 }
 
 async fn pending_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> {
@@ -384,20 +389,15 @@ async fn pending_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> 
         }
     };
     let main = pages::pending::main(app, &diff, ui.gate.csrf());
-    let title = format!(
-        "Pending change of {}/{}",
-        app.namespace().unwrap_or_default(),
-        app.name_any()
-    );
-    html(
-        ui,
-        StatusCode::OK,
-        &title,
-        Nav::Other,
-        maud::html! {},
-        main,
-        fragment,
-    )
+    let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
+    let title = format!("Pending change of {key}");
+    let shell = Shell {
+        title: &title,
+        nav: Nav::Other,
+        filters: maud::html! {},
+        watch: Some(format!("HelmApp/{key}")),
+    };
+    html(ui, StatusCode::OK, shell, main, fragment)
 }
 
 /// A state-changing request, with the user's rights; on success back to
@@ -482,31 +482,60 @@ fn api_error(e: kube::Error) -> (StatusCode, String) {
 
 fn error_page(ui: &Ui, status: StatusCode, what: &str, detail: &str) -> Response<Body> {
     let main = pages::error(status.as_u16(), what, detail);
-    html(ui, status, what, Nav::Other, maud::html! {}, main, false)
+    html(
+        ui,
+        status,
+        Shell {
+            title: what,
+            nav: Nav::Other,
+            filters: maud::html! {},
+            watch: None,
+        },
+        main,
+        false,
+    )
 }
 
 /// `text/event-stream`: the generation now, then each new one (changes
 /// coalesce: a browser behind sees only the newest), and a comment every
-/// 15 s so a closed browser is noticed.
-fn events(ui: &Ui) -> Response<Body> {
+/// 15 s so a closed browser is noticed. With `watch` (`HelmApp/ns/name`,
+/// what a page about one object asks for), only generations that touched
+/// that object are sent.
+fn events(ui: &Ui, watch: Option<String>) -> Response<Body> {
     let mut rx = ui.live.subscribe();
     let first = *rx.borrow_and_update();
-    let initial = futures::stream::once(async move {
-        Ok::<_, Infallible>(Frame::data(Bytes::from(format!("data: {first}\n\n"))))
-    });
-    let updates = futures::stream::unfold(rx, |mut rx| async move {
-        tokio::select! {
-            changed = rx.changed() => {
-                changed.ok()?;
-                let g = *rx.borrow_and_update();
-                Some((Ok(Frame::data(Bytes::from(format!("data: {g}\n\n")))), rx))
+    let initial = futures::stream::once(async move { Ok::<_, Infallible>(sse(first)) });
+    let live = ui.live.clone();
+    let updates = futures::stream::unfold((rx, first), move |(mut rx, mut sent)| {
+        let (live, watch) = (live.clone(), watch.clone());
+        async move {
+            loop {
+                tokio::select! {
+                    changed = rx.changed() => {
+                        changed.ok()?;
+                        let g = *rx.borrow_and_update();
+                        if watch.as_deref().is_some_and(|key| !live.touched(key, sent, g)) {
+                            continue;
+                        }
+                        sent = g;
+                        return Some((Ok(sse(g)), (rx, sent)));
+                    }
+                    () = tokio::time::sleep(Duration::from_secs(15)) => {
+                        let keep_alive = Frame::data(Bytes::from_static(b": keep-alive\n\n"));
+                        return Some((Ok(keep_alive), (rx, sent)));
+                    }
+                }
             }
-            () = tokio::time::sleep(Duration::from_secs(15)) => Some((Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))), rx)),
         }
     });
     use futures::StreamExt;
     let body = BodyExt::boxed(StreamBody::new(initial.chain(updates)));
     respond(StatusCode::OK, "text/event-stream", body)
+}
+
+/// One server-sent event: the generation.
+fn sse(generation: u64) -> Frame<Bytes> {
+    Frame::data(Bytes::from(format!("data: {generation}\n\n")))
 }
 
 #[cfg(test)]

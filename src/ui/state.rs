@@ -150,7 +150,11 @@ mod tests {
                 type_: "Ready".into(),
                 status: status.into(),
                 reason: reason.into(),
-                ..Default::default()
+                message: String::new(),
+                last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::now(),
+                ),
+                observed_generation: None,
             }],
             ..Default::default()
         });

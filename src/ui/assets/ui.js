@@ -36,10 +36,12 @@
     busy = false;
   }
 
-  var es = new EventSource("/events");
+  // A page about one object asks only for the changes that touch it.
+  var watch = main.dataset.watch;
+  var es = new EventSource(watch ? "/events?watch=" + encodeURIComponent(watch) : "/events");
   es.addEventListener("open", function () { say("live", "live"); });
   es.addEventListener("error", function () { say("reconnecting", "reconnecting…"); });
   es.addEventListener("message", function (e) {
-    if (e.data !== main.dataset.generation) refresh();
+    if (Number(e.data) > Number(main.dataset.generation)) refresh();
   });
 })();

@@ -68,7 +68,7 @@ pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: chrono::DateTime<chrono
                 thead { tr { th scope="col" { "Revision" } th scope="col" { "Action" } th scope="col" { "Result" } th scope="col" { "Chart" } th scope="col" { "Config hash" } th scope="col" { "Digest" } th scope="col" { "Duration" } th scope="col" { "When" } } }
                 tbody {
                     @for h in &status.history {
-                        tr data-history=(h.revision) data-result=(h.result) {
+                        tr data-history=(h.revision) data-result=(h.result) data-duration=(h.duration) {
                             td { (h.revision) } td { (h.action) } td { (h.result) } td { (h.chart_version) }
                             td { code title=(h.config_hash) { (short(&h.config_hash)) } }
                             td { code title=(h.release_digest) { (short(h.release_digest.trim_start_matches("sha256:"))) } }

@@ -21,16 +21,25 @@ pub enum Nav {
     Other,
 }
 
-/// A whole page: `filters` above `<main>` (kept while `<main>` is
-/// replaced by live updates), `main` inside it.
-pub fn page(
-    title: &str,
-    nav: Nav,
-    csrf: &str,
-    generation: u64,
-    filters: Markup,
-    main: Markup,
-) -> Markup {
+/// What a page is, beside its `<main>`.
+pub struct Shell<'a> {
+    pub title: &'a str,
+    pub nav: Nav,
+    /// Above `<main>`, kept while `<main>` is replaced by live updates.
+    pub filters: Markup,
+    /// `HelmApp/<ns>/<name>`: the one object whose changes update the
+    /// page (`None`: any change does).
+    pub watch: Option<String>,
+}
+
+/// A whole page: the shell around `main`.
+pub fn page(shell: Shell<'_>, csrf: &str, generation: u64, main: Markup) -> Markup {
+    let Shell {
+        title,
+        nav,
+        filters,
+        watch,
+    } = shell;
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -53,7 +62,7 @@ pub fn page(
                     span #live role="status" aria-live="polite" data-live="connecting" { "connecting…" }
                 }
                 (filters)
-                main #main data-generation=(generation) tabindex="-1" {
+                main #main data-generation=(generation) data-watch=[watch] tabindex="-1" {
                     (main)
                 }
             }

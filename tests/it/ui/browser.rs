@@ -167,6 +167,12 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
     .await;
     let url = b.client.current_url().await.unwrap();
     assert_eq!(url.path(), "/app/apps/held");
+    // The install's history entry, with how long helm ran.
+    shown(
+        &b,
+        r#"tr[data-history="1"][data-result="succeeded"][data-duration$="s"]"#,
+    )
+    .await;
     shoot(&b, "helmapp").await;
     let approved = get_helmapp(&f, "apps", "held").await.unwrap();
     assert_eq!(approved.status.unwrap().revision, 1);
