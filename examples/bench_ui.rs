@@ -47,9 +47,13 @@ fn arg(name: &str, default: &str) -> String {
 }
 
 fn ui_command(cp: &envtest::ControlPlane, extra: &[&str]) -> std::process::Command {
-    let bin = std::env::var("HOSSTED_OPERATOR_BIN").unwrap_or_else(|_| "target/release/hossted-operator".into());
+    let bin = std::env::var("HOSSTED_OPERATOR_BIN")
+        .unwrap_or_else(|_| "target/release/hossted-operator".into());
     let mut cmd = std::process::Command::new(bin);
-    cmd.args(["ui", "--no-open"]).args(extra).env("KUBECONFIG", cp.kubeconfig_path()).env("RUST_LOG", "warn");
+    cmd.args(["ui", "--no-open"])
+        .args(extra)
+        .env("KUBECONFIG", cp.kubeconfig_path())
+        .env("RUST_LOG", "warn");
     cmd
 }
 
@@ -63,7 +67,9 @@ fn raw_get(origin: &str, path: &str, cookie: &str) -> (f64, f64, usize) {
     let addr = origin.trim_start_matches("http://");
     let mut s = std::net::TcpStream::connect(addr).expect("connect");
     s.set_nodelay(true).ok();
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n");
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+    );
     let t = Instant::now();
     s.write_all(req.as_bytes()).expect("write");
     let mut first = [0u8; 1];
@@ -81,9 +87,17 @@ fn raw_get(origin: &str, path: &str, cookie: &str) -> (f64, f64, usize) {
 async fn sign_in(ui: &WebApp) -> String {
     let url = ui.login_url.clone();
     tokio::task::spawn_blocking(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder().max_redirects(0).http_status_as_error(false).build().into();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .max_redirects(0)
+            .http_status_as_error(false)
+            .build()
+            .into();
         let r = agent.get(&url).call().expect("login");
-        let set = r.headers().get("set-cookie").and_then(|v| v.to_str().ok()).expect("cookie");
+        let set = r
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .expect("cookie");
         set.split(';').next().unwrap().to_string()
     })
     .await
@@ -100,10 +114,24 @@ fn condition(status: &str, reason: &str, message: &str) -> Value {
 /// inventory objects each; an update notice on every tenth.
 fn status_of(i: usize, name: &str) -> Value {
     let ready = match i % 20 {
-        0 | 1 => condition("False", "RetriesExhausted", &format!("upgrade of {name} failed 5 times: context deadline exceeded; fix the cause, then reconcile")),
-        2 => condition("False", "AwaitingApproval", "configuration 0123456789abcdef waits for approval"),
+        0 | 1 => condition(
+            "False",
+            "RetriesExhausted",
+            &format!(
+                "upgrade of {name} failed 5 times: context deadline exceeded; fix the cause, then reconcile"
+            ),
+        ),
+        2 => condition(
+            "False",
+            "AwaitingApproval",
+            "configuration 0123456789abcdef waits for approval",
+        ),
         3 => condition("False", "DependencyNotReady", "waiting for db"),
-        _ => condition("True", "UpToDate", &format!("release {name} is up to date at revision 3")),
+        _ => condition(
+            "True",
+            "UpToDate",
+            &format!("release {name} is up to date at revision 3"),
+        ),
     };
     let history: Vec<Value> = (1..=5)
         .map(|r| json!({ "action": "upgrade", "revision": r, "chartVersion": "1.2.3", "configHash": format!("{r:064x}"),
@@ -135,13 +163,21 @@ async fn main() {
     apply_crds(&cp, &DELIVERY_CRDS);
     let client = cp.client();
     let ns_api: Api<Namespace> = Api::all(client.clone());
-    for ns in (0..NAMESPACES).map(|n| format!("team-{n}")).chain(["empty".to_string()]) {
+    for ns in (0..NAMESPACES)
+        .map(|n| format!("team-{n}"))
+        .chain(["empty".to_string()])
+    {
         let n: Namespace = serde_json::from_value(json!({ "metadata": { "name": ns } })).unwrap();
-        ns_api.create(&PostParams::default(), &n).await.expect("namespace");
+        ns_api
+            .create(&PostParams::default(), &n)
+            .await
+            .expect("namespace");
     }
 
     // 1. Baseline: the UI watching an empty namespace.
-    let empty = WebApp::start(ui_command(&cp, &["-n", "empty"])).await.expect("ui");
+    let empty = WebApp::start(ui_command(&cp, &["-n", "empty"]))
+        .await
+        .expect("ui");
     let cookie = sign_in(&empty).await;
     let _ = raw_get(&empty.origin, "/", &cookie);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -150,7 +186,9 @@ async fn main() {
 
     // 1,000 HelmApps with statuses like the operator's.
     let started = Instant::now();
-    let names: Vec<(String, String)> = (0..apps).map(|i| (format!("team-{}", i % NAMESPACES), format!("app-{i:04}"))).collect();
+    let names: Vec<(String, String)> = (0..apps)
+        .map(|i| (format!("team-{}", i % NAMESPACES), format!("app-{i:04}")))
+        .collect();
     futures::stream::iter(names.iter().enumerate())
         .for_each_concurrent(24, |(i, (ns, name))| {
             let api: Api<HelmApp> = Api::namespaced(client.clone(), ns);
@@ -166,7 +204,10 @@ async fn main() {
             }
         })
         .await;
-    eprintln!("bench: {apps} HelmApps in {:.1}s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "bench: {apps} HelmApps in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
 
     // The UI over all of them.
     let t = Instant::now();
@@ -176,25 +217,43 @@ async fn main() {
     // below use its cookie.
     let b = Browser::start(1280, 900).await.expect("browser");
     b.client.goto(&ui.login_url).await.expect("login");
-    b.client.wait().at_most(Duration::from_secs(60)).for_element(Locator::Css(r#"#live[data-live="live"]"#)).await.expect("live");
+    b.client
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css(r#"#live[data-live="live"]"#))
+        .await
+        .expect("live");
     let port = ui.origin.rsplit(':').next().unwrap_or_default().to_string();
-    let session = b.client.get_named_cookie(&format!("hossted-ui-{port}")).await.expect("session cookie");
+    let session = b
+        .client
+        .get_named_cookie(&format!("hossted-ui-{port}"))
+        .await
+        .expect("session cookie");
     let cookie = format!("{}={}", session.name(), session.value());
     tokio::time::sleep(Duration::from_secs(2)).await;
     let rss_synced = kib(&ui, "VmRSS:");
 
     // 2–3. TTFB and weight, and the apiserver's LIST for comparison.
     let (origin, c) = (ui.origin.clone(), cookie.clone());
-    let gets = tokio::task::spawn_blocking(move || (0..20).map(|_| raw_get(&origin, "/", &c)).collect::<Vec<_>>())
-        .await
-        .unwrap();
+    let gets = tokio::task::spawn_blocking(move || {
+        (0..20)
+            .map(|_| raw_get(&origin, "/", &c))
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
     let ttfb: Vec<f64> = gets.iter().map(|g| g.0 * 1000.0).collect();
     let whole: Vec<f64> = gets.iter().map(|g| g.1 * 1000.0).collect();
     let html_bytes = gets[0].2;
     let (origin, c) = (ui.origin.clone(), cookie.clone());
-    let (css, js) = tokio::task::spawn_blocking(move || (raw_get(&origin, "/static/ui.css", &c).2, raw_get(&origin, "/static/ui.js", &c).2))
-        .await
-        .unwrap();
+    let (css, js) = tokio::task::spawn_blocking(move || {
+        (
+            raw_get(&origin, "/static/ui.css", &c).2,
+            raw_get(&origin, "/static/ui.js", &c).2,
+        )
+    })
+    .await
+    .unwrap();
     let all: Api<HelmApp> = Api::all(client.clone());
     let mut list_ms = Vec::new();
     for _ in 0..20 {
@@ -210,11 +269,23 @@ async fn main() {
     let watch_task = {
         let (all, arrivals) = (all.clone(), arrivals.clone());
         tokio::spawn(async move {
-            let mut stream = all.watch(&WatchParams::default(), "0").await.expect("watch").boxed();
+            let mut stream = all
+                .watch(&WatchParams::default(), "0")
+                .await
+                .expect("watch")
+                .boxed();
             while let Some(Ok(e)) = stream.next().await {
                 if let WatchEvent::Modified(app) = e {
-                    let reason = app.status.as_ref().and_then(|s| s.conditions.first()).map(|c| c.reason.clone()).unwrap_or_default();
-                    arrivals.lock().entry(reason).or_insert_with(|| now_epoch() * 1000.0);
+                    let reason = app
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.conditions.first())
+                        .map(|c| c.reason.clone())
+                        .unwrap_or_default();
+                    arrivals
+                        .lock()
+                        .entry(reason)
+                        .or_insert_with(|| now_epoch() * 1000.0);
                 }
             }
         })
@@ -237,23 +308,47 @@ async fn main() {
             }
             return 0;"#;
         let sel = format!(r#"tr[data-app="{ns}/{name}"]"#);
-        b.client.execute(observe, vec![json!(sel), json!(reason)]).await.expect("observer");
+        b.client
+            .execute(observe, vec![json!(sel), json!(reason)])
+            .await
+            .expect("observer");
         let patch = json!({ "status": { "conditions": [condition("False", &reason, "edited by the benchmark")] } }).to_string();
         let t0 = now_epoch() * 1000.0;
         let out = tokio::process::Command::from(cp.kubectl())
-            .args(["patch", "helmapp", name, "-n", ns, "--subresource=status", "--type=merge", "-p", &patch])
+            .args([
+                "patch",
+                "helmapp",
+                name,
+                "-n",
+                ns,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch,
+            ])
             .output()
             .await
             .expect("kubectl");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let t_exit = now_epoch() * 1000.0;
         let t = Instant::now();
         let changed = loop {
-            let v = b.client.execute("return window.__changed;", vec![]).await.expect("poll");
+            let v = b
+                .client
+                .execute("return window.__changed;", vec![])
+                .await
+                .expect("poll");
             if let Some(at) = v.as_f64() {
                 break at;
             }
-            assert!(t.elapsed() < Duration::from_secs(20), "edit {e}: the page did not change in 20 s");
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "edit {e}: the page did not change in 20 s"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         from_start.push(changed - t0);
@@ -299,13 +394,26 @@ and a real headless Chromium; one run, 2-core machine.\n\n\
 | start: process → URL printed (caches synced) | {:.2} s | | |\n\n\
 The page re-fetches its own `<main>` on each server-sent event: at {apps} apps that is the whole overview ({:.0} KB) per change, \
 coalesced while a fetch is in flight. The latency from kubectl's start includes kubectl's own start-up (its exit is when the write is done).\n",
-            mib(rss_synced), mib(rss_empty), mib(rss_synced - rss_empty),
-            mib(rss_after_edits), mib(peak),
-            p(&ttfb, 50.0), p(&ttfb, 99.0), p(&list_ms, 50.0), p(&ttfb, 50.0) / p(&list_ms, 50.0),
+            mib(rss_synced),
+            mib(rss_empty),
+            mib(rss_synced - rss_empty),
+            mib(rss_after_edits),
+            mib(peak),
+            p(&ttfb, 50.0),
+            p(&ttfb, 99.0),
+            p(&list_ms, 50.0),
+            p(&ttfb, 50.0) / p(&list_ms, 50.0),
             p(&whole, 50.0),
-            weight_kb, html_bytes as f64 / 1024.0, css as f64 / 1024.0, js as f64 / 1024.0,
-            p(&from_start, 50.0), p(&from_start, 99.0), p(&watch_ms, 50.0), p(&from_start, 50.0) - p(&watch_ms, 50.0),
-            p(&from_exit, 50.0), p(&from_exit, 99.0),
+            weight_kb,
+            html_bytes as f64 / 1024.0,
+            css as f64 / 1024.0,
+            js as f64 / 1024.0,
+            p(&from_start, 50.0),
+            p(&from_start, 99.0),
+            p(&watch_ms, 50.0),
+            p(&from_start, 50.0) - p(&watch_ms, 50.0),
+            p(&from_exit, 50.0),
+            p(&from_exit, 99.0),
             start_s,
             html_bytes as f64 / 1024.0,
         );

@@ -76,8 +76,13 @@ fn noter(
     }
 }
 
+/// What no page reads from the cache: bookkeeping, and inline values
+/// (the values shown are helm's, from its storage; a diff reads the
+/// HelmApp afresh).
 fn strip_app(mut a: HelmApp) -> HelmApp {
     cache::strip_bookkeeping(&mut a.metadata);
+    a.spec.values = None;
+    a.spec.values_base64.clear();
     a
 }
 

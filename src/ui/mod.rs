@@ -47,6 +47,8 @@ pub struct UiArgs {
 
 /// Runs the UI until interrupted.
 pub fn main(args: &UiArgs) -> ExitCode {
+    // Also when run as `kubectl-hossted`, which skips the operator's main.
+    runtime::memory::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -77,6 +79,8 @@ async fn run(args: &UiArgs) -> Result<(), String> {
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     eprintln!("kubectl hossted ui: reading HelmApps with your kubeconfig…");
     let live = live::Live::start(client.clone(), &args.namespace).await?;
+    // The first LISTs' buffers, given back (as the operator does).
+    runtime::memory::release_free_memory();
     match &live.scope {
         Scope::All => eprintln!("kubectl hossted ui: every namespace"),
         Scope::Namespaces(ns) => eprintln!("kubectl hossted ui: namespaces {}", ns.join(", ")),

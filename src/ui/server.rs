@@ -260,12 +260,8 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
 }
 
 fn login(ui: &Ui, headers: &http::HeaderMap, token: &str) -> Response<Body> {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or_default();
-    if !host.starts_with("127.0.0.1:") && !host.starts_with("localhost:") {
-        return refused(Refusal::WrongHost);
+    if let Err(why) = ui.gate.check_host(headers) {
+        return refused(why);
     }
     match ui.gate.redeem(token) {
         Ok(cookie) => {
@@ -380,8 +376,18 @@ async fn pending_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> 
             match known {
                 Some(d) => d,
                 None => {
-                    let d =
-                        crate::plugin::diff::masked_diff(&ui.client, app, &ui.helm_binary).await;
+                    // Afresh: the cached copy has no inline values.
+                    let ns = app.namespace().unwrap_or_default();
+                    let d = match Api::<HelmApp>::namespaced(ui.client.clone(), &ns)
+                        .get(&app.name_any())
+                        .await
+                    {
+                        Ok(fresh) => {
+                            crate::plugin::diff::masked_diff(&ui.client, &fresh, &ui.helm_binary)
+                                .await
+                        }
+                        Err(e) => Err(e.to_string()),
+                    };
                     ui.diffs.lock().insert(key, d.clone());
                     d
                 }

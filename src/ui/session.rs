@@ -122,15 +122,22 @@ impl Gate {
         }
     }
 
-    /// Whether `headers` may read: our Host, our session cookie.
-    pub fn admit(&self, headers: &http::HeaderMap) -> Result<(), Refusal> {
+    /// Whether the `Host` header names this loopback server.
+    pub fn check_host(&self, headers: &http::HeaderMap) -> Result<(), Refusal> {
         let host = headers
             .get(http::header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or_default();
-        if !self.hosts.iter().any(|h| h == host) {
-            return Err(Refusal::WrongHost);
+        if self.hosts.iter().any(|h| h == host) {
+            Ok(())
+        } else {
+            Err(Refusal::WrongHost)
         }
+    }
+
+    /// Whether `headers` may read: our Host, our session cookie.
+    pub fn admit(&self, headers: &http::HeaderMap) -> Result<(), Refusal> {
+        self.check_host(headers)?;
         let has_session = headers
             .get_all(http::header::COOKIE)
             .iter()

@@ -48,6 +48,18 @@ async fn shown(b: &Browser, css: &str) -> fantoccini::elements::Element {
     }
 }
 
+/// Controls a screen reader could not name, and whether the page says
+/// its language: what every page must get right.
+async fn unnamed_controls(b: &Browser) -> serde_json::Value {
+    let script = r#"
+        const named = el => (el.labels && el.labels.length > 0) || el.getAttribute('aria-label')
+            || (el.textContent || '').trim().length > 0;
+        const controls = [...document.querySelectorAll('input:not([type=hidden]), select, button, a')];
+        return { lang: document.documentElement.lang,
+                 unnamed: controls.filter(el => !named(el)).map(el => el.outerHTML) };"#;
+    b.client.execute(script, vec![]).await.unwrap()
+}
+
 async fn shoot(b: &Browser, name: &str) {
     let png = b.client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -64,7 +76,17 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
         .unwrap();
     let _operator = f.start_delivery().await;
     let served = json!({ "repo": repo.url(), "name": "tiny", "version": "0.1.0" });
-    apply_helmapp(&f, "apps", "ok", json!({ "chart": served })).await;
+    // ok's label comes from a Secret: masked wherever the page shows it.
+    f.secret("apps", "label", &[("value", "s3cr3tlabel42")])
+        .await;
+    apply_helmapp(
+        &f,
+        "apps",
+        "ok",
+        json!({ "chart": served, "valuesFrom": [
+        { "kind": "Secret", "name": "label", "key": "value", "targetPath": "label" } ] }),
+    )
+    .await;
     apply_helmapp(
         &f,
         "apps",
@@ -110,6 +132,10 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
     shown(&b, r#"section[data-state="ready"] tr[data-app="apps/ok"]"#).await;
     shown(&b, r#"#approvals li[data-pending="apps/held"]"#).await;
     shown(&b, r#"#live[data-live="live"]"#).await;
+    assert_eq!(
+        unnamed_controls(&b).await,
+        json!({ "lang": "en", "unnamed": [] })
+    );
     shoot(&b, "overview").await;
 
     // A failing app: its condition and what to do about it.
@@ -125,6 +151,10 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
     assert!(
         !remedy.text().await.unwrap().trim().is_empty(),
         "a sentence of what to do"
+    );
+    assert_eq!(
+        unnamed_controls(&b).await,
+        json!({ "lang": "en", "unnamed": [] })
     );
     shoot(&b, "helmapp-failing").await;
 
@@ -176,6 +206,49 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
     shoot(&b, "helmapp").await;
     let approved = get_helmapp(&f, "apps", "held").await.unwrap();
     assert_eq!(approved.status.unwrap().revision, 1);
+
+    // ok's page: the values helm received, the Secret's value masked; an
+    // edit of its ConfigMap shown as drift (expected from the release,
+    // live from the object), by a live update.
+    b.client
+        .goto(&format!("{}/app/apps/ok", ui.origin))
+        .await
+        .unwrap();
+    let values = shown(&b, "pre.values").await.text().await.unwrap();
+    let values: serde_json::Value = serde_yaml_ng::from_str(&values).unwrap();
+    assert_eq!(values["label"], json!("[masked]"), "{values}");
+    shown(
+        &b,
+        r#"tr[data-object="ConfigMap/apps/ok-tiny"][data-kstatus="Current"]"#,
+    )
+    .await;
+    f.kubectl(&[
+        "patch",
+        "configmap",
+        "ok-tiny",
+        "-n",
+        "apps",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"greeting":"edited"}}"#,
+    ]);
+    let drift = shown(&b, r#"tr[data-drift="/data/greeting"]"#).await;
+    let cells = drift.find_all(Locator::Css("td code")).await.unwrap();
+    let mut texts = Vec::new();
+    for c in cells {
+        texts.push(c.text().await.unwrap());
+    }
+    assert_eq!(
+        texts,
+        ["/data/greeting", "\"hello\"", "\"edited\""],
+        "field, expected, live"
+    );
+    let source = b.client.source().await.unwrap();
+    assert!(
+        !source.contains("s3cr3tlabel42"),
+        "a Secret's value on the page"
+    );
 
     // An edit by kubectl: the overview changes without a reload (a mark
     // left on the window survives).
