@@ -193,12 +193,32 @@ async fn secret_strings(client: &kube::Client, app: &HelmApp) -> Result<Redactor
 pub async fn values(client: &kube::Client, app: &HelmApp) -> Result<String, String> {
     let redactor = secret_strings(client, app).await?;
     let release = deployed_release(client, app).await?;
-    let config = release
+    let mut config = release
         .get("config")
         .cloned()
         .unwrap_or(Value::Object(Default::default()));
-    let yaml = serde_yaml_ng::to_string(&config).map_err(|e| e.to_string())?;
-    Ok(redactor.redact(&yaml).replace("[redacted]", MASKED))
+    mask(&mut config, &redactor);
+    serde_yaml_ng::to_string(&config).map_err(|e| e.to_string())
+}
+
+/// Every scalar of `v` that holds a Secret's value (whole or in part)
+/// becomes the string [`MASKED`] — masked as a value, so the YAML shown
+/// still reads as the values it stands for.
+fn mask(v: &mut Value, redactor: &Redactor) {
+    match v {
+        Value::Object(map) => map.values_mut().for_each(|v| mask(v, redactor)),
+        Value::Array(items) => items.iter_mut().for_each(|v| mask(v, redactor)),
+        Value::Null => {}
+        scalar => {
+            let text = match &*scalar {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if redactor.redact(&text) != text {
+                *scalar = Value::String(MASKED.into());
+            }
+        }
+    }
 }
 
 /// Each drifted field: the manifest's value and the live one (a Secret's
@@ -283,6 +303,24 @@ fn manifest_object(manifest: &str, kind: &str, name: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_value_is_masked_as_a_whole_scalar() {
+        let r = Redactor::of_strings(vec!["hunter22".into(), "424242".into()]);
+        let mut v = serde_json::json!({ "a": "hunter22", "b": { "c": ["x-hunter22-y", "free"] }, "n": 424242, "ok": 7 });
+        mask(&mut v, &r);
+        assert_eq!(
+            v,
+            serde_json::json!({ "a": MASKED, "b": { "c": [MASKED, "free"] }, "n": MASKED, "ok": 7 })
+        );
+        let yaml = serde_yaml_ng::to_string(&v).unwrap();
+        let back: Value = serde_yaml_ng::from_str(&yaml).unwrap();
+        assert_eq!(
+            back["a"],
+            Value::from(MASKED),
+            "still a string once shown: {yaml}"
+        );
+    }
 
     #[test]
     fn a_manifest_object_is_found_by_kind_and_name() {
