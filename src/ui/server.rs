@@ -46,7 +46,7 @@ pub struct Ui {
     pub helm_binary: PathBuf,
     /// Diffs of pending changes by (HelmApp UID, configuration hash): one
     /// helm render per change, not one per live update.
-    pub diffs: Mutex<HashMap<(String, String), Result<String, String>>>,
+    pub diffs: Mutex<HashMap<(String, String), String>>,
 }
 
 /// Serves `listener` until the process ends.
@@ -355,8 +355,14 @@ async fn app_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> {
         values,
     };
     let main = pages::app::main(app, &d, ui.gate.csrf(), chrono::Utc::now());
+    app_html(ui, app, "HelmApp", main, fragment)
+}
+
+/// A page about one HelmApp: titled `<what> <ns>/<name>`, updated by that
+/// HelmApp's changes only.
+fn app_html(ui: &Ui, app: &HelmApp, what: &str, main: Markup, fragment: bool) -> Response<Body> {
     let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
-    let title = format!("HelmApp {key}");
+    let title = format!("{what} {key}");
     let shell = Shell {
         title: &title,
         nav: Nav::Other,
@@ -370,40 +376,28 @@ async fn pending_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> 
     let pending = app.status.as_ref().and_then(|s| s.pending_change.as_ref());
     let diff = match pending {
         None => Ok(String::new()),
-        Some(p) => {
-            let key = (app.uid().unwrap_or_default(), p.config_hash.clone());
-            let known = ui.diffs.lock().get(&key).cloned();
-            match known {
-                Some(d) => d,
-                None => {
-                    // Afresh: the cached copy has no inline values.
-                    let ns = app.namespace().unwrap_or_default();
-                    let d = match Api::<HelmApp>::namespaced(ui.client.clone(), &ns)
-                        .get(&app.name_any())
-                        .await
-                    {
-                        Ok(fresh) => {
-                            crate::plugin::diff::masked_diff(&ui.client, &fresh, &ui.helm_binary)
-                                .await
-                        }
-                        Err(e) => Err(e.to_string()),
-                    };
-                    ui.diffs.lock().insert(key, d.clone());
-                    d
-                }
-            }
-        }
+        Some(p) => pending_diff(ui, app, &p.config_hash).await,
     };
     let main = pages::pending::main(app, &diff, ui.gate.csrf());
-    let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
-    let title = format!("Pending change of {key}");
-    let shell = Shell {
-        title: &title,
-        nav: Nav::Other,
-        filters: maud::html! {},
-        watch: Some(format!("HelmApp/{key}")),
-    };
-    html(ui, StatusCode::OK, shell, main, fragment)
+    app_html(ui, app, "Pending change of", main, fragment)
+}
+
+/// The masked diff of the change `hash` pending on `app`, rendered once
+/// per change (a failure is tried again on the next look).
+async fn pending_diff(ui: &Ui, app: &HelmApp, hash: &str) -> Result<String, String> {
+    let key = (app.uid().unwrap_or_default(), hash.to_string());
+    if let Some(d) = ui.diffs.lock().get(&key) {
+        return Ok(d.clone());
+    }
+    // Afresh: the cached copy has no inline values.
+    let ns = app.namespace().unwrap_or_default();
+    let fresh = Api::<HelmApp>::namespaced(ui.client.clone(), &ns)
+        .get(&app.name_any())
+        .await
+        .map_err(|e| e.to_string())?;
+    let diff = crate::plugin::diff::masked_diff(&ui.client, &fresh, &ui.helm_binary).await?;
+    ui.diffs.lock().insert(key, diff.clone());
+    Ok(diff)
 }
 
 /// A state-changing request, with the user's rights; on success back to
