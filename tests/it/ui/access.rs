@@ -64,6 +64,22 @@ async fn the_ui_lists_what_the_user_may_and_refuses_what_they_may_not() {
         .patch_status("shop", &PatchParams::default(), &Patch::Merge(&pending))
         .await
         .unwrap();
+    // What the inventory reported (as it would write it).
+    f.hosstedproject("cluster", json!({})).await;
+    let shop = apis::DeliveredApp {
+        namespace: "team-a".into(),
+        name: "shop".into(),
+        revision: 2,
+        status: "deployed".into(),
+        app_uuid: "A-0b7e9c52-3d8f-4e61-a2c4-5f9d1e7a8b30".into(),
+        hossted_helm: false,
+    };
+    let reported = json!({ "status": { "clusterUUID": "K-7f2c", "lastReconcileTimestamp": "2026-11-27T05:00:00Z",
+        "apps": apis::encode_apps(&[shop]), "appCount": 1 } });
+    Api::<apis::Hosstedproject>::all(f.cp.client())
+        .patch_status("cluster", &PatchParams::default(), &Patch::Merge(&reported))
+        .await
+        .unwrap();
     let helm = f.cp.helm_binary();
 
     // The cluster admin sees both namespaces.
@@ -78,6 +94,23 @@ async fn the_ui_lists_what_the_user_may_and_refuses_what_they_may_not() {
     .await;
     assert_eq!(page.status, 200);
     let admin_csrf = csrf_of(&page.body);
+    let inventory = exchange(
+        "GET",
+        &format!("{}/inventory", admin.origin),
+        Some(&admin_cookie),
+        None,
+    )
+    .await;
+    assert!(
+        inventory.body.contains("data-cluster-uuid=\"K-7f2c\""),
+        "{}",
+        inventory.body
+    );
+    assert!(
+        inventory.body.contains("data-release=\"team-a/shop\""),
+        "{}",
+        inventory.body
+    );
     assert!(lists_app(&page.body, "team-a", "shop") && lists_app(&page.body, "team-b", "bank"));
 
     // alice, who may list only team-a, sees only team-a.
@@ -98,6 +131,20 @@ async fn the_ui_lists_what_the_user_may_and_refuses_what_they_may_not() {
     )
     .await;
     assert_eq!(other.status, 404);
+    // She may not list Hosstedprojects: the page says so, shows none.
+    let inventory = exchange(
+        "GET",
+        &format!("{}/inventory", alice.origin),
+        Some(&cookie),
+        None,
+    )
+    .await;
+    assert!(
+        inventory.body.contains("data-error=\"projects\""),
+        "{}",
+        inventory.body
+    );
+    assert!(!inventory.body.contains("K-7f2c"));
 
     // The login link works once.
     let reused = exchange("GET", &alice.login_url, None, None).await;
