@@ -110,44 +110,72 @@ pub async fn events(client: &kube::Client, app: &HelmApp) -> Result<Vec<Event>, 
     Ok(events)
 }
 
-/// Each inventory object with its kstatus.
+/// Reads of inventory objects in flight for one page.
+const PARALLEL_READS: usize = 8;
+
+/// Each inventory object with its kstatus, read [`PARALLEL_READS`] at a
+/// time, in the inventory's order.
 pub async fn inventory(client: &kube::Client, kinds: &Kinds, app: &HelmApp) -> Vec<ObjectHealth> {
     let Some(status) = &app.status else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for (i, e) in status.inventory.iter().enumerate() {
-        let (status, detail) = if i >= MAX_OBJECTS {
-            (
-                "Unknown",
-                format!("not read: more than {MAX_OBJECTS} objects"),
-            )
-        } else {
-            match kinds
-                .get(client, &e.api_version, &e.kind, &e.namespace, &e.name)
-                .await
-            {
-                Ok(None) => ("NotFound", String::new()),
-                Ok(Some(_)) if kstatus::without_readiness(&e.api_version, &e.kind) => {
-                    ("Current", String::new())
-                }
-                Ok(Some(live)) => match kstatus::readiness(&live) {
-                    Readiness::Ready => ("Current", String::new()),
-                    Readiness::Pending(why) => ("InProgress", why),
-                    Readiness::Failed(why) => ("Failed", why),
-                },
-                Err(e) => ("Unknown", e),
-            }
-        };
-        out.push(ObjectHealth {
+    let (read, unread) = status
+        .inventory
+        .split_at(status.inventory.len().min(MAX_OBJECTS));
+    let mut out = Vec::with_capacity(status.inventory.len());
+    for chunk in read.chunks(PARALLEL_READS) {
+        let reads: Vec<_> = chunk.iter().map(|e| health(client, kinds, e)).collect();
+        let healths = futures::future::join_all(reads).await;
+        out.extend(
+            chunk
+                .iter()
+                .zip(healths)
+                .map(|(e, h)| ObjectHealth::of(e, h)),
+        );
+    }
+    let not_read = || {
+        (
+            "Unknown",
+            format!("not read: more than {MAX_OBJECTS} objects"),
+        )
+    };
+    out.extend(unread.iter().map(|e| ObjectHealth::of(e, not_read())));
+    out
+}
+
+impl ObjectHealth {
+    fn of(e: &apis::helmapp::InventoryEntry, (status, detail): (&'static str, String)) -> Self {
+        ObjectHealth {
             kind: e.kind.clone(),
             namespace: e.namespace.clone(),
             name: e.name.clone(),
             status,
             detail,
-        });
+        }
     }
-    out
+}
+
+/// One object's kstatus word and why.
+async fn health(
+    client: &kube::Client,
+    kinds: &Kinds,
+    e: &apis::helmapp::InventoryEntry,
+) -> (&'static str, String) {
+    match kinds
+        .get(client, &e.api_version, &e.kind, &e.namespace, &e.name)
+        .await
+    {
+        Ok(None) => ("NotFound", String::new()),
+        Ok(Some(_)) if kstatus::without_readiness(&e.api_version, &e.kind) => {
+            ("Current", String::new())
+        }
+        Ok(Some(live)) => match kstatus::readiness(&live) {
+            Readiness::Ready => ("Current", String::new()),
+            Readiness::Pending(why) => ("InProgress", why),
+            Readiness::Failed(why) => ("Failed", why),
+        },
+        Err(e) => ("Unknown", e),
+    }
 }
 
 /// The deployed revision's storage entry (helm's `secret` driver), as JSON.
