@@ -79,6 +79,18 @@ fn noter(
 /// What no page reads from the cache: bookkeeping, and inline values
 /// (the values shown are helm's, from its storage; a diff reads the
 /// HelmApp afresh).
+/// [`Live::touched`] over the remembered changes `recent`.
+fn touched_in(recent: &VecDeque<(u64, String)>, key: &str, since: u64, now: u64) -> bool {
+    let oldest = recent.front().map_or(u64::MAX, |(g, _)| *g);
+    if since + 1 < oldest && since < now {
+        // Some changes after `since` are forgotten: they may have.
+        return true;
+    }
+    recent
+        .iter()
+        .any(|(g, k)| *g > since && *g <= now && k == key)
+}
+
 fn strip_app(mut a: HelmApp) -> HelmApp {
     cache::strip_bookkeeping(&mut a.metadata);
     a.spec.values = None;
@@ -198,18 +210,32 @@ impl Live {
     /// `kind/namespace/name` — `true` also when the changes since are no
     /// longer all remembered.
     pub fn touched(&self, key: &str, since: u64, now: u64) -> bool {
-        let recent = self.recent.lock();
-        let oldest = recent.front().map_or(u64::MAX, |(g, _)| *g);
-        if since + 1 < oldest && since < now {
-            return true;
-        }
-        recent
-            .iter()
-            .any(|(g, k)| *g > since && *g <= now && k == key)
+        touched_in(&self.recent.lock(), key, since, now)
     }
 
     /// A receiver woken on every change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_about_one_object_hears_of_its_changes_only() {
+        let recent: VecDeque<(u64, String)> =
+            [(5, "HelmApp/a/x"), (6, "HelmApp/a/y"), (7, "HelmApp/a/x")]
+                .into_iter()
+                .map(|(g, k)| (g, k.to_string()))
+                .collect();
+        assert!(touched_in(&recent, "HelmApp/a/x", 4, 5));
+        assert!(!touched_in(&recent, "HelmApp/a/x", 5, 6), "6 was y's");
+        assert!(touched_in(&recent, "HelmApp/a/x", 6, 7));
+        assert!(!touched_in(&recent, "HelmApp/a/z", 4, 7));
+        // Changes before the oldest remembered are forgotten: maybe.
+        assert!(touched_in(&recent, "HelmApp/a/z", 2, 7));
+        assert!(!touched_in(&recent, "HelmApp/a/z", 7, 7), "nothing new");
     }
 }

@@ -28,6 +28,12 @@ impl Browser {
     /// Starts chromedriver and a headless Chromium with a `width`×`height`
     /// window.
     pub async fn start(width: u32, height: u32) -> Result<Browser, Error> {
+        Self::start_with(width, height, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium flags (`--force-dark-mode`: the
+    /// system's dark setting, as `prefers-color-scheme` reports it).
+    pub async fn start_with(width: u32, height: u32, flags: &[&str]) -> Result<Browser, Error> {
         let missing = |name: &'static str| Error::AssetMissing {
             name,
             dir: PathBuf::from(
@@ -70,17 +76,23 @@ impl Browser {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let profile = std::env::temp_dir().join(format!("envtest-chromium-{port}"));
-        let caps = serde_json::json!({
-            "goog:chromeOptions": {
-                "binary": chromium,
-                "args": [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--no-first-run", "--disable-extensions", "--hide-scrollbars",
-                    format!("--window-size={width},{height}"),
-                    format!("--user-data-dir={}", profile.display()),
-                ]
-            }
-        });
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--disable-extensions",
+            "--hide-scrollbars",
+        ]
+        .iter()
+        .chain(flags)
+        .map(|s| s.to_string())
+        .collect();
+        args.push(format!("--window-size={width},{height}"));
+        args.push(format!("--user-data-dir={}", profile.display()));
+        let caps =
+            serde_json::json!({ "goog:chromeOptions": { "binary": chromium, "args": args } });
         let serde_json::Value::Object(caps) = caps else {
             unreachable!()
         };

@@ -140,7 +140,7 @@ pub fn main(
                     h2 id={ (state.as_str()) "-h" } { (state.title()) " (" (apps.len()) ")" }
                     div.scroll {
                         table {
-                            thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Reason" } th scope="col" { "Message" } th scope="col" { "Chart" } th scope="col" { "Rev" } } }
+                            thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Reason" } th.wide scope="col" { "Message" } th scope="col" { "Chart" } th scope="col" { "Rev" } } }
                             tbody {
                                 @for app in apps { (row(app, now)) }
                             }
@@ -185,7 +185,7 @@ fn row(app: &HelmApp, _now: chrono::DateTime<chrono::Utc>) -> Markup {
             td { (ns) }
             td { a href=(app_href(&ns, &name)) { (name) } }
             td { code { (reason) } }
-            td.message title=(message) { (truncate(message, 160)) }
+            td.message.wide title=(message) { (truncate(message, 160)) }
             td { (crate::ui::state::chart_label(app)) @if !version.is_empty() { "@" (version) } }
             td { (status.map_or(0, |s| s.revision)) }
         }

@@ -250,6 +250,50 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
         "a Secret's value on the page"
     );
 
+    // A phone in dark mode, signed in with the same session: the system's
+    // setting is followed, and nothing is wider than the screen (wide
+    // tables scroll inside their own box).
+    let port = ui.origin.rsplit(':').next().unwrap().to_string();
+    let session = b
+        .client
+        .get_named_cookie(&format!("hossted-ui-{port}"))
+        .await
+        .unwrap();
+    let phone = Browser::start_with(390, 844, &["--force-dark-mode"])
+        .await
+        .unwrap();
+    phone
+        .client
+        .goto(&format!("{}/static/ui.css", ui.origin))
+        .await
+        .unwrap();
+    phone.client.add_cookie(session.clone()).await.unwrap();
+    phone.client.goto(&format!("{}/", ui.origin)).await.unwrap();
+    shown(
+        &phone,
+        r#"section[data-state="ready"] tr[data-app="apps/ok"]"#,
+    )
+    .await;
+    let look = phone
+        .client
+        .execute(
+            r#"return { dark: matchMedia('(prefers-color-scheme: dark)').matches,
+                        background: getComputedStyle(document.body).backgroundColor,
+                        overflow: document.documentElement.scrollWidth - window.innerWidth };"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(look["dark"], json!(true), "{look}");
+    assert_eq!(
+        look["background"],
+        json!("rgb(13, 17, 23)"),
+        "the dark background: {look}"
+    );
+    assert_eq!(look["overflow"], json!(0), "wider than a phone: {look}");
+    shoot(&phone, "overview-phone-dark").await;
+    phone.close().await;
+
     // An edit by kubectl: the overview changes without a reload (a mark
     // left on the window survives).
     b.client.goto(&format!("{}/", ui.origin)).await.unwrap();
