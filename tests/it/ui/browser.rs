@@ -60,6 +60,34 @@ async fn unnamed_controls(b: &Browser) -> serde_json::Value {
     b.client.execute(script, vec![]).await.unwrap()
 }
 
+/// Text whose contrast with what is behind it is under 4.5:1 (WCAG AA),
+/// as `text: ratio` (empty: none).
+async fn low_contrast(b: &Browser) -> serde_json::Value {
+    let script = r#"
+        const rgb = c => (c.match(/[\d.]+/g) || []).map(Number);
+        const lum = ([r, g, b]) => {
+            const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+            return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+        };
+        const behind = el => {
+            for (let e = el; e; e = e.parentElement) {
+                const c = rgb(getComputedStyle(e).backgroundColor);
+                if (c.length === 3 || (c.length === 4 && c[3] > 0)) return c.slice(0, 3);
+            }
+            return [255, 255, 255];
+        };
+        const low = [];
+        for (const el of document.querySelectorAll('body *')) {
+            const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
+            if (!own || el.offsetParent === null) continue;
+            const [a, b] = [lum(rgb(getComputedStyle(el).color)), lum(behind(el))];
+            const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+            if (ratio < 4.5) low.push(el.textContent.trim().slice(0, 30) + ': ' + ratio.toFixed(2));
+        }
+        return low;"#;
+    b.client.execute(script, vec![]).await.unwrap()
+}
+
 async fn shoot(b: &Browser, name: &str) {
     let png = b.client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -136,6 +164,7 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
         unnamed_controls(&b).await,
         json!({ "lang": "en", "unnamed": [] })
     );
+    assert_eq!(low_contrast(&b).await, json!([]), "light");
     shoot(&b, "overview").await;
 
     // A failing app: its condition and what to do about it.
@@ -156,6 +185,7 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
         unnamed_controls(&b).await,
         json!({ "lang": "en", "unnamed": [] })
     );
+    assert_eq!(low_contrast(&b).await, json!([]), "light");
     shoot(&b, "helmapp-failing").await;
 
     // The set, as a chain in its order.
@@ -291,6 +321,7 @@ async fn the_ui_in_a_real_browser_shows_states_approves_and_updates_live() {
         "the dark background: {look}"
     );
     assert_eq!(look["overflow"], json!(0), "wider than a phone: {look}");
+    assert_eq!(low_contrast(&phone).await, json!([]), "dark");
     shoot(&phone, "overview-phone-dark").await;
     phone.close().await;
 
