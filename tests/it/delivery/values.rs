@@ -166,6 +166,16 @@ async fn a_value_the_apiserver_echoes_quoted_is_redacted_too() {
     )
     .await;
     let app = with_reason(&f, "quoted", "InstallFailed").await;
+    // The status may be written before the failure's log line: the log
+    // is read once it has one (or after 30 s), then the operator stops.
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&log_path)
+        .unwrap()
+        .contains("[redacted]")
+        && started.elapsed() < std::time::Duration::from_secs(30)
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let _ = child.kill();
     let _ = child.wait();
     let status = serde_json::to_string(&app.status).unwrap();
