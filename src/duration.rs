@@ -4,6 +4,16 @@
 use std::time::Duration;
 
 /// Parses a Go duration; a bare `0` is zero. Negative durations are refused.
+/// An age the way kubectl prints one: `45s`, `12m`, `5h`, `3d`.
+pub fn short(secs: i64) -> String {
+    match secs.max(0) {
+        s if s < 120 => format!("{s}s"),
+        s if s < 3 * 3600 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
 pub fn parse(s: &str) -> Result<Duration, String> {
     let err = || format!("invalid duration {s:?}: use Go syntax such as 10m, 30s or 1h30m");
     let mut rest = s.trim();

@@ -214,13 +214,7 @@ fn age(
     let Some(created) = created else {
         return "-".into();
     };
-    let secs = (now.timestamp() - created.0.as_second()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 3 * 3600 => format!("{}m", s / 60),
-        s if s < 48 * 3600 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
+    crate::duration::short(now.timestamp() - created.0.as_second())
 }
 
 fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {

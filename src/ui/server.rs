@@ -189,44 +189,8 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
             };
             overview(ui, &filter, fragment)
         }
-        (Method::GET, ["inventory"]) => {
-            let projects = Api::<Hosstedproject>::all(ui.client.clone())
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-                .map_err(|e| format!("cannot list Hosstedprojects: {e}"));
-            let main = pages::inventory::main(&projects, chrono::Utc::now());
-            html(
-                ui,
-                StatusCode::OK,
-                Shell {
-                    title: "Inventory",
-                    nav: Nav::Inventory,
-                    filters: maud::html! {},
-                    watch: None,
-                },
-                main,
-                fragment,
-            )
-        }
-        (Method::GET, ["set", ns, name]) => match ui.live.set(ns, name) {
-            Some(set) => {
-                let main = pages::set::main(&set, &ui.live.apps());
-                html(
-                    ui,
-                    StatusCode::OK,
-                    Shell {
-                        title: &format!("HelmAppSet {ns}/{name}"),
-                        nav: Nav::Other,
-                        filters: maud::html! {},
-                        watch: None,
-                    },
-                    main,
-                    fragment,
-                )
-            }
-            None => not_found(ui, &format!("HelmAppSet {ns}/{name}"), fragment),
-        },
+        (Method::GET, ["inventory"]) => inventory_page(ui, fragment).await,
+        (Method::GET, ["set", ns, name]) => set_page(ui, ns, name, fragment),
         (Method::GET, ["app", ns, name]) => match ui.live.app(ns, name) {
             Some(app) => app_page(ui, &app, fragment).await,
             None => not_found(ui, &format!("HelmApp {ns}/{name}"), fragment),
@@ -235,28 +199,81 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
             Some(app) => pending_page(ui, &app, fragment).await,
             None => not_found(ui, &format!("HelmApp {ns}/{name}"), fragment),
         },
-        (Method::POST, ["app", ns, name, action]) => {
-            let headers = req.headers().clone();
-            let form = match Limited::new(req.into_body(), MAX_FORM).collect().await {
-                Ok(b) => query(&String::from_utf8_lossy(&b.to_bytes())),
-                Err(_) => {
-                    return respond(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "text/plain",
-                        full("form too large\n"),
-                    );
-                }
-            };
-            if let Err(why) = ui
-                .gate
-                .admit_change(&headers, form.get("csrf").map(String::as_str))
-            {
-                return refused(why);
-            }
-            act(ui, ns, name, action, &form).await
-        }
+        (Method::POST, ["app", ns, name, action]) => posted(ui, req, ns, name, action).await,
         _ => not_found(ui, &path, fragment),
     }
+}
+
+/// A shell with no filters that any change updates.
+fn plain(title: &str, nav: Nav) -> Shell<'_> {
+    Shell {
+        title,
+        nav,
+        filters: maud::html! {},
+        watch: None,
+    }
+}
+
+async fn inventory_page(ui: &Ui, fragment: bool) -> Response<Body> {
+    let projects = Api::<Hosstedproject>::all(ui.client.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|e| format!("cannot list Hosstedprojects: {e}"));
+    let main = pages::inventory::main(&projects, chrono::Utc::now());
+    html(
+        ui,
+        StatusCode::OK,
+        plain("Inventory", Nav::Inventory),
+        main,
+        fragment,
+    )
+}
+
+fn set_page(ui: &Ui, ns: &str, name: &str, fragment: bool) -> Response<Body> {
+    let title = format!("HelmAppSet {ns}/{name}");
+    match ui.live.set(ns, name) {
+        Some(set) => {
+            let main = pages::set::main(&set, &ui.live.apps());
+            html(
+                ui,
+                StatusCode::OK,
+                plain(&title, Nav::Other),
+                main,
+                fragment,
+            )
+        }
+        None => not_found(ui, &title, fragment),
+    }
+}
+
+/// A form posted to `/app/<ns>/<name>/<action>`: bounded, checked for
+/// the session and CSRF token, then acted on.
+async fn posted(
+    ui: &Ui,
+    req: Request<Incoming>,
+    ns: &str,
+    name: &str,
+    action: &str,
+) -> Response<Body> {
+    let headers = req.headers().clone();
+    let form = match Limited::new(req.into_body(), MAX_FORM).collect().await {
+        Ok(b) => query(&String::from_utf8_lossy(&b.to_bytes())),
+        Err(_) => {
+            return respond(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "text/plain",
+                full("form too large\n"),
+            );
+        }
+    };
+    if let Err(why) = ui
+        .gate
+        .admit_change(&headers, form.get("csrf").map(String::as_str))
+    {
+        return refused(why);
+    }
+    act(ui, ns, name, action, &form).await
 }
 
 fn login(ui: &Ui, headers: &http::HeaderMap, token: &str) -> Response<Body> {
@@ -305,12 +322,7 @@ fn not_found(ui: &Ui, what: &str, fragment: bool) -> Response<Body> {
     html(
         ui,
         StatusCode::NOT_FOUND,
-        Shell {
-            title: "Not found",
-            nav: Nav::Other,
-            filters: maud::html! {},
-            watch: None,
-        },
+        plain("Not found", Nav::Other),
         main,
         fragment,
     )
@@ -482,18 +494,7 @@ fn api_error(e: kube::Error) -> (StatusCode, String) {
 
 fn error_page(ui: &Ui, status: StatusCode, what: &str, detail: &str) -> Response<Body> {
     let main = pages::error(status.as_u16(), what, detail);
-    html(
-        ui,
-        status,
-        Shell {
-            title: what,
-            nav: Nav::Other,
-            filters: maud::html! {},
-            watch: None,
-        },
-        main,
-        false,
-    )
+    html(ui, status, plain(what, Nav::Other), main, false)
 }
 
 /// `text/event-stream`: the generation now, then each new one (changes

@@ -110,13 +110,11 @@ pub fn urgency(app: &HelmApp) -> usize {
         .unwrap_or(FIRST.len())
 }
 
-/// A newer version than the one installed, when the source offers one.
+/// A newer version than the one installed, when the source offers one
+/// (as `kubectl hossted get`'s UPDATE column decides it).
 pub fn update_of(app: &HelmApp) -> Option<&str> {
     let s = app.status.as_ref()?;
-    (!s.latest_available.is_empty()
-        && !s.chart_version.is_empty()
-        && s.latest_available != s.chart_version)
-        .then_some(s.latest_available.as_str())
+    crate::delivery::helmapp::updates::newer(s).then_some(s.latest_available.as_str())
 }
 
 /// What the chart is called on a page: its name, else the last part of

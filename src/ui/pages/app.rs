@@ -2,7 +2,7 @@
 //! inventory with each object's kstatus, drift, Events and the values
 //! helm received (Secret-sourced values masked).
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{HelmApp, HelmAppStatus};
 use k8s_openapi::api::core::v1::Event;
 use kube::ResourceExt;
 use maud::{Markup, html};
@@ -21,10 +21,14 @@ pub struct Details {
     pub values: Result<String, String>,
 }
 
-pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: chrono::DateTime<chrono::Utc>) -> Markup {
+/// The time pages are rendered at.
+type Now = chrono::DateTime<chrono::Utc>;
+
+pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: Now) -> Markup {
     let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
     let href = app_href(&ns, &name);
-    let status = app.status.clone().unwrap_or_default();
+    let none = HelmAppStatus::default();
+    let status = app.status.as_ref().unwrap_or(&none);
     let state = state_of(app);
     html! {
         h1 { "HelmApp " (ns) "/" (name) " " (badge(state)) }
@@ -46,95 +50,137 @@ pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: chrono::DateTime<chrono
                 (action(&href, "suspend", "Suspend", csrf, "spec.suspend: true"))
             }
         }
-        section aria-labelledby="conditions-h" {
-            h2 #conditions-h { "Conditions" }
+        (conditions(status, now))
+        (history(status, now))
+        (inventory(d))
+        (drift(d))
+        (events(d, now))
+        (values(d))
+    }
+}
+
+/// Each condition, with what to do about its reason.
+fn conditions(status: &HelmAppStatus, now: Now) -> Markup {
+    html! {
+    section aria-labelledby="conditions-h" {
+        h2 #conditions-h { "Conditions" }
+        div.scroll { table {
+            thead { tr { th scope="col" { "Type" } th scope="col" { "Status" } th scope="col" { "Reason" } th scope="col" { "Message" } th scope="col" { "What to do" } th scope="col" { "Since" } } }
+            tbody {
+                @for c in &status.conditions {
+                    tr data-condition=(c.type_) data-status=(c.status) data-reason=(c.reason) {
+                        td { (c.type_) } td { (c.status) } td { code { (c.reason) } }
+                        td.message { (c.message) }
+                        td.remedy { (remedy(&c.reason).unwrap_or("")) }
+                        td { (super::age(&c.last_transition_time.0.to_string(), now)) }
+                    }
+                }
+            }
+        } }
+    }
+    }
+}
+
+/// The last operations, newest first, with how long helm ran.
+fn history(status: &HelmAppStatus, now: Now) -> Markup {
+    html! {
+    section aria-labelledby="history-h" {
+        h2 #history-h { "History" }
+        div.scroll { table {
+            thead { tr { th scope="col" { "Revision" } th scope="col" { "Action" } th scope="col" { "Result" } th scope="col" { "Chart" } th scope="col" { "Config hash" } th scope="col" { "Digest" } th scope="col" { "Duration" } th scope="col" { "When" } } }
+            tbody {
+                @for h in &status.history {
+                    tr data-history=(h.revision) data-result=(h.result) data-duration=(h.duration) {
+                        td { (h.revision) } td { (h.action) } td { (h.result) } td { (h.chart_version) }
+                        td { code title=(h.config_hash) { (short(&h.config_hash)) } }
+                        td { code title=(h.release_digest) { (short(h.release_digest.trim_start_matches("sha256:"))) } }
+                        td { @if h.duration.is_empty() { "-" } @else { (h.duration) } }
+                        td { (super::age(&h.time, now)) }
+                    }
+                }
+            }
+        } }
+    }
+    }
+}
+
+/// The release's objects and their kstatus.
+fn inventory(d: &Details) -> Markup {
+    html! {
+    section aria-labelledby="inventory-h" {
+        h2 #inventory-h { "Inventory (" (d.inventory.len()) ")" }
+        div.scroll { table {
+            thead { tr { th scope="col" { "Kind" } th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Detail" } } }
+            tbody {
+                @for o in &d.inventory {
+                    tr data-object=(format!("{}/{}/{}", o.kind, o.namespace, o.name)) data-kstatus=(o.status) {
+                        td { (o.kind) } td { (o.namespace) } td { (o.name) }
+                        td { span.kstatus.(o.status) { (o.status) } } td { (o.detail) }
+                    }
+                }
+            }
+        } }
+    }
+    }
+}
+
+/// Each drifted field: expected and live (masked).
+fn drift(d: &Details) -> Markup {
+    html! {
+    @if !d.drift.is_empty() {
+        section aria-labelledby="drift-h" {
+            h2 #drift-h { "Drift" }
             div.scroll { table {
-                thead { tr { th scope="col" { "Type" } th scope="col" { "Status" } th scope="col" { "Reason" } th scope="col" { "Message" } th scope="col" { "What to do" } th scope="col" { "Since" } } }
+                thead { tr { th scope="col" { "Object" } th scope="col" { "Field" } th scope="col" { "Expected" } th scope="col" { "Live" } } }
                 tbody {
-                    @for c in &status.conditions {
-                        tr data-condition=(c.type_) data-status=(c.status) data-reason=(c.reason) {
-                            td { (c.type_) } td { (c.status) } td { code { (c.reason) } }
-                            td.message { (c.message) }
-                            td.remedy { (remedy(&c.reason).unwrap_or("")) }
-                            td { (super::age(&c.last_transition_time.0.to_string(), now)) }
+                    @for r in &d.drift {
+                        tr data-drift=(r.field) {
+                            td { (r.object) } td { code { (r.field) } }
+                            td { code { (r.expected) } } td { code { (r.live) } }
                         }
                     }
                 }
             } }
         }
-        section aria-labelledby="history-h" {
-            h2 #history-h { "History" }
-            div.scroll { table {
-                thead { tr { th scope="col" { "Revision" } th scope="col" { "Action" } th scope="col" { "Result" } th scope="col" { "Chart" } th scope="col" { "Config hash" } th scope="col" { "Digest" } th scope="col" { "Duration" } th scope="col" { "When" } } }
+    }
+    }
+}
+
+/// The HelmApp's Events, newest first.
+fn events(d: &Details, now: Now) -> Markup {
+    html! {
+    section aria-labelledby="events-h" {
+        h2 #events-h { "Events" }
+        @match &d.events {
+            Err(e) => p.error { (e) }
+            Ok(events) if events.is_empty() => p { "None." }
+            Ok(events) => div.scroll { table {
+                thead { tr { th scope="col" { "Type" } th scope="col" { "Reason" } th scope="col" { "Message" } th scope="col" { "Count" } th scope="col" { "Last" } } }
                 tbody {
-                    @for h in &status.history {
-                        tr data-history=(h.revision) data-result=(h.result) data-duration=(h.duration) {
-                            td { (h.revision) } td { (h.action) } td { (h.result) } td { (h.chart_version) }
-                            td { code title=(h.config_hash) { (short(&h.config_hash)) } }
-                            td { code title=(h.release_digest) { (short(h.release_digest.trim_start_matches("sha256:"))) } }
-                            td { @if h.duration.is_empty() { "-" } @else { (h.duration) } }
-                            td { (super::age(&h.time, now)) }
+                    @for e in events {
+                        tr data-event=(e.reason.as_deref().unwrap_or("")) data-type=(e.type_.as_deref().unwrap_or("")) {
+                            td { (e.type_.as_deref().unwrap_or("")) } td { code { (e.reason.as_deref().unwrap_or("")) } }
+                            td.message { (e.message.as_deref().unwrap_or("")) } td { (e.count.unwrap_or(1)) }
+                            td { (event_age(e, now)) }
                         }
                     }
                 }
             } }
         }
-        section aria-labelledby="inventory-h" {
-            h2 #inventory-h { "Inventory (" (d.inventory.len()) ")" }
-            div.scroll { table {
-                thead { tr { th scope="col" { "Kind" } th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Status" } th scope="col" { "Detail" } } }
-                tbody {
-                    @for o in &d.inventory {
-                        tr data-object=(format!("{}/{}/{}", o.kind, o.namespace, o.name)) data-kstatus=(o.status) {
-                            td { (o.kind) } td { (o.namespace) } td { (o.name) }
-                            td { span.kstatus.(o.status) { (o.status) } } td { (o.detail) }
-                        }
-                    }
-                }
-            } }
+    }
+    }
+}
+
+/// The values helm received, Secret values masked.
+fn values(d: &Details) -> Markup {
+    html! {
+    section aria-labelledby="values-h" {
+        h2 #values-h { "Values helm received" }
+        @match &d.values {
+            Ok(v) => pre.values data-masked="true" { (v) }
+            Err(e) => p.error { (e) }
         }
-        @if !d.drift.is_empty() {
-            section aria-labelledby="drift-h" {
-                h2 #drift-h { "Drift" }
-                div.scroll { table {
-                    thead { tr { th scope="col" { "Object" } th scope="col" { "Field" } th scope="col" { "Expected" } th scope="col" { "Live" } } }
-                    tbody {
-                        @for r in &d.drift {
-                            tr data-drift=(r.field) {
-                                td { (r.object) } td { code { (r.field) } }
-                                td { code { (r.expected) } } td { code { (r.live) } }
-                            }
-                        }
-                    }
-                } }
-            }
-        }
-        section aria-labelledby="events-h" {
-            h2 #events-h { "Events" }
-            @match &d.events {
-                Err(e) => p.error { (e) }
-                Ok(events) if events.is_empty() => p { "None." }
-                Ok(events) => div.scroll { table {
-                    thead { tr { th scope="col" { "Type" } th scope="col" { "Reason" } th scope="col" { "Message" } th scope="col" { "Count" } th scope="col" { "Last" } } }
-                    tbody {
-                        @for e in events {
-                            tr data-event=(e.reason.as_deref().unwrap_or("")) data-type=(e.type_.as_deref().unwrap_or("")) {
-                                td { (e.type_.as_deref().unwrap_or("")) } td { code { (e.reason.as_deref().unwrap_or("")) } }
-                                td.message { (e.message.as_deref().unwrap_or("")) } td { (e.count.unwrap_or(1)) }
-                                td { (event_age(e, now)) }
-                            }
-                        }
-                    }
-                } }
-            }
-        }
-        section aria-labelledby="values-h" {
-            h2 #values-h { "Values helm received" }
-            @match &d.values {
-                Ok(v) => pre.values data-masked="true" { (v) }
-                Err(e) => p.error { (e) }
-            }
-        }
+    }
     }
 }
 

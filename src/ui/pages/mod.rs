@@ -84,13 +84,7 @@ pub fn age(rfc3339: &str, now: chrono::DateTime<chrono::Utc>) -> String {
     let Ok(t) = chrono::DateTime::parse_from_rfc3339(rfc3339) else {
         return "-".into();
     };
-    let secs = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    crate::duration::short((now - t.with_timezone(&chrono::Utc)).num_seconds())
 }
 
 /// The state badge.

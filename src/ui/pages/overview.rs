@@ -101,81 +101,101 @@ pub fn main(
                 }
             }
         }
-        @if !pending.is_empty() {
-            section #approvals aria-labelledby="approvals-h" {
-                h2 #approvals-h { "Pending approvals (" (pending.len()) ")" }
-                ul {
-                    @for app in &pending {
-                        @let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
-                        @let p = app.status.as_ref().and_then(|s| s.pending_change.as_ref());
-                        li data-pending=(format!("{ns}/{name}")) {
-                            a href={ (app_href(&ns, &name)) "/pending" } { (ns) "/" (name) }
-                            @if let Some(p) = p {
-                                " — chart " (p.chart_version) ": "
-                                (p.objects.added.len()) " added, " (p.objects.changed.len()) " changed, "
-                                (p.objects.removed.len()) " removed"
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        @if !updates.is_empty() {
-            section #updates aria-labelledby="updates-h" {
-                h2 #updates-h { "Updates available (" (updates.len()) ")" }
-                ul {
-                    @for (app, version) in &updates {
-                        @let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
-                        li data-update=(format!("{ns}/{name}")) {
-                            a href=(app_href(&ns, &name)) { (ns) "/" (name) }
-                            " " (app.status.as_ref().map_or("", |s| s.chart_version.as_str())) " → " strong { (version) }
-                        }
-                    }
-                }
-            }
-        }
+        @if !pending.is_empty() { (approvals(&pending)) }
+        @if !updates.is_empty() { (updates_section(&updates)) }
         @for state in State::ALL {
-            @if let Some(apps) = groups.get(&state) {
-                section.group id=(state.as_str()) data-state=(state.as_str()) aria-labelledby={ (state.as_str()) "-h" } {
-                    h2 id={ (state.as_str()) "-h" } { (state.title()) " (" (apps.len()) ")" }
-                    div.scroll {
-                        table {
-                            thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Reason" } th.wide scope="col" { "Message" } th scope="col" { "Chart" } th scope="col" { "Rev" } } }
-                            tbody {
-                                @for app in apps { (row(app, now)) }
-                            }
-                        }
-                    }
-                }
-            }
+            @if let Some(apps) = groups.get(&state) { (group(state, apps)) }
         }
         @if shown.is_empty() {
             p.empty { "No HelmApps here" @if !filter.text.is_empty() || !filter.namespace.is_empty() { " match the filter" } "." }
         }
-        @if !sets.is_empty() {
-            section #sets aria-labelledby="sets-h" {
-                h2 #sets-h { "HelmAppSets (" (sets.len()) ")" }
-                table {
-                    thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Ready" } th scope="col" { "Apps" } } }
-                    tbody {
-                        @for set in sets {
-                            @let (ns, name) = (set.namespace().unwrap_or_default(), set.name_any());
-                            tr data-set=(format!("{ns}/{name}")) {
-                                td { (ns) }
-                                td { a href=(set_href(&ns, &name)) { (name) } }
-                                td { (set.status.as_ref().map_or("-", |s| s.ready.as_str())) }
-                                td { (set.spec.apps.len()) }
-                            }
-                        }
-                    }
-                }
-            }
-        }
+        @if !sets.is_empty() { (sets_section(sets)) }
         p.now { "As of " time datetime=(now.to_rfc3339()) { (now.format("%H:%M:%S UTC")) } }
     }
 }
 
-fn row(app: &HelmApp, _now: chrono::DateTime<chrono::Utc>) -> Markup {
+/// The changes waiting for approval.
+fn approvals(pending: &[&&HelmApp]) -> Markup {
+    html! {
+    section #approvals aria-labelledby="approvals-h" {
+        h2 #approvals-h { "Pending approvals (" (pending.len()) ")" }
+        ul {
+            @for app in pending {
+                @let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
+                @let p = app.status.as_ref().and_then(|s| s.pending_change.as_ref());
+                li data-pending=(format!("{ns}/{name}")) {
+                    a href={ (app_href(&ns, &name)) "/pending" } { (ns) "/" (name) }
+                    @if let Some(p) = p {
+                        " — chart " (p.chart_version) ": "
+                        (p.objects.added.len()) " added, " (p.objects.changed.len()) " changed, "
+                        (p.objects.removed.len()) " removed"
+                    }
+                }
+            }
+        }
+    }
+    }
+}
+
+/// Charts with a newer version than the one installed.
+fn updates_section(updates: &[(&&HelmApp, &str)]) -> Markup {
+    html! {
+    section #updates aria-labelledby="updates-h" {
+        h2 #updates-h { "Updates available (" (updates.len()) ")" }
+        ul {
+            @for (app, version) in updates {
+                @let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
+                li data-update=(format!("{ns}/{name}")) {
+                    a href=(app_href(&ns, &name)) { (ns) "/" (name) }
+                    " " (app.status.as_ref().map_or("", |s| s.chart_version.as_str())) " → " strong { (version) }
+                }
+            }
+        }
+    }
+    }
+}
+
+/// One state's apps, most urgent first.
+fn group(state: State, apps: &[&HelmApp]) -> Markup {
+    html! {
+    section.group id=(state.as_str()) data-state=(state.as_str()) aria-labelledby={ (state.as_str()) "-h" } {
+        h2 id={ (state.as_str()) "-h" } { (state.title()) " (" (apps.len()) ")" }
+        div.scroll {
+            table {
+                thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Reason" } th.wide scope="col" { "Message" } th scope="col" { "Chart" } th scope="col" { "Rev" } } }
+                tbody {
+                    @for app in apps { (row(app)) }
+                }
+            }
+        }
+    }
+    }
+}
+
+/// The HelmAppSets, each linking to its chain.
+fn sets_section(sets: &[Arc<HelmAppSet>]) -> Markup {
+    html! {
+    section #sets aria-labelledby="sets-h" {
+        h2 #sets-h { "HelmAppSets (" (sets.len()) ")" }
+        table {
+            thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Ready" } th scope="col" { "Apps" } } }
+            tbody {
+                @for set in sets {
+                    @let (ns, name) = (set.namespace().unwrap_or_default(), set.name_any());
+                    tr data-set=(format!("{ns}/{name}")) {
+                        td { (ns) }
+                        td { a href=(set_href(&ns, &name)) { (name) } }
+                        td { (set.status.as_ref().map_or("-", |s| s.ready.as_str())) }
+                        td { (set.spec.apps.len()) }
+                    }
+                }
+            }
+        }
+    }
+    }
+}
+
+fn row(app: &HelmApp) -> Markup {
     let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
     let (_, reason, message) = ready(app);
     let status = app.status.as_ref();
