@@ -20,12 +20,13 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 
 /// Labels kept in the cache; every other label is dropped while parsing.
 /// (The last two: what delivery writes on a release's storage.)
-const KEPT_LABELS: [&str; 7] = [
+const KEPT_LABELS: [&str; 8] = [
     INSTANCE_LABEL,
     MANAGED_BY_LABEL,
     "owner",
     "name",
     "version",
+    "status",
     "hossted.com/config-hash",
     "hossted.com/helmapp-uid",
 ];

@@ -331,6 +331,17 @@ fn plausible(release: ReleaseSummary, meta: &LeanMeta) -> Result<ReleaseSummary,
                 .into(),
         );
     }
+    // Helm finds the deployed revision by this label, the operator reads
+    // the payload: both must see the same release (helm writes the two
+    // together; a `status: deployed` label on a `failed` payload is a
+    // forgery that would make helm upgrade from it).
+    let status = label(meta, "status");
+    if !status.is_empty() && status != release.status.as_str() {
+        return Err(
+            "not a plausible Helm release: its status differs from the Secret's status label"
+                .into(),
+        );
+    }
     Ok(release)
 }
 

@@ -251,6 +251,9 @@ fn exactly_one_chart_source() -> Option<Vec<ValidationRule>> {
     serde_json::from_value(serde_json::json!([{
         "rule": "(has(self.repo) && self.repo != '' ? 1 : 0) + (has(self.oci) && self.oci != '' ? 1 : 0) + (has(self.path) && self.path != '' ? 1 : 0) + (has(self.git) ? 1 : 0) == 1",
         "message": "set exactly one of chart.repo, chart.oci, chart.path, chart.git"
+    }, {
+        "rule": "!(has(self.path) && self.path != '' && has(self.verify))",
+        "message": "chart.verify cannot be met by chart.path: a directory has no signature; remove verify, or use a signed chart from chart.repo or chart.oci"
     }]))
     .ok()
 }

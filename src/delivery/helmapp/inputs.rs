@@ -24,6 +24,14 @@ impl Context {
     /// which re-queues the HelmApp when done. `Err` says whether retrying
     /// may help.
     pub async fn chart(&self, app: &HelmApp) -> Result<Option<source::LocalChart>, ChartProblem> {
+        if let Some(message) = unverifiable(&app.spec.chart) {
+            // An unverified chart never reaches helm (docs/verification.md).
+            return Err(ChartProblem {
+                reason: Reason::VerificationFailed,
+                message,
+                retry: false,
+            });
+        }
         let chart = self.fetch_chart(app).await;
         if let Ok(Some(c)) = &chart
             && let Err(message) = c.check_pin(&app.spec.chart)
@@ -147,10 +155,24 @@ impl Context {
             sources.git.chart(&at, &path, &sources.git_charts_dir())
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| source::git::ReadError::Failed(e.to_string()))
         .and_then(|r| r)
-        // The commit does not change by retrying; a new one re-queues.
-        .map_err(|message| (git_error(git, message), true))?;
+        .map_err(|e| match e {
+            // A tree git refuses, or one past its bounds: the commit does
+            // not change by retrying; a new one re-queues.
+            source::git::ReadError::Invalid(message) => (
+                source::SourceError::Invalid {
+                    repo: format!(
+                        "{} at {}",
+                        source::http::without_credentials(&git.url),
+                        checkout.commit
+                    ),
+                    message,
+                },
+                false,
+            ),
+            source::git::ReadError::Failed(message) => (git_error(git, message), true),
+        })?;
         Ok(Some(source::LocalChart {
             version: source::chart_version(&read.dir),
             path: read.dir,
@@ -581,6 +603,25 @@ fn unknown_kind(name: &str) -> String {
 }
 
 /// A Git source's problem, with its URL (without credentials).
+/// Why `chart.verify` cannot be met by the chart's source, if it cannot:
+/// a directory (`chart.path`) has no signature, and a Git commit's is not
+/// checked yet — refused rather than installed unverified.
+fn unverifiable(chart: &apis::helmapp::ChartSource) -> Option<String> {
+    chart.verify.as_ref()?;
+    if !chart.path.is_empty() {
+        return Some(
+            "chart.verify cannot be met by chart.path: a directory has no signature; remove verify, or use a signed chart from chart.repo or chart.oci".into(),
+        );
+    }
+    let others = [&chart.repo, &chart.oci];
+    if chart.git.is_some() && others.iter().all(|s| s.is_empty()) {
+        return Some(
+            "chart.verify is not supported for chart.git yet: a commit's signature is not checked, so the chart is not installed; remove verify, or publish the chart signed to a repository or registry".into(),
+        );
+    }
+    None
+}
+
 fn git_error(git: &GitSource, message: String) -> source::SourceError {
     source::SourceError::Git {
         url: source::http::without_credentials(&git.url),

@@ -130,7 +130,11 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
 /// after any action of ours.
 async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let key = cache::object_key(app);
-    let interrupted = ctx.interrupted.lock().contains(&key);
+    // A run the status says was started and never recorded, with no helm
+    // of ours on the release now: its process (or the operator) died, or
+    // the API was gone when it ended.
+    let interrupted =
+        ctx.interrupted.lock().contains(&key) || (o.status.run_intent.is_some() && !o.busy);
     if interrupted && storage::record_after_action(&ctx.client, o).await.is_some() {
         log::info!(
             "{}: recorded what our helm run, cut off by the API server's outage, left in Helm's storage",

@@ -15,7 +15,7 @@
 //! confirmed with one fresh read of the storage before it counts.
 
 use crate::cached::helm::HelmStatus;
-use apis::helmapp::{HelmAppStatus, StorageDigest};
+use apis::helmapp::{HelmAppStatus, RunIntent, StorageDigest};
 use kube::api::ListParams;
 use kube::{Api, Client};
 
@@ -97,23 +97,27 @@ impl Untrusted {
 }
 
 /// The first entry (by revision, newest first) that is not a release, or
-/// whose digest is not the one `recorded` for its revision — but for one
-/// a run of ours left unfinished: owned by `uid`, newer than every
-/// recorded revision, `pending-*` or `failed` (a helm of ours that died
-/// before its digests were recorded). Helm never takes such a revision as
-/// the base of an upgrade while a deployed one exists (and that one is
+/// whose digest is not the one `recorded` for its revision — but for the
+/// one revision a run of ours left unfinished: the revision `intent` (the
+/// run the status says was started and never recorded) names, `pending-*`
+/// or `failed` as its payload says (and its `status` label, which helm
+/// queries by, agrees: [`crate::cached::storage`]). No label is evidence:
+/// a tenant may copy any of them. Helm never takes such a revision as the
+/// base of an upgrade while a deployed one exists (and that one is
 /// recorded), so it is only unlocked or superseded.
 pub fn first_untrusted<R: AsRef<HelmRelease>>(
     entries: &[R],
     recorded: &[StorageDigest],
-    uid: &str,
+    intent: Option<&RunIntent>,
 ) -> Option<Untrusted> {
-    let newest_recorded = recorded.iter().map(|d| d.revision).max().unwrap_or(0);
     let unfinished = |e: &HelmRelease| {
-        e.release.as_ref().is_ok_and(|r| {
-            r.version > newest_recorded && (r.status.is_pending() || r.status == HelmStatus::Failed)
-        }) && !uid.is_empty()
-            && label(&e.metadata, HELMAPP_UID_LABEL) == uid
+        intent.is_some_and(|i| {
+            e.release.as_ref().is_ok_and(|r| {
+                r.version == i.revision
+                    && !recorded.iter().any(|d| d.revision == r.version)
+                    && (r.status.is_pending() || r.status == HelmStatus::Failed)
+            })
+        })
     };
     let mut sorted: Vec<&HelmRelease> = entries.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|e| std::cmp::Reverse(e.version()));
@@ -196,7 +200,8 @@ pub async fn record_after_action(client: &Client, o: &mut Observed) -> Option<Ve
 /// it; the newest's digest goes on the newest history entry.
 pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let before = std::mem::take(&mut o.status.storage_digests);
-    o.status.storage_digests = recorded_after(entries, &before, &o.uid);
+    let intent = o.status.run_intent.take();
+    o.status.storage_digests = recorded_after(entries, &before, intent.as_ref());
     if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(entries)) {
         h.release_digest = n.digest;
     }
@@ -233,6 +238,13 @@ pub async fn record_own_revision(client: &Client, o: &mut Observed, made: (i64, 
             content,
         });
         o.status.storage_digests.sort_by_key(|d| d.revision);
+        if o.status
+            .run_intent
+            .as_ref()
+            .is_some_and(|i| i.revision == revision)
+        {
+            o.status.run_intent = None;
+        }
     }
     // Remembered until a status write is seen to hold it.
     false
@@ -250,7 +262,7 @@ pub async fn changed_during_run(
 ) -> Result<Option<Untrusted>, kube::Error> {
     let entries = read(client, &o.target).await?;
     record(o, &entries);
-    Ok(first_untrusted(&entries, &o.status.storage_digests, &o.uid))
+    Ok(first_untrusted(&entries, &o.status.storage_digests, None))
 }
 
 /// What is recorded after a helm action, from the storage read then
@@ -260,12 +272,13 @@ pub async fn changed_during_run(
 ///   as it is now;
 /// - a revision recorded before whose content changed (an edit made while
 ///   helm ran): its earlier record stays, so the next check flags it;
-/// - a revision new since, owned by `uid` (made by the run): recorded;
-/// - anything else (planted while helm ran): not recorded.
+/// - the revision new since that `intent` names (the run's): recorded;
+/// - anything else (planted while helm ran, whatever its labels): not
+///   recorded.
 pub fn recorded_after(
     entries: &[HelmRelease],
     before: &[StorageDigest],
-    uid: &str,
+    intent: Option<&RunIntent>,
 ) -> Vec<StorageDigest> {
     let mut out: Vec<StorageDigest> = entries
         .iter()
@@ -280,7 +293,9 @@ pub fn recorded_after(
                 Some(b) if b.digest == now.digest => Some(now),
                 Some(b) if !b.content.is_empty() && b.content == now.content => Some(now),
                 Some(b) => Some(b.clone()),
-                None => (label(&e.metadata, HELMAPP_UID_LABEL) == uid).then_some(now),
+                None => intent
+                    .is_some_and(|i| i.revision == now.revision)
+                    .then_some(now),
             }
         })
         .collect();
@@ -327,14 +342,19 @@ pub async fn check(
         trust(&mut o.status, &fresh);
         return Ok(None);
     }
-    if first_untrusted(cached, &o.status.storage_digests, &o.uid).is_none() {
+    let intent = o.status.run_intent.as_ref();
+    if first_untrusted(cached, &o.status.storage_digests, intent).is_none() {
         return Ok(None);
     }
     let fresh = match fresh {
         Some(f) => f,
         None => read(client, &o.target).await?,
     };
-    Ok(first_untrusted(&fresh, &o.status.storage_digests, &o.uid))
+    Ok(first_untrusted(
+        &fresh,
+        &o.status.storage_digests,
+        o.status.run_intent.as_ref(),
+    ))
 }
 
 #[cfg(test)]

@@ -41,6 +41,18 @@ pub const MAX_DEPTH: usize = 32;
 pub const MAX_VALUES_FILE: u64 = 4 * 1024 * 1024;
 /// Bytes of a request body sent (wants and haves), at most.
 const MAX_REQUEST: usize = 1024 * 1024;
+/// Tree entries one read may visit — files, directories and symlinks
+/// together, each time it is reached: a tree naming another twice per
+/// level fans out to 2^depth paths in a few hundred bytes of pack, so
+/// files alone are no bound.
+pub const MAX_VISITS: usize = 100_000;
+/// Bytes of one tree object, at most (read from its header, before it is
+/// inflated).
+pub const MAX_TREE_BYTES: u64 = 8 * 1024 * 1024;
+/// Wall-clock time one read of a chart or values files may take.
+pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+/// Refs one listing may name (a semver range lists the tags).
+pub const MAX_LISTED_REFS: usize = 10_000;
 
 /// A fetched commit: a bare repository holding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,8 +89,10 @@ pub fn from_source(key: &str, url: &str) -> bool {
 #[derive(Debug, Default)]
 pub struct GitCache {
     inner: Mutex<Remembered>,
-    /// Held while a chart is read out of a checkout.
-    reading: Mutex<()>,
+    /// One lock per (repository directory, path) being read: apps of one
+    /// chart woken together read it once, and a slow or refused read of one
+    /// chart never holds another's. An entry lives while its read runs.
+    reading: Mutex<HashMap<(PathBuf, String), Arc<Mutex<()>>>>,
 }
 
 #[derive(Debug, Default)]
@@ -137,7 +151,12 @@ impl GitCache {
 
     /// The chart at `path` of `checkout`, read into a directory under
     /// `root` once per commit and path.
-    pub fn chart(&self, checkout: &Checkout, path: &str, root: &Path) -> Result<ReadChart, String> {
+    pub fn chart(
+        &self,
+        checkout: &Checkout,
+        path: &str,
+        root: &Path,
+    ) -> Result<ReadChart, ReadError> {
         let id = (checkout.repo.clone(), path.to_string());
         let remembered = || {
             self.inner
@@ -150,12 +169,32 @@ impl GitCache {
         if let Some(read) = remembered() {
             return Ok(read);
         }
-        // One read at a time: the apps of one chart woken together read
-        // it once, and never into a directory helm is reading.
-        let _reading = self.reading.lock();
-        if let Some(read) = remembered() {
-            return Ok(read);
+        // One read of this chart at a time: the apps of one chart woken
+        // together read it once, and never into a directory helm is reading.
+        let lock = self.reading.lock().entry(id.clone()).or_default().clone();
+        let read = {
+            let _reading = lock.lock();
+            match remembered() {
+                Some(read) => Ok(read),
+                None => self.read_into_place(checkout, path, root, &id),
+            }
+        };
+        let mut reading = self.reading.lock();
+        if reading.get(&id).is_some_and(|l| Arc::strong_count(l) <= 2) {
+            reading.remove(&id);
         }
+        read
+    }
+
+    /// Reads the chart at `path` of `checkout` into its directory under
+    /// `root` and remembers it (the caller holds the chart's lock).
+    fn read_into_place(
+        &self,
+        checkout: &Checkout,
+        path: &str,
+        root: &Path,
+        id: &(PathBuf, String),
+    ) -> Result<ReadChart, ReadError> {
         let name = format!("{}\n{}\n{path}", checkout.repo.display(), checkout.commit);
         let dir = root.join(&hex(&Sha256::digest(name.as_bytes()))[..32]);
         // Written aside and renamed into place whole: a directory under
@@ -167,11 +206,14 @@ impl GitCache {
         if dir.exists() {
             let _ = std::fs::remove_dir_all(&scratch);
         } else {
-            std::fs::rename(&scratch, &dir).map_err(|e| format!("keeping the chart: {e}"))?;
+            std::fs::rename(&scratch, &dir)
+                .map_err(|e| ReadError::Failed(format!("keeping the chart: {e}")))?;
         }
         let read = ReadChart { dir, digest };
         let mut inner = self.inner.lock();
-        inner.charts.insert(id, (Instant::now(), read.clone()));
+        inner
+            .charts
+            .insert(id.clone(), (Instant::now(), read.clone()));
         while inner.charts.len() > Self::MAX_CHARTS {
             let Some(oldest) = oldest(&inner.charts) else {
                 break;
@@ -244,9 +286,15 @@ pub fn fetch(
         Wanted::Commit(c) => c,
         Wanted::Semver(range) => highest_tag(source, &link, &budget, &range, dir)?,
     };
-    let base = dir
-        .join("git")
-        .join(&hex(&Sha256::digest(key(source, "").as_bytes()))[..32]);
+    // Whose fetch: a commit on disk is reused only with the credentials
+    // that fetched it — a pinned commit of a private repository is never
+    // served to an app without them, which must fetch (and be refused) on
+    // its own.
+    let base = dir.join("git").join(
+        &hex(&Sha256::digest(
+            key(source, &credentials.digest()).as_bytes(),
+        ))[..32],
+    );
     // The ref still at a commit fetched before: no pack is asked for.
     let known = if refname.len() == 40 {
         Some(refname.clone())
@@ -413,6 +461,11 @@ fn list_refs(
             .to_connection_with_transport(transport)
             .ref_map(gix::progress::Discard, Default::default())
             .map_err(|e| said(e, budget))?;
+        if map.mappings.len() > MAX_LISTED_REFS {
+            return Err(format!(
+                "the repository lists more than {MAX_LISTED_REFS} refs for {refspec}"
+            ));
+        }
         Ok(map
             .mappings
             .iter()
@@ -806,34 +859,58 @@ impl githttp::Http for GitHttp {
     }
 }
 
+/// Why a chart could not be read out of a checkout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The tree breaks a rule or a bound (a name git fsck refuses, too
+    /// many entries, too large, too deep, too slow): `ChartInvalid`. The
+    /// commit does not change by retrying.
+    #[error("{0}")]
+    Invalid(String),
+    /// The repository or the disk failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Reads the tree at `path` of `checkout` into `into` (made afresh) and
 /// returns the SHA-256 over its files (relative path, then content), the
-/// bounds of the module docs applied.
-pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String, String> {
-    let repo = gix::open(&checkout.repo).map_err(|e| format!("the fetched repository: {e}"))?;
-    let root = tree_of(&repo, &checkout.commit)?;
-    let path = clean(path)?;
+/// bounds of the module docs applied. Nothing is written before the whole
+/// tree has been walked and found within its rules, and then only files
+/// named by checked components, each created new (never through a link).
+pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String, ReadError> {
+    let failed = ReadError::Failed;
+    let repo =
+        gix::open(&checkout.repo).map_err(|e| failed(format!("the fetched repository: {e}")))?;
+    let root = tree_of(&repo, &checkout.commit).map_err(failed)?;
+    let path = clean(path).map_err(ReadError::Invalid)?;
     let entry_tree = if path.is_empty() {
         root.clone()
     } else {
         let entry = root
             .lookup_entry_by_path(&path)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("the repository has no {path} at {}", short(checkout)))?;
+            .map_err(|e| failed(e.to_string()))?
+            .ok_or_else(|| {
+                failed(format!(
+                    "the repository has no {path} at {}",
+                    short(checkout)
+                ))
+            })?;
+        if !entry.mode().is_tree() {
+            return Err(ReadError::Invalid(format!("{path} is not a directory")));
+        }
         entry
             .object()
-            .map_err(|e| e.to_string())?
-            .try_into_tree()
-            .map_err(|_| format!("{path} is not a directory"))?
+            .map_err(|e| failed(e.to_string()))?
+            .into_tree()
     };
-    let _ = std::fs::remove_dir_all(into);
-    std::fs::create_dir_all(into).map_err(|e| e.to_string())?;
     let mut files: Vec<(String, Vec<u8>)> = Vec::new();
     let mut walk = Walk {
         repo: &repo,
         root: &root,
         files: &mut files,
         bytes: 0,
+        visits: 0,
+        deadline: Instant::now() + READ_DEADLINE,
     };
     walk.dir(entry_tree, &path, "", 0)?;
     files.sort();
@@ -842,27 +919,81 @@ pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String
         hasher.update(rel.as_bytes());
         hasher.update([0]);
         hasher.update(content);
-        let file = into.join(rel);
-        if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-        }
-        std::fs::write(&file, content).map_err(|e| e.to_string())?;
     }
+    write_files(into, &files).map_err(|e| failed(format!("writing the chart: {e}")))?;
     Ok(hex(&hasher.finalize()))
 }
 
+/// Writes `files` (relative paths of checked components, [`entry_name`])
+/// under `into`, made afresh: directories created one level at a time,
+/// each file created new — an existing name, a link among them, is an
+/// error, never followed.
+fn write_files(into: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    let _ = std::fs::remove_dir_all(into);
+    std::fs::create_dir_all(into)?;
+    for (rel, content) in files {
+        let mut at = into.to_path_buf();
+        let mut parts = rel.split('/').peekable();
+        while let Some(part) = parts.next() {
+            at.push(part);
+            if parts.peek().is_none() {
+                break;
+            }
+            match std::fs::create_dir(&at) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if !std::fs::symlink_metadata(&at)?.is_dir() {
+                        return Err(std::io::Error::other(format!("{rel}: not a directory")));
+                    }
+                }
+                other => other?,
+            }
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&at)?
+            .write_all(content)?;
+    }
+    Ok(())
+}
+
+/// A tree entry's name as git fsck accepts it (and one component of a
+/// path, never more): not empty, `.`, `..` or `.git` (any case), without
+/// `/`, `\\` or NUL, UTF-8. A hostile server sends names git itself would
+/// never write; such a tree refuses the chart.
+pub fn entry_name(name: &[u8]) -> Result<&str, String> {
+    let shown = || String::from_utf8_lossy(name).escape_debug().to_string();
+    let name = std::str::from_utf8(name)
+        .map_err(|_| format!("a tree entry named {:?} is refused (not UTF-8)", shown()))?;
+    let refused = name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.eq_ignore_ascii_case(".git")
+        || name.contains(['/', '\\', '\0']);
+    if refused {
+        return Err(format!(
+            "a tree entry named {:?} is refused (git fsck refuses it)",
+            shown()
+        ));
+    }
+    Ok(name)
+}
 /// The content of the file at each of `paths` of `checkout` (`None`: not
 /// there), each at most [`MAX_VALUES_FILE`] bytes; the repository opened
 /// once for all.
 pub fn read_files(checkout: &Checkout, paths: &[String]) -> Result<Vec<Option<Vec<u8>>>, String> {
     let repo = gix::open(&checkout.repo).map_err(|e| format!("the fetched repository: {e}"))?;
     let root = tree_of(&repo, &checkout.commit)?;
-    paths.iter().map(|p| file_in(&root, p)).collect()
+    paths.iter().map(|p| file_in(&repo, &root, p)).collect()
 }
 
 /// The blob at `path` of `root` (`None`: not there); the error names the
 /// path.
-fn file_in(root: &gix::Tree<'_>, path: &str) -> Result<Option<Vec<u8>>, String> {
+fn file_in(
+    repo: &gix::Repository,
+    root: &gix::Tree<'_>,
+    path: &str,
+) -> Result<Option<Vec<u8>>, String> {
     let path = clean(path)?;
     let Some(entry) = root
         .lookup_entry_by_path(&path)
@@ -873,13 +1004,17 @@ fn file_in(root: &gix::Tree<'_>, path: &str) -> Result<Option<Vec<u8>>, String> 
     if entry.mode().is_link() {
         return Err(format!("{path} is a symlink: values files must be files"));
     }
-    let object = entry.object().map_err(|e| format!("{path}: {e}"))?;
-    if object.kind != gix::object::Kind::Blob {
+    if !entry.mode().is_blob() {
         return Err(format!("{path} is not a file"));
     }
-    if object.data.len() as u64 > MAX_VALUES_FILE {
+    // The size from the header, before a byte is inflated.
+    let header = repo
+        .find_header(entry.object_id())
+        .map_err(|e| format!("{path}: {e}"))?;
+    if header.size() > MAX_VALUES_FILE {
         return Err(format!("{path} is larger than {MAX_VALUES_FILE} bytes"));
     }
+    let object = entry.object().map_err(|e| format!("{path}: {e}"))?;
     Ok(Some(object.data.clone()))
 }
 
@@ -911,16 +1046,22 @@ fn clean(path: &str) -> Result<String, String> {
     Ok(parts.join("/"))
 }
 
-/// A walk of a chart's tree, in bounds.
+/// A walk of a chart's tree, in bounds: every entry visited counts
+/// ([`MAX_VISITS`]), every object's size is read from its header before it
+/// is inflated, and the walk ends at its deadline.
 struct Walk<'a, 'r> {
     repo: &'r gix::Repository,
     /// The commit's root tree (symlinks are resolved in it).
     root: &'a gix::Tree<'r>,
     files: &'a mut Vec<(String, Vec<u8>)>,
+    /// Bytes of `files`; at most [`MAX_CHART_BYTES`].
     bytes: u64,
+    /// Entries reached so far; at most [`MAX_VISITS`].
+    visits: usize,
+    deadline: Instant,
 }
 
-impl Walk<'_, '_> {
+impl<'r> Walk<'_, 'r> {
     /// Adds the files of `tree` (at `base` in the repository, `rel` in the
     /// chart).
     fn dir(
@@ -929,38 +1070,96 @@ impl Walk<'_, '_> {
         base: &str,
         rel: &str,
         depth: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), ReadError> {
+        let invalid = ReadError::Invalid;
         if depth > MAX_DEPTH {
-            return Err(format!("the chart is deeper than {MAX_DEPTH} directories"));
+            return Err(invalid(format!(
+                "the chart is deeper than {MAX_DEPTH} directories"
+            )));
         }
-        let decoded = tree.decode().map_err(|e| e.to_string())?;
+        let decoded = tree.decode().map_err(|e| {
+            invalid(format!(
+                "{base}/: a tree that does not parse is refused ({e})"
+            ))
+        })?;
         for entry in &decoded.entries {
-            let name = entry.filename.to_string();
-            let here = join(rel, &name);
-            let in_repo = join(base, &name);
-            let object = self
-                .repo
-                .find_object(entry.oid)
-                .map_err(|e| format!("{in_repo}: {e}"))?;
+            self.visit()?;
+            let name = entry_name(entry.filename).map_err(|e| invalid(format!("{base}/: {e}")))?;
+            let here = join(rel, name);
+            let in_repo = join(base, name);
             if entry.mode.is_tree() {
-                let sub = object.try_into_tree().map_err(|e| e.to_string())?;
+                self.within(entry.oid.to_owned(), MAX_TREE_BYTES, &in_repo)?;
+                let sub = self.object(entry.oid.to_owned(), &in_repo)?;
+                let sub = sub
+                    .try_into_tree()
+                    .map_err(|_| invalid(format!("{in_repo} is not a tree")))?;
                 self.dir(sub, &in_repo, &here, depth + 1)?;
             } else if entry.mode.is_link() {
-                let target = String::from_utf8_lossy(&object.data).into_owned();
+                self.within(entry.oid.to_owned(), 4096, &in_repo)?;
+                let target =
+                    String::from_utf8_lossy(&self.object(entry.oid.to_owned(), &in_repo)?.data)
+                        .into_owned();
                 let content = self.link(&in_repo, &target)?;
                 self.add(here, content)?;
             } else if entry.mode.is_blob() {
-                self.add(here, object.data.clone())?;
+                self.within(entry.oid.to_owned(), MAX_CHART_BYTES - self.bytes, &in_repo)?;
+                let blob = self.object(entry.oid.to_owned(), &in_repo)?;
+                self.add(here, blob.data.clone())?;
             }
             // Submodules (commits) are not followed.
         }
         Ok(())
     }
 
+    /// Counts one entry reached; past [`MAX_VISITS`] or the deadline the
+    /// walk ends.
+    fn visit(&mut self) -> Result<(), ReadError> {
+        self.visits += 1;
+        if self.visits > MAX_VISITS {
+            return Err(ReadError::Invalid(format!(
+                "the chart's tree has more than {MAX_VISITS} entries (counted each time a directory is reached)"
+            )));
+        }
+        if Instant::now() > self.deadline {
+            return Err(ReadError::Invalid(format!(
+                "the chart's tree was not read within {}s",
+                READ_DEADLINE.as_secs()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Refuses the object `id` (at `at`) if its header says it is larger
+    /// than `max` bytes — before a byte of it is inflated.
+    fn within(&self, id: gix::ObjectId, max: u64, at: &str) -> Result<(), ReadError> {
+        let header = self
+            .repo
+            .find_header(id)
+            .map_err(|e| ReadError::Failed(format!("{at}: {e}")))?;
+        if header.size() > max {
+            return Err(ReadError::Invalid(format!(
+                "{at} is {} bytes: over the chart's bounds ({MAX_CHART_BYTES} bytes in all)",
+                header.size()
+            )));
+        }
+        Ok(())
+    }
+
+    fn object(&self, id: gix::ObjectId, at: &str) -> Result<gix::Object<'r>, ReadError> {
+        self.repo
+            .find_object(id)
+            .map_err(|e| ReadError::Failed(format!("{at}: {e}")))
+    }
+
     /// The content a symlink at `at` to `target` leads to: a file of the
     /// same commit, never outside the repository.
-    fn link(&self, at: &str, target: &str) -> Result<Vec<u8>, String> {
-        let outside = || format!("{at} is a symlink leaving the repository ({target})");
+    fn link(&mut self, at: &str, target: &str) -> Result<Vec<u8>, ReadError> {
+        let invalid = ReadError::Invalid;
+        let outside = || {
+            invalid(format!(
+                "{at} is a symlink leaving the repository ({target})"
+            ))
+        };
         if target.starts_with('/') {
             return Err(outside());
         }
@@ -975,27 +1174,36 @@ impl Walk<'_, '_> {
                 p => parts.push(p),
             }
         }
+        // A lookup walks one tree per component: each counts.
+        for _ in &parts {
+            self.visit()?;
+        }
         let resolved = parts.join("/");
         let entry = self
             .root
             .lookup_entry_by_path(&resolved)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{at} is a symlink to {target}, which is not there"))?;
+            .map_err(|e| ReadError::Failed(e.to_string()))?
+            .ok_or_else(|| invalid(format!("{at} is a symlink to {target}, which is not there")))?;
         if !entry.mode().is_blob() {
-            return Err(format!(
+            return Err(invalid(format!(
                 "{at} is a symlink to {target}, which is not a file"
-            ));
+            )));
         }
-        Ok(entry.object().map_err(|e| e.to_string())?.data.clone())
+        self.within(entry.object_id(), MAX_CHART_BYTES - self.bytes, at)?;
+        Ok(self.object(entry.object_id(), at)?.data.clone())
     }
 
-    fn add(&mut self, rel: String, content: Vec<u8>) -> Result<(), String> {
+    fn add(&mut self, rel: String, content: Vec<u8>) -> Result<(), ReadError> {
         if self.files.len() >= MAX_FILES {
-            return Err(format!("the chart has more than {MAX_FILES} files"));
+            return Err(ReadError::Invalid(format!(
+                "the chart has more than {MAX_FILES} files"
+            )));
         }
         self.bytes += content.len() as u64;
         if self.bytes > MAX_CHART_BYTES {
-            return Err(format!("the chart is larger than {MAX_CHART_BYTES} bytes"));
+            return Err(ReadError::Invalid(format!(
+                "the chart is larger than {MAX_CHART_BYTES} bytes"
+            )));
         }
         self.files.push((rel, content));
         Ok(())
@@ -1224,12 +1432,165 @@ mod tests {
             ("charts/evil", "charts/evil/passwd"),
             ("charts/climb", "charts/climb/up"),
         ] {
-            let refused = read_chart(&checkout, path, &dir.join("refused")).unwrap_err();
+            let refused = read_chart(&checkout, path, &dir.join("refused"))
+                .unwrap_err()
+                .to_string();
             assert!(
                 refused.contains(link) && refused.contains("leaving the repository"),
                 "{refused}"
             );
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A tree object of `entries` (mode, name, id) written as raw bytes —
+    /// any name, in any order: what a hostile server can send.
+    fn raw_tree(repo: &gix::Repository, entries: &[(&str, &[u8], gix::ObjectId)]) -> gix::ObjectId {
+        let mut raw = Vec::new();
+        for (mode, name, id) in entries {
+            raw.extend_from_slice(mode.as_bytes());
+            raw.push(b' ');
+            raw.extend_from_slice(name);
+            raw.push(0);
+            raw.extend_from_slice(id.as_bytes());
+        }
+        gix::objs::Write::write_buf(&repo.objects, gix::object::Kind::Tree, &raw).unwrap()
+    }
+
+    /// A commit of `tree` in `repo`.
+    fn commit_of(repo: &gix::Repository, tree: gix::ObjectId) -> String {
+        let who = gix::actor::Signature {
+            name: "test".into(),
+            email: "test@example.com".into(),
+            time: gix::date::Time::new(0, 0),
+        };
+        repo.write_object(gix::objs::Commit {
+            tree,
+            parents: Default::default(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: "hostile".into(),
+            extra_headers: Vec::new(),
+        })
+        .unwrap()
+        .detach()
+        .to_string()
+    }
+
+    /// Every file and directory under `dir`, relative.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                out.push(p.strip_prefix(dir).unwrap().display().to_string());
+                if e.file_type().unwrap().is_dir() {
+                    todo.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_tree_entry_git_fsck_refuses_refuses_the_chart_and_writes_nothing() {
+        let dir = tempfile_dir("git-names");
+        let outside = dir.join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let repo = gix::init_bare(dir.join("hostile.git")).unwrap();
+        let blob = repo.write_blob(b"planted\n").unwrap().detach();
+        let chart = repo
+            .write_blob(b"name: web\nversion: 1.0.0\n")
+            .unwrap()
+            .detach();
+        let empty = raw_tree(&repo, &[]);
+        let climbing = format!("../../{}/x", outside.display());
+        let absolute = format!("{}/abs", outside.display());
+        let names: Vec<Vec<u8>> = vec![
+            climbing.into_bytes(),
+            absolute.into_bytes(),
+            b"..".to_vec(),
+            b".".to_vec(),
+            b".git".to_vec(),
+            b".GiT".to_vec(),
+            b"".to_vec(),
+            b"a/b".to_vec(),
+            b"a\0b".to_vec(),
+            b"a\\b".to_vec(),
+            vec![0xff, 0xfe],
+        ];
+        for name in &names {
+            for (mode, id) in [("100644", blob), ("40000", empty)] {
+                let root = raw_tree(&repo, &[("100644", b"Chart.yaml", chart), (mode, name, id)]);
+                let checkout = Checkout {
+                    repo: dir.join("hostile.git"),
+                    commit: commit_of(&repo, root),
+                };
+                let into = dir.join("chart");
+                let got = read_chart(&checkout, "", &into);
+                let Err(ReadError::Invalid(message)) = got else {
+                    panic!("{name:?} as {mode}: {got:?}");
+                };
+                assert!(message.contains("is refused"), "{message}");
+                assert_eq!(listing(&outside), Vec::<String>::new(), "{name:?}");
+                assert_eq!(listing(&into), Vec::<String>::new(), "{name:?}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_tree_that_fans_out_is_refused_at_the_visit_budget() {
+        let dir = tempfile_dir("git-fanout");
+        let repo = gix::init_bare(dir.join("fan.git")).unwrap();
+        // 30 trees, each naming the next one twice: 2^30 paths, no file.
+        let mut tree = raw_tree(&repo, &[]);
+        for _ in 0..30 {
+            tree = raw_tree(&repo, &[("40000", b"a", tree), ("40000", b"b", tree)]);
+        }
+        let checkout = Checkout {
+            repo: dir.join("fan.git"),
+            commit: commit_of(&repo, tree),
+        };
+        // Below the depth bound: the visits are what stops it.
+        assert!(30 <= MAX_DEPTH);
+        let got = read_chart(&checkout, "", &dir.join("chart"));
+        let Err(ReadError::Invalid(message)) = got else {
+            panic!("{got:?}");
+        };
+        assert!(
+            message.contains(&format!("more than {MAX_VISITS} entries")),
+            "{message}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_blob_over_the_bound_is_refused_from_its_header() {
+        let dir = tempfile_dir("git-big");
+        let repo = gix::init_bare(dir.join("big.git")).unwrap();
+        let big = repo
+            .write_blob(vec![0u8; MAX_CHART_BYTES as usize + 1])
+            .unwrap()
+            .detach();
+        let root = raw_tree(&repo, &[("100644", b"values.yaml", big)]);
+        let checkout = Checkout {
+            repo: dir.join("big.git"),
+            commit: commit_of(&repo, root),
+        };
+        let got = read_chart(&checkout, "", &dir.join("chart"));
+        let Err(ReadError::Invalid(message)) = got else {
+            panic!("{got:?}");
+        };
+        assert!(message.contains("values.yaml is"), "{message}");
+        let files = read_files(&checkout, &["values.yaml".into()]).unwrap_err();
+        assert!(files.contains("larger than"), "{files}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -1282,7 +1643,9 @@ mod tests {
             commit: commit.to_string(),
         };
         let started = Instant::now();
-        let refused = read_chart(&checkout, "", &dir.join("chart")).unwrap_err();
+        let refused = read_chart(&checkout, "", &dir.join("chart"))
+            .unwrap_err()
+            .to_string();
         assert!(
             refused.contains(&format!("deeper than {MAX_DEPTH}")),
             "{refused}"

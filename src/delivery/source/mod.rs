@@ -158,6 +158,30 @@ pub struct Credentials {
     pub ca: Option<Vec<u8>>,
 }
 
+impl Credentials {
+    /// A digest of what is presented to a server (empty: nothing): what
+    /// keys a fetch shared on disk, so that only the same credentials
+    /// reuse it.
+    pub fn digest(&self) -> String {
+        let parts = [
+            self.username.as_deref(),
+            self.password.as_deref(),
+            self.token.as_deref(),
+            self.ssh_identity.as_deref(),
+            self.known_hosts.as_deref(),
+        ];
+        if parts.iter().all(Option::is_none) {
+            return String::new();
+        }
+        let mut hasher = Sha256::new();
+        for part in parts {
+            hasher.update(part.map_or(u64::MAX, |p| p.len() as u64).to_le_bytes());
+            hasher.update(part.unwrap_or_default());
+        }
+        hex(&hasher.finalize())
+    }
+}
+
 impl std::fmt::Debug for Credentials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the password.

@@ -462,8 +462,21 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
     )
     .await;
     ready(&f, "stuck", "InstallSucceeded", 1).await;
+    operator.stop().await;
 
-    // A crashed helm's leftover: revision 2, pending-upgrade, in Helm's format.
+    // A crash in the middle of an upgrade: the operator had written its
+    // run intent (revision 2) into the status, its helm had written
+    // revision 2 pending-upgrade, in Helm's format; both died.
+    let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), NS);
+    apps.patch_status(
+        "stuck",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "runIntent": {
+            "action": "upgrade", "revision": 2, "startedAt": chrono::Utc::now().to_rfc3339()
+        } } })),
+    )
+    .await
+    .unwrap();
     let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
     let mut v1 = secrets.get("sh.helm.release.v1.stuck.v1").await.unwrap();
     let raw = v1.data.as_ref().unwrap()["release"].0.clone();
@@ -495,6 +508,7 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
     };
     v2.metadata.labels.get_or_insert_with(Default::default);
     secrets.create(&PostParams::default(), &v2).await.unwrap();
+    let operator = f.start_delivery().await;
     patch(
         &f,
         "stuck",

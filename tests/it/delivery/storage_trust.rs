@@ -175,6 +175,82 @@ async fn a_forged_revision_whose_labels_and_payload_disagree_runs_no_helm() {
     operator.stop().await;
 }
 
+/// Issue 57, test 1: revision N+1 planted as "a run of ours left
+/// unfinished" — the owner UID label copied from the real revision, payload
+/// `failed`, a kube-system ConfigMap in its manifest — once labelled
+/// `status: deployed` (what helm upgrades from) and once `status: failed`.
+/// A label is no proof: only the operator's own run intent in the status
+/// is. `StorageTampered`, no helm process, and the ConfigMap survives a
+/// values change and the HelmApp's deletion.
+#[tokio::test]
+async fn a_planted_unfinished_revision_with_the_owner_label_copied_runs_no_helm() {
+    let (f, log, operator) = setup().await;
+    let kube_system = precious(&f).await;
+    let secrets = Api::<Secret>::namespaced(f.cp.client(), TENANT);
+    for (name, label) in [
+        ("planted-deployed", "deployed"),
+        ("planted-failed", "failed"),
+    ] {
+        privileged_app(&f, name, json!({})).await;
+        let real = stored(&f, TENANT, name, 1).await;
+        let mut release = payload(&real);
+        release["version"] = json!(2);
+        release["info"]["status"] = json!("failed");
+        let manifest = release["manifest"].as_str().unwrap().to_string();
+        release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+        let mut planted = with_payload(real.clone(), &release);
+        let mut labels = real.metadata.labels.clone().unwrap();
+        assert!(
+            labels.contains_key("hossted.com/helmapp-uid"),
+            "the real revision carries the owner label: {labels:?}"
+        );
+        labels.insert("version".into(), "2".into());
+        labels.insert("status".into(), label.into());
+        planted.metadata = kube::api::ObjectMeta {
+            name: Some(format!("sh.helm.release.v1.{name}.v2")),
+            namespace: Some(TENANT.into()),
+            labels: Some(labels),
+            ..Default::default()
+        };
+        let before = lines(&log);
+        secrets
+            .create(&PostParams::default(), &planted)
+            .await
+            .unwrap();
+        patch_helmapp(
+            &f,
+            OPERATOR_NS,
+            name,
+            json!({ "spec": { "values": { "greeting": "hi" } } }),
+        )
+        .await;
+        let app = helmapp_with_reason(&f, OPERATOR_NS, name, "StorageTampered").await;
+        let ready = app.status.unwrap().conditions;
+        let ready = ready.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert!(
+            ready
+                .message
+                .contains(&format!("sh.helm.release.v1.{name}.v2")),
+            "names the planted Secret: {}",
+            ready.message
+        );
+        // Deleting the HelmApp leaves the release as it is.
+        let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), OPERATOR_NS);
+        apps.delete(name, &Default::default()).await.unwrap();
+        envtest::eventually("the HelmApp is gone", 30, || async {
+            apps.get_opt(name).await.unwrap().is_none().then_some(())
+        })
+        .await;
+        assert_eq!(
+            runs_since(&log, before, name),
+            Vec::<String>::new(),
+            "no helm ran on the planted storage ({label})"
+        );
+        assert!(kube_system.get_opt("precious").await.unwrap().is_some());
+    }
+    operator.stop().await;
+}
+
 /// Test 2: an older revision edited (the newest untouched), then an upgrade
 /// that would fail with `remediation: rollback`: nothing runs — neither
 /// the upgrade nor the rollback that would read the older revisions.

@@ -83,6 +83,13 @@ pub struct HelmAppStatus {
     /// (reason `StorageTampered` when one differs or is not here).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub storage_digests: Vec<StorageDigest>,
+    /// The helm run the operator started and has not yet recorded: written
+    /// before helm starts, cleared once the revisions it left are recorded
+    /// in `storageDigests`. The one proof that a revision missing from
+    /// `storageDigests` is the leftover of the operator's own run (a helm
+    /// or an operator that died) — no label of Helm's storage is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_intent: Option<RunIntent>,
     /// Objects of the release that drifted (at most 20, newest first).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<DriftedObject>,
@@ -160,6 +167,21 @@ pub struct InventoryEntry {
     /// checked again.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub checked: String,
+}
+
+/// A helm run about to start (`status.runIntent`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunIntent {
+    /// `install`, `upgrade` or `rollback`.
+    pub action: String,
+    /// The revision the run writes: the newest in Helm's storage, plus 1.
+    pub revision: i64,
+    /// The config hash it runs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub config_hash: String,
+    /// When it was started (RFC 3339).
+    pub started_at: String,
 }
 
 /// One revision of the release as the operator left it in Helm's storage.

@@ -9,6 +9,7 @@ mod approval;
 mod crds;
 mod dry_run;
 mod in_sync;
+mod intent;
 mod not_ready;
 mod outage;
 mod outcome;

@@ -64,16 +64,19 @@ pub async fn run(
         post_render: post_render.as_ref(),
         flags: flags(app, kind, forced),
     };
+    super::intent::declare(ctx, app, o, kind.action()).await?;
     let upgrade = request(ctx, app, o, parts);
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
     {
+        super::intent::withdraw(o);
         // helm's and the apiserver's words: redacted like any helm message.
         let message = o.redactor.redact(&message);
         return Ok(failed(ctx, app, o, Reason::CRDsFailed, &message));
     }
     let started = std::time::Instant::now();
     let Some(result) = ctx.helm.upgrade(&upgrade).await else {
+        super::intent::withdraw(o);
         let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
         return Ok(Outcome::Finished(action));
     };

@@ -165,6 +165,12 @@ async fn apply(
     let outcome = match remedy {
         // To the last revision that succeeded.
         OnFailure::Rollback if o.status.revision > 0 => {
+            if let Err(e) = super::intent::declare(ctx, app, o, "rollback").await {
+                let said =
+                    format!("{remedy} not run: the run's intent could not be recorded ({e})");
+                record(ctx, app, o, remedy, hash, "failed", &said);
+                return said;
+            }
             let r = &app.spec.rollback;
             let rollback = Rollback {
                 release: &o.target.release,
@@ -181,7 +187,11 @@ async fn apply(
                 },
                 history_max: app.spec.max_history(),
             };
-            ctx.helm.rollback(&rollback).await
+            let ran = ctx.helm.rollback(&rollback).await;
+            if ran.is_none() {
+                super::intent::withdraw(o);
+            }
+            ran
         }
         OnFailure::Rollback => return "no rollback: no revision ever succeeded".into(),
         OnFailure::Uninstall => {

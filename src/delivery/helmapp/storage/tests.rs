@@ -54,7 +54,7 @@ fn every_revision_recorded_and_matching_is_trusted() {
     let (two, d2) = entry(2, 2, "u");
     let entries = vec![one, two];
     assert_eq!(
-        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)]), "u"),
+        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)]), None),
         None
     );
 }
@@ -64,7 +64,7 @@ fn an_older_revision_changed_is_not_trusted_though_the_newest_matches() {
     let (one, _) = entry(1, 1, "u");
     let (two, d2) = entry(2, 2, "u");
     let entries = vec![one, two];
-    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]), "u");
+    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]), None);
     assert!(
         matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
         "{found:?}"
@@ -76,7 +76,7 @@ fn a_revision_never_recorded_is_not_trusted() {
     let (one, d1) = entry(1, 1, "u");
     let (planted, _) = entry(3, 3, "");
     let entries = vec![one, planted];
-    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), "u");
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), None);
     assert!(
         matches!(found, Some(Untrusted::Unrecorded { revision: 3, .. })),
         "{found:?}"
@@ -92,7 +92,7 @@ fn label_and_payload_that_disagree_are_no_release_and_never_the_newest() {
     let entries = vec![real, forged];
     assert_eq!(newest(&entries).map(|n| n.revision), Some(1));
     assert_eq!(newest(&entries).map(|n| n.digest), Some(d1.clone()));
-    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), "u");
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), None);
     assert!(
         matches!(found, Some(Untrusted::Invalid { .. })),
         "{found:?}"
@@ -142,58 +142,98 @@ fn release(version: i64, status: &str, manifest: &str) -> serde_json::Value {
             "manifest": manifest })
 }
 
+/// The intent of a run that writes `revision`.
+fn intent(revision: i64) -> RunIntent {
+    RunIntent {
+        action: "upgrade".into(),
+        revision,
+        config_hash: "h".into(),
+        started_at: "2026-11-28T00:00:00Z".into(),
+    }
+}
+
 #[test]
 fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
     let before_one = fresh_of(release(1, "deployed", "a"), "u");
     let mut status = HelmAppStatus::default();
     trust(&mut status, std::slice::from_ref(&before_one));
     let before = status.storage_digests.clone();
+    let ran = intent(2);
     // Helm superseded revision 1 (its info alone) and made revision 2.
     let after = [
         fresh_of(release(1, "superseded", "a"), "u"),
         fresh_of(release(2, "deployed", "b"), "u"),
     ];
-    let recorded = recorded_after(&after, &before, "u");
+    let recorded = recorded_after(&after, &before, Some(&ran));
     assert_eq!(recorded.len(), 2);
-    assert_eq!(first_untrusted(&after, &recorded, "u"), None);
+    assert_eq!(first_untrusted(&after, &recorded, None), None);
     // Revision 1's manifest edited while helm ran: its old record stays.
     let edited = [
         fresh_of(release(1, "superseded", "a\n---\nplanted"), "u"),
         fresh_of(release(2, "deployed", "b"), "u"),
     ];
-    let recorded = recorded_after(&edited, &before, "u");
+    let recorded = recorded_after(&edited, &before, Some(&ran));
     assert!(
         matches!(
-            first_untrusted(&edited, &recorded, "u"),
+            first_untrusted(&edited, &recorded, None),
             Some(Untrusted::Changed { revision: 1, .. })
         ),
         "{recorded:?}"
     );
-    // A revision planted while helm ran (not ours) is not recorded.
-    let planted = [
-        fresh_of(release(1, "deployed", "a"), "u"),
-        fresh_of(release(3, "deployed", "x"), "tenant"),
-    ];
-    let recorded = recorded_after(&planted, &before, "u");
+    // A revision planted while helm ran is not recorded, whoever its
+    // labels name as owner — ours included.
+    for owner in ["tenant", "u"] {
+        let planted = [
+            fresh_of(release(1, "deployed", "a"), "u"),
+            fresh_of(release(3, "deployed", "x"), owner),
+        ];
+        let recorded = recorded_after(&planted, &before, Some(&ran));
+        assert_eq!(
+            recorded.iter().map(|d| d.revision).collect::<Vec<_>>(),
+            [1],
+            "{owner}"
+        );
+    }
+    // No run declared: nothing new is recorded.
+    let recorded = recorded_after(&after, &before, None);
     assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
 }
 
 #[test]
-fn a_run_of_ours_left_unfinished_is_tolerated_and_nothing_else_is() {
+fn a_run_of_ours_left_unfinished_is_tolerated_by_its_intent_and_nothing_else_is() {
     let (one, d1) = entry(1, 1, "u");
-    // A helm of ours died after writing revision 2 pending: unlocked later.
-    let (pending, _) = entry_in(2, 2, "u", "pending-upgrade");
+    // A helm of ours died after writing revision 2 pending, its intent
+    // in the status: unlocked later.
+    let (pending, _) = entry_in(2, 2, "", "pending-upgrade");
     assert_eq!(
-        first_untrusted(&[one.clone(), pending], &recorded(&[(1, &d1)]), "u"),
+        first_untrusted(
+            &[one.clone(), pending.clone()],
+            &recorded(&[(1, &d1)]),
+            Some(&intent(2))
+        ),
         None
     );
-    // Deployed, another owner, or not newer than what was recorded: no.
-    for (e, why) in [
-        (entry_in(2, 2, "u", "deployed").0, "deployed"),
-        (entry_in(2, 2, "x", "pending-upgrade").0, "another owner"),
-        (entry_in(2, 2, "", "failed").0, "no owner"),
+    // No intent (the owner label copied is no proof), an intent of
+    // another revision, or deployed: no.
+    for (e, ran, why) in [
+        (
+            entry_in(2, 2, "u", "pending-upgrade").0,
+            None,
+            "label, no intent",
+        ),
+        (entry_in(2, 2, "u", "failed").0, None, "label, no intent"),
+        (
+            pending.clone(),
+            Some(intent(3)),
+            "another revision's intent",
+        ),
+        (
+            entry_in(2, 2, "u", "deployed").0,
+            Some(intent(2)),
+            "deployed",
+        ),
     ] {
-        let found = first_untrusted(&[one.clone(), e], &recorded(&[(1, &d1)]), "u");
+        let found = first_untrusted(&[one.clone(), e], &recorded(&[(1, &d1)]), ran.as_ref());
         assert!(
             matches!(found, Some(Untrusted::Unrecorded { revision: 2, .. })),
             "{why}: {found:?}"
@@ -201,9 +241,42 @@ fn a_run_of_ours_left_unfinished_is_tolerated_and_nothing_else_is() {
     }
     let (older_pending, _) = entry_in(1, 1, "u", "pending-upgrade");
     let (two, d2) = entry(2, 2, "u");
-    let found = first_untrusted(&[older_pending, two], &recorded(&[(2, &d2), (1, &d1)]), "u");
+    let found = first_untrusted(
+        &[older_pending, two],
+        &recorded(&[(2, &d2), (1, &d1)]),
+        Some(&intent(1)),
+    );
     assert!(
         matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
+        "{found:?}"
+    );
+}
+
+#[test]
+fn a_status_label_that_differs_from_the_payload_is_no_release() {
+    // The planted revision of the issue: labelled deployed (what helm
+    // upgrades from), its payload failed (what an exemption read).
+    let release = json!({
+        "name": "web", "namespace": "apps", "version": 2,
+        "info": { "status": "failed" },
+        "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
+        "manifest": "kind: ConfigMap\nmetadata: {name: x, namespace: kube-system}\n"
+    });
+    let payload = encode_release(&serde_json::to_vec(&release).unwrap());
+    let secret = json!({
+        "metadata": {
+            "name": "sh.helm.release.v1.web.v2", "namespace": "apps",
+            "labels": { "owner": "helm", "name": "web", "version": "2", "status": "deployed",
+                        HELMAPP_UID_LABEL: "u" }
+        },
+        "data": { "release": base64::engine::general_purpose::STANDARD.encode(&payload) }
+    });
+    let forged = serde_json::from_value::<FreshRelease>(secret).unwrap().0;
+    assert!(forged.release.is_err(), "{:?}", forged.release);
+    let (one, d1) = entry(1, 1, "u");
+    let found = first_untrusted(&[one, forged], &recorded(&[(1, &d1)]), Some(&intent(2)));
+    assert!(
+        matches!(found, Some(Untrusted::Invalid { .. })),
         "{found:?}"
     );
 }

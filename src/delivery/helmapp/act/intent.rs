@@ -1,0 +1,54 @@
+//! The run intent (`status.runIntent`, docs/tenancy.md): before a helm
+//! process that writes a revision starts, the operator writes into the
+//! HelmApp's status — where the release's tenant cannot write — which
+//! revision it is about to make. A revision missing from
+//! `status.storageDigests` is taken as the leftover of the operator's own
+//! run only when this names it; nothing in Helm's storage (labels, owner
+//! UID) is evidence of that.
+
+use apis::helmapp::{HelmApp, RunIntent};
+
+use super::outcome::DeliveryError;
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observation::Observed;
+use crate::delivery::helmapp::storage;
+
+/// Writes the intent of a run of `action` into `o`'s status and the API
+/// server, before helm starts: an `Err` means helm must not start.
+pub async fn declare(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    action: &str,
+) -> Result<(), DeliveryError> {
+    if o.status.run_intent.is_some() {
+        // A run that ended unrecorded (its operator died): what it left —
+        // a revision pending or failed, let through by that intent alone —
+        // is recorded before the intent that proved it is replaced.
+        let entries = storage::read(&ctx.client, &o.target).await?;
+        storage::record(o, &entries);
+    }
+    // Helm writes the newest revision it finds, plus one; the storage was
+    // checked before this step, so what is recorded is what helm reads.
+    let newest = o
+        .status
+        .storage_digests
+        .iter()
+        .map(|d| d.revision)
+        .chain(o.newest.as_ref().map(|n| n.revision))
+        .max()
+        .unwrap_or(0);
+    o.status.run_intent = Some(RunIntent {
+        action: action.into(),
+        revision: newest + 1,
+        config_hash: o.hash().unwrap_or_default().to_string(),
+        started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    });
+    ctx.status.write(app, &o.status).await?;
+    Ok(())
+}
+
+/// Takes the intent back: helm did not start after all.
+pub fn withdraw(o: &mut Observed) {
+    o.status.run_intent = None;
+}
