@@ -188,6 +188,9 @@ impl Helm {
     /// `helm upgrade --install`, waiting for a slot and the release's lock.
     /// `None`: another run holds the release (retry later).
     pub async fn upgrade(&self, u: &Upgrade<'_>) -> Option<Result<Released, HelmError>> {
+        if let Err(e) = named("upgrade", u.namespace, u.release) {
+            return Some(Err(e));
+        }
         let _busy = self.lock(u.namespace, u.release)?;
         let _slot = self.slot().await?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
@@ -202,6 +205,9 @@ impl Helm {
     /// counts as done (helm says so by its exit status, not by a message to
     /// read). `None`: another run holds the release.
     pub async fn uninstall(&self, u: &Uninstall<'_>) -> Option<Result<(), HelmError>> {
+        if let Err(e) = named("uninstall", u.namespace, u.release) {
+            return Some(Err(e));
+        }
         let _busy = self.lock(u.namespace, u.release)?;
         let _slot = self.slot().await?;
         Some(
@@ -214,6 +220,9 @@ impl Helm {
     /// `helm rollback` (to the last revision that succeeded: the one before
     /// may be a failed one). `None`: another run holds the release.
     pub async fn rollback(&self, r: &Rollback<'_>) -> Option<Result<(), HelmError>> {
+        if let Err(e) = named("rollback", r.namespace, r.release) {
+            return Some(Err(e));
+        }
         let _busy = self.lock(r.namespace, r.release)?;
         let _slot = self.slot().await?;
         Some(
@@ -226,6 +235,9 @@ impl Helm {
     /// `helm test`: the chart's test hooks run and must succeed. `None`:
     /// another run holds the release.
     pub async fn test(&self, t: &Test<'_>) -> Option<Result<(), HelmError>> {
+        if let Err(e) = named("test", t.namespace, t.release) {
+            return Some(Err(e));
+        }
         let _busy = self.lock(t.namespace, t.release)?;
         let _slot = self.slot().await?;
         Some(
@@ -239,6 +251,7 @@ impl Helm {
     /// (post-rendered). Holds a slot but not the release: it changes
     /// nothing.
     pub async fn render(&self, u: &Upgrade<'_>) -> Result<Rendered, HelmError> {
+        named("render", u.namespace, u.release)?;
         let _slot = self.slot().await.ok_or_else(|| closed("render"))?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         let out = self
@@ -254,6 +267,7 @@ impl Helm {
 
     /// The manifest of the release's newest revision (empty: no release).
     pub async fn manifest(&self, g: &GetManifest<'_>) -> Result<String, HelmError> {
+        named("get", g.namespace, g.release)?;
         let _slot = self.slot().await.ok_or_else(|| closed("get"))?;
         match self
             .run("get", g.args(), None, Duration::from_secs(60))
@@ -457,4 +471,10 @@ fn group_runs(pgid: i32) -> bool {
             let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
             pgrp == Some(pgid) && !matches!(state, "Z" | "X")
         })
+}
+
+/// [`super::check_release_name`] as the error of `action`: no helm starts.
+fn named(action: &'static str, namespace: &str, release: &str) -> Result<(), HelmError> {
+    super::check_release_name(release, namespace)
+        .map_err(|message| HelmError::InvalidName { action, message })
 }

@@ -66,6 +66,9 @@ pub struct Drifted {
     /// The live object as read, when the drift is likely but not
     /// confirmed (the put-back confirms it).
     pub live: Option<Value>,
+    /// The live object's digest when found: recorded as checked by the
+    /// step that reports the drift, never before.
+    pub digest: String,
 }
 
 /// Which helm run made or tried a revision.

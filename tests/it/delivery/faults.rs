@@ -190,6 +190,106 @@ async fn a_deletion_right_after_a_chart_version_upgrade_is_put_back() {
     operator.stop().await;
 }
 
+/// Issue 58, 1: the Service alone — a kind cached only with helm's label,
+/// which this chart does not set — deleted the moment `status.chartVersion`
+/// shows the upgrade. A digest was recorded for it, so its absence from
+/// the cache is read at once (never left to the slow poll of unwatched
+/// kinds): put back.
+#[tokio::test]
+async fn a_service_alone_deleted_right_after_a_chart_version_upgrade_is_put_back() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&unlabelled_chart(&f, "1.0.0")], None)
+        .await
+        .unwrap();
+    let operator = f.start_delivery().await;
+    let chart = |version: &str| json!({ "repo": repo.url(), "name": "bare", "version": version });
+    // A long interval: only the deletion's event can bring it back in time.
+    let spec = |version: &str| json!({ "chart": chart(version), "interval": "1h", "drift": { "mode": "enabled" } });
+    apply(&f, "lone", spec("1.0.0")).await;
+    ready(&f, "lone", "InstallSucceeded", 1).await;
+    let dir = repo.dir().to_str().unwrap().to_string();
+    let second = unlabelled_chart(&f, "1.1.0");
+    f.helm(&["package", second.to_str().unwrap(), "--destination", &dir]);
+    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+    patch(&f, "lone", json!({ "spec": spec("1.1.0") })).await;
+    eventually("status.chartVersion 1.1.0", 60, || async {
+        let app = get(&f, "lone").await?;
+        (app.status?.chart_version == "1.1.0").then_some(())
+    })
+    .await;
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(f.cp.client(), NS);
+    let service = services
+        .get("lone-app")
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    services
+        .delete("lone-app", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the Service put back", 30, || async {
+        let s = services.get_opt("lone-app").await.ok()??;
+        (s.metadata.uid.as_deref() != Some(service.as_str())).then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
+/// Issue 58, 2: `drift.mode: enabled`, a digest recorded (an edit put back
+/// while running), the operator stopped, the ConfigMap edited, the
+/// operator started: the edit is put back — though the first reconcile of
+/// the new process finds the chart still being fetched (a drift found is
+/// recorded only by the step that acts on it).
+#[tokio::test]
+async fn an_edit_made_while_the_operator_was_stopped_is_put_back() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let repo = envtest::ChartRepo::start(&f.cp, &[&unlabelled_chart(&f, "1.0.0")], None)
+        .await
+        .unwrap();
+    let operator = f.start_delivery().await;
+    let spec = json!({
+        "chart": { "repo": repo.url(), "name": "bare", "version": "1.0.0" },
+        "interval": "1h",
+        "drift": { "mode": "enabled" }
+    });
+    apply(&f, "asleep", spec).await;
+    ready(&f, "asleep", "InstallSucceeded", 1).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let edit = |value: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            configmaps
+                .patch(
+                    "asleep-env",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({ "data": { "chart": value } })),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let chart_value =
+        || async { configmaps.get("asleep-env").await.unwrap().data.unwrap()["chart"].clone() };
+    // Edited and put back while running: a digest is recorded.
+    edit("edited while running").await;
+    eventually("the running edit put back", 30, || async {
+        (chart_value().await == "1.0.0").then_some(())
+    })
+    .await;
+    operator.stop().await;
+    edit("edited while stopped").await;
+    let operator = f.start_delivery().await;
+    eventually("the edit made while stopped put back", 30, || async {
+        (chart_value().await == "1.0.0").then_some(())
+    })
+    .await;
+    operator.stop().await;
+}
+
 /// A helm wrapper that logs `<time> start <pid>` and `<time> end <pid>`
 /// around each run of the real helm (its pid is the run's process group).
 fn logging_helm(f: &Fixture, log: &std::path::Path) -> std::path::PathBuf {

@@ -24,6 +24,13 @@ pub enum HelmError {
         action: &'static str,
         stderr: String,
     },
+    /// Not started: a name that is no release or namespace name
+    /// ([`super::super::check_release_name`]).
+    #[error("helm {action} refused: {message}")]
+    InvalidName {
+        action: &'static str,
+        message: String,
+    },
     /// Not started: the API server does not answer ([`Gate`]).
     #[error("helm {action} did not start: the API server does not answer")]
     Unreachable { action: &'static str },

@@ -119,6 +119,20 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     listed.truncate(LISTED);
     let mode = app.spec.drift_mode();
+    if mode != apis::helmapp::DriftMode::Enabled {
+        // Reported: the drift found is now what was acted on (a put-back
+        // records its own digest).
+        for d in &o.drift.drifted {
+            if let Some(entry) = o
+                .status
+                .inventory
+                .iter_mut()
+                .find(|e| super::super::drift::same(&d.object, e))
+            {
+                entry.checked = d.digest.clone();
+            }
+        }
+    }
     for d in &new {
         let message = format!(
             "{} differs from the release's manifest (spec.drift.mode: {mode}: {})",

@@ -240,9 +240,17 @@ fn suspects(
         let entry = &o.status.inventory[i];
         let fingerprint = match cached(ctx, entry) {
             Cached::Live(f) => f,
-            // Gone, or not in the cache yet: one read says which.
+            // Gone, or not in the cache (yet, or at all: an object without
+            // helm's label): one read says which, and compares it with the
+            // digest recorded — first sight is trusted only right after the
+            // run that applied it.
             Cached::Absent => {
-                suspects.push((i, Recheck::TrustFirstSight));
+                let recheck = match (entry.checked.as_str(), new_revision) {
+                    ("", true) => Recheck::TrustFirstSight,
+                    ("", false) => Recheck::Always,
+                    (checked, _) => Recheck::IfChanged(checked.to_string()),
+                };
+                suspects.push((i, recheck));
                 continue;
             }
             Cached::NotWatched => {
@@ -328,7 +336,11 @@ async fn check_one(
             digest,
             live,
         }) => {
-            o.status.inventory[i].checked = digest;
+            // `checked` stays as it was: a drift found is recorded only by
+            // the step that acts on it (put back, or reported). A step that
+            // does neither (a chart still being fetched, a closed window, a
+            // helm run holding the release) leaves the object suspect, so
+            // the next reconcile finds it again.
             let mut object = identity(&entry);
             object.fields = fields;
             o.drift.drifted.push(Drifted {
@@ -337,6 +349,7 @@ async fn check_one(
                 desired,
                 ignored,
                 live,
+                digest,
             });
         }
         Ok(check::Found::Gone) => {
@@ -353,8 +366,9 @@ async fn check_one(
 enum Cached {
     /// The object, as its fingerprint.
     Live(Fingerprint),
-    /// Its kind is cached whole (every Secret, every ConfigMap) and it is
-    /// not there.
+    /// Not in the cache that would hold it: its kind is cached whole
+    /// (every Secret, every ConfigMap), or it was seen before (a digest is
+    /// recorded).
     Absent,
     /// No cache holds it: a kind not watched, or an object without helm's
     /// label.
@@ -362,24 +376,29 @@ enum Cached {
 }
 
 fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
-    fn of<K: Fingerprinted>(found: Option<std::sync::Arc<K>>, whole: bool) -> Cached {
-        match found {
-            Some(o) => Cached::Live(o.fingerprint().clone()),
-            None if whole => Cached::Absent,
-            None => Cached::NotWatched,
-        }
+    // A kind cached by helm's label: an object with a digest recorded was
+    // seen, so its absence is read (gone, or never labelled) — never left
+    // to the slow poll of unwatched kinds.
+    let seen = !entry.checked.is_empty();
+    let of = |found: Option<Fingerprint>, whole: bool| match found {
+        Some(f) => Cached::Live(f),
+        None if whole || seen => Cached::Absent,
+        None => Cached::NotWatched,
+    };
+    fn fp<K: Fingerprinted>(found: Option<std::sync::Arc<K>>) -> Option<Fingerprint> {
+        found.map(|o| o.fingerprint().clone())
     }
     let key = format!("{}/{}", entry.namespace, entry.name);
     let m = &ctx.members;
     match (entry.api_version.as_str(), entry.kind.as_str()) {
-        ("apps/v1", "Deployment") => of(m.deployments.get(&key), false),
-        ("apps/v1", "StatefulSet") => of(m.statefulsets.get(&key), false),
-        ("apps/v1", "DaemonSet") => of(m.daemonsets.get(&key), false),
-        ("batch/v1", "Job") => of(m.jobs.get(&key), false),
-        ("v1", "Service") => of(m.services.get(&key), false),
-        ("networking.k8s.io/v1", "Ingress") => of(m.ingresses.get(&key), false),
-        ("v1", "Secret") => of(ctx.secrets.get(&key), true),
-        ("v1", "ConfigMap") => of(ctx.configmaps.get(&key), true),
+        ("apps/v1", "Deployment") => of(fp(m.deployments.get(&key)), false),
+        ("apps/v1", "StatefulSet") => of(fp(m.statefulsets.get(&key)), false),
+        ("apps/v1", "DaemonSet") => of(fp(m.daemonsets.get(&key)), false),
+        ("batch/v1", "Job") => of(fp(m.jobs.get(&key)), false),
+        ("v1", "Service") => of(fp(m.services.get(&key)), false),
+        ("networking.k8s.io/v1", "Ingress") => of(fp(m.ingresses.get(&key)), false),
+        ("v1", "Secret") => of(fp(ctx.secrets.get(&key)), true),
+        ("v1", "ConfigMap") => of(fp(ctx.configmaps.get(&key)), true),
         _ => Cached::NotWatched,
     }
 }

@@ -132,6 +132,7 @@ fn edited() -> crate::delivery::helmapp::observation::DriftFound {
             desired: serde_json::json!({}),
             ignored: Vec::new(),
             live: None,
+            digest: String::new(),
         }],
         ..Default::default()
     }
