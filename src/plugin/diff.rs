@@ -64,11 +64,35 @@ pub async fn masked_diff(
         target: &target,
     };
     let live = helm.live_manifest()?;
+    let live_values = helm.live_values()?;
     let next = helm.render(&chart, &values, app, &work.0)?;
     // A valuesFrom Secret's value a chart renders into another kind (a
-    // ConfigMap, an argument) is masked like a Secret's own data.
+    // ConfigMap, an argument) is masked like a Secret's own data — on the
+    // live side with the values of the revision it shows: a Secret changed
+    // since left its old value there.
     let text = manifest_diff::diff(&live, &next, &target.key()).text;
-    Ok(crate::delivery::helm::values::Redactor::of_strings(from_secrets).redact(&text))
+    Ok(diff_redactor(&live_values, &values, from_secrets).redact(&text))
+}
+
+/// What a diff is masked with: the strings of the current `valuesFrom`
+/// Secrets (`from_secrets`), and every string of the live revision's
+/// values (`live`) that the current values do not hold as a plain value —
+/// the old value of a Secret among them (which source gave a live value is
+/// not recorded; a changed plain value is masked on the live side too,
+/// and shown on the next).
+fn diff_redactor(
+    live: &Value,
+    current: &Value,
+    from_secrets: Vec<String>,
+) -> crate::delivery::helm::values::Redactor {
+    use crate::delivery::helm::values::{Redactor, secrets_of};
+    let plain: std::collections::HashSet<String> = secrets_of(current)
+        .into_iter()
+        .filter(|s| !from_secrets.contains(s))
+        .collect();
+    let mut masked = from_secrets;
+    masked.extend(secrets_of(live).into_iter().filter(|s| !plain.contains(s)));
+    Redactor::of_strings(masked)
 }
 
 /// The chart, fetched into `work` as the operator fetches it.
@@ -135,6 +159,37 @@ impl Helm<'_> {
             return Err(format!("helm get manifest: {}", stderr.trim()));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The values of the deployed revision (`{}`: no release yet), as
+    /// helm stored them.
+    fn live_values(&self) -> Result<Value, String> {
+        let out = self
+            .command()
+            .args([
+                "get",
+                "values",
+                &self.target.release,
+                "-n",
+                &self.target.namespace,
+                "-o",
+                "json",
+            ])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && stderr.contains("release: not found") {
+            return Ok(Value::Object(Default::default()));
+        }
+        if !out.status.success() {
+            // Never shown: it may quote values.
+            return Err(
+                "helm get values failed: the live side cannot be masked, so no diff is shown"
+                    .into(),
+            );
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|_| "helm get values printed no JSON: no diff is shown".into())
     }
 
     /// What helm would apply now: `upgrade --install --dry-run`, values on
@@ -225,6 +280,30 @@ impl Drop for TempDir {
 
 fn tempdir() -> Result<TempDir, String> {
     let dir = std::env::temp_dir().join(format!("kubectl-hossted-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Only its owner may read what is rendered into it (values, charts).
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     Ok(TempDir(dir))
+}
+
+#[cfg(test)]
+mod redactor_tests {
+    use serde_json::json;
+
+    #[test]
+    fn an_old_secret_value_on_the_live_side_is_masked_and_plain_values_are_not() {
+        let live = json!({ "token": "old-secret-value", "image": "web:1.0" });
+        let current = json!({ "token": "new-secret-value", "image": "web:1.0" });
+        let r = super::diff_redactor(&live, &current, vec!["new-secret-value".into()]);
+        let text = "- token: old-secret-value\n+ token: new-secret-value\n  image: web:1.0\n";
+        let masked = r.redact(text);
+        assert!(!masked.contains("old-secret-value"), "{masked}");
+        assert!(!masked.contains("new-secret-value"), "{masked}");
+        assert!(masked.contains("web:1.0"), "{masked}");
+    }
 }

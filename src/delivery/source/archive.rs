@@ -8,6 +8,7 @@
 //! The archive is read once as a stream, counting what it unpacks to, and
 //! stopped at the first bound passed — never unpacked to disk.
 
+use std::cell::Cell;
 use std::io::Read;
 use std::path::Component;
 
@@ -21,6 +22,17 @@ pub const MAX_ENTRIES: usize = 10_000;
 /// `Err` says which bound or rule the archive breaks (and which entry);
 /// no content of the archive is in it beyond that entry's path, cut short.
 pub fn check(bytes: &[u8]) -> Result<(), String> {
+    check_within(bytes, &Cell::new(MAX_UNPACKED), 0)
+}
+
+/// Subchart archives (`charts/*.tgz`) read inside an archive, at most this
+/// deep; they share the one unpacked bound.
+const MAX_NESTING: usize = 4;
+
+/// [`check`] of an archive found `depth` archives deep, counting what it
+/// unpacks to against `left` (shared with the archives around it). Each
+/// `values.schema.json`, subcharts' too, passes [`super::schema::check`].
+fn check_within(bytes: &[u8], left: &Cell<u64>, depth: usize) -> Result<(), String> {
     if bytes.len() as u64 > MAX_PACKED {
         return Err(format!(
             "the chart archive is {} bytes, more than {MAX_PACKED}",
@@ -33,7 +45,7 @@ pub fn check(bytes: &[u8]) -> Result<(), String> {
     // second member are checked too.
     let unpacked = Bounded {
         inner: flate2::read::MultiGzDecoder::new(bytes),
-        left: MAX_UNPACKED,
+        left,
     };
     let mut archive = tar::Archive::new(unpacked);
     let entries = archive
@@ -64,6 +76,27 @@ pub fn check(bytes: &[u8]) -> Result<(), String> {
         if kind.is_symlink() || kind.is_hard_link() {
             return Err(format!("the chart archive's entry {shown:?} is a link"));
         }
+        let name = path.to_string_lossy().into_owned();
+        let schema = super::schema::is_schema(&name);
+        let subchart = name.ends_with(".tgz") && name.contains("/charts/");
+        if schema || subchart {
+            let mut content = Vec::new();
+            entry
+                .read_to_end(&mut content)
+                .map_err(|e| unreadable(&e))?;
+            if schema {
+                super::schema::check(&name, &content)?;
+            } else if depth < MAX_NESTING {
+                // Helm reads a subchart's archive as a chart of its own.
+                check_within(&content, left, depth + 1)
+                    .map_err(|e| format!("subchart {shown}: {e}"))?;
+            } else {
+                return Err(format!(
+                    "the chart archive's subchart {shown:?} is nested more than {MAX_NESTING} deep"
+                ));
+            }
+            continue;
+        }
         // Read through: the count above covers what it really holds.
         std::io::copy(&mut entry, &mut std::io::sink()).map_err(|e| unreadable(&e))?;
     }
@@ -79,19 +112,22 @@ fn unreadable(e: &std::io::Error) -> String {
     format!("the chart archive cannot be read: {}", e.kind())
 }
 
-/// A reader that fails with `FileTooLarge` past `left` bytes.
-struct Bounded<R> {
+/// A reader that fails with `FileTooLarge` past `left` bytes (shared by
+/// an archive and the subchart archives read inside it).
+struct Bounded<'a, R> {
     inner: R,
-    left: u64,
+    left: &'a Cell<u64>,
 }
 
-impl<R: Read> Read for Bounded<R> {
+impl<R: Read> Read for Bounded<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
-        self.left = self
+        let left = self
             .left
+            .get()
             .checked_sub(n as u64)
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::FileTooLarge))?;
+        self.left.set(left);
         Ok(n)
     }
 }
@@ -126,6 +162,33 @@ pub(crate) mod tests {
             }
         }
         builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn a_schema_that_names_another_document_refuses_the_archive_subcharts_too() {
+        let remote = br#"{"properties": {"a": {"$ref": "http://127.0.0.1:9/x"}}}"#;
+        let local =
+            br##"{"definitions": {"p": {}}, "properties": {"a": {"$ref": "#/definitions/p"}}}"##;
+        let chart = |schema: &[u8]| {
+            tgz(&[
+                ("web/Chart.yaml", b"name: web\nversion: 1.0.0\n", None),
+                ("web/values.schema.json", schema, None),
+            ])
+        };
+        assert_eq!(check(&chart(local)), Ok(()));
+        let e = check(&chart(remote)).unwrap_err();
+        assert!(e.contains("web/values.schema.json: $ref"), "{e}");
+        // The same schema in a subchart archive, and in a subchart's
+        // directory.
+        let sub = tgz(&[("sub/values.schema.json", remote, None)]);
+        let outer = tgz(&[
+            ("web/Chart.yaml", b"name: web\nversion: 1.0.0\n", None),
+            ("web/charts/sub-1.0.0.tgz", &sub, None),
+        ]);
+        let e = check(&outer).unwrap_err();
+        assert!(e.contains("subchart") && e.contains("$ref"), "{e}");
+        let dir = tgz(&[("web/charts/sub/values.schema.json", remote, None)]);
+        assert!(check(&dir).unwrap_err().contains("$ref"));
     }
 
     /// `tgz(entries)`'s tar without its end-of-archive blocks, gzipped:

@@ -914,6 +914,17 @@ pub fn read_chart(checkout: &Checkout, path: &str, into: &Path) -> Result<String
     };
     walk.dir(entry_tree, &path, "", 0)?;
     files.sort();
+    // What helm would load itself: no schema reference leaves its file,
+    // and a subchart archive passes the archive checks.
+    for (rel, content) in &files {
+        if super::schema::is_schema(rel) {
+            super::schema::check(rel, content).map_err(ReadError::Invalid)?;
+        } else if rel.ends_with(".tgz") && (rel.starts_with("charts/") || rel.contains("/charts/"))
+        {
+            super::archive::check(content)
+                .map_err(|e| ReadError::Invalid(format!("subchart {rel}: {e}")))?;
+        }
+    }
     let mut hasher = Sha256::new();
     for (rel, content) in &files {
         hasher.update(rel.as_bytes());

@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod oci;
 pub mod pool;
 pub mod repo;
+pub mod schema;
 pub mod signatures;
 pub mod verify;
 

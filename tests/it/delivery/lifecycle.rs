@@ -465,8 +465,8 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
     operator.stop().await;
 
     // A crash in the middle of an upgrade: the operator had written its
-    // run intent (revision 2) into the status, its helm had written
-    // revision 2 pending-upgrade, in Helm's format; both died.
+    // run intent (revision 2) into the status, its helm wrote revision 2
+    // pending-upgrade, in Helm's format; both died.
     let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), NS);
     apps.patch_status(
         "stuck",
@@ -507,8 +507,10 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
         ..Default::default()
     };
     v2.metadata.labels.get_or_insert_with(Default::default);
-    secrets.create(&PostParams::default(), &v2).await.unwrap();
+    // Started before the leftover appears (as helm wrote it after the
+    // intent), so that its 8 s timeout has not passed at the first look.
     let operator = f.start_delivery().await;
+    secrets.create(&PostParams::default(), &v2).await.unwrap();
     patch(
         &f,
         "stuck",
