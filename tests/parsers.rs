@@ -180,8 +180,17 @@ fn fuzz<S: Strategy>(name: &str, strategy: S, check: impl Fn(&S::Value))
 where
     S::Value: std::fmt::Debug,
 {
+    fuzz_capped(name, u64::MAX, strategy, check)
+}
+
+/// [`fuzz`], with at most `cap` inputs when `FUZZ_INPUTS` asks for more (a
+/// target whose every input touches the disk).
+fn fuzz_capped<S: Strategy>(name: &str, cap: u64, strategy: S, check: impl Fn(&S::Value))
+where
+    S::Value: std::fmt::Debug,
+{
     let env = |key: &str| std::env::var(key).ok().and_then(|s| s.parse::<u64>().ok());
-    let inputs = env("FUZZ_INPUTS");
+    let inputs = env("FUZZ_INPUTS").map(|n| n.min(cap));
     let seconds = env("FUZZ_SECONDS").unwrap_or(5);
     let mut runner = match inputs {
         Some(_) => TestRunner::deterministic(),
@@ -312,4 +321,156 @@ fn fuzz_index_parser() {
             assert!(!e.contains("SECRETTOKEN"), "an error quotes the index: {e}");
         }
     });
+}
+
+/// A tree of a hostile server: entries with names from git's forbidden
+/// set and plain ones, files, links and directories, nested.
+#[derive(Debug, Clone)]
+enum Node {
+    File(Vec<u8>),
+    Link(String),
+    Dir(Vec<(Vec<u8>, Node)>),
+}
+
+fn hostile_name() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::sample::select(vec![
+            "..",
+            ".",
+            ".git",
+            ".GIT",
+            "",
+            "a/b",
+            "../../outside/x",
+            "/tmp/x",
+            "a\\b",
+            "a\0b",
+            "values.yaml",
+            "Chart.yaml",
+            "templates",
+            "x",
+            "outside",
+            "..x",
+            ".gitx",
+        ])
+        .prop_map(|s| s.as_bytes().to_vec()),
+        prop::collection::vec(any::<u8>(), 0..6),
+    ]
+}
+
+fn node() -> impl Strategy<Value = Node> {
+    let leaf = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..16).prop_map(Node::File),
+        prop::sample::select(vec![
+            "../../outside/x",
+            "x",
+            "../x",
+            "/etc/passwd",
+            "a/../../b"
+        ])
+        .prop_map(|t| Node::Link(t.into())),
+    ];
+    leaf.prop_recursive(3, 24, 5, |inner| {
+        prop::collection::vec((hostile_name(), inner), 0..5).prop_map(Node::Dir)
+    })
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_git_tree() {
+    use hossted_operator::delivery::source::git::{Checkout, read_chart};
+    let root = std::env::temp_dir().join(format!("fuzz-git-tree-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let outside = root.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let repo = gix::init_bare(root.join("repo.git")).unwrap();
+    fn write(repo: &gix::Repository, node: &Node) -> (&'static str, gix::ObjectId) {
+        use gix::objs::Write;
+        match node {
+            Node::File(content) => (
+                "100644",
+                repo.objects
+                    .write_buf(gix::object::Kind::Blob, content)
+                    .unwrap(),
+            ),
+            Node::Link(target) => (
+                "120000",
+                repo.objects
+                    .write_buf(gix::object::Kind::Blob, target.as_bytes())
+                    .unwrap(),
+            ),
+            Node::Dir(entries) => {
+                let mut raw = Vec::new();
+                for (name, child) in entries {
+                    let (mode, id) = write(repo, child);
+                    raw.extend_from_slice(mode.as_bytes());
+                    raw.push(b' ');
+                    raw.extend_from_slice(name);
+                    raw.push(0);
+                    raw.extend_from_slice(id.as_bytes());
+                }
+                (
+                    "40000",
+                    repo.objects
+                        .write_buf(gix::object::Kind::Tree, &raw)
+                        .unwrap(),
+                )
+            }
+        }
+    }
+    let into = root.join("chart").join("here");
+    std::fs::create_dir_all(root.join("chart")).unwrap();
+    fuzz_capped("git tree", 1_000, node(), |tree| {
+        let top = match tree {
+            Node::Dir(_) => tree.clone(),
+            other => Node::Dir(vec![(b"f".to_vec(), other.clone())]),
+        };
+        let (_, id) = write(&repo, &top);
+        let who = gix::actor::Signature {
+            name: "fuzz".into(),
+            email: "fuzz@example.com".into(),
+            time: gix::date::Time::new(0, 0),
+        };
+        let commit = repo
+            .write_object(gix::objs::Commit {
+                tree: id,
+                parents: Default::default(),
+                author: who.clone(),
+                committer: who,
+                encoding: None,
+                message: "fuzz".into(),
+                extra_headers: Vec::new(),
+            })
+            .unwrap()
+            .detach();
+        let checkout = Checkout {
+            repo: root.join("repo.git"),
+            commit: commit.to_string(),
+        };
+        let _ = read_chart(&checkout, "", &into);
+        // Whatever the tree, nothing is ever written outside the chart's
+        // directory, and nothing in it is a link.
+        assert_eq!(
+            std::fs::read_dir(&outside).unwrap().count(),
+            0,
+            "written outside"
+        );
+        for sibling in std::fs::read_dir(root.join("chart")).unwrap() {
+            assert_eq!(sibling.unwrap().path(), into, "written beside the chart");
+        }
+        let mut todo = vec![into.clone()];
+        while let Some(d) = todo.pop() {
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let kind = e.file_type().unwrap();
+                assert!(!kind.is_symlink(), "a link written: {:?}", e.path());
+                if kind.is_dir() {
+                    todo.push(e.path());
+                }
+            }
+        }
+    });
+    let _ = std::fs::remove_dir_all(&root);
 }

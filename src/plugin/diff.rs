@@ -56,6 +56,8 @@ pub async fn masked_diff(
     helm_binary: &Path,
 ) -> Result<String, String> {
     let target = Target::of(app);
+    // A positional of helm's argv, whatever the CRD in force let through.
+    crate::delivery::helm::check_release_name(&target.release, &target.namespace)?;
     let work = tempdir()?;
     let chart = chart_of(client, app, &work.0).await?;
     let (values, from_secrets) = inputs::merged_values_and_secrets(client, app, &[]).await?;

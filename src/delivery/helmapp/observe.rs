@@ -130,11 +130,11 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
 /// after any action of ours.
 async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let key = cache::object_key(app);
-    // A run the status says was started and never recorded, with no helm
-    // of ours on the release now: its process (or the operator) died, or
-    // the API was gone when it ended.
-    let interrupted =
-        ctx.interrupted.lock().contains(&key) || (o.status.run_intent.is_some() && !o.busy);
+    // (A run the status's intent names that ended unrecorded because its
+    // operator died is not recorded here: the storage check lets its
+    // pending or failed revision through by that intent, and a deployed
+    // one must be proven by its render — `act::own_run`.)
+    let interrupted = ctx.interrupted.lock().contains(&key);
     if interrupted && storage::record_after_action(&ctx.client, o).await.is_some() {
         log::info!(
             "{}: recorded what our helm run, cut off by the API server's outage, left in Helm's storage",

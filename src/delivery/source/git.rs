@@ -51,6 +51,8 @@ pub const MAX_VISITS: usize = 100_000;
 pub const MAX_TREE_BYTES: u64 = 8 * 1024 * 1024;
 /// Wall-clock time one read of a chart or values files may take.
 pub const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+/// Bytes of one tree entry's name, at most (as most file systems).
+pub const MAX_NAME: usize = 255;
 /// Refs one listing may name (a semver range lists the tags).
 pub const MAX_LISTED_REFS: usize = 10_000;
 
@@ -92,8 +94,11 @@ pub struct GitCache {
     /// One lock per (repository directory, path) being read: apps of one
     /// chart woken together read it once, and a slow or refused read of one
     /// chart never holds another's. An entry lives while its read runs.
-    reading: Mutex<HashMap<(PathBuf, String), Arc<Mutex<()>>>>,
+    reading: Mutex<HashMap<ChartId, Arc<Mutex<()>>>>,
 }
+
+/// A chart read out of a checkout: (repository directory, path).
+type ChartId = (PathBuf, String);
 
 #[derive(Debug, Default)]
 struct Remembered {
@@ -193,7 +198,7 @@ impl GitCache {
         checkout: &Checkout,
         path: &str,
         root: &Path,
-        id: &(PathBuf, String),
+        id: &ChartId,
     ) -> Result<ReadChart, ReadError> {
         let name = format!("{}\n{}\n{path}", checkout.repo.display(), checkout.commit);
         let dir = root.join(&hex(&Sha256::digest(name.as_bytes()))[..32]);
@@ -976,6 +981,12 @@ pub fn entry_name(name: &[u8]) -> Result<&str, String> {
     let shown = || String::from_utf8_lossy(name).escape_debug().to_string();
     let name = std::str::from_utf8(name)
         .map_err(|_| format!("a tree entry named {:?} is refused (not UTF-8)", shown()))?;
+    if name.len() > MAX_NAME {
+        return Err(format!(
+            "a tree entry's name is {} bytes, more than {MAX_NAME}",
+            name.len()
+        ));
+    }
     let refused = name.is_empty()
         || name == "."
         || name == ".."
@@ -1570,7 +1581,7 @@ mod tests {
             commit: commit_of(&repo, tree),
         };
         // Below the depth bound: the visits are what stops it.
-        assert!(30 <= MAX_DEPTH);
+        const { assert!(30 <= MAX_DEPTH) };
         let got = read_chart(&checkout, "", &dir.join("chart"));
         let Err(ReadError::Invalid(message)) = got else {
             panic!("{got:?}");

@@ -14,7 +14,8 @@ use serde_json::Value;
 pub const MAX_SCHEMA_BYTES: usize = 4 * 1024 * 1024;
 
 /// The JSON Schema drafts helm knows without loading them.
-const DRAFTS: [&str; 5] = [
+const DRAFTS: [&str; 6] = [
+    "json-schema.org/schema",
     "json-schema.org/draft-04/schema",
     "json-schema.org/draft-06/schema",
     "json-schema.org/draft-07/schema",
@@ -40,6 +41,10 @@ pub fn check(path: &str, text: &[u8]) -> Result<(), String> {
         match v {
             Value::Object(map) => {
                 for (k, v) in map {
+                    // Data, not schema: a "$ref" in a default is a value.
+                    if matches!(k.as_str(), "default" | "const" | "enum" | "examples") {
+                        continue;
+                    }
                     if let Value::String(s) = v
                         && let Some(why) = refused(k, s)
                     {
@@ -66,9 +71,10 @@ fn refused(key: &str, value: &str) -> Option<&'static str> {
         }
         "$schema" => {
             let bare = value
-                .trim_start_matches("https://")
-                .trim_start_matches("http://")
-                .trim_end_matches('#');
+                .strip_prefix("https://")
+                .or_else(|| value.strip_prefix("http://"))
+                .unwrap_or(value);
+            let bare = bare.strip_suffix('#').unwrap_or(bare);
             (!DRAFTS.contains(&bare)).then_some("is not a JSON Schema draft helm knows")
         }
         _ => None,
@@ -113,6 +119,12 @@ mod tests {
             assert!(e.starts_with("charts/sub/values.schema.json: $"), "{e}");
         }
         assert!(check("values.schema.json", b"{not json").is_err());
+        // Bitnami's charts name the unversioned meta-schema; a string in a
+        // default is data.
+        let bitnami = br#"{"$schema": "http://json-schema.org/schema#", "properties": {"a": {"default": {"$ref": "http://x"}}}}"#;
+        assert_eq!(check("values.schema.json", bitnami), Ok(()));
+        let doubled = br#"{"$schema": "https://http://json-schema.org/draft-07/schema"}"#;
+        assert!(check("values.schema.json", doubled).is_err());
         assert!(is_schema("charts/db/values.schema.json") && is_schema("values.schema.json"));
         assert!(!is_schema("templates/values.schema.json.tpl"));
     }

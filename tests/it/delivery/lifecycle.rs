@@ -477,6 +477,7 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
     )
     .await
     .unwrap();
+    let operator = f.start_delivery().await;
     let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
     let mut v1 = secrets.get("sh.helm.release.v1.stuck.v1").await.unwrap();
     let raw = v1.data.as_ref().unwrap()["release"].0.clone();
@@ -484,7 +485,11 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
         serde_json::from_slice(&release_json(&raw).unwrap()).unwrap();
     release["version"] = json!(2);
     release["info"]["status"] = json!("pending-upgrade");
-    release["info"]["last_deployed"] = json!(chrono::Utc::now().to_rfc3339());
+    // Stamped a little ahead: after the new operator's first look (a
+    // revision older than that is one a previous operator's helm left, and
+    // is unlocked at once), so its 8 s timeout is seen running.
+    let ahead = chrono::Utc::now() + chrono::Duration::seconds(5);
+    release["info"]["last_deployed"] = json!(ahead.to_rfc3339());
     let mut v2 = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some("sh.helm.release.v1.stuck.v2".into()),
@@ -507,9 +512,6 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
         ..Default::default()
     };
     v2.metadata.labels.get_or_insert_with(Default::default);
-    // Started before the leftover appears (as helm wrote it after the
-    // intent), so that its 8 s timeout has not passed at the first look.
-    let operator = f.start_delivery().await;
     secrets.create(&PostParams::default(), &v2).await.unwrap();
     patch(
         &f,

@@ -81,6 +81,10 @@ pub async fn run(
         return Ok(Outcome::Finished(action));
     };
     drop(post_render);
+    if let Err(HelmError::Unreachable { .. } | HelmError::InvalidName { .. }) = &result {
+        // helm did not start: no revision was written under this intent.
+        super::intent::withdraw(o);
+    }
     if let Err(e) = &result
         && super::outage::outage(ctx, app, e).await
     {
