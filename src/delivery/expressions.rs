@@ -5,14 +5,18 @@
 //! - Compiled when a HelmApp is first seen: a syntax error names the field,
 //!   line and column, and no helm runs.
 //! - Before a run, its cost is bounded from the expression and the values it
-//!   is given: each node costs one step, and each step of a comprehension
-//!   (`all`, `exists`, `map`, `filter`) is multiplied by the largest list or
-//!   map it can range over. Over [`COST_LIMIT`] steps the run does not
-//!   start (`ExpressionCostExceeded`). CEL has no loops but comprehensions,
-//!   so the bound holds.
-//! - A run that still takes longer than [`DEADLINE`] is given up on (it runs
-//!   on a blocking thread, bounded by the cost limit, and its result is
-//!   dropped).
+//!   is given ([`cost`]): every function is charged the sizes of its
+//!   arguments — measured on the input for a path from it
+//!   (`dep.spec.items`), bounded for what the expression builds — since a
+//!   comparison, `in` or a string function is linear in them; each step of
+//!   a comprehension (`all`, `exists`, `map`, `filter`) is charged once per
+//!   element of its range. Over [`COST_LIMIT`] steps the run does not start
+//!   (`ExpressionCostExceeded`). CEL has no loops but comprehensions, so the
+//!   bound holds; the inputs bound it, not a count of nodes.
+//! - At most [`MAX_RUNNING`] evaluations run at once, each on a blocking
+//!   thread holding its slot until it really ends; one that takes longer
+//!   than [`DEADLINE`] is given up on (its result dropped, its slot held
+//!   until its bounded work is done), so retries never start more.
 //! - A field the expression reads that the object does not have yet is
 //!   not an error: the expression cannot say yes yet ([`Truth::NotYet`]), as
 //!   Flux waits in that case. Any other runtime error is an
@@ -32,6 +36,12 @@ pub const COST_LIMIT: u64 = 1_000_000;
 
 /// Wall time one evaluation may take.
 pub const DEADLINE: Duration = Duration::from_millis(500);
+
+/// Evaluations running at once, at most (on blocking threads).
+const MAX_RUNNING: usize = 2;
+
+static RUNNING: LazyLock<Arc<tokio::sync::Semaphore>> =
+    LazyLock::new(|| Arc::new(tokio::sync::Semaphore::new(MAX_RUNNING)));
 
 /// The standard environment, with optional fields (`a.?b.orValue(c)`).
 static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| Arc::new(Env::stdlib()));
@@ -107,8 +117,11 @@ pub async fn evaluate(
     variables: Vec<(&'static str, Json)>,
 ) -> Result<Truth, ExprError> {
     let program = compile(field, source)?;
-    let widest = variables.iter().map(|(_, v)| widest(v)).max().unwrap_or(0);
-    let estimate = cost(program.expression(), widest.max(1));
+    let scope: Scope = variables
+        .iter()
+        .map(|(name, v)| (name.to_string(), Bound::of(v)))
+        .collect();
+    let estimate = cost(program.expression(), &scope);
     if estimate > COST_LIMIT {
         return Err(ExprError::CostExceeded {
             field: field.to_string(),
@@ -117,8 +130,22 @@ pub async fn evaluate(
         });
     }
     let name = field.to_string();
-    let run = tokio::task::spawn_blocking(move || run(&name, &program, variables));
-    match tokio::time::timeout(DEADLINE, run).await {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    // At most RUNNING evaluations at once, each holding its permit until
+    // its thread really ends: one given up on at the deadline still counts,
+    // so retries never pile threads up.
+    let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, RUNNING.clone().acquire_owned()).await
+    else {
+        return Err(ExprError::Deadline {
+            field: field.to_string(),
+            deadline: DEADLINE,
+        });
+    };
+    let run = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        run(&name, &program, variables)
+    });
+    match tokio::time::timeout_at(deadline, run).await {
         Ok(Ok(result)) => result,
         Ok(Err(e)) => Err(ExprError::Runtime {
             field: field.to_string(),
@@ -172,42 +199,202 @@ fn to_cel(value: Json) -> Value {
     }
 }
 
-/// The longest list, map or string anywhere in `value`: what one
-/// comprehension over it can range over at most.
-fn widest(value: &Json) -> u64 {
-    match value {
-        Json::Array(items) => (items.len() as u64).max(items.iter().map(widest).max().unwrap_or(0)),
-        Json::Object(fields) => {
-            (fields.len() as u64).max(fields.values().map(widest).max().unwrap_or(0))
+/// What is known of a value an expression yields, before it runs: its
+/// size (nodes, string bytes and keys together — what a comparison, `in`
+/// or a string function may touch), its length (what a comprehension over
+/// it steps through) and its largest element's size. A path from an input
+/// (`dep.status.conditions`) is measured on the input itself.
+#[derive(Clone, Copy)]
+struct Bound<'a> {
+    json: Option<&'a Json>,
+    size: u64,
+    len: u64,
+    elem: u64,
+}
+
+impl<'a> Bound<'a> {
+    fn of(json: &'a Json) -> Self {
+        let (len, elem) = match json {
+            Json::Array(items) => (
+                items.len() as u64,
+                items.iter().map(size).max().unwrap_or(0),
+            ),
+            Json::Object(fields) => (
+                fields.len() as u64,
+                fields.values().map(size).max().unwrap_or(0),
+            ),
+            Json::String(s) => (s.len() as u64, 1),
+            _ => (0, 0),
+        };
+        Bound {
+            json: Some(json),
+            size: size(json),
+            len,
+            elem,
         }
-        Json::String(s) => s.len() as u64,
-        _ => 0,
+    }
+
+    /// Not known from the input: everything at most `n`.
+    fn at_most(n: u64) -> Self {
+        Bound {
+            json: None,
+            size: n,
+            len: n,
+            elem: n,
+        }
     }
 }
 
-/// An upper bound of the steps evaluating `expr` takes when no collection
-/// it ranges over is longer than `width`: one per node, a comprehension's
-/// loop body once per element. A list built inside (`map`, `+`) can be
-/// longer than the inputs; its bound grows with it ([`length`]).
-fn cost(expr: &IdedExpr, width: u64) -> u64 {
-    let sum = |exprs: &mut dyn Iterator<Item = &IdedExpr>| {
-        exprs.fold(0u64, |total, e| total.saturating_add(cost(e, width)))
-    };
-    let own = match &expr.expr {
-        Expr::Call(call) => sum(&mut call.target.iter().map(|t| t.as_ref()).chain(&call.args)),
-        Expr::Comprehension(c) => {
-            let steps = length(&c.iter_range, width);
-            let body = cost(&c.loop_cond, width).saturating_add(cost(&c.loop_step, width));
-            cost(&c.iter_range, width)
-                .saturating_add(cost(&c.accu_init, width))
-                .saturating_add(steps.saturating_mul(body))
-                .saturating_add(cost(&c.result, width))
+/// The size of `value` ([`Bound`]).
+fn size(value: &Json) -> u64 {
+    match value {
+        Json::Array(items) => items.iter().fold(1u64, |n, v| n.saturating_add(size(v))),
+        Json::Object(fields) => fields.iter().fold(1u64, |n, (k, v)| {
+            n.saturating_add(k.len() as u64).saturating_add(size(v))
+        }),
+        Json::String(s) => 1 + s.len() as u64,
+        _ => 1,
+    }
+}
+
+/// The variables an expression sees, by name, as [`Bound`]s.
+type Scope<'a> = Vec<(String, Bound<'a>)>;
+
+fn lookup<'a>(scope: &Scope<'a>, name: &str) -> Bound<'a> {
+    scope
+        .iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, b)| *b)
+        .unwrap_or(Bound::at_most(0))
+}
+
+/// The [`Bound`] of what `expr` yields in `scope`.
+fn bound<'a>(expr: &IdedExpr, scope: &Scope<'a>) -> Bound<'a> {
+    match &expr.expr {
+        Expr::Ident(name) => lookup(scope, name),
+        Expr::Select(select) => {
+            let operand = bound(&select.operand, scope);
+            match operand.json {
+                Some(Json::Object(fields)) => match fields.get(&select.field) {
+                    Some(field) => Bound::of(field),
+                    None => Bound::at_most(0),
+                },
+                Some(_) => Bound::at_most(0),
+                None => Bound::at_most(operand.size),
+            }
         }
-        Expr::List(list) => sum(&mut list.elements.iter()),
-        Expr::Map(map) => sum(&mut entries(&map.entries)),
-        Expr::Struct(s) => sum(&mut entries(&s.entries)),
-        Expr::Select(select) => cost(&select.operand, width),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 0,
+        Expr::Literal(lit) => Bound::at_most(format!("{lit:?}").len() as u64),
+        Expr::List(list) => {
+            let items: Vec<Bound> = list.elements.iter().map(|e| bound(e, scope)).collect();
+            Bound {
+                json: None,
+                size: items.iter().fold(1u64, |n, b| n.saturating_add(b.size)),
+                len: items.len() as u64,
+                elem: items.iter().map(|b| b.size).max().unwrap_or(0),
+            }
+        }
+        Expr::Map(_) | Expr::Struct(_) => {
+            let parts: Vec<Bound> = children(expr).map(|e| bound(e, scope)).collect();
+            let total = parts.iter().fold(1u64, |n, b| n.saturating_add(b.size));
+            Bound::at_most(total)
+        }
+        Expr::Call(call) if call.func_name == "_+_" => {
+            let args: Vec<Bound> = call.args.iter().map(|a| bound(a, scope)).collect();
+            Bound {
+                json: None,
+                size: args.iter().fold(0u64, |n, b| n.saturating_add(b.size)),
+                len: args.iter().fold(0u64, |n, b| n.saturating_add(b.len)),
+                elem: args.iter().map(|b| b.elem).max().unwrap_or(0),
+            }
+        }
+        Expr::Call(call) if call.func_name == "_[_]" => {
+            let operand = call.args.first().map(|a| bound(a, scope));
+            Bound::at_most(operand.map_or(0, |b| b.elem))
+        }
+        // Any other function yields at most the largest of its inputs.
+        Expr::Call(_) => {
+            let most = children(expr).map(|e| bound(e, scope).size).max();
+            Bound::at_most(most.unwrap_or(1).max(1))
+        }
+        Expr::Comprehension(c) => {
+            let (range, inner) = comprehension_scope(c, scope);
+            let init = bound(&c.accu_init, scope);
+            // The accumulator grows by at most what one step adds.
+            let mut once = inner.clone();
+            once.push((c.accu_var.clone(), init));
+            let step = bound(&c.loop_step, &once);
+            let grows = step.size.saturating_sub(init.size);
+            let accu = Bound::at_most(init.size.saturating_add(range.len.saturating_mul(grows)));
+            let mut after = inner;
+            after.push((c.accu_var.clone(), accu));
+            bound(&c.result, &after)
+        }
+        Expr::Unspecified => Bound::at_most(0),
+    }
+}
+
+/// The range of comprehension `c` and the scope of its body (its loop
+/// variables bound to one element of the range).
+fn comprehension_scope<'a>(
+    c: &cel::common::ast::ComprehensionExpr,
+    scope: &Scope<'a>,
+) -> (Bound<'a>, Scope<'a>) {
+    let range = bound(&c.iter_range, scope);
+    let element = Bound::at_most(range.elem);
+    let mut inner = scope.clone();
+    inner.push((c.iter_var.clone(), element));
+    if let Some(second) = &c.iter_var2 {
+        inner.push((second.clone(), element));
+    }
+    (range, inner)
+}
+
+/// The direct sub-expressions of `expr`.
+fn children(expr: &IdedExpr) -> Box<dyn Iterator<Item = &IdedExpr> + '_> {
+    match &expr.expr {
+        Expr::Call(call) => Box::new(call.target.iter().map(|t| t.as_ref()).chain(&call.args)),
+        Expr::List(list) => Box::new(list.elements.iter()),
+        Expr::Map(map) => Box::new(entries(&map.entries)),
+        Expr::Struct(s) => Box::new(entries(&s.entries)),
+        Expr::Select(select) => Box::new(std::iter::once(select.operand.as_ref())),
+        _ => Box::new(std::iter::empty()),
+    }
+}
+
+/// An upper bound of the work evaluating `expr` in `scope` takes, in steps
+/// of one node, one comparison or one byte: every function is charged the
+/// sizes of its arguments (a comparison, `in`, a concatenation or a string
+/// function is linear in them; `matches` their product), a comprehension
+/// its range's size (its elements are copied) and its body once per
+/// element. Sound for CEL's standard functions, which do no more.
+fn cost(expr: &IdedExpr, scope: &Scope) -> u64 {
+    let own = match &expr.expr {
+        Expr::Comprehension(c) => {
+            let (range, mut inner) = comprehension_scope(c, scope);
+            let init = bound(&c.accu_init, scope);
+            let accu = bound(expr, scope).size.max(init.size);
+            inner.push((c.accu_var.clone(), Bound::at_most(accu)));
+            let body = cost(&c.loop_cond, &inner).saturating_add(cost(&c.loop_step, &inner));
+            cost(&c.iter_range, scope)
+                .saturating_add(cost(&c.accu_init, scope))
+                .saturating_add(range.size)
+                .saturating_add(range.len.saturating_mul(body))
+                .saturating_add(cost(&c.result, &inner))
+        }
+        Expr::Call(call) => {
+            let args = children(expr).fold(0u64, |n, e| n.saturating_add(cost(e, scope)));
+            let sizes: Vec<u64> = children(expr).map(|e| bound(e, scope).size).collect();
+            let work = match call.func_name.as_str() {
+                "_&&_" | "_||_" | "!_" | "_?_:_" => 0,
+                "matches" => sizes
+                    .iter()
+                    .fold(1u64, |n, s| n.saturating_mul(s.max(&1).to_owned())),
+                _ => sizes.iter().fold(0u64, |n, s| n.saturating_add(*s)),
+            };
+            args.saturating_add(work)
+        }
+        _ => children(expr).fold(0u64, |n, e| n.saturating_add(cost(e, scope))),
     };
     own.saturating_add(1)
 }
@@ -217,22 +404,6 @@ fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> impl Iterator<Item = 
         EntryExpr::StructField(f) => vec![&f.value],
         EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
     })
-}
-
-/// An upper bound of the length of the collection `expr` yields: a
-/// literal's own, a concatenation's sum, a `map`/`filter`'s range's; any
-/// other (a field of the input) `width`.
-fn length(expr: &IdedExpr, width: u64) -> u64 {
-    match &expr.expr {
-        Expr::List(list) => list.elements.len() as u64,
-        Expr::Map(map) => map.entries.len() as u64,
-        Expr::Call(call) if call.func_name == "_+_" => call
-            .args
-            .iter()
-            .fold(0u64, |n, a| n.saturating_add(length(a, width))),
-        Expr::Comprehension(c) => length(&c.iter_range, width),
-        _ => width,
-    }
 }
 
 #[cfg(test)]
@@ -307,11 +478,65 @@ mod tests {
         );
     }
 
+    fn estimate(source: &str, dep: &Json) -> u64 {
+        let program = compile("e", source).unwrap();
+        cost(
+            program.expression(),
+            &vec![("dep".to_string(), Bound::of(dep))],
+        )
+    }
+
     #[test]
     fn the_bound_grows_with_lists_built_inside() {
-        let program = compile("e", "(dep.a + dep.a + dep.a).all(x, x > 0)").unwrap();
-        let once = compile("e", "dep.a.all(x, x > 0)").unwrap();
-        assert!(cost(program.expression(), 100) > 2 * cost(once.expression(), 100));
+        let dep = json!({"a": (0..100).collect::<Vec<i64>>()});
+        let thrice = estimate("(dep.a + dep.a + dep.a).all(x, x > 0)", &dep);
+        let once = estimate("dep.a.all(x, x > 0)", &dep);
+        assert!(thrice > 2 * once, "{thrice} {once}");
+    }
+
+    #[tokio::test]
+    async fn a_quadratic_in_over_a_long_list_is_refused_before_it_runs() {
+        // Issue 57: one node per step would pass this; `in` is linear in
+        // the list, so the loop is quadratic.
+        let items: Vec<i64> = (0..20_000).collect();
+        let dep = json!({"spec": {"values": {"a": items}}});
+        let Err(ExprError::CostExceeded { estimate, .. }) = eval(
+            "dep.spec.values.a.all(x, x in dep.spec.values.a)",
+            dep.clone(),
+        )
+        .await
+        else {
+            panic!("not stopped at the cost limit");
+        };
+        assert!(estimate >= 20_000 * 20_000, "{estimate}");
+        // String functions and equality on long strings are charged too.
+        let long = json!({"s": "x".repeat(100_000), "l": (0..100).collect::<Vec<i64>>()});
+        assert!(estimate_over("dep.l.all(i, dep.s.contains(dep.s))", &long) > COST_LIMIT);
+    }
+
+    fn estimate_over(source: &str, dep: &Json) -> u64 {
+        estimate(source, dep)
+    }
+
+    #[test]
+    fn a_usual_readiness_expression_on_a_large_object_stays_cheap() {
+        // managedFields and a large spec do not count against a loop over
+        // three conditions: only what the expression reads is measured.
+        let managed: Vec<Json> = (0..200)
+            .map(|i| json!({"manager": format!("m{i}"), "fieldsV1": {"f:spec": {}}}))
+            .collect();
+        let dep = json!({
+            "metadata": {"managedFields": managed},
+            "spec": {"blob": "y".repeat(200_000)},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True"}, {"type": "A", "status": "False"}, {"type": "B", "status": "True"}
+            ]}
+        });
+        let e = estimate(
+            "dep.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')",
+            &dep,
+        );
+        assert!(e < 10_000, "{e}");
     }
 
     #[tokio::test]

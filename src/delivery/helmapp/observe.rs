@@ -322,7 +322,15 @@ fn own_unrecorded(
     let storage::Untrusted::Unrecorded { revision, .. } = untrusted else {
         return None;
     };
-    let recorded = o.status.storage_digests.iter().map(|d| d.revision).max()?;
+    // (Nothing recorded: a first install whose operator stopped before
+    // recording it.)
+    let recorded = o
+        .status
+        .storage_digests
+        .iter()
+        .map(|d| d.revision)
+        .max()
+        .unwrap_or(0);
     let newest = newest_of(entries)?;
     let candidate = newest.version() == *revision
         && *revision == recorded + 1

@@ -207,6 +207,18 @@ pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     }
 }
 
+/// Records `entries` as after a run of ours that made `revision` with
+/// `content` — proven otherwise than by a run intent (a render of this
+/// configuration, `act::own_run`).
+pub fn record_proven(o: &mut Observed, entries: &[HelmRelease], revision: i64, content: &str) {
+    o.status.run_intent = Some(RunIntent {
+        revision,
+        content: content.to_string(),
+        ..Default::default()
+    });
+    record(o, entries);
+}
+
 /// A revision our last successful helm run made (`made`: revision and
 /// the content digest helm printed) that the status has not recorded — the
 /// storage read or the status write after the run failed, the API server
@@ -272,8 +284,10 @@ pub async fn changed_during_run(
 ///   as it is now;
 /// - a revision recorded before whose content changed (an edit made while
 ///   helm ran): its earlier record stays, so the next check flags it;
-/// - the revision new since that `intent` names (the run's): recorded;
-/// - anything else (planted while helm ran, whatever its labels): not
+/// - the revision new since that `intent` names (the run's), with the
+///   content helm printed when it printed one: recorded;
+/// - anything else (planted while helm ran, whatever its labels, or put
+///   in the place of the run's revision after helm printed it): not
 ///   recorded.
 pub fn recorded_after(
     entries: &[HelmRelease],
@@ -294,7 +308,10 @@ pub fn recorded_after(
                 Some(b) if !b.content.is_empty() && b.content == now.content => Some(now),
                 Some(b) => Some(b.clone()),
                 None => intent
-                    .is_some_and(|i| i.revision == now.revision)
+                    .is_some_and(|i| {
+                        i.revision == now.revision
+                            && (i.content.is_empty() || i.content == now.content)
+                    })
                     .then_some(now),
             }
         })
@@ -318,6 +335,19 @@ pub async fn check(
     let ours = cached
         .iter()
         .any(|e| label(&e.metadata, HELMAPP_UID_LABEL) == o.uid);
+    // Trusted on first sight: the storage of a HelmApp that ran helm before
+    // digests were recorded (its history says so). One that never did has
+    // nothing of its own there — what carries its UID label (anyone can
+    // read the UID and write the label) is checked like any unrecorded
+    // revision: only its own run intent, or a render, proves it.
+    let legacy = !o.status.history.is_empty();
+    if o.status.storage_digests.is_empty() && ours && !legacy {
+        let fresh = match fresh {
+            Some(f) => f,
+            None => read(client, &o.target).await?,
+        };
+        return Ok(first_untrusted(&fresh, &[], o.status.run_intent.as_ref()));
+    }
     if o.status.storage_digests.is_empty() {
         if !ours {
             return Ok(None);

@@ -251,6 +251,79 @@ async fn a_planted_unfinished_revision_with_the_owner_label_copied_runs_no_helm(
     operator.stop().await;
 }
 
+/// A HelmApp that has not run helm yet (it waits for a dependency) has
+/// nothing of its own in storage: a deployed revision planted with its UID
+/// label copied (the UID is readable on the HelmApp) is not trusted on
+/// first sight — `StorageTampered`, no helm, the kube-system ConfigMap kept.
+#[tokio::test]
+async fn a_revision_planted_before_the_first_install_with_the_uid_label_runs_no_helm() {
+    let (f, log, operator) = setup().await;
+    let kube_system = precious(&f).await;
+    let spec = |deps: serde_json::Value| json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT, "dependsOn": deps });
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "early",
+        spec(json!([{ "name": "absent" }])),
+    )
+    .await;
+    let app = helmapp_with_reason(&f, OPERATOR_NS, "early", "DependencyNotFound").await;
+    let uid = app.metadata.uid.unwrap();
+    // A release of the tiny chart as helm stores it, made elsewhere, with
+    // the waiting app's UID label and the kube-system ConfigMap.
+    privileged_app(&f, "donor", json!({})).await;
+    let donor = stored(&f, TENANT, "donor", 1).await;
+    let mut release = payload(&donor);
+    release["name"] = json!("early");
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let mut planted = with_payload(donor.clone(), &release);
+    let mut labels = donor.metadata.labels.clone().unwrap();
+    labels.insert("name".into(), "early".into());
+    labels.insert("hossted.com/helmapp-uid".into(), uid);
+    planted.metadata = kube::api::ObjectMeta {
+        name: Some("sh.helm.release.v1.early.v1".into()),
+        namespace: Some(TENANT.into()),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .create(&PostParams::default(), &planted)
+        .await
+        .unwrap();
+    let before = lines(&log);
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "early",
+        json!({ "spec": { "dependsOn": [] } }),
+    )
+    .await;
+    helmapp_with_reason(&f, OPERATOR_NS, "early", "StorageTampered").await;
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "early",
+        json!({ "spec": { "values": { "greeting": "again" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    // The render that checks whether it could be a first install of ours
+    // (a client dry run, which changes nothing) may run; nothing else.
+    let acted: Vec<String> = runs_since(&log, before, "early")
+        .into_iter()
+        .filter(|l| !l.split_whitespace().any(|w| w == "--dry-run=client"))
+        .collect();
+    assert_eq!(
+        acted,
+        Vec::<String>::new(),
+        "no helm acted on the planted storage"
+    );
+    assert!(kube_system.get_opt("precious").await.unwrap().is_some());
+    operator.stop().await;
+}
+
 /// Test 2: an older revision edited (the newest untouched), then an upgrade
 /// that would fail with `remediation: rollback`: nothing runs — neither
 /// the upgrade nor the rollback that would read the older revisions.

@@ -182,6 +182,11 @@ pub struct RunIntent {
     pub config_hash: String,
     /// When it was started (RFC 3339).
     pub started_at: String,
+    /// Once helm ended and printed the release it stored: that revision's
+    /// content digest (and `revision` is the one it printed). A new
+    /// revision is recorded as the run's only if its content is this.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
 }
 
 /// One revision of the release as the operator left it in Helm's storage.

@@ -43,9 +43,24 @@ pub async fn declare(
         revision: newest + 1,
         config_hash: o.hash().unwrap_or_default().to_string(),
         started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        content: String::new(),
     });
-    ctx.status.write(app, &o.status).await?;
+    if let Err(e) = ctx.status.write(app, &o.status).await {
+        // Not on the server, so no helm starts: nor may the reconcile's
+        // last status write put it there.
+        withdraw(o);
+        return Err(e.into());
+    }
     Ok(())
+}
+
+/// helm ended and printed the release it stored (`revision`, `content`):
+/// only that content is recorded as the run's.
+pub fn printed(o: &mut Observed, revision: i64, content: &str) {
+    if let Some(intent) = o.status.run_intent.as_mut() {
+        intent.revision = revision;
+        intent.content = content.to_string();
+    }
 }
 
 /// Takes the intent back: helm did not start after all.

@@ -66,7 +66,7 @@ pub async fn record(
         o.own_render = Some(Rendering::Differs);
         return Ok(Outcome::Replan);
     }
-    storage::record(o, &entries);
+    storage::record_proven(o, &entries, revision, &content);
     log::info!(
         "{}: revision {revision}, made by a helm of ours whose operator stopped before recording it, renders as this configuration does: recorded",
         o.target.key()

@@ -129,6 +129,7 @@ fn ended(
                 // read after the run fails (observe::own_revision).
                 let made = (released.revision, released.content.clone());
                 ctx.made.lock().insert(cache::object_key(app), made);
+                super::intent::printed(o, released.revision, &released.content);
             }
             let before = o.status.revision;
             let revision = released.revision;

@@ -149,6 +149,7 @@ fn intent(revision: i64) -> RunIntent {
         revision,
         config_hash: "h".into(),
         started_at: "2026-11-28T00:00:00Z".into(),
+        content: String::new(),
     }
 }
 
@@ -279,4 +280,35 @@ fn a_status_label_that_differs_from_the_payload_is_no_release() {
         matches!(found, Some(Untrusted::Invalid { .. })),
         "{found:?}"
     );
+}
+
+#[test]
+fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
+    let before_one = fresh_of(release(1, "deployed", "a"), "u");
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, std::slice::from_ref(&before_one));
+    let before = status.storage_digests.clone();
+    let ours = fresh_of(release(2, "deployed", "b"), "u");
+    let printed = RunIntent {
+        content: ours.content.clone().unwrap(),
+        ..intent(2)
+    };
+    let after = [fresh_of(release(1, "superseded", "a"), "u"), ours];
+    let recorded = recorded_after(&after, &before, Some(&printed));
+    assert_eq!(
+        recorded.iter().map(|d| d.revision).collect::<Vec<_>>(),
+        [2, 1]
+    );
+    // Revision 2 replaced after helm printed it (same number, same labels,
+    // another manifest): not the run's.
+    let swapped = [
+        fresh_of(release(1, "superseded", "a"), "u"),
+        fresh_of(release(2, "deployed", "b\n---\nplanted"), "u"),
+    ];
+    let recorded = recorded_after(&swapped, &before, Some(&printed));
+    assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
+    assert!(matches!(
+        first_untrusted(&swapped, &recorded, None),
+        Some(Untrusted::Unrecorded { revision: 2, .. })
+    ));
 }
