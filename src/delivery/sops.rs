@@ -34,6 +34,19 @@ pub enum SopsError {
     Value { path: String, why: String },
     #[error("{0}")]
     Malformed(String),
+    /// Strict (the default): a value the MAC does not cover.
+    #[error(
+        "{path}: {why}, which its MAC does not authenticate — anyone who can write the file could have added it; set decryption.allowUnauthenticated: true to accept such files as sops does"
+    )]
+    Unauthenticated { path: String, why: &'static str },
+}
+
+/// Whether values the MAC leaves out are accepted (as sops does) or refuse
+/// the file (the default: `decryption.allowUnauthenticated: false`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unauthenticated {
+    Refused,
+    Accepted,
 }
 
 /// The age identities of a decryption Secret.
@@ -81,16 +94,24 @@ pub fn is_encrypted(text: &str) -> bool {
 }
 
 /// The decrypted document of SOPS `text`, its MAC checked.
-pub fn decrypt(text: &str, keys: &Keys) -> Result<Value, SopsError> {
+pub fn decrypt(text: &str, keys: &Keys, policy: Unauthenticated) -> Result<Value, SopsError> {
     let doc = load(text)?;
     let meta = sops_section(&doc).ok_or_else(|| malformed("it has no sops section"))?;
     let data_key = data_key(meta, keys)?;
     let rules = Rules::of(meta)?;
+    let mac_only_encrypted = meta["mac_only_encrypted"].as_bool() == Some(true);
+    if mac_only_encrypted && policy == Unauthenticated::Refused {
+        return Err(SopsError::Unauthenticated {
+            path: "sops.mac_only_encrypted".into(),
+            why: "the values left in the clear are outside the MAC",
+        });
+    }
     let mut walk = Walk {
         key: &data_key,
         rules: &rules,
         mac: Sha512::new(),
-        mac_only_encrypted: meta["mac_only_encrypted"].as_bool() == Some(true),
+        mac_only_encrypted,
+        outside_mac: None,
     };
     let Yaml::Hash(top) = &doc else {
         return Err(malformed("it is not a mapping"));
@@ -117,6 +138,9 @@ pub fn decrypt(text: &str, keys: &Keys) -> Result<Value, SopsError> {
     let (mac, _) = open(stored, &data_key, modified).map_err(|_| SopsError::Mac)?;
     if mac.as_slice() != computed.as_bytes() {
         return Err(SopsError::Mac);
+    }
+    if let (Some((path, why)), Unauthenticated::Refused) = (walk.outside_mac, policy) {
+        return Err(SopsError::Unauthenticated { path, why });
     }
     Ok(Value::Object(out))
 }
@@ -228,11 +252,21 @@ struct Walk<'a> {
     rules: &'a Rules,
     mac: Sha512,
     mac_only_encrypted: bool,
+    /// The first value the MAC does not cover, and why.
+    outside_mac: Option<(String, &'static str)>,
 }
 
 impl Walk<'_> {
     fn node(&mut self, node: &Yaml, path: &mut Vec<String>) -> Result<Value, SopsError> {
         match node {
+            Yaml::Hash(h) if h.is_empty() => {
+                self.outside(path, "an empty mapping");
+                Ok(Value::Object(Map::new()))
+            }
+            Yaml::Array(items) if items.is_empty() => {
+                self.outside(path, "an empty list");
+                Ok(Value::Array(Vec::new()))
+            }
             Yaml::Hash(h) => {
                 let mut out = Map::new();
                 for (k, v) in h {
@@ -279,9 +313,20 @@ impl Walk<'_> {
             other => plain(other),
         };
         if encrypted || !self.mac_only_encrypted {
-            self.mac.update(mac_bytes(&value));
+            let bytes = mac_bytes(&value);
+            if bytes.is_empty() {
+                // sops hashes nothing for null and "": they could be added.
+                self.outside(path, "a null or empty value");
+            }
+            self.mac.update(bytes);
         }
         Ok(value)
+    }
+
+    fn outside(&mut self, path: &[String], why: &'static str) {
+        if self.outside_mac.is_none() {
+            self.outside_mac = Some((path.join("."), why));
+        }
     }
 }
 
@@ -452,15 +497,59 @@ mod tests {
         assert!(is_encrypted(&text));
         assert!(!text.contains("hunter22"), "sops encrypted it");
         let keys = Keys::parse([key.identity.as_str()]).unwrap();
-        let doc = decrypt(&text, &keys).unwrap();
+        let doc = decrypt(&text, &keys, Unauthenticated::Accepted).unwrap();
         let expected: Value = serde_yaml_ng::from_str(PLAIN).unwrap();
         assert_eq!(doc, expected);
 
         // With encrypted_regex: only the matching keys are encrypted.
         let (text, key) = encrypted(PLAIN, &["--encrypted-regex", "^password$"]);
         assert!(text.contains("ratio: 1.5"), "left in the clear");
-        let doc = decrypt(&text, &Keys::parse([key.identity.as_str()]).unwrap()).unwrap();
+        let doc = decrypt(
+            &text,
+            &Keys::parse([key.identity.as_str()]).unwrap(),
+            Unauthenticated::Accepted,
+        )
+        .unwrap();
         assert_eq!(doc, expected);
+    }
+
+    #[test]
+    fn values_outside_the_mac_refuse_the_file_unless_accepted() {
+        // Issue 56, test 7: sops leaves null and empty values, and with
+        // mac_only_encrypted the clear ones, out of the MAC — a writer
+        // without the key adds them undetected.
+        let (text, key) = encrypted("password: hunter22\nreplicas: 2\n", &[]);
+        let keys = Keys::parse([key.identity.as_str()]).unwrap();
+        assert!(decrypt(&text, &keys, Unauthenticated::Refused).is_ok());
+        let added = text.replacen("sops:", "securityContext: null\nsops:", 1);
+        assert_eq!(
+            decrypt(&added, &keys, Unauthenticated::Accepted).map(|d| d["securityContext"].clone()),
+            Ok(Value::Null),
+            "sops itself accepts it"
+        );
+        let Err(SopsError::Unauthenticated { path, .. }) =
+            decrypt(&added, &keys, Unauthenticated::Refused)
+        else {
+            panic!("a null value added without the key was accepted");
+        };
+        assert_eq!(path, "securityContext");
+        for empty in ["hostNetwork: \"\"", "extra: {}", "list: []"] {
+            let added = text.replacen("sops:", &format!("{empty}\nsops:"), 1);
+            assert!(
+                matches!(
+                    decrypt(&added, &keys, Unauthenticated::Refused),
+                    Err(SopsError::Unauthenticated { .. })
+                ),
+                "{empty}"
+            );
+        }
+        // mac_only_encrypted (this sops sets it from .sops.yaml only): the
+        // metadata alone refuses the file, before its MAC is read.
+        let mac_only = text.replacen("sops:", "sops:\n    mac_only_encrypted: true", 1);
+        assert!(matches!(
+            decrypt(&mac_only, &keys, Unauthenticated::Refused),
+            Err(SopsError::Unauthenticated { path, .. }) if path == "sops.mac_only_encrypted"
+        ));
     }
 
     #[test]
@@ -470,7 +559,7 @@ mod tests {
         let (_, other) = encrypted("a: b\n", &[]);
         let wrong = Keys::parse([other.identity.as_str()]).unwrap();
         assert!(
-            matches!(decrypt(&text, &wrong), Err(SopsError::NoKey(r)) if r.contains(&key.recipient))
+            matches!(decrypt(&text, &wrong, Unauthenticated::Accepted), Err(SopsError::NoKey(r)) if r.contains(&key.recipient))
         );
 
         // A value swapped for another encrypted value of the same file:
@@ -486,26 +575,35 @@ mod tests {
         };
         let moved = text.replacen(&line("password:"), &line("flag:"), 1);
         assert!(
-            matches!(decrypt(&moved, &keys), Err(SopsError::Value { path, .. }) if path == "password")
+            matches!(decrypt(&moved, &keys, Unauthenticated::Accepted), Err(SopsError::Value { path, .. }) if path == "password")
         );
         // A plaintext planted where sops encrypts.
         let planted = text.replacen(&line("password:"), "planted", 1);
         assert!(matches!(
-            decrypt(&planted, &keys),
+            decrypt(&planted, &keys, Unauthenticated::Accepted),
             Err(SopsError::Value { .. })
         ));
         // A clear value changed: only the MAC tells.
         let changed = text.replace("plain_unencrypted: visible", "plain_unencrypted: changed");
-        assert_eq!(decrypt(&changed, &keys), Err(SopsError::Mac));
+        assert_eq!(
+            decrypt(&changed, &keys, Unauthenticated::Accepted),
+            Err(SopsError::Mac)
+        );
         // A value removed: the MAC tells too.
         let removed: String = text
             .lines()
             .filter(|l| !l.trim_start().starts_with("ratio:"))
             .map(|l| format!("{l}\n"))
             .collect();
-        assert_eq!(decrypt(&removed, &keys), Err(SopsError::Mac));
+        assert_eq!(
+            decrypt(&removed, &keys, Unauthenticated::Accepted),
+            Err(SopsError::Mac)
+        );
         // No error quotes a value.
-        for e in [decrypt(&moved, &keys), decrypt(&planted, &keys)] {
+        for e in [
+            decrypt(&moved, &keys, Unauthenticated::Accepted),
+            decrypt(&planted, &keys, Unauthenticated::Accepted),
+        ] {
             let message = e.unwrap_err().to_string();
             assert!(
                 !message.contains("hunter22") && !message.contains("planted"),

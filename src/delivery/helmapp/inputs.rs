@@ -415,7 +415,18 @@ impl Documents<'_> {
             );
         }
         let keys = self.keys.as_ref().expect("set above");
-        let doc = crate::delivery::sops::decrypt(text, keys).map_err(|e| failed(e.to_string()))?;
+        let policy = match self
+            .app
+            .spec
+            .decryption
+            .as_ref()
+            .is_some_and(|d| d.allow_unauthenticated)
+        {
+            true => crate::delivery::sops::Unauthenticated::Accepted,
+            false => crate::delivery::sops::Unauthenticated::Refused,
+        };
+        let doc = crate::delivery::sops::decrypt(text, keys, policy)
+            .map_err(|e| failed(e.to_string()))?;
         secrets.extend(values::secrets_of(&doc));
         Ok(doc)
     }

@@ -108,6 +108,13 @@ pub struct Decryption {
     /// A Secret of the HelmApp's namespace: every key ending in
     /// `.agekey` holds age identities (`AGE-SECRET-KEY-1…` lines).
     pub secret_ref: LocalObjectReference,
+    /// Accept a file whose MAC leaves values out — `mac_only_encrypted`,
+    /// or null or empty values (`null`, `""`, `{}`, `[]`), which sops does
+    /// not authenticate — as sops itself does. Off: such a file is refused
+    /// (`DecryptionFailed`, naming the path), since anyone who can write
+    /// the file could add those values without the key.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_unauthenticated: bool,
 }
 
 /// How a chart's signature is checked.
