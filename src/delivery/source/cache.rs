@@ -1,10 +1,11 @@
 //! Fetched chart archives on disk, bounded and least-recently-used first
 //! out.
 //!
-//! A file's name is the SHA-256 of (source, chart, version) — never a name
-//! from a spec, which could hold `../` and overwrite another repository's
-//! chart that another tenant installs next. A file is trusted only when
-//! its content still has the digest the source vouched for. The directory
+//! A file's name is the SHA-256 of (source, chart, and the archive's own
+//! content digest) — never a name from a spec, which could hold `../` and
+//! overwrite another repository's chart that another tenant installs next,
+//! and never a version alone, which a repository could serve other bytes
+//! for. A file is trusted only when its content still has that digest. The directory
 //! lives on a memory volume: its total stays under `--chart-cache-size`
 //! by evicting the files read longest ago (a read touches the file's
 //! modification time).
@@ -37,9 +38,10 @@ impl ChartCache {
         }
     }
 
-    /// Where the archive of `chart` at `version` from `source` is kept.
-    pub fn path(&self, source: &str, chart: &str, version: &str) -> PathBuf {
-        let key = Sha256::digest(format!("{source}\0{chart}\0{version}").as_bytes());
+    /// Where the archive of `chart` from `source` whose content digest is
+    /// `content` is kept.
+    pub fn path(&self, source: &str, chart: &str, content: &str) -> PathBuf {
+        let key = Sha256::digest(format!("{source}\0{chart}\0{content}").as_bytes());
         self.dir.join(format!("{}.tgz", hex(&key)))
     }
 
@@ -147,6 +149,21 @@ mod tests {
             cache.path("https://b.example", "web", "1.0.0"),
             "one repository's chart is never another's"
         );
+    }
+
+    #[test]
+    fn other_bytes_for_the_same_version_never_replace_the_verified_file() {
+        // Issue 56, test 6: a repository serving a second app other bytes
+        // under the same version writes them to a file of their own.
+        let cache = ChartCache::new(&work_dir("content"), 1 << 20);
+        let (first, second) = (b"verified".as_slice(), b"swapped".as_slice());
+        let digest = |b: &[u8]| hex(&Sha256::digest(b));
+        let a = cache.path("https://repo", "web", &digest(first));
+        cache.store(&a, first).unwrap();
+        let b = cache.path("https://repo", "web", &digest(second));
+        cache.store(&b, second).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(cache.read(&a, &digest(first)).as_deref(), Some(first));
     }
 
     #[test]

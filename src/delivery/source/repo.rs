@@ -45,17 +45,31 @@ pub fn fetch_from_repo(
             )));
         }
     };
-    let file = sources.cache.path(&repo, &chart.name, &entry.version);
-    let bytes = match sources.cache.read(&file, &entry.digest) {
+    // The cache is content-addressed: a file is named by its bytes' digest
+    // (hashed with the source and chart), so a repository serving other
+    // bytes for the same version to another app writes another file —
+    // never over the one a verified resolution points helm at.
+    let cached = Some(entry.digest.as_str())
+        .filter(|d| !d.is_empty())
+        .and_then(|d| {
+            sources
+                .cache
+                .read(&sources.cache.path(&repo, &chart.name, d), d)
+        });
+    let fetched = cached.is_none();
+    let bytes = match cached {
         Some(b) => b,
         None => {
             let b = get(&url, archive::MAX_PACKED)?;
             check_archive(&b, &entry, &url, &shown, &chart.name)?;
-            sources.cache.store(&file, &b).map_err(&fail)?;
             b
         }
     };
     let digest = hex(&Sha256::digest(&bytes));
+    let file = sources.cache.path(&repo, &chart.name, &digest);
+    if fetched {
+        sources.cache.store(&file, &bytes).map_err(&fail)?;
+    }
     // Before it is handed on: a cached archive is verified all the same.
     let verified = trust
         .map(|trust| {
