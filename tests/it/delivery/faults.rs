@@ -5,7 +5,7 @@
 use super::*;
 
 /// Seconds since the epoch, as the wrapper's `date +%s.%N` writes them.
-fn now() -> f64 {
+pub(super) fn now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -292,7 +292,7 @@ async fn an_edit_made_while_the_operator_was_stopped_is_put_back() {
 
 /// A helm wrapper that logs `<time> start <pid>` and `<time> end <pid>`
 /// around each run of the real helm (its pid is the run's process group).
-fn logging_helm(f: &Fixture, log: &std::path::Path) -> std::path::PathBuf {
+pub(super) fn logging_helm(f: &Fixture, log: &std::path::Path) -> std::path::PathBuf {
     gated_logging_helm(f, log, &f.cp.dir().join("no-gate"))
 }
 
@@ -322,7 +322,7 @@ fn gated_logging_helm(
 }
 
 /// `(time, started, pid)` of each line of a [`logging_helm`] log.
-fn helm_log(log: &std::path::Path) -> Vec<(f64, bool, i32)> {
+pub(super) fn helm_log(log: &std::path::Path) -> Vec<(f64, bool, i32)> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()

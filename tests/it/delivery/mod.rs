@@ -13,6 +13,7 @@ mod git;
 mod helm4;
 mod hostile;
 mod lifecycle;
+mod model;
 mod processes;
 mod readiness;
 mod sources;
