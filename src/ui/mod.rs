@@ -29,7 +29,8 @@ pub use live::Scope;
 /// `kubectl hossted ui`.
 #[derive(Debug, clap::Args)]
 pub struct UiArgs {
-    /// The port on 127.0.0.1 (0: a free one).
+    /// The port (0: a free one), on a loopback address of its own
+    /// (127.a.b.c).
     #[arg(long, default_value_t = 0)]
     pub port: u16,
     /// Print the login URL instead of opening the browser.
@@ -73,10 +74,8 @@ async fn run(args: &UiArgs) -> Result<(), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot reach the cluster of the current kubeconfig context: {e}"))?;
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
-        .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", args.port))?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let listener = listen(args.port).await?;
+    let at = listener.local_addr().map_err(|e| e.to_string())?;
     eprintln!("kubectl hossted ui: reading HelmApps with your kubeconfig…");
     let live = live::Live::start(client.clone(), &args.namespace).await?;
     // The first LISTs' buffers, given back (as the operator does).
@@ -85,7 +84,7 @@ async fn run(args: &UiArgs) -> Result<(), String> {
         Scope::All => eprintln!("kubectl hossted ui: every namespace"),
         Scope::Namespaces(ns) => eprintln!("kubectl hossted ui: namespaces {}", ns.join(", ")),
     }
-    let gate = session::Gate::new(port);
+    let gate = session::Gate::new(at);
     let token = gate.login_token().unwrap_or_default();
     let ui = Arc::new(server::Ui {
         client,
@@ -95,12 +94,12 @@ async fn run(args: &UiArgs) -> Result<(), String> {
         helm_binary: args.helm_binary.clone(),
         diffs: Default::default(),
     });
-    let url = format!("http://127.0.0.1:{port}/login?token={token}");
+    let url = format!("http://{at}/login?token={token}");
     if args.no_open || !open_browser(&url) {
         // The user's own terminal: the one place the token is shown.
         println!("{url}");
     } else {
-        println!("kubectl hossted ui: opened http://127.0.0.1:{port}/ in your browser");
+        println!("kubectl hossted ui: opened http://{at}/ in your browser");
     }
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -108,6 +107,25 @@ async fn run(args: &UiArgs) -> Result<(), String> {
         () = server::serve(ui, listener) => Ok(()),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
+}
+
+/// A listener on a loopback address of its own (127.a.b.c, random): a
+/// browser sends a cookie to every port of a host, so on 127.0.0.1 the
+/// UI's session cookie would go to any other local server too. Falls back
+/// to 127.0.0.1, saying so, where the loopback network is only that one
+/// address.
+async fn listen(port: u16) -> Result<tokio::net::TcpListener, String> {
+    let b = *uuid::Uuid::new_v4().as_bytes();
+    let own = std::net::Ipv4Addr::new(127, b[0], b[1], 1 + b[2] % 254);
+    if let Ok(listener) = tokio::net::TcpListener::bind((own, port)).await {
+        return Ok(listener);
+    }
+    eprintln!(
+        "kubectl hossted ui: cannot listen on a loopback address of its own ({own}); on 127.0.0.1 the session cookie is also sent to other local servers"
+    );
+    tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{port}: {e}"))
 }
 
 /// Opens `url` in the user's browser without putting the token on any

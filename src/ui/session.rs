@@ -25,8 +25,9 @@ pub struct Gate {
     /// `hossted-ui-<port>`: two UIs on two ports keep their own cookies
     /// (a cookie is not scoped by port).
     cookie_name: String,
-    /// `127.0.0.1:<port>` and `localhost:<port>`.
-    hosts: [String; 2],
+    /// `<address>:<port>` of the listener (and `localhost:<port>` when the
+    /// address is 127.0.0.1).
+    hosts: Vec<String>,
 }
 
 /// Why a request is refused (HTTP 403), said to the browser.
@@ -86,13 +87,19 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 impl Gate {
-    pub fn new(port: u16) -> Gate {
+    /// The gate of a UI listening on `at` (a loopback address).
+    pub fn new(at: std::net::SocketAddr) -> Gate {
+        let port = at.port();
+        let mut hosts = vec![at.to_string()];
+        if at.ip() == std::net::Ipv4Addr::LOCALHOST {
+            hosts.push(format!("localhost:{port}"));
+        }
         Gate {
             login: Mutex::new(Some(random_token())),
             session: random_token(),
             csrf: random_token(),
             cookie_name: format!("hossted-ui-{port}"),
-            hosts: [format!("127.0.0.1:{port}"), format!("localhost:{port}")],
+            hosts,
         }
     }
 
@@ -197,7 +204,7 @@ mod tests {
 
     #[test]
     fn the_login_token_works_once_and_its_cookie_admits() {
-        let gate = Gate::new(8080);
+        let gate = Gate::new(([127, 0, 0, 1], 8080).into());
         let token = gate.login_token().unwrap();
         assert_eq!(gate.redeem("wrong"), Err(Refusal::NoSession));
         let set = gate.redeem(&token).unwrap();
@@ -208,14 +215,29 @@ mod tests {
         assert_eq!(gate.admit(&ok), Ok(()));
         let rebinding = headers(&[("host", "evil.example:8080"), ("cookie", &cookie_of(&set))]);
         assert_eq!(gate.admit(&rebinding), Err(Refusal::WrongHost));
-        let other_port = Gate::new(9090);
+        let other_port = Gate::new(([127, 0, 0, 1], 9090).into());
         let h = headers(&[("host", "127.0.0.1:9090"), ("cookie", &cookie_of(&set))]);
         assert_eq!(other_port.admit(&h), Err(Refusal::NoSession));
     }
 
     #[test]
+    fn a_ui_on_its_own_loopback_address_admits_no_other_host() {
+        // Cookies ignore ports: on an address of its own, no other local
+        // server (127.0.0.1:anything) is sent the UI's cookie, and the UI
+        // takes no request addressed to one.
+        let gate = Gate::new(([127, 9, 8, 7], 8080).into());
+        let set = gate.redeem(&gate.login_token().unwrap()).unwrap();
+        let ours = headers(&[("host", "127.9.8.7:8080"), ("cookie", &cookie_of(&set))]);
+        assert_eq!(gate.admit(&ours), Ok(()));
+        for other in ["127.0.0.1:8080", "localhost:8080"] {
+            let h = headers(&[("host", other), ("cookie", &cookie_of(&set))]);
+            assert_eq!(gate.admit(&h), Err(Refusal::WrongHost), "{other}");
+        }
+    }
+
+    #[test]
     fn a_change_needs_the_csrf_token_and_our_origin() {
-        let gate = Gate::new(1234);
+        let gate = Gate::new(([127, 0, 0, 1], 1234).into());
         let set = gate.redeem(&gate.login_token().unwrap()).unwrap();
         let cookie = cookie_of(&set);
         let base = [("host", "127.0.0.1:1234"), ("cookie", cookie.as_str())];

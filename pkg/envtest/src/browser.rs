@@ -130,7 +130,7 @@ pub struct WebApp {
     child: tokio::process::Child,
     /// The URL printed, with its one-time token.
     pub login_url: String,
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<its loopback address>:<port>`.
     pub origin: String,
 }
 

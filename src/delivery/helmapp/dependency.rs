@@ -63,10 +63,12 @@ pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
         let ns = namespace_of(&own_ns, d);
         let waits = match d.target() {
             DependencyTarget::HelmApp => {
-                helmapp_like(app, i, ctx.apps.get(&key(ns, d)), "HelmApp", ns, d).await
+                let found = as_identity(ctx, app, ns, &d.name, ctx.apps.get(&key(ns, d))).await;
+                helmapp_like(app, i, found, "HelmApp", ns, d).await
             }
             DependencyTarget::HelmAppSet => {
-                helmapp_like(app, i, ctx.sets.get(&key(ns, d)), "HelmAppSet", ns, d).await
+                let found = as_identity(ctx, app, ns, &d.name, ctx.sets.get(&key(ns, d))).await;
+                helmapp_like(app, i, found, "HelmAppSet", ns, d).await
             }
             DependencyTarget::Object { .. } => object(ctx, app, i, d, ns).await,
         };
@@ -75,6 +77,43 @@ pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
         }
     }
     None
+}
+
+/// A HelmApp or HelmAppSet dependency as `app`'s identity may see it —
+/// the one rule for reading another namespace, as for objects of any kind
+/// (`super::super::watched_kinds`): in its own namespace, or for a
+/// privileged app, the cache's `cached`; in another, a GET as the identity
+/// (impersonated). A refusal reads as absent — the same answer as a
+/// missing object, so a dependency says nothing of what its identity may
+/// not read (a `readyExpr` is no oracle on another tenant's values).
+async fn as_identity<K>(
+    ctx: &Context,
+    app: &HelmApp,
+    ns: &str,
+    name: &str,
+    cached: Option<std::sync::Arc<K>>,
+) -> Option<std::sync::Arc<K>>
+where
+    K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
+{
+    let user = ctx.settings.tenancy.identity(app).user();
+    let (Some(user), false) = (user, app.namespace().as_deref() == Some(ns)) else {
+        return cached;
+    };
+    let mut get = kube::core::Request::new(K::url_path(&(), Some(ns)))
+        .get(name, &Default::default())
+        .ok()?;
+    crate::delivery::tenancy::impersonate(&mut get, Some(&user)).ok()?;
+    match ctx.client.request::<K>(get).await {
+        Ok(object) => Some(std::sync::Arc::new(object)),
+        Err(e) => {
+            log::debug!(
+                "{}: dependsOn {ns}/{name} read as {user}: {e}",
+                cache::object_key(app)
+            );
+            None
+        }
+    }
 }
 
 fn key(ns: &str, d: &Dependency) -> String {

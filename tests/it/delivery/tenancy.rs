@@ -569,6 +569,44 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
     })
     .await;
 
+    // Naming a serviceAccountName needs `impersonate` on it (issue 57):
+    // creating a HelmApp would otherwise lend that account's rights.
+    let runs_as = |account: &str| -> HelmApp {
+        serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "as-deployer", "namespace": TENANT },
+            "spec": { "chart": { "path": "tiny" }, "serviceAccountName": account }
+        }))
+        .unwrap()
+    };
+    match as_alice
+        .create(&PostParams::default(), &runs_as("deployer"))
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403);
+            assert!(
+                s.message.contains("impersonate") && s.message.contains("deployer"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("a serviceAccountName alice may not impersonate: {other:?}"),
+    }
+    author_role(
+        &f,
+        "alice",
+        "{ kind: User, name: alice, apiGroup: rbac.authorization.k8s.io }",
+        "\n  - apiGroups: [\"\"]\n    resources: [secrets]\n    resourceNames: [db]\n    verbs: [get]\n  - apiGroups: [\"\"]\n    resources: [serviceaccounts]\n    resourceNames: [deployer]\n    verbs: [impersonate]",
+    );
+    eventually("alice may, with impersonate on deployer", 60, || async {
+        as_alice
+            .create(&PostParams::default(), &runs_as("deployer"))
+            .await
+            .ok()
+    })
+    .await;
+
     // The operator's own ServiceAccount is exempt (a set's children).
     author_role(
         &f,
@@ -584,4 +622,59 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
         .create(&PostParams::default(), &app_reading("child", "db"))
         .await
         .expect("the operator's own writes pass");
+}
+
+/// Issue 57, test 5: with cross-namespace references allowed, a tenant
+/// app's HelmApp dependency in another namespace is read as the app's
+/// identity — its `readyExpr` is no oracle on the other tenant's values —
+/// and one its identity may not read gets the answer of a missing one.
+#[tokio::test]
+async fn another_namespaces_helmapp_dependency_is_read_as_the_apps_identity() {
+    const OTHER: &str = "team-b";
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OTHER).await;
+    f.namespace(OPERATOR_NS).await;
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.tenancy.allow_cross_namespace_refs = true;
+        })
+        .await;
+    // The other tenant's app, holding a value (suspended: never installed).
+    apply_helmapp(
+        &f,
+        OTHER,
+        "db",
+        json!({ "chart": { "path": "tiny" }, "suspend": true, "values": { "password": "hunter22" } }),
+    )
+    .await;
+    envtest::eventually("team-b/db is there", 30, || async {
+        get_helmapp(&f, OTHER, "db").await.map(|_| ())
+    })
+    .await;
+    let depending = |target: &str| {
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [{
+            "name": target, "namespace": OTHER,
+            "readyExpr": "dep.spec.values.password == 'hunter22'"
+        }] })
+    };
+    apply_helmapp(&f, TENANT, "probe", depending("db")).await;
+    apply_helmapp(&f, TENANT, "ghost", depending("nothing")).await;
+    let message = |app: HelmApp| {
+        let c = app.status.unwrap().conditions;
+        c.iter()
+            .find(|c| c.type_ == "Ready")
+            .unwrap()
+            .message
+            .clone()
+    };
+    let forbidden = message(helmapp_with_reason(&f, TENANT, "probe", "DependencyNotFound").await);
+    let missing = message(helmapp_with_reason(&f, TENANT, "ghost", "DependencyNotFound").await);
+    assert_eq!(
+        forbidden.replace("team-b/db", "X"),
+        missing.replace("team-b/nothing", "X"),
+        "a dependency its identity may not read reads as a missing one"
+    );
+    operator.stop().await;
 }
