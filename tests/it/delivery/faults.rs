@@ -130,6 +130,24 @@ fn unlabelled_chart(f: &Fixture, version: &str) -> std::path::PathBuf {
     dir
 }
 
+/// [`unlabelled_chart`] at `version`, published in `repo` (packaged, its
+/// index written again).
+fn publish_unlabelled(f: &Fixture, repo: &envtest::ChartRepo, version: &str) {
+    let dir = repo.dir().to_str().unwrap().to_string();
+    let chart = unlabelled_chart(f, version);
+    f.helm(&["package", chart.to_str().unwrap(), "--destination", &dir]);
+    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+}
+
+/// Once `name`'s status shows chart `version`.
+async fn chart_version_shown(f: &Fixture, name: &str, version: &str) {
+    eventually(&format!("status.chartVersion {version}"), 60, || async {
+        let app = get(f, name).await?;
+        (app.status?.chart_version == version).then_some(())
+    })
+    .await;
+}
+
 /// A Service and a ConfigMap of the release, deleted the moment
 /// `status.chartVersion` shows a chart-version upgrade, are put back —
 /// though the chart sets no `app.kubernetes.io/instance` label: a deletion
@@ -145,16 +163,9 @@ async fn a_deletion_right_after_a_chart_version_upgrade_is_put_back() {
     let chart = |version: &str| json!({ "repo": repo.url(), "name": "bare", "version": version });
     apply(&f, "quick", json!({ "chart": chart("1.0.0") })).await;
     ready(&f, "quick", "InstallSucceeded", 1).await;
-    let dir = repo.dir().to_str().unwrap().to_string();
-    let second = unlabelled_chart(&f, "1.1.0");
-    f.helm(&["package", second.to_str().unwrap(), "--destination", &dir]);
-    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+    publish_unlabelled(&f, &repo, "1.1.0");
     patch(&f, "quick", json!({ "spec": { "chart": chart("1.1.0") } })).await;
-    eventually("status.chartVersion 1.1.0", 60, || async {
-        let app = get(&f, "quick").await?;
-        (app.status?.chart_version == "1.1.0").then_some(())
-    })
-    .await;
+    chart_version_shown(&f, "quick", "1.1.0").await;
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(f.cp.client(), NS);
     let configmaps: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
     let service = services
@@ -208,16 +219,9 @@ async fn a_service_alone_deleted_right_after_a_chart_version_upgrade_is_put_back
     let spec = |version: &str| json!({ "chart": chart(version), "interval": "1h", "drift": { "mode": "enabled" } });
     apply(&f, "lone", spec("1.0.0")).await;
     ready(&f, "lone", "InstallSucceeded", 1).await;
-    let dir = repo.dir().to_str().unwrap().to_string();
-    let second = unlabelled_chart(&f, "1.1.0");
-    f.helm(&["package", second.to_str().unwrap(), "--destination", &dir]);
-    f.helm(&["repo", "index", &dir, "--url", repo.url()]);
+    publish_unlabelled(&f, &repo, "1.1.0");
     patch(&f, "lone", json!({ "spec": spec("1.1.0") })).await;
-    eventually("status.chartVersion 1.1.0", 60, || async {
-        let app = get(&f, "lone").await?;
-        (app.status?.chart_version == "1.1.0").then_some(())
-    })
-    .await;
+    chart_version_shown(&f, "lone", "1.1.0").await;
     let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(f.cp.client(), NS);
     let service = services
         .get("lone-app")
