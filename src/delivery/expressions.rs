@@ -37,6 +37,10 @@ pub const COST_LIMIT: u64 = 1_000_000;
 /// Wall time one evaluation may take.
 pub const DEADLINE: Duration = Duration::from_millis(500);
 
+/// What one `matches` call is charged besides the product of its
+/// arguments' sizes: a regular expression is compiled at every call.
+const MATCHES_COST: u64 = 100_000;
+
 /// Evaluations running at once, at most (on blocking threads).
 const MAX_RUNNING: usize = 2;
 
@@ -387,9 +391,13 @@ fn cost(expr: &IdedExpr, scope: &Scope) -> u64 {
             let sizes: Vec<u64> = children(expr).map(|e| bound(e, scope).size).collect();
             let work = match call.func_name.as_str() {
                 "_&&_" | "_||_" | "!_" | "_?_:_" => 0,
-                "matches" => sizes
-                    .iter()
-                    .fold(1u64, |n, s| n.saturating_mul(s.max(&1).to_owned())),
+                // The pattern is compiled at each call, in time that is
+                // not linear in its length (`\w{256}`): a large constant.
+                "matches" => MATCHES_COST.saturating_add(
+                    sizes
+                        .iter()
+                        .fold(1u64, |n, s| n.saturating_mul((*s).max(1))),
+                ),
                 _ => sizes.iter().fold(0u64, |n, s| n.saturating_add(*s)),
             };
             args.saturating_add(work)
@@ -512,6 +520,19 @@ mod tests {
         // String functions and equality on long strings are charged too.
         let long = json!({"s": "x".repeat(100_000), "l": (0..100).collect::<Vec<i64>>()});
         assert!(estimate_over("dep.l.all(i, dep.s.contains(dep.s))", &long) > COST_LIMIT);
+    }
+
+    #[test]
+    fn a_regular_expression_in_a_loop_is_charged_its_compiles() {
+        // Each call compiles its pattern: a few thousand of them pass a
+        // per-byte estimate, and cost minutes of CPU.
+        let dep = json!({"l": (0..15).collect::<Vec<i64>>()});
+        let e = estimate(
+            r"dep.l.exists(a, dep.l.exists(b, dep.l.exists(c, 'a'.matches('\\w{256}'))))",
+            &dep,
+        );
+        assert!(e > COST_LIMIT, "{e}");
+        assert!(estimate("'abc'.matches('^a')", &dep) <= COST_LIMIT);
     }
 
     fn estimate_over(source: &str, dep: &Json) -> u64 {

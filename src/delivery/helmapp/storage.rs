@@ -335,12 +335,13 @@ pub async fn check(
     let ours = cached
         .iter()
         .any(|e| label(&e.metadata, HELMAPP_UID_LABEL) == o.uid);
-    // Trusted on first sight: the storage of a HelmApp that ran helm before
-    // digests were recorded (its history says so). One that never did has
-    // nothing of its own there — what carries its UID label (anyone can
+    // Trusted on first sight: the storage of a HelmApp that released
+    // before digests were recorded (a revision in its status says so; a
+    // failed first run leaves history but no revision). One that never did
+    // has nothing of its own there — what carries its UID label (anyone can
     // read the UID and write the label) is checked like any unrecorded
     // revision: only its own run intent, or a render, proves it.
-    let legacy = !o.status.history.is_empty();
+    let legacy = o.status.revision > 0;
     if o.status.storage_digests.is_empty() && ours && !legacy {
         let fresh = match fresh {
             Some(f) => f,
