@@ -737,7 +737,9 @@ async fn main() {
             &client,
             "attack",
             name,
-            &["SourceUnavailable"],
+            // A pack or a link: SourceUnavailable; a tree over its bounds:
+            // ChartInvalid.
+            &["SourceUnavailable", "ChartInvalid"],
             Duration::from_secs(90),
         )
         .await;

@@ -1176,7 +1176,9 @@ impl<'r> Walk<'_, 'r> {
     /// The content a symlink at `at` to `target` leads to: a file of the
     /// same commit, never outside the repository.
     fn link(&mut self, at: &str, target: &str) -> Result<Vec<u8>, ReadError> {
-        let invalid = ReadError::Invalid;
+        // A link that leads nowhere inside is `SourceUnavailable`, as it
+        // always was (docs/sources.md); names and bounds are `ChartInvalid`.
+        let invalid = ReadError::Failed;
         let outside = || {
             invalid(format!(
                 "{at} is a symlink leaving the repository ({target})"

@@ -66,6 +66,10 @@ async fn tested(
         Some(Err(e)) => Some(e.summary(&o.redactor)),
         None => Some("another helm run holds the release".to_string()),
     };
+    // helm test rewrites the revision it ran (its hooks' last runs): the
+    // content helm printed after the upgrade is no longer what is stored.
+    // The run's revision is recorded by the intent's number alone.
+    super::intent::tested(o);
     let version = o.status.chart_version.clone();
     let result = if failure.is_some() {
         "failed"
