@@ -276,20 +276,27 @@ async fn a_tenants_lookalike_of_an_earlier_helmapp_is_not_moved() {
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;
-    // The operator has seen the lookalike and recorded its storage on
-    // first sight (a release it found, not made) before the project asks.
-    eventually(
-        "the lookalike's storage recorded on first sight",
-        60,
-        || async {
-            let app = Api::<HelmApp>::namespaced(f.cp.client(), "apps1")
-                .get("one")
-                .await
-                .ok()?;
-            (!app.status?.storage_digests.is_empty()).then_some(())
-        },
-    )
-    .await;
+    // The operator has seen the lookalike before the project asks — and,
+    // a release it found, not made, never trusts its storage for the UID
+    // label on it (no label is evidence: docs/tenancy.md).
+    let mark = operator.mark();
+    Api::<HelmApp>::namespaced(f.cp.client(), "apps1")
+        .patch(
+            "one",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({ "metadata": { "annotations": { "seen": "yes" } } })),
+        )
+        .await
+        .unwrap();
+    operator.reconciled_since(mark).await;
+    let seen = Api::<HelmApp>::namespaced(f.cp.client(), "apps1")
+        .get("one")
+        .await
+        .unwrap();
+    assert!(
+        seen.status.unwrap_or_default().storage_digests.is_empty(),
+        "a storage labelled with its UID recorded on first sight"
+    );
     f.hosstedproject(
         "cluster",
         json!({ "helm": [{ "releaseName": "one", "namespace": "apps1", "chartName": "tiny",

@@ -280,7 +280,8 @@ async fn tampered(
     fresh: Option<Vec<HelmRelease>>,
 ) -> Result<Option<String>, kube::Error> {
     warn_invalid(ctx, app, entries);
-    let untrusted = match storage::check(&ctx.client, o, entries, fresh).await? {
+    let operator_made = ctx.settings.tenancy.operator_made(app);
+    let untrusted = match storage::check(&ctx.client, o, entries, fresh, operator_made).await? {
         None => return Ok(None),
         Some(u) => {
             o.own_unrecorded = own_unrecorded(o, entries, &u);

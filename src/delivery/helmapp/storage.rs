@@ -331,6 +331,7 @@ pub async fn check(
     o: &mut Observed,
     cached: &[std::sync::Arc<HelmRelease>],
     fresh: Option<Vec<HelmRelease>>,
+    operator_made: bool,
 ) -> Result<Option<Untrusted>, kube::Error> {
     let ours = cached
         .iter()
@@ -341,7 +342,10 @@ pub async fn check(
     // has nothing of its own there — what carries its UID label (anyone can
     // read the UID and write the label) is checked like any unrecorded
     // revision: only its own run intent, or a render, proves it.
-    let legacy = o.status.revision > 0;
+    // (A Hosstedproject's HelmApp — only the operator makes one, in its own
+    // namespace — moved there from the earlier rule finds its storage
+    // relabelled to it by the operator itself.)
+    let legacy = o.status.revision > 0 || operator_made;
     if o.status.storage_digests.is_empty() && ours && !legacy {
         let fresh = match fresh {
             Some(f) => f,

@@ -45,7 +45,12 @@ pub async fn declare(
         started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         content: String::new(),
     });
-    if let Err(e) = ctx.status.write(app, &o.status).await {
+    // The intent alone: what this reconcile decided so far (a force-at
+    // taken, a history entry) is written with its outcome, not before —
+    // `kubectl hossted force --wait` reads the one as the other.
+    let mut written = ctx.status.current(app);
+    written.run_intent = o.status.run_intent.clone();
+    if let Err(e) = ctx.status.write(app, &written).await {
         // Not on the server, so no helm starts: nor may the reconcile's
         // last status write put it there.
         withdraw(o);
