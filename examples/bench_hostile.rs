@@ -32,6 +32,8 @@ use serde_json::json;
 struct Operator {
     child: Child,
     probe: String,
+    /// CPU-s and the time at the last [`Operator::reset_peak`].
+    mark: std::cell::Cell<(f64, Instant)>,
 }
 
 impl Operator {
@@ -58,7 +60,11 @@ impl Operator {
             .stderr(std::fs::File::create(log).expect("log"))
             .spawn()
             .expect("operator");
-        Operator { child, probe }
+        Operator {
+            child,
+            probe,
+            mark: std::cell::Cell::new((0.0, Instant::now())),
+        }
     }
 
     fn pid(&self) -> u32 {
@@ -70,8 +76,30 @@ impl Operator {
     }
 
     /// Resets the kernel's peak-RSS mark (`VmHWM`) to the current RSS.
+    /// Also the start of the next row's CPU-s and time.
     fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
+        self.mark.set((self.cpu_s(), Instant::now()));
+    }
+
+    /// CPU-s (user + system) the process spent so far.
+    fn cpu_s(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // Fields after the command's closing parenthesis: utime is the 14th
+        // field of the line, stime the 15th (clock ticks of 1/100 s).
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+        let f: Vec<f64> = rest
+            .split_whitespace()
+            .map(|w| w.parse().unwrap_or(0.0))
+            .collect();
+        (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+    }
+
+    /// CPU-s and seconds since the last [`Operator::reset_peak`].
+    fn since_mark(&self) -> (f64, f64) {
+        let (cpu, at) = self.mark.get();
+        (self.cpu_s() - cpu, at.elapsed().as_secs_f64())
     }
 
     fn mib(&self, field: &str) -> f64 {
@@ -220,6 +248,9 @@ struct Row {
     /// the allocator kept counts here).
     before: f64,
     peak: f64,
+    /// CPU-s spent and seconds passed from the attack's start to its
+    /// outcome (rows that wait a fixed time include it).
+    spent: (f64, f64),
     alive: bool,
     healthz: Vec<f64>,
     outcome: String,
@@ -331,6 +362,7 @@ async fn main() {
         before,
         attack: "alias bomb release (10^12 nodes, inventory marker)",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: "reported unmarked".into(),
@@ -361,6 +393,7 @@ async fn main() {
         before,
         attack: "alias bomb valuesBase64 (10^12 nodes)",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
@@ -390,6 +423,7 @@ async fn main() {
         before,
         attack: "endless index.yaml (cut at --max-index-size 64 MiB)",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
@@ -438,6 +472,7 @@ async fn main() {
         before,
         attack: "endless OCI chart layer (declared 1 KB)",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: format!(
@@ -463,6 +498,7 @@ async fn main() {
         before,
         attack: "200 idle connections to the probe port",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz,
         outcome: format!("{held_n} held"),
@@ -501,6 +537,7 @@ async fn main() {
         before,
         attack: "set 200,000 path steps deep; then 100 steps",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: format!(
@@ -535,6 +572,7 @@ async fn main() {
         before,
         attack: "values 5,000 levels deep",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: format!(
@@ -574,6 +612,7 @@ async fn main() {
         before,
         attack: "10,000 version ranges over 50 HelmApps (resolved-chart map churn)",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: format!("10,000 patches in {churn_s:.0} s"),
@@ -632,6 +671,7 @@ async fn main() {
             before,
             attack,
             peak: op.mib("VmHWM:"),
+            spent: op.since_mark(),
             alive: op.alive(),
             healthz: op.healthz(5).await,
             outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
@@ -676,6 +716,7 @@ async fn main() {
         before,
         attack: ".prov of 200 KiB that is not OpenPGP",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
@@ -747,11 +788,147 @@ async fn main() {
             before,
             attack,
             peak: op.mib("VmHWM:"),
+            spent: op.since_mark(),
             alive: op.alive(),
             healthz: op.healthz(5).await,
             outcome: seen.unwrap_or_else(|| "no verdict in 90 s".into()),
         });
     }
+
+    // 13. Git trees a hostile server sends (issue 56): a fan-out of 33 tree
+    //     objects each naming the next twice (2^33 paths, no file), and
+    //     entry names that climb out of the work directory.
+    let fanout = envtest::GitRepo::create(&git_root, "fanout");
+    fan_out_tree(fanout.bare(), 33);
+    let escaping = envtest::GitRepo::create(&git_root, "escaping");
+    let escape = dir.join("escaped-by-a-tree-entry");
+    escaping_tree(escaping.bare(), &tiny, &escape);
+    for (name, attack, repo) in [
+        (
+            "git-fanout",
+            "Git tree fanning out (33 trees, each naming the next twice)",
+            &fanout,
+        ),
+        (
+            "git-escape",
+            "Git tree entries named `../../…/x` and `/…/x`",
+            &escaping,
+        ),
+    ] {
+        let before = op.mib("VmRSS:");
+        op.reset_peak();
+        create_app(
+            &client,
+            "attack",
+            name,
+            json!({ "chart": { "git": { "url": format!("{}/{}", git.url(), repo.served_name()), "path": "" } } }),
+        )
+        .await;
+        let seen = reason(
+            &client,
+            "attack",
+            name,
+            &["ChartInvalid"],
+            Duration::from_secs(90),
+        )
+        .await;
+        let outcome = match (seen, escape.exists()) {
+            (_, true) => "**a file was written outside the work directory**".to_string(),
+            (Some(seen), false) => seen,
+            (None, false) => "no verdict in 90 s".into(),
+        };
+        rows.push(Row {
+            before,
+            attack,
+            peak: op.mib("VmHWM:"),
+            spent: op.since_mark(),
+            alive: op.alive(),
+            healthz: op.healthz(5).await,
+            outcome,
+        });
+    }
+
+    // 14. A quadratic readyExpr over a HelmApp dependency's 20,000 values
+    //     (issue 57): refused by its estimated cost before it runs.
+    let items: Vec<i64> = (0..20_000).collect();
+    create_app(
+        &client,
+        "attack",
+        "big-values",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" }, "values": { "a": items } }),
+    )
+    .await;
+    let _ = reason(
+        &client,
+        "attack",
+        "big-values",
+        &["InstallSucceeded"],
+        Duration::from_secs(120),
+    )
+    .await;
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    create_app(
+        &client,
+        "attack",
+        "quadratic",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" }, "dependsOn": [{
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp", "name": "big-values",
+            "readyExpr": "dep.spec.values.a.all(x, x in dep.spec.values.a)" }] }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "quadratic",
+        &["ExpressionCostExceeded"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "readyExpr `a.all(x, x in a)` over 20,000 items",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+    });
+
+    // 15. 20 allow windows of every second beside 20 deny windows of 744h.
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    let allow: Vec<serde_json::Value> = (0..20)
+        .map(|_| json!({ "schedule": "* * * * * *", "duration": "1s" }))
+        .collect();
+    let deny: Vec<serde_json::Value> = (0..20)
+        .map(|_| json!({ "schedule": "0 0 0 1 * *", "duration": "744h" }))
+        .collect();
+    create_app(
+        &client,
+        "attack",
+        "windows",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny" },
+                "changeWindows": { "allow": allow, "deny": deny } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "windows",
+        &["OutsideChangeWindow"],
+        Duration::from_secs(60),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "20 allow windows of every second beside 20 deny windows of 744h",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
+    });
 
     // 6. Slow sources of one namespace; a normal app of another, timed.
     let before = op.mib("VmRSS:");
@@ -804,6 +981,7 @@ async fn main() {
         before,
         attack: "10 HelmApps of one namespace on dripping repositories",
         peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
         alive: op.alive(),
         healthz: op.healthz(5).await,
         outcome: format!(
@@ -822,6 +1000,7 @@ async fn main() {
         .iter()
         .map(|r| json!({ "attack": r.attack, "before_mib": r.before, "peak_mib": r.peak,
                          "over_before_mib": r.peak - r.before, "over_idle_mib": r.peak - idle,
+                         "cpu_s": r.spent.0, "to_outcome_s": r.spent.1,
                          "alive": r.alive, "healthz_max_ms": max_ms(&r.healthz), "outcome": r.outcome }))
         .collect();
     println!(
@@ -844,16 +1023,19 @@ async fn main() {
             "Idle RSS **{idle:.1} MiB**, idle `/healthz` max {:.1} ms.\n\n",
             max_ms(&idle_healthz)
         ));
-        md.push_str("| attack | before MiB | peak MiB | peak − before | peak − idle | alive | `/healthz` max ms | outcome |\n");
-        md.push_str("| --- | ---: | ---: | ---: | ---: | --- | ---: | --- |\n");
+        md.push_str("*CPU-s*: the operator's user + system time from the attack's start to its outcome; *s*: that time.\n\n");
+        md.push_str("| attack | before MiB | peak MiB | peak − before | peak − idle | CPU-s | s to outcome | alive | `/healthz` max ms | outcome |\n");
+        md.push_str("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |\n");
         for r in &rows {
             md.push_str(&format!(
-                "| {} | {:.1} | {:.1} | {:+.1} | {:+.1} | {} | {:.1} | {} |\n",
+                "| {} | {:.1} | {:.1} | {:+.1} | {:+.1} | {:.2} | {:.1} | {} | {:.1} | {} |\n",
                 r.attack,
                 r.before,
                 r.peak,
                 r.peak - r.before,
                 r.peak - idle,
+                r.spent.0,
+                r.spent.1,
                 if r.alive { "yes" } else { "**no**" },
                 max_ms(&r.healthz),
                 r.outcome
@@ -892,6 +1074,77 @@ fn deep_tree(bare: &Path, levels: usize) {
             .expect("tree")
             .detach();
     }
+    point_main_at(&repo, bare, tree);
+}
+
+/// A tree of `levels` tree objects, each naming the next one twice (`a`,
+/// `b`), an empty tree at the end: 2^levels paths, no file (issue 56).
+fn fan_out_tree(bare: &Path, levels: usize) {
+    let repo = gix::open(bare).expect("the bare repository");
+    let mut tree = repo
+        .write_object(gix::objs::Tree { entries: vec![] })
+        .expect("tree")
+        .detach();
+    for _ in 0..levels {
+        let entries = ["a", "b"]
+            .iter()
+            .map(|name| gix::objs::tree::Entry {
+                mode: gix::objs::tree::EntryKind::Tree.into(),
+                filename: (*name).into(),
+                oid: tree,
+            })
+            .collect();
+        tree = repo
+            .write_object(gix::objs::Tree { entries })
+            .expect("tree")
+            .detach();
+    }
+    point_main_at(&repo, bare, tree);
+}
+
+/// A chart whose tree also holds entries named `../../…/escape` and
+/// `/…/escape` (git refuses such trees; a hostile server sends them).
+fn escaping_tree(bare: &Path, chart: &Path, escape: &Path) {
+    let repo = gix::open(bare).expect("the bare repository");
+    let blob = |bytes: &[u8]| repo.write_blob(bytes).expect("blob").detach();
+    let file = |name: &str, oid| gix::objs::tree::Entry {
+        mode: gix::objs::tree::EntryKind::Blob.into(),
+        filename: name.into(),
+        oid,
+    };
+    let read = |name: &str| std::fs::read(chart.join(name)).expect("chart file");
+    let templates = repo
+        .write_object(gix::objs::Tree {
+            entries: vec![file(
+                "configmap.yaml",
+                blob(&read("templates/configmap.yaml")),
+            )],
+        })
+        .expect("tree")
+        .detach();
+    let planted = blob(b"written by a hostile tree\n");
+    let up = format!("../../../../../../..{}", escape.display());
+    let mut entries = vec![
+        file("Chart.yaml", blob(&read("Chart.yaml"))),
+        file("values.yaml", blob(&read("values.yaml"))),
+        gix::objs::tree::Entry {
+            mode: gix::objs::tree::EntryKind::Tree.into(),
+            filename: "templates".into(),
+            oid: templates,
+        },
+        file(&up, planted),
+        file(&escape.display().to_string(), planted),
+    ];
+    entries.sort_by(|a, b| a.filename.cmp(&b.filename));
+    let tree = repo
+        .write_object(gix::objs::Tree { entries })
+        .expect("tree")
+        .detach();
+    point_main_at(&repo, bare, tree);
+}
+
+/// `main` of `bare` at a new commit of `tree`.
+fn point_main_at(repo: &gix::Repository, bare: &Path, tree: gix::ObjectId) {
     let who = gix::actor::Signature {
         name: "bench".into(),
         email: "bench@example.com".into(),
@@ -904,7 +1157,7 @@ fn deep_tree(bare: &Path, levels: usize) {
             author: who.clone(),
             committer: who,
             encoding: None,
-            message: "deep".into(),
+            message: "hostile".into(),
             extra_headers: Vec::new(),
         })
         .expect("commit")

@@ -27,6 +27,13 @@ pub struct TenancyArgs {
     /// excepted).
     #[arg(long)]
     no_cross_namespace_refs: bool,
+    /// Refuse a chart that is neither pinned (chart.digest) nor verified
+    /// (chart.verify) when helm runs as the operator (privileged namespaces,
+    /// Hosstedproject apps); charts from --chart-path-root excepted. Off by
+    /// default: a marketplace's apps often follow a public repository
+    /// unpinned, and would stop.
+    #[arg(long)]
+    privileged_require_verified_charts: bool,
 }
 
 impl TenancyArgs {
@@ -53,6 +60,7 @@ impl TenancyArgs {
             default_service_account: self.default_service_account,
             allow_cross_namespace_refs: self.allow_cross_namespace_refs,
             no_cross_namespace_refs: self.no_cross_namespace_refs,
+            require_verified_privileged: self.privileged_require_verified_charts,
         })
     }
 }

@@ -26,8 +26,14 @@ impl PushTrigger {
     /// namespace `only`, when given (a request signed with that
     /// namespace's key). Returns their keys.
     pub fn chart_pushed(&self, source: &str, name: &str, only: Option<&str>) -> Vec<String> {
-        self.sources.forget_source(source);
-        let source = source.trim_end_matches('/');
+        let trimmed = source.trim_end_matches('/');
+        let uses = |a: &HelmApp| {
+            let c = &a.spec.chart;
+            [c.repo.as_str(), c.oci.as_str()]
+                .iter()
+                .any(|s| !s.is_empty() && s.trim_end_matches('/') == trimmed)
+        };
+        self.forget_if_theirs(source, only, uses);
         let keys: Vec<String> = self
             .apps
             .list()
@@ -35,10 +41,8 @@ impl PushTrigger {
             .filter(|a| only.is_none() || a.metadata.namespace.as_deref() == only)
             .filter(|a| {
                 let c = &a.spec.chart;
-                let from = [c.repo.as_str(), c.oci.as_str()]
-                    .iter()
-                    .any(|s| !s.is_empty() && s.trim_end_matches('/') == source);
-                from && (name.is_empty() || c.name == name || c.oci.ends_with(&format!("/{name}")))
+                uses(a)
+                    && (name.is_empty() || c.name == name || c.oci.ends_with(&format!("/{name}")))
             })
             .map(|a| cache::object_key(a.as_ref()))
             .collect();
@@ -53,7 +57,15 @@ impl PushTrigger {
     /// files come from there at a ref that push may move is queued now —
     /// only those of namespace `only`, when given. Returns their keys.
     pub fn git_pushed(&self, url: &str, reference: &str, only: Option<&str>) -> Vec<String> {
-        self.sources.forget_source(url);
+        let uses = |a: &HelmApp| {
+            let s = &a.spec;
+            let values = s.values_source.as_ref().and_then(|v| v.git.as_ref());
+            [s.chart.git.as_ref(), values]
+                .into_iter()
+                .flatten()
+                .any(|g| source::git::from_source(&source::git::key(g, ""), url))
+        };
+        self.forget_if_theirs(url, only, uses);
         let keys: Vec<String> = self
             .apps
             .list()
@@ -76,6 +88,29 @@ impl PushTrigger {
             self.queue.add(key.clone());
         }
         keys
+    }
+
+    /// Drops what was fetched from `source` (resolutions, checkouts, a
+    /// failure's back-off) — for a namespace's key (`only`), only when no
+    /// HelmApp of another namespace `uses` it: what is shared with other
+    /// tenants is theirs too, and one tenant's key may not make every
+    /// tenant fetch again. The asking namespace's apps are queued either
+    /// way; on a shared source they see the push at their `interval`.
+    fn forget_if_theirs(&self, source: &str, only: Option<&str>, uses: impl Fn(&HelmApp) -> bool) {
+        let shared = only.is_some_and(|ns| {
+            self.apps
+                .list()
+                .iter()
+                .any(|a| a.metadata.namespace.as_deref() != Some(ns) && uses(a))
+        });
+        if shared {
+            log::info!(
+                "webhook: {source} is used outside namespace {}: what was fetched from it is kept (a namespace's key refreshes only what its namespace alone uses)",
+                only.unwrap_or_default()
+            );
+        } else {
+            self.sources.forget_source(source);
+        }
     }
 
     /// Whether HelmApp `namespace/name` exists (in the cache).

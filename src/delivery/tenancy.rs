@@ -37,6 +37,11 @@ pub struct Tenancy {
     /// `--no-cross-namespace-refs`: nobody may, privileged namespaces
     /// included (operator-made HelmApps excepted).
     pub no_cross_namespace_refs: bool,
+    /// `--privileged-require-verified-charts`: a HelmApp whose helm runs as
+    /// the operator must pin its chart (`chart.digest`) or verify it
+    /// (`chart.verify`); a chart of the operator's own files
+    /// (`chart.path`) excepted.
+    pub require_verified_privileged: bool,
 }
 
 /// Whom helm runs as.
@@ -86,7 +91,22 @@ impl Tenancy {
             default_service_account: DEFAULT_SERVICE_ACCOUNT.into(),
             allow_cross_namespace_refs: false,
             no_cross_namespace_refs: false,
+            require_verified_privileged: false,
         }
+    }
+
+    /// Why `app`'s chart may not reach a helm that runs as the operator,
+    /// if it may not (`--privileged-require-verified-charts`).
+    pub fn unpinned_privileged(&self, app: &HelmApp) -> Option<String> {
+        let chart = &app.spec.chart;
+        let pinned = chart.verify.is_some() || !chart.digest.is_empty();
+        (self.require_verified_privileged
+            && self.identity(app) == Identity::Operator
+            && chart.path.is_empty()
+            && !pinned)
+            .then(|| {
+                "helm runs as the operator for this HelmApp and the operator requires a pinned or verified chart for such apps (--privileged-require-verified-charts): set chart.digest or chart.verify, or name a serviceAccountName".into()
+            })
     }
 
     /// Whether HelmApps in `namespace` may run helm as the operator.
@@ -169,6 +189,38 @@ mod tests {
             privileged: Privileged::Namespaces(privileged.iter().map(|s| s.to_string()).collect()),
             ..Tenancy::single_tenant("hossted-operator")
         }
+    }
+
+    #[test]
+    fn a_privileged_app_needs_a_pinned_or_verified_chart_only_when_the_operator_says_so() {
+        let mut from_repo = app("hossted-operator", "");
+        from_repo.spec.chart.repo = "https://charts.example.com".into();
+        from_repo.spec.chart.name = "web".into();
+        let off = tenancy(&["hossted-operator"]);
+        assert_eq!(off.unpinned_privileged(&from_repo), None, "off by default");
+        let on = Tenancy {
+            require_verified_privileged: true,
+            ..off
+        };
+        assert!(on.unpinned_privileged(&from_repo).is_some());
+        let mut pinned = from_repo.clone();
+        pinned.spec.chart.digest = "sha256:00".into();
+        assert_eq!(on.unpinned_privileged(&pinned), None);
+        let mut verified = from_repo.clone();
+        verified.spec.chart.verify = Some(Default::default());
+        assert_eq!(on.unpinned_privileged(&verified), None);
+        // A tenant's helm is bounded by its own rights: not asked.
+        let mut tenant = from_repo.clone();
+        tenant.metadata.namespace = Some("team-a".into());
+        assert_eq!(on.unpinned_privileged(&tenant), None);
+        // Naming a ServiceAccount in a privileged namespace: not the operator.
+        let mut named = from_repo.clone();
+        named.spec.service_account_name = "ci".into();
+        assert_eq!(on.unpinned_privileged(&named), None);
+        // The operator's own files.
+        let mut local = app("hossted-operator", "");
+        local.spec.chart.path = "web".into();
+        assert_eq!(on.unpinned_privileged(&local), None);
     }
 
     #[test]

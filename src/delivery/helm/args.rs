@@ -11,6 +11,11 @@
 //!
 //! Never on a command line: values (they go on stdin), credentials, patch
 //! contents (the post-renderer reads them from a file).
+//!
+//! Positionals (release, chart, revision) come last, after `--`: whatever a
+//! name holds, helm reads it as a name, never as a flag — on top of the
+//! release name's check where the runner starts helm
+//! (`super::check_release_name`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -141,6 +146,10 @@ pub const POST_RENDER_SUBCOMMAND: &str = "post-render";
 
 impl Upgrade<'_> {
     pub fn args(&self, cli: HelmCli) -> Vec<String> {
+        self.line(cli).finish()
+    }
+
+    fn line(&self, cli: HelmCli) -> Line {
         let labels = self
             .labels
             .iter()
@@ -150,8 +159,6 @@ impl Upgrade<'_> {
         let mut args = strings(&[
             "upgrade",
             "--install",
-            self.release,
-            &self.chart.display().to_string(),
             "--namespace",
             self.namespace,
             "--values",
@@ -188,19 +195,16 @@ impl Upgrade<'_> {
             });
         }
         impersonate(&mut args, self.as_user);
-        args
+        Line {
+            flags: args,
+            positionals: vec![self.release.into(), self.chart.display().to_string()],
+        }
     }
 }
 
 impl Rollback<'_> {
     pub fn args(&self, cli: HelmCli) -> Vec<String> {
-        let mut args = strings(&[
-            "rollback",
-            self.release,
-            &self.revision.to_string(),
-            "--namespace",
-            self.namespace,
-        ]);
+        let mut args = strings(&["rollback", "--namespace", self.namespace]);
         timeout(&mut args, self.timeout);
         history_max(&mut args, self.history_max);
         flags(
@@ -215,7 +219,11 @@ impl Rollback<'_> {
             cli,
         );
         impersonate(&mut args, self.as_user);
-        args
+        Line {
+            flags: args,
+            positionals: vec![self.release.into(), self.revision.to_string()],
+        }
+        .finish()
     }
 }
 
@@ -223,7 +231,6 @@ impl Uninstall<'_> {
     pub fn args(&self) -> Vec<String> {
         let mut args = strings(&[
             "uninstall",
-            self.release,
             "--ignore-not-found",
             "--namespace",
             self.namespace,
@@ -236,7 +243,7 @@ impl Uninstall<'_> {
             args.extend(strings(&["--cascade", self.cascade]));
         }
         impersonate(&mut args, self.as_user);
-        args
+        Line::release(args, self.release)
     }
 }
 
@@ -245,31 +252,50 @@ impl Upgrade<'_> {
     /// post-renderer too) and prints the release it would make; nothing in
     /// the cluster changes.
     pub fn dry_run_args(&self, cli: HelmCli) -> Vec<String> {
-        let mut args = self.args(cli);
-        args.push("--dry-run=client".into());
-        args
+        let mut line = self.line(cli);
+        line.flags.push("--dry-run=client".into());
+        line.finish()
     }
 }
 
 impl GetManifest<'_> {
     pub fn args(&self) -> Vec<String> {
-        let mut args = strings(&[
-            "get",
-            "manifest",
-            self.release,
-            "--namespace",
-            self.namespace,
-        ]);
+        let mut args = strings(&["get", "manifest", "--namespace", self.namespace]);
         impersonate(&mut args, self.as_user);
-        args
+        Line::release(args, self.release)
     }
 }
 
 impl Test<'_> {
     pub fn args(&self) -> Vec<String> {
-        let mut args = strings(&["test", self.release, "--namespace", self.namespace]);
+        let mut args = strings(&["test", "--namespace", self.namespace]);
         timeout(&mut args, self.timeout);
         impersonate(&mut args, self.as_user);
+        Line::release(args, self.release)
+    }
+}
+
+/// A command line being built: the subcommand and its flags, then the
+/// positionals, which [`Line::finish`] puts after `--`.
+struct Line {
+    flags: Vec<String>,
+    positionals: Vec<String>,
+}
+
+impl Line {
+    /// `flags -- release`.
+    fn release(flags: Vec<String>, release: &str) -> Vec<String> {
+        Line {
+            flags,
+            positionals: vec![release.into()],
+        }
+        .finish()
+    }
+
+    fn finish(self) -> Vec<String> {
+        let mut args = self.flags;
+        args.push("--".into());
+        args.extend(self.positionals);
         args
     }
 }
@@ -370,6 +396,76 @@ mod tests {
             post_renderer: None,
         }
         .args(cli)
+    }
+
+    /// The words after `--`.
+    fn positionals(args: &[String]) -> &[String] {
+        let end = args
+            .iter()
+            .position(|a| a == "--")
+            .unwrap_or_else(|| panic!("no `--` in {args:?}"));
+        &args[end + 1..]
+    }
+
+    #[test]
+    fn every_command_puts_its_names_after_a_double_dash() {
+        // What a name holds never reads as a flag (the runner refuses such
+        // a name before this; this is the second wall).
+        let release = "--kube-apiserver=https://elsewhere";
+        let values = serde_json::json!({});
+        for cli in BOTH {
+            let u = Upgrade {
+                release,
+                namespace: "apps",
+                chart: Path::new("--chart"),
+                values: &values,
+                labels: &[],
+                create_namespace: false,
+                skip_crds: false,
+                as_user: Some("system:serviceaccount:apps:deployer"),
+                timeout: Duration::from_secs(1),
+                flags: Flags::default(),
+                history_max: 0,
+                post_renderer: None,
+            };
+            assert_eq!(positionals(&u.args(cli)), [release, "--chart"]);
+            let dry = u.dry_run_args(cli);
+            assert_eq!(positionals(&dry), [release, "--chart"]);
+            assert!(has(&dry[..dry.len() - 3], "--dry-run=client"));
+            let r = Rollback {
+                release,
+                namespace: "apps",
+                revision: 3,
+                as_user: None,
+                timeout: Duration::from_secs(1),
+                flags: Flags::default(),
+                history_max: 0,
+            };
+            assert_eq!(positionals(&r.args(cli)), [release, "3"]);
+        }
+        let un = Uninstall {
+            release,
+            namespace: "apps",
+            as_user: None,
+            timeout: Duration::from_secs(1),
+            no_hooks: false,
+            keep_history: false,
+            cascade: "orphan",
+        };
+        assert_eq!(positionals(&un.args()), [release]);
+        let t = Test {
+            release,
+            namespace: "apps",
+            as_user: None,
+            timeout: Duration::from_secs(1),
+        };
+        assert_eq!(positionals(&t.args()), [release]);
+        let g = GetManifest {
+            release,
+            namespace: "apps",
+            as_user: None,
+        };
+        assert_eq!(positionals(&g.args()), [release]);
     }
 
     #[test]
@@ -527,7 +623,8 @@ mod tests {
         };
         for cli in BOTH {
             let plain = r(Flags::default()).args(cli);
-            assert_eq!(&plain[..3], ["rollback", "web", "3"]);
+            assert_eq!(plain[0], "rollback");
+            assert_eq!(positionals(&plain), ["web", "3"]);
             assert_eq!(after(&plain, "--history-max"), ["2"]);
             assert!(!has(&plain, force(cli)) && !has(&plain, "--no-hooks"));
             let all = r(Flags {
@@ -603,7 +700,8 @@ mod tests {
             timeout: Duration::from_secs(120),
         }
         .args();
-        assert_eq!(&args[..2], ["test", "web"]);
+        assert_eq!(args[0], "test");
+        assert_eq!(positionals(&args), ["web"]);
         assert_eq!(after(&args, "--timeout"), ["120s"]);
         assert_eq!(
             after(&args, "--kube-as-user"),

@@ -193,6 +193,9 @@ impl Helm {
         }
         let _busy = self.lock(u.namespace, u.release)?;
         let _slot = self.slot().await?;
+        if let Err(e) = self.post_renderer_ready(u) {
+            return Some(Err(e));
+        }
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         Some(
             self.run("upgrade", u.args(self.config.cli), Some(values), u.timeout)
@@ -253,6 +256,7 @@ impl Helm {
     pub async fn render(&self, u: &Upgrade<'_>) -> Result<Rendered, HelmError> {
         named("render", u.namespace, u.release)?;
         let _slot = self.slot().await.ok_or_else(|| closed("render"))?;
+        self.post_renderer_ready(u)?;
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         let out = self
             .run(
@@ -285,8 +289,29 @@ impl Helm {
     /// (no cluster access; holds a slot but no release).
     pub async fn show_crds(&self, chart: &std::path::Path) -> Result<String, HelmError> {
         let _slot = self.slot().await.ok_or_else(|| closed("show"))?;
-        let args = vec!["show".into(), "crds".into(), chart.display().to_string()];
+        let args = vec![
+            "show".into(),
+            "crds".into(),
+            "--".into(),
+            chart.display().to_string(),
+        ];
         self.run("show", args, None, Duration::from_secs(60)).await
+    }
+
+    /// helm 4's post-renderer plugin written afresh when `u` names it
+    /// (see [`super::plugin::install_post_renderer`]).
+    fn post_renderer_ready(&self, u: &Upgrade<'_>) -> Result<(), HelmError> {
+        match (&u.post_renderer, self.config.cli) {
+            (Some(p), super::HelmCli::V4) => {
+                super::plugin::install_post_renderer(&self.config.work_dir, p.binary).map_err(
+                    |message| HelmError::Spawn {
+                        binary: self.config.binary.display().to_string(),
+                        source: std::io::Error::other(message),
+                    },
+                )
+            }
+            _ => Ok(()),
+        }
     }
 
     fn lock(&self, namespace: &str, release: &str) -> Option<Busy<'_>> {
@@ -350,8 +375,9 @@ impl Helm {
             return Err(HelmError::Unreachable { action });
         }
         if let Some(k) = self.config.kubeconfig.as_ref().filter(|_| action != "show") {
-            args.push("--kubeconfig".into());
-            args.push(k.display().to_string());
+            // A flag: before the `--` that starts the names.
+            let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+            args.splice(at..at, ["--kubeconfig".into(), k.display().to_string()]);
         }
         let mut child = self
             .command(&args, stdin.is_some())

@@ -24,7 +24,9 @@ impl Context {
     /// which re-queues the HelmApp when done. `Err` says whether retrying
     /// may help.
     pub async fn chart(&self, app: &HelmApp) -> Result<Option<source::LocalChart>, ChartProblem> {
-        if let Some(message) = unverifiable(&app.spec.chart) {
+        if let Some(message) =
+            unverifiable(&app.spec.chart).or_else(|| self.settings.tenancy.unpinned_privileged(app))
+        {
             // An unverified chart never reaches helm (docs/verification.md).
             return Err(ChartProblem {
                 reason: Reason::VerificationFailed,

@@ -174,6 +174,10 @@ pub struct Observed {
     pub force_at: String,
     /// The value of `hossted.com/approve` (empty: none).
     pub approve: String,
+    /// Why the release's name (or namespace) can never be given to helm,
+    /// if it cannot: a stored spec the CRD's pattern did not check (objects
+    /// kept from before the pattern, under CRD ratcheting).
+    pub invalid_name: Option<String>,
     /// Why `targetNamespace` is refused, if it is.
     pub cross_namespace: Option<String>,
     /// The first CEL expression of the spec that does not compile.

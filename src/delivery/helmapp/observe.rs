@@ -55,6 +55,8 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         reconcile_at: annotation(app, RECONCILE_AT),
         force_at: annotation(app, FORCE_AT),
         approve: annotation(app, APPROVE),
+        invalid_name: crate::delivery::helm::check_release_name(&target.release, &target.namespace)
+            .err(),
         cross_namespace: cross_namespace(ctx, app, &target),
         invalid_expression: super::dependency::invalid_expression(app),
         dependency: None,
@@ -95,6 +97,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     }
     if app.metadata.deletion_timestamp.is_some()
         || app.spec.suspend
+        || o.invalid_name.is_some()
         || o.cross_namespace.is_some()
         || o.invalid_expression.is_some()
     {

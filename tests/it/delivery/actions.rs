@@ -12,14 +12,10 @@ use std::time::Duration;
 /// Each helm command line of `release` the wrapper logged, as its
 /// arguments (in order).
 fn runs_of(log: &std::path::Path, release: &str) -> Vec<Vec<String>> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
-        .filter(|a| {
-            a.get(1).map(String::as_str) == Some(release)
-                || a.get(2).map(String::as_str) == Some(release)
-        })
+    helm_calls(log)
+        .into_iter()
+        .filter(|c| c.on(release))
+        .map(|c| c.words)
         .collect()
 }
 
@@ -239,7 +235,10 @@ async fn retries_minus_one_keeps_retrying_with_growing_waits() {
     let starts: Vec<f64> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
-        .filter(|l| l.contains(" upgrade --install forever "))
+        .filter(|l| {
+            let call = HelmCall::parse(l);
+            call.subcommand == "upgrade" && call.on("forever")
+        })
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
     // The install, then failed attempts 1..=5 (maybe a sixth under way).

@@ -74,10 +74,9 @@ async fn a_tag_pushed_again_upgrades_once_is_refused_when_pinned_and_ignored_whe
     assert!(message.contains(&digest), "names the pin: {message}");
     an_event(&f, NS, "pinned", "VerificationFailed").await;
     assert_eq!(revisions(&f, "pinned").await.len(), 1, "untouched");
-    let helm_on_pinned = std::fs::read_to_string(&log)
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with("upgrade") && l.split_whitespace().nth(2) == Some("pinned"))
+    let helm_on_pinned = helm_calls(&log)
+        .iter()
+        .filter(|c| c.subcommand == "upgrade" && c.on("pinned"))
         .count();
     assert_eq!(helm_on_pinned, 1, "only its install ran");
 

@@ -747,7 +747,7 @@ async fn a_revision_finished_as_the_pod_died_is_proven_ours_by_its_render() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\n{version}'{helm}' \"$@\"\nrc=$?\ncase \"$*\" in *--dry-run*) exit $rc ;; esac\nif [ \"$1\" = upgrade ] && [ -e '{dir}/hold-'\"$3\" ]; then touch '{dir}/done-'\"$3\"; while [ -e '{dir}/hold-'\"$3\" ]; do sleep 0.05; done; fi\nexit $rc\n",
+            "#!/bin/sh\n{version}'{helm}' \"$@\"\nrc=$?\ncase \"$*\" in *--dry-run*) exit $rc ;; esac\nrel=; seen=; for a in \"$@\"; do if [ -n \"$seen\" ] && [ -z \"$rel\" ]; then rel=$a; fi; [ \"$a\" = -- ] && seen=1; done\nif [ \"$1\" = upgrade ] && [ -e '{dir}/hold-'\"$rel\" ]; then touch '{dir}/done-'\"$rel\"; while [ -e '{dir}/hold-'\"$rel\" ]; do sleep 0.05; done; fi\nexit $rc\n",
             version = version_passes_through(&helm),
             helm = helm.display(),
             dir = dir.display(),

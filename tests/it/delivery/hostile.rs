@@ -393,3 +393,72 @@ async fn a_registry_is_bounded_and_its_token_service_on_another_host_gets_no_cre
     registry.hang_up();
     operator.stop().await;
 }
+
+/// Issue 57: a `releaseName` that would be a helm flag, stored under a CRD
+/// without the name pattern and kept by CRD ratcheting when the real CRD
+/// returns: refused in code (`InvalidName`), and no helm process on it.
+#[tokio::test]
+async fn a_release_name_stored_before_the_crd_checked_it_never_reaches_helm() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    // The CRD as it was before the pattern: releaseName any string.
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(apis::crd_manifest_path("helmapps.hossted.com"));
+    let mut crd: serde_json::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    for version in crd["spec"]["versions"].as_array_mut().unwrap() {
+        let name = &mut version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["releaseName"];
+        let name = name.as_object_mut().expect("releaseName in the schema");
+        assert!(name.remove("pattern").is_some(), "the CRD has the pattern");
+        name.remove("maxLength");
+    }
+    let old = f.cp.dir().join("helmapps-without-the-pattern.json");
+    std::fs::write(&old, crd.to_string()).unwrap();
+    output_ok(f.cp.kubectl().args(["apply", "-f"]).arg(&old));
+    let hostile = "--kube-apiserver=https://127.0.0.1:1";
+    let created = eventually("the HelmApp stored under the old CRD", 30, || async {
+        let app: HelmApp = serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "flag", "namespace": NS },
+            "spec": { "chart": { "path": "tiny" }, "releaseName": hostile }
+        }))
+        .unwrap();
+        Api::<HelmApp>::namespaced(f.cp.client(), NS)
+            .create(&PostParams::default(), &app)
+            .await
+            .ok()
+    })
+    .await;
+    assert_eq!(created.spec.release_name, hostile);
+
+    // The real CRD again: the stored value stays (ratcheting).
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(&f, "calm", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "calm", "InstallSucceeded", 1).await;
+    let message = refused_with(&f, "flag", "InvalidName").await;
+    assert!(message.contains("no helm command is built"), "{message}");
+    an_event(&f, NS, "flag", "InvalidName").await;
+    let calls = helm_calls(&log);
+    assert!(
+        calls.iter().all(|c| c.on("calm")),
+        "helm ran for nothing but the calm app: {calls:?}"
+    );
+    assert!(
+        !calls.iter().any(|c| c.words.iter().any(|w| w == hostile)),
+        "the name never on a command line"
+    );
+    // Deleting it runs no helm either, and does not hang on the finalizer.
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("flag", &Default::default())
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 60, || async {
+        get(&f, "flag").await.is_none().then_some(())
+    })
+    .await;
+    assert!(helm_calls(&log).iter().all(|c| c.on("calm")));
+    operator.stop().await;
+}

@@ -236,7 +236,7 @@ async fn charts_from_an_oci_registry_over_tls_with_its_ca_and_over_plain_http() 
             !line.contains("oci://"),
             "helm was given a registry: {line}"
         );
-        let chart = line.split_whitespace().nth(3).unwrap();
+        let chart = &HelmCall::parse(line).positionals[1];
         assert!(
             chart.starts_with(f.cp.dir().to_str().unwrap()) && chart.ends_with(".tgz"),
             "not a local chart: {line}"

@@ -53,11 +53,7 @@ fn message_of(app: &HelmApp) -> String {
 }
 
 fn helm_runs_on(log: &Path, release: &str) -> usize {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.split_whitespace().nth(2) == Some(release))
-        .count()
+    helm_calls(log).iter().filter(|c| c.on(release)).count()
 }
 
 #[tokio::test]

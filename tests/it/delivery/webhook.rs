@@ -306,3 +306,77 @@ async fn a_replay_is_refused_and_a_namespace_key_acts_only_on_its_namespace() {
     assert_eq!(answer, json!({ "queued": 0 }));
     operator.stop().await;
 }
+
+/// A namespace's key refreshes only what its namespace alone uses: a push
+/// signed by team-a for a repository team-b uses too leaves team-b's
+/// remembered resolution alone (team-b's next reconcile, within its hour,
+/// does not upgrade), where the shared key's push refreshes it for all.
+#[tokio::test]
+async fn a_namespace_key_does_not_drop_what_other_namespaces_fetched() {
+    let f = Fixture::new().await;
+    for ns in ["team-a", "team-b"] {
+        f.namespace(ns).await;
+    }
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    publish_tiny(&f, &repo, "1.1.0");
+    let shared = f.cp.dir().join("webhook-key");
+    std::fs::write(&shared, format!("{KEY}\n")).unwrap();
+    let dir = f.cp.dir().join("webhook-keys");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("team-a"), TEAM_A_KEY).unwrap();
+    let address = Some("127.0.0.1:0".parse().unwrap());
+    let config =
+        delivery::WebhookConfig::from_flags(address, Some(&shared), Some(&dir), None, None)
+            .unwrap()
+            .unwrap();
+    let operator = f
+        .start_delivery_with(|s| s.webhook = Some(config.clone()))
+        .await;
+    let hooks = operator.webhook_address();
+    let spec = json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": "1.x" }, "interval": "1h" });
+    for ns in ["team-a", "team-b"] {
+        apply_helmapp(&f, ns, "web", spec.clone()).await;
+        helmapp_ready(&f, ns, "web", "InstallSucceeded", 1).await;
+    }
+    publish_tiny(&f, &repo, "1.2.0");
+    let now = chrono::Utc::now().timestamp();
+    let pushed = json!({ "repo": repo.url(), "name": "tiny" }).to_string();
+    let mut as_team_a = signed(TEAM_A_KEY, now, pushed.as_bytes());
+    as_team_a.push(("X-Hossted-Namespace", "team-a".to_string()));
+    let (code, answer) =
+        post_answer(hooks, "/hooks/chart-pushed", &as_team_a, pushed.as_bytes()).await;
+    assert_eq!(code, 202);
+    let answer: serde_json::Value = serde_json::from_str(answer.trim()).unwrap();
+    assert_eq!(answer, json!({ "queued": 1 }), "team-a's app only");
+
+    // team-b's values edited now: its upgrade uses the resolution it
+    // remembered (its interval is an hour), not one team-a's key dropped.
+    patch_helmapp(
+        &f,
+        "team-b",
+        "web",
+        json!({ "spec": { "values": { "edited": true } } }),
+    )
+    .await;
+    let upgraded = helmapp_ready(&f, "team-b", "web", "UpgradeSucceeded", 2).await;
+    assert_eq!(
+        upgraded.status.unwrap().chart_version,
+        "1.1.0",
+        "team-b not refreshed by team-a's key"
+    );
+
+    // The shared key's push refreshes the source for everyone.
+    let headers = signed(KEY, now + 1, pushed.as_bytes());
+    assert_eq!(
+        post(hooks, "/hooks/chart-pushed", &headers, pushed.as_bytes()).await,
+        202
+    );
+    let app = helmapp_ready(&f, "team-a", "web", "UpgradeSucceeded", 2).await;
+    assert_eq!(app.status.unwrap().chart_version, "1.2.0");
+    let app = helmapp_ready(&f, "team-b", "web", "UpgradeSucceeded", 3).await;
+    assert_eq!(app.status.unwrap().chart_version, "1.2.0");
+    operator.stop().await;
+}

@@ -72,10 +72,7 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
         "no release before the window"
     );
     assert!(
-        !std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.split_whitespace().nth(2) == Some("later")),
+        !helm_calls(&log).iter().any(|c| c.on("later")),
         "no helm run before the window"
     );
     an_event(&f, NS, "later", "OutsideChangeWindow").await;

@@ -424,15 +424,8 @@ pub fn runs_in(log: &Path) -> Vec<String> {
         .unwrap_or_default()
         .lines()
         .map(|l| {
-            let args: Vec<&str> = l
-                .split_whitespace()
-                .filter(|a| !a.starts_with("--"))
-                .collect();
-            format!(
-                "{} {}",
-                args.first().unwrap_or(&""),
-                args.get(1).unwrap_or(&"")
-            )
+            let call = HelmCall::parse(l);
+            format!("{} {}", call.subcommand, call.release().unwrap_or(""))
         })
         .collect()
 }
@@ -701,4 +694,57 @@ pub fn ready(hp: &Hosstedproject) -> Option<(String, String)> {
         .iter()
         .find(|c| c.type_ == "Ready")
         .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// One helm command line a wrapper logged (`$*`, perhaps after a time
+/// stamp): the operator puts every name after `--`, so the release is the
+/// first word after it — never found by position among the flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelmCall {
+    /// `upgrade`, `rollback`, `uninstall`, `test`, `get`, `show`, …
+    pub subcommand: String,
+    /// Every word, the subcommand's included (the time stamp not).
+    pub words: Vec<String>,
+    /// The words after `--`: release (and chart, or revision).
+    pub positionals: Vec<String>,
+}
+
+impl HelmCall {
+    pub fn parse(line: &str) -> HelmCall {
+        let mut words: Vec<String> = line.split_whitespace().map(String::from).collect();
+        if words.first().is_some_and(|w| w.parse::<f64>().is_ok()) {
+            words.remove(0);
+        }
+        let positionals = match words.iter().position(|w| w == "--") {
+            Some(end) => words[end + 1..].to_vec(),
+            None => Vec::new(),
+        };
+        HelmCall {
+            subcommand: words.first().cloned().unwrap_or_default(),
+            words,
+            positionals,
+        }
+    }
+
+    /// The release it acts on (`show crds` has none).
+    pub fn release(&self) -> Option<&str> {
+        match self.subcommand.as_str() {
+            "show" => None,
+            _ => self.positionals.first().map(String::as_str),
+        }
+    }
+
+    /// Whether it acts on `release`.
+    pub fn on(&self, release: &str) -> bool {
+        self.release() == Some(release)
+    }
+}
+
+/// The command lines of a wrapper's log, parsed.
+pub fn helm_calls(log: &Path) -> Vec<HelmCall> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(HelmCall::parse)
+        .collect()
 }

@@ -16,6 +16,12 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     if app.spec.suspend {
         return Some(ReleaseState::Suspended);
     }
+    if let Some(message) = &o.invalid_name {
+        return Some(ReleaseState::Refused {
+            reason: Reason::InvalidName,
+            message: message.clone(),
+        });
+    }
     if let Some(message) = &o.cross_namespace {
         return Some(ReleaseState::Refused {
             reason: Reason::CrossNamespaceRef,

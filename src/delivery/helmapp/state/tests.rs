@@ -48,6 +48,7 @@ pub(super) fn observed() -> Observed {
         reconcile_at: String::new(),
         force_at: String::new(),
         approve: String::new(),
+        invalid_name: None,
         cross_namespace: None,
         invalid_expression: None,
         dependency: None,
@@ -199,6 +200,24 @@ fn deletion_suspension_references_and_inputs_come_first() {
                 ..observed()
             },
             |s| *s == S::Suspended,
+        ),
+        (
+            "a name helm may not be given is refused before anything else",
+            plain.clone(),
+            Observed {
+                invalid_name: Some("no".into()),
+                cross_namespace: Some("no".into()),
+                ..observed()
+            },
+            |s| {
+                matches!(
+                    s,
+                    S::Refused {
+                        reason: Reason::InvalidName,
+                        ..
+                    }
+                )
+            },
         ),
         (
             "a refused target namespace comes before dependencies",
