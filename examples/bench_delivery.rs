@@ -323,10 +323,10 @@ fn helm_starts(log: &Path) -> Vec<(f64, String)> {
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let t: f64 = f.next()?.parse().ok()?;
-            let action = f.next()?;
-            let release = f.nth(1).unwrap_or_default();
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let t: f64 = words.first()?.parse().ok()?;
+            let action = words.get(1)?;
+            let release = common::released(&words).unwrap_or_default();
             Some((t, format!("{action} {release}")))
         })
         .collect()

@@ -2,9 +2,11 @@
 //! tests over generated YAML — anchors, aliases, nesting, sizes — that the
 //! YAML budget counts exactly and that no parser behind it builds more than
 //! the budget allows (the parse work stays linear in the input); and fuzz
-//! loops of the release decoder, the marker, the `--set` parser and the
-//! index parser, run for `FUZZ_SECONDS` each by `hack/fuzz.sh` (ignored in
-//! the normal test run).
+//! loops of every parser outside bytes reach — the release decoder, the
+//! marker, the `--set` parser, the index parser, Git trees, SOPS documents,
+//! `.prov` files, cosign documents, `known_hosts`, CEL, change windows and
+//! `convert`'s input — run for `FUZZ_SECONDS` each by `hack/fuzz.sh`, and
+//! for a fixed `FUZZ_INPUTS` by `hack/test.sh`.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
@@ -473,4 +475,288 @@ fn fuzz_git_tree() {
         }
     });
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Text of the words a parser looks for, in random order: the YAML
+/// tokens of [`yamlish`] with `extra`.
+fn words(extra: &'static [&'static str]) -> impl Strategy<Value = String> {
+    let token = prop::sample::select(extra.to_vec());
+    prop::collection::vec(prop_oneof![token.prop_map(String::from), yamlish()], 0..40)
+        .prop_map(|t| t.concat())
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_sops() {
+    use hossted_operator::delivery::sops::{Keys, Unauthenticated, decrypt, is_encrypted};
+    let identity = age::x25519::Identity::generate();
+    let keys = Keys::parse([age::secrecy::ExposeSecret::expose_secret(
+        &identity.to_string(),
+    )])
+    .unwrap();
+    let doc = words(&[
+        "sops:\n",
+        "  mac: ",
+        "ENC[AES256_GCM,data:AAAA,iv:AAAAAAAAAAAAAAAAAAAAAA==,tag:AAAAAAAAAAAAAAAAAAAAAA==,type:str]",
+        "  age:\n",
+        "    - recipient: age1x\n",
+        "      enc: |\n",
+        "-----BEGIN AGE ENCRYPTED FILE-----\n",
+        "-----END AGE ENCRYPTED FILE-----\n",
+        "  mac_only_encrypted: true\n",
+        "  unencrypted_suffix: _unencrypted\n",
+        "  encrypted_regex: ^(data|stringData)$\n",
+        "  lastmodified: \"2026-01-01T00:00:00Z\"\n",
+        "  version: 3.9.0\n",
+        "password: ",
+        "null",
+        "SECRETTOKEN",
+    ]);
+    fuzz_capped("sops", 5_000, doc, |text| {
+        for policy in [Unauthenticated::Refused, Unauthenticated::Accepted] {
+            if let Err(e) = decrypt(text, &keys, policy) {
+                assert!(
+                    !e.to_string().contains("SECRETTOKEN"),
+                    "an error quotes the file: {e}"
+                );
+            }
+        }
+        let _ = is_encrypted(text);
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_provenance() {
+    use hossted_operator::delivery::source::verify::{Trust, provenance};
+    let armored = words(&[
+        "-----BEGIN PGP SIGNED MESSAGE-----\n",
+        "Hash: SHA512\n\n",
+        "-----BEGIN PGP SIGNATURE-----\n",
+        "-----END PGP SIGNATURE-----\n",
+        "files:\n  tiny-0.1.0.tgz: sha256:",
+        "0000000000000000000000000000000000000000000000000000000000000000",
+        "wsBcBAEBCgAQBQJ",
+        "=AAAA\n",
+    ]);
+    let input = (armored, any::<Vec<u8>>(), any::<Vec<u8>>());
+    fuzz("provenance", input, |(prov, archive, keyring)| {
+        let trust = Trust {
+            provider: apis::helmapp::VerifyProvider::Helm,
+            signers: None,
+            keyrings: vec![("keys/pubring.gpg".into(), keyring.clone())],
+            fingerprint: String::new(),
+        };
+        assert!(provenance::verify(prov.as_bytes(), archive, &trust).is_err());
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_cosign_documents() {
+    use hossted_operator::delivery::source::verify::cosign;
+    let json = words(&[
+        "{\"schemaVersion\":2,\"layers\":[",
+        "{\"mediaType\":\"application/vnd.dev.cosign.simplesigning.v1+json\",",
+        "\"digest\":\"sha256:",
+        "\"size\":",
+        "67108864",
+        "\"annotations\":{\"dev.cosignproject.cosign/signature\":\"",
+        "\"dev.sigstore.cosign/bundle\":\"",
+        "\"dev.sigstore.cosign/certificate\":\"-----BEGIN CERTIFICATE-----",
+        "{\"mediaType\":\"application/vnd.dev.sigstore.bundle.v0.3+json\",",
+        "\"verificationMaterial\":{",
+        "\"messageSignature\":{",
+        "\"dsseEnvelope\":{",
+        "}",
+        "]",
+        "\"",
+        ",",
+    ]);
+    fuzz(
+        "cosign documents",
+        (json, any::<Vec<u8>>()),
+        |(text, bytes)| {
+            if let Ok(declared) = cosign::declared(text.as_bytes()) {
+                for d in &declared {
+                    let _ = cosign::from_layer(d, bytes);
+                    let _ = cosign::from_layer(d, text.as_bytes());
+                }
+            }
+            let _ = cosign::declared(bytes);
+            let _ = cosign::from_bundle(text.as_bytes());
+            let _ = cosign::from_bundle(bytes);
+        },
+    );
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_known_hosts() {
+    use hossted_operator::delivery::source::git_ssh::known_keys;
+    let text = words(&[
+        "git.example.com ",
+        "[git.example.com]:2222 ",
+        "|1|c2FsdA==|aGFzaA== ",
+        "@cert-authority ",
+        "@revoked ",
+        "ssh-ed25519 ",
+        "ssh-rsa ",
+        "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl",
+        "AAAA",
+        ",",
+        "*",
+        "!",
+        "\n",
+    ]);
+    fuzz("known_hosts", text, |t| {
+        for host in ["git.example.com", "[git.example.com]:2222", ""] {
+            let _ = known_keys(t, host);
+        }
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_cel() {
+    use hossted_operator::delivery::expressions::{compile, evaluate};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let token = prop::sample::select(vec![
+        "dep",
+        ".",
+        "spec",
+        "status",
+        "values",
+        "a",
+        "items",
+        "phase",
+        "conditions",
+        "all(",
+        "exists(",
+        "map(",
+        "filter(",
+        "x",
+        ", ",
+        ")",
+        " in ",
+        " == ",
+        " && ",
+        " || ",
+        "!",
+        "[",
+        "]",
+        "0",
+        "1",
+        "-1",
+        "'Running'",
+        "\"",
+        "size(",
+        "has(",
+        "matches(",
+        "'a*'",
+        "+",
+        "*",
+        "string(",
+        "int(",
+        "?",
+        ":",
+        "{",
+        "}",
+        "x.all(y, ",
+        "9223372036854775807",
+    ]);
+    let source = prop::collection::vec(token, 0..30).prop_map(|t| t.concat());
+    let items: Vec<i64> = (0..2_000).collect();
+    let dep = serde_json::json!({
+        "spec": { "values": { "a": items }, "items": [1, 2, 3] },
+        "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True" }] }
+    });
+    fuzz_capped("CEL", 3_000, source, |s| {
+        if compile("readyExpr", s).is_err() {
+            return;
+        }
+        let started = Instant::now();
+        let _ = runtime.block_on(evaluate("readyExpr", s, vec![("dep", dep.clone())]));
+        // The deadline is 500 ms; a run past it by far is work that went on.
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{s:?} ran {:?}",
+            started.elapsed()
+        );
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_change_windows() {
+    use apis::helmapp::{ChangeWindow, ChangeWindows};
+    use hossted_operator::delivery::windows::Windows;
+    let field = prop::sample::select(vec![
+        "*", "*/1", "0", "59", "1-5", "1,2,3", "L", "W", "#", "?", "MON", "JAN", "2026", "61",
+        "-1", "*/0", "0-59/7", "",
+    ]);
+    let schedule = prop::collection::vec(field, 0..8).prop_map(|f| f.join(" "));
+    let duration = prop::sample::select(vec!["1s", "1h", "744h", "745h", "0s", "-1h", "1x", ""]);
+    let window = (schedule, duration).prop_map(|(schedule, duration)| ChangeWindow {
+        schedule,
+        duration: duration.into(),
+    });
+    let zone = prop::sample::select(vec![
+        "UTC",
+        "Europe/Berlin",
+        "America/St_Johns",
+        "Nowhere/X",
+        "",
+    ]);
+    let windows = (
+        zone,
+        prop::collection::vec(window.clone(), 0..20),
+        prop::collection::vec(window, 0..20),
+    )
+        .prop_map(|(zone, allow, deny)| ChangeWindows {
+            time_zone: zone.into(),
+            allow,
+            deny,
+            repair_anytime: false,
+        });
+    let now = chrono::Utc::now();
+    fuzz_capped("change windows", 3_000, windows, |w| {
+        if let Ok(compiled) = Windows::compile(w) {
+            let started = Instant::now();
+            let _ = compiled.at(now);
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "a verdict took {:?}",
+                started.elapsed()
+            );
+        }
+    });
+}
+
+#[test]
+#[ignore = "a long run: hack/fuzz.sh"]
+fn fuzz_convert() {
+    use hossted_operator::convert::{convert, read_documents};
+    let text = words(&[
+        "apiVersion: helm.toolkit.fluxcd.io/v2\n",
+        "kind: HelmRelease\n",
+        "kind: HelmRepository\n",
+        "metadata:\n  name: web\n  namespace: apps\n",
+        "spec:\n",
+        "  chart:\n    spec:\n      chart: web\n      sourceRef:\n        kind: HelmRepository\n        name: web\n",
+        "  values:\n",
+        "  valuesFrom:\n",
+        "  dependsOn:\n",
+        "  postRenderers:\n",
+        "  driftDetection:\n",
+        "---\n",
+    ]);
+    fuzz("convert", text, |t| {
+        if let Ok(docs) = read_documents(t) {
+            let _ = convert(&docs);
+        }
+    });
 }

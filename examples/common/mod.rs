@@ -364,10 +364,17 @@ pub fn helm_started(log: &std::path::Path, release: &str, since: f64) -> Option<
         let t: f64 = f.first()?.parse().ok()?;
         (t > since
             && f.get(1) == Some(&"upgrade")
-            && f.get(3) == Some(&release)
+            && released(&f) == Some(release)
             && !l.contains("dry-run"))
         .then_some(t)
     })
+}
+
+/// The release a logged helm command line acts on: the first word after
+/// `--` (the operator puts every name there).
+pub fn released<'a>(words: &[&'a str]) -> Option<&'a str> {
+    let end = words.iter().position(|w| *w == "--")?;
+    words.get(end + 1).copied()
 }
 
 /// An operator process a benchmark runs, reached on its probes and metrics

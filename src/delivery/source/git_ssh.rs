@@ -80,7 +80,7 @@ impl Target {
 
 /// The keys `known_hosts` lists for `host` (a name as [`Target::known_as`]
 /// writes it; hashed entries are matched too).
-fn known_keys(known_hosts: &str, host: &str) -> Vec<PublicKey> {
+pub fn known_keys(known_hosts: &str, host: &str) -> Vec<PublicKey> {
     known_hosts
         .lines()
         .map(str::trim)

@@ -5,11 +5,16 @@
 //! resume, force-at — each at a random moment (at once, a pause, or right
 //! after the status next changes), against a model of what the cluster
 //! must converge to with `drift.mode: enabled`: every object there, with
-//! the chart's fields and the last values. After each sequence the app
-//! converges within a deadline, and no two helm processes ran on the
-//! release at once (from a wrapper's log). Each sequence ends with a tail
-//! of what only drift repair puts right (a deletion, an edit, a scale, an
+//! the chart's fields and the last values. The operator is the real
+//! binary, so it can be stopped (SIGTERM) and killed (SIGKILL, its helm
+//! with it, as in a pod) at any of those moments. After each sequence the
+//! app converges within a deadline, no two helm processes ran on the
+//! release at once, and helm changed the release no more often than the
+//! model needed (from a wrapper's log). Each sequence ends with a tail of
+//! what only drift repair puts right (a deletion, an edit, a scale, an
 //! edit while stopped): nothing after it would re-run helm by the way.
+//! Some operations are followed by waiting for the model to hold: their
+//! times to converge are printed per operation kind (p50, p99).
 //!
 //! CI runs [`SEEDS`]; `HUNT_SEEDS=200 hack/hunt.sh` runs many, and
 //! `HUNT_SEED=<n>` replays one. A failure prints its seed and its
@@ -63,6 +68,9 @@ enum Op {
     Edit,
     Scale,
     WhileStopped(Box<Op>),
+    /// The operator SIGKILLed (its helm processes die with it), `Op`, then
+    /// started again.
+    WhileKilled(Box<Op>),
     Suspend,
     Resume,
     ForceAt(u64),
@@ -75,6 +83,8 @@ enum Moment {
     Pause(u64),
     /// Once the HelmApp's status has changed (any field).
     AfterStatus,
+    /// Once the model holds (its time recorded per operation kind).
+    Converged,
 }
 
 /// What the cluster must converge to.
@@ -87,7 +97,7 @@ struct Model {
 }
 
 fn op(rng: &mut Rng, while_stopped: bool) -> Op {
-    let n = if while_stopped { 6 } else { 11 };
+    let n = if while_stopped { 6 } else { 12 };
     match rng.below(n) {
         0 => Op::Values(rng.below(1000)),
         1 => Op::SecretEdit(rng.below(1000)),
@@ -103,15 +113,43 @@ fn op(rng: &mut Rng, while_stopped: bool) -> Op {
         7 => Op::WhileStopped(Box::new(op(rng, true))),
         8 => Op::Suspend,
         9 => Op::Resume,
+        10 => Op::WhileKilled(Box::new(op(rng, true))),
         _ => Op::ForceAt(rng.below(1000)),
     }
 }
 
 fn moment(rng: &mut Rng) -> Moment {
-    match rng.below(3) {
+    match rng.below(4) {
         0 => Moment::Now,
         1 => Moment::Pause(rng.below(1500)),
-        _ => Moment::AfterStatus,
+        2 => Moment::AfterStatus,
+        _ => Moment::Converged,
+    }
+}
+
+/// An operation's kind, for convergence times.
+fn kind(op: &Op) -> String {
+    match op {
+        Op::WhileStopped(inner) => format!("stopped+{}", kind(inner)),
+        Op::WhileKilled(inner) => format!("killed+{}", kind(inner)),
+        Op::Delete(o) => format!("Delete({o:?})"),
+        other => format!("{other:?}")
+            .split('(')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+/// How many helm runs that change the release `op` may cause: one for a
+/// change of the inputs or a forced run, one to repair a deletion, one to
+/// redo a run a stop or a kill cut short.
+fn runs_needed(op: &Op) -> usize {
+    match op {
+        Op::Values(_) | Op::ChartVersion | Op::SecretEdit(_) | Op::ForceAt(_) => 1,
+        Op::Delete(_) => 1,
+        Op::WhileStopped(inner) | Op::WhileKilled(inner) => 1 + runs_needed(inner),
+        Op::Label(_) | Op::Edit | Op::Scale | Op::Suspend | Op::Resume => 0,
     }
 }
 
@@ -236,8 +274,10 @@ struct Hunt<'a> {
     repo_url: String,
     model: Model,
     wrapper: std::path::PathBuf,
-    operator: Option<Operator>,
-    /// When the operator was stopped (its helm runs end with it).
+    /// The helm wrapper's log.
+    log: std::path::PathBuf,
+    operator: Option<std::process::Child>,
+    /// When the operator was stopped or killed (its helm runs end with it).
     stops: Vec<f64>,
 }
 
@@ -253,13 +293,78 @@ impl Hunt<'_> {
         })
     }
 
+    /// The operator binary, as `hack/run-local.sh` runs it (delivery
+    /// only); its log appended to `operator.log` of the test's directory.
     async fn start(&mut self) {
-        let wrapper = self.wrapper.clone();
-        self.operator = Some(
-            self.f
-                .start_delivery_with(move |s| s.helm.binary = wrapper.clone())
-                .await,
+        let f = self.f;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(f.cp.dir().join("operator.log"))
+            .unwrap();
+        let child = f
+            .operator_command(f.cp.kubeconfig_path())
+            .env("RUST_LOG", "info")
+            .args([
+                "run",
+                "--controllers",
+                "delivery",
+                "--privileged-namespaces=*",
+            ])
+            .args(["--max-concurrent-helm", "2"])
+            .args([
+                "--metrics-bind-address",
+                "0",
+                "--health-probe-bind-address",
+                "0",
+            ])
+            .arg("--helm-binary")
+            .arg(&self.wrapper)
+            .arg("--work-dir")
+            .arg(f.cp.dir().join("operator-work"))
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.operator = Some(child);
+    }
+
+    /// SIGTERM (`kill`: SIGKILL) and its end awaited. Killed, the helm
+    /// processes it ran die too, as they do in a pod (and outside one, by
+    /// `PR_SET_PDEATHSIG` on helm): here helm runs under a shell wrapper,
+    /// whose process group is killed for it.
+    async fn halt(&mut self, kill: bool) {
+        let Some(mut child) = self.operator.take() else {
+            return;
+        };
+        let signal = if kill { libc::SIGKILL } else { libc::SIGTERM };
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.id() as i32, signal) };
+        let ended = tokio::task::spawn_blocking(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(40);
+            while std::time::Instant::now() < deadline {
+                if let Ok(Some(status)) = child.try_wait() {
+                    return Some(status);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            None
+        })
+        .await
+        .unwrap();
+        assert!(
+            ended.is_some(),
+            "the operator did not end within 40 s of {signal}"
         );
+        if kill {
+            let since = self.stops.last().copied().unwrap_or_default();
+            for pid in open_runs(&self.log, since) {
+                // SAFETY: kill(2) of a process group our operator started.
+                unsafe { libc::kill(-pid, libc::SIGKILL) };
+            }
+        }
+        self.stops.push(super::faults::now());
     }
 
     async fn apply(&mut self, op: &Op) {
@@ -325,11 +430,8 @@ impl Hunt<'_> {
                     )
                     .await;
             }
-            Op::WhileStopped(inner) => {
-                if let Some(operator) = self.operator.take() {
-                    operator.stop().await;
-                    self.stops.push(super::faults::now());
-                }
+            Op::WhileStopped(inner) | Op::WhileKilled(inner) => {
+                self.halt(matches!(op, Op::WhileKilled(_))).await;
                 Box::pin(self.apply(inner)).await;
                 self.start().await;
             }
@@ -365,6 +467,59 @@ async fn put_values_secret(f: &Fixture, token: &str) {
         .unwrap();
 }
 
+/// The helm runs of `log` started and not ended (their wrapper's pid, the
+/// leader of their process group).
+fn open_runs(log: &std::path::Path, since: f64) -> Vec<i32> {
+    let mut open = Vec::new();
+    for (at, started, pid) in super::faults::helm_log(log) {
+        if at < since {
+            continue;
+        }
+        match started {
+            true => open.push(pid),
+            false => open.retain(|p| *p != pid),
+        }
+    }
+    open
+}
+
+/// The helm runs of `log` that change the release (upgrade, rollback,
+/// uninstall; a dry run does not).
+fn changing_runs(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            let mut words = l.split_whitespace().skip(1);
+            words.next() == Some("start") && {
+                let call = HelmCall::parse(&words.skip(1).collect::<Vec<_>>().join(" "));
+                ["upgrade", "rollback", "uninstall"].contains(&call.subcommand.as_str())
+                    && !call.words.iter().any(|w| w == "--dry-run=client")
+            }
+        })
+        .count()
+}
+
+/// A helm that logs `<time> start <pid> <args>` and `<time> end <pid>`
+/// around each run.
+fn hunting_helm(f: &Fixture, log: &std::path::Path) -> std::path::PathBuf {
+    let helm = f.cp.helm_binary();
+    let wrapper = f.cp.dir().join("hunting-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{version}echo \"$(date +%s.%N) start $$ $*\" >> '{log}'\n'{helm}' \"$@\"\nrc=$?\necho \"$(date +%s.%N) end $$\" >> '{log}'\nexit $rc\n",
+            version = version_passes_through(&helm),
+            log = log.display(),
+            helm = helm.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
 /// How many helm runs started while another was running (a run still open
 /// when the operator stopped ended with it).
 fn overlaps(log: &std::path::Path, stops: &[f64]) -> usize {
@@ -388,7 +543,7 @@ fn overlaps(log: &std::path::Path, stops: &[f64]) -> usize {
 
 /// One sequence of `seed`: `Err` names the seed, the operations and what
 /// did not converge.
-async fn hunt(seed: u64) -> Result<usize, String> {
+async fn hunt(seed: u64, times: &mut Times) -> Result<usize, String> {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let repo = envtest::ChartRepo::start(
@@ -408,11 +563,13 @@ async fn hunt(seed: u64) -> Result<usize, String> {
             token: "first".into(),
             suspended: false,
         },
-        wrapper: super::faults::logging_helm(&f, &log),
+        wrapper: hunting_helm(&f, &log),
+        log: log.clone(),
         operator: None,
         stops: Vec::new(),
     };
     put_values_secret(&f, "first").await;
+    f.helmapp_crd().await;
     hunt.start().await;
     apply(&f, "hunted", hunt.spec()).await;
     ready(&f, "hunted", "InstallSucceeded", 1).await;
@@ -420,15 +577,35 @@ async fn hunt(seed: u64) -> Result<usize, String> {
     let mut rng = Rng::new(seed);
     let count = 10 + rng.below(21) as usize;
     let mut done: Vec<String> = Vec::new();
+    let mut needed = 1; // the install
+    let failed = |done: &[String], what: String| {
+        format!(
+            "seed {seed} (HUNT_SEED={seed} to replay): {what}\noperations:\n  {}",
+            done.join("\n  ")
+        )
+    };
     for _ in 0..count {
         let (op, when) = (op(&mut rng, false), moment(&mut rng));
         let before = get(&f, "hunted").await.and_then(|a| a.status);
+        let started = std::time::Instant::now();
         hunt.apply(&op).await;
+        needed += runs_needed(&op);
         done.push(format!("{op:?} then {when:?}"));
         match when {
             Moment::Now => {}
             Moment::Pause(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
             Moment::AfterStatus => status_changed(&f, &before).await,
+            // A suspended app holds still: nothing to converge to yet.
+            Moment::Converged if hunt.model.suspended => {}
+            Moment::Converged => match converge(&f, &hunt.model).await {
+                None => times.entry(kind(&op)).or_default().push(started.elapsed()),
+                Some(what) => {
+                    return Err(failed(
+                        &done,
+                        format!("not converged within 90 s of {op:?}: {what}"),
+                    ));
+                }
+            },
         }
     }
     if hunt.model.suspended {
@@ -456,36 +633,55 @@ async fn hunt(seed: u64) -> Result<usize, String> {
             })),
         };
         hunt.apply(&tail).await;
+        needed += runs_needed(&tail);
         done.push(format!("{tail:?} (tail)"));
     }
-    let failed = |what: String| {
-        format!(
-            "seed {seed} (HUNT_SEED={seed} to replay): {what}\noperations:\n  {}",
-            done.join("\n  ")
-        )
-    };
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    let mut last = None;
-    while std::time::Instant::now() < deadline {
-        last = mismatch(&f, &hunt.model).await;
-        if last.is_none() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    let tail_started = std::time::Instant::now();
+    if let Some(what) = converge(&f, &hunt.model).await {
+        return Err(failed(&done, format!("not converged within 90 s: {what}")));
     }
-    if let Some(what) = last {
-        return Err(failed(format!("not converged within 90 s: {what}")));
-    }
+    times
+        .entry("tail (drift repair)".into())
+        .or_default()
+        .push(tail_started.elapsed());
     let overlapping = overlaps(&log, &hunt.stops);
     if overlapping > 0 {
-        return Err(failed(format!(
-            "{overlapping} helm runs overlapped another on the release"
-        )));
+        return Err(failed(
+            &done,
+            format!("{overlapping} helm runs overlapped another on the release"),
+        ));
     }
-    if let Some(operator) = hunt.operator.take() {
-        operator.stop().await;
+    let ran = changing_runs(&log);
+    if ran > needed {
+        return Err(failed(
+            &done,
+            format!("helm changed the release {ran} times where the model needed at most {needed}"),
+        ));
     }
+    hunt.halt(false).await;
     Ok(count)
+}
+
+/// Times to converge, by operation kind.
+type Times = BTreeMap<String, Vec<Duration>>;
+
+/// Waits (up to 90 s) for the model to hold; what still differs if not.
+async fn converge(f: &Fixture, model: &Model) -> Option<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let last = mismatch(f, model).await;
+        if last.is_none() || std::time::Instant::now() >= deadline {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// `p`-th percentile of `v` (nearest rank).
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
 }
 
 /// The seeds to hunt with: `HUNT_SEED` (one), `HUNT_SEEDS` (that many from
@@ -505,8 +701,9 @@ fn seeds() -> Vec<u64> {
 async fn random_sequences_converge_to_the_model() {
     let mut failures = Vec::new();
     let (mut sequences, mut operations) = (0, 0);
+    let mut times = Times::new();
     for seed in seeds() {
-        match hunt(seed).await {
+        match hunt(seed, &mut times).await {
             Ok(n) => {
                 sequences += 1;
                 operations += n;
@@ -521,5 +718,14 @@ async fn random_sequences_converge_to_the_model() {
         "hunt: {sequences} sequences, {operations} operations converged, {} failed",
         failures.len()
     );
+    for (kind, mut t) in times {
+        let (p50, p99) = (percentile(&mut t, 50.0), percentile(&mut t, 99.0));
+        eprintln!(
+            "hunt: converged after {kind}: p50 {:.2} s, p99 {:.2} s ({} times)",
+            p50.as_secs_f64(),
+            p99.as_secs_f64(),
+            t.len()
+        );
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
