@@ -482,6 +482,49 @@ impl GitRepo {
         self.head()
     }
 
+    /// [`GitRepo::commit`], signed with the OpenPGP key of `gnupg` (a gpg
+    /// home) whose user id holds `signer`.
+    pub fn commit_signed(&self, message: &str, gnupg: &Path, signer: &str) -> String {
+        let env = [("GNUPGHOME", gnupg.as_os_str())];
+        git(&self.work, &["add", "-A"]);
+        git_with(
+            &self.work,
+            &[
+                "-c",
+                &format!("user.signingkey={signer}"),
+                "commit",
+                "-q",
+                "-S",
+                "--allow-empty",
+                "-m",
+                message,
+            ],
+            &env,
+        );
+        git(&self.work, &["push", "-q", "origin", "main"]);
+        self.head()
+    }
+
+    /// An annotated tag `tag` of the last commit, signed as
+    /// [`GitRepo::commit_signed`] signs, pushed.
+    pub fn tag_signed(&self, tag: &str, gnupg: &Path, signer: &str) {
+        let env = [("GNUPGHOME", gnupg.as_os_str())];
+        git_with(
+            &self.work,
+            &[
+                "-c",
+                &format!("user.signingkey={signer}"),
+                "tag",
+                "-s",
+                "-m",
+                tag,
+                tag,
+            ],
+            &env,
+        );
+        git(&self.work, &["push", "-q", "origin", tag]);
+    }
+
     /// Tags the last commit `tag` and pushes the tag.
     pub fn tag(&self, tag: &str) {
         git(&self.work, &["tag", tag]);
@@ -497,8 +540,14 @@ impl GitRepo {
 /// Runs `git args` in `dir` with a fixed identity; panics with its
 /// output when it fails. Returns stdout, trimmed.
 fn git(dir: &Path, args: &[&str]) -> String {
+    git_with(dir, args, &[])
+}
+
+/// [`git`] with `env` added.
+fn git_with(dir: &Path, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> String {
     let out = Command::new("git")
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "test")
         .env("GIT_AUTHOR_EMAIL", "test@example.com")

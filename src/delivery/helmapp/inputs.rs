@@ -152,6 +152,9 @@ impl Context {
         let Some(checkout) = self.checkout(app, git).await? else {
             return Ok(None);
         };
+        // Verified before a file of it is read: an unverified commit never
+        // reaches helm (docs/verification.md).
+        let verified = self.verify_git(app, git, &checkout).await?;
         let (sources, path, at) = (self.sources.clone(), git.path.clone(), checkout.clone());
         let read = tokio::task::spawn_blocking(move || {
             sources.git.chart(&at, &path, &sources.git_charts_dir())
@@ -180,8 +183,55 @@ impl Context {
             path: read.dir,
             digest: read.digest,
             revision: checkout.commit,
+            verified,
             ..Default::default()
         }))
+    }
+
+    /// `chart.verify` of a Git chart: the signature(s) `verify.mode` asks
+    /// for, checked against `verify.secretRef`'s keys (`None`: not set).
+    async fn verify_git(
+        &self,
+        app: &HelmApp,
+        git: &GitSource,
+        checkout: &source::git::Checkout,
+    ) -> Result<Option<std::sync::Arc<source::verify::Verified>>, (source::SourceError, bool)> {
+        let repo = || {
+            format!(
+                "{} at {}",
+                source::http::without_credentials(&git.url),
+                checkout.commit
+            )
+        };
+        let refused = |message: String, retry: bool| {
+            (
+                source::SourceError::Verification {
+                    repo: repo(),
+                    message,
+                },
+                retry,
+            )
+        };
+        let Some((mode, signers)) = super::trust::git_signers(&self.client, app)
+            .await
+            .map_err(|(m, retry)| refused(m, retry))?
+        else {
+            return Ok(None);
+        };
+        let at = checkout.clone();
+        let signer =
+            tokio::task::spawn_blocking(move || source::git_verify::verify(&at, mode, &signers))
+                .await
+                .map_err(|e| refused(e.to_string(), true))?
+                // Retried (with back-off): the branch may move to a signed commit,
+                // the Secret may gain the key.
+                .map_err(|m| refused(m, true))?;
+        Ok(Some(std::sync::Arc::new(source::verify::Verified {
+            provider: format!("git {}", mode.as_str()),
+            digest: checkout.commit.clone(),
+            signer,
+            at: source::verify::now_rfc3339(),
+        })))
     }
 
     /// The commit of `git` — remembered for `interval`, fetched in the
@@ -624,12 +674,6 @@ fn unverifiable(chart: &apis::helmapp::ChartSource) -> Option<String> {
     if !chart.path.is_empty() {
         return Some(
             "chart.verify cannot be met by chart.path: a directory has no signature; remove verify, or use a signed chart from chart.repo or chart.oci".into(),
-        );
-    }
-    let others = [&chart.repo, &chart.oci];
-    if chart.git.is_some() && others.iter().all(|s| s.is_empty()) {
-        return Some(
-            "chart.verify is not supported for chart.git yet: a commit's signature is not checked, so the chart is not installed; remove verify, or publish the chart signed to a repository or registry".into(),
         );
     }
     None

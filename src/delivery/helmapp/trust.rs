@@ -4,12 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use apis::helmapp::{ChartVerification, HelmApp, VerifyProvider};
+use apis::helmapp::{ChartVerification, GitVerifyMode, HelmApp, VerifyProvider};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, ResourceExt};
 use sha2::{Digest, Sha256};
 
 use crate::cached::hex::hex;
+use crate::delivery::source::git_verify::GitSigners;
 use crate::delivery::source::verify::Trust;
 use crate::delivery::source::verify::cosign::Signers;
 use crate::delivery::source::verify::fulcio::IdentityMatch;
@@ -110,6 +111,28 @@ pub async fn trust(client: &kube::Client, app: &HelmApp) -> Result<Option<Trust>
         keyrings,
         fingerprint: hex(&hasher.finalize()),
     }))
+}
+
+/// The signers of `app`'s `chart.verify` for a `chart.git` chart, with the
+/// mode (`None`: not set). `Err` as [`trust`].
+pub async fn git_signers(
+    client: &kube::Client,
+    app: &HelmApp,
+) -> Result<Option<(GitVerifyMode, GitSigners)>, (String, bool)> {
+    let Some(verify) = &app.spec.chart.verify else {
+        return Ok(None);
+    };
+    let ns = app.namespace().unwrap_or_default();
+    let Some(r) = &verify.secret_ref else {
+        return Err((
+            "chart.verify of a chart.git needs secretRef: a Secret of OpenPGP keyrings (.gpg or .asc keys) or SSH public keys (.pub keys)".into(),
+            false,
+        ));
+    };
+    let data = read(client, &ns, "verify.secretRef", &r.name).await?;
+    let signers =
+        GitSigners::from_secret(&format!("{ns}/{}", r.name), &data).map_err(|m| (m, false))?;
+    Ok(Some((verify.mode, signers)))
 }
 
 /// Keyless signers: `matchOIDCIdentity` against the private root of

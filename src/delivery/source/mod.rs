@@ -18,6 +18,7 @@ pub mod cache;
 pub mod fetch;
 pub mod git;
 pub mod git_ssh;
+pub mod git_verify;
 pub mod http;
 pub mod index;
 pub mod jobs;

@@ -596,3 +596,107 @@ async fn ssh_with_the_host_key_installs_and_with_another_is_refused_before_any_c
     assert!(!events.contains(&key_line));
     operator.stop().await;
 }
+
+/// Issue 56, test 4: `chart.verify` of a Git chart checks the commit's
+/// OpenPGP signature (`HEAD`) or the annotated tag's (`Tag`) with the
+/// keyrings of `verify.secretRef` — real `git` and `gpg` sign; an unsigned
+/// commit on top is `VerificationFailed` and the release stays at the
+/// signed revision, no helm run; a signature by another key is refused
+/// too; `chart.path` with `verify` is refused at admission.
+#[tokio::test]
+async fn a_signed_commit_or_tag_installs_and_an_unsigned_one_on_top_is_refused() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    let keys = f.cp.dir().join("keys");
+    let other = f.cp.dir().join("other-keys");
+    for dir in [&keys, &other] {
+        std::fs::create_dir_all(dir).unwrap();
+        super::verification::gpg_keyrings(dir);
+    }
+    let signer = "signer@example.com";
+    let signed = repo.commit_signed("tiny, signed", &keys.join("gnupg"), signer);
+    repo.tag_signed("v1.0.0", &keys.join("gnupg"), signer);
+    let pubring = std::fs::read(keys.join("pubring.gpg")).unwrap();
+    let ring: Vec<(&str, Vec<u8>)> = vec![("signer.gpg", pubring)];
+    super::verification::secret(&f, "git-keys", &ring).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let spec = |reference: serde_json::Value, mode: &str| {
+        json!({ "chart": {
+            "git": { "url": url(&server, &repo), "path": "charts/tiny", "ref": reference },
+            "verify": { "secretRef": { "name": "git-keys" }, "mode": mode } },
+          "interval": "2s" })
+    };
+    apply(&f, "head", spec(json!({ "branch": "main" }), "HEAD")).await;
+    apply(&f, "tagged", spec(json!({ "tag": "v1.0.0" }), "TagAndHEAD")).await;
+    for name in ["head", "tagged"] {
+        let app = ready(&f, name, "InstallSucceeded", 1).await;
+        let status = app.status.unwrap();
+        assert_eq!(status.source.unwrap().revision, signed);
+        let verification = status.verification.expect("the verification in the status");
+        assert!(
+            verification.signer.contains("git-keys/signer.gpg"),
+            "{verification:?}"
+        );
+    }
+    // `Tag` of a branch: no tag named the commit.
+    apply(
+        &f,
+        "branch-as-tag",
+        spec(json!({ "branch": "main" }), "Tag"),
+    )
+    .await;
+    let refused = ready_message(with_reason(&f, "branch-as-tag", "VerificationFailed").await);
+    assert!(refused.contains("annotated tag"), "{refused}");
+
+    // An unsigned commit on top: refused, the release stays where it was.
+    repo.write("charts/tiny/values.yaml", "label: unsigned\n");
+    let unsigned = repo.commit("unsigned");
+    let refused = ready_message(with_reason(&f, "head", "VerificationFailed").await);
+    assert!(refused.contains("is not signed"), "{refused}");
+    an_event(&f, NS, "head", "VerificationFailed").await;
+    assert_eq!(
+        revisions(&f, "head").await.len(),
+        1,
+        "still the signed revision"
+    );
+    // Signed by a key the Secret does not hold: refused as well.
+    repo.write("charts/tiny/values.yaml", "label: other-key\n");
+    repo.commit_signed("another signer", &other.join("gnupg"), signer);
+    let refused = eventually("the other key's commit refused", 60, || async {
+        let message = ready_message(get(&f, "head").await?);
+        message.contains("verifies with none").then_some(message)
+    })
+    .await;
+    assert!(
+        refused.contains("git-keys/signer.gpg"),
+        "names what it tried: {refused}"
+    );
+    assert_eq!(revisions(&f, "head").await.len(), 1);
+    let helm_on_head = helm_calls(&log)
+        .iter()
+        .filter(|c| c.subcommand == "upgrade" && c.on("head"))
+        .count();
+    assert_eq!(helm_on_head, 1, "only the signed commit's install ran");
+    assert_ne!(unsigned, signed);
+
+    // chart.path with verify: refused by the API server.
+    let app: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "local", "namespace": NS },
+        "spec": { "chart": { "path": "tiny", "verify": { "secretRef": { "name": "git-keys" } } } }
+    }))
+    .unwrap();
+    let err = Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .create(&PostParams::default(), &app)
+        .await
+        .expect_err("chart.path with verify is refused at admission");
+    assert!(
+        matches!(err, kube::Error::Api(ref e) if e.code == 422),
+        "{err}"
+    );
+    operator.stop().await;
+}

@@ -31,7 +31,7 @@ fn work_dir(f: &Fixture, name: &str) -> PathBuf {
     dir
 }
 
-async fn secret(f: &Fixture, name: &str, data: &[(&str, Vec<u8>)]) {
+pub(super) async fn secret(f: &Fixture, name: &str, data: &[(&str, Vec<u8>)]) {
     let data: serde_json::Map<String, serde_json::Value> = data
         .iter()
         .map(|(k, v)| (k.to_string(), json!(STANDARD.encode(v))))
@@ -377,7 +377,7 @@ async fn a_signature_manifest_of_the_older_form_verifies_too() {
 
 /// gpg's home with one unprotected RSA signing key; its secret and public
 /// keyrings in `dir` (`secring.gpg`, `pubring.gpg`).
-fn gpg_keyrings(dir: &Path) {
+pub(super) fn gpg_keyrings(dir: &Path) {
     let home = dir.join("gnupg");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::set_permissions(&home, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();

@@ -281,6 +281,12 @@ spelled!(
     VerifyProvider { Cosign = "cosign", Helm = "helm" } default Cosign
 );
 spelled!(
+    /// What of a Git chart's commit is verified (`chart.git` with
+    /// `chart.verify`): the commit's own signature, the annotated tag's, or
+    /// both.
+    GitVerifyMode { Head = "HEAD", Tag = "Tag", TagAndHead = "TagAndHEAD" } default Head
+);
+spelled!(
     /// Where a `valuesFrom` document is.
     ValuesKind { Secret = "Secret", ConfigMap = "ConfigMap" } default Secret
 );

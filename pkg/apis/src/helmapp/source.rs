@@ -121,10 +121,19 @@ pub struct Decryption {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChartVerification {
-    /// `cosign` (an OCI chart's signature) or `helm` (an HTTP repository's
-    /// `.prov` file).
+    /// `cosign` (an OCI chart's signature; the default) or `helm` (an HTTP
+    /// repository's `.prov` file). Not read for `chart.git`.
+    #[serde(default)]
     #[schemars(with = "String", regex(pattern = r"^(cosign|helm)$"))]
     pub provider: VerifyProvider,
+    /// `chart.git` only (source-controller's `verify.mode`): `HEAD` — the
+    /// commit's signature; `Tag` — the annotated tag's (`ref.tag` or
+    /// `ref.semver`); `TagAndHEAD` — both. The keys are those of
+    /// `secretRef`: `.gpg`/`.asc` OpenPGP keyrings and `.pub` SSH public
+    /// keys (one per line, as in `authorized_keys`); `provider` is not read.
+    #[serde(default, skip_serializing_if = "head_only")]
+    #[schemars(with = "String", regex(pattern = r"^(HEAD|Tag|TagAndHEAD)$"))]
+    pub mode: GitVerifyMode,
     /// A Secret of the HelmApp's namespace. cosign: every key ending in
     /// `.pub` is a PEM public key, any one of which verifies. helm: every
     /// key ending in `.gpg` or `.asc` is an OpenPGP public keyring.
@@ -283,4 +292,9 @@ pub struct HealthCheckExpr {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 4096))]
     pub failed: String,
+}
+
+/// Whether `mode` is the default (`HEAD`): not written out.
+fn head_only(mode: &GitVerifyMode) -> bool {
+    *mode == GitVerifyMode::Head
 }
