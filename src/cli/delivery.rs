@@ -40,6 +40,10 @@ pub struct DeliveryArgs {
     /// used charts are evicted past it.
     #[arg(long, default_value_t = 128 * 1024 * 1024)]
     chart_cache_size: u64,
+    /// Bytes Git checkouts (in --work-dir) may hold; the least recently
+    /// used sources are evicted past it, and any unused for 24 hours.
+    #[arg(long, default_value_t = 64 * 1024 * 1024)]
+    git_checkouts_size: u64,
     /// Bytes of a repository's index.yaml received, at most.
     #[arg(long, default_value_t = 64 * 1024 * 1024)]
     max_index_size: u64,
@@ -110,6 +114,7 @@ impl DeliveryArgs {
                 fetch_timeout: self.chart_fetch_timeout,
                 max_concurrent_fetches: self.max_concurrent_fetches.max(1),
                 cache_size: self.chart_cache_size,
+                git_checkouts_size: self.git_checkouts_size,
                 max_index_size: self.max_index_size,
                 policy,
             },

@@ -311,6 +311,7 @@ pub fn fetch(
     if let Some(commit) = known
         && base.join(&commit).join("HEAD").exists()
     {
+        used(&base);
         return Ok(Checkout {
             repo: base.join(&commit),
             commit,
@@ -335,12 +336,91 @@ pub fn fetch(
     if let Ok(entries) = std::fs::read_dir(&base) {
         for e in entries.flatten() {
             let name = e.file_name();
-            if name != commit.as_str() && !name.to_string_lossy().starts_with("fetching-") {
+            if name != commit.as_str()
+                && name != USED
+                && !name.to_string_lossy().starts_with("fetching-")
+            {
                 let _ = std::fs::remove_dir_all(e.path());
             }
         }
     }
+    used(&base);
+    evict(
+        &dir.join("git"),
+        limits.git_checkouts_size,
+        MAX_UNUSED,
+        &base,
+    );
     Ok(Checkout { repo, commit })
+}
+
+/// The file of a source's directory whose time says when it was last used.
+const USED: &str = ".used";
+/// A source's checkouts unused this long are evicted.
+pub const MAX_UNUSED: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Marks the source directory `base` used now.
+fn used(base: &Path) {
+    let _ = std::fs::write(base.join(USED), b"");
+}
+
+/// Evicts whole source directories of `root` (their checkouts) unused for
+/// `max_unused`, then the least recently used while all of them hold more
+/// than `budget` bytes — never `keep` (the one just used), never one with a
+/// fetch under way. Returns how many went.
+pub fn evict(root: &Path, budget: u64, max_unused: std::time::Duration, keep: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut sources: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p != keep && p.is_dir() && !fetching(p))
+        .map(|p| {
+            let at = std::fs::metadata(p.join(USED))
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::UNIX_EPOCH);
+            (at, bytes_under(&p), p)
+        })
+        .collect();
+    let mut total: u64 = bytes_under(keep) + sources.iter().map(|s| s.1).sum::<u64>();
+    sources.sort_by_key(|s| s.0);
+    let now = std::time::SystemTime::now();
+    let mut gone = 0;
+    for (at, size, path) in sources {
+        let stale = now.duration_since(at).is_ok_and(|age| age > max_unused);
+        if (stale || total > budget) && std::fs::remove_dir_all(&path).is_ok() {
+            total = total.saturating_sub(size);
+            gone += 1;
+        }
+    }
+    gone
+}
+
+/// Whether a fetch into source directory `base` is under way.
+fn fetching(base: &Path) -> bool {
+    std::fs::read_dir(base).is_ok_and(|mut entries| {
+        entries.any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with("fetching-")))
+    })
+}
+
+/// The bytes of the files under `dir` (links not followed).
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
 }
 
 /// Whether `base` holds a checkout of an earlier fetch.
@@ -1272,6 +1352,48 @@ mod tests {
             path: "charts/web".into(),
             secret_ref: None,
         }
+    }
+
+    #[test]
+    fn checkouts_go_when_unused_for_a_day_or_past_the_byte_budget_oldest_first() {
+        let root = std::env::temp_dir().join(format!("evict-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let hour = std::time::Duration::from_secs(3600);
+        let now = std::time::SystemTime::now();
+        // (name, bytes, last used hours ago, a fetch under way)
+        let sources = [
+            ("kept", 10_000, 0, false),
+            ("fresh", 10_000, 1, false),
+            ("older", 10_000, 2, false),
+            ("stale", 10, 25, false),
+            ("busy", 10_000, 30, true),
+        ];
+        for (name, bytes, ago, busy) in sources {
+            let commit = root.join(name).join("a".repeat(40));
+            std::fs::create_dir_all(&commit).unwrap();
+            std::fs::write(commit.join("pack"), vec![0u8; bytes]).unwrap();
+            if busy {
+                std::fs::create_dir_all(root.join(name).join("fetching-x")).unwrap();
+            }
+            let used = std::fs::File::create(root.join(name).join(USED)).unwrap();
+            used.set_modified(now - hour * ago).unwrap();
+        }
+        // 40,010 bytes, 25,000 allowed: the stale one goes for its age, the
+        // oldest of the rest for the budget; the one just used and the one
+        // being fetched into stay whatever their age.
+        let gone = evict(&root, 25_000, MAX_UNUSED, &root.join("kept"));
+        let left: Vec<String> = {
+            let mut v: Vec<String> = std::fs::read_dir(&root)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(left, ["busy", "fresh", "kept"]);
+        assert_eq!(gone, 2);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 
     fn loopback() -> SourceLimits {

@@ -435,6 +435,8 @@ pub struct SourceLimits {
     pub max_concurrent_fetches: usize,
     /// Bytes the chart cache may hold (`--chart-cache-size`).
     pub cache_size: u64,
+    /// Bytes Git checkouts may hold on disk (`--git-checkouts-size`).
+    pub git_checkouts_size: u64,
     /// Bytes of an `index.yaml` received, at most (`--max-index-size`).
     pub max_index_size: u64,
     /// Networks no chart is fetched from (`--deny-chart-source-cidrs`).
@@ -447,6 +449,7 @@ impl Default for SourceLimits {
             fetch_timeout: Duration::from_secs(120),
             max_concurrent_fetches: 4,
             cache_size: 128 * 1024 * 1024,
+            git_checkouts_size: 64 * 1024 * 1024,
             max_index_size: 64 * 1024 * 1024,
             policy: AddressPolicy::default(),
         }
