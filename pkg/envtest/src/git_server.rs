@@ -40,6 +40,8 @@ pub struct GitServer {
     root: PathBuf,
     requests: Arc<Mutex<Vec<GitRequest>>>,
     packs: Arc<Mutex<PackAnswer>>,
+    /// `Authorization: Basic …` every request must carry (`None`: open).
+    auth: Arc<Mutex<Option<String>>>,
     task: JoinHandle<()>,
 }
 
@@ -53,12 +55,19 @@ impl GitServer {
         let url = format!("http://{}", listener.local_addr()?);
         let requests: Arc<Mutex<Vec<GitRequest>>> = Arc::default();
         let packs: Arc<Mutex<PackAnswer>> = Arc::default();
+        let auth: Arc<Mutex<Option<String>>> = Arc::default();
         let task = tokio::spawn({
-            let (root, requests, packs) = (root.to_path_buf(), requests.clone(), packs.clone());
+            let (root, requests, packs, auth) = (
+                root.to_path_buf(),
+                requests.clone(),
+                packs.clone(),
+                auth.clone(),
+            );
             async move {
                 while let Ok((stream, _)) = listener.accept().await {
                     let packs = *packs.lock();
-                    tokio::spawn(serve(stream, root.clone(), requests.clone(), packs));
+                    let auth = auth.lock().clone();
+                    tokio::spawn(serve(stream, root.clone(), requests.clone(), packs, auth));
                 }
             }
         });
@@ -67,8 +76,17 @@ impl GitServer {
             root: root.to_path_buf(),
             requests,
             packs,
+            auth,
             task,
         })
+    }
+
+    /// From now on every request must carry HTTP basic credentials
+    /// `user:password` (401 with a challenge otherwise, as Git hosts do).
+    pub fn require_basic_auth(&self, user: &str, password: &str) {
+        use base64::Engine;
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        *self.auth.lock() = Some(format!("Basic {token}"));
     }
 
     /// How fetches are answered from now on.
@@ -114,8 +132,24 @@ async fn serve(
     root: PathBuf,
     requests: Arc<Mutex<Vec<GitRequest>>>,
     packs: PackAnswer,
+    auth: Option<String>,
 ) {
     let answer = match read_request(&mut stream).await {
+        Ok(request)
+            if auth.as_deref().is_some_and(|want| {
+                !request
+                    .headers
+                    .iter()
+                    .any(|(k, v)| k.eq_ignore_ascii_case("authorization") && v == want)
+            }) =>
+        {
+            requests.lock().push(GitRequest {
+                method: "UNAUTHORIZED".into(),
+                path: request.path.clone(),
+                query: request.query.clone(),
+            });
+            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec()
+        }
         Ok(request) => {
             let fetch = request.method == "POST"
                 && request.path.ends_with("/git-upload-pack")

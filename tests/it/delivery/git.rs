@@ -700,3 +700,78 @@ async fn a_signed_commit_or_tag_installs_and_an_unsigned_one_on_top_is_refused()
     );
     operator.stop().await;
 }
+
+/// Issue 56, test 3: a private repository behind basic auth. Tenant A
+/// (credentials, a pinned commit) installs; tenant B naming the same URL
+/// and commit without credentials does not — the commit A fetched is
+/// never served to B, which fetches on its own and is refused.
+#[tokio::test]
+async fn a_pinned_commit_of_a_private_repository_is_never_served_to_an_app_without_its_credentials()
+{
+    let f = Fixture::new().await;
+    for ns in ["team-a", "team-b"] {
+        f.namespace(ns).await;
+    }
+    let (server, repo) = served(&f).await;
+    let commit = repo.commit("tiny, private");
+    server.require_basic_auth("team-a", "a-pa55word");
+    f.secret(
+        "team-a",
+        "git-auth",
+        &[("username", "team-a"), ("password", "a-pa55word")],
+    )
+    .await;
+    let operator = f.start_delivery().await;
+    let spec = |secret: bool| {
+        let mut git = json!({ "url": url(&server, &repo), "path": "charts/tiny",
+                              "ref": { "commit": commit } });
+        if secret {
+            git["secretRef"] = json!({ "name": "git-auth" });
+        }
+        json!({ "chart": { "git": git } })
+    };
+    apply_helmapp(&f, "team-a", "web", spec(true)).await;
+    let a = helmapp_ready(&f, "team-a", "web", "InstallSucceeded", 1).await;
+    assert_eq!(a.status.unwrap().source.unwrap().revision, commit);
+    let refused_before = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "UNAUTHORIZED")
+        .count();
+
+    apply_helmapp(&f, "team-b", "web", spec(false)).await;
+    let b = eventually("team-b's app refused", 60, || async {
+        let app = get_helmapp(&f, "team-b", "web").await?;
+        let ready = app
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?;
+        (ready.status == "False" && ready.reason == "SourceUnavailable").then_some(app)
+    })
+    .await;
+    let status = b.status.unwrap();
+    assert_eq!(status.revision, 0, "nothing released for team-b");
+    assert!(
+        status.source.is_none_or(|s| s.revision.is_empty()),
+        "no commit of A's is B's"
+    );
+    let releases: Api<Secret> = Api::namespaced(f.cp.client(), "team-b");
+    let stored = releases
+        .list(&kube::api::ListParams::default().labels("owner=helm"))
+        .await
+        .unwrap();
+    assert!(stored.items.is_empty(), "no release in team-b");
+    // B asked the server itself (without credentials) and was refused.
+    let refused_after = server
+        .requests()
+        .iter()
+        .filter(|r| r.method == "UNAUTHORIZED")
+        .count();
+    assert!(
+        refused_after > refused_before,
+        "B's own fetch was refused by the server"
+    );
+    operator.stop().await;
+}
