@@ -775,3 +775,108 @@ async fn a_pinned_commit_of_a_private_repository_is_never_served_to_an_app_witho
     );
     operator.stop().await;
 }
+
+/// A tree object of raw `(mode, name, id)` entries — any name, as a
+/// hostile server would store it (git itself refuses to make these).
+fn raw_tree(repo: &gix::Repository, entries: &[(&str, &[u8], gix::ObjectId)]) -> gix::ObjectId {
+    let mut raw = Vec::new();
+    for (mode, name, id) in entries {
+        raw.extend_from_slice(mode.as_bytes());
+        raw.push(b' ');
+        raw.extend_from_slice(name);
+        raw.push(0);
+        raw.extend_from_slice(id.as_bytes());
+    }
+    gix::objs::Write::write_buf(&repo.objects, gix::object::Kind::Tree, &raw).unwrap()
+}
+
+/// Points `main` of the bare repository of `repo` at a new commit of `tree`.
+fn serve_tree(repo: &GitRepo, tree: gix::ObjectId) {
+    let bare = gix::open(repo.bare()).unwrap();
+    let who = gix::actor::Signature {
+        name: "test".into(),
+        email: "test@example.com".into(),
+        time: gix::date::Time::new(0, 0),
+    };
+    let commit = bare
+        .write_object(gix::objs::Commit {
+            tree,
+            parents: Default::default(),
+            author: who.clone(),
+            committer: who,
+            encoding: None,
+            message: "hostile".into(),
+            extra_headers: Vec::new(),
+        })
+        .unwrap()
+        .detach();
+    std::fs::write(repo.bare().join("refs/heads/main"), format!("{commit}\n")).unwrap();
+}
+
+/// Issue 56, tests 1 and 2, through `git http-backend`: a tree whose
+/// entries are named `../../…/x` and `/…/x` is `ChartInvalid` and nothing
+/// is written where they point; a tree fanning out (33 trees, each naming
+/// the next twice: 2^33 paths) is `ChartInvalid` within a minute, while
+/// another tenant's Git chart installs meanwhile.
+#[tokio::test]
+async fn a_tree_climbing_out_or_fanning_out_is_refused_and_writes_nothing_outside() {
+    let f = Fixture::new().await;
+    for ns in [NS, "calm"] {
+        f.namespace(ns).await;
+    }
+    let (server, honest) = served(&f).await;
+    honest.commit("tiny");
+    let root = server.root().to_path_buf();
+    let escape = f.cp.dir().join("escaped-by-a-tree-entry");
+    let climbing = GitRepo::create(&root, "climbing");
+    climbing.commit("empty");
+    {
+        let bare = gix::open(climbing.bare()).unwrap();
+        let chart = bare
+            .write_blob(b"apiVersion: v2\nname: tiny\nversion: 0.1.0\n")
+            .unwrap()
+            .detach();
+        let planted = bare.write_blob(b"planted\n").unwrap().detach();
+        let up = format!("../../../../../../../../..{}", escape.display());
+        let absolute = escape.display().to_string();
+        let mut entries = vec![
+            ("100644", "Chart.yaml".as_bytes(), chart),
+            ("100644", up.as_bytes(), planted),
+            ("100644", absolute.as_bytes(), planted),
+        ];
+        entries.sort_by(|a, b| a.1.cmp(b.1));
+        let tree = raw_tree(&bare, &entries);
+        serve_tree(&climbing, tree);
+    }
+    let fanning = GitRepo::create(&root, "fanning");
+    fanning.commit("empty");
+    {
+        let bare = gix::open(fanning.bare()).unwrap();
+        let mut tree = raw_tree(&bare, &[]);
+        for _ in 0..33 {
+            tree = raw_tree(&bare, &[("40000", b"a", tree), ("40000", b"b", tree)]);
+        }
+        serve_tree(&fanning, tree);
+    }
+    let operator = f.start_delivery().await;
+    let git = |repo: &GitRepo, path: &str| json!({ "chart": { "git": { "url": url(&server, repo), "path": path } } });
+    apply(&f, "climbing", git(&climbing, "")).await;
+    let started = std::time::Instant::now();
+    apply(&f, "fanning", git(&fanning, "")).await;
+    apply_helmapp(&f, "calm", "web", git(&honest, "charts/tiny")).await;
+    helmapp_ready(&f, "calm", "web", "InstallSucceeded", 1).await;
+
+    let climbed = ready_message(with_reason(&f, "climbing", "ChartInvalid").await);
+    assert!(climbed.contains(".."), "names the entry: {climbed}");
+    assert!(!escape.exists(), "nothing written where the entry points");
+    let fanned = ready_message(with_reason(&f, "fanning", "ChartInvalid").await);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "refused within a minute, not after 2^33 visits: {fanned}"
+    );
+    for name in ["climbing", "fanning"] {
+        assert!(revisions(&f, name).await.is_empty(), "{name}: no release");
+        an_event(&f, NS, name, "ChartInvalid").await;
+    }
+    operator.stop().await;
+}

@@ -462,3 +462,178 @@ async fn a_release_name_stored_before_the_crd_checked_it_never_reaches_helm() {
     assert!(helm_calls(&log).iter().all(|c| c.on("calm")));
     operator.stop().await;
 }
+
+/// Issue 56, test 5: a chart whose `values.schema.json` names a document on
+/// a server (`$ref: http://…`) is refused before helm sees it
+/// (`ChartInvalid`, naming the file and the reference) and the server is
+/// never asked; the same chart whose `$ref` stays in the document installs.
+#[tokio::test]
+async fn a_schema_naming_a_remote_document_is_refused_and_that_server_never_asked() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let recorder = HostileServer::start().await.unwrap();
+    let remote = format!("{}/definitions.json", recorder.url());
+    let chart = |name: &str, reference: &str| {
+        let dir = f.cp.dir().join(format!("schema-charts/{name}"));
+        std::fs::create_dir_all(dir.join("templates")).unwrap();
+        std::fs::write(
+            dir.join("Chart.yaml"),
+            format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("values.yaml"), "greeting: hello\n").unwrap();
+        let schema = json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": { "greeting": { "type": "string" } },
+            "properties": { "greeting": { "$ref": reference } }
+        });
+        std::fs::write(dir.join("values.schema.json"), schema.to_string()).unwrap();
+        std::fs::write(
+            dir.join("templates/cm.yaml"),
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+        )
+        .unwrap();
+        dir
+    };
+    let (remote_chart, local_chart) = (
+        chart("remote-ref", &remote),
+        chart("local-ref", "#/definitions/greeting"),
+    );
+    let repo = envtest::ChartRepo::start(&f.cp, &[&remote_chart, &local_chart], None)
+        .await
+        .unwrap();
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "remote",
+        json!({ "chart": { "repo": repo.url(), "name": "remote-ref" } }),
+    )
+    .await;
+    apply(
+        &f,
+        "local",
+        json!({ "chart": { "repo": repo.url(), "name": "local-ref" } }),
+    )
+    .await;
+    ready(&f, "local", "InstallSucceeded", 1).await;
+    let message = refused_with(&f, "remote", "ChartInvalid").await;
+    assert!(
+        message.contains("values.schema.json"),
+        "names the file: {message}"
+    );
+    assert!(message.contains(&remote), "names the reference: {message}");
+    an_event(&f, NS, "remote", "ChartInvalid").await;
+    assert!(
+        !helm_calls(&log).iter().any(|c| c.on("remote")),
+        "helm never saw the chart"
+    );
+    assert!(
+        recorder.seen().is_empty(),
+        "the schema's server was never asked"
+    );
+    operator.stop().await;
+}
+
+/// Issue 56, test 6: a repository that serves other bytes for the same
+/// chart version to a second HelmApp. The first app pinned (and so
+/// verified) its bytes; its next run uses those bytes, or refuses — never
+/// the second app's.
+#[tokio::test]
+async fn other_bytes_served_for_a_version_never_reach_the_app_that_verified_the_first() {
+    use sha2::Digest;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let server = HostileServer::start().await.unwrap();
+    let archive = |greeting: &str| {
+        let dir = f.cp.dir().join(format!("swapped-{greeting}/swapped"));
+        std::fs::create_dir_all(dir.join("templates")).unwrap();
+        std::fs::write(
+            dir.join("Chart.yaml"),
+            "apiVersion: v2\nname: swapped\nversion: 0.1.0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("templates/cm.yaml"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{{{ .Release.Name }}}}-cm\ndata:\n  bytes: {greeting}\n  run: {{{{ .Values.run | default \"0\" | quote }}}}\n"),
+        )
+        .unwrap();
+        let out = f.cp.dir().join(format!("swapped-{greeting}/out"));
+        std::fs::create_dir_all(&out).unwrap();
+        assert!(
+            f.cp.helm()
+                .arg("package")
+                .arg(&dir)
+                .arg("--destination")
+                .arg(&out)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::read(out.join("swapped-0.1.0.tgz")).unwrap()
+    };
+    let (first, second) = (archive("first"), archive("second"));
+    let index = format!(
+        "apiVersion: v1\nentries:\n  swapped:\n    - version: 0.1.0\n      urls: [\"{}/swapped-0.1.0.tgz\"]\n",
+        server.url()
+    );
+    server.answer("/index.yaml", Answer::Bytes(200, index.into_bytes()));
+    server.answer("/swapped-0.1.0.tgz", Answer::Bytes(200, first.clone()));
+    let pin = format!(
+        "sha256:{}",
+        hossted_operator::cached::hex::hex(&sha2::Sha256::digest(&first))
+    );
+    let operator = f.start_delivery().await;
+    // The other app asks for a range that resolves to the same version: a
+    // resolution of its own, so the repository is asked again.
+    let spec = |pinned: bool, run: u32| {
+        let mut chart = json!({ "repo": server.url(), "name": "swapped", "version": "0.x" });
+        if pinned {
+            chart["version"] = json!("0.1.0");
+            chart["digest"] = json!(pin);
+        }
+        json!({ "chart": chart, "values": { "run": run.to_string() }, "interval": "1h" })
+    };
+    apply(&f, "verified", spec(true, 1)).await;
+    ready(&f, "verified", "InstallSucceeded", 1).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let bytes_of = |name: &'static str| {
+        let configmaps = configmaps.clone();
+        async move {
+            configmaps
+                .get(&format!("{name}-cm"))
+                .await
+                .unwrap()
+                .data
+                .unwrap()["bytes"]
+                .clone()
+        }
+    };
+    assert_eq!(bytes_of("verified").await, "first");
+
+    // The repository now serves other bytes for 0.1.0; another app takes them.
+    server.answer("/swapped-0.1.0.tgz", Answer::Bytes(200, second));
+    apply(&f, "other", spec(false, 1)).await;
+    ready(&f, "other", "InstallSucceeded", 1).await;
+    assert_eq!(bytes_of("other").await, "second");
+
+    // The first app's next run: its own verified bytes, or a refusal.
+    patch(&f, "verified", json!({ "spec": spec(true, 2) })).await;
+    let app = eventually("the verified app's next run", 60, || async {
+        let app = get(&f, "verified").await?;
+        let status = app.status.as_ref()?;
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+        let upgraded = ready.reason == "UpgradeSucceeded" && status.revision == 2;
+        (upgraded || ready.reason == "VerificationFailed").then_some(app)
+    })
+    .await;
+    assert_eq!(
+        bytes_of("verified").await,
+        "first",
+        "never the bytes served to the other app ({:?})",
+        app.status.unwrap().conditions
+    );
+    operator.stop().await;
+}
