@@ -101,8 +101,11 @@ fn diff_redactor(
 async fn chart_of(client: &kube::Client, app: &HelmApp, work: &Path) -> Result<PathBuf, String> {
     let chart = &app.spec.chart;
     if chart.repo.is_empty() && chart.oci.is_empty() {
+        if let Some(git) = &chart.git {
+            return git_chart_of(client, app, git, work).await;
+        }
         return Err(
-            "chart.path is on the operator's filesystem (--chart-path-root): diff renders repo and oci charts only"
+            "chart.path is on the operator's filesystem (--chart-path-root): diff renders repo, oci and git charts only"
                 .into(),
         );
     }
@@ -126,6 +129,45 @@ async fn chart_of(client: &kube::Client, app: &HelmApp, work: &Path) -> Result<P
         .await
         .map_err(|e| e.to_string())?;
     Ok(local.path)
+}
+
+/// A `chart.git` chart, fetched and read into `work` as the operator does
+/// it: the tree's names and bounds, every schema's references, and the
+/// commit's signature when `chart.verify` is set — a chart the operator
+/// would refuse is not rendered here either.
+async fn git_chart_of(
+    client: &kube::Client,
+    app: &HelmApp,
+    git: &apis::helmapp::GitSource,
+    work: &Path,
+) -> Result<PathBuf, String> {
+    use crate::delivery::source::{git as source_git, git_verify};
+    let ns = app.metadata.namespace.clone().unwrap_or_default();
+    let credentials = match &git.secret_ref {
+        None => Credentials::default(),
+        Some(r) => inputs::credentials(client, app, &r.name, format!("{ns}/{}", r.name))
+            .await
+            .map_err(|(e, _)| e)?,
+    };
+    let signers = crate::delivery::helmapp::trust::git_signers(client, app)
+        .await
+        .map_err(|(e, _)| e)?;
+    let (source, work) = (git.clone(), work.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let checkout = source_git::fetch(&source, &credentials, &SourceLimits::default(), &work)
+            .map_err(|e| e.to_string())?;
+        if let Some((mode, signers)) = &signers {
+            git_verify::verify(&checkout, *mode, signers)
+                .map_err(|e| format!("chart.verify: {e}"))?;
+        }
+        let into = work.join("git-chart");
+        source_git::read_chart(&checkout, &source.path, &into).map_err(|e| match e {
+            source_git::ReadError::Invalid(m) | source_git::ReadError::Failed(m) => m,
+        })?;
+        Ok(into)
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }
 
 struct Helm<'a> {

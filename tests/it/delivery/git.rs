@@ -880,3 +880,68 @@ async fn a_tree_climbing_out_or_fanning_out_is_refused_and_writes_nothing_outsid
     }
     operator.stop().await;
 }
+
+/// `kubectl hossted diff` of a Git chart: the next commit's change shown,
+/// and a commit the operator would refuse — a schema naming a remote
+/// document — refused by the diff too, naming the reference.
+#[tokio::test]
+async fn kubectl_hossted_diff_renders_a_git_chart_as_the_operator_reads_it() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    repo.commit("tiny");
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "from-git",
+        json!({ "chart": { "git": { "url": url(&server, &repo), "path": "charts/tiny" } } }),
+    )
+    .await;
+    ready(&f, "from-git", "InstallSucceeded", 1).await;
+    operator.stop().await;
+    let dir = crate::plugin::plugin_dir(&f);
+    let helm = f.cp.helm_binary();
+    let diff = || {
+        let (dir, helm) = (dir.clone(), helm.clone());
+        let f = &f;
+        async move {
+            let args = [
+                "diff",
+                "-n",
+                NS,
+                "from-git",
+                "--helm-binary",
+                helm.to_str().unwrap(),
+            ];
+            crate::plugin::kubectl_hossted(f, &dir, &args).await
+        }
+    };
+    let (ok, out, err) = diff().await;
+    assert!(ok, "in sync: {out}{err}");
+
+    let values = std::fs::read_to_string(repo.work().join("charts/tiny/values.yaml")).unwrap();
+    repo.write(
+        "charts/tiny/values.yaml",
+        &values.replace("greeting: hello", "greeting: from-the-next-commit"),
+    );
+    repo.commit("a new greeting");
+    let (ok, out, err) = diff().await;
+    assert!(!ok, "a difference: {err}");
+    assert!(
+        out.contains("-  greeting: hello\n+  greeting: from-the-next-commit\n"),
+        "{out}{err}"
+    );
+
+    let remote = "http://169.254.169.254/latest/meta-data";
+    repo.write(
+        "charts/tiny/values.schema.json",
+        &json!({ "properties": { "greeting": { "$ref": remote } } }).to_string(),
+    );
+    repo.commit("a schema that names a server");
+    let (ok, out, err) = diff().await;
+    assert!(!ok);
+    assert!(
+        err.contains("values.schema.json") && err.contains(remote),
+        "{out}{err}"
+    );
+}
