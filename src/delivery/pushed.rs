@@ -33,7 +33,7 @@ impl PushTrigger {
                 .iter()
                 .any(|s| !s.is_empty() && s.trim_end_matches('/') == trimmed)
         };
-        self.forget_if_theirs(source, only, uses);
+        self.forget_if_theirs(source, only);
         let keys: Vec<String> = self
             .apps
             .list()
@@ -57,15 +57,7 @@ impl PushTrigger {
     /// files come from there at a ref that push may move is queued now —
     /// only those of namespace `only`, when given. Returns their keys.
     pub fn git_pushed(&self, url: &str, reference: &str, only: Option<&str>) -> Vec<String> {
-        let uses = |a: &HelmApp| {
-            let s = &a.spec;
-            let values = s.values_source.as_ref().and_then(|v| v.git.as_ref());
-            [s.chart.git.as_ref(), values]
-                .into_iter()
-                .flatten()
-                .any(|g| source::git::from_source(&source::git::key(g, ""), url))
-        };
-        self.forget_if_theirs(url, only, uses);
+        self.forget_if_theirs(url, only);
         let keys: Vec<String> = self
             .apps
             .list()
@@ -96,12 +88,14 @@ impl PushTrigger {
     /// tenants is theirs too, and one tenant's key may not make every
     /// tenant fetch again. The asking namespace's apps are queued either
     /// way; on a shared source they see the push at their `interval`.
-    fn forget_if_theirs(&self, source: &str, only: Option<&str>, uses: impl Fn(&HelmApp) -> bool) {
+    fn forget_if_theirs(&self, source: &str, only: Option<&str>) {
+        // Every kind of source counts: what is dropped is dropped for all
+        // kinds (a repository's resolutions and a Git URL's checkouts).
         let shared = only.is_some_and(|ns| {
             self.apps
                 .list()
                 .iter()
-                .any(|a| a.metadata.namespace.as_deref() != Some(ns) && uses(a))
+                .any(|a| a.metadata.namespace.as_deref() != Some(ns) && names_source(a, source))
         });
         if shared {
             log::info!(
@@ -117,6 +111,22 @@ impl PushTrigger {
     pub fn exists(&self, namespace: &str, name: &str) -> bool {
         self.apps.get(&format!("{namespace}/{name}")).is_some()
     }
+}
+
+/// Whether `app` fetches anything from `source` (a repository, a registry
+/// reference or a Git URL; compared without a trailing `/`).
+fn names_source(app: &HelmApp, source: &str) -> bool {
+    let source = source.trim_end_matches('/');
+    let s = &app.spec;
+    let chart = [s.chart.repo.as_str(), s.chart.oci.as_str()]
+        .iter()
+        .any(|c| !c.is_empty() && c.trim_end_matches('/') == source);
+    let values = s.values_source.as_ref().and_then(|v| v.git.as_ref());
+    chart
+        || [s.chart.git.as_ref(), values]
+            .into_iter()
+            .flatten()
+            .any(|g| source::git::from_source(&source::git::key(g, ""), source))
 }
 
 /// Whether a push of `pushed` may move what `wanted` names: its branch

@@ -20,7 +20,7 @@ use super::namespace_of;
 use crate::delivery::helm::{HelmCli, args, manifest_diff, post_render};
 use crate::delivery::helmapp::Target;
 use crate::delivery::helmapp::inputs;
-use crate::delivery::source::{Credentials, SourceLimits, fetch::Sources};
+use crate::delivery::source::{Credentials, SourceLimits, ValuesFile, fetch::Sources};
 
 /// `kubectl hossted diff`.
 #[derive(Debug, clap::Args)]
@@ -59,8 +59,8 @@ pub async fn masked_diff(
     // A positional of helm's argv, whatever the CRD in force let through.
     crate::delivery::helm::check_release_name(&target.release, &target.namespace)?;
     let work = tempdir()?;
-    let chart = chart_of(client, app, &work.0).await?;
-    let (values, from_secrets) = inputs::merged_values_and_secrets(client, app, &[]).await?;
+    let (chart, files) = chart_of(client, app, &work.0).await?;
+    let (values, from_secrets) = inputs::merged_values_and_secrets(client, app, &files).await?;
     let helm = Helm {
         binary: helm_binary,
         target: &target,
@@ -97,9 +97,26 @@ fn diff_redactor(
     Redactor::of_strings(masked)
 }
 
-/// The chart, fetched into `work` as the operator fetches it.
-async fn chart_of(client: &kube::Client, app: &HelmApp, work: &Path) -> Result<PathBuf, String> {
+/// The chart, fetched into `work` as the operator fetches it, and its
+/// `valuesFiles` (read from the chart's own Git commit).
+async fn chart_of(
+    client: &kube::Client,
+    app: &HelmApp,
+    work: &Path,
+) -> Result<(PathBuf, Vec<ValuesFile>), String> {
     let chart = &app.spec.chart;
+    if app
+        .spec
+        .values_source
+        .as_ref()
+        .is_some_and(|v| v.git.is_some())
+        && !app.spec.values_files.is_empty()
+    {
+        return Err(
+            "valuesFiles from valuesSource.git: diff does not read them yet (the operator does)"
+                .into(),
+        );
+    }
     if chart.repo.is_empty() && chart.oci.is_empty() {
         if let Some(git) = &chart.git {
             return git_chart_of(client, app, git, work).await;
@@ -128,7 +145,7 @@ async fn chart_of(client: &kube::Client, app: &HelmApp, work: &Path) -> Result<P
         .fetch(&ns, chart, credentials, trust)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(local.path)
+    Ok((local.path, Vec::new()))
 }
 
 /// A `chart.git` chart, fetched and read into `work` as the operator does
@@ -140,7 +157,7 @@ async fn git_chart_of(
     app: &HelmApp,
     git: &apis::helmapp::GitSource,
     work: &Path,
-) -> Result<PathBuf, String> {
+) -> Result<(PathBuf, Vec<ValuesFile>), String> {
     use crate::delivery::source::{git as source_git, git_verify};
     let ns = app.metadata.namespace.clone().unwrap_or_default();
     let credentials = match &git.secret_ref {
@@ -153,6 +170,10 @@ async fn git_chart_of(
         .await
         .map_err(|(e, _)| e)?;
     let (source, work) = (git.clone(), work.to_path_buf());
+    let (paths, ignore) = (
+        app.spec.values_files.clone(),
+        app.spec.ignore_missing_values_files,
+    );
     tokio::task::spawn_blocking(move || {
         let checkout = source_git::fetch(&source, &credentials, &SourceLimits::default(), &work)
             .map_err(|e| e.to_string())?;
@@ -164,7 +185,19 @@ async fn git_chart_of(
         source_git::read_chart(&checkout, &source.path, &into).map_err(|e| match e {
             source_git::ReadError::Invalid(m) | source_git::ReadError::Failed(m) => m,
         })?;
-        Ok(into)
+        let contents =
+            source_git::read_files(&checkout, &paths).map_err(|e| format!("valuesFiles {e}"))?;
+        let mut files = Vec::new();
+        for (path, content) in paths.into_iter().zip(contents) {
+            if content.is_none() && !ignore {
+                return Err(format!(
+                    "valuesFiles {path}: not in the repository at {}",
+                    checkout.commit
+                ));
+            }
+            files.push(ValuesFile { path, content });
+        }
+        Ok((into, files))
     })
     .await
     .map_err(|e| e.to_string())?

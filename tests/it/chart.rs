@@ -203,10 +203,13 @@ fn the_chart_lints_and_renders_what_the_manifests_install() {
     );
     // With delivery, the pod is kept off link-local addresses (metadata).
     let egress = &plain["NetworkPolicy/hossted-operator-egress"]["spec"]["egress"][1]["to"];
-    assert_eq!(egress[0]["ipBlock"]["except"], json!(["169.254.0.0/16"]));
+    assert_eq!(
+        egress[0]["ipBlock"]["except"],
+        json!(["169.254.0.0/16", "100.100.100.200/32"])
+    );
     assert_eq!(
         egress[1]["ipBlock"]["except"],
-        json!(["fe80::/10", "fd00:ec2::254/128"])
+        json!(["fe80::/10", "fd00:ec2::254/128", "fd20:ce::254/128"])
     );
     assert!(!rendered(&[]).contains_key("NetworkPolicy/hossted-operator-egress"));
     // The CRDs are templates helm keeps on uninstall.

@@ -303,6 +303,19 @@ impl Context {
         let Some(checkout) = self.checkout(app, git).await.map_err(unavailable)? else {
             return Ok(None);
         };
+        // Files of the chart's own repository are read only from a commit
+        // that verifies, as its chart is: the checkout read here may be a
+        // later fetch than the chart's (valuesSource.git is not verified:
+        // docs/verification.md).
+        if spec.chart.git.as_ref() == Some(git) {
+            self.verify_git(app, git, &checkout)
+                .await
+                .map_err(|(e, retry)| ChartProblem {
+                    reason: Reason::VerificationFailed,
+                    message: e.to_string(),
+                    retry,
+                })?;
+        }
         let (paths, ignore) = (spec.values_files.clone(), spec.ignore_missing_values_files);
         let url = source::http::without_credentials(&git.url);
         tokio::task::spawn_blocking(move || {
@@ -670,11 +683,18 @@ fn unknown_kind(name: &str) -> String {
 /// a directory (`chart.path`) has no signature, and a Git commit's is not
 /// checked yet — refused rather than installed unverified.
 fn unverifiable(chart: &apis::helmapp::ChartSource) -> Option<String> {
-    chart.verify.as_ref()?;
+    let verify = chart.verify.as_ref()?;
     if !chart.path.is_empty() {
         return Some(
             "chart.verify cannot be met by chart.path: a directory has no signature; remove verify, or use a signed chart from chart.repo or chart.oci".into(),
         );
+    }
+    let git_only = chart.git.is_none() || !chart.repo.is_empty() || !chart.oci.is_empty();
+    if verify.mode != apis::helmapp::GitVerifyMode::Head && git_only {
+        return Some(format!(
+            "chart.verify.mode {} is for chart.git: a repository or registry chart is verified by verify.provider; remove mode",
+            verify.mode.as_str()
+        ));
     }
     None
 }

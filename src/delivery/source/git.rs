@@ -318,6 +318,13 @@ pub fn fetch(
         });
     }
     let scratch = base.join(format!("fetching-{}", uuid::Uuid::new_v4()));
+    {
+        // Seen by eviction as a fetch under way, and used now.
+        let _disk = DISK.lock();
+        std::fs::create_dir_all(&scratch)
+            .map_err(|e| failed(format!("a directory to fetch into: {e}")))?;
+        used(&base);
+    }
     let result = fetch_into(source, &link, &budget, &refname, &scratch);
     let commit = match result {
         Ok(c) => c,
@@ -345,19 +352,30 @@ pub fn fetch(
         }
     }
     used(&base);
-    evict(
-        &dir.join("git"),
-        limits.git_checkouts_size,
-        MAX_UNUSED,
-        &base,
-    );
+    {
+        let _disk = DISK.lock();
+        evict(
+            &dir.join("git"),
+            limits.git_checkouts_size,
+            MAX_UNUSED,
+            &base,
+        );
+    }
     Ok(Checkout { repo, commit })
 }
+
+/// The file of a checkout naming the ref it was fetched by (`refs/tags/v1`,
+/// `refs/heads/main`, or a commit id).
+pub const FETCHED_NAME: &str = "hossted-fetched-ref";
 
 /// The file of a source's directory whose time says when it was last used.
 const USED: &str = ".used";
 /// A source's checkouts unused this long are evicted.
 pub const MAX_UNUSED: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Held while eviction looks at the checkouts, and while a fetch makes its
+/// scratch directory: eviction never takes a source a fetch has begun in.
+static DISK: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
 
 /// Marks the source directory `base` used now.
 fn used(base: &Path) {
@@ -372,15 +390,23 @@ pub fn evict(root: &Path, budget: u64, max_unused: std::time::Duration, keep: &P
     let Ok(entries) = std::fs::read_dir(root) else {
         return 0;
     };
+    // Only source directories (32 hex digits: the ref listings' scratch
+    // repositories beside them are not), and only those whose use is
+    // recorded (one without is being made).
+    let is_source = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
     let mut sources: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p != keep && p.is_dir() && !fetching(p))
-        .map(|p| {
+        .filter(|p| p != keep && is_source(p) && p.is_dir() && !fetching(p))
+        .filter_map(|p| {
             let at = std::fs::metadata(p.join(USED))
                 .and_then(|m| m.modified())
-                .unwrap_or(std::time::UNIX_EPOCH);
-            (at, bytes_under(&p), p)
+                .ok()?;
+            Some((at, bytes_under(&p), p))
         })
         .collect();
     let mut total: u64 = bytes_under(keep) + sources.iter().map(|s| s.1).sum::<u64>();
@@ -494,6 +520,9 @@ fn fetch_into(
         .map_err(|e| format!("{refname}: {e}"))?
         .peel_to_commit()
         .map_err(|e| format!("{refname} is not a commit: {e}"))?;
+    // Which ref it was: a tag's signature counts only for the tag asked
+    // for (super::git_verify).
+    std::fs::write(at.join(FETCHED_NAME), refname).map_err(|e| e.to_string())?;
     Ok(commit.id.to_string())
 }
 
@@ -1361,6 +1390,9 @@ mod tests {
         let hour = std::time::Duration::from_secs(3600);
         let now = std::time::SystemTime::now();
         // (name, bytes, last used hours ago, a fetch under way)
+        let hexed = |name: &str| hex(&Sha256::digest(name.as_bytes()))[..32].to_string();
+        // A ref listing's scratch repository, with no use recorded.
+        std::fs::create_dir_all(root.join("listing-x")).unwrap();
         let sources = [
             ("kept", 10_000, 0, false),
             ("fresh", 10_000, 1, false),
@@ -1369,6 +1401,7 @@ mod tests {
             ("busy", 10_000, 30, true),
         ];
         for (name, bytes, ago, busy) in sources {
+            let name = &hexed(name);
             let commit = root.join(name).join("a".repeat(40));
             std::fs::create_dir_all(&commit).unwrap();
             std::fs::write(commit.join("pack"), vec![0u8; bytes]).unwrap();
@@ -1381,7 +1414,7 @@ mod tests {
         // 40,010 bytes, 25,000 allowed: the stale one goes for its age, the
         // oldest of the rest for the budget; the one just used and the one
         // being fetched into stay whatever their age.
-        let gone = evict(&root, 25_000, MAX_UNUSED, &root.join("kept"));
+        let gone = evict(&root, 25_000, MAX_UNUSED, &root.join(hexed("kept")));
         let left: Vec<String> = {
             let mut v: Vec<String> = std::fs::read_dir(&root)
                 .unwrap()
@@ -1391,7 +1424,10 @@ mod tests {
             v.sort();
             v
         };
-        assert_eq!(left, ["busy", "fresh", "kept"]);
+        let mut want: Vec<String> = ["busy", "fresh", "kept"].iter().map(|n| hexed(n)).collect();
+        want.push("listing-x".into());
+        want.sort();
+        assert_eq!(left, want);
         assert_eq!(gone, 2);
         std::fs::remove_dir_all(&root).unwrap();
     }

@@ -74,14 +74,20 @@ fn openpgp_keys(name: &str, bytes: &[u8]) -> Result<Vec<SignedPublicKey>, String
         .map_err(|_| format!("{name} is not an OpenPGP keyring"))?;
     let mut out = Vec::new();
     for key in keys.take(MAX_KEYS) {
-        match key {
-            Ok(PublicOrSecret::Public(k)) => out.push(k),
-            Ok(PublicOrSecret::Secret(k)) => out.push(k.to_public_key()),
+        let key = match key {
+            Ok(PublicOrSecret::Public(k)) => k,
+            Ok(PublicOrSecret::Secret(k)) => k.to_public_key(),
             Err(_) => return Err(format!("{name} is not an OpenPGP keyring")),
+        };
+        // Only keys whose user ids and subkeys are bound by the primary
+        // key (a subkey added by a third party — the keyserver attack —
+        // or without its back-signature is no signer).
+        if key.verify_bindings().is_ok() {
+            out.push(key);
         }
     }
     if out.is_empty() {
-        return Err(format!("{name} holds no key"));
+        return Err(format!("{name} holds no key with valid bindings"));
     }
     Ok(out)
 }
@@ -95,7 +101,18 @@ fn ssh_keys(name: &str, bytes: &[u8]) -> Result<Vec<SshPublicKey>, String> {
         .take(MAX_KEYS)
         .enumerate()
         .map(|(n, line)| {
-            SshPublicKey::from_openssh(line)
+            // An `authorized_keys` line, or an `allowed_signers` one (its
+            // principals and options first: the key starts at its type).
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let at = words
+                .iter()
+                .position(|w| {
+                    ["ssh-", "ecdsa-sha2-", "sk-ssh-", "sk-ecdsa-"]
+                        .iter()
+                        .any(|t| w.starts_with(t))
+                })
+                .unwrap_or(0);
+            SshPublicKey::from_openssh(&words[at..].join(" "))
                 .map_err(|_| format!("{name}: line {} is not an SSH public key", n + 1))
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -173,6 +190,19 @@ fn signed_tag(
         ));
     }
     let name = tag.name.to_string();
+    // The tag asked for, not any signed tag of the repository served under
+    // its name: a server could serve an old signed tag object as a new tag.
+    let fetched = std::fs::read_to_string(checkout.repo.join(super::git::FETCHED_NAME))
+        .map_err(|_| not_a_tag())?;
+    match fetched.trim().strip_prefix("refs/tags/") {
+        Some(asked) if asked == name => {}
+        Some(asked) => {
+            return Err(format!(
+                "the tag object served as {asked} is named {name}: not the tag asked for"
+            ));
+        }
+        None => return Err(not_a_tag()),
+    }
     let Some((signature, data)) = gix::objs::TagRefIter::signature(&object.data) else {
         return Err(format!("tag {name} is not signed"));
     };
@@ -202,6 +232,10 @@ fn check(signature: &[u8], data: &[u8], signers: &GitSigners) -> Result<String, 
     if text.contains("-----BEGIN PGP SIGNATURE-----") {
         let (sig, _) = DetachedSignature::from_string(text.trim())
             .map_err(|_| "the OpenPGP signature does not read")?;
+        // git signs the object's bytes as they are (`gpg -bsa`).
+        if sig.signature.typ() != Some(pgp::packet::SignatureType::Binary) {
+            return Err("the OpenPGP signature is not a binary document signature".into());
+        }
         for (name, keys) in &signers.openpgp {
             for key in keys {
                 let verifies = sig.verify(key, data).is_ok()
@@ -325,6 +359,18 @@ Ez7BD75OXqq69FMP0GhBAAAAD2dpdC12ZXJpZnktdGVzdAECAwQFBg==
         let none = verify(&unsigned, GitVerifyMode::Head, &signers(ITS_PUBLIC)).unwrap_err();
         assert!(none.ends_with("is not signed"), "{none}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn an_allowed_signers_line_reads_as_its_key() {
+        let line = format!("desk-ssh@example.com,ci@example.com namespaces=\"git\" {ITS_PUBLIC}");
+        let data =
+            std::collections::BTreeMap::from([("allowed.pub".to_string(), line.into_bytes())]);
+        let signers = GitSigners::from_secret("apps/s", &data).unwrap();
+        assert_eq!(
+            signers.ssh[0].1[0],
+            SshPublicKey::from_openssh(ITS_PUBLIC).unwrap()
+        );
     }
 
     #[test]

@@ -76,10 +76,14 @@ fn keyring(name: &str, bytes: &[u8]) -> Result<Vec<SignedPublicKey>, String> {
         .map_err(|_| format!("{name} is not an OpenPGP keyring"))?;
     let mut out = Vec::new();
     for key in keys.take(MAX_KEYS) {
-        match key {
-            Ok(PublicOrSecret::Public(k)) => out.push(k),
-            Ok(PublicOrSecret::Secret(k)) => out.push(k.to_public_key()),
+        let key = match key {
+            Ok(PublicOrSecret::Public(k)) => k,
+            Ok(PublicOrSecret::Secret(k)) => k.to_public_key(),
             Err(_) => return Err(format!("{name} is not an OpenPGP keyring")),
+        };
+        // Only keys whose user ids and subkeys the primary key binds.
+        if key.verify_bindings().is_ok() {
+            out.push(key);
         }
     }
     if out.is_empty() {
