@@ -164,8 +164,8 @@ async fn create_app(client: &Client, ns: &str, name: &str, spec: serde_json::Val
         .expect("create helmapp");
 }
 
-/// Waits (up to `within`) until HelmApp `ns/name`'s Ready reason is one of
-/// `reasons`; the reason seen, if any.
+/// Waits (up to `within`) until HelmApp `ns/name`'s Ready (or Released)
+/// reason is one of `reasons`; the reason seen, if any.
 async fn reason(
     client: &Client,
     ns: &str,
@@ -193,11 +193,14 @@ async fn reason(
         if let Ok(req) = req
             && let Ok(app) = client.request::<Conditions>(req).await
         {
+            // Ready's reason, or Released's (a change window holds the
+            // release, not its readiness).
             let seen = app.status.and_then(|s| {
                 s.conditions
                     .into_iter()
-                    .find(|c| c.type_ == "Ready")
+                    .filter(|c| c.type_ == "Ready" || c.type_ == "Released")
                     .map(|c| c.reason)
+                    .find(|r| reasons.contains(&r.as_str()))
             });
             if let Some(r) = seen.filter(|r| reasons.contains(&r.as_str())) {
                 return Some(r);

@@ -2,9 +2,12 @@
 # The hostile-input benchmark (issue 22): the release operator binary on a
 # real control plane under one attack at a time — alias bombs in a release
 # and in values, an endless index, an endless chart layer, 200 idle probe
-# connections, a dripping repository — its peak RSS next to its idle RSS,
-# alive or not, /healthz latency, and a normal HelmApp of another namespace
-# timed idle and during the attack. Writes the "hostile" section of
+# connections, a dripping repository, hostile signatures, hostile Git
+# servers (an endless pack, a link out, a tree 100,000 deep, a tree fanning
+# out, entries climbing out), a quadratic readyExpr, every-second change
+# windows beside month-long denials — its peak RSS next to its idle RSS,
+# CPU-s and seconds to each outcome, alive or not, /healthz latency, and a
+# normal HelmApp of another namespace timed idle and during the attack. Writes the "hostile" section of
 # bench/REPORT.md. Not part of hack/test.sh (~3 minutes).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
