@@ -224,7 +224,11 @@ async fn mismatch(f: &Fixture, model: &Model) -> Option<String> {
         ));
     }
     if !is_ready(&app) {
-        return Some("not Ready".into());
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready");
+        return Some(format!(
+            "not Ready: {:?}",
+            ready.map(|c| (&c.reason, &c.message))
+        ));
     }
     if status.chart_version != model.version {
         return Some(format!("chartVersion {}", status.chart_version));
