@@ -6,7 +6,7 @@
 //! object's own, less its signature (gix finds them as git does).
 
 use apis::helmapp::GitVerifyMode;
-use pgp::composed::{Deserializable, DetachedSignature, PublicOrSecret, SignedPublicKey};
+use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
 use pgp::types::KeyDetails;
 use russh::keys::PublicKey as SshPublicKey;
 use russh::keys::ssh_key::SshSig;
@@ -53,9 +53,10 @@ impl GitSigners {
         for (key, bytes) in data {
             let name = format!("{secret}/{key}");
             if key.ends_with(".gpg") || key.ends_with(".asc") {
-                signers
-                    .openpgp
-                    .push((name.clone(), openpgp_keys(&name, bytes)?));
+                signers.openpgp.push((
+                    name.clone(),
+                    super::verify::provenance::keyring(&name, bytes)?,
+                ));
             } else if key.ends_with(".pub") {
                 signers.ssh.push((name.clone(), ssh_keys(&name, bytes)?));
             }
@@ -67,29 +68,6 @@ impl GitSigners {
         }
         Ok(signers)
     }
-}
-
-fn openpgp_keys(name: &str, bytes: &[u8]) -> Result<Vec<SignedPublicKey>, String> {
-    let (keys, _) = PublicOrSecret::from_reader_many(std::io::Cursor::new(bytes))
-        .map_err(|_| format!("{name} is not an OpenPGP keyring"))?;
-    let mut out = Vec::new();
-    for key in keys.take(MAX_KEYS) {
-        let key = match key {
-            Ok(PublicOrSecret::Public(k)) => k,
-            Ok(PublicOrSecret::Secret(k)) => k.to_public_key(),
-            Err(_) => return Err(format!("{name} is not an OpenPGP keyring")),
-        };
-        // Only keys whose user ids and subkeys are bound by the primary
-        // key (a subkey added by a third party — the keyserver attack —
-        // or without its back-signature is no signer).
-        if key.verify_bindings().is_ok() {
-            out.push(key);
-        }
-    }
-    if out.is_empty() {
-        return Err(format!("{name} holds no key with valid bindings"));
-    }
-    Ok(out)
 }
 
 fn ssh_keys(name: &str, bytes: &[u8]) -> Result<Vec<SshPublicKey>, String> {

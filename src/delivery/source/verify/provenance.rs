@@ -70,8 +70,9 @@ pub fn verify(prov: &[u8], archive: &[u8], trust: &Trust) -> Result<String, Stri
     Ok(signer)
 }
 
-/// The public keys of a keyring, binary or ASCII-armored (bounded).
-fn keyring(name: &str, bytes: &[u8]) -> Result<Vec<SignedPublicKey>, String> {
+/// The public keys of a keyring, binary or ASCII-armored (bounded), those
+/// the primary key binds only (the `.prov` check and Git signatures).
+pub fn keyring(name: &str, bytes: &[u8]) -> Result<Vec<SignedPublicKey>, String> {
     let (keys, _) = PublicOrSecret::from_reader_many(std::io::Cursor::new(bytes))
         .map_err(|_| format!("{name} is not an OpenPGP keyring"))?;
     let mut out = Vec::new();
@@ -87,7 +88,7 @@ fn keyring(name: &str, bytes: &[u8]) -> Result<Vec<SignedPublicKey>, String> {
         }
     }
     if out.is_empty() {
-        return Err(format!("{name} holds no key"));
+        return Err(format!("{name} holds no key with valid bindings"));
     }
     Ok(out)
 }
