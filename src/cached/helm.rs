@@ -43,6 +43,9 @@ pub struct ReleaseSummary {
     pub app_version: String,
     /// Whether the rendered manifest carries `hossted_helm: true`.
     pub hossted_helm: bool,
+    /// helm 4 applied it server-side (`apply_method: ssa`); helm 3's
+    /// revisions, and helm 4's client-side ones, say nothing or `csa`.
+    pub server_side: bool,
     /// The objects of the manifest that delivery notices being deleted;
     /// listed only for a release delivery owns (see [`decode_release_with`]).
     pub objects: Vec<super::manifest::ManifestObject>,
@@ -154,6 +157,8 @@ struct Release {
     chart: Option<Chart>,
     #[serde(default)]
     manifest: String,
+    #[serde(default)]
+    apply_method: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -270,6 +275,7 @@ pub fn decode_release_with(data: &[u8], list_objects: bool) -> Result<ReleaseSum
         updated: r.info.last_deployed,
         first_deployed: r.info.first_deployed,
         hossted_helm: super::marker::has_hossted_marker(&r.manifest),
+        server_side: r.apply_method == "ssa",
         objects: if list_objects {
             super::manifest::watched_objects(&r.manifest)
         } else {
@@ -351,6 +357,7 @@ mod tests {
             chart_version: "18.4.0".into(),
             app_version: "23.0.5".into(),
             hossted_helm,
+            server_side: false,
             objects: Vec::new(),
         }
     }

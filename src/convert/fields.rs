@@ -257,7 +257,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     (
         "rollback.serverSideApply",
-        Dropped("a rollback applies as the revision it returns to was applied"),
+        Mapped("rollback.serverSideApply"),
     ),
     (
         "rollback.timeout",

@@ -458,6 +458,7 @@ impl To<'_> {
             ("/rollback/disableHooks", "rollback.disableHooks"),
             ("/rollback/force", "rollback.force"),
             ("/rollback/cleanupOnFail", "rollback.cleanupOnFail"),
+            ("/rollback/serverSideApply", "rollback.serverSideApply"),
             ("/uninstall/disableHooks", "uninstall.disableHooks"),
             ("/uninstall/keepHistory", "uninstall.keepHistory"),
             (

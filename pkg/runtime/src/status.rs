@@ -55,6 +55,12 @@ pub struct StatusWriter<K, S> {
     /// not caught up with that write; it goes at the first read that shows
     /// it has.
     written: Arc<Mutex<HashMap<String, (String, S)>>>,
+    /// The followed informer's store (set by [`StatusWriter::follow`]):
+    /// [`StatusWriter::current`] reads an object's newest copy there, not
+    /// the caller's — a reconcile holds the copy it started with, and the
+    /// entry of `written` goes as soon as the store is past it, so the
+    /// caller's older copy would be taken for the newest.
+    store: Arc<std::sync::OnceLock<cache::Store<K>>>,
     /// Set by [`StatusWriter::owning_conditions`]: the conditions are not
     /// merge-patched but applied, only these types, under this manager.
     conditions: Option<OwnedConditions>,
@@ -84,7 +90,7 @@ pub enum Written {
 
 impl<K, S> StatusWriter<K, S>
 where
-    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned,
+    K: Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + 'static,
     S: Clone + Default + PartialEq + Serialize,
 {
     /// A writer for `client`; `status_of` reads an object's status.
@@ -94,6 +100,7 @@ where
             status_of,
             unchanged: |a, b| a == b,
             written: Arc::default(),
+            store: Arc::default(),
             conditions: None,
         }
     }
@@ -143,6 +150,7 @@ where
         K: cache::Object,
         S: Send + 'static,
     {
+        let _ = self.store.set(informer.store());
         let written = self.written.clone();
         informer.add_event_handler(cache::HandlerFn(move |e: &cache::Event<K>| {
             observed(&written, e);
@@ -160,6 +168,12 @@ where
     /// written last when the lister has not caught up with that write.
     pub fn current(&self, obj: &K) -> S {
         let key = key_of(obj);
+        let newest = self
+            .store
+            .get()
+            .and_then(|s| s.get(&key))
+            .filter(|n| n.meta().uid == obj.meta().uid);
+        let obj = newest.as_deref().unwrap_or(obj);
         let listed_rv = obj.resource_version().unwrap_or_default();
         let listed = (self.status_of)(obj).unwrap_or_default();
         let mut written = self.written.lock();
@@ -448,6 +462,50 @@ mod tests {
         written.lock().insert("ns/c".into(), ("14".into(), 3));
         observed(&written, &cache::Event::Delete(cm("13")));
         assert!(!written.lock().contains_key("ns/c"), "gone");
+    }
+
+    /// The race a reconcile runs: it starts with the lister's copy (no
+    /// status yet), writes, the informer delivers the write (the entry
+    /// goes), then the reconcile asks again with the copy it started with.
+    #[tokio::test]
+    async fn current_reads_the_newest_copy_not_the_one_a_reconcile_started_with() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let data = |d: &ConfigMap| d.data.clone();
+        let writer: StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> =
+            StatusWriter::new(client, data);
+        let store = cache::Store::<ConfigMap>::new();
+        let _ = writer.store.set(store.clone());
+        let started_with = cm("11");
+        let written = std::collections::BTreeMap::from([("revision".to_string(), "7".to_string())]);
+        writer
+            .written
+            .lock()
+            .insert("ns/c".into(), ("12".into(), written.clone()));
+        assert_eq!(
+            writer.current(&started_with),
+            written,
+            "the write, not yet delivered"
+        );
+        // Delivered: the store holds it, the entry goes.
+        let mut delivered = (*cm("12")).clone();
+        delivered.data = Some(written.clone());
+        let delivered = Arc::new(delivered);
+        store.upsert(delivered.clone());
+        observed(
+            &writer.written,
+            &cache::Event::Update {
+                old: cm("11"),
+                new: delivered,
+            },
+        );
+        assert!(writer.written.lock().is_empty());
+        assert_eq!(
+            writer.current(&started_with),
+            written,
+            "the copy the reconcile started with is older than the store's"
+        );
     }
 
     #[test]

@@ -35,6 +35,17 @@ pub enum ServerSide {
 }
 
 impl ServerSide {
+    /// What helm 4 makes of this for a release whose revision it reads
+    /// (an upgrade's newest, a rollback's target) was applied server-side
+    /// or not: `auto` follows it.
+    pub fn resolved(self, previous_server_side: bool) -> ServerSide {
+        match self {
+            ServerSide::Auto if previous_server_side => ServerSide::Enabled,
+            ServerSide::Auto => ServerSide::Disabled,
+            said => said,
+        }
+    }
+
     fn flag_value(self) -> &'static str {
         match self {
             ServerSide::Auto => "auto",
@@ -62,6 +73,10 @@ pub struct Flags {
     /// (`true` for an install, `auto` for an upgrade or a rollback). Not
     /// said to helm 3; `false` whenever `force` is set.
     pub server_side: Option<ServerSide>,
+    /// helm 4's `--force-conflicts`: said only with `server_side`
+    /// `Enabled` (helm refuses it with a client-side apply, and with
+    /// `--force-replace`).
+    pub force_conflicts: bool,
 }
 
 /// `helm upgrade --install`: an install when no release exists, else an
@@ -212,8 +227,6 @@ impl Rollback<'_> {
             Flags {
                 // helm rollback has no schema to validate.
                 skip_schema_validation: false,
-                // helm's `auto`: as the revision rolled back to was applied.
-                server_side: None,
                 ..self.flags
             },
             cli,
@@ -339,6 +352,11 @@ fn flags(args: &mut Vec<String>, f: Flags, cli: HelmCli) {
     };
     if let (HelmCli::V4, Some(s)) = (cli, server_side) {
         args.push(format!("--server-side={}", s.flag_value()));
+        switch(
+            args,
+            f.force_conflicts && s == ServerSide::Enabled,
+            "--force-conflicts",
+        );
     }
 }
 
@@ -500,6 +518,7 @@ mod tests {
                     cleanup_on_fail: true,
                     skip_schema_validation: true,
                     server_side: None,
+                    force_conflicts: true,
                 },
                 cli,
             );
@@ -556,6 +575,50 @@ mod tests {
                 1
             );
         }
+    }
+
+    #[test]
+    fn conflicts_are_forced_only_where_helm_applies_server_side() {
+        for (side, said) in [
+            (Some(ServerSide::Enabled), true),
+            // helm refuses `--force-conflicts` beside a client-side apply,
+            // and `auto` is resolved before a command line is made.
+            (Some(ServerSide::Auto), false),
+            (Some(ServerSide::Disabled), false),
+            (None, false),
+        ] {
+            let flags = Flags {
+                server_side: side,
+                force_conflicts: true,
+                ..Flags::default()
+            };
+            assert_eq!(
+                has(&upgrade(flags, HelmCli::V4), "--force-conflicts"),
+                said,
+                "{side:?}"
+            );
+            assert!(!has(&upgrade(flags, HelmCli::V3), "--force-conflicts"));
+            let forced = upgrade(
+                Flags {
+                    force: true,
+                    ..flags
+                },
+                HelmCli::V4,
+            );
+            assert!(!has(&forced, "--force-conflicts"), "{forced:?}");
+            let asked_not = upgrade(
+                Flags {
+                    force_conflicts: false,
+                    ..flags
+                },
+                HelmCli::V4,
+            );
+            assert!(!has(&asked_not, "--force-conflicts"));
+        }
+        assert_eq!(ServerSide::Auto.resolved(true), ServerSide::Enabled);
+        assert_eq!(ServerSide::Auto.resolved(false), ServerSide::Disabled);
+        assert_eq!(ServerSide::Disabled.resolved(true), ServerSide::Disabled);
+        assert_eq!(ServerSide::Enabled.resolved(false), ServerSide::Enabled);
     }
 
     fn post_rendered(cli: HelmCli) -> Vec<String> {
@@ -633,6 +696,7 @@ mod tests {
                 cleanup_on_fail: true,
                 skip_schema_validation: true,
                 server_side: Some(ServerSide::Enabled),
+                force_conflicts: true,
             })
             .args(cli);
             assert!(
@@ -656,9 +720,13 @@ mod tests {
                 ..Flags::default()
             })
             .args(cli);
+            match cli {
+                HelmCli::V4 => assert!(has(&unforced, "--server-side=true"), "{unforced:?}"),
+                HelmCli::V3 => assert!(!unforced.iter().any(|a| a.starts_with("--server-side"))),
+            }
             assert!(
-                !unforced.iter().any(|a| a.starts_with("--server-side")),
-                "a rollback applies as the revision it returns to was applied"
+                !has(&all, "--force-conflicts"),
+                "helm refuses --force-conflicts beside --force-replace"
             );
         }
     }

@@ -25,6 +25,7 @@ pub mod plan;
 
 mod readiness;
 pub mod release_state;
+pub mod run_flags;
 pub mod state;
 pub mod status;
 mod storage;

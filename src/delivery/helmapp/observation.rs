@@ -193,6 +193,9 @@ pub struct Observed {
     pub helm_ran: bool,
     /// The newest revision in Helm's storage.
     pub newest: Option<Stored>,
+    /// The revisions helm 4 applied server-side (`apply_method: ssa`): an
+    /// upgrade's `auto` follows the newest, a rollback's its target.
+    pub server_side_revisions: std::collections::BTreeSet<i64>,
     /// Made from a Hosstedproject that is gone or being deleted (read when
     /// the HelmApp is being deleted): its release stays installed.
     pub project_gone: bool,

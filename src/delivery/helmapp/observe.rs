@@ -65,6 +65,11 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         helm_ran: false,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
+        server_side_revisions: entries
+            .iter()
+            .filter(|e| e.release.as_ref().is_ok_and(|r| r.server_side))
+            .map(|e| e.version())
+            .collect(),
         newest,
         owner_is_live,
         tampered: None,

@@ -338,6 +338,15 @@ fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     // render of this configuration, or taken as tampered.
     if let Some(revision) = o.own_unrecorded {
         match o.own_render {
+            // The render needs the chart and the values: their lack is
+            // the state until they are had (a restart fetches the chart
+            // again), not a verdict on the revision.
+            None if !deleting && o.inputs.is_some() => {
+                if let Err(lacking) = hash_of(o) {
+                    return Some(lacking);
+                }
+                return Some(ReleaseState::OwnRunToRender { revision });
+            }
             None => return Some(ReleaseState::OwnRunToRender { revision }),
             Some(Rendering::Same) => return Some(ReleaseState::OwnRunRendered { revision }),
             Some(Rendering::Differs) => {}
@@ -414,4 +423,4 @@ mod approval_tests;
 #[cfg(test)]
 mod tenancy_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

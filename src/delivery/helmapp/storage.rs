@@ -132,9 +132,16 @@ pub fn first_untrusted<R: AsRef<HelmRelease>>(
         }
         let revision = e.version();
         let digest = e.digest_string().unwrap_or_default();
+        // Changed in its `info` alone (read afresh, so its content is
+        // known): what helm does to a revision it supersedes or marks
+        // failed — also a run of ours killed between that write and the
+        // status write. Its manifest, hooks and values are still ours.
+        let info_alone = |r: &StorageDigest| {
+            !r.content.is_empty() && e.content.as_deref() == Some(r.content.as_str())
+        };
         match recorded.iter().find(|r| r.revision == revision) {
             None => Some(Untrusted::Unrecorded { secret, revision }),
-            Some(r) if r.digest != digest => Some(Untrusted::Changed {
+            Some(r) if r.digest != digest && !info_alone(r) => Some(Untrusted::Changed {
                 secret,
                 revision,
                 digest,
@@ -385,11 +392,17 @@ pub async fn check(
         Some(f) => f,
         None => read(client, &o.target).await?,
     };
-    Ok(first_untrusted(
+    let untrusted = first_untrusted(
         &fresh,
         &o.status.storage_digests,
         o.status.run_intent.as_ref(),
-    ))
+    );
+    if untrusted.is_none() {
+        // What changed in its `info` alone is recorded as it is now: the
+        // cache agrees again, and no fresh read is made for it next time.
+        o.status.storage_digests = recorded_after(&fresh, &o.status.storage_digests, None);
+    }
+    Ok(untrusted)
 }
 
 #[cfg(test)]

@@ -168,3 +168,96 @@ async fn a_helm_older_than_3_22_stops_delivery_from_starting() {
         "{stderr}"
     );
 }
+
+/// Takes `data.greeting` of `name` as another field manager would (an
+/// Update, as `kubectl edit` makes one).
+async fn edit_by_hand(f: &Fixture, name: &str, greeting: &str) {
+    Api::<ConfigMap>::namespaced(f.cp.client(), NS)
+        .patch(
+            name,
+            &PatchParams {
+                field_manager: Some("hand-editor".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({ "data": { "greeting": greeting } })),
+        )
+        .await
+        .unwrap();
+}
+
+/// Who manages `data.greeting` of `cm`.
+fn greeting_managers(cm: &ConfigMap) -> Vec<String> {
+    cm.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|v| v.0.pointer("/f:data/f:greeting").is_some())
+        })
+        .map(|m| m.manager.clone().unwrap_or_default())
+        .collect()
+}
+
+/// Issue 52: a field another manager took over (a hand edit; an HPA's
+/// `replicas` alike) conflicts with helm 4's server-side apply. Like
+/// Flux, conflicts are forced by default — the upgrade succeeds, the
+/// chart's value wins, helm alone manages the field — and
+/// `forceConflicts: false` makes the upgrade fail on the conflict instead.
+#[tokio::test]
+async fn a_field_another_manager_took_is_taken_back_by_the_upgrade_unless_told_not_to() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
+    let spec = |greeting: &str, force: bool| {
+        json!({ "spec": {
+            "chart": { "path": "tiny" },
+            "drift": { "mode": "disabled" },
+            "values": { "greeting": greeting },
+            "upgrade": { "forceConflicts": force }
+        } })
+    };
+    apply(&f, "taken", spec("one", true)["spec"].clone()).await;
+    ready(&f, "taken", "InstallSucceeded", 1).await;
+    edit_by_hand(&f, "taken-tiny", "by hand").await;
+    assert!(
+        greeting_managers(&live_configmap(&f, "taken-tiny").await).contains(&"hand-editor".into())
+    );
+
+    patch(&f, "taken", spec("two", true)).await;
+    ready(&f, "taken", "UpgradeSucceeded", 2).await;
+    let cm = live_configmap(&f, "taken-tiny").await;
+    assert_eq!(cm.data.as_ref().unwrap()["greeting"], "two");
+    assert_eq!(greeting_managers(&cm), ["helm"], "{:?}", managers(&cm));
+    let runs = helm_calls(&log);
+    let upgrade = runs
+        .iter()
+        .rev()
+        .find(|c| c.subcommand == "upgrade")
+        .unwrap();
+    for flag in ["--server-side=true", "--force-conflicts"] {
+        assert!(
+            upgrade.words.iter().any(|w| w == flag),
+            "{flag}: {upgrade:?}"
+        );
+    }
+
+    // Told not to force: the same edit fails the upgrade, naming the field.
+    edit_by_hand(&f, "taken-tiny", "by hand again").await;
+    patch(&f, "taken", spec("three", false)).await;
+    let failed = ready(&f, "taken", "UpgradeFailed", 2).await;
+    let ready_message = failed
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(ready_message.contains(".data.greeting"), "{ready_message}");
+    let cm = live_configmap(&f, "taken-tiny").await;
+    assert_eq!(cm.data.as_ref().unwrap()["greeting"], "by hand again");
+    operator.stop().await;
+}

@@ -587,9 +587,17 @@ async fn hunt(seed: u64, times: &mut Times) -> Result<usize, String> {
     let count = script.steps.len();
     let mut done: Vec<String> = Vec::new();
     let mut needed = 1; // the install
+    // The operator's and helm's logs outlive the control plane's
+    // directory: kept beside the test's temporary files for a failure.
+    let kept = std::env::temp_dir().join(format!("hunt-seed-{seed}"));
     let failed = |done: &[String], what: String| {
+        let _ = std::fs::create_dir_all(&kept);
+        for name in ["operator.log", "helm-runs.log"] {
+            let _ = std::fs::copy(f.cp.dir().join(name), kept.join(name));
+        }
         format!(
-            "seed {seed} (HUNT_SEED={seed} to replay): {what}\noperations:\n  {}",
+            "seed {seed} (HUNT_SEED={seed} to replay): {what}\nlogs: {}\noperations:\n  {}",
+            kept.display(),
             done.join("\n  ")
         )
     };
@@ -608,10 +616,8 @@ async fn hunt(seed: u64, times: &mut Times) -> Result<usize, String> {
             Moment::Converged => match converge(&f, &hunt.model).await {
                 None => times.entry(kind(&op)).or_default().push(started.elapsed()),
                 Some(what) => {
-                    return Err(failed(
-                        &done,
-                        format!("not converged within 90 s of {op:?}: {what}"),
-                    ));
+                    let what = format!("not converged within 90 s of {op:?}: {what}");
+                    return Err(keep(&f, &kept, failed(&done, what)).await);
                 }
             },
         }
@@ -633,7 +639,8 @@ async fn hunt(seed: u64, times: &mut Times) -> Result<usize, String> {
     }
     let tail_started = std::time::Instant::now();
     if let Some(what) = converge(&f, &hunt.model).await {
-        return Err(failed(&done, format!("not converged within 90 s: {what}")));
+        let what = format!("not converged within 90 s: {what}");
+        return Err(keep(&f, &kept, failed(&done, what)).await);
     }
     times
         .entry("tail (drift repair)".into())
@@ -641,17 +648,14 @@ async fn hunt(seed: u64, times: &mut Times) -> Result<usize, String> {
         .push(tail_started.elapsed());
     let overlapping = overlaps(&log, &hunt.stops);
     if overlapping > 0 {
-        return Err(failed(
-            &done,
-            format!("{overlapping} helm runs overlapped another on the release"),
-        ));
+        let what = format!("{overlapping} helm runs overlapped another on the release");
+        return Err(keep(&f, &kept, failed(&done, what)).await);
     }
     let ran = changing_runs(&log);
     if ran > needed {
-        return Err(failed(
-            &done,
-            format!("helm changed the release {ran} times where the model needed at most {needed}"),
-        ));
+        let what =
+            format!("helm changed the release {ran} times where the model needed at most {needed}");
+        return Err(keep(&f, &kept, failed(&done, what)).await);
     }
     hunt.halt(false).await;
     Ok(count)
@@ -726,6 +730,23 @@ fn percentile(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
     v[rank.clamp(1, v.len()) - 1]
+}
+
+/// What a failure leaves beside its logs: the HelmApp as the API has it,
+/// and each storage revision's labels.
+async fn keep(f: &Fixture, kept: &std::path::Path, message: String) -> String {
+    let _ = std::fs::create_dir_all(kept);
+    let app = get(f, "hunted").await;
+    let _ = std::fs::write(
+        kept.join("helmapp.yaml"),
+        serde_yaml_ng::to_string(&app).unwrap_or_default(),
+    );
+    let mut storage = String::new();
+    for (revision, labels) in revisions(f, "hunted").await {
+        storage.push_str(&format!("{revision}: {labels:?}\n"));
+    }
+    let _ = std::fs::write(kept.join("storage.txt"), storage);
+    message
 }
 
 /// The seeds to hunt with: `HUNT_SEED` (one), `HUNT_SEEDS` (that many from

@@ -19,6 +19,15 @@ pub struct InstallSettings {
     #[serde(default = "default_true")]
     #[schemars(default = "default_true")]
     pub server_side_apply: bool,
+    /// helm 4's `--force-conflicts` whenever the objects are applied
+    /// server-side: a field another manager owns (a hand edit, `kubectl
+    /// scale`, an HPA's `spec.replicas`) is taken back to the chart's value
+    /// instead of failing the run with a conflict. Default true: Flux
+    /// always forces conflicts on server-side apply. False: such a field
+    /// fails the run (`InstallFailed`) until its manager gives it up.
+    #[serde(default = "default_true")]
+    #[schemars(default = "default_true")]
+    pub force_conflicts: bool,
 }
 
 impl Default for InstallSettings {
@@ -27,6 +36,7 @@ impl Default for InstallSettings {
             disable_hooks: false,
             skip_schema_validation: false,
             server_side_apply: true,
+            force_conflicts: true,
         }
     }
 }
@@ -36,7 +46,7 @@ fn default_true() -> bool {
 }
 
 /// `spec.upgrade`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpgradeSettings {
     /// `--no-hooks`.
@@ -63,6 +73,28 @@ pub struct UpgradeSettings {
         regex(pattern = r"^(auto|enabled|disabled)$")
     )]
     pub server_side_apply: ServerSideApply,
+    /// helm 4's `--force-conflicts` whenever the objects are applied
+    /// server-side: a field another manager owns (a hand edit, `kubectl
+    /// scale`, an HPA's `spec.replicas`) is taken back to the chart's value
+    /// instead of failing the run with a conflict. Default true: Flux
+    /// always forces conflicts on server-side apply. False: such a field
+    /// fails the run (`UpgradeFailed`) until its manager gives it up.
+    #[serde(default = "default_true")]
+    #[schemars(default = "default_true")]
+    pub force_conflicts: bool,
+}
+
+impl Default for UpgradeSettings {
+    fn default() -> Self {
+        UpgradeSettings {
+            disable_hooks: false,
+            force: false,
+            cleanup_on_fail: false,
+            skip_schema_validation: false,
+            server_side_apply: ServerSideApply::default(),
+            force_conflicts: true,
+        }
+    }
 }
 
 fn default_server_side_apply() -> String {
@@ -70,7 +102,7 @@ fn default_server_side_apply() -> String {
 }
 
 /// `spec.rollback`.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RollbackSettings {
     /// `--no-hooks`.
@@ -82,6 +114,37 @@ pub struct RollbackSettings {
     /// `--cleanup-on-fail`.
     #[serde(default)]
     pub cleanup_on_fail: bool,
+    /// helm 4's `--server-side` for a rollback: `auto` (default) applies as
+    /// the revision rolled back to was applied, `enabled` server-side,
+    /// `disabled` client-side.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_server_side_apply",
+        regex(pattern = r"^(auto|enabled|disabled)$")
+    )]
+    pub server_side_apply: ServerSideApply,
+    /// helm 4's `--force-conflicts` whenever the objects are applied
+    /// server-side: a field another manager owns (a hand edit, `kubectl
+    /// scale`, an HPA's `spec.replicas`) is taken back to the chart's value
+    /// instead of failing the run with a conflict. Default true: Flux
+    /// always forces conflicts on server-side apply. False: such a field
+    /// fails the rollback until its manager gives it up.
+    #[serde(default = "default_true")]
+    #[schemars(default = "default_true")]
+    pub force_conflicts: bool,
+}
+
+impl Default for RollbackSettings {
+    fn default() -> Self {
+        RollbackSettings {
+            disable_hooks: false,
+            force: false,
+            cleanup_on_fail: false,
+            server_side_apply: ServerSideApply::default(),
+            force_conflicts: true,
+        }
+    }
 }
 
 /// `spec.uninstall`.

@@ -59,7 +59,7 @@ async fn run(
         labels: &labels,
         user: user.as_deref(),
         post_render: post_render.as_ref(),
-        flags: release::flags(app, kind, false),
+        flags: crate::delivery::helmapp::run_flags::of_run(app, o, kind, false),
     };
     let upgrade = release::request(ctx, app, o, parts);
     let get = GetManifest {

@@ -45,11 +45,16 @@ pub async fn declare(
         started_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         content: String::new(),
     });
-    // The intent alone: what this reconcile decided so far (a force-at
-    // taken, a history entry) is written with its outcome, not before —
-    // `kubectl hossted force --wait` reads the one as the other.
+    // The intent, and the storage as recorded now: a revision proven ours
+    // in this reconcile (`own_run`, the records above) must be on the
+    // server before helm supersedes it, or a stop during the run leaves it
+    // unrecorded behind an intent that names the next. What this
+    // reconcile decided (a force-at taken, a history entry) is written
+    // with its outcome, not before — `kubectl hossted force --wait` reads
+    // the one as the other.
     let mut written = ctx.status.current(app);
     written.run_intent = o.status.run_intent.clone();
+    written.storage_digests = o.status.storage_digests.clone();
     if let Err(e) = ctx.status.write(app, &written).await {
         // Not on the server, so no helm starts: nor may the reconcile's
         // last status write put it there.

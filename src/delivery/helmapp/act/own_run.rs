@@ -6,6 +6,13 @@
 //! and its hooks, what helm would act on — and then recorded as after any
 //! run of ours; otherwise it is tampered with, as any unrecorded revision.
 //! A revision that renders as ours can do nothing ours would not.
+//!
+//! When the configuration changed while the operator was stopped, the
+//! render is of the new one and cannot match. Then a revision the run
+//! intent names is ours if it names only objects of the recorded revision
+//! before it or of this render, and holds only hooks one of them holds
+//! field for field (`crate::delivery::helm::manifest_bound`): helm, acting
+//! on it, can touch nothing that is not ours anyway.
 
 use apis::helmapp::HelmApp;
 use k8s_openapi::api::core::v1::Secret;
@@ -15,7 +22,7 @@ use super::dry_run;
 use super::outcome::{DeliveryError, Outcome};
 use crate::cached::helm::release_manifests;
 use crate::cached::storage::content_digest;
-use crate::delivery::helm::manifest_diff;
+use crate::delivery::helm::{manifest_bound, manifest_diff};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Observed, Rendering};
 use crate::delivery::helmapp::storage;
@@ -31,6 +38,26 @@ pub async fn render(
     let found = match stored_manifests(ctx, o, revision).await? {
         Some((stored, _)) => match dry_run::next(ctx, app, o).await {
             Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
+            Ok(next) if declared(o, revision) => {
+                // Made from an earlier configuration (changed while the
+                // operator was stopped): ours if it names nothing but what
+                // is ours anyway — the recorded revision before it and
+                // this render.
+                let before = recorded_manifests(ctx, o, revision - 1).await?;
+                let (known, known_hooks) = known(&before, &next.manifest, &next.hooks);
+                let (manifest, hooks) = stored
+                    .split_first()
+                    .map_or(("", &[][..]), |(m, h)| (m.as_str(), h));
+                if manifest_bound::within(manifest, hooks, &known, &known_hooks) {
+                    log::info!(
+                        "{}: revision {revision} renders an earlier configuration; it names only objects and hooks of the revision before it and of this configuration",
+                        o.target.key()
+                    );
+                    Rendering::Same
+                } else {
+                    Rendering::Differs
+                }
+            }
             Ok(_) => Rendering::Differs,
             Err(message) => {
                 log::info!(
@@ -74,6 +101,52 @@ pub async fn record(
     o.tampered = None;
     o.own_unrecorded = None;
     Ok(Outcome::Replan)
+}
+
+/// Whether the run intent in the status names `revision`: a run of ours
+/// was declared to write it.
+fn declared(o: &Observed, revision: i64) -> bool {
+    o.status
+        .run_intent
+        .as_ref()
+        .is_some_and(|i| i.revision == revision)
+}
+
+/// The manifests (rendered, then hooks) of the recorded `revision`, if it
+/// is stored with the content recorded of it; empty otherwise.
+async fn recorded_manifests(
+    ctx: &Context,
+    o: &Observed,
+    revision: i64,
+) -> Result<Vec<String>, DeliveryError> {
+    let Some(recorded) = o
+        .status
+        .storage_digests
+        .iter()
+        .find(|d| d.revision == revision && !d.content.is_empty())
+    else {
+        return Ok(Vec::new());
+    };
+    Ok(match stored_manifests(ctx, o, revision).await? {
+        Some((manifests, content)) if content == recorded.content => manifests,
+        _ => Vec::new(),
+    })
+}
+
+/// The manifests and hooks known to be ours: `before`'s (rendered, then
+/// hooks) and this render's.
+fn known<'a>(
+    before: &'a [String],
+    manifest: &'a str,
+    hooks: &'a [String],
+) -> (Vec<&'a str>, Vec<&'a str>) {
+    let mut known = vec![manifest];
+    let mut known_hooks: Vec<&str> = hooks.iter().map(String::as_str).collect();
+    if let Some((m, h)) = before.split_first() {
+        known.push(m);
+        known_hooks.extend(h.iter().map(String::as_str));
+    }
+    (known, known_hooks)
 }
 
 /// Whether `stored` (the manifest, then each hook's) is what `manifest`

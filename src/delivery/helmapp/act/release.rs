@@ -4,16 +4,17 @@
 //! status) and hands back to the plan: the tests, the report, or what a
 //! failure calls for are later steps.
 
-use apis::helmapp::{CrdPolicy, HelmApp, ServerSideApply};
+use apis::helmapp::{CrdPolicy, HelmApp};
 use record::EventType;
 use runtime::Action;
 
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, not_ready};
 use crate::delivery::helm::post_render::{self, ConfigFile};
-use crate::delivery::helm::{Flags, HelmError, PostRender, Released, ServerSide, Upgrade, values};
+use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Inputs, Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::plan::HELM_HOLDS;
+use crate::delivery::helmapp::run_flags;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
@@ -62,7 +63,7 @@ pub async fn run(
         labels: &labels,
         user: user.as_deref(),
         post_render: post_render.as_ref(),
-        flags: flags(app, kind, forced),
+        flags: run_flags::of_run(app, o, kind, forced),
     };
     super::intent::declare(ctx, app, o, kind.action()).await?;
     let upgrade = request(ctx, app, o, parts);
@@ -234,35 +235,6 @@ fn helm_failed(
         "forbidden",
     );
     forbidden(ctx, app, o, kind.action(), &refused, &message)
-}
-
-/// The flags of this run: `spec.install`'s for an install, `spec.upgrade`'s
-/// for an upgrade — with `--force` too when `hossted.com/force-at` asked.
-pub(super) fn flags(app: &HelmApp, kind: RunKind, forced: bool) -> Flags {
-    let (i, u) = (&app.spec.install, &app.spec.upgrade);
-    match kind {
-        RunKind::Install => Flags {
-            no_hooks: i.disable_hooks,
-            skip_schema_validation: i.skip_schema_validation,
-            server_side: Some(if i.server_side_apply {
-                ServerSide::Enabled
-            } else {
-                ServerSide::Disabled
-            }),
-            ..Flags::default()
-        },
-        RunKind::Upgrade | RunKind::Repair => Flags {
-            no_hooks: u.disable_hooks,
-            force: u.force || forced,
-            cleanup_on_fail: u.cleanup_on_fail,
-            skip_schema_validation: u.skip_schema_validation,
-            server_side: Some(match u.server_side_apply {
-                ServerSideApply::Enabled => ServerSide::Enabled,
-                ServerSideApply::Disabled => ServerSide::Disabled,
-                ServerSideApply::Auto | ServerSideApply::Unknown => ServerSide::Auto,
-            }),
-        },
-    }
 }
 
 /// The post-renderer's settings written for this run (`None`: the app asks

@@ -8,7 +8,7 @@ use record::EventType;
 use runtime::Action;
 
 use super::outcome::{Outcome, failed, not_ready};
-use crate::delivery::helm::{Flags, Rollback};
+use crate::delivery::helm::Rollback;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Observed, RunKind};
 use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason, push_history};
@@ -171,20 +171,13 @@ async fn apply(
                 record(ctx, app, o, remedy, hash, "failed", &said);
                 return said;
             }
-            let r = &app.spec.rollback;
             let rollback = Rollback {
                 release: &o.target.release,
                 namespace: &o.target.namespace,
                 revision: o.status.revision,
                 as_user,
                 timeout: o.timeout,
-                flags: Flags {
-                    no_hooks: r.disable_hooks,
-                    force: r.force,
-                    cleanup_on_fail: r.cleanup_on_fail,
-                    skip_schema_validation: false,
-                    server_side: None,
-                },
+                flags: crate::delivery::helmapp::run_flags::of_rollback(app, o, o.status.revision),
                 history_max: app.spec.max_history(),
             };
             let ran = ctx.helm.rollback(&rollback).await;

@@ -15,7 +15,7 @@ use crate::delivery::source::LocalChart;
 pub(super) const UID: &str = "uid-1";
 pub(super) const HASH: &str = "h1";
 
-pub(super) fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
+pub(crate) fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
     let mut a: HelmApp = serde_json::from_value(serde_json::json!({
         "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
         "metadata": { "name": "web", "namespace": "apps", "uid": UID },
@@ -35,7 +35,7 @@ fn now() -> chrono::DateTime<Utc> {
 }
 
 /// An app whose chart and values were had, with no release yet.
-pub(super) fn observed() -> Observed {
+pub(crate) fn observed() -> Observed {
     Observed {
         target: Target {
             release: "web".into(),
@@ -67,6 +67,7 @@ pub(super) fn observed() -> Observed {
         run_ended: None,
         helm_ran: false,
         newest: None,
+        server_side_revisions: Default::default(),
         owner_is_live: false,
         tampered: None,
         adoption_render: None,
@@ -986,6 +987,44 @@ fn what_a_run_of_this_reconcile_came_to_decides_before_anything_else() {
                 message: "m".into(),
             }),
             |s| matches!(s, S::RunFailed { .. }),
+        ),
+    ]);
+}
+
+/// A revision our stopped operator may have left is rendered to be proven
+/// ours once the chart and values are had — their lack is the state, not
+/// a verdict of tampering (a restart fetches the chart again).
+#[test]
+fn an_unrecorded_run_of_ours_waits_for_its_inputs_before_its_render() {
+    use ReleaseState as S;
+    let plain = app(|_| {});
+    let unrecorded = || Observed {
+        newest: stored(2, "deployed", UID, HASH),
+        tampered: Some("revision 2 was not made by the operator".into()),
+        own_unrecorded: Some(2),
+        ..observed()
+    };
+    check(vec![
+        ("inputs had: render", plain.clone(), unrecorded(), |s| {
+            *s == S::OwnRunToRender { revision: 2 }
+        }),
+        (
+            "chart being fetched: wait for it",
+            plain.clone(),
+            Observed {
+                inputs: Some(Inputs::ChartPending),
+                ..unrecorded()
+            },
+            |s| *s == S::FetchingChart,
+        ),
+        (
+            "rendered otherwise: tampered",
+            plain.clone(),
+            Observed {
+                own_render: Some(Rendering::Differs),
+                ..unrecorded()
+            },
+            |s| matches!(s, S::Tampered { .. }),
         ),
     ]);
 }

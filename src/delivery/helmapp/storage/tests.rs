@@ -201,6 +201,53 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
 }
 
 #[test]
+fn a_revision_helm_superseded_before_its_run_was_killed_is_still_ours_and_an_edit_is_not() {
+    // Recorded after the run that made revision 1; the next run (intent 2)
+    // superseded it and was killed before writing revision 2 deployed or
+    // the status: revision 1 differs from its record in `info` alone.
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, &[fresh_of(release(1, "deployed", "a"), "u")]);
+    let killed = [
+        fresh_of(release(1, "superseded", "a"), "u"),
+        fresh_of(release(2, "pending-upgrade", "b"), "u"),
+    ];
+    let recorded = &status.storage_digests;
+    assert_eq!(first_untrusted(&killed, recorded, Some(&intent(2))), None);
+    // Its manifest or values changed too: not helm's rewrite.
+    for changed in [
+        release(
+            1,
+            "superseded",
+            "a
+---
+planted",
+        ),
+        json!({ "name": "web", "namespace": "apps", "version": 1,
+                "info": { "status": "superseded" }, "config": { "planted": true },
+                "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
+                "manifest": "a" }),
+    ] {
+        let found = first_untrusted(
+            &[fresh_of(changed, "u"), killed[1].clone()],
+            recorded,
+            Some(&intent(2)),
+        );
+        assert!(
+            matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
+            "{found:?}"
+        );
+    }
+    // The cache has no content digest: a difference there is confirmed
+    // by a fresh read (`check`), never passed on the cache's word.
+    let (cached, _) = entry_in(1, 1, "u", "superseded");
+    let found = first_untrusted(&[cached], recorded, None);
+    assert!(
+        matches!(found, Some(Untrusted::Changed { .. })),
+        "{found:?}"
+    );
+}
+
+#[test]
 fn a_run_of_ours_left_unfinished_is_tolerated_by_its_intent_and_nothing_else_is() {
     let (one, d1) = entry(1, 1, "u");
     // A helm of ours died after writing revision 2 pending, its intent

@@ -50,6 +50,7 @@ pub(super) fn release(
             chart_version: "0.1.0".into(),
             app_version: "1.0".into(),
             hossted_helm: marker,
+            server_side: false,
             objects: Vec::new(),
         }),
         digest: None,
