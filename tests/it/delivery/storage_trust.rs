@@ -578,10 +578,12 @@ async fn only_reconcile_at_set_after_the_report_accepts_changed_storage() {
     )
     .await;
     helmapp_ready(&f, OPERATOR_NS, "ranged", "InstallSucceeded", 1).await;
-    // A harmless edit: still not what the operator left there.
+    // A harmless edit of its content (an `info` edit alone is what helm
+    // itself makes): still not what the operator left there.
     let secret = stored(&f, TENANT, "ranged", 1).await;
     let mut release = payload(&secret);
-    release["info"]["description"] = json!("edited by hand");
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}\n# edited by hand\n"));
     Api::<Secret>::namespaced(f.cp.client(), TENANT)
         .replace(
             &secret.metadata.name.clone().unwrap(),

@@ -69,15 +69,20 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         o.status.drift.clear();
         return;
     }
-    let first_sight = match new_revision {
-        // Its objects were applied by the helm run that made it.
+    // A new revision's objects were applied by the helm run that made it —
+    // trusted at first sight only when that run was this process's. A
+    // revision this process never ran helm for (its operator stopped
+    // before the status write, found again after a restart) may have been
+    // edited since: every object is compared with the manifest.
+    let trust_first_sight = new_revision && o.our_helm_ended.is_some();
+    let first_sight = match trust_first_sight {
         true => Recheck::TrustFirstSight,
         // No digest recorded when helm applied it (a run that could not
         // read them, or an operator stopped before its status write): an
         // edit made since must not be taken for the applied state.
         false => Recheck::Always,
     };
-    let (suspects, unwatched) = suspects(ctx, app, o, new_revision);
+    let (suspects, unwatched) = suspects(ctx, app, o, trust_first_sight);
     let interval =
         super::config::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
     let app_key = cache::object_key(app);
@@ -226,8 +231,9 @@ enum Recheck {
 
 /// The inventory entries that are suspect (by their cached fingerprint),
 /// and those of kinds not cached (polled). Records the digest of objects
-/// seen for the first time in a `new_revision` (helm has just applied
-/// them); one without a digest otherwise is checked.
+/// seen for the first time in a `new_revision` whose helm run was ours
+/// (helm has just applied them); one without a digest otherwise is
+/// checked.
 fn suspects(
     ctx: &Context,
     app: &HelmApp,
