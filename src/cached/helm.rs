@@ -143,6 +143,8 @@ pub enum Error {
     Json(#[from] serde_json::Error),
     #[error("the release has no {0}")]
     Missing(&'static str),
+    #[error("helm would read this release otherwise: {0}")]
+    Ambiguous(String),
 }
 
 /// Helm's release document, reduced to what is read (serde skips the rest:
@@ -231,6 +233,7 @@ pub fn release_manifest(data: &[u8]) -> Result<String, Error> {
         manifest: String,
     }
     let json = release_json(data)?;
+    super::go_keys::check(&json).map_err(Error::Ambiguous)?;
     let r: Manifest = serde_json::from_slice(&json)?;
     Ok(r.manifest)
 }
@@ -252,6 +255,7 @@ pub fn release_manifests(data: &[u8]) -> Result<Vec<String>, Error> {
         hooks: Option<Vec<Hook>>,
     }
     let json = release_json(data)?;
+    super::go_keys::check(&json).map_err(Error::Ambiguous)?;
     let r: Manifests = serde_json::from_slice(&json)?;
     let hooks = r.hooks.unwrap_or_default().into_iter().map(|h| h.manifest);
     Ok(std::iter::once(r.manifest).chain(hooks).collect())
@@ -262,6 +266,7 @@ pub fn release_manifests(data: &[u8]) -> Result<Vec<String>, Error> {
 /// owns: the inventory's thousands of releases do not pay for it).
 pub fn decode_release_with(data: &[u8], list_objects: bool) -> Result<ReleaseSummary, Error> {
     let json = release_json(data)?;
+    super::go_keys::check(&json).map_err(Error::Ambiguous)?;
     let r: Release = serde_json::from_slice(&json)?;
     let meta = r.chart.and_then(|c| c.metadata);
     Ok(ReleaseSummary {
@@ -416,6 +421,15 @@ mod tests {
             HelmStatus::parse("someday"),
             HelmStatus::Other("someday".into())
         );
+    }
+
+    #[test]
+    fn a_payload_helm_would_read_otherwise_is_no_release() {
+        let planted = br#"{"name":"web","namespace":"apps","version":2,"info":{"status":"deployed"},
+            "chart":{"metadata":{"name":"web"}},"manifest":"ours","Manifest":"planted"}"#;
+        assert!(matches!(decode_release(planted), Err(Error::Ambiguous(_))));
+        assert!(matches!(release_manifests(planted), Err(Error::Ambiguous(_))));
+        assert!(matches!(release_manifest(planted), Err(Error::Ambiguous(_))));
     }
 
     #[test]

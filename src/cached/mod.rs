@@ -5,6 +5,7 @@
 
 pub mod digests;
 pub mod fingerprint;
+pub mod go_keys;
 pub mod helm;
 pub mod hex;
 pub mod kinds;

@@ -181,7 +181,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
         "install.strategy.retryInterval",
         Dropped("retries back off by themselves (1 s doubling, at most 5 m)"),
     ),
-    ("install.timeout", Mapped("timeout")),
+    ("install.timeout", Mapped("install.timeout")),
     ("interval", Mapped("interval")),
     ("kubeConfig", Container),
     ("kubeConfig.configMapRef", Container),
@@ -259,10 +259,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
         "rollback.serverSideApply",
         Mapped("rollback.serverSideApply"),
     ),
-    (
-        "rollback.timeout",
-        Dropped("every helm action has the HelmApp's one timeout"),
-    ),
+    ("rollback.timeout", Mapped("rollback.timeout")),
     ("serviceAccountName", Mapped("serviceAccountName")),
     (
         "storageNamespace",
@@ -273,14 +270,8 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("test", Container),
     ("test.enable", Mapped("test.enable")),
     ("test.filters", Container),
-    (
-        "test.filters[].exclude",
-        Dropped("every test of the chart runs; no filters"),
-    ),
-    (
-        "test.filters[].name",
-        Dropped("every test of the chart runs; no filters"),
-    ),
+    ("test.filters[].exclude", Mapped("test.filters[].exclude")),
+    ("test.filters[].name", Mapped("test.filters[].name")),
     ("test.ignoreFailures", Mapped("test.ignoreFailures")),
     ("test.timeout", Mapped("test.timeout")),
     ("timeout", Mapped("timeout")),
@@ -295,10 +286,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
         Dropped("an uninstall waits as helm does by default"),
     ),
     ("uninstall.keepHistory", Mapped("uninstall.keepHistory")),
-    (
-        "uninstall.timeout",
-        Dropped("every helm action has the HelmApp's one timeout"),
-    ),
+    ("uninstall.timeout", Mapped("uninstall.timeout")),
     ("upgrade", Container),
     (
         "upgrade.chartNameChangeStrategy",
@@ -350,7 +338,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
         "upgrade.strategy.retryInterval",
         Dropped("retries back off by themselves (1 s doubling, at most 5 m)"),
     ),
-    ("upgrade.timeout", Mapped("timeout")),
+    ("upgrade.timeout", Mapped("upgrade.timeout")),
     ("values", Mapped("values")),
     ("valuesFrom", Container),
     ("valuesFrom[].kind", Mapped("valuesFrom[].kind")),

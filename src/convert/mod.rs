@@ -467,6 +467,7 @@ impl To<'_> {
             ),
             ("/test/enable", "test.enable"),
             ("/test/timeout", "test.timeout"),
+            ("/test/filters", "test.filters"),
             ("/test/ignoreFailures", "test.ignoreFailures"),
             ("/driftDetection/mode", "drift.mode"),
         ] {
@@ -484,20 +485,13 @@ impl To<'_> {
             (Some(i), _) | (None, Some(i)) => self.set("interval", i.clone()),
             (None, None) => {}
         }
-        let actions = ["install", "upgrade"].map(|a| {
-            spec.pointer(&format!("/{a}/timeout"))
-                .and_then(Value::as_str)
-        });
-        let timeout = spec["timeout"].as_str().or(actions[0]).or(actions[1]);
-        if let Some(t) = timeout {
-            self.set("timeout", json!(t));
-            for (action, own) in ["install", "upgrade"].iter().zip(actions) {
-                if own.is_some_and(|o| o != t) {
-                    self.note(
-                        &format!("{action}.timeout"),
-                        format!("one timeout serves every action: {t}"),
-                    );
-                }
+        // Flux's per-action timeouts over the HelmRelease's: the same.
+        if let Some(t) = spec.get("timeout") {
+            self.set("timeout", t.clone());
+        }
+        for action in ["install", "upgrade", "rollback", "uninstall"] {
+            if let Some(t) = spec.pointer(&format!("/{action}/timeout")) {
+                self.set(&format!("{action}.timeout"), t.clone());
             }
         }
     }

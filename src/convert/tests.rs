@@ -193,6 +193,14 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
     );
     assert_eq!(spec["install"]["skipSchemaValidation"], true);
     assert_eq!(spec["upgrade"]["serverSideApply"], "enabled");
+    // Each action keeps its own timeout; the HelmRelease's is the default.
+    assert_eq!(spec["timeout"], "10m");
+    assert_eq!(spec["rollback"]["timeout"], "3m");
+    assert_eq!(spec["uninstall"]["timeout"], "2m");
+    assert_eq!(
+        spec["test"]["filters"],
+        json!([{ "name": "smoke", "exclude": true }])
+    );
     assert_eq!(
         spec["dependsOn"],
         json!([{ "kind": "HelmApp", "name": "db", "namespace": "data", "readyExpr": "true" }])

@@ -146,6 +146,8 @@ pub struct Test<'a> {
     pub namespace: &'a str,
     pub as_user: Option<&'a str>,
     pub timeout: Duration,
+    /// helm's `--filter` values (`name=…`, `!name=…`), checked names.
+    pub filters: &'a [String],
 }
 
 /// `helm get manifest`: the newest revision's manifest.
@@ -182,6 +184,10 @@ impl Upgrade<'_> {
             &labels,
             "--output",
             "json",
+            // The values are the HelmApp's alone: never the stored
+            // revision's (helm reuses them when the ones given are empty —
+            // and the stored ones are whatever Helm's storage says).
+            "--reset-values",
         ]);
         timeout(&mut args, self.timeout);
         history_max(&mut args, self.history_max);
@@ -283,6 +289,10 @@ impl Test<'_> {
     pub fn args(&self) -> Vec<String> {
         let mut args = strings(&["test", "--namespace", self.namespace]);
         timeout(&mut args, self.timeout);
+        for filter in self.filters {
+            args.push("--filter".into());
+            args.push(filter.clone());
+        }
         impersonate(&mut args, self.as_user);
         Line::release(args, self.release)
     }
@@ -476,6 +486,7 @@ mod tests {
             namespace: "apps",
             as_user: None,
             timeout: Duration::from_secs(1),
+            filters: &[],
         };
         assert_eq!(positionals(&t.args()), [release]);
         let g = GetManifest {
@@ -510,6 +521,7 @@ mod tests {
             );
             assert_eq!(after(&plain, "--history-max"), ["5"]);
             assert_eq!(after(&plain, "--values"), ["-"], "values on stdin");
+            assert!(has(&plain, "--reset-values"), "never the stored values");
             assert!(!plain.iter().any(|a| a.contains("never-on")));
             let all = upgrade(
                 Flags {
@@ -766,9 +778,14 @@ mod tests {
             namespace: "apps",
             as_user: Some("system:serviceaccount:apps:t"),
             timeout: Duration::from_secs(120),
+            filters: &["name=web-test".into(), "!name=web-slow".into()],
         }
         .args();
         assert_eq!(args[0], "test");
+        assert_eq!(
+            after(&args, "--filter"),
+            ["name=web-test", "!name=web-slow"]
+        );
         assert_eq!(positionals(&args), ["web"]);
         assert_eq!(after(&args, "--timeout"), ["120s"]);
         assert_eq!(

@@ -57,11 +57,17 @@ fn pieces(manifest: &str) -> Option<Vec<Value>> {
 }
 
 /// `group/Kind namespace/name` of an object (`None`: not one — no kind or
-/// no name).
+/// no name — or one helm reads as more: a list (an `items` key, or a kind
+/// ending in `List`: the API machinery flattens it into its items), or one
+/// holding a YAML merge key `<<`, which Go's YAML applies and ours does
+/// not).
 fn identity(o: &Value) -> Option<String> {
     let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default();
     let (kind, name) = (text("/kind"), text("/metadata/name"));
-    if kind.is_empty() || name.is_empty() {
+    if kind.is_empty() || name.is_empty() || kind.ends_with("List") || o.get("items").is_some() {
+        return None;
+    }
+    if holds_merge_key(o) {
         return None;
     }
     let group = text("/apiVersion").rsplit_once('/').map_or("", |(g, _)| g);
@@ -69,6 +75,14 @@ fn identity(o: &Value) -> Option<String> {
         "{group}/{kind} {}/{name}",
         text("/metadata/namespace")
     ))
+}
+
+fn holds_merge_key(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.iter().any(|(k, v)| k == "<<" || holds_merge_key(v)),
+        Value::Array(items) => items.iter().any(holds_merge_key),
+        _ => false,
+    }
 }
 
 /// Every object identity of `manifests`; `None` if one cannot be read.
@@ -170,6 +184,20 @@ mod tests {
             "key: [unclosed\n",
         ] {
             assert!(!within(bad, &[], &[OURS], &[]), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_list_or_a_merge_key_fails_whatever_its_outer_name() {
+        for hostile in [
+            // helm flattens anything with `items` into its items.
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-env\nitems:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: coredns, namespace: kube-system}\n",
+            "apiVersion: v1\nkind: ConfigMapList\nmetadata:\n  name: web-env\n",
+            // Go's YAML merges `<<`: the name and namespace come from it.
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-env\n  <<: {name: coredns, namespace: kube-system}\n",
+            "<<: {apiVersion: v1, kind: Secret, metadata: {name: x, namespace: kube-system}}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-env\n",
+        ] {
+            assert!(!within(hostile, &[], &[OURS], &[]), "{hostile}");
         }
     }
 

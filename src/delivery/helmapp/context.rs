@@ -70,6 +70,10 @@ pub struct Context {
     /// run may fail: the API server went away), so that our own revision
     /// is never taken for someone else's.
     pub made: parking_lot::Mutex<std::collections::HashMap<String, (i64, String)>>,
+    /// Per HelmApp key: the last revision this process's helm made (kept
+    /// while the HelmApp exists): drift trusts the objects of a revision at
+    /// first sight only when it is this one — they were just applied.
+    pub produced: parking_lot::Mutex<std::collections::HashMap<String, i64>>,
     /// HelmApp keys whose helm run the API server's outage cut off, or
     /// whose storage could not be read after it: what that helm left (a
     /// revision superseded, one pending) is recorded as after any action

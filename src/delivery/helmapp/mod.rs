@@ -117,6 +117,7 @@ impl HelmApps {
         let ctx = &self.ctx;
         let Some(app) = ctx.apps.get(key) else {
             ctx.drift.forget(key);
+            ctx.produced.lock().remove(key);
             ctx.watched.retain();
             return Ok(Action::done("gone"));
         };
@@ -216,6 +217,7 @@ pub fn controller(
         ),
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),
+        produced: Default::default(),
         interrupted: Default::default(),
     };
     gate_on_reachability(&helm, &ctx.reachability);

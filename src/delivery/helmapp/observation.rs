@@ -240,10 +240,14 @@ pub struct Observed {
     pub leading_since: chrono::DateTime<chrono::Utc>,
     /// When this process's last helm action on the release ended.
     pub our_helm_ended: Option<chrono::DateTime<chrono::Utc>>,
+    /// The last revision this process's helm made of the release.
+    pub produced: Option<i64>,
     /// The helm timeout: `spec.timeout`, clamped to `--max-helm-timeout`.
     pub timeout: Duration,
     /// `spec.timeout` was longer than `--max-helm-timeout`.
     pub timeout_clamped: bool,
+    /// Each action's own timeout ([`super::run_flags::Timeouts`]).
+    pub timeouts: super::run_flags::Timeouts,
     /// A chart from a repository or registry is resolved again (its range,
     /// its newest version) after this (`spec.interval`); `None`: by path.
     pub resolve_after: Option<Duration>,

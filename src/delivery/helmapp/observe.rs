@@ -46,6 +46,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
     let (timeout, timeout_clamped) = timeout_of(app, ctx.settings.max_helm_timeout);
     let mut o = Observed {
+        timeouts: super::run_flags::Timeouts::of(app, timeout, ctx.settings.max_helm_timeout),
         timeout,
         timeout_clamped,
         resolve_after: resolve_after(app),
@@ -65,6 +66,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         helm_ran: false,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
+        produced: ctx.produced.lock().get(&cache::object_key(app)).copied(),
         server_side_revisions: entries
             .iter()
             .filter(|e| e.release.as_ref().is_ok_and(|r| r.server_side))

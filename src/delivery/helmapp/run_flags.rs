@@ -9,10 +9,77 @@
 //! here as helm would resolve it: by the apply method of the revision helm
 //! reads — the newest for an upgrade, the target for a rollback.
 
-use apis::helmapp::{HelmApp, ServerSideApply};
+use std::time::Duration;
+
+use apis::helmapp::{HelmApp, ServerSideApply, TestFilter};
 
 use super::observation::{Observed, RunKind};
 use crate::delivery::helm::{Flags, ServerSide};
+
+/// helm's `--timeout` of each action: the action's own `timeout`, else
+/// `spec.timeout` — each bounded by `--max-helm-timeout` (Flux's
+/// per-action timeouts over the HelmRelease's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub install: Duration,
+    pub upgrade: Duration,
+    pub rollback: Duration,
+    pub uninstall: Duration,
+    pub test: Duration,
+}
+
+impl Timeouts {
+    /// Of `app`, with `default` (`spec.timeout`, already bounded) where an
+    /// action says none, and `max` the bound.
+    pub fn of(app: &HelmApp, default: Duration, max: Duration) -> Self {
+        let own = |t: &str| super::config::parse_duration(t).map_or(default, |d| d.min(max));
+        let s = &app.spec;
+        Timeouts {
+            install: own(&s.install.timeout),
+            upgrade: own(&s.upgrade.timeout),
+            rollback: own(&s.rollback.timeout),
+            uninstall: own(&s.uninstall.timeout),
+            test: own(&s.test.timeout),
+        }
+    }
+
+    /// The timeout of an install or an upgrade (a repair is one).
+    pub fn of_run(&self, kind: RunKind) -> Duration {
+        match kind {
+            RunKind::Install => self.install,
+            RunKind::Upgrade | RunKind::Repair => self.upgrade,
+        }
+    }
+}
+
+/// `spec.test.filters` as helm's `--filter` values: `name=<n>` to run only
+/// the named tests, `!name=<n>` to leave one out. Names are checked here
+/// too (the CRD's pattern does not bind objects stored before it): a
+/// comma would be read by helm as a second filter.
+pub fn test_filters(filters: &[TestFilter]) -> Result<Vec<String>, String> {
+    filters
+        .iter()
+        .map(|f| {
+            let alnum = |b: u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+            let bytes = f.name.as_bytes();
+            let valid = f.name.len() <= 253
+                && bytes.first().is_some_and(|b| alnum(*b))
+                && bytes.last().is_some_and(|b| alnum(*b))
+                && bytes.iter().all(|b| alnum(*b) || *b == b'-' || *b == b'.');
+            if !valid {
+                return Err(format!(
+                    "spec.test.filters: {:?} is not an object name",
+                    f.name
+                ));
+            }
+            Ok(format!(
+                "{}name={}",
+                if f.exclude { "!" } else { "" },
+                f.name
+            ))
+        })
+        .collect()
+}
 
 /// An install's or an upgrade's (and a drift repair's, an upgrade) flags —
 /// `--force` too when `hossted.com/force-at` asked.
@@ -71,6 +138,39 @@ fn said(mode: ServerSideApply) -> ServerSide {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn each_action_takes_its_own_timeout_bounded_as_the_spec_one_is() {
+        let a = app(|a| {
+            a.spec.upgrade.timeout = "5s".into();
+            a.spec.install.timeout = "2h".into();
+            a.spec.test.timeout = "bogus".into();
+        });
+        let (default, max) = (Duration::from_secs(300), Duration::from_secs(1800));
+        let t = Timeouts::of(&a, default, max);
+        assert_eq!(t.of_run(RunKind::Upgrade), Duration::from_secs(5));
+        assert_eq!(t.of_run(RunKind::Repair), Duration::from_secs(5));
+        assert_eq!(t.of_run(RunKind::Install), max, "bounded");
+        assert_eq!(
+            (t.rollback, t.uninstall, t.test),
+            (default, default, default)
+        );
+    }
+
+    #[test]
+    fn test_filters_are_helms_and_a_name_that_is_none_is_refused() {
+        let f = |name: &str, exclude| TestFilter {
+            name: name.into(),
+            exclude,
+        };
+        assert_eq!(
+            test_filters(&[f("web-test", false), f("web-slow", true)]).unwrap(),
+            ["name=web-test", "!name=web-slow"]
+        );
+        for bad in ["", "a,name=b", "A", "x y", "--x", &"a".repeat(254)] {
+            assert!(test_filters(&[f(bad, false)]).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
     use crate::delivery::helmapp::observation::Stored;
     use crate::delivery::helmapp::state::tests::{app, observed};

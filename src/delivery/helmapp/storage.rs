@@ -121,6 +121,7 @@ pub fn first_untrusted<R: AsRef<HelmRelease>>(
     };
     let mut sorted: Vec<&HelmRelease> = entries.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|e| std::cmp::Reverse(e.version()));
+    let newest = sorted.first().map_or(0, |e| e.version());
     sorted.retain(|e| !unfinished(e));
     sorted.into_iter().find_map(|e| {
         let secret = e.metadata.name.clone().unwrap_or_default();
@@ -133,11 +134,18 @@ pub fn first_untrusted<R: AsRef<HelmRelease>>(
         let revision = e.version();
         let digest = e.digest_string().unwrap_or_default();
         // Changed in its `info` alone (read afresh, so its content is
-        // known): what helm does to a revision it supersedes or marks
-        // failed — also a run of ours killed between that write and the
-        // status write. Its manifest, hooks and values are still ours.
+        // known) the way helm changes it: superseded, with a newer revision
+        // there — also by a run of ours killed between that write and the
+        // status write. Its manifest, hooks and values are still ours; any
+        // other status written into it (an older revision made `deployed`
+        // for helm to diff against, the newest made `failed`) is not helm's.
         let info_alone = |r: &StorageDigest| {
-            !r.content.is_empty() && e.content.as_deref() == Some(r.content.as_str())
+            !r.content.is_empty()
+                && e.content.as_deref() == Some(r.content.as_str())
+                && e.release
+                    .as_ref()
+                    .is_ok_and(|r| r.status == HelmStatus::Superseded)
+                && e.version() < newest
         };
         match recorded.iter().find(|r| r.revision == revision) {
             None => Some(Untrusted::Unrecorded { secret, revision }),

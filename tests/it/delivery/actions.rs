@@ -543,3 +543,92 @@ async fn the_flux_port_example_installs_as_written() {
     assert_eq!(cm.metadata.labels.unwrap()["team"], "platform");
     operator.stop().await;
 }
+
+/// Issue 52: each action's own timeout over `spec.timeout` — an upgrade
+/// whose pre-upgrade hook never ends (no kubelet runs its Pod) fails at
+/// `upgrade.timeout`, while the install ran with `install.timeout`.
+#[tokio::test]
+async fn an_upgrade_fails_at_its_own_timeout_and_the_install_had_its_own() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
+    apply(
+        &f,
+        "timed",
+        json!({ "chart": { "path": "tiny" }, "timeout": "10m",
+                "install": { "timeout": "2m" }, "upgrade": { "timeout": "5s" } }),
+    )
+    .await;
+    ready(&f, "timed", "InstallSucceeded", 1).await;
+    patch(
+        &f,
+        "timed",
+        json!({ "spec": { "values": { "upgradeHook": true } } }),
+    )
+    .await;
+    let failed = ready(&f, "timed", "UpgradeFailed", 1).await;
+    let history = failed.status.unwrap().history;
+    let upgrade = history.iter().find(|h| h.action == "upgrade").unwrap();
+    assert_eq!(upgrade.result, "failed");
+    // helm gave up at its timeout, not at spec.timeout's ten minutes.
+    let seconds: f64 = upgrade.duration.trim_end_matches('s').parse().unwrap();
+    assert!(seconds < 60.0, "{upgrade:?}");
+    let runs = runs_of(&log, "timed");
+    let timeouts: Vec<&str> = runs
+        .iter()
+        .filter(|r| r[0] == "upgrade")
+        .filter_map(|r| value_of(r, "--timeout"))
+        .collect();
+    // The install with its own, each upgrade (retries too) with its own.
+    assert_eq!(timeouts.first(), Some(&"120s"), "{runs:?}");
+    assert!(
+        timeouts.len() > 1 && timeouts[1..].iter().all(|t| *t == "5s"),
+        "{runs:?}"
+    );
+    operator.stop().await;
+}
+
+/// Issue 52: `test.filters` runs only what they let through — the
+/// excluded test hook is never created, the other one runs.
+#[tokio::test]
+async fn test_filters_leave_the_excluded_test_out() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
+    let phases = Arc::new(parking_lot::Mutex::new(BTreeMap::from([(
+        "filtered".to_string(),
+        "Succeeded".to_string(),
+    )])));
+    let kubelet = test_pods(&f, phases);
+    apply(
+        &f,
+        "filtered",
+        json!({ "chart": { "path": "tiny" }, "values": { "smokeTest": true },
+                "test": { "enable": true, "filters": [{ "name": "filtered-smoke", "exclude": true }] } }),
+    )
+    .await;
+    let app = ready(&f, "filtered", "InstallSucceeded", 1).await;
+    let history = app.status.unwrap().history;
+    assert_eq!(
+        (history[0].action.as_str(), history[0].result.as_str()),
+        ("test", "succeeded")
+    );
+    let pods: Api<Pod> = Api::namespaced(f.cp.client(), NS);
+    assert!(
+        pods.get_opt("filtered-test").await.unwrap().is_some(),
+        "the test ran"
+    );
+    assert!(
+        pods.get_opt("filtered-smoke").await.unwrap().is_none(),
+        "the excluded test was never created"
+    );
+    let test = runs_of(&log, "filtered")
+        .into_iter()
+        .find(|r| r[0] == "test")
+        .unwrap();
+    assert_eq!(value_of(&test, "--filter"), Some("!name=filtered-smoke"));
+    kubelet.abort();
+    operator.stop().await;
+}

@@ -19,6 +19,11 @@ pub struct InstallSettings {
     #[serde(default = "default_true")]
     #[schemars(default = "default_true")]
     pub server_side_apply: bool,
+    /// helm's `--timeout` for an install (default: `spec.timeout`), bounded
+    /// by the operator's `--max-helm-timeout` as that one is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub timeout: String,
     /// helm 4's `--force-conflicts` whenever the objects are applied
     /// server-side: a field another manager owns (a hand edit, `kubectl
     /// scale`, an HPA's `spec.replicas`) is taken back to the chart's value
@@ -36,6 +41,7 @@ impl Default for InstallSettings {
             disable_hooks: false,
             skip_schema_validation: false,
             server_side_apply: true,
+            timeout: String::new(),
             force_conflicts: true,
         }
     }
@@ -73,6 +79,11 @@ pub struct UpgradeSettings {
         regex(pattern = r"^(auto|enabled|disabled)$")
     )]
     pub server_side_apply: ServerSideApply,
+    /// helm's `--timeout` for an upgrade (and a drift repair, an upgrade too) (default: `spec.timeout`), bounded
+    /// by the operator's `--max-helm-timeout` as that one is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub timeout: String,
     /// helm 4's `--force-conflicts` whenever the objects are applied
     /// server-side: a field another manager owns (a hand edit, `kubectl
     /// scale`, an HPA's `spec.replicas`) is taken back to the chart's value
@@ -92,6 +103,7 @@ impl Default for UpgradeSettings {
             cleanup_on_fail: false,
             skip_schema_validation: false,
             server_side_apply: ServerSideApply::default(),
+            timeout: String::new(),
             force_conflicts: true,
         }
     }
@@ -124,6 +136,11 @@ pub struct RollbackSettings {
         regex(pattern = r"^(auto|enabled|disabled)$")
     )]
     pub server_side_apply: ServerSideApply,
+    /// helm's `--timeout` for a rollback (default: `spec.timeout`), bounded
+    /// by the operator's `--max-helm-timeout` as that one is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub timeout: String,
     /// helm 4's `--force-conflicts` whenever the objects are applied
     /// server-side: a field another manager owns (a hand edit, `kubectl
     /// scale`, an HPA's `spec.replicas`) is taken back to the chart's value
@@ -142,6 +159,7 @@ impl Default for RollbackSettings {
             force: false,
             cleanup_on_fail: false,
             server_side_apply: ServerSideApply::default(),
+            timeout: String::new(),
             force_conflicts: true,
         }
     }
@@ -165,6 +183,11 @@ pub struct UninstallSettings {
         regex(pattern = r"^(background|foreground|orphan)$")
     )]
     pub deletion_propagation: DeletionPropagation,
+    /// helm's `--timeout` for an uninstall (default: `spec.timeout`), bounded
+    /// by the operator's `--max-helm-timeout` as that one is.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub timeout: String,
 }
 
 /// `spec.test`: `helm test` after each install and upgrade.
@@ -180,6 +203,27 @@ pub struct TestSettings {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
     pub timeout: String,
+    /// Which test hooks run (helm's `--filter`, Flux's `test.filters`):
+    /// with a filter naming a test, only the named ones run; `exclude`
+    /// leaves a test out. Empty: every test.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub filters: Vec<TestFilter>,
+}
+
+/// One entry of `spec.test.filters`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TestFilter {
+    /// The test hook's name (its object's `metadata.name`).
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    )]
+    pub name: String,
+    /// Leave this test out instead of running only the named ones.
+    #[serde(default)]
+    pub exclude: bool,
 }
 
 /// What a failed upgrade leads to.

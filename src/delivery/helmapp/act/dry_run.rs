@@ -60,6 +60,7 @@ async fn run(
         user: user.as_deref(),
         post_render: post_render.as_ref(),
         flags: crate::delivery::helmapp::run_flags::of_run(app, o, kind, false),
+        timeout: o.timeouts.of_run(kind),
     };
     let upgrade = release::request(ctx, app, o, parts);
     let get = GetManifest {

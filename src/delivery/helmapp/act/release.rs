@@ -64,6 +64,7 @@ pub async fn run(
         user: user.as_deref(),
         post_render: post_render.as_ref(),
         flags: run_flags::of_run(app, o, kind, forced),
+        timeout: o.timeouts.of_run(kind),
     };
     super::intent::declare(ctx, app, o, kind.action()).await?;
     let upgrade = request(ctx, app, o, parts);
@@ -125,6 +126,9 @@ fn ended(
     o.helm_ran = true;
     match result {
         Ok(released) => {
+            ctx.produced
+                .lock()
+                .insert(cache::object_key(app), released.revision);
             if !released.content.is_empty() {
                 // Ours, as our helm printed it: recorded even if the storage
                 // read after the run fails (observe::own_revision).
@@ -171,6 +175,8 @@ pub(super) struct Parts<'a> {
     pub user: Option<&'a str>,
     pub post_render: Option<&'a ConfigFile>,
     pub flags: Flags,
+    /// helm's `--timeout` for this run (the install's or the upgrade's).
+    pub timeout: std::time::Duration,
 }
 
 /// The `helm upgrade --install` of `app` — the one an approval's dry run
@@ -191,7 +197,7 @@ pub(super) fn request<'a>(
         // CreateReplace: the operator applies them itself, before helm.
         skip_crds: app.spec.crds != CrdPolicy::Create,
         as_user: parts.user,
-        timeout: o.timeout,
+        timeout: parts.timeout,
         flags: parts.flags,
         history_max: app.spec.max_history(),
         post_renderer: parts.post_render.and_then(|f| {

@@ -176,7 +176,7 @@ async fn apply(
                 namespace: &o.target.namespace,
                 revision: o.status.revision,
                 as_user,
-                timeout: o.timeout,
+                timeout: o.timeouts.rollback,
                 flags: crate::delivery::helmapp::run_flags::of_rollback(app, o, o.status.revision),
                 history_max: app.spec.max_history(),
             };

@@ -50,21 +50,24 @@ async fn tested(
     hash: &str,
 ) -> Option<String> {
     let settings = &app.spec.test;
-    // `test.timeout`, or the helm timeout; bounded as that one is.
-    let timeout = crate::delivery::helmapp::config::parse_duration(&settings.timeout)
-        .unwrap_or(o.timeout)
-        .min(ctx.settings.max_helm_timeout);
     let user = o.identity.user();
-    let test = Test {
-        release: &o.target.release,
-        namespace: &o.target.namespace,
-        as_user: user.as_deref(),
-        timeout,
-    };
-    let failure = match ctx.helm.test(&test).await {
-        Some(Ok(())) => None,
-        Some(Err(e)) => Some(e.summary(&o.redactor)),
-        None => Some("another helm run holds the release".to_string()),
+    let failure = match crate::delivery::helmapp::run_flags::test_filters(&app.spec.test.filters) {
+        Err(refused) => Some(refused),
+        Ok(filters) => {
+            let test = Test {
+                release: &o.target.release,
+                namespace: &o.target.namespace,
+                as_user: user.as_deref(),
+                // `test.timeout`, or the helm timeout; bounded as that one is.
+                timeout: o.timeouts.test,
+                filters: &filters,
+            };
+            match ctx.helm.test(&test).await {
+                Some(Ok(())) => None,
+                Some(Err(e)) => Some(e.summary(&o.redactor)),
+                None => Some("another helm run holds the release".to_string()),
+            }
+        }
     };
     // helm test rewrites the revision it ran (its hooks' last runs): the
     // content helm printed after the upgrade is no longer what is stored.

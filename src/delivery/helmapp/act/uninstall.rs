@@ -68,7 +68,7 @@ pub fn request<'a>(app: &'a HelmApp, o: &'a Observed, as_user: Option<&'a str>) 
         release: &o.target.release,
         namespace: &o.target.namespace,
         as_user,
-        timeout: o.timeout,
+        timeout: o.timeouts.uninstall,
         no_hooks: u.disable_hooks,
         keep_history: u.keep_history,
         // `Unknown` (a spelling the schema refuses): helm's default.

@@ -74,7 +74,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     // revision this process never ran helm for (its operator stopped
     // before the status write, found again after a restart) may have been
     // edited since: every object is compared with the manifest.
-    let trust_first_sight = new_revision && o.our_helm_ended.is_some();
+    let trust_first_sight = new_revision && o.produced == Some(newest.revision);
     let first_sight = match trust_first_sight {
         true => Recheck::TrustFirstSight,
         // No digest recorded when helm applied it (a run that could not

@@ -85,8 +85,14 @@ pub(crate) fn observed() -> Observed {
         // Led since before every revision `stored` makes (11:58).
         leading_since: now() - chrono::Duration::hours(1),
         our_helm_ended: None,
+        produced: None,
         timeout: Duration::from_secs(300),
         timeout_clamped: false,
+        timeouts: crate::delivery::helmapp::run_flags::Timeouts::of(
+            &app(|_| {}),
+            Duration::from_secs(300),
+            Duration::from_secs(1800),
+        ),
         resolve_after: None,
     }
 }

@@ -237,6 +237,45 @@ planted",
             "{found:?}"
         );
     }
+    // Another status written into it is not helm's: an older revision
+    // made `deployed` again, the newest made `failed` or `superseded`.
+    let mut two = HelmAppStatus::default();
+    trust(
+        &mut two,
+        &[
+            fresh_of(release(1, "superseded", "a"), "u"),
+            fresh_of(release(2, "deployed", "b"), "u"),
+        ],
+    );
+    for (flipped, revision) in [
+        (
+            [
+                fresh_of(release(1, "deployed", "a"), "u"),
+                fresh_of(release(2, "deployed", "b"), "u"),
+            ],
+            1,
+        ),
+        (
+            [
+                fresh_of(release(1, "superseded", "a"), "u"),
+                fresh_of(release(2, "failed", "b"), "u"),
+            ],
+            2,
+        ),
+        (
+            [
+                fresh_of(release(1, "superseded", "a"), "u"),
+                fresh_of(release(2, "superseded", "b"), "u"),
+            ],
+            2,
+        ),
+    ] {
+        let found = first_untrusted(&flipped, &two.storage_digests, None);
+        assert!(
+            matches!(found, Some(Untrusted::Changed { revision: r, .. }) if r == revision),
+            "{found:?}"
+        );
+    }
     // The cache has no content digest: a difference there is confirmed
     // by a fresh read (`check`), never passed on the cache's word.
     let (cached, _) = entry_in(1, 1, "u", "superseded");
