@@ -425,11 +425,18 @@ mod tests {
 
     #[test]
     fn a_payload_helm_would_read_otherwise_is_no_release() {
-        let planted = br#"{"name":"web","namespace":"apps","version":2,"info":{"status":"deployed"},
+        let planted =
+            br#"{"name":"web","namespace":"apps","version":2,"info":{"status":"deployed"},
             "chart":{"metadata":{"name":"web"}},"manifest":"ours","Manifest":"planted"}"#;
         assert!(matches!(decode_release(planted), Err(Error::Ambiguous(_))));
-        assert!(matches!(release_manifests(planted), Err(Error::Ambiguous(_))));
-        assert!(matches!(release_manifest(planted), Err(Error::Ambiguous(_))));
+        assert!(matches!(
+            release_manifests(planted),
+            Err(Error::Ambiguous(_))
+        ));
+        assert!(matches!(
+            release_manifest(planted),
+            Err(Error::Ambiguous(_))
+        ));
     }
 
     #[test]

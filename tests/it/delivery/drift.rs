@@ -522,3 +522,44 @@ async fn random_output_of_a_chart_is_not_drift_the_stored_manifest_is_the_refere
     assert_eq!(revisions(&f, "rnd").await.len(), 1);
     operator.stop().await;
 }
+
+/// An edit that lands between helm's apply and the operator's read of
+/// what helm applied (here made by the helm wrapper itself, right after
+/// helm ends) is not taken for the applied state: the object differs from
+/// its manifest, so it keeps no digest, is checked, and is put back.
+#[tokio::test]
+async fn an_edit_racing_the_end_of_helms_run_is_put_back_not_recorded() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let marker = f.cp.dir().join("edited-once");
+    let wrapper = f.cp.dir().join("helm-then-edit.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{passthrough}'{helm}' \"$@\"\nrc=$?\ncase \"$*\" in *--dry-run*) ;; *upgrade*) [ -e '{marker}' ] || {{ touch '{marker}'; KUBECONFIG='{kubeconfig}' '{kubectl}' patch configmap raced-env -n {NS} --type merge -p '{{\"data\":{{\"LOG_LEVEL\":\"debug\"}}}}' --field-manager kubectl-edit >/dev/null; }} ;; esac\nexit $rc\n",
+            passthrough = version_passes_through(&f.cp.helm_binary()),
+            helm = f.cp.helm_binary().display(),
+            marker = marker.display(),
+            kubeconfig = f.cp.kubeconfig_path().display(),
+            kubectl = f.cp.kubectl_binary().display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
+    let spec = json!({ "chart": { "path": "full" }, "drift": { "mode": "enabled" } });
+    apply(&f, "raced", spec).await;
+    ready(&f, "raced", "InstallSucceeded", 1).await;
+    assert!(marker.exists(), "the wrapper edited after helm's apply");
+    eventually("the racing edit put back", 60, || async {
+        (log_level(&configmap(&f, "raced-env").await) == CHART_LOG_LEVEL).then_some(())
+    })
+    .await;
+    assert_eq!(
+        revisions(&f, "raced").await.len(),
+        1,
+        "by drift repair, no helm run"
+    );
+    operator.stop().await;
+}

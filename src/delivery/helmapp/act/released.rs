@@ -24,8 +24,14 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed, revision: i64) -> 
             return Outcome::Finished(Action::requeue_after(again, text));
         }
     }
-    Outcome::Finished(Action::done(format!(
-        "{}: revision {revision} released",
-        o.target.key()
-    )))
+    let message = format!("{}: revision {revision} released", o.target.key());
+    // An object recorded without a digest (it differed from its manifest
+    // when read after helm's apply: an edit in between) is checked by the
+    // next reconcile — soon, whatever else wakes it.
+    let unchecked = app.spec.drift_mode() != apis::helmapp::DriftMode::Disabled
+        && o.status.inventory.iter().any(|e| e.checked.is_empty());
+    Outcome::Finished(match unchecked {
+        true => Action::requeue_after(std::time::Duration::from_secs(1), message),
+        false => Action::done(message),
+    })
 }

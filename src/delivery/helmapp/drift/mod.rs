@@ -172,6 +172,16 @@ async fn record_revision(
     };
     // With drift disabled no digest is compared: none is read.
     if app.spec.drift_mode() != DriftMode::Disabled {
+        // What helm applied, to tell it from an edit made between helm's
+        // apply and this read: an object that differs from its manifest
+        // keeps no digest and is checked by the next reconcile. Without
+        // the manifest, nothing is recorded: everything is checked.
+        let manifest = ctx
+            .drift
+            .manifests
+            .read(&ctx.client, &o.target.namespace, secret)
+            .await
+            .ok();
         let user = o.identity.user();
         // The futures are made first: a stream that maps with a closure
         // over borrowed entries is not provably `Send` to the compiler.
@@ -187,7 +197,12 @@ async fn record_revision(
             match live {
                 Ok(Some(live)) => {
                     let ignored = rules::ignored(app, entry);
-                    entry.checked = Fingerprint::of(&live).digest(&ignored);
+                    let as_applied = manifest.as_deref().is_some_and(|objects| {
+                        as_helm_applied(objects, entry, &live, &ignored, &o.target)
+                    });
+                    if as_applied {
+                        entry.checked = Fingerprint::of(&live).digest(&ignored);
+                    }
                 }
                 Ok(None) => {}
                 Err(e) => log::warn!("{}: {e}", o.target.key()),
@@ -198,6 +213,34 @@ async fn record_revision(
     o.status.inventory_revision = revision;
     o.status.drift.clear();
     ctx.drift.polls.forget(&cache::object_key(app));
+}
+
+/// Whether `live` holds what the manifest (`objects`) sets for `entry`,
+/// field for field as the API server stores it: a local look, no dry run.
+/// The server's normalising (`cpu: 0.5` → `500m`) may make an object
+/// applied as is look otherwise; that costs it one check by the next
+/// reconcile, never a missed edit.
+fn as_helm_applied(
+    objects: &[Value],
+    entry: &apis::helmapp::InventoryEntry,
+    live: &Value,
+    ignored: &[&str],
+    target: &super::target::Target,
+) -> bool {
+    let Some(doc) = super::kept::manifest::find(
+        objects,
+        &entry.kind,
+        &entry.namespace,
+        &entry.name,
+        &target.namespace,
+    ) else {
+        return false;
+    };
+    let desired = compare::without(
+        &with_helm_metadata(doc, &target.release, &target.namespace),
+        ignored,
+    );
+    compare::drifted_fields(&desired, &compare::as_stored(&desired), live, ignored).is_empty()
 }
 
 /// The object of `entry` as the API has it now, read as `user`.
