@@ -62,11 +62,11 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("chart.spec.verify", Container),
     (
         "chart.spec.verify.provider",
-        Dropped("chart verification is not supported yet: the chart is installed unverified"),
+        Dropped("set spec.chart.verify by hand: provider cosign for an OCI chart (the same .pub keys), helm for an HTTP repository's .prov (OpenPGP keys); notation is not supported"),
     ),
     (
         "chart.spec.verify.secretRef",
-        Dropped("chart verification is not supported yet: the chart is installed unverified"),
+        Dropped("set spec.chart.verify.secretRef by hand, with the provider its keys are for"),
     ),
     ("chart.spec.version", Mapped("chart.version")),
     ("chartRef", Container),
