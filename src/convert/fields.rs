@@ -62,7 +62,9 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("chart.spec.verify", Container),
     (
         "chart.spec.verify.provider",
-        Dropped("set spec.chart.verify by hand: provider cosign for an OCI chart (the same .pub keys), helm for an HTTP repository's .prov (OpenPGP keys); notation is not supported"),
+        Dropped(
+            "set spec.chart.verify by hand: provider cosign for an OCI chart (the same .pub keys), helm for an HTTP repository's .prov (OpenPGP keys); notation is not supported",
+        ),
     ),
     (
         "chart.spec.verify.secretRef",

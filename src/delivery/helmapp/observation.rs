@@ -246,8 +246,8 @@ pub struct Observed {
     pub timeout: Duration,
     /// `spec.timeout` was longer than `--max-helm-timeout`.
     pub timeout_clamped: bool,
-    /// Each action's own timeout ([`super::run_flags::Timeouts`]).
-    pub timeouts: super::run_flags::Timeouts,
+    /// Each action's own timeout ([`Timeouts`]).
+    pub timeouts: Timeouts,
     /// A chart from a repository or registry is resolved again (its range,
     /// its newest version) after this (`spec.interval`); `None`: by path.
     pub resolve_after: Option<Duration>,
@@ -264,6 +264,42 @@ impl Observed {
         match &self.inputs {
             Some(Inputs::Ready { hash, .. }) => Some(hash),
             _ => None,
+        }
+    }
+}
+
+/// helm's `--timeout` of each action: the action's own `timeout`, else
+/// `spec.timeout` — each bounded by `--max-helm-timeout` (Flux's
+/// per-action timeouts over the HelmRelease's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub install: Duration,
+    pub upgrade: Duration,
+    pub rollback: Duration,
+    pub uninstall: Duration,
+    pub test: Duration,
+}
+
+impl Timeouts {
+    /// Of `app`, with `default` (`spec.timeout`, already bounded) where an
+    /// action says none, and `max` the bound.
+    pub fn of(app: &HelmApp, default: Duration, max: Duration) -> Self {
+        let own = |t: &str| super::config::parse_duration(t).map_or(default, |d| d.min(max));
+        let s = &app.spec;
+        Timeouts {
+            install: own(&s.install.timeout),
+            upgrade: own(&s.upgrade.timeout),
+            rollback: own(&s.rollback.timeout),
+            uninstall: own(&s.uninstall.timeout),
+            test: own(&s.test.timeout),
+        }
+    }
+
+    /// The timeout of an install or an upgrade (a repair is one).
+    pub fn of_run(&self, kind: RunKind) -> Duration {
+        match kind {
+            RunKind::Install => self.install,
+            RunKind::Upgrade | RunKind::Repair => self.upgrade,
         }
     }
 }

@@ -46,7 +46,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         .is_some_and(|r| owned_by_live(ctx, &r.owner, app));
     let (timeout, timeout_clamped) = timeout_of(app, ctx.settings.max_helm_timeout);
     let mut o = Observed {
-        timeouts: super::run_flags::Timeouts::of(app, timeout, ctx.settings.max_helm_timeout),
+        timeouts: super::observation::Timeouts::of(app, timeout, ctx.settings.max_helm_timeout),
         timeout,
         timeout_clamped,
         resolve_after: resolve_after(app),

@@ -9,48 +9,14 @@
 //! here as helm would resolve it: by the apply method of the revision helm
 //! reads — the newest for an upgrade, the target for a rollback.
 
-use std::time::Duration;
-
 use apis::helmapp::{HelmApp, ServerSideApply, TestFilter};
 
+#[cfg(test)]
+use super::observation::Timeouts;
 use super::observation::{Observed, RunKind};
 use crate::delivery::helm::{Flags, ServerSide};
-
-/// helm's `--timeout` of each action: the action's own `timeout`, else
-/// `spec.timeout` — each bounded by `--max-helm-timeout` (Flux's
-/// per-action timeouts over the HelmRelease's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timeouts {
-    pub install: Duration,
-    pub upgrade: Duration,
-    pub rollback: Duration,
-    pub uninstall: Duration,
-    pub test: Duration,
-}
-
-impl Timeouts {
-    /// Of `app`, with `default` (`spec.timeout`, already bounded) where an
-    /// action says none, and `max` the bound.
-    pub fn of(app: &HelmApp, default: Duration, max: Duration) -> Self {
-        let own = |t: &str| super::config::parse_duration(t).map_or(default, |d| d.min(max));
-        let s = &app.spec;
-        Timeouts {
-            install: own(&s.install.timeout),
-            upgrade: own(&s.upgrade.timeout),
-            rollback: own(&s.rollback.timeout),
-            uninstall: own(&s.uninstall.timeout),
-            test: own(&s.test.timeout),
-        }
-    }
-
-    /// The timeout of an install or an upgrade (a repair is one).
-    pub fn of_run(&self, kind: RunKind) -> Duration {
-        match kind {
-            RunKind::Install => self.install,
-            RunKind::Upgrade | RunKind::Repair => self.upgrade,
-        }
-    }
-}
+#[cfg(test)]
+use std::time::Duration;
 
 /// `spec.test.filters` as helm's `--filter` values: `name=<n>` to run only
 /// the named tests, `!name=<n>` to leave one out. Names are checked here

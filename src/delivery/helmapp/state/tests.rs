@@ -88,7 +88,7 @@ pub(crate) fn observed() -> Observed {
         produced: None,
         timeout: Duration::from_secs(300),
         timeout_clamped: false,
-        timeouts: crate::delivery::helmapp::run_flags::Timeouts::of(
+        timeouts: crate::delivery::helmapp::observation::Timeouts::of(
             &app(|_| {}),
             Duration::from_secs(300),
             Duration::from_secs(1800),
