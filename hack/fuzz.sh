@@ -3,7 +3,8 @@
 # the release decoder, the marker, the --set parser, the index parser,
 # Git tree walking (hostile trees), SOPS documents, .prov files, cosign
 # signature manifests and bundles, known_hosts, CEL (compiled and run on a
-# bounded object), change windows and `convert`'s input,
+# bounded object), change windows, `convert`'s input and stored manifests
+# against helm's own splitting (manifest_bound),
 # FUZZ_SECONDS each (default 600), one after the other. Writes the "fuzz"
 # section of bench/REPORT.md. Not part of hack/test.sh, which runs the
 # property tests of the same file but skips these (ignored) targets.
@@ -15,7 +16,7 @@ trap 'rm -rf "$OUT"' EXIT
 echo "==> building tests/parsers.rs (release)"
 cargo test --release -q --test parsers --no-run
 # FUZZ_TARGETS picks some (space-separated); the report section lists what ran.
-for target in ${FUZZ_TARGETS:-fuzz_release_decoder fuzz_marker fuzz_set_parser fuzz_index_parser fuzz_git_tree fuzz_sops fuzz_provenance fuzz_cosign_documents fuzz_known_hosts fuzz_cel fuzz_change_windows fuzz_convert}; do
+for target in ${FUZZ_TARGETS:-fuzz_release_decoder fuzz_marker fuzz_set_parser fuzz_index_parser fuzz_git_tree fuzz_sops fuzz_provenance fuzz_cosign_documents fuzz_known_hosts fuzz_cel fuzz_change_windows fuzz_convert fuzz_manifest_bound}; do
   echo "==> $target for ${SECONDS_EACH}s"
   if FUZZ_SECONDS="$SECONDS_EACH" cargo test --release -q --test parsers -- --ignored --exact "$target" --nocapture \
       >"$OUT/$target.log" 2>&1; then

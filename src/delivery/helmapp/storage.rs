@@ -295,8 +295,8 @@ pub async fn changed_during_run(
 /// What is recorded after a helm action, from the storage read then
 /// (`entries`, with their content digests) and what was recorded before:
 /// - a revision recorded before and unchanged, or changed in its `info`
-///   alone (helm supersedes a revision by rewriting its status): recorded
-///   as it is now;
+///   alone to a status helm writes into a revision it does not make
+///   ([`helm_rewrites_info`]): recorded as it is now;
 /// - a revision recorded before whose content changed (an edit made while
 ///   helm ran): its earlier record stays, so the next check flags it;
 /// - the revision new since that `intent` names (the run's), with the
@@ -309,6 +309,7 @@ pub fn recorded_after(
     before: &[StorageDigest],
     intent: Option<&RunIntent>,
 ) -> Vec<StorageDigest> {
+    let newest = entries.iter().map(HelmRelease::version).max().unwrap_or(0);
     let mut out: Vec<StorageDigest> = entries
         .iter()
         .filter(|e| e.release.is_ok())
@@ -320,7 +321,13 @@ pub fn recorded_after(
             };
             match before.iter().find(|b| b.revision == now.revision) {
                 Some(b) if b.digest == now.digest => Some(now),
-                Some(b) if !b.content.is_empty() && b.content == now.content => Some(now),
+                Some(b)
+                    if !b.content.is_empty()
+                        && b.content == now.content
+                        && helm_rewrites_info(e, newest) =>
+                {
+                    Some(now)
+                }
                 Some(b) => Some(b.clone()),
                 None => intent
                     .is_some_and(|i| {
@@ -333,6 +340,22 @@ pub fn recorded_after(
         .collect();
     out.sort_by_key(|d| std::cmp::Reverse(d.revision));
     out
+}
+
+/// Whether `e`'s status is one helm (or the operator's unlock) writes into
+/// a revision it does not make, so that an `info`-only change to it while
+/// our run went on is helm's: `superseded` below a newer revision (an
+/// upgrade or rollback), `failed` (a pending run unlocked or failed),
+/// `uninstalling`/`uninstalled` (an uninstall keeping history). Never
+/// `deployed` or `pending-*`: a revision made current again, or made to
+/// look unfinished, is how a writer steers which of our revisions helm
+/// takes as its base — no helm run does that to an existing revision.
+fn helm_rewrites_info(e: &HelmRelease, newest: i64) -> bool {
+    e.release.as_ref().is_ok_and(|r| match r.status {
+        HelmStatus::Superseded => r.version < newest,
+        HelmStatus::Failed | HelmStatus::Uninstalling | HelmStatus::Uninstalled => true,
+        _ => false,
+    })
 }
 
 /// Whether the storage of `o`'s release can be trusted: `Some` with the

@@ -181,6 +181,21 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
         ),
         "{recorded:?}"
     );
+    // Revision 1 made `deployed` again while helm ran (its manifest
+    // untouched): no helm run rewrites an existing revision so; its old
+    // record stays. Likewise the newest made to look `superseded`.
+    for (one, two) in [("deployed", "deployed"), ("superseded", "superseded")] {
+        let steered = [
+            fresh_of(release(1, one, "a"), "u"),
+            fresh_of(release(2, two, "b"), "u"),
+        ];
+        let mut recorded_two = recorded_after(&after, &before, Some(&ran));
+        recorded_two = recorded_after(&steered, &recorded_two, None);
+        assert!(
+            first_untrusted(&steered, &recorded_two, None).is_some(),
+            "{one}/{two}: {recorded_two:?}"
+        );
+    }
     // A revision planted while helm ran is not recorded, whoever its
     // labels name as owner — ours included.
     for owner in ["tenant", "u"] {
