@@ -106,6 +106,10 @@ pub enum RunEnded {
     /// The run or its tests failed (`message`: redacted), counted in
     /// `status.failures`.
     Failed { run: RunKind, message: String },
+    /// Another helm run held the release's slot: nothing ran, nothing is
+    /// counted (a test left for later is found untested again:
+    /// `state::untested`).
+    SlotBusy,
 }
 
 /// Why `dependsOn` holds a release back.

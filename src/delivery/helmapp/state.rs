@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
 
-use super::observation::{Inputs, Observed, Rendering, RunEnded, Stored};
+use super::observation::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 pub use super::release_state::{OutOfSyncCause, ReleaseState};
@@ -49,6 +49,7 @@ fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
             message: message.clone(),
             failures: o.status.failures,
         },
+        RunEnded::SlotBusy => ReleaseState::HeldByHelm,
     }
 }
 
@@ -178,6 +179,8 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
         OutOfSyncCause::Forced
     } else if test_failed(o, app, hash) {
         OutOfSyncCause::TestFailed
+    } else if let Some(state) = untested(o, app, hash, newest) {
+        return state;
     } else {
         return deployed(o, app, newest);
     };
@@ -290,6 +293,42 @@ fn deployed(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
     ReleaseState::InSync {
         revision: Some(newest.revision),
     }
+}
+
+/// With `test.enable`, the newest revision was made by an install or
+/// upgrade of this configuration (the history's newest entry of a run or
+/// test says so) and no `helm test` has run on it since: its tests are
+/// still owed — a test that found the release busy, an operator stopped
+/// between the run and its tests, `test.enable` just turned on (Flux
+/// tests a release it has not tested, the same way). `before`: the
+/// revision that had succeeded before it.
+fn untested(o: &Observed, app: &HelmApp, hash: &str, newest: &Stored) -> Option<ReleaseState> {
+    if !app.spec.test.enable {
+        return None;
+    }
+    let mut runs = o.status.history.iter().filter(|h| {
+        matches!(
+            h.action.as_str(),
+            "install" | "upgrade" | "rollback" | "test" | "uninstall"
+        )
+    });
+    let last = runs.next()?;
+    let run = match last.action.as_str() {
+        "install" => RunKind::Install,
+        "upgrade" => RunKind::Upgrade,
+        _ => return None,
+    };
+    if last.result != "succeeded" || last.revision != newest.revision || last.config_hash != hash {
+        return None;
+    }
+    let before = runs
+        .find(|h| h.result == "succeeded" && h.revision < last.revision && h.action != "test")
+        .map_or(0, |h| h.revision);
+    Some(ReleaseState::Untested {
+        run,
+        revision: last.revision,
+        before,
+    })
 }
 
 /// The last action on this configuration was a `helm test` that failed,

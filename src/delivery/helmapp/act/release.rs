@@ -13,7 +13,6 @@ use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Inputs, Observed, RunEnded, RunKind};
-use crate::delivery::helmapp::plan::HELM_HOLDS;
 use crate::delivery::helmapp::run_flags;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
@@ -79,8 +78,8 @@ pub async fn run(
     let started = std::time::Instant::now();
     let Some(result) = ctx.helm.upgrade(&upgrade).await else {
         super::intent::withdraw(o);
-        let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
-        return Ok(Outcome::Finished(action));
+        o.run_ended = Some(RunEnded::SlotBusy);
+        return Ok(Outcome::Replan);
     };
     drop(post_render);
     if let Err(HelmError::Unreachable { .. } | HelmError::InvalidName { .. }) = &result {

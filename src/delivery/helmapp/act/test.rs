@@ -25,7 +25,15 @@ pub async fn run(
     before: i64,
 ) -> Outcome {
     let hash = o.hash().unwrap_or_default().to_string();
-    let counted = tested(ctx, app, o, revision, &hash).await;
+    let counted = match tested(ctx, app, o, revision, &hash).await {
+        TestRun::Busy => {
+            // Not run: owed still, and found so again (`state::untested`).
+            o.run_ended = Some(RunEnded::SlotBusy);
+            return Outcome::Replan;
+        }
+        TestRun::Passed => None,
+        TestRun::Failed(message) => Some(message),
+    };
     o.run_ended = Some(match counted {
         None => RunEnded::Tested { run, revision },
         Some(message) => {
@@ -40,15 +48,24 @@ pub async fn run(
     Outcome::Replan
 }
 
-/// Runs the tests, recorded and said. `Some(message)`: they failed and the
-/// failure counts.
+/// How a `helm test` ended.
+enum TestRun {
+    /// They passed, or their failure is ignored.
+    Passed,
+    /// They failed and the failure counts (`message`: redacted).
+    Failed(String),
+    /// Another helm run held the release: nothing ran.
+    Busy,
+}
+
+/// Runs the tests, recorded and said (a busy release: neither).
 async fn tested(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
     revision: i64,
     hash: &str,
-) -> Option<String> {
+) -> TestRun {
     let settings = &app.spec.test;
     let user = o.identity.user();
     let failure = match crate::delivery::helmapp::run_flags::test_filters(&app.spec.test.filters) {
@@ -65,7 +82,7 @@ async fn tested(
             match ctx.helm.test(&test).await {
                 Some(Ok(())) => None,
                 Some(Err(e)) => Some(e.summary(&o.redactor)),
-                None => Some("another helm run holds the release".to_string()),
+                None => return TestRun::Busy,
             }
         }
     };
@@ -104,7 +121,8 @@ async fn tested(
         ),
     };
     ctx.recorder.event(app, kind, reason.as_str(), &message);
-    failure
-        .filter(|_| !settings.ignore_failures)
-        .map(|_| message)
+    match failure {
+        Some(_) if !settings.ignore_failures => TestRun::Failed(message),
+        _ => TestRun::Passed,
+    }
 }

@@ -10,8 +10,7 @@ use runtime::Action;
 use super::outcome::{DeliveryError, Outcome, forbidden};
 use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::Observed;
-use crate::delivery::helmapp::plan::HELM_HOLDS;
+use crate::delivery::helmapp::observation::{Observed, RunEnded};
 use crate::delivery::helmapp::status::Reason;
 use crate::delivery::names::FINALIZER;
 
@@ -34,8 +33,8 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
     let user = o.identity.user();
     match ctx.helm.uninstall(&request(app, o, user.as_deref())).await {
         None => {
-            let action = Action::requeue_after(HELM_HOLDS, "another helm run holds the release");
-            return Ok(Outcome::Finished(action));
+            o.run_ended = Some(RunEnded::SlotBusy);
+            return Ok(Outcome::Replan);
         }
         Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
             return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
