@@ -9,26 +9,52 @@ An edge A -> B means file A names an item that file B defines: through
 module's `pub use` re-export is followed to the file that defines the item.
 Test code (`#[cfg(test)]` modules, `tests.rs` files) is left out.
 
-Folders count too: within each directory, a subfolder is one unit (all its
-files together), so `a.rs -> b/x.rs` and `b/y.rs -> a.rs` is a circle
-between `a.rs` and `b/` even though no two files import each other.
+Folders count too: within each directory, a module is one unit — its
+file `b.rs` and its folder `b/` together — so `a.rs -> b/x.rs` and
+`b.rs -> a.rs` (or `b/y.rs -> a.rs`) is a circle between `a` and `b` even
+though no two files import each other.
+
+Layers (`--layer FILE:FORBIDDEN[,FORBIDDEN...]`, paths relative to the
+tree): FILE (a file, or a folder and everything in it) must not reach any
+FORBIDDEN file or folder through its imports, directly or transitively —
+e.g. the pure decision files of helmapp never reach what does I/O.
 """
 import os
 import re
 import sys
 
-root = sys.argv[1].rstrip("/")
-crate_path = sys.argv[2] if len(sys.argv) > 2 else "crate::" + root.split("src/", 1)[-1].replace("/", "::")
+args = sys.argv[1:]
+layers = []
+pure = []
+while "--pure" in args:
+    i = args.index("--pure")
+    pure.append(args[i + 1])
+    del args[i : i + 2]
+while "--layer" in args:
+    i = args.index("--layer")
+    layers.append(args[i + 1])
+    del args[i : i + 2]
+root = args[0].rstrip("/")
+if len(args) > 1:
+    crate_path = args[1]
+elif root.endswith("/src") or root == "src":
+    crate_path = "crate"
+else:
+    crate_path = "crate::" + root.split("src/", 1)[-1].replace("/", "::")
 
 # module path (tuple) -> file
 modules = {}
 for dp, _, fs in os.walk(root):
     for f in fs:
-        if not f.endswith(".rs") or f == "tests.rs":
+        if not f.endswith(".rs") or f == "tests.rs" or f.endswith("_tests.rs"):
             continue
         rel = os.path.relpath(os.path.join(dp, f), root)[:-3].split(os.sep)
-        if rel[-1] == "mod":
+        if rel[-1] in ("mod", "lib", "main") and len(rel) == 1 and rel[-1] != "mod":
+            rel = []
+        elif rel[-1] == "mod":
             rel = rel[:-1]
+        if rel == [] and tuple(rel) in modules:
+            continue  # main.rs beside lib.rs: a crate of its own
         modules[tuple(rel)] = os.path.join(dp, f)
 files = {v: k for k, v in modules.items()}
 
@@ -88,7 +114,8 @@ def resolve_from(mod, segments, seen=0):
 edges = {f: set() for f in files}
 for path, mod in files.items():
     code = code_of(path)
-    own = os.path.basename(path) == "mod.rs"
+    # a folder's own file (`mod.rs`, or a crate root): its `super` is above
+    own = os.path.basename(path) == "mod.rs" or mod == ()
     here = mod if own else mod  # a file's own module path
     children = set(re.findall(r"^\s*(?:pub(?:\([^)]*\))? )?mod (\w+);", code, re.M))
     refs = []
@@ -140,12 +167,20 @@ def folder_cycles():
     found = []
     rel = {f: os.path.relpath(f, root).split(os.sep) for f in edges}
     dirs = {tuple(parts[:i]) for parts in rel.values() for i in range(len(parts))}
+    folders_of = {}
+    for parts in rel.values():
+        for i in range(len(parts) - 1):
+            folders_of.setdefault(tuple(parts[:i]), set()).add(parts[i])
     for d in sorted(dirs):
         def unit(f):
             parts = rel[f]
             if len(parts) <= len(d) or tuple(parts[: len(d)]) != d:
                 return None
-            return parts[len(d)] + ("/" if len(parts) > len(d) + 1 else "")
+            name = parts[len(d)]
+            # `b.rs` and `b/` are one module: one unit, named `b/` when it
+            # has a folder.
+            stem = name[:-3] if name.endswith(".rs") else name
+            return stem + "/" if stem in folders_of.get(d, ()) else name
         graph = {}
         for f, targets in edges.items():
             a = unit(f)
@@ -179,11 +214,85 @@ def folder_cycles():
     return found
 
 
+def layer_breaches():
+    """Each FILE of a `--layer` rule that reaches a FORBIDDEN one."""
+    found = []
+
+    def under(f, spec):
+        r = os.path.relpath(f, root)
+        return r == spec or r.startswith(spec.rstrip("/") + "/")
+
+    for rule in layers:
+        spec, forbidden = rule.split(":", 1)
+        forbidden = forbidden.split(",")
+        if not any(under(f, spec) for f in edges):
+            found.append(f"layer rule {rule}: {spec} is no file or folder of {root}")
+            continue
+        for f in sorted(x for x in edges if under(x, spec)):
+            # breadth-first, remembering the way
+            way = {f: None}
+            todo = [f]
+            while todo:
+                g = todo.pop(0)
+                for h in sorted(edges[g]):
+                    if h in way:
+                        continue
+                    way[h] = g
+                    if any(under(h, x) for x in forbidden) and not under(h, spec):
+                        chain = [h]
+                        while way[chain[-1]] is not None:
+                            chain.append(way[chain[-1]])
+                        found.append(" -> ".join(os.path.relpath(x, root) for x in reversed(chain)))
+                        todo = []
+                        break
+                    todo.append(h)
+    return found
+
+
+# What does I/O, read from the code (tests left out): an async function,
+# an await, a kube client, the file system, a process, a socket.
+IO = re.compile(r"\basync fn\b|\.await\b|\bkube::Client\b|\bClient\b|\bstd::fs\b|\btokio::fs\b|\bstd::process\b|\btokio::process\b|\bTcpStream\b")
+
+
+def impure_reaches():
+    """Each `--pure` FILE (or folder) that is, or reaches, a file doing I/O."""
+    found = []
+
+    def under(f, spec):
+        r = os.path.relpath(f, root)
+        return r == spec or r.startswith(spec.rstrip("/") + "/")
+
+    for spec in pure:
+        starts = sorted(f for f in edges if under(f, spec))
+        if not starts:
+            found.append(f"pure rule {spec}: no file or folder of {root}")
+        for f in starts:
+            way = {f: None}
+            todo = [f]
+            while todo:
+                g = todo.pop(0)
+                m = IO.search(code_of(g))
+                if m:
+                    chain = [g]
+                    while way[chain[-1]] is not None:
+                        chain.append(way[chain[-1]])
+                    found.append(" -> ".join(os.path.relpath(x, root) for x in reversed(chain)) + f" (`{m.group(0)}`)")
+                    break
+                for h in sorted(edges[g]):
+                    if h not in way:
+                        way[h] = g
+                        todo.append(h)
+    return found
+
+
 folders = folder_cycles()
-if cycles or folders:
+breaches = layer_breaches() + [f"{c}: pure code reaches I/O" for c in impure_reaches()]
+if cycles or folders or breaches:
     for c in cycles:
         print("import cycle: " + " -> ".join(os.path.relpath(x, root) for x in c))
     for c in folders:
         print("folder import cycle in " + c)
+    for c in breaches:
+        print("layer breach: " + c)
     sys.exit(1)
-print(f"no import cycle among {len(files)} files of {root} ({sum(len(e) for e in edges.values())} edges)")
+print(f"no import cycle among {len(files)} files of {root} ({sum(len(e) for e in edges.values())} edges){', ' + str(len(layers) + len(pure)) + ' layer rules kept' if layers or pure else ''}")

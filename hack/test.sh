@@ -78,10 +78,11 @@ else
   missing_tool clippy clippy
 fi
 
-# Delivery's files import downward only (observe → state → plan → act);
-# a circle between two of its files is a design regression.
-step "no import cycle in src/delivery (hack/check-import-cycles.py)"
-python3 hack/check-import-cycles.py src/delivery
+# Files and modules import downward only (observe → state → plan → act in
+# delivery); a circle, or a decision that reaches I/O, is a design
+# regression. The self-test first shows the check catches each.
+step "no import cycle, pure decisions (hack/import-layers.sh --self-test)"
+bash hack/import-layers.sh --self-test
 
 # The integration tests mostly wait on real control planes (each its own
 # etcd + apiserver, mostly idle): four at a time finish in ~60% of the time

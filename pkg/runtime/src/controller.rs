@@ -45,7 +45,6 @@ use futures::future::BoxFuture;
 use kube::Resource;
 use workqueue::{RateLimitingQueue, controller_rate_limiter, default_controller_rate_limiter};
 
-use crate::Manager;
 use crate::metrics::Metrics;
 
 /// What one reconcile concluded.
@@ -150,10 +149,21 @@ pub struct Controller<R: Reconciler> {
 /// the mechanism (events are), but the net under it.
 pub const DEFAULT_RESYNC: Duration = Duration::from_secs(600);
 
+/// What a controller takes from the manager that runs it: the metrics its
+/// queue reports to and the hook run after each item.
+/// [`Manager`](crate::Manager) is one; a trait, so that the controller does
+/// not depend on the manager that depends on it.
+pub trait ControllerHost {
+    /// The registry its queue's metrics go to.
+    fn metrics_handle(&self) -> Arc<Metrics>;
+    /// Run after each item a worker finishes (`None`: nothing).
+    fn after_each_item(&self) -> Option<fn()>;
+}
+
 impl<R: Reconciler> Controller<R> {
     /// A controller named `name` (its queue's `name` label and its log
     /// prefix) with 2 workers and no resync.
-    pub fn new(manager: &Manager, name: &str, reconciler: R) -> Self {
+    pub fn new(manager: &impl ControllerHost, name: &str, reconciler: R) -> Self {
         let metrics = manager.metrics_handle();
         Controller {
             name: name.to_string(),
@@ -175,7 +185,7 @@ impl<R: Reconciler> Controller<R> {
     /// with [`new_queue`](Self::new_queue), so that what the reconciler holds
     /// (a background fetch, a probe) can enqueue into it from the start.
     pub fn with_queue(
-        manager: &Manager,
+        manager: &impl ControllerHost,
         name: &str,
         reconciler: R,
         queue: Arc<RateLimitingQueue<String>>,
@@ -189,7 +199,7 @@ impl<R: Reconciler> Controller<R> {
     /// The queue of the controller `name`, with per-key retry backoff
     /// capped at `max_backoff`, for [`with_queue`](Self::with_queue).
     pub fn new_queue(
-        manager: &Manager,
+        manager: &impl ControllerHost,
         name: &str,
         max_backoff: Duration,
     ) -> Arc<RateLimitingQueue<String>> {

@@ -34,7 +34,9 @@ mod metrics;
 mod server;
 mod status;
 
-pub use controller::{Action, Controller, ControllerStats, DEFAULT_RESYNC, Reconciler};
+pub use controller::{
+    Action, Controller, ControllerHost, ControllerStats, DEFAULT_RESYNC, Reconciler,
+};
 pub use leader::LeaseTiming;
 pub use manager::{
     DECODE_FAILED, LeaderElection, Leading, Manager, ManagerError, ManagerOptions, Stopping,

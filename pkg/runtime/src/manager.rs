@@ -28,7 +28,7 @@ use kube::Client;
 use record::{EventBroadcaster, EventRecorder};
 use tokio::net::TcpListener;
 
-use crate::controller::{Controller, Reconciler, Runnable};
+use crate::controller::{Controller, ControllerHost, Reconciler, Runnable};
 use crate::leader::{LeaderElector, LeaseTiming};
 use crate::metrics::Metrics;
 use crate::server::{self, ServerOptions};
@@ -300,11 +300,6 @@ impl Manager {
         self.metrics.clone()
     }
 
-    /// [`ManagerOptions::after_each_item`], for the controllers it runs.
-    pub(crate) fn after_each_item(&self) -> Option<fn()> {
-        self.options.after_each_item
-    }
-
     /// Adds a controller; it runs when the manager runs (and, under leader
     /// election, only while leading).
     pub fn add<R: Reconciler>(&mut self, controller: Controller<R>) {
@@ -503,5 +498,16 @@ fn route(
             }
         }
         _ => (StatusCode::NOT_FOUND, TEXT, "not found\n".into()),
+    }
+}
+
+impl ControllerHost for Manager {
+    fn metrics_handle(&self) -> Arc<Metrics> {
+        Manager::metrics_handle(self)
+    }
+
+    /// [`ManagerOptions::after_each_item`], for the controllers it runs.
+    fn after_each_item(&self) -> Option<fn()> {
+        self.options.after_each_item
     }
 }

@@ -8,7 +8,7 @@ use std::hash::Hash;
 
 use tokio::time::Instant;
 
-use crate::queue::HashMap;
+use crate::fast_map::HashMap;
 
 /// See the module docs.
 pub(crate) struct Delays<T> {

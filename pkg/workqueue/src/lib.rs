@@ -28,6 +28,7 @@
 //! ```
 
 mod delays;
+mod fast_map;
 pub mod metrics;
 mod queue;
 mod rate_limiter;

@@ -14,10 +14,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::delays::Delays;
+use crate::fast_map::HashMap;
 use crate::metrics::{QueueMetrics, Registry};
-
-/// Keys are hashed on every operation: a fast hasher (the keys are ours).
-pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// A work queue with client-go's semantics.
 ///

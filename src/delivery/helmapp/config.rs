@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::status::Reason;
 use super::target::Target;
 use crate::cached::hex::hex;
-use crate::delivery::source;
+use crate::delivery::source::LocalChart;
 
 /// Why the chart could not be had, and whether retrying may help (a
 /// repository that is down) or only a change of the spec can (a wrong path).
@@ -34,7 +34,7 @@ pub struct ChartProblem {
 pub fn config_hash(
     app: &HelmApp,
     target: &Target,
-    chart: &source::LocalChart,
+    chart: &LocalChart,
     references: &[Option<String>],
 ) -> String {
     let doc = hashed(app, target, chart, references);
@@ -47,7 +47,7 @@ pub fn config_hash(
 fn hashed(
     app: &HelmApp,
     target: &Target,
-    chart: &source::LocalChart,
+    chart: &LocalChart,
     references: &[Option<String>],
 ) -> Value {
     let c = &app.spec.chart;
@@ -158,7 +158,7 @@ mod tests {
             (target.release.as_str(), target.namespace.as_str()),
             ("web", "apps")
         );
-        let chart = source::LocalChart {
+        let chart = LocalChart {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
@@ -190,7 +190,7 @@ mod tests {
             a,
             config_hash(&with_values(json!({ "a": 2 })), &target, &chart, &[])
         );
-        let newer = source::LocalChart {
+        let newer = LocalChart {
             digest: "d2".into(),
             ..chart.clone()
         };
@@ -235,12 +235,12 @@ mod tests {
             a
         };
         let (first, again) = (
-            source::LocalChart {
+            LocalChart {
                 version: "0.1.0".into(),
                 digest: "d1".into(),
                 ..Default::default()
             },
-            source::LocalChart {
+            LocalChart {
                 version: "0.1.0".into(),
                 digest: "d2".into(),
                 ..Default::default()
@@ -273,7 +273,7 @@ mod tests {
         }))
         .unwrap();
         let target = Target::of(&app);
-        let chart = source::LocalChart {
+        let chart = LocalChart {
             path: "/charts/web".into(),
             version: "1.0.0".into(),
             digest: "d1".into(),
