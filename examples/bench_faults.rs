@@ -410,7 +410,7 @@ async fn unlock_delays(client: &kube::Client, killed: f64) -> Vec<f64> {
                 .as_ref()?
                 .history
                 .iter()
-                .find(|h| h.action == "unlock")?;
+                .find(|h| h.action == apis::helmapp::HistoryAction::Unlock)?;
             let at = chrono::DateTime::parse_from_rfc3339(&h.time).ok()?;
             let at = at.timestamp_millis() as f64 / 1000.0;
             (at >= killed.floor()).then_some(at - killed)

@@ -88,6 +88,14 @@ impl RunKind {
             RunKind::Upgrade | RunKind::Repair => "upgrade",
         }
     }
+
+    /// Its entry in `status.history`.
+    pub fn history_action(self) -> apis::helmapp::HistoryAction {
+        match self {
+            RunKind::Install => apis::helmapp::HistoryAction::Install,
+            RunKind::Upgrade | RunKind::Repair => apis::helmapp::HistoryAction::Upgrade,
+        }
+    }
 }
 
 /// What a helm run of this reconcile came to, when what follows depends on

@@ -5,7 +5,7 @@
 use crate::cached::helm::HelmStatus;
 use std::time::Duration;
 
-use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp};
+use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp, HistoryAction, HistoryResult};
 
 use super::observation::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
 use super::status::{self, READY, RELEASED, Reason};
@@ -261,8 +261,8 @@ fn backing_off(o: &Observed, hash: &str) -> Option<ReleaseState> {
     let last = s
         .history
         .iter()
-        .find(|h| matches!(h.action.as_str(), "install" | "upgrade" | "test"))?;
-    if last.result != "failed" || last.config_hash != hash {
+        .find(|h| h.action.attempts_configuration())?;
+    if last.result != HistoryResult::Failed || last.config_hash != hash {
         return None;
     }
     let at = chrono::DateTime::parse_from_rfc3339(&last.time).ok()?;
@@ -307,22 +307,27 @@ fn untested(o: &Observed, app: &HelmApp, hash: &str, newest: &Stored) -> Option<
         return None;
     }
     let mut runs = o.status.history.iter().filter(|h| {
-        matches!(
-            h.action.as_str(),
-            "install" | "upgrade" | "rollback" | "test" | "uninstall"
-        )
+        h.action.attempts_configuration()
+            || matches!(h.action, HistoryAction::Rollback | HistoryAction::Uninstall)
     });
     let last = runs.next()?;
-    let run = match last.action.as_str() {
-        "install" => RunKind::Install,
-        "upgrade" => RunKind::Upgrade,
+    let run = match last.action {
+        HistoryAction::Install => RunKind::Install,
+        HistoryAction::Upgrade => RunKind::Upgrade,
         _ => return None,
     };
-    if last.result != "succeeded" || last.revision != newest.revision || last.config_hash != hash {
+    if last.result != HistoryResult::Succeeded
+        || last.revision != newest.revision
+        || last.config_hash != hash
+    {
         return None;
     }
     let before = runs
-        .find(|h| h.result == "succeeded" && h.revision < last.revision && h.action != "test")
+        .find(|h| {
+            h.result == HistoryResult::Succeeded
+                && h.revision < last.revision
+                && h.action != HistoryAction::Test
+        })
         .map_or(0, |h| h.revision);
     Some(ReleaseState::Untested {
         run,
@@ -336,10 +341,11 @@ fn untested(o: &Observed, app: &HelmApp, hash: &str, newest: &Stored) -> Option<
 fn test_failed(o: &Observed, app: &HelmApp, hash: &str) -> bool {
     !app.spec.test.ignore_failures
         && o.status.failures > 0
-        && o.status
-            .history
-            .first()
-            .is_some_and(|h| h.action == "test" && h.result == "failed" && h.config_hash == hash)
+        && o.status.history.first().is_some_and(|h| {
+            h.action == HistoryAction::Test
+                && h.result == HistoryResult::Failed
+                && h.config_hash == hash
+        })
 }
 
 /// `Kind namespace/name (fields)`.

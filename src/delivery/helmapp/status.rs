@@ -2,7 +2,7 @@
 //! delivery controller (conditions and Events), and the HelmApp status
 //! helpers (conditions, history).
 
-use apis::helmapp::{HelmAppStatus, HistoryEntry};
+use apis::helmapp::{HelmAppStatus, HistoryAction, HistoryEntry, HistoryResult};
 
 pub use crate::delivery::reason::Reason;
 
@@ -42,20 +42,20 @@ pub fn set(status: &mut HelmAppStatus, type_: &str, value: bool, reason: Reason,
 /// Records one operation, newest first, keeping the last [`HISTORY`].
 pub fn push_history(
     status: &mut HelmAppStatus,
-    action: &str,
+    action: HistoryAction,
     revision: i64,
     version: &str,
     hash: &str,
-    result: &str,
+    result: HistoryResult,
 ) {
     status.history.insert(
         0,
         HistoryEntry {
-            action: action.into(),
+            action,
             revision,
             chart_version: version.into(),
             config_hash: hash.into(),
-            result: result.into(),
+            result,
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             release_digest: String::new(),
             duration: String::new(),
@@ -80,7 +80,14 @@ mod tests {
         assert!(has(&status, READY, false, Reason::ReadinessTimeout));
         assert!(!is_true(&status, READY));
         for i in 0..7 {
-            push_history(&mut status, "upgrade", i, "1.0.0", "h", "succeeded");
+            push_history(
+                &mut status,
+                HistoryAction::Upgrade,
+                i,
+                "1.0.0",
+                "h",
+                HistoryResult::Succeeded,
+            );
         }
         assert_eq!(status.history.len(), HISTORY);
         assert_eq!(status.history[0].revision, 6);

@@ -204,19 +204,124 @@ pub struct StorageDigest {
     pub content: String,
 }
 
+/// A string enum of the status, serialised as its word; a word this
+/// version does not know is kept as it was (`Other`), so reading a status
+/// written by another version loses nothing.
+macro_rules! status_word {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $word:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        #[serde(from = "String", into = "String")]
+        #[schemars(with = "String")]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
+            /// A word this version does not write (empty: none).
+            Other(String),
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name::Other(String::new())
+            }
+        }
+
+        impl $name {
+            /// Its word in the status.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$variant => $word,)+
+                    $name::Other(w) => w,
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(word: &str) -> Self {
+                match word {
+                    $($word => $name::$variant,)+
+                    other => $name::Other(other.to_string()),
+                }
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(word: String) -> Self {
+                $name::from(word.as_str())
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(v: $name) -> String {
+                v.as_str().to_string()
+            }
+        }
+
+        /// Its word equals `word` (a test reading a status as JSON would).
+        impl PartialEq<&str> for $name {
+            fn eq(&self, word: &&str) -> bool {
+                self.as_str() == *word
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+status_word! {
+    /// What a history entry did: `install`, `upgrade` (a repair is one),
+    /// `rollback`, `uninstall`, `test`, `unlock` or `adopt`.
+    HistoryAction {
+        Install => "install",
+        Upgrade => "upgrade",
+        Rollback => "rollback",
+        Uninstall => "uninstall",
+        Test => "test",
+        Unlock => "unlock",
+        Adopt => "adopt",
+    }
+}
+
+status_word! {
+    /// How a history entry ended: `succeeded`, `failed`, `forbidden` (the
+    /// apiserver refused helm) or `refused` (not run: Helm's storage was
+    /// not the operator's).
+    HistoryResult {
+        Succeeded => "succeeded",
+        Failed => "failed",
+        /// The apiserver refused helm (the HelmApp's identity may not).
+        Forbidden => "forbidden",
+        /// Not run: the operator refused it (Helm's storage untrusted).
+        Refused => "refused",
+    }
+}
+
+impl HistoryAction {
+    /// An install, upgrade (a repair is one) or test: an attempt at the
+    /// configuration, which a failure counts against.
+    pub fn attempts_configuration(&self) -> bool {
+        matches!(
+            self,
+            HistoryAction::Install | HistoryAction::Upgrade | HistoryAction::Test
+        )
+    }
+}
+
 /// One helm operation.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HistoryEntry {
-    pub action: String,
+    pub action: HistoryAction,
     #[serde(default)]
     pub revision: i64,
     #[serde(default)]
     pub chart_version: String,
     #[serde(default)]
     pub config_hash: String,
-    /// `succeeded` or `failed`.
-    pub result: String,
+    pub result: HistoryResult,
     /// RFC 3339.
     pub time: String,
     /// `sha256:<hex>` of the newest revision in Helm's storage after this
@@ -236,4 +341,29 @@ pub struct HistoryEntry {
 pub struct SourceStatus {
     /// The Git commit id.
     pub revision: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_words_read_and_write_as_before_and_keep_unknown_ones() {
+        let written = serde_json::json!({
+            "action": "upgrade", "result": "forbidden", "time": "t"
+        });
+        let entry: HistoryEntry = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(entry.action, HistoryAction::Upgrade);
+        assert_eq!(entry.result, HistoryResult::Forbidden);
+        let again = serde_json::to_value(&entry).unwrap();
+        assert_eq!(again["action"], "upgrade");
+        assert_eq!(again["result"], "forbidden");
+        // A word of another version: kept, written back as it was.
+        let other: HistoryEntry = serde_json::from_value(
+            serde_json::json!({"action": "dance", "result": "", "time": "t"}),
+        )
+        .unwrap();
+        assert_eq!(other.action, HistoryAction::Other("dance".into()));
+        assert_eq!(serde_json::to_value(&other).unwrap()["action"], "dance");
+    }
 }

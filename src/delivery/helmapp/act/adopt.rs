@@ -6,7 +6,7 @@
 //! run, no new revision, nothing rolled out again. Otherwise an upgrade
 //! adopts it (plan's choice, from what `render` found).
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{ListParams, ObjectList, Patch, PatchParams};
@@ -104,6 +104,13 @@ pub async fn take_over(
     status.chart_digest = digest;
     status.verification = verification;
     status.last_action = "adopt".into();
-    push_history(status, "adopt", revision, &version, &hash, "succeeded");
+    push_history(
+        status,
+        HistoryAction::Adopt,
+        revision,
+        &version,
+        &hash,
+        HistoryResult::Succeeded,
+    );
     Ok(Outcome::Replan)
 }

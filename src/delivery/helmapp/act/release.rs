@@ -4,7 +4,7 @@
 //! status) and hands back to the plan: the tests, the report, or what a
 //! failure calls for are later steps.
 
-use apis::helmapp::{CrdPolicy, HelmApp};
+use apis::helmapp::{CrdPolicy, HelmApp, HistoryResult};
 use record::EventType;
 use runtime::Action;
 
@@ -225,7 +225,14 @@ fn helm_failed(
         status.last_action = kind.action().into();
         status.failures += 1;
         let revision = status.revision;
-        push_history(status, kind.action(), revision, version, hash, "failed");
+        push_history(
+            status,
+            kind.history_action(),
+            revision,
+            version,
+            hash,
+            HistoryResult::Failed,
+        );
         o.run_ended = Some(RunEnded::Failed { run: kind, message });
         return Outcome::Replan;
     };
@@ -233,11 +240,11 @@ fn helm_failed(
     let revision = o.status.revision;
     push_history(
         &mut o.status,
-        kind.action(),
+        kind.history_action(),
         revision,
         version,
         hash,
-        "forbidden",
+        HistoryResult::Forbidden,
     );
     forbidden(ctx, app, o, kind.action(), &refused, &message)
 }
@@ -330,11 +337,11 @@ fn succeeded(
     status.failures = 0;
     push_history(
         status,
-        kind.action(),
+        kind.history_action(),
         released.revision,
         &released.chart_version,
         hash,
-        "succeeded",
+        HistoryResult::Succeeded,
     );
     status::set(status, READY, true, reason, &message);
     status::set(status, RELEASED, true, reason, &message);

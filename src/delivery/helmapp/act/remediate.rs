@@ -3,7 +3,7 @@
 //! — and what the HelmApp then says: a failed install retried, or retries
 //! exhausted.
 
-use apis::helmapp::{HelmApp, OnFailure};
+use apis::helmapp::{HelmApp, HistoryAction, HistoryResult, OnFailure};
 use record::EventType;
 use runtime::Action;
 
@@ -137,14 +137,14 @@ async fn run(
         match storage::changed_during_run(&ctx.client, o).await {
             Ok(None) => {}
             Ok(Some(untrusted)) => {
-                record(ctx, app, o, remedy, hash, "refused", "");
+                record(ctx, app, o, remedy, hash, HistoryResult::Refused, "");
                 let message = untrusted.message(&o.target.key());
                 return Remedied::StorageTampered(format!("{remedy} not run: {message}"));
             }
             Err(e) => {
                 let said =
                     format!("{remedy} skipped: Helm's storage could not be read to check it ({e})");
-                record(ctx, app, o, remedy, hash, "failed", &said);
+                record(ctx, app, o, remedy, hash, HistoryResult::Failed, &said);
                 return Remedied::Said(said);
             }
         }
@@ -168,7 +168,7 @@ async fn apply(
             if let Err(e) = super::intent::declare(ctx, app, o, "rollback").await {
                 let said =
                     format!("{remedy} not run: the run's intent could not be recorded ({e})");
-                record(ctx, app, o, remedy, hash, "failed", &said);
+                record(ctx, app, o, remedy, hash, HistoryResult::Failed, &said);
                 return said;
             }
             let rollback = Rollback {
@@ -195,13 +195,13 @@ async fn apply(
         OnFailure::None | OnFailure::Unknown => return "no remediation (onFailure: none)".into(),
     };
     let (result, said) = match outcome {
-        Some(Ok(())) => ("succeeded", format!("{remedy} done")),
+        Some(Ok(())) => (HistoryResult::Succeeded, format!("{remedy} done")),
         Some(Err(e)) => (
-            "failed",
+            HistoryResult::Failed,
             format!("{remedy} failed: {}", e.summary(&o.redactor)),
         ),
         None => (
-            "failed",
+            HistoryResult::Failed,
             format!("{remedy} skipped: another helm run holds the release"),
         ),
     };
@@ -217,17 +217,22 @@ fn record(
     o: &mut Observed,
     remedy: OnFailure,
     hash: &str,
-    result: &str,
+    result: HistoryResult,
     say: &str,
 ) {
     let status = &mut o.status;
     let (revision, version) = (status.revision, status.chart_version.clone());
-    push_history(status, remedy.as_str(), revision, &version, hash, result);
+    let action = match remedy {
+        OnFailure::Rollback => HistoryAction::Rollback,
+        _ => HistoryAction::Uninstall,
+    };
+    let succeeded = result == HistoryResult::Succeeded;
+    push_history(status, action, revision, &version, hash, result);
     status.last_action = remedy.as_str().into();
     if say.is_empty() {
         return;
     }
-    let kind = if result == "succeeded" {
+    let kind = if succeeded {
         EventType::Normal
     } else {
         EventType::Warning

@@ -5,7 +5,7 @@
 //! revision before it, and the plan chooses what follows as after a failed
 //! upgrade.
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
 use record::EventType;
 
 use super::outcome::Outcome;
@@ -92,11 +92,18 @@ async fn tested(
     super::intent::tested(o);
     let version = o.status.chart_version.clone();
     let result = if failure.is_some() {
-        "failed"
+        HistoryResult::Failed
     } else {
-        "succeeded"
+        HistoryResult::Succeeded
     };
-    push_history(&mut o.status, "test", revision, &version, hash, result);
+    push_history(
+        &mut o.status,
+        HistoryAction::Test,
+        revision,
+        &version,
+        hash,
+        result,
+    );
     let (kind, reason, message) = match &failure {
         None => (
             EventType::Normal,

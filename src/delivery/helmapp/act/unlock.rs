@@ -3,7 +3,7 @@
 //! that the next step can upgrade it.
 
 use crate::cached::helm::HelmStatus;
-use apis::helmapp::HelmApp;
+use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{GetParams, PostParams};
@@ -43,7 +43,14 @@ pub async fn run(
     let hash = o.hash().unwrap_or_default().to_string();
     let status = &mut o.status;
     let version = status.chart_version.clone();
-    push_history(status, "unlock", revision, &version, &hash, "succeeded");
+    push_history(
+        status,
+        HistoryAction::Unlock,
+        revision,
+        &version,
+        &hash,
+        HistoryResult::Succeeded,
+    );
     status.last_action = "unlock".into();
     if crate::delivery::helmapp::storage::record_after_action(&ctx.client, o)
         .await
