@@ -27,46 +27,61 @@ pub(crate) enum Decision {
     Bump { name: String, count: i32 },
 }
 
-/// The key of identical events: source, object, type, reason and message.
-#[derive(Hash, PartialEq, Eq, Clone, Debug)]
-pub(crate) struct IdenticalKey {
-    object: ObjectKey,
-    kind: &'static str,
-    reason: String,
-    message: String,
-}
+/// The key of identical events: source, object, type, reason and message —
+/// kept as a digest of them, not their text (4,096 keys of long messages
+/// were megabytes; a digest is 16 bytes, and SHA-256 leaves no one a way
+/// to make two events' keys collide).
+#[derive(Hash, PartialEq, Eq, Clone, Copy, Debug)]
+pub(crate) struct IdenticalKey([u8; 16]);
 
-/// The key of the spam filter: source and object.
-#[derive(Hash, PartialEq, Eq, Clone, Debug)]
-pub(crate) struct ObjectKey {
-    component: String,
-    api_version: String,
-    kind: String,
-    namespace: String,
-    name: String,
-    uid: String,
+/// The key of the spam filter: source and object (a digest, as above).
+#[derive(Hash, PartialEq, Eq, Clone, Copy, Debug)]
+pub(crate) struct ObjectKey([u8; 16]);
+
+/// The first 16 bytes of SHA-256 over `parts`, each length-prefixed (no
+/// two different lists of parts read the same).
+fn digest(parts: &[&str]) -> [u8; 16] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_be_bytes());
+        h.update(p.as_bytes());
+    }
+    let mut out = [0; 16];
+    out.copy_from_slice(&h.finalize()[..16]);
+    out
 }
 
 impl PendingEvent {
-    fn object_key(&self) -> ObjectKey {
+    fn object_parts(&self) -> [&str; 6] {
         let o = &self.involved_object;
-        ObjectKey {
-            component: self.component.clone(),
-            api_version: o.api_version.clone().unwrap_or_default(),
-            kind: o.kind.clone().unwrap_or_default(),
-            namespace: o.namespace.clone().unwrap_or_default(),
-            name: o.name.clone().unwrap_or_default(),
-            uid: o.uid.clone().unwrap_or_default(),
-        }
+        [
+            self.component.as_str(),
+            o.api_version.as_deref().unwrap_or_default(),
+            o.kind.as_deref().unwrap_or_default(),
+            o.namespace.as_deref().unwrap_or_default(),
+            o.name.as_deref().unwrap_or_default(),
+            o.uid.as_deref().unwrap_or_default(),
+        ]
+    }
+
+    fn object_key(&self) -> ObjectKey {
+        ObjectKey(digest(&self.object_parts()))
     }
 
     pub(crate) fn identical_key(&self) -> IdenticalKey {
-        IdenticalKey {
-            object: self.object_key(),
-            kind: self.type_.as_str(),
-            reason: self.reason.clone(),
-            message: self.message.clone(),
-        }
+        let [a, b, c, d, e, f] = self.object_parts();
+        IdenticalKey(digest(&[
+            a,
+            b,
+            c,
+            d,
+            e,
+            f,
+            self.type_.as_str(),
+            &self.reason,
+            &self.message,
+        ]))
     }
 }
 

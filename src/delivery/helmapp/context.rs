@@ -81,7 +81,28 @@ pub struct Context {
     pub interrupted: parking_lot::Mutex<std::collections::HashSet<String>>,
 }
 
+/// The key of what this process remembers of `app`'s helm runs (`made`,
+/// `produced`, `interrupted`): its namespace/name and its UID — a HelmApp
+/// deleted and created again under the same name is another one, and
+/// inherits nothing.
+pub fn run_key(app: &HelmApp) -> String {
+    format!(
+        "{}#{}",
+        cache::object_key(app),
+        app.metadata.uid.as_deref().unwrap_or_default()
+    )
+}
+
 impl Context {
+    /// Forgets what is remembered of the helm runs of every HelmApp that
+    /// was `key` (namespace/name): it is gone.
+    pub fn forget_runs(&self, key: &str) {
+        let mine = |k: &String| k.split_once('#').is_some_and(|(name, _)| name == key);
+        self.made.lock().retain(|k, _| !mine(k));
+        self.produced.lock().retain(|k, _| !mine(k));
+        self.interrupted.lock().retain(|k| !mine(k));
+    }
+
     /// The HelmApp API of `app`'s namespace.
     pub fn api_of(&self, app: &HelmApp) -> Api<HelmApp> {
         Api::namespaced(self.client.clone(), &app.namespace().unwrap_or_default())

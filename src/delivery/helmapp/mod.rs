@@ -117,7 +117,7 @@ impl HelmApps {
         let ctx = &self.ctx;
         let Some(app) = ctx.apps.get(key) else {
             ctx.drift.forget(key);
-            ctx.produced.lock().remove(key);
+            ctx.forget_runs(key);
             ctx.watched.retain();
             return Ok(Action::done("gone"));
         };

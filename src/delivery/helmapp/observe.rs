@@ -14,7 +14,7 @@ use k8s_openapi::api::networking::v1::Ingress;
 use kube::{Api, ResourceExt};
 
 use super::config::config_hash;
-use super::context::Context;
+use super::context::{Context, run_key};
 use super::observation::{Inputs, Observed, Stored, timeout_of};
 use super::readiness;
 use super::state;
@@ -66,7 +66,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         helm_ran: false,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
-        produced: ctx.produced.lock().get(&cache::object_key(app)).copied(),
+        produced: ctx.produced.lock().get(&run_key(app)).copied(),
         server_side_revisions: entries
             .iter()
             .filter(|e| e.release.as_ref().is_ok_and(|r| r.server_side))
@@ -139,7 +139,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
 /// outage cut off, or whose storage could not be read, what it left, as
 /// after any action of ours.
 async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    let key = cache::object_key(app);
+    let key = run_key(app);
     // (A run the status's intent names that ended unrecorded because its
     // operator died is not recorded here: the storage check lets its
     // pending or failed revision through by that intent, and a deployed

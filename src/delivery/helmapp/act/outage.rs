@@ -4,7 +4,7 @@
 use apis::helmapp::HelmApp;
 
 use crate::delivery::helm::HelmError;
-use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::context::{Context, run_key};
 
 /// What a run the API's outage interrupted says.
 pub const OUTAGE: &str = "helm failed and the API server does not answer: waits for it";
@@ -20,7 +20,7 @@ pub async fn outage(ctx: &Context, app: &HelmApp, error: &HelmError) -> bool {
     }
     if !unstarted {
         // It ran: what it left is ours, recorded once the API answers.
-        ctx.interrupted.lock().insert(cache::object_key(app));
+        ctx.interrupted.lock().insert(run_key(app));
     }
     let key = cache::object_key(app);
     ctx.reachability.park(&key);

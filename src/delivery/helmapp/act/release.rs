@@ -11,7 +11,7 @@ use runtime::Action;
 use super::outcome::{DeliveryError, Outcome, failed, forbidden, not_ready};
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
-use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::context::{Context, run_key};
 use crate::delivery::helmapp::observation::{Inputs, Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::run_flags;
 use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
@@ -125,14 +125,12 @@ fn ended(
     o.helm_ran = true;
     match result {
         Ok(released) => {
-            ctx.produced
-                .lock()
-                .insert(cache::object_key(app), released.revision);
+            ctx.produced.lock().insert(run_key(app), released.revision);
             if !released.content.is_empty() {
                 // Ours, as our helm printed it: recorded even if the storage
                 // read after the run fails (observe::own_revision).
                 let made = (released.revision, released.content.clone());
-                ctx.made.lock().insert(cache::object_key(app), made);
+                ctx.made.lock().insert(run_key(app), made);
                 super::intent::printed(o, released.revision, &released.content);
             }
             let before = o.status.revision;
@@ -159,7 +157,7 @@ pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
             crate::delivery::helmapp::drift::record_deployed(ctx, app, o, &entries).await
         }
         None => {
-            ctx.interrupted.lock().insert(cache::object_key(app));
+            ctx.interrupted.lock().insert(run_key(app));
         }
     }
 }

@@ -12,7 +12,7 @@ use record::EventType;
 use serde_json::{Value, json};
 
 use super::outcome::{DeliveryError, Outcome};
-use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::context::{Context, run_key};
 use crate::delivery::helmapp::observation::Observed;
 use crate::delivery::helmapp::status::{Reason, push_history};
 use crate::delivery::tenancy::impersonate;
@@ -56,7 +56,7 @@ pub async fn run(
         .await
         .is_none()
     {
-        ctx.interrupted.lock().insert(cache::object_key(app));
+        ctx.interrupted.lock().insert(run_key(app));
     }
     Ok(Outcome::Replan)
 }

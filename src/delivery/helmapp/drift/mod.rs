@@ -50,7 +50,14 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let key = o.target.key();
     let new_revision = o.status.inventory_revision != newest.revision;
     if new_revision {
-        match inventory(ctx, o, &newest.secret).await {
+        match inventory(
+            ctx,
+            o,
+            &newest.secret,
+            Some(newest.digest.as_str()).filter(|d| !d.is_empty()),
+        )
+        .await
+        {
             Ok(entries) => {
                 o.status.inventory = entries;
                 o.status.inventory_revision = newest.revision;
@@ -107,7 +114,12 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let objects = match ctx
         .drift
         .manifests
-        .read(&ctx.client, &o.target.namespace, &newest.secret)
+        .read(
+            &ctx.client,
+            &o.target.namespace,
+            &newest.secret,
+            Some(newest.digest.as_str()).filter(|d| !d.is_empty()),
+        )
         .await
     {
         Ok(objects) => objects,
@@ -142,7 +154,8 @@ pub async fn record_deployed(
         && deployed
         && let Some(secret) = &newest.metadata.name
     {
-        record_revision(ctx, app, o, secret, newest.version()).await;
+        let digest = newest.digest_string();
+        record_revision(ctx, app, o, (secret, digest.as_deref()), newest.version()).await;
     }
 }
 
@@ -157,10 +170,10 @@ async fn record_revision(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    secret: &str,
+    (secret, digest): (&str, Option<&str>),
     revision: i64,
 ) {
-    let mut entries = match inventory(ctx, o, secret).await {
+    let mut entries = match inventory(ctx, o, secret, digest).await {
         Ok(entries) => entries,
         Err(e) => {
             log::warn!(
@@ -179,7 +192,7 @@ async fn record_revision(
         let manifest = ctx
             .drift
             .manifests
-            .read(&ctx.client, &o.target.namespace, secret)
+            .read(&ctx.client, &o.target.namespace, secret, digest)
             .await
             .ok();
         let user = o.identity.user();
@@ -459,11 +472,12 @@ async fn inventory(
     ctx: &Context,
     o: &Observed,
     secret: &str,
+    digest: Option<&str>,
 ) -> Result<Vec<InventoryEntry>, String> {
     let objects = ctx
         .drift
         .manifests
-        .read(&ctx.client, &o.target.namespace, secret)
+        .read(&ctx.client, &o.target.namespace, secret, digest)
         .await?;
     let mut entries = Vec::new();
     for object in objects.iter() {

@@ -21,23 +21,45 @@ const CACHE_BYTES: usize = 8 << 20;
 /// are left out).
 pub type Objects = Arc<Vec<Value>>;
 
-/// Recently read manifests, `namespace/secret` → their objects as compact
-/// JSON, newest last.
+/// Recently read manifests, newest last: one revision per release (the
+/// one read last), each under the digest of the payload it was read from
+/// — a Secret of the same name written again (a release installed anew
+/// starts at `v1` again) is another entry, never this one.
 #[derive(Default)]
 pub struct Manifests {
-    recent: Mutex<VecDeque<(String, Arc<str>)>>,
+    recent: Mutex<VecDeque<Kept>>,
+}
+
+/// One revision's objects as compact JSON.
+struct Kept {
+    /// `namespace/secret`.
+    key: String,
+    /// `namespace/<release>`: the Secret's name without its `.vN`.
+    release: String,
+    /// `sha256:<hex>` of the payload they were read from.
+    digest: String,
+    json: Arc<str>,
+}
+
+impl Kept {
+    fn bytes(&self) -> usize {
+        self.key.len() + self.release.len() + self.digest.len() + self.json.len()
+    }
 }
 
 impl Manifests {
-    /// The objects of the revision stored in Secret `namespace/secret`.
+    /// The objects of the revision stored in Secret `namespace/secret`,
+    /// whose payload the caller knows by `digest` (`sha256:<hex>`, as
+    /// Helm's storage cache has it; `None`: not known — read afresh).
     pub async fn read(
         &self,
         client: &Client,
         namespace: &str,
         secret: &str,
+        digest: Option<&str>,
     ) -> Result<Objects, String> {
         let key = format!("{namespace}/{secret}");
-        if let Some(objects) = self.cached(&key) {
+        if let Some(objects) = digest.and_then(|d| self.cached(&key, d)) {
             return Ok(objects);
         }
         let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
@@ -51,38 +73,60 @@ impl Manifests {
             .and_then(|d| d.get("release"))
             .map(|b| b.0.as_slice())
             .unwrap_or_default();
+        let read_digest = crate::cached::storage::release_digest(payload);
         let manifest = crate::cached::helm::release_manifest(payload)
             .map_err(|e| format!("decoding Helm's storage {key}: {e}"))?;
         let objects = objects_of(&manifest)?;
         if let Ok(json) = serde_json::to_string(&objects) {
-            self.keep(key, json.into());
+            let release = match secret.rsplit_once(".v") {
+                Some((release, n)) if n.bytes().all(|b| b.is_ascii_digit()) => release,
+                _ => secret,
+            };
+            self.keep(Kept {
+                release: format!("{namespace}/{release}"),
+                key,
+                digest: read_digest,
+                json: json.into(),
+            });
         }
         Ok(Arc::new(objects))
     }
 
-    /// The objects kept for `key`. One that does not parse back (nested
-    /// deeper than serde_json's recursion limit) counts as not kept: it is
-    /// read again.
-    fn cached(&self, key: &str) -> Option<Objects> {
+    /// The objects kept for `key` read from a payload of `digest`. One that
+    /// does not parse back (nested deeper than serde_json's recursion
+    /// limit) counts as not kept: it is read again.
+    fn cached(&self, key: &str, digest: &str) -> Option<Objects> {
         let json = self
             .recent
             .lock()
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, json)| json.clone())?;
+            .find(|k| k.key == key && k.digest == digest)
+            .map(|k| k.json.clone())?;
         serde_json::from_str(&json).ok().map(Arc::new)
     }
 
-    fn keep(&self, key: String, json: Arc<str>) {
+    /// Keeps `kept` in the place of every earlier revision of its release;
+    /// the oldest go once all pass [`CACHE_BYTES`].
+    fn keep(&self, kept: Kept) {
         let mut recent = self.recent.lock();
-        recent.retain(|(k, _)| *k != key);
-        recent.push_back((key, json));
-        let mut total: usize = recent.iter().map(|(k, j)| k.len() + j.len()).sum();
+        recent.retain(|k| k.release != kept.release);
+        recent.push_back(kept);
+        let mut total: usize = recent.iter().map(Kept::bytes).sum();
         while total > CACHE_BYTES && recent.len() > 1 {
-            if let Some((k, j)) = recent.pop_front() {
-                total -= k.len() + j.len();
+            if let Some(k) = recent.pop_front() {
+                total -= k.bytes();
             }
         }
+    }
+
+    /// How many revisions are kept (one per release at most).
+    pub fn len(&self) -> usize {
+        self.recent.lock().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.recent.lock().is_empty()
     }
 }
 
@@ -142,6 +186,15 @@ mod tests {
         assert!(objects_of(&bomb).is_err());
     }
 
+    fn kept(release: &str, revision: u32, digest: &str, json: Arc<str>) -> Kept {
+        Kept {
+            key: format!("apps/sh.helm.release.v1.{release}.v{revision}"),
+            release: format!("apps/sh.helm.release.v1.{release}"),
+            digest: digest.into(),
+            json,
+        }
+    }
+
     #[test]
     fn kept_objects_parse_back_the_same_and_the_oldest_leave_first() {
         let m = Manifests::default();
@@ -149,20 +202,40 @@ mod tests {
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  a: \"1\"\n",
         )
         .unwrap();
-        m.keep(
-            "apps/v1".into(),
+        let v1 = "apps/sh.helm.release.v1.a.v1";
+        m.keep(kept(
+            "a",
+            1,
+            "d1",
             serde_json::to_string(&objects).unwrap().into(),
-        );
-        assert_eq!(*m.cached("apps/v1").unwrap(), objects);
-        assert!(m.cached("apps/v2").is_none());
+        ));
+        assert_eq!(*m.cached(v1, "d1").unwrap(), objects);
         let big: Arc<str> = format!("[\"{}\"]", "x".repeat(CACHE_BYTES / 2)).into();
-        m.keep("apps/v2".into(), big.clone());
-        m.keep("apps/v3".into(), big);
+        m.keep(kept("b", 1, "d", big.clone()));
+        m.keep(kept("c", 1, "d", big));
         assert!(
-            m.cached("apps/v1").is_none(),
+            m.cached(v1, "d1").is_none(),
             "past the byte bound, the oldest left"
         );
-        assert!(m.cached("apps/v2").is_none());
-        assert!(m.cached("apps/v3").is_some());
+        assert!(m.cached("apps/sh.helm.release.v1.b.v1", "d").is_none());
+        assert!(m.cached("apps/sh.helm.release.v1.c.v1", "d").is_some());
+    }
+
+    /// A Secret of the same name written again (the release uninstalled and
+    /// installed anew: `v1` again) is never answered from what was kept of
+    /// the earlier one; and a release keeps one revision, the last read.
+    #[test]
+    fn a_payload_of_another_digest_is_not_the_kept_one_and_one_revision_stays() {
+        let m = Manifests::default();
+        let json: Arc<str> = "[]".into();
+        m.keep(kept("a", 1, "first", json.clone()));
+        let v1 = "apps/sh.helm.release.v1.a.v1";
+        assert!(m.cached(v1, "first").is_some());
+        assert!(m.cached(v1, "installed-again").is_none());
+        m.keep(kept("a", 2, "second", json.clone()));
+        m.keep(kept("other", 1, "x", json));
+        assert!(m.cached(v1, "first").is_none(), "an earlier revision left");
+        assert!(m.cached("apps/sh.helm.release.v1.a.v2", "second").is_some());
+        assert_eq!(m.len(), 2);
     }
 }
