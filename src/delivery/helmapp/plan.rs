@@ -7,7 +7,7 @@ use std::time::Duration;
 use apis::helmapp::{DriftMode, HelmApp, OnFailure};
 
 use super::observation::RunKind;
-use super::state::ReleaseState;
+use super::state::{Change, ReleaseState};
 use super::status::Reason;
 
 /// One thing to do about a HelmApp's release.
@@ -74,7 +74,7 @@ pub enum Step {
     /// `Released=False, OutsideChangeWindow` saying when the windows open
     /// (`Ready` as it is), and look again then.
     WaitForWindow {
-        change: &'static str,
+        change: Change,
         opens: Option<chrono::DateTime<chrono::Utc>>,
         after: Duration,
     },
@@ -233,7 +233,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             opens,
             after,
         } => Step::WaitForWindow {
-            change,
+            change: *change,
             opens: *opens,
             after: *after,
         },
@@ -390,7 +390,7 @@ mod tests {
                 stale: None,
             },
             S::OutsideWindow {
-                change: "upgrade",
+                change: Change::Upgrade,
                 opens: None,
                 after: Duration::from_secs(5),
             },

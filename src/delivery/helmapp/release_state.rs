@@ -112,11 +112,10 @@ pub enum ReleaseState {
         chart_version: String,
         stale: Option<String>,
     },
-    /// A change that runs helm (`change`: install, upgrade, repair,
-    /// uninstall) waits for the change windows: they open at `opens`
-    /// (`None`: not within a year), `after` from now.
+    /// A change that runs helm waits for the change windows: they open at
+    /// `opens` (`None`: not within a year), `after` from now.
     OutsideWindow {
-        change: &'static str,
+        change: Change,
         opens: Option<chrono::DateTime<chrono::Utc>>,
         after: Duration,
     },
@@ -141,4 +140,27 @@ pub enum OutOfSyncCause {
     /// (`test.ignoreFailures` is false): upgraded again, as a failed
     /// upgrade is.
     TestFailed,
+}
+
+/// A change that runs helm, as change windows hold it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Install,
+    Upgrade,
+    /// Drift put right (`repairAnytime` lets it through).
+    Repair,
+    /// A deletion's uninstall: never held back by windows that cannot be
+    /// read, nor run early by `force-at`.
+    Uninstall,
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Change::Install => "install",
+            Change::Upgrade => "upgrade",
+            Change::Repair => "repair",
+            Change::Uninstall => "uninstall",
+        })
+    }
 }

@@ -10,7 +10,7 @@ use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp, HistoryAction, 
 use super::observation::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
-pub use super::release_state::{OutOfSyncCause, ReleaseState};
+pub use super::release_state::{Change, OutOfSyncCause, ReleaseState};
 pub use held::{held_back, poll_after};
 
 mod held;
@@ -66,19 +66,19 @@ fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseSt
     let Some(spec) = &app.spec.change_windows else {
         return state;
     };
-    let (change, repair) = match &state {
-        ReleaseState::Absent => ("install", false),
-        ReleaseState::OutOfSync { .. } => ("upgrade", false),
-        ReleaseState::Deleting { uninstall: true } => ("uninstall", false),
-        ReleaseState::Drifted { .. } | ReleaseState::FieldsDrifted { .. } => ("repair", true),
+    let change = match &state {
+        ReleaseState::Absent => Change::Install,
+        ReleaseState::OutOfSync { .. } => Change::Upgrade,
+        ReleaseState::Deleting { uninstall: true } => Change::Uninstall,
+        ReleaseState::Drifted { .. } | ReleaseState::FieldsDrifted { .. } => Change::Repair,
         _ => return state,
     };
-    if o.forced() && change != "uninstall" {
+    if o.forced() && change != Change::Uninstall {
         return state;
     }
     let windows = match Windows::compile(spec) {
         Ok(w) => w,
-        Err(_) if change == "uninstall" => return state,
+        Err(_) if change == Change::Uninstall => return state,
         Err(message) => {
             return ReleaseState::Refused {
                 reason: Reason::InvalidChangeWindow,
@@ -86,7 +86,7 @@ fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseSt
             };
         }
     };
-    if repair && windows.repair_anytime {
+    if change == Change::Repair && windows.repair_anytime {
         return state;
     }
     match windows.at(o.now) {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use super::super::context::Context;
 use super::super::observation::Observed;
+use super::super::state::Change;
 use super::super::status::{self, RELEASED, Reason};
 use super::Outcome;
 
@@ -22,7 +23,7 @@ pub fn wait(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    change: &str,
+    change: Change,
     opens: Option<DateTime<Utc>>,
     after: Duration,
 ) -> Outcome {

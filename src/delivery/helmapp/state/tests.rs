@@ -820,7 +820,7 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
         newest: stored(2, "deployed", UID, hash),
         ..observed()
     };
-    let waits = move |change: &'static str| {
+    let waits = move |change: Change| {
         move |s: &S| {
             *s == S::OutsideWindow {
                 change,
@@ -836,13 +836,13 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
             "no release: the install waits",
             evening.clone(),
             observed(),
-            Box::new(waits("install")),
+            Box::new(waits(Change::Install)),
         ),
         (
             "changed: the upgrade waits",
             evening.clone(),
             deployed("old"),
-            Box::new(waits("upgrade")),
+            Box::new(waits(Change::Upgrade)),
         ),
         (
             "in sync: nothing to wait for",
@@ -870,7 +870,7 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
                 missing: vec!["ConfigMap apps/web".into()],
                 ..deployed(HASH)
             },
-            Box::new(waits("repair")),
+            Box::new(waits(Change::Repair)),
         ),
         (
             "objects deleted, repairAnytime: repaired now",
