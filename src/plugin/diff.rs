@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::namespace_of;
-use crate::delivery::helm::{HelmCli, args, manifest_diff, post_render};
+use crate::delivery::helm::{HelmCli, args, manifest_diff, post_render, says_release_not_found};
 use crate::delivery::helmapp::Target;
 use crate::delivery::helmapp::inputs;
 use crate::delivery::source::{Credentials, SourceLimits, ValuesFile, fetch::Sources};
@@ -229,7 +229,7 @@ impl Helm<'_> {
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() && stderr.contains("release: not found") {
+        if !out.status.success() && says_release_not_found(&stderr) {
             return Ok(String::new());
         }
         if !out.status.success() {
@@ -255,7 +255,7 @@ impl Helm<'_> {
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;
         let stderr = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() && stderr.contains("release: not found") {
+        if !out.status.success() && says_release_not_found(&stderr) {
             return Ok(Value::Object(Default::default()));
         }
         if !out.status.success() {

@@ -13,7 +13,7 @@ pub mod version;
 pub use args::ServerSide;
 pub use runner::{
     Flags, GetManifest, Helm, HelmConfig, HelmError, PostRender, Released, Rendered, Rollback,
-    Test, Uninstall, Upgrade,
+    Test, Uninstall, Upgrade, says_release_not_found,
 };
 pub use version::HelmCli;
 

@@ -44,7 +44,7 @@ pub struct HelmConfig {
 
 mod output;
 
-pub use output::{HelmError, Released, Rendered};
+pub use output::{HelmError, Released, Rendered, says_release_not_found};
 use output::{manifest_of, parse_release};
 
 /// Runs helm; shared by every reconcile of the delivery controller.
@@ -277,8 +277,7 @@ impl Helm {
             .run("get", g.args(), None, Duration::from_secs(60))
             .await
         {
-            // helm says so only in words; the word is its storage's error.
-            Err(HelmError::Failed { stderr, .. }) if stderr.ends_with("release: not found") => {
+            Err(HelmError::Failed { stderr, .. }) if output::says_release_not_found(&stderr) => {
                 Ok(String::new())
             }
             other => other,

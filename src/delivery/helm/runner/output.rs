@@ -70,6 +70,18 @@ impl HelmError {
     }
 }
 
+/// Whether helm's `stderr` says the release has no revision — helm says
+/// so only in words: its storage's error, `release: not found`, ends its
+/// last line (`Error: release: not found`). The one place that reads it,
+/// for the operator and `kubectl hossted` alike.
+pub fn says_release_not_found(stderr: &str) -> bool {
+    stderr
+        .trim_end()
+        .lines()
+        .last()
+        .is_some_and(|line| line.trim_end().ends_with("release: not found"))
+}
+
 /// What an install or upgrade left, from `helm ... -o json`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Released {

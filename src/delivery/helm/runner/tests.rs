@@ -91,3 +91,17 @@ fn helm_processes_share_the_cores_among_the_slots() {
     assert_eq!(child_max_procs(16, 0), 16, "0 slots counts as one");
     assert_eq!(child_max_procs(0, 4), 1, "never 0: Go would ignore it");
 }
+
+#[test]
+fn release_not_found_is_read_from_helms_last_line_only() {
+    use super::output::says_release_not_found;
+    assert!(says_release_not_found("Error: release: not found\n"));
+    assert!(says_release_not_found(
+        "WARNING: x\nError: release: not found"
+    ));
+    // The words inside an earlier line (a value helm quoted) are not it.
+    assert!(!says_release_not_found(
+        "Error: template: x: \"release: not found\"\nError: render failed\n"
+    ));
+    assert!(!says_release_not_found(""));
+}
