@@ -97,7 +97,7 @@ pub enum Step {
     /// Retries spent: apply `remedy` once, then nothing runs until the
     /// configuration or `hossted.com/reconcile-at` changes.
     Remediate {
-        remedy: OnFailure,
+        remedy: Remedy,
         run: RunKind,
         message: String,
     },
@@ -255,21 +255,64 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             run,
             message,
             failures,
-        } => after_run_failed(*run, message, *failures, app),
+            last_succeeded,
+        } => after_run_failed(*run, message, (*failures, *last_succeeded), app),
     }
 }
 
-/// The step after a run of `run` failed for the `failures`-th time.
-fn after_run_failed(run: RunKind, message: &str, failures: i32, app: &HelmApp) -> Step {
+/// The step after a run of `run` failed for the `failures`-th time, the
+/// status's `last_succeeded` revision the rollback target.
+fn after_run_failed(
+    run: RunKind,
+    message: &str,
+    (failures, last_succeeded): (i32, i64),
+    app: &HelmApp,
+) -> Step {
     let message = message.to_string();
     match after_failure(run == RunKind::Install, failures, app) {
         AfterFailure::UninstallAndRetry => Step::UninstallFailedInstall { message },
         AfterFailure::Retry => Step::RetryFailed { message },
-        AfterFailure::Remediate(remedy) => Step::Remediate {
-            remedy,
+        AfterFailure::Remediate(on_failure) => Step::Remediate {
+            remedy: remedy(on_failure, last_succeeded),
             run,
             message,
         },
+    }
+}
+
+/// What remediation a failure gets once retries are spent — chosen here,
+/// as Flux's planner does (its `ErrMissingRollbackTarget`), not by the
+/// action that runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// `helm rollback` to `revision`, the last that succeeded.
+    RollbackTo(i64),
+    /// `onFailure: rollback`, and no revision ever succeeded: nothing to
+    /// return to, nothing runs.
+    MissingRollbackTarget,
+    /// `helm uninstall`.
+    Uninstall,
+    /// `onFailure: none` (or a spelling the schema does not allow).
+    Nothing,
+}
+
+impl std::fmt::Display for Remedy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Remedy::RollbackTo(_) | Remedy::MissingRollbackTarget => "rollback",
+            Remedy::Uninstall => "uninstall",
+            Remedy::Nothing => "no remediation",
+        })
+    }
+}
+
+/// `onFailure` applied to a release whose last success is `last_succeeded`.
+pub fn remedy(on_failure: OnFailure, last_succeeded: i64) -> Remedy {
+    match on_failure {
+        OnFailure::Rollback if last_succeeded > 0 => Remedy::RollbackTo(last_succeeded),
+        OnFailure::Rollback => Remedy::MissingRollbackTarget,
+        OnFailure::Uninstall => Remedy::Uninstall,
+        OnFailure::None | OnFailure::Unknown => Remedy::Nothing,
     }
 }
 
@@ -411,6 +454,7 @@ mod tests {
                 run: RunKind::Upgrade,
                 message: m(),
                 failures: 1,
+                last_succeeded: 2,
             },
         ];
         for s in &all {
@@ -586,6 +630,7 @@ mod tests {
             run,
             message: "helm said no".into(),
             failures,
+            last_succeeded: 3,
         };
         assert_eq!(
             next(&failed(RunKind::Install, 1), &plain),
@@ -602,11 +647,41 @@ mod tests {
         assert_eq!(
             next(&failed(RunKind::Repair, 4), &plain),
             Step::Remediate {
-                remedy: OnFailure::Rollback,
+                remedy: Remedy::RollbackTo(3),
                 run: RunKind::Repair,
                 message: "helm said no".into()
             }
         );
+        // No revision ever succeeded: nothing to roll back to, said so.
+        let never = ReleaseState::RunFailed {
+            run: RunKind::Upgrade,
+            message: "m".into(),
+            failures: 4,
+            last_succeeded: 0,
+        };
+        assert!(matches!(
+            next(&never, &plain),
+            Step::Remediate {
+                remedy: Remedy::MissingRollbackTarget,
+                ..
+            }
+        ));
+        let uninstall = app(|a| a.spec.remediation.on_failure = OnFailure::Uninstall);
+        assert!(matches!(
+            next(&failed(RunKind::Upgrade, 4), &uninstall),
+            Step::Remediate {
+                remedy: Remedy::Uninstall,
+                ..
+            }
+        ));
+        let none = app(|a| a.spec.remediation.on_failure = OnFailure::None);
+        assert!(matches!(
+            next(&failed(RunKind::Upgrade, 4), &none),
+            Step::Remediate {
+                remedy: Remedy::Nothing,
+                ..
+            }
+        ));
         let untested = ReleaseState::Untested {
             run: RunKind::Upgrade,
             revision: 3,

@@ -25,6 +25,9 @@ pub enum ReleaseState {
         run: RunKind,
         message: String,
         failures: i32,
+        /// The revision the status says last succeeded (0: none ever did):
+        /// where a rollback returns.
+        last_succeeded: i64,
     },
     /// The HelmApp is being deleted; `uninstall`: its release is ours and
     /// `uninstallOnDelete` holds.

@@ -48,6 +48,7 @@ fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
             run: *run,
             message: message.clone(),
             failures: o.status.failures,
+            last_succeeded: o.status.revision,
         },
         RunEnded::SlotBusy => ReleaseState::HeldByHelm,
     }

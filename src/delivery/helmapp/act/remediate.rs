@@ -3,7 +3,7 @@
 //! — and what the HelmApp then says: a failed install retried, or retries
 //! exhausted.
 
-use apis::helmapp::{HelmApp, HistoryAction, HistoryResult, OnFailure};
+use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
 use record::EventType;
 use runtime::Action;
 
@@ -11,6 +11,7 @@ use super::outcome::{Outcome, failed, not_ready};
 use crate::delivery::helm::Rollback;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Observed, RunKind};
+use crate::delivery::helmapp::plan::Remedy;
 use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason, push_history};
 use crate::delivery::helmapp::storage;
 
@@ -37,7 +38,7 @@ pub async fn retries_exhausted(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    remedy: OnFailure,
+    remedy: Remedy,
     run: RunKind,
     message: &str,
 ) -> Outcome {
@@ -116,7 +117,7 @@ enum Remedied {
 
 /// Uninstalls a release whose install failed (nothing to roll back to).
 async fn uninstall(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str) -> Remedied {
-    run(ctx, app, o, OnFailure::Uninstall, hash).await
+    run(ctx, app, o, Remedy::Uninstall, hash).await
 }
 
 /// Applies `remedy`, on storage checked again first: the failed run's
@@ -125,15 +126,11 @@ async fn run(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    remedy: OnFailure,
+    remedy: Remedy,
     hash: &str,
 ) -> Remedied {
-    let reads_storage = match remedy {
-        OnFailure::Rollback => o.status.revision > 0,
-        OnFailure::Uninstall => true,
-        OnFailure::None | OnFailure::Unknown => false,
-    };
-    if reads_storage {
+    // What runs helm reads the storage: checked again first.
+    if matches!(remedy, Remedy::RollbackTo(_) | Remedy::Uninstall) {
         match storage::changed_during_run(&ctx.client, o).await {
             Ok(None) => {}
             Ok(Some(untrusted)) => {
@@ -157,14 +154,13 @@ async fn apply(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    remedy: OnFailure,
+    remedy: Remedy,
     hash: &str,
 ) -> String {
     let user = o.identity.user();
     let as_user = user.as_deref();
     let outcome = match remedy {
-        // To the last revision that succeeded.
-        OnFailure::Rollback if o.status.revision > 0 => {
+        Remedy::RollbackTo(revision) => {
             if let Err(e) = super::intent::declare(ctx, app, o, "rollback").await {
                 let said =
                     format!("{remedy} not run: the run's intent could not be recorded ({e})");
@@ -174,10 +170,10 @@ async fn apply(
             let rollback = Rollback {
                 release: &o.target.release,
                 namespace: &o.target.namespace,
-                revision: o.status.revision,
+                revision,
                 as_user,
                 timeout: o.timeouts.rollback,
-                flags: crate::delivery::helmapp::run_flags::of_rollback(app, o, o.status.revision),
+                flags: crate::delivery::helmapp::run_flags::of_rollback(app, o, revision),
                 history_max: app.spec.max_history(),
             };
             let ran = ctx.helm.rollback(&rollback).await;
@@ -186,13 +182,13 @@ async fn apply(
             }
             ran
         }
-        OnFailure::Rollback => return "no rollback: no revision ever succeeded".into(),
-        OnFailure::Uninstall => {
+        Remedy::MissingRollbackTarget => return "no rollback: no revision ever succeeded".into(),
+        Remedy::Uninstall => {
             ctx.helm
                 .uninstall(&super::uninstall::request(app, o, as_user))
                 .await
         }
-        OnFailure::None | OnFailure::Unknown => return "no remediation (onFailure: none)".into(),
+        Remedy::Nothing => return "no remediation (onFailure: none)".into(),
     };
     let (result, said) = match outcome {
         Some(Ok(())) => (HistoryResult::Succeeded, format!("{remedy} done")),
@@ -215,20 +211,20 @@ fn record(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    remedy: OnFailure,
+    remedy: Remedy,
     hash: &str,
     result: HistoryResult,
     say: &str,
 ) {
     let status = &mut o.status;
     let (revision, version) = (status.revision, status.chart_version.clone());
-    let action = match remedy {
-        OnFailure::Rollback => HistoryAction::Rollback,
-        _ => HistoryAction::Uninstall,
+    let (action, reason) = match remedy {
+        Remedy::Uninstall => (HistoryAction::Uninstall, Reason::UninstallPerformed),
+        _ => (HistoryAction::Rollback, Reason::RollbackPerformed),
     };
     let succeeded = result == HistoryResult::Succeeded;
+    status.last_action = action.to_string();
     push_history(status, action, revision, &version, hash, result);
-    status.last_action = remedy.as_str().into();
     if say.is_empty() {
         return;
     }
@@ -236,11 +232,6 @@ fn record(
         EventType::Normal
     } else {
         EventType::Warning
-    };
-    let reason = if remedy == OnFailure::Rollback {
-        Reason::RollbackPerformed
-    } else {
-        Reason::UninstallPerformed
     };
     ctx.recorder.event(app, kind, reason.as_str(), say);
 }

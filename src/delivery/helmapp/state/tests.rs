@@ -982,6 +982,7 @@ fn what_a_run_of_this_reconcile_came_to_decides_before_anything_else() {
                     run: RunKind::Upgrade,
                     message: "m".into(),
                     failures: 2,
+                    last_succeeded: 0,
                 }
             },
         ),
