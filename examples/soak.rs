@@ -287,5 +287,19 @@ async fn main() {
             "rss_per_minute_mib": samples.iter().map(|s| s.1).collect::<Vec<_>>(),
         })
     );
+    // SOAK_KEEP=<dir>: the operator's log and helm's runs kept there (the
+    // control plane's directory goes with it).
+    if let Ok(keep) = std::env::var("SOAK_KEEP") {
+        let keep = std::path::Path::new(&keep);
+        let _ = std::fs::create_dir_all(keep);
+        for (from, to) in [
+            (dir.join("operator.log"), "operator.log"),
+            (helm_log.clone(), "helm-runs.log"),
+        ] {
+            if let Err(e) = std::fs::copy(&from, keep.join(to)) {
+                eprintln!("soak: cannot keep {}: {e}", from.display());
+            }
+        }
+    }
     op.stop();
 }

@@ -9,6 +9,7 @@
 #
 #   hack/soak.sh                              # the hour
 #   SOAK_MINUTES=10 APPS=30 hack/soak.sh      # shorter
+#   SOAK_KEEP=/tmp/soak-logs hack/soak.sh     # keep the operator's log
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)"

@@ -114,9 +114,8 @@ pub enum RunEnded {
     /// The run or its tests failed (`message`: redacted), counted in
     /// `status.failures`.
     Failed { run: RunKind, message: String },
-    /// Another helm run held the release's slot: nothing ran, nothing is
-    /// counted (a test left for later is found untested again:
-    /// `state::untested`).
+    /// Another helm run held the release's slot (a shutdown takes every
+    /// slot): nothing ran, nothing is counted.
     SlotBusy,
 }
 

@@ -122,6 +122,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     }
     if app.spec.drift_mode() != DriftMode::Disabled
         && !o.busy
+        && o.tampered.is_none()
         && let Some(entry) = entry.filter(|e| label(&e.metadata, UID_LABEL) == o.uid)
     {
         o.missing = missing_objects(ctx, &o.target, &entry).await;

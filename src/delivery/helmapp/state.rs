@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp, HistoryAction, HistoryResult};
 
-use super::observation::{Inputs, Observed, Rendering, RunEnded, RunKind, Stored};
+use super::observation::{Inputs, Observed, Rendering, RunEnded, Stored};
 use super::status::{self, READY, RELEASED, Reason};
 
 pub use super::release_state::{Change, OutOfSyncCause, ReleaseState};
@@ -180,8 +180,6 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
         OutOfSyncCause::Forced
     } else if test_failed(o, app, hash) {
         OutOfSyncCause::TestFailed
-    } else if let Some(state) = untested(o, app, hash, newest) {
-        return state;
     } else {
         return deployed(o, app, newest);
     };
@@ -294,47 +292,6 @@ fn deployed(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
     ReleaseState::InSync {
         revision: Some(newest.revision),
     }
-}
-
-/// With `test.enable`, the newest revision was made by an install or
-/// upgrade of this configuration (the history's newest entry of a run or
-/// test says so) and no `helm test` has run on it since: its tests are
-/// still owed — a test that found the release busy, an operator stopped
-/// between the run and its tests, `test.enable` just turned on (Flux
-/// tests a release it has not tested, the same way). `before`: the
-/// revision that had succeeded before it.
-fn untested(o: &Observed, app: &HelmApp, hash: &str, newest: &Stored) -> Option<ReleaseState> {
-    if !app.spec.test.enable {
-        return None;
-    }
-    let mut runs = o.status.history.iter().filter(|h| {
-        h.action.attempts_configuration()
-            || matches!(h.action, HistoryAction::Rollback | HistoryAction::Uninstall)
-    });
-    let last = runs.next()?;
-    let run = match last.action {
-        HistoryAction::Install => RunKind::Install,
-        HistoryAction::Upgrade => RunKind::Upgrade,
-        _ => return None,
-    };
-    if last.result != HistoryResult::Succeeded
-        || last.revision != newest.revision
-        || last.config_hash != hash
-    {
-        return None;
-    }
-    let before = runs
-        .find(|h| {
-            h.result == HistoryResult::Succeeded
-                && h.revision < last.revision
-                && h.action != HistoryAction::Test
-        })
-        .map_or(0, |h| h.revision);
-    Some(ReleaseState::Untested {
-        run,
-        revision: last.revision,
-        before,
-    })
 }
 
 /// The last action on this configuration was a `helm test` that failed,

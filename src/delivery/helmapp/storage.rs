@@ -309,7 +309,14 @@ pub fn recorded_after(
     before: &[StorageDigest],
     intent: Option<&RunIntent>,
 ) -> Vec<StorageDigest> {
-    let newest = entries.iter().map(HelmRelease::version).max().unwrap_or(0);
+    // The newest revision as we know it — recorded, or our run's — not
+    // whatever number a Secret planted beside them carries.
+    let newest = before
+        .iter()
+        .map(|b| b.revision)
+        .chain(intent.map(|i| i.revision))
+        .max()
+        .unwrap_or(0);
     let mut out: Vec<StorageDigest> = entries
         .iter()
         .filter(|e| e.release.is_ok())

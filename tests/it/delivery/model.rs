@@ -79,6 +79,10 @@ enum Op {
     Suspend,
     Resume,
     ForceAt(u64),
+    /// The HelmApp deleted (its finalizer uninstalls the release), then
+    /// created again under its name, resumed: its release starts at
+    /// revision 1 again, the names of the first one's revisions.
+    Recreate,
 }
 
 /// When the next operation comes.
@@ -102,7 +106,7 @@ struct Model {
 }
 
 fn op(rng: &mut Rng, while_stopped: bool) -> Op {
-    let n = if while_stopped { 6 } else { 12 };
+    let n = if while_stopped { 6 } else { 13 };
     match rng.below(n) {
         0 => Op::Values(rng.below(1000)),
         1 => Op::SecretEdit(rng.below(1000)),
@@ -119,7 +123,8 @@ fn op(rng: &mut Rng, while_stopped: bool) -> Op {
         8 => Op::Suspend,
         9 => Op::Resume,
         10 => Op::WhileKilled(Box::new(op(rng, true))),
-        _ => Op::ForceAt(rng.below(1000)),
+        11 => Op::ForceAt(rng.below(1000)),
+        _ => Op::Recreate,
     }
 }
 
@@ -153,6 +158,8 @@ fn runs_needed(op: &Op) -> usize {
     match op {
         Op::Values(_) | Op::ChartVersion | Op::SecretEdit(_) | Op::ForceAt(_) => 1,
         Op::Delete(_) => 1,
+        // Its uninstall, then the install.
+        Op::Recreate => 2,
         Op::WhileStopped(inner) | Op::WhileKilled(inner) => 1 + runs_needed(inner),
         Op::Label(_) | Op::Edit | Op::Scale | Op::Suspend | Op::Resume => 0,
     }
@@ -455,6 +462,18 @@ impl Hunt<'_> {
                     json!({ "metadata": { "annotations": { "hossted.com/force-at": n.to_string() } } }),
                 )
                 .await;
+            }
+            Op::Recreate => {
+                Api::<HelmApp>::namespaced(f.cp.client(), NS)
+                    .delete("hunted", &DeleteParams::default())
+                    .await
+                    .unwrap();
+                eventually("the hunted HelmApp gone (uninstalled)", 120, || async {
+                    get(f, "hunted").await.is_none().then_some(())
+                })
+                .await;
+                self.model.suspended = false;
+                apply(f, "hunted", self.spec()).await;
             }
         }
     }

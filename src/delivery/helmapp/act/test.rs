@@ -27,7 +27,7 @@ pub async fn run(
     let hash = o.hash().unwrap_or_default().to_string();
     let counted = match tested(ctx, app, o, revision, &hash).await {
         TestRun::Busy => {
-            // Not run: owed still, and found so again (`state::untested`).
+            // Not run, and no failure of the release: nothing counted.
             o.run_ended = Some(RunEnded::SlotBusy);
             return Outcome::Replan;
         }

@@ -38,13 +38,19 @@ const MAX_CHECKS: usize = 20;
 
 /// `status.inventory` brought to the newest revision (whatever the drift
 /// mode: readiness reads it too), then the drift of `app`'s release:
-/// suspects checked. Only for a release of ours that is
-/// deployed and that no helm of ours runs on.
+/// suspects checked. Only for a release of ours that is deployed, that no
+/// helm of ours runs on, and whose storage is trusted: a planted revision's
+/// manifest may name any object of any namespace, and neither its list
+/// nor what is read of those objects may reach the status.
 pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let Some(newest) = o.newest.clone() else {
         return;
     };
-    if o.busy || newest.owner != o.uid || newest.status != HelmStatus::Deployed {
+    if o.busy
+        || o.tampered.is_some()
+        || newest.owner != o.uid
+        || newest.status != HelmStatus::Deployed
+    {
         return;
     }
     let key = o.target.key();

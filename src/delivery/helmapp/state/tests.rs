@@ -1036,89 +1036,20 @@ fn an_unrecorded_run_of_ours_waits_for_its_inputs_before_its_render() {
     ]);
 }
 
-/// Tests owed on the newest revision are found from the history, not from
-/// the run of this reconcile alone: a test that found the release busy, or
-/// an operator stopped between a run and its tests, leaves an install or
-/// upgrade as the newest entry, and the tests run next.
+/// A helm slot held by another run (a shutdown takes every slot) ends no
+/// run and counts nothing: looked at again, quietly.
 #[test]
-fn a_revision_whose_tests_never_ran_is_untested() {
-    use crate::delivery::helmapp::observation::{RunEnded, RunKind};
+fn a_busy_helm_slot_is_looked_at_again_and_counts_nothing() {
+    use crate::delivery::helmapp::observation::RunEnded;
     use ReleaseState as S;
-    let tested = app(|a| a.spec.test.enable = true);
-    let entry = |action: &str, revision: i64, result: &str| HistoryEntry {
-        action: action.into(),
-        revision,
-        config_hash: HASH.into(),
-        result: result.into(),
-        ..Default::default()
-    };
-    let with_history = |history: Vec<HistoryEntry>| Observed {
-        newest: stored(3, "deployed", UID, HASH),
-        status: HelmAppStatus {
-            revision: 3,
-            history,
-            ..Default::default()
+    check(vec![(
+        "a helm slot held by another run",
+        app(|a| a.spec.test.enable = true),
+        Observed {
+            run_ended: Some(RunEnded::SlotBusy),
+            newest: stored(3, "deployed", UID, HASH),
+            ..observed()
         },
-        ..observed()
-    };
-    let upgraded = || {
-        vec![
-            entry("upgrade", 3, "succeeded"),
-            entry("install", 1, "succeeded"),
-        ]
-    };
-    check(vec![
-        (
-            "upgraded, never tested: tested, failures return to the install",
-            tested.clone(),
-            with_history(upgraded()),
-            |s| {
-                *s == S::Untested {
-                    run: RunKind::Upgrade,
-                    revision: 3,
-                    before: 1,
-                }
-            },
-        ),
-        (
-            "tested since: in sync",
-            tested.clone(),
-            with_history({
-                let mut h = upgraded();
-                h.insert(0, entry("test", 3, "succeeded"));
-                h
-            }),
-            |s| matches!(s, S::InSync { .. }),
-        ),
-        (
-            "no tests asked for: in sync",
-            app(|_| {}),
-            with_history(upgraded()),
-            |s| matches!(s, S::InSync { .. }),
-        ),
-        (
-            "the newest run made another revision: not this one's tests",
-            tested.clone(),
-            with_history(vec![entry("upgrade", 2, "succeeded")]),
-            |s| matches!(s, S::InSync { .. }),
-        ),
-        (
-            "a rollback is not tested (as Flux)",
-            tested.clone(),
-            with_history(vec![
-                entry("rollback", 3, "succeeded"),
-                entry("upgrade", 2, "failed"),
-            ]),
-            |s| matches!(s, S::InSync { .. }),
-        ),
-        (
-            "a helm slot held by another run: looked at again, nothing counted",
-            tested.clone(),
-            Observed {
-                run_ended: Some(RunEnded::SlotBusy),
-                ..with_history(upgraded())
-            },
-            |s| *s == S::HeldByHelm,
-        ),
-    ]);
+        |s| *s == S::HeldByHelm,
+    )]);
 }

@@ -196,6 +196,17 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
             "{one}/{two}: {recorded_two:?}"
         );
     }
+    // Our newest made `superseded` beside a planted higher revision: the
+    // planted one's number is no evidence of a newer revision of ours.
+    let planted_above = [
+        fresh_of(release(1, "superseded", "a"), "u"),
+        fresh_of(release(999, "deployed", "x"), "u"),
+    ];
+    let recorded = recorded_after(&planted_above, &before, None);
+    assert!(
+        recorded.iter().any(|d| before.contains(d)),
+        "revision 1's earlier record stays: {recorded:?}"
+    );
     // A revision planted while helm ran is not recorded, whoever its
     // labels name as owner — ours included.
     for owner in ["tenant", "u"] {
