@@ -309,6 +309,14 @@ async fn a_revision_planted_before_the_first_install_with_the_uid_label_runs_no_
     )
     .await;
     operator.reconciled_since(mark).await;
+    let app = get_helmapp(&f, OPERATOR_NS, "early").await.unwrap();
+    // Nor is the planted manifest read for drift: nothing it names (the
+    // kube-system ConfigMap) reaches the status.
+    let inventory = app.status.map(|s| s.inventory).unwrap_or_default();
+    assert!(
+        inventory.iter().all(|e| e.namespace != "kube-system"),
+        "a planted object in status.inventory: {inventory:?}"
+    );
     // The render that checks whether it could be a first install of ours
     // (a client dry run, which changes nothing) may run; nothing else.
     let acted: Vec<String> = runs_since(&log, before, "early")
