@@ -583,7 +583,7 @@ async fn a_release_installed_again_is_never_put_back_to_the_earlier_ones_objects
     // drift (its inventory is recorded from them).
     apply(&f, "again", spec("first-1")).await;
     ready(&f, "again", "InstallSucceeded", 1).await;
-    apply(&f, "again", spec("first-2")).await;
+    patch(&f, "again", json!({ "spec": spec("first-2") })).await;
     ready(&f, "again", "UpgradeSucceeded", 2).await;
     operator.settle().await;
     Api::<HelmApp>::namespaced(f.cp.client(), NS)
@@ -597,7 +597,7 @@ async fn a_release_installed_again_is_never_put_back_to_the_earlier_ones_objects
     // The second: revisions 1 and 2 again, other values.
     apply(&f, "again", spec("second-1")).await;
     ready(&f, "again", "InstallSucceeded", 1).await;
-    apply(&f, "again", spec("second-2")).await;
+    patch(&f, "again", json!({ "spec": spec("second-2") })).await;
     ready(&f, "again", "UpgradeSucceeded", 2).await;
     operator.settle().await;
     assert_eq!(log_level(&configmap(&f, "again-env").await), "second-2");
