@@ -409,16 +409,26 @@ fn pending(o: &Observed, app: &HelmApp, newest: &Stored) -> ReleaseState {
     ReleaseState::Stuck { message }
 }
 
+/// Whether the attempts at `hash` start afresh, their failures forgotten:
+/// the configuration changed since the last attempt, or
+/// `hossted.com/reconcile-at` or `-force-at` has a new value. The one rule,
+/// read by [`exhausted`] and by the run that resets the count.
+pub fn starts_afresh(o: &Observed, hash: &str) -> bool {
+    let s = &o.status;
+    o.reconcile_at != s.last_handled_reconcile_at
+        || o.forced()
+        || s.history.first().is_some_and(|h| h.config_hash != hash)
+}
+
 /// Spent retries run nothing — unless the configuration changed since the
 /// last attempt or `hossted.com/reconcile-at` or `-force-at` has a new
 /// value, which start them afresh.
 fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
     let s = &o.status;
-    let afresh = o.reconcile_at != s.last_handled_reconcile_at
-        || o.forced()
-        || s.history.first().is_some_and(|h| h.config_hash != hash);
-    (!afresh && s.failures > 0 && status::has(s, READY, false, Reason::RetriesExhausted))
-        .then_some(ReleaseState::RetriesExhausted)
+    (!starts_afresh(o, hash)
+        && s.failures > 0
+        && status::has(s, READY, false, Reason::RetriesExhausted))
+    .then_some(ReleaseState::RetriesExhausted)
 }
 
 #[cfg(test)]

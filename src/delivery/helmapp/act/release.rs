@@ -279,22 +279,10 @@ pub(super) fn post_render_file(ctx: &Context, app: &HelmApp) -> Result<Option<Co
 /// A new configuration, or a new `hossted.com/reconcile-at`, starts the
 /// retries afresh.
 fn start_afresh_if_asked(o: &mut Observed, hash: &str) {
-    let forced = o.forced();
-    let status = &mut o.status;
-    if forced {
-        status.failures = 0;
+    if crate::delivery::helmapp::state::starts_afresh(o, hash) {
+        o.status.failures = 0;
     }
-    if o.reconcile_at != status.last_handled_reconcile_at {
-        status.last_handled_reconcile_at = o.reconcile_at.clone();
-        status.failures = 0;
-    }
-    if status
-        .history
-        .first()
-        .is_some_and(|h| h.config_hash != hash)
-    {
-        status.failures = 0;
-    }
+    o.status.last_handled_reconcile_at = o.reconcile_at.clone();
 }
 
 /// The run succeeded: the status, the history and a Normal Event say so.
