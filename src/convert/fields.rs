@@ -159,7 +159,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("install.disableWait", Mapped("wait")),
     (
         "install.disableWaitForJobs",
-        Dropped("with wait: true Jobs are waited for; there is no separate switch"),
+        Mapped("install.disableWaitForJobs"),
     ),
     ("install.remediation", Container),
     (
@@ -312,7 +312,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("upgrade.disableWait", Mapped("wait")),
     (
         "upgrade.disableWaitForJobs",
-        Dropped("with wait: true Jobs are waited for; there is no separate switch"),
+        Mapped("upgrade.disableWaitForJobs"),
     ),
     ("upgrade.force", Mapped("upgrade.force")),
     (

@@ -447,6 +447,8 @@ impl To<'_> {
                 "install.skipSchemaValidation",
             ),
             ("/install/serverSideApply", "install.serverSideApply"),
+            ("/install/disableWaitForJobs", "install.disableWaitForJobs"),
+            ("/upgrade/disableWaitForJobs", "upgrade.disableWaitForJobs"),
             ("/upgrade/disableHooks", "upgrade.disableHooks"),
             (
                 "/upgrade/disableSchemaValidation",

@@ -118,7 +118,8 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     }
     o.inputs = Some(inputs(ctx, app, &o.target).await);
     if app.spec.wait {
-        o.pending = readiness::pending(ctx, &o.target);
+        let jobs = app.spec.waits_for_jobs(&o.status.last_action);
+        o.pending = readiness::pending(ctx, &o.target, jobs);
     }
     if app.spec.drift_mode() != DriftMode::Disabled
         && !o.busy

@@ -16,9 +16,10 @@ use super::status::Reason;
 use super::target::Target;
 use crate::cached::members::MEMBER_INDEX;
 
-/// The Deployments, StatefulSets, DaemonSets and Jobs of the release that
-/// are not done yet, sorted (`Kind name`).
-pub fn pending(ctx: &Context, target: &Target) -> Vec<String> {
+/// The Deployments, StatefulSets, DaemonSets and Jobs (unless `jobs` is
+/// false: `disableWaitForJobs`) of the release that are not done yet,
+/// sorted (`Kind name`).
+pub fn pending(ctx: &Context, target: &Target, jobs: bool) -> Vec<String> {
     let key = target.key();
     let m = &ctx.members;
     let mut pending: Vec<String> = m
@@ -39,6 +40,7 @@ pub fn pending(ctx: &Context, target: &Target) -> Vec<String> {
         m.jobs
             .by_index(MEMBER_INDEX, &key)
             .iter()
+            .filter(|_| jobs)
             .filter(|j| !j.is_done())
             .map(|j| format!("Job {}", j.name_any())),
     );
@@ -112,7 +114,11 @@ pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<St
     let mut failed = None;
     let none = serde_json::Value::Null;
     let checks = &app.spec.health_check_exprs;
+    let jobs = app.spec.waits_for_jobs(&o.status.last_action);
     for entry in &o.status.inventory {
+        if !jobs && entry.api_version == "batch/v1" && entry.kind == "Job" {
+            continue;
+        }
         let check = super::dependency::health_check(checks, &entry.api_version, &entry.kind);
         if check.is_none() && super::kstatus::without_readiness(&entry.api_version, &entry.kind) {
             continue;

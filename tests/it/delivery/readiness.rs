@@ -216,6 +216,52 @@ async fn with_wait_a_daemonset_and_a_job_count_too() {
     operator.stop().await;
 }
 
+/// `install.disableWaitForJobs` (Flux's name): with `wait`, the install is
+/// Ready once its DaemonSet is, its Job still running — the same chart
+/// without it waits for the Job (the test above).
+#[tokio::test]
+async fn with_disable_wait_for_jobs_a_running_job_does_not_hold_ready() {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    use k8s_openapi::api::batch::v1::Job;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "agents",
+        json!({ "chart": { "path": "agent" }, "wait": true,
+                "install": { "disableWaitForJobs": true } }),
+    )
+    .await;
+    let app = with_reason(&f, "agents", "Progressing").await;
+    let message = ready_message(&app);
+    assert!(
+        message.contains("DaemonSet agents-agent") && !message.contains("Job"),
+        "{message}"
+    );
+    Api::<DaemonSet>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "agents-agent",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": {
+            "observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 } })),
+        )
+        .await
+        .unwrap();
+    with_reason(&f, "agents", "UpToDate").await;
+    // The Job has not completed: nothing here runs it.
+    let job = Api::<Job>::namespaced(f.cp.client(), NS)
+        .get("agents-setup")
+        .await
+        .unwrap();
+    assert!(
+        job.status.and_then(|s| s.completion_time).is_none(),
+        "the Job completed"
+    );
+    operator.stop().await;
+}
+
 /// Sets the status of Gadget `name` (a custom resource: no controller
 /// here writes it).
 async fn gadget_status(f: &Fixture, name: &str, status: serde_json::Value) {

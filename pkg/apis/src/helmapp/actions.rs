@@ -33,6 +33,11 @@ pub struct InstallSettings {
     #[serde(default = "default_true")]
     #[schemars(default = "default_true")]
     pub force_conflicts: bool,
+    /// With `spec.wait`, Jobs are not waited for (Flux's
+    /// `disableWaitForJobs`): the revision this action made is Ready once
+    /// its other objects are, whether or not its Jobs have completed.
+    #[serde(default)]
+    pub disable_wait_for_jobs: bool,
 }
 
 impl Default for InstallSettings {
@@ -43,6 +48,7 @@ impl Default for InstallSettings {
             server_side_apply: true,
             timeout: String::new(),
             force_conflicts: true,
+            disable_wait_for_jobs: false,
         }
     }
 }
@@ -93,6 +99,11 @@ pub struct UpgradeSettings {
     #[serde(default = "default_true")]
     #[schemars(default = "default_true")]
     pub force_conflicts: bool,
+    /// With `spec.wait`, Jobs are not waited for (Flux's
+    /// `disableWaitForJobs`): the revision this action made is Ready once
+    /// its other objects are, whether or not its Jobs have completed.
+    #[serde(default)]
+    pub disable_wait_for_jobs: bool,
 }
 
 impl Default for UpgradeSettings {
@@ -105,6 +116,7 @@ impl Default for UpgradeSettings {
             server_side_apply: ServerSideApply::default(),
             timeout: String::new(),
             force_conflicts: true,
+            disable_wait_for_jobs: false,
         }
     }
 }

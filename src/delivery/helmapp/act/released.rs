@@ -15,7 +15,8 @@ use crate::delivery::helmapp::status::{self, READY};
 /// Reports `revision` (see the module docs).
 pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed, revision: i64) -> Outcome {
     if app.spec.wait {
-        o.pending = readiness::pending(ctx, &o.target);
+        let jobs = app.spec.waits_for_jobs(&o.status.last_action);
+        o.pending = readiness::pending(ctx, &o.target, jobs);
         o.pending
             .push(format!("the objects of revision {revision}"));
         o.readiness_polled = true;
