@@ -250,7 +250,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     (
         "rollback.disableWaitForJobs",
-        Dropped("a rollback waits as the HelmApp's wait says"),
+        Dropped("after a rollback, upgrade.disableWaitForJobs applies"),
     ),
     ("rollback.force", Mapped("rollback.force")),
     (
