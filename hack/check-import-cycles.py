@@ -214,14 +214,40 @@ def folder_cycles():
     return found
 
 
+def under(f, spec):
+    """Whether file `f` is `spec` (a path relative to the tree) or in it."""
+    r = os.path.relpath(f, root)
+    return r == spec or r.startswith(spec.rstrip("/") + "/")
+
+
+def first_reached(start, hit):
+    """Breadth-first from `start` through the imports: the way (a list of
+    files, `start` first) to the first file for which `hit` says something
+    (its note), and that note; `None` if none is reached."""
+    way = {start: None}
+    todo = [start]
+    while todo:
+        g = todo.pop(0)
+        note = hit(g)
+        if note is not None:
+            chain = [g]
+            while way[chain[-1]] is not None:
+                chain.append(way[chain[-1]])
+            return list(reversed(chain)), note
+        for h in sorted(edges[g]):
+            if h not in way:
+                way[h] = g
+                todo.append(h)
+    return None
+
+
+def shown(chain):
+    return " -> ".join(os.path.relpath(x, root) for x in chain)
+
+
 def layer_breaches():
     """Each FILE of a `--layer` rule that reaches a FORBIDDEN one."""
     found = []
-
-    def under(f, spec):
-        r = os.path.relpath(f, root)
-        return r == spec or r.startswith(spec.rstrip("/") + "/")
-
     for rule in layers:
         spec, forbidden = rule.split(":", 1)
         forbidden = forbidden.split(",")
@@ -229,23 +255,12 @@ def layer_breaches():
             found.append(f"layer rule {rule}: {spec} is no file or folder of {root}")
             continue
         for f in sorted(x for x in edges if under(x, spec)):
-            # breadth-first, remembering the way
-            way = {f: None}
-            todo = [f]
-            while todo:
-                g = todo.pop(0)
-                for h in sorted(edges[g]):
-                    if h in way:
-                        continue
-                    way[h] = g
-                    if any(under(h, x) for x in forbidden) and not under(h, spec):
-                        chain = [h]
-                        while way[chain[-1]] is not None:
-                            chain.append(way[chain[-1]])
-                        found.append(" -> ".join(os.path.relpath(x, root) for x in reversed(chain)))
-                        todo = []
-                        break
-                    todo.append(h)
+            reached = first_reached(
+                f,
+                lambda g: "" if any(under(g, x) for x in forbidden) and not under(g, spec) else None,
+            )
+            if reached:
+                found.append(shown(reached[0]))
     return found
 
 
@@ -257,31 +272,18 @@ IO = re.compile(r"\basync fn\b|\.await\b|\bkube::Client\b|\bClient\b|\bstd::fs\b
 def impure_reaches():
     """Each `--pure` FILE (or folder) that is, or reaches, a file doing I/O."""
     found = []
-
-    def under(f, spec):
-        r = os.path.relpath(f, root)
-        return r == spec or r.startswith(spec.rstrip("/") + "/")
-
     for spec in pure:
         starts = sorted(f for f in edges if under(f, spec))
         if not starts:
             found.append(f"pure rule {spec}: no file or folder of {root}")
         for f in starts:
-            way = {f: None}
-            todo = [f]
-            while todo:
-                g = todo.pop(0)
+            def io(g):
                 m = IO.search(code_of(g))
-                if m:
-                    chain = [g]
-                    while way[chain[-1]] is not None:
-                        chain.append(way[chain[-1]])
-                    found.append(" -> ".join(os.path.relpath(x, root) for x in reversed(chain)) + f" (`{m.group(0)}`)")
-                    break
-                for h in sorted(edges[g]):
-                    if h not in way:
-                        way[h] = g
-                        todo.append(h)
+                return m.group(0) if m else None
+
+            reached = first_reached(f, io)
+            if reached:
+                found.append(shown(reached[0]) + f" (`{reached[1]}`)")
     return found
 
 

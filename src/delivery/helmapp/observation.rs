@@ -30,6 +30,13 @@ pub struct Stored {
     pub digest: String,
 }
 
+impl Stored {
+    /// [`Stored::digest`], if known.
+    pub fn payload_digest(&self) -> Option<&str> {
+        Some(self.digest.as_str()).filter(|d| !d.is_empty())
+    }
+}
+
 /// A dry run of the configuration against what Helm's storage holds:
 /// whether it renders the same objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

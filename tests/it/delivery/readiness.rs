@@ -157,7 +157,6 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
 
 #[tokio::test]
 async fn with_wait_a_daemonset_and_a_job_count_too() {
-    use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::batch::v1::Job;
     let f = Fixture::new().await;
     f.namespace(NS).await;
@@ -182,16 +181,7 @@ async fn with_wait_a_daemonset_and_a_job_count_too() {
         message.contains("DaemonSet agents-agent") && message.contains("Job agents-setup"),
         "{message}"
     );
-    Api::<DaemonSet>::namespaced(f.cp.client(), NS)
-        .patch_status(
-            "agents-agent",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": {
-            "observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
-            "numberReady": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 } })),
-        )
-        .await
-        .unwrap();
+    agent_daemonset_ready(&f).await;
     eventually("only the Job left", 30, || async {
         let app = get(&f, "agents").await?;
         let c = app
@@ -221,7 +211,6 @@ async fn with_wait_a_daemonset_and_a_job_count_too() {
 /// without it waits for the Job (the test above).
 #[tokio::test]
 async fn with_disable_wait_for_jobs_a_running_job_does_not_hold_ready() {
-    use k8s_openapi::api::apps::v1::DaemonSet;
     use k8s_openapi::api::batch::v1::Job;
     let f = Fixture::new().await;
     f.namespace(NS).await;
@@ -239,16 +228,7 @@ async fn with_disable_wait_for_jobs_a_running_job_does_not_hold_ready() {
         message.contains("DaemonSet agents-agent") && !message.contains("Job"),
         "{message}"
     );
-    Api::<DaemonSet>::namespaced(f.cp.client(), NS)
-        .patch_status(
-            "agents-agent",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({ "status": {
-            "observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
-            "numberReady": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 } })),
-        )
-        .await
-        .unwrap();
+    agent_daemonset_ready(&f).await;
     with_reason(&f, "agents", "UpToDate").await;
     // The Job has not completed: nothing here runs it.
     let job = Api::<Job>::namespaced(f.cp.client(), NS)
@@ -260,6 +240,22 @@ async fn with_disable_wait_for_jobs_a_running_job_does_not_hold_ready() {
         "the Job completed"
     );
     operator.stop().await;
+}
+
+/// The agent chart's DaemonSet `agents-agent` rolled out, as its
+/// controller would write it (no controller runs here).
+async fn agent_daemonset_ready(f: &Fixture) {
+    use k8s_openapi::api::apps::v1::DaemonSet;
+    Api::<DaemonSet>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "agents-agent",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({ "status": {
+            "observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "currentNumberScheduled": 2, "numberMisscheduled": 0 } })),
+        )
+        .await
+        .unwrap();
 }
 
 /// Sets the status of Gadget `name` (a custom resource: no controller

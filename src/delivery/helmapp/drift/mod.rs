@@ -27,7 +27,7 @@ use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
 use serde_json::Value;
 
 use super::context::Context;
-use super::observation::{Drifted, Observed};
+use super::observation::{Drifted, Observed, Stored};
 use crate::cached::fingerprint::{Fingerprint, Fingerprinted};
 use check::{Object, with_helm_metadata};
 use futures::StreamExt;
@@ -54,30 +54,9 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         return;
     }
     let key = o.target.key();
-    let new_revision = o.status.inventory_revision != newest.revision;
-    if new_revision {
-        match inventory(
-            ctx,
-            o,
-            &newest.secret,
-            Some(newest.digest.as_str()).filter(|d| !d.is_empty()),
-        )
-        .await
-        {
-            Ok(entries) => {
-                o.status.inventory = entries;
-                o.status.inventory_revision = newest.revision;
-                o.status.drift.clear();
-            }
-            Err(e) => {
-                log::warn!(
-                    "{key}: cannot list the objects of revision {}: {e}",
-                    newest.revision
-                );
-                return;
-            }
-        }
-    }
+    let Some(new_revision) = refresh_inventory(ctx, o, &newest).await else {
+        return;
+    };
     if app.spec.drift_mode() == DriftMode::Disabled {
         o.status.drift.clear();
         return;
@@ -124,7 +103,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
             &ctx.client,
             &o.target.namespace,
             &newest.secret,
-            Some(newest.digest.as_str()).filter(|d| !d.is_empty()),
+            newest.payload_digest(),
         )
         .await
     {
@@ -136,6 +115,31 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     };
     for (i, recheck) in todo.into_iter().take(MAX_CHECKS) {
         check_one(ctx, app, o, &objects, i, recheck).await;
+    }
+}
+
+/// `status.inventory` brought to `newest`'s objects if it lists another
+/// revision's: `Some(true)` when it did so now, `Some(false)` when it was
+/// already, `None` when the objects could not be listed (logged).
+async fn refresh_inventory(ctx: &Context, o: &mut Observed, newest: &Stored) -> Option<bool> {
+    if o.status.inventory_revision == newest.revision {
+        return Some(false);
+    }
+    match inventory(ctx, o, &newest.secret, newest.payload_digest()).await {
+        Ok(entries) => {
+            o.status.inventory = entries;
+            o.status.inventory_revision = newest.revision;
+            o.status.drift.clear();
+            Some(true)
+        }
+        Err(e) => {
+            log::warn!(
+                "{}: cannot list the objects of revision {}: {e}",
+                o.target.key(),
+                newest.revision
+            );
+            None
+        }
     }
 }
 
