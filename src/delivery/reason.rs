@@ -28,6 +28,7 @@ pub enum Reason {
     ReleaseOwnedByOther,
     ReleaseNotOwned,
     RetriesExhausted,
+    MissingRollbackTarget,
     StorageTampered,
     InvalidRelease,
     AdoptionRefused,
@@ -78,7 +79,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 63] = [
+    pub const ALL: [Reason; 64] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -101,6 +102,7 @@ impl Reason {
         Reason::ReleaseOwnedByOther,
         Reason::ReleaseNotOwned,
         Reason::RetriesExhausted,
+        Reason::MissingRollbackTarget,
         Reason::StorageTampered,
         Reason::InvalidRelease,
         Reason::AdoptionRefused,
@@ -177,6 +179,7 @@ impl Reason {
             ReleaseOwnedByOther => "ReleaseOwnedByOther",
             ReleaseNotOwned => "ReleaseNotOwned",
             RetriesExhausted => "RetriesExhausted",
+            MissingRollbackTarget => "MissingRollbackTarget",
             StorageTampered => "StorageTampered",
             InvalidRelease => "InvalidRelease",
             AdoptionRefused => "AdoptionRefused",

@@ -68,6 +68,7 @@ const FIRST: &[&str] = &[
     "Forbidden",
     "StorageTampered",
     "RetriesExhausted",
+    "MissingRollbackTarget",
     "VerificationFailed",
 ];
 

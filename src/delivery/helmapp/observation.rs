@@ -231,6 +231,12 @@ pub struct Observed {
     pub own_unrecorded: Option<i64>,
     /// That render, once made (`super::act::own_run`).
     pub own_render: Option<Rendering>,
+    /// The run intent in the status is this reconcile's own, for a helm
+    /// that is about to run or just ended (`super::act::intent::declare`):
+    /// what that helm wrote may be recorded by the intent's number
+    /// (`super::storage::record`). `false` as observed: an intent found
+    /// in the status is a leftover, proving nothing by itself.
+    pub run_live: bool,
     /// Why the operator's own identity may not adopt the release (read
     /// only when it would: `spec.adopt`, a privileged identity, a release
     /// no live HelmApp owns — `super::adoption`).

@@ -78,6 +78,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         adoption_render: None,
         own_unrecorded: None,
         own_render: None,
+        run_live: false,
         adoption_refused: None,
         project_gone: false,
         missing: Vec::new(),
@@ -143,10 +144,14 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
 async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let key = run_key(app);
     // (A run the status's intent names that ended unrecorded because its
-    // operator died is not recorded here: the storage check lets its
-    // pending or failed revision through by that intent, and a deployed
-    // one must be proven by its render — `act::own_run`.)
+    // operator died is not recorded here: whatever it left, pending,
+    // failed or deployed, is unrecorded until a render of this
+    // configuration proves it — `act::own_run`.)
     let interrupted = ctx.interrupted.lock().contains(&key);
+    // This process's own run, ended, its storage not read since: its
+    // intent is as live as right after helm (docs/tenancy.md says what
+    // that leaves open).
+    o.run_live = interrupted;
     if interrupted && storage::record_after_action(&ctx.client, o).await.is_some() {
         log::info!(
             "{}: recorded what our helm run, cut off by the API server's outage, left in Helm's storage",
@@ -324,9 +329,12 @@ async fn tampered(
 
 /// The revision `untrusted` names, when it may be one our own helm made
 /// before its operator could record it: never recorded, labelled with
-/// this HelmApp's UID, `deployed`, the newest, and one past the newest
-/// recorded (a run makes one revision). Trusted only once this
-/// configuration is found to render it (`super::state`).
+/// this HelmApp's UID, the newest, one past the newest recorded (a run
+/// makes one revision), and either `deployed` or — the run intent in the
+/// status naming it — `pending-*` or `failed` (the operator died while
+/// its helm ran). Its labels and the intent only select it: it is
+/// trusted once this configuration is found to render it
+/// (`super::state`, `super::act::own_run`).
 fn own_unrecorded(
     o: &Observed,
     entries: &[Arc<HelmRelease>],
@@ -344,14 +352,19 @@ fn own_unrecorded(
         .map(|d| d.revision)
         .max()
         .unwrap_or(0);
+    let declared = o
+        .status
+        .run_intent
+        .as_ref()
+        .is_some_and(|i| i.revision == *revision);
     let newest = newest_of(entries)?;
     let candidate = newest.version() == *revision
         && *revision == recorded + 1
         && label(&newest.metadata, UID_LABEL) == o.uid
-        && newest
-            .release
-            .as_ref()
-            .is_ok_and(|r| r.status == HelmStatus::Deployed);
+        && newest.release.as_ref().is_ok_and(|r| {
+            r.status == HelmStatus::Deployed
+                || (declared && (r.status.is_pending() || r.status == HelmStatus::Failed))
+        });
     candidate.then_some(*revision)
 }
 

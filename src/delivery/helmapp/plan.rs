@@ -306,6 +306,18 @@ impl std::fmt::Display for Remedy {
     }
 }
 
+impl Remedy {
+    /// What `Ready` says once this remedy was applied and nothing more
+    /// runs: `MissingRollbackTarget` when there was nothing to roll back
+    /// to (Flux stalls with that reason), else `RetriesExhausted`.
+    pub fn exhausted_reason(self) -> Reason {
+        match self {
+            Remedy::MissingRollbackTarget => Reason::MissingRollbackTarget,
+            _ => Reason::RetriesExhausted,
+        }
+    }
+}
+
 /// `onFailure` applied to a release whose last success is `last_succeeded`.
 pub fn remedy(on_failure: OnFailure, last_succeeded: i64) -> Remedy {
     match on_failure {
@@ -666,6 +678,14 @@ mod tests {
                 ..
             }
         ));
+        // And Ready says so, as Flux's stalled condition does.
+        assert_eq!(
+            Remedy::MissingRollbackTarget.exhausted_reason(),
+            Reason::MissingRollbackTarget
+        );
+        for other in [Remedy::RollbackTo(3), Remedy::Uninstall, Remedy::Nothing] {
+            assert_eq!(other.exhausted_reason(), Reason::RetriesExhausted);
+        }
         let uninstall = app(|a| a.spec.remediation.on_failure = OnFailure::Uninstall);
         assert!(matches!(
             next(&failed(RunKind::Upgrade, 4), &uninstall),

@@ -338,8 +338,18 @@ fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
         return None;
     }
     // A revision our own stopped operator may have left: proven by a
-    // render of this configuration, or taken as tampered.
+    // render of this configuration, or taken as tampered. Left pending,
+    // it is unlocked first — a rewrite of its status alone, as the
+    // HelmApp's identity, that acts on nothing it lists — since helm
+    // renders no upgrade of a pending release.
     if let Some(revision) = o.own_unrecorded {
+        if let Some(newest) = o
+            .newest
+            .as_ref()
+            .filter(|n| n.revision == revision && n.status.is_pending() && o.own_render.is_none())
+        {
+            return Some(pending(o, app, newest));
+        }
         match o.own_render {
             // The render needs the chart and the values: their lack is
             // the state until they are had (a restart fetches the chart
@@ -427,7 +437,8 @@ fn exhausted(o: &Observed, hash: &str) -> Option<ReleaseState> {
     let s = &o.status;
     (!starts_afresh(o, hash)
         && s.failures > 0
-        && status::has(s, READY, false, Reason::RetriesExhausted))
+        && (status::has(s, READY, false, Reason::RetriesExhausted)
+            || status::has(s, READY, false, Reason::MissingRollbackTarget)))
     .then_some(ReleaseState::RetriesExhausted)
 }
 

@@ -97,32 +97,19 @@ impl Untrusted {
 }
 
 /// The first entry (by revision, newest first) that is not a release, or
-/// whose digest is not the one `recorded` for its revision — but for the
-/// one revision a run of ours left unfinished: the revision `intent` (the
-/// run the status says was started and never recorded) names, `pending-*`
-/// or `failed` as its payload says (and its `status` label, which helm
-/// queries by, agrees: [`crate::cached::storage`]). No label is evidence:
-/// a tenant may copy any of them. Helm never takes such a revision as the
-/// base of an upgrade while a deployed one exists (and that one is
-/// recorded), so it is only unlocked or superseded.
+/// whose digest is not the one `recorded` for its revision. Nothing is
+/// exempt: a revision a run of ours left unfinished (the operator died
+/// while its helm ran) is unrecorded like a planted one — the run intent
+/// names its number, not its content — and is proven ours by a render of
+/// this configuration before it counts (`act::own_run`), never by a label
+/// or by the intent alone.
 pub fn first_untrusted<R: AsRef<HelmRelease>>(
     entries: &[R],
     recorded: &[StorageDigest],
-    intent: Option<&RunIntent>,
 ) -> Option<Untrusted> {
-    let unfinished = |e: &HelmRelease| {
-        intent.is_some_and(|i| {
-            e.release.as_ref().is_ok_and(|r| {
-                r.version == i.revision
-                    && !recorded.iter().any(|d| d.revision == r.version)
-                    && (r.status.is_pending() || r.status == HelmStatus::Failed)
-            })
-        })
-    };
     let mut sorted: Vec<&HelmRelease> = entries.iter().map(AsRef::as_ref).collect();
     sorted.sort_by_key(|e| std::cmp::Reverse(e.version()));
     let newest = sorted.first().map_or(0, |e| e.version());
-    sorted.retain(|e| !unfinished(e));
     sorted.into_iter().find_map(|e| {
         let secret = e.metadata.name.clone().unwrap_or_default();
         if let Err(error) = &e.release {
@@ -213,10 +200,33 @@ pub async fn record_after_action(client: &Client, o: &mut Observed) -> Option<Ve
 
 /// Records `entries`, read after a helm action, as [`recorded_after`] has
 /// it; the newest's digest goes on the newest history entry.
+///
+/// The run intent proves the revision it names only for the run this
+/// reconcile started (`o.run_live`: its helm just ended, nothing else
+/// wrote the revision since we last looked) or with the content helm
+/// printed or a render proved. An intent left by a run that ended
+/// unrecorded — its operator died — names a number, not a content: it
+/// proves nothing here, and stays in the status while its revision is
+/// unrecorded, for the render that can prove it (`act::own_run`).
 pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let before = std::mem::take(&mut o.status.storage_digests);
     let intent = o.status.run_intent.take();
-    o.status.storage_digests = recorded_after(entries, &before, intent.as_ref());
+    let proving = intent
+        .as_ref()
+        .filter(|i| o.run_live || !i.content.is_empty());
+    o.status.storage_digests = recorded_after(entries, &before, proving);
+    o.run_live = false;
+    if proving.is_none()
+        && let Some(left) = intent
+        && !o
+            .status
+            .storage_digests
+            .iter()
+            .any(|d| d.revision == left.revision)
+        && entries.iter().any(|e| e.version() == left.revision)
+    {
+        o.status.run_intent = Some(left);
+    }
     if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(entries)) {
         h.release_digest = n.digest;
     }
@@ -289,7 +299,7 @@ pub async fn changed_during_run(
 ) -> Result<Option<Untrusted>, kube::Error> {
     let entries = read(client, &o.target).await?;
     record(o, &entries);
-    Ok(first_untrusted(&entries, &o.status.storage_digests, None))
+    Ok(first_untrusted(&entries, &o.status.storage_digests))
 }
 
 /// What is recorded after a helm action, from the storage read then
@@ -396,7 +406,7 @@ pub async fn check(
             Some(f) => f,
             None => read(client, &o.target).await?,
         };
-        return Ok(first_untrusted(&fresh, &[], o.status.run_intent.as_ref()));
+        return Ok(first_untrusted(&fresh, &[]));
     }
     if o.status.storage_digests.is_empty() {
         if !ours {
@@ -422,19 +432,14 @@ pub async fn check(
         trust(&mut o.status, &fresh);
         return Ok(None);
     }
-    let intent = o.status.run_intent.as_ref();
-    if first_untrusted(cached, &o.status.storage_digests, intent).is_none() {
+    if first_untrusted(cached, &o.status.storage_digests).is_none() {
         return Ok(None);
     }
     let fresh = match fresh {
         Some(f) => f,
         None => read(client, &o.target).await?,
     };
-    let untrusted = first_untrusted(
-        &fresh,
-        &o.status.storage_digests,
-        o.status.run_intent.as_ref(),
-    );
+    let untrusted = first_untrusted(&fresh, &o.status.storage_digests);
     if untrusted.is_none() {
         // What changed in its `info` alone is recorded as it is now: the
         // cache agrees again, and no fresh read is made for it next time.

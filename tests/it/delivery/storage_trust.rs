@@ -332,6 +332,99 @@ async fn a_revision_planted_before_the_first_install_with_the_uid_label_runs_no_
     operator.stop().await;
 }
 
+/// The hole the run intent left open: an operator died while its helm ran
+/// (its intent, revision 2, in the status); the revision that run left —
+/// pending or failed — is rewritten by the tenant to list a kube-system
+/// object. The intent names a number, never a content: deleting the
+/// HelmApp (an uninstall reads the newest revision's manifest) runs no
+/// helm but the client dry run that tries to prove the revision ours, and
+/// the object survives.
+#[tokio::test]
+async fn a_dead_runs_revision_rewritten_by_the_tenant_is_never_acted_on() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let start = || {
+        f.start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+    };
+    let kube_system = precious(&f).await;
+    let secrets = Api::<Secret>::namespaced(f.cp.client(), TENANT);
+    let apps: Api<HelmApp> = Api::namespaced(f.cp.client(), OPERATOR_NS);
+    for (name, left) in [
+        ("died-pending", "pending-upgrade"),
+        ("died-failed", "failed"),
+    ] {
+        let operator = start().await;
+        privileged_app(&f, name, json!({})).await;
+        operator.stop().await;
+        apps.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "runIntent": {
+                "action": "upgrade", "revision": 2, "configHash": "h",
+                "startedAt": chrono::Utc::now().to_rfc3339()
+            } } })),
+        )
+        .await
+        .unwrap();
+        let real = stored(&f, TENANT, name, 1).await;
+        let mut release = payload(&real);
+        release["version"] = json!(2);
+        release["info"]["status"] = json!(left);
+        let manifest = release["manifest"].as_str().unwrap().to_string();
+        release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+        let mut planted = with_payload(real.clone(), &release);
+        let mut labels = real.metadata.labels.clone().unwrap();
+        labels.insert("version".into(), "2".into());
+        labels.insert("status".into(), left.into());
+        planted.metadata = kube::api::ObjectMeta {
+            name: Some(format!("sh.helm.release.v1.{name}.v2")),
+            namespace: Some(TENANT.into()),
+            labels: Some(labels),
+            ..Default::default()
+        };
+        secrets
+            .create(&PostParams::default(), &planted)
+            .await
+            .unwrap();
+        let before = lines(&log);
+        let operator = start().await;
+        let app = helmapp_with_reason(&f, OPERATOR_NS, name, "StorageTampered").await;
+        let ready = app.status.unwrap().conditions;
+        let ready = ready.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert!(
+            ready
+                .message
+                .contains(&format!("sh.helm.release.v1.{name}.v2")),
+            "names the rewritten Secret: {}",
+            ready.message
+        );
+        apps.delete(name, &Default::default()).await.unwrap();
+        envtest::eventually("the HelmApp is gone", 60, || async {
+            apps.get_opt(name).await.unwrap().is_none().then_some(())
+        })
+        .await;
+        let acted: Vec<String> = runs_since(&log, before, name)
+            .into_iter()
+            .filter(|l| !l.split_whitespace().any(|w| w == "--dry-run=client"))
+            .collect();
+        assert_eq!(
+            acted,
+            Vec::<String>::new(),
+            "no helm acted on the rewritten revision ({left})"
+        );
+        assert!(
+            kube_system.get_opt("precious").await.unwrap().is_some(),
+            "the kube-system ConfigMap survived ({left})"
+        );
+        operator.stop().await;
+    }
+}
+
 /// Test 2: an older revision edited (the newest untouched), then an upgrade
 /// that would fail with `remediation: rollback`: nothing runs — neither
 /// the upgrade nor the rollback that would read the older revisions.

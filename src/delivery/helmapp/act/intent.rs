@@ -22,9 +22,11 @@ pub async fn declare(
     action: &str,
 ) -> Result<(), DeliveryError> {
     if o.status.run_intent.is_some() {
-        // A run that ended unrecorded (its operator died): what it left —
-        // a revision pending or failed, let through by that intent alone —
-        // is recorded before the intent that proved it is replaced.
+        // A run that ended unrecorded (its operator died): what changed in
+        // the storage since (helm's own rewrites of recorded revisions) is
+        // recorded before its intent is replaced. Its own revision is
+        // recorded only when proven by a render (`super::own_run`): the
+        // storage check before this step found nothing unproven.
         let entries = storage::read(&ctx.client, &o.target).await?;
         storage::record(o, &entries);
     }
@@ -61,6 +63,7 @@ pub async fn declare(
         withdraw(o);
         return Err(e.into());
     }
+    o.run_live = true;
     Ok(())
 }
 
@@ -76,6 +79,7 @@ pub fn printed(o: &mut Observed, revision: i64, content: &str) {
 /// Takes the intent back: helm did not start after all.
 pub fn withdraw(o: &mut Observed) {
     o.status.run_intent = None;
+    o.run_live = false;
 }
 
 /// Our own `helm test` rewrote the run's revision (its hooks' last runs):

@@ -7,12 +7,15 @@
 //! run of ours; otherwise it is tampered with, as any unrecorded revision.
 //! A revision that renders as ours can do nothing ours would not.
 //!
-//! When the configuration changed while the operator was stopped, the
-//! render is of the new one and cannot match. Then a revision the run
-//! intent names is ours if it names only objects of the recorded revision
-//! before it or of this render, and holds only hooks one of them holds
-//! field for field (`crate::delivery::helm::manifest_bound`): helm, acting
-//! on it, can touch nothing that is not ours anyway.
+//! When the configuration changed while the operator was stopped (or the
+//! run was a rollback, or a template draws random values), the render
+//! cannot match. Then a revision the run intent names is ours if it names
+//! only objects of the recorded revisions before it or of this render, and
+//! holds only hooks one of them holds field for field
+//! (`crate::delivery::helm::manifest_bound`): helm, acting on it, can
+//! touch nothing that is not ours anyway. The same holds for a revision
+//! the run left `pending-*` or `failed` (its operator died while helm
+//! ran): the intent names its number, never its content.
 
 use apis::helmapp::HelmApp;
 use k8s_openapi::api::core::v1::Secret;
@@ -40,10 +43,10 @@ pub async fn render(
             Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
             Ok(next) if declared(o, revision) => {
                 // Made from an earlier configuration (changed while the
-                // operator was stopped): ours if it names nothing but what
-                // is ours anyway — the recorded revision before it and
-                // this render.
-                let before = recorded_manifests(ctx, o, revision - 1).await?;
+                // operator was stopped), or a rollback's: ours if it names
+                // nothing but what is ours anyway — the recorded revisions
+                // before it and this render.
+                let before = recorded_manifests(ctx, o, revision).await?;
                 let (known, known_hooks) = known(&before, &next.manifest, &next.hooks);
                 let (manifest, hooks) = stored
                     .split_first()
@@ -112,37 +115,39 @@ fn declared(o: &Observed, revision: i64) -> bool {
         .is_some_and(|i| i.revision == revision)
 }
 
-/// The manifests (rendered, then hooks) of the recorded `revision`, if it
-/// is stored with the content recorded of it; empty otherwise.
+/// The manifests (rendered, then hooks) of each recorded revision below
+/// `revision` that is stored with the content recorded of it.
 async fn recorded_manifests(
     ctx: &Context,
     o: &Observed,
     revision: i64,
-) -> Result<Vec<String>, DeliveryError> {
-    let Some(recorded) = o
+) -> Result<Vec<Vec<String>>, DeliveryError> {
+    let mut out = Vec::new();
+    for recorded in o
         .status
         .storage_digests
         .iter()
-        .find(|d| d.revision == revision && !d.content.is_empty())
-    else {
-        return Ok(Vec::new());
-    };
-    Ok(match stored_manifests(ctx, o, revision).await? {
-        Some((manifests, content)) if content == recorded.content => manifests,
-        _ => Vec::new(),
-    })
+        .filter(|d| d.revision < revision && !d.content.is_empty())
+    {
+        if let Some((manifests, content)) = stored_manifests(ctx, o, recorded.revision).await?
+            && content == recorded.content
+        {
+            out.push(manifests);
+        }
+    }
+    Ok(out)
 }
 
-/// The manifests and hooks known to be ours: `before`'s (rendered, then
-/// hooks) and this render's.
+/// The manifests and hooks known to be ours: `before`'s (each rendered,
+/// then hooks) and this render's.
 fn known<'a>(
-    before: &'a [String],
+    before: &'a [Vec<String>],
     manifest: &'a str,
     hooks: &'a [String],
 ) -> (Vec<&'a str>, Vec<&'a str>) {
     let mut known = vec![manifest];
     let mut known_hooks: Vec<&str> = hooks.iter().map(String::as_str).collect();
-    if let Some((m, h)) = before.split_first() {
+    for (m, h) in before.iter().filter_map(|b| b.split_first()) {
         known.push(m);
         known_hooks.extend(h.iter().map(String::as_str));
     }

@@ -54,13 +54,8 @@ pub async fn retries_exhausted(
         o.status.failures,
         crate::delivery::names::RECONCILE_AT
     );
-    status::set(
-        &mut o.status,
-        READY,
-        false,
-        Reason::RetriesExhausted,
-        &message,
-    );
+    let reason = remedy.exhausted_reason();
+    status::set(&mut o.status, READY, false, reason, &message);
     status::set(
         &mut o.status,
         RELEASED,
@@ -68,12 +63,8 @@ pub async fn retries_exhausted(
         Reason::UpgradeFailed,
         &message,
     );
-    ctx.recorder.event(
-        app,
-        EventType::Warning,
-        Reason::RetriesExhausted.as_str(),
-        &message,
-    );
+    ctx.recorder
+        .event(app, EventType::Warning, reason.as_str(), &message);
     Outcome::Finished(Action::done("retries exhausted"))
 }
 

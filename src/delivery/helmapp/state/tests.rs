@@ -73,6 +73,7 @@ pub(crate) fn observed() -> Observed {
         adoption_render: None,
         own_unrecorded: None,
         own_render: None,
+        run_live: false,
         adoption_refused: None,
         project_gone: false,
         busy: false,
@@ -575,6 +576,20 @@ fn a_pending_release_is_held_locked_or_stuck_and_spent_retries_wait() {
             |s| *s == S::RetriesExhausted,
         ),
         (
+            "spent retries, nothing to roll back to: nothing runs either",
+            plain.clone(),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: {
+                    let mut s = exhausted_status();
+                    set(&mut s, READY, false, Reason::MissingRollbackTarget, "none");
+                    s
+                },
+                ..observed()
+            },
+            |s| *s == S::RetriesExhausted,
+        ),
+        (
             "spent retries, a new reconcile-at: upgrade again",
             plain.clone(),
             Observed {
@@ -1032,6 +1047,53 @@ fn an_unrecorded_run_of_ours_waits_for_its_inputs_before_its_render() {
                 ..unrecorded()
             },
             |s| matches!(s, S::Tampered { .. }),
+        ),
+    ]);
+}
+
+/// A revision the run intent names that its dead run left `pending-*` is
+/// unlocked first (helm renders no upgrade of a pending release), then
+/// rendered to be proven ours — never trusted by the intent alone, and
+/// never rolled back, uninstalled or upgraded on before that.
+#[test]
+fn an_unfinished_run_of_ours_is_unlocked_then_proven_by_its_render() {
+    use ReleaseState as S;
+    let plain = app(|_| {});
+    // This operator took over after the dead run's helm last wrote.
+    let left = |status: &str| Observed {
+        newest: stored(2, status, UID, HASH),
+        tampered: Some("revision 2 was not made by the operator".into()),
+        own_unrecorded: Some(2),
+        leading_since: now(),
+        ..observed()
+    };
+    check(vec![
+        (
+            "left pending: unlocked",
+            plain.clone(),
+            left("pending-upgrade"),
+            |s| matches!(s, S::Stuck { .. }),
+        ),
+        (
+            "left failed: rendered",
+            plain.clone(),
+            left("failed"),
+            |s| *s == S::OwnRunToRender { revision: 2 },
+        ),
+        (
+            "deleting, left pending: unlocked before anything",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            left("pending-upgrade"),
+            |s| matches!(s, S::Stuck { .. }),
+        ),
+        (
+            "rendered otherwise: tampered, even while deleting",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                own_render: Some(Rendering::Differs),
+                ..left("failed")
+            },
+            |s| matches!(s, S::Tampered { deleting: true, .. }),
         ),
     ]);
 }

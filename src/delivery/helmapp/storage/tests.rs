@@ -54,7 +54,7 @@ fn every_revision_recorded_and_matching_is_trusted() {
     let (two, d2) = entry(2, 2, "u");
     let entries = vec![one, two];
     assert_eq!(
-        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)]), None),
+        first_untrusted(&entries, &recorded(&[(2, &d2), (1, &d1)])),
         None
     );
 }
@@ -64,7 +64,7 @@ fn an_older_revision_changed_is_not_trusted_though_the_newest_matches() {
     let (one, _) = entry(1, 1, "u");
     let (two, d2) = entry(2, 2, "u");
     let entries = vec![one, two];
-    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]), None);
+    let found = first_untrusted(&entries, &recorded(&[(2, &d2), (1, "sha256:before")]));
     assert!(
         matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
         "{found:?}"
@@ -76,7 +76,7 @@ fn a_revision_never_recorded_is_not_trusted() {
     let (one, d1) = entry(1, 1, "u");
     let (planted, _) = entry(3, 3, "");
     let entries = vec![one, planted];
-    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), None);
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]));
     assert!(
         matches!(found, Some(Untrusted::Unrecorded { revision: 3, .. })),
         "{found:?}"
@@ -92,7 +92,7 @@ fn label_and_payload_that_disagree_are_no_release_and_never_the_newest() {
     let entries = vec![real, forged];
     assert_eq!(newest(&entries).map(|n| n.revision), Some(1));
     assert_eq!(newest(&entries).map(|n| n.digest), Some(d1.clone()));
-    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]), None);
+    let found = first_untrusted(&entries, &recorded(&[(1, &d1)]));
     assert!(
         matches!(found, Some(Untrusted::Invalid { .. })),
         "{found:?}"
@@ -167,7 +167,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
     ];
     let recorded = recorded_after(&after, &before, Some(&ran));
     assert_eq!(recorded.len(), 2);
-    assert_eq!(first_untrusted(&after, &recorded, None), None);
+    assert_eq!(first_untrusted(&after, &recorded), None);
     // Revision 1's manifest edited while helm ran: its old record stays.
     let edited = [
         fresh_of(release(1, "superseded", "a\n---\nplanted"), "u"),
@@ -176,7 +176,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
     let recorded = recorded_after(&edited, &before, Some(&ran));
     assert!(
         matches!(
-            first_untrusted(&edited, &recorded, None),
+            first_untrusted(&edited, &recorded),
             Some(Untrusted::Changed { revision: 1, .. })
         ),
         "{recorded:?}"
@@ -192,7 +192,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
         let mut recorded_two = recorded_after(&after, &before, Some(&ran));
         recorded_two = recorded_after(&steered, &recorded_two, None);
         assert!(
-            first_untrusted(&steered, &recorded_two, None).is_some(),
+            first_untrusted(&steered, &recorded_two).is_some(),
             "{one}/{two}: {recorded_two:?}"
         );
     }
@@ -237,8 +237,20 @@ fn a_revision_helm_superseded_before_its_run_was_killed_is_still_ours_and_an_edi
         fresh_of(release(1, "superseded", "a"), "u"),
         fresh_of(release(2, "pending-upgrade", "b"), "u"),
     ];
-    let recorded = &status.storage_digests;
-    assert_eq!(first_untrusted(&killed, recorded, Some(&intent(2))), None);
+    // The killed run's own revision is unrecorded (a render proves it);
+    // once it is, revision 1's rewrite is helm's.
+    assert!(matches!(
+        first_untrusted(&killed, &status.storage_digests),
+        Some(Untrusted::Unrecorded { revision: 2, .. })
+    ));
+    let mut proven = status.storage_digests.clone();
+    proven.push(StorageDigest {
+        revision: 2,
+        digest: killed[1].digest_string().unwrap(),
+        content: killed[1].content.clone().unwrap(),
+    });
+    let recorded = &proven;
+    assert_eq!(first_untrusted(&killed, recorded), None);
     // Its manifest or values changed too: not helm's rewrite.
     for changed in [
         release(
@@ -253,11 +265,7 @@ planted",
                 "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
                 "manifest": "a" }),
     ] {
-        let found = first_untrusted(
-            &[fresh_of(changed, "u"), killed[1].clone()],
-            recorded,
-            Some(&intent(2)),
-        );
+        let found = first_untrusted(&[fresh_of(changed, "u"), killed[1].clone()], recorded);
         assert!(
             matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
             "{found:?}"
@@ -296,7 +304,7 @@ planted",
             2,
         ),
     ] {
-        let found = first_untrusted(&flipped, &two.storage_digests, None);
+        let found = first_untrusted(&flipped, &two.storage_digests);
         assert!(
             matches!(found, Some(Untrusted::Changed { revision: r, .. }) if r == revision),
             "{found:?}"
@@ -305,7 +313,7 @@ planted",
     // The cache has no content digest: a difference there is confirmed
     // by a fresh read (`check`), never passed on the cache's word.
     let (cached, _) = entry_in(1, 1, "u", "superseded");
-    let found = first_untrusted(&[cached], recorded, None);
+    let found = first_untrusted(&[cached], recorded);
     assert!(
         matches!(found, Some(Untrusted::Changed { .. })),
         "{found:?}"
@@ -313,56 +321,76 @@ planted",
 }
 
 #[test]
-fn a_run_of_ours_left_unfinished_is_tolerated_by_its_intent_and_nothing_else_is() {
+fn a_run_of_ours_left_unfinished_is_unrecorded_like_a_planted_one() {
     let (one, d1) = entry(1, 1, "u");
-    // A helm of ours died after writing revision 2 pending, its intent
-    // in the status: unlocked later.
-    let (pending, _) = entry_in(2, 2, "", "pending-upgrade");
-    assert_eq!(
-        first_untrusted(
-            &[one.clone(), pending.clone()],
-            &recorded(&[(1, &d1)]),
-            Some(&intent(2))
-        ),
-        None
-    );
-    // No intent (the owner label copied is no proof), an intent of
-    // another revision, or deployed: no.
-    for (e, ran, why) in [
-        (
-            entry_in(2, 2, "u", "pending-upgrade").0,
-            None,
-            "label, no intent",
-        ),
-        (entry_in(2, 2, "u", "failed").0, None, "label, no intent"),
-        (
-            pending.clone(),
-            Some(intent(3)),
-            "another revision's intent",
-        ),
-        (
-            entry_in(2, 2, "u", "deployed").0,
-            Some(intent(2)),
-            "deployed",
-        ),
-    ] {
-        let found = first_untrusted(&[one.clone(), e], &recorded(&[(1, &d1)]), ran.as_ref());
+    // A helm of ours died after writing revision 2 pending or failed, its
+    // intent in the status; or a tenant planted one with the label copied.
+    // Neither the intent nor the label is evidence of the content.
+    for status in ["pending-upgrade", "failed", "deployed"] {
+        let (two, _) = entry_in(2, 2, "u", status);
+        let found = first_untrusted(&[one.clone(), two], &recorded(&[(1, &d1)]));
         assert!(
             matches!(found, Some(Untrusted::Unrecorded { revision: 2, .. })),
-            "{why}: {found:?}"
+            "{status}: {found:?}"
         );
     }
-    let (older_pending, _) = entry_in(1, 1, "u", "pending-upgrade");
-    let (two, d2) = entry(2, 2, "u");
-    let found = first_untrusted(
-        &[older_pending, two],
-        &recorded(&[(2, &d2), (1, &d1)]),
-        Some(&intent(1)),
+}
+
+/// The Observed of `web` with `status`.
+fn observed_with(status: HelmAppStatus) -> Observed {
+    Observed {
+        status,
+        ..crate::delivery::helmapp::state::tests::observed()
+    }
+}
+
+#[test]
+fn a_leftover_intent_records_nothing_of_its_revision_and_stays_until_a_render_proves_it() {
+    let one = fresh_of(release(1, "deployed", "a"), "u");
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, std::slice::from_ref(&one));
+    status.run_intent = Some(intent(2));
+    // What the dead run's revision holds now — perhaps a tenant's
+    // manifest: the intent names its number only.
+    let left = [
+        fresh_of(release(1, "superseded", "a"), "u"),
+        fresh_of(release(2, "failed", "a\n---\nplanted"), "u"),
+    ];
+    let mut o = observed_with(status.clone());
+    record(&mut o, &left);
+    assert_eq!(
+        o.status
+            .storage_digests
+            .iter()
+            .map(|d| d.revision)
+            .collect::<Vec<_>>(),
+        [1],
+        "helm's rewrite of revision 1 recorded, revision 2 not"
     );
-    assert!(
-        matches!(found, Some(Untrusted::Changed { revision: 1, .. })),
-        "{found:?}"
+    assert_eq!(o.status.run_intent.as_ref().map(|i| i.revision), Some(2));
+    assert!(matches!(
+        first_untrusted(&left, &o.status.storage_digests),
+        Some(Untrusted::Unrecorded { revision: 2, .. })
+    ));
+    // The run this reconcile started records its revision by number.
+    let mut live = observed_with(status.clone());
+    live.run_live = true;
+    record(&mut live, &left);
+    assert_eq!(
+        live.status
+            .storage_digests
+            .iter()
+            .map(|d| d.revision)
+            .collect::<Vec<_>>(),
+        [2, 1]
     );
+    assert_eq!(live.status.run_intent, None);
+    assert!(!live.run_live, "live for one record only");
+    // Proven by a render (the content it rendered): recorded.
+    let mut proven = observed_with(status);
+    record_proven(&mut proven, &left, 2, left[1].content.as_deref().unwrap());
+    assert_eq!(proven.status.storage_digests.len(), 2);
+    assert_eq!(proven.status.run_intent, None);
 }
 
 #[test]
@@ -387,7 +415,7 @@ fn a_status_label_that_differs_from_the_payload_is_no_release() {
     let forged = serde_json::from_value::<FreshRelease>(secret).unwrap().0;
     assert!(forged.release.is_err(), "{:?}", forged.release);
     let (one, d1) = entry(1, 1, "u");
-    let found = first_untrusted(&[one, forged], &recorded(&[(1, &d1)]), Some(&intent(2)));
+    let found = first_untrusted(&[one, forged], &recorded(&[(1, &d1)]));
     assert!(
         matches!(found, Some(Untrusted::Invalid { .. })),
         "{found:?}"
@@ -420,7 +448,7 @@ fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
     let recorded = recorded_after(&swapped, &before, Some(&printed));
     assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
     assert!(matches!(
-        first_untrusted(&swapped, &recorded, None),
+        first_untrusted(&swapped, &recorded),
         Some(Untrusted::Unrecorded { revision: 2, .. })
     ));
 }
