@@ -175,13 +175,10 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("install.serverSideApply", Mapped("install.serverSideApply")),
     ("install.skipCRDs", Mapped("crds")),
     ("install.strategy", Container),
-    (
-        "install.strategy.name",
-        Dropped("a failed install is uninstalled before the next try; the strategy is fixed"),
-    ),
+    ("install.strategy.name", Mapped("install.strategy.name")),
     (
         "install.strategy.retryInterval",
-        Dropped("retries back off by themselves (1 s doubling, at most 5 m)"),
+        Mapped("install.strategy.retryInterval"),
     ),
     ("install.timeout", Mapped("install.timeout")),
     ("interval", Mapped("interval")),
@@ -332,13 +329,10 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     ("upgrade.serverSideApply", Mapped("upgrade.serverSideApply")),
     ("upgrade.strategy", Container),
-    (
-        "upgrade.strategy.name",
-        Dropped("a failed upgrade is retried, then remediated; the strategy is fixed"),
-    ),
+    ("upgrade.strategy.name", Mapped("upgrade.strategy.name")),
     (
         "upgrade.strategy.retryInterval",
-        Dropped("retries back off by themselves (1 s doubling, at most 5 m)"),
+        Mapped("upgrade.strategy.retryInterval"),
     ),
     ("upgrade.timeout", Mapped("upgrade.timeout")),
     ("values", Mapped("values")),

@@ -476,6 +476,7 @@ impl To<'_> {
             self.copy(spec, from, to);
         }
         self.interval_and_timeout(spec);
+        self.strategies(spec);
         self.waiting(spec);
         self.crds(spec);
         self.remediation(spec);
@@ -495,6 +496,23 @@ impl To<'_> {
             if let Some(t) = spec.pointer(&format!("/{action}/timeout")) {
                 self.set(&format!("{action}.timeout"), t.clone());
             }
+        }
+    }
+
+    /// `install/upgrade.strategy` as they are; a `retryInterval` beside
+    /// `RemediateOnFailure` (which Flux's schema refuses, and the
+    /// HelmApp's too) is left out.
+    fn strategies(&mut self, spec: &Value) {
+        for action in ["install", "upgrade"] {
+            let Some(mut strategy) = spec.pointer(&format!("/{action}/strategy")).cloned() else {
+                continue;
+            };
+            if strategy["name"] != "RetryOnFailure"
+                && let Some(fields) = strategy.as_object_mut()
+            {
+                fields.remove("retryInterval");
+            }
+            self.set(&format!("{action}.strategy"), strategy);
         }
     }
 

@@ -129,7 +129,7 @@ spec:
     preserveValues: true
     remediation: { ignoreTestFailures: true, remediateLastFailure: true, retries: 3, strategy: uninstall }
     serverSideApply: enabled
-    strategy: { name: RemediateOnFailure, retryInterval: 1m }
+    strategy: { name: RetryOnFailure, retryInterval: 1m }
     timeout: 10m
   values: { replicas: 2 }
   valuesFrom:
@@ -192,6 +192,13 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
         json!({ "retries": 3, "onFailure": "uninstall" })
     );
     assert_eq!(spec["install"]["skipSchemaValidation"], true);
+    for action in ["install", "upgrade"] {
+        assert_eq!(
+            spec[action]["strategy"],
+            json!({ "name": "RetryOnFailure", "retryInterval": "1m" }),
+            "{action}"
+        );
+    }
     assert_eq!(spec["upgrade"]["serverSideApply"], "enabled");
     // Each action keeps its own timeout; the HelmRelease's is the default.
     assert_eq!(spec["timeout"], "10m");
@@ -415,6 +422,29 @@ spec: { chart: { spec: { chart: charts/api, sourceRef: { kind: GitRepository, na
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(notes[0].contains("recurseSubmodules"), "{notes:?}");
     assert!(notes[0].starts_with("HelmRelease apps/api:"), "{notes:?}");
+}
+
+#[test]
+fn a_retry_interval_beside_remediate_on_failure_is_left_out() {
+    let converted = convert(&docs(
+        r#"
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: web, namespace: apps }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: repo } } }
+  upgrade: { strategy: { name: RemediateOnFailure, retryInterval: 1m } }
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: repo, namespace: apps }
+spec: { url: https://charts.example.com }
+"#,
+    ));
+    assert_eq!(
+        converted.apps[0]["spec"]["upgrade"]["strategy"],
+        json!({ "name": "RemediateOnFailure" })
+    );
 }
 
 #[test]

@@ -90,7 +90,7 @@ pub enum Step {
     ReportReleased { revision: i64 },
     /// A failed upgrade with retries left: `UpgradeFailed`, retried with
     /// backoff.
-    RetryFailed { message: String },
+    RetryFailed { reason: Reason, message: String },
     /// A failed install: uninstalled (nothing to roll back to), then
     /// retried with backoff.
     UninstallFailedInstall { message: String },
@@ -271,7 +271,20 @@ fn after_run_failed(
     let message = message.to_string();
     match after_failure(run == RunKind::Install, failures, app) {
         AfterFailure::UninstallAndRetry => Step::UninstallFailedInstall { message },
-        AfterFailure::Retry => Step::RetryFailed { message },
+        AfterFailure::Retry => Step::RetryFailed {
+            reason: match run {
+                RunKind::Install => Reason::InstallFailed,
+                _ => Reason::UpgradeFailed,
+            },
+            message,
+        },
+        AfterFailure::RetryAfter(interval) => Step::RetryFailed {
+            reason: match run {
+                RunKind::Install => Reason::InstallFailed,
+                _ => Reason::UpgradeFailed,
+            },
+            message: format!("{message}; RetryOnFailure: tried again after {interval:?}"),
+        },
         AfterFailure::Remediate(on_failure) => Step::Remediate {
             remedy: remedy(on_failure, last_succeeded),
             run,
@@ -354,6 +367,9 @@ pub enum AfterFailure {
     UninstallAndRetry,
     /// Retries left: try again with backoff.
     Retry,
+    /// `RetryOnFailure`: the same action again after this, for ever; no
+    /// uninstall, rollback or exhaustion.
+    RetryAfter(Duration),
     /// Retries spent: apply `onFailure` once, then run nothing more.
     Remediate(OnFailure),
 }
@@ -363,7 +379,9 @@ pub enum AfterFailure {
 /// controller's backoff spaces the attempts).
 pub fn after_failure(install: bool, failures: i32, app: &HelmApp) -> AfterFailure {
     let retries = app.spec.remediation.retries;
-    if install {
+    if let Some(interval) = super::state::retry_on_failure(app, install) {
+        AfterFailure::RetryAfter(interval)
+    } else if install {
         AfterFailure::UninstallAndRetry
     } else if retries == -1 || failures <= retries.max(0) {
         AfterFailure::Retry
@@ -653,8 +671,50 @@ mod tests {
         assert_eq!(
             next(&failed(RunKind::Upgrade, 1), &plain),
             Step::RetryFailed {
+                reason: Reason::UpgradeFailed,
                 message: "helm said no".into()
             }
+        );
+        // RetryOnFailure (Flux's strategy): the same action again at its
+        // interval, however many failures — no uninstall of a failed
+        // install, no rollback, never exhausted.
+        let retrying = app(|a| {
+            for strategy in [&mut a.spec.install.strategy, &mut a.spec.upgrade.strategy] {
+                *strategy = Some(apis::helmapp::ActionStrategy {
+                    name: apis::helmapp::StrategyName::RetryOnFailure,
+                    retry_interval: "5s".into(),
+                });
+            }
+        });
+        for (run, failures, reason) in [
+            (RunKind::Install, 1, Reason::InstallFailed),
+            (RunKind::Upgrade, 40, Reason::UpgradeFailed),
+            (RunKind::Repair, 40, Reason::UpgradeFailed),
+        ] {
+            assert_eq!(
+                next(&failed(run, failures), &retrying),
+                Step::RetryFailed {
+                    reason,
+                    message: "helm said no; RetryOnFailure: tried again after 5s".into()
+                },
+                "{run:?}"
+            );
+        }
+        // Only the strategy of the action that failed counts.
+        let upgrades_only = app(|a| {
+            a.spec.upgrade.strategy = Some(apis::helmapp::ActionStrategy {
+                name: apis::helmapp::StrategyName::RetryOnFailure,
+                retry_interval: String::new(),
+            })
+        });
+        assert!(matches!(
+            next(&failed(RunKind::Install, 1), &upgrades_only),
+            Step::UninstallFailedInstall { .. }
+        ));
+        assert_eq!(
+            after_failure(false, 9, &upgrades_only),
+            AfterFailure::RetryAfter(Duration::from_secs(300)),
+            "Flux's default interval"
         );
         assert_eq!(
             next(&failed(RunKind::Repair, 4), &plain),

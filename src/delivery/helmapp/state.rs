@@ -5,7 +5,9 @@
 use crate::cached::helm::HelmStatus;
 use std::time::Duration;
 
-use apis::helmapp::{Approval, DriftMode, DriftedObject, HelmApp, HistoryAction, HistoryResult};
+use apis::helmapp::{
+    Approval, DriftMode, DriftedObject, HelmApp, HistoryAction, HistoryResult, StrategyName,
+};
 
 use super::observation::{Inputs, Observed, Rendering, RunEnded, Stored};
 use super::status::{self, READY, RELEASED, Reason};
@@ -133,7 +135,7 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
     let Some(newest) = newest else {
         return awaiting_approval(o, app, hash, None)
             .or_else(|| exhausted(o, hash))
-            .or_else(|| backing_off(o, hash))
+            .or_else(|| backing_off(o, app, hash))
             .unwrap_or(ReleaseState::Absent);
     };
     if newest.owner == o.uid && newest.status.is_pending() {
@@ -186,7 +188,7 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
     let ran = (newest.owner == o.uid).then_some(newest.hash.as_str());
     awaiting_approval(o, app, hash, ran)
         .or_else(|| exhausted(o, hash))
-        .or_else(|| backing_off(o, hash))
+        .or_else(|| backing_off(o, app, hash))
         .unwrap_or(ReleaseState::OutOfSync { why })
 }
 
@@ -249,10 +251,30 @@ pub fn retry_backoff(failures: i32) -> Duration {
     Duration::from_secs(1u64 << doublings).min(Duration::from_secs(300))
 }
 
+/// `retryInterval` when not given (Flux's).
+const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(300);
+
+/// The interval of `RetryOnFailure`, when it is the strategy of the
+/// action that failed (`install`, else an upgrade — a repair is one):
+/// that action is tried again at it, for ever, with no remediation.
+pub fn retry_on_failure(app: &HelmApp, install: bool) -> Option<Duration> {
+    let strategy = match install {
+        true => app.spec.install.strategy.as_ref(),
+        false => app.spec.upgrade.strategy.as_ref(),
+    }?;
+    (strategy.name == StrategyName::RetryOnFailure).then(|| {
+        crate::duration::parse(&strategy.retry_interval)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .unwrap_or(DEFAULT_RETRY_INTERVAL)
+    })
+}
+
 /// Backing off when the newest attempt of this configuration (install,
-/// upgrade or test) failed less than [`retry_backoff`] ago — unless a new
-/// `reconcile-at` or `force-at` asks for a try now.
-fn backing_off(o: &Observed, hash: &str) -> Option<ReleaseState> {
+/// upgrade or test) failed less than [`retry_backoff`] ago — or, under
+/// `RetryOnFailure`, its `retryInterval` — unless a new `reconcile-at` or
+/// `force-at` asks for a try now.
+fn backing_off(o: &Observed, app: &HelmApp, hash: &str) -> Option<ReleaseState> {
     let s = &o.status;
     if s.failures <= 0 || o.reconcile_at != s.last_handled_reconcile_at || o.forced() {
         return None;
@@ -268,7 +290,13 @@ fn backing_off(o: &Observed, hash: &str) -> Option<ReleaseState> {
     let since = (o.now - at.with_timezone(&chrono::Utc))
         .to_std()
         .unwrap_or_default();
-    let remaining = retry_backoff(s.failures).checked_sub(since)?;
+    let wait = match last.action {
+        HistoryAction::Install => retry_on_failure(app, true),
+        HistoryAction::Upgrade => retry_on_failure(app, false),
+        _ => None,
+    }
+    .unwrap_or_else(|| retry_backoff(s.failures));
+    let remaining = wait.checked_sub(since)?;
     (!remaining.is_zero()).then_some(ReleaseState::BackingOff { remaining })
 }
 

@@ -534,3 +534,72 @@ async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_up
     an_event(&f, NS, "stuck", "ReleaseUnlocked").await;
     operator.stop().await;
 }
+
+/// `upgrade.strategy: RetryOnFailure` (Flux's): a failing upgrade is
+/// tried again every `retryInterval`, past `remediation.retries`, with no
+/// rollback and no `RetriesExhausted`; the values fix then lands.
+#[tokio::test]
+async fn retry_on_failure_tries_the_upgrade_again_at_its_interval_and_never_rolls_back() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "stubborn",
+        json!({ "chart": { "path": "tiny" }, "remediation": { "retries": 1 },
+                "upgrade": { "strategy": { "name": "RetryOnFailure", "retryInterval": "2s" } } }),
+    )
+    .await;
+    ready(&f, "stubborn", "InstallSucceeded", 1).await;
+    patch(
+        &f,
+        "stubborn",
+        json!({ "spec": { "values": { "broken": true } } }),
+    )
+    .await;
+    // More failed upgrades than remediation.retries allows — each about
+    // 2 s after the last.
+    let st = eventually("five failed upgrades", 90, || async {
+        get(&f, "stubborn")
+            .await
+            .and_then(|a| a.status)
+            .filter(|s| s.failures >= 5)
+    })
+    .await;
+    let upgrades = runs_in(&log)
+        .into_iter()
+        .filter(|r| r == "upgrade stubborn")
+        .count();
+    assert!(upgrades >= 6, "the install and five upgrades: {upgrades}");
+    let ready_reason = &st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .reason;
+    assert_eq!(ready_reason, "UpgradeFailed", "never RetriesExhausted");
+    assert!(
+        st.history.iter().all(|h| h.action != "rollback"),
+        "no rollback: {:?}",
+        st.history
+            .iter()
+            .map(|h| h.action.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        runs_in(&log).iter().all(|r| !r.starts_with("rollback")),
+        "helm rollback ran"
+    );
+    patch(
+        &f,
+        "stubborn",
+        json!({ "spec": { "values": { "broken": false, "greeting": "fixed" } } }),
+    )
+    .await;
+    let app = with_reason(&f, "stubborn", "UpgradeSucceeded").await;
+    assert_eq!(app.status.unwrap().failures, 0);
+    operator.stop().await;
+}

@@ -38,6 +38,10 @@ pub struct InstallSettings {
     /// its other objects are, whether or not its Jobs have completed.
     #[serde(default)]
     pub disable_wait_for_jobs: bool,
+    /// What follows a failure of this action (Flux's `strategy`; default
+    /// `RemediateOnFailure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<ActionStrategy>,
 }
 
 impl Default for InstallSettings {
@@ -49,6 +53,7 @@ impl Default for InstallSettings {
             timeout: String::new(),
             force_conflicts: true,
             disable_wait_for_jobs: false,
+            strategy: None,
         }
     }
 }
@@ -104,6 +109,10 @@ pub struct UpgradeSettings {
     /// its other objects are, whether or not its Jobs have completed.
     #[serde(default)]
     pub disable_wait_for_jobs: bool,
+    /// What follows a failure of this action (Flux's `strategy`; default
+    /// `RemediateOnFailure`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<ActionStrategy>,
 }
 
 impl Default for UpgradeSettings {
@@ -117,12 +126,38 @@ impl Default for UpgradeSettings {
             timeout: String::new(),
             force_conflicts: true,
             disable_wait_for_jobs: false,
+            strategy: None,
         }
     }
 }
 
 fn default_server_side_apply() -> String {
     ServerSideApply::default().as_str().into()
+}
+
+/// `spec.install.strategy` / `spec.upgrade.strategy`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.retryInterval) || self.name == 'RetryOnFailure'",
+    "message": "retryInterval can only be set when name is RetryOnFailure"
+}]))]
+pub struct ActionStrategy {
+    /// `RemediateOnFailure` (default): a failed install is uninstalled
+    /// before it is tried again, a failed upgrade retried with backoff and
+    /// then remediated (`spec.remediation`). `RetryOnFailure`: the same
+    /// action is tried again every `retryInterval`, for ever, with no
+    /// uninstall, rollback or exhaustion.
+    #[schemars(
+        with = "String",
+        regex(pattern = r"^(RemediateOnFailure|RetryOnFailure)$")
+    )]
+    pub name: StrategyName,
+    /// How long after a failure `RetryOnFailure` tries again (default
+    /// `5m`, Flux's); refused with `RemediateOnFailure`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
+    pub retry_interval: String,
 }
 
 /// `spec.rollback`.

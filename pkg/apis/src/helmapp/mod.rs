@@ -318,6 +318,12 @@ spelled!(
     ServerSideApply { Auto = "auto", Enabled = "enabled", Disabled = "disabled" } default Auto
 );
 spelled!(
+    /// What follows a failed install or upgrade (Flux's strategy names):
+    /// remediation (`spec.remediation`), or the same action again at
+    /// `retryInterval`, for ever, with no remediation.
+    StrategyName { RemediateOnFailure = "RemediateOnFailure", RetryOnFailure = "RetryOnFailure" } default RemediateOnFailure
+);
+spelled!(
     /// What is done once an upgrade's retries are spent.
     OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
 );

@@ -29,7 +29,6 @@ use runtime::Action;
 use super::context::Context;
 use super::observation::{Observed, RunKind};
 use super::plan::Step;
-use super::status::Reason;
 
 pub use approval::settle as settle_approval;
 pub use crds::FIELD_MANAGER;
@@ -100,13 +99,7 @@ pub async fn run(
             before,
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
         Step::ReportReleased { revision } => Ok(released::report(ctx, app, o, revision)),
-        Step::RetryFailed { message } => Ok(outcome::failed(
-            ctx,
-            app,
-            o,
-            Reason::UpgradeFailed,
-            &message,
-        )),
+        Step::RetryFailed { reason, message } => Ok(outcome::failed(ctx, app, o, reason, &message)),
         Step::UninstallFailedInstall { message } => {
             Ok(remediate::after_failed_install(ctx, app, o, &message).await)
         }

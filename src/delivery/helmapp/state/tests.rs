@@ -767,6 +767,44 @@ fn force_kept_history_failed_tests_and_backoff() {
             },
         ),
         (
+            "RetryOnFailure every 10 s, the ninth failure 3 s ago: 7 s more",
+            app(|a| {
+                a.spec.upgrade.strategy = Some(apis::helmapp::ActionStrategy {
+                    name: apis::helmapp::StrategyName::RetryOnFailure,
+                    retry_interval: "10s".into(),
+                })
+            }),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: failed_at("upgrade", 3, 9),
+                ..observed()
+            },
+            |s| {
+                *s == S::BackingOff {
+                    remaining: Duration::from_secs(7),
+                }
+            },
+        ),
+        (
+            "RetryOnFailure every 10 s, the ninth failure 11 s ago: tried again",
+            app(|a| {
+                a.spec.upgrade.strategy = Some(apis::helmapp::ActionStrategy {
+                    name: apis::helmapp::StrategyName::RetryOnFailure,
+                    retry_interval: "10s".into(),
+                })
+            }),
+            Observed {
+                newest: stored(2, "failed", UID, HASH),
+                status: failed_at("upgrade", 11, 9),
+                ..observed()
+            },
+            |s| {
+                *s == S::OutOfSync {
+                    why: OutOfSyncCause::NotDeployed,
+                }
+            },
+        ),
+        (
             "a failed install uninstalled 0 s ago: backing off",
             plain.clone(),
             Observed {
