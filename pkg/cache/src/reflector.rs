@@ -331,7 +331,10 @@ where
             .await
         {
             None => return stalled(stats, last_rv),
-            Some(Ok(s)) => s,
+            Some(Ok(s)) => {
+                log::trace!("{}: watching from rv {rv}", self.kind);
+                s
+            }
             Some(Err(kube::Error::Api(s))) if s.code == 410 => return WatchEnd::Gone,
             Some(Err(e)) => return WatchEnd::Failed(last_rv, e.to_string()),
         };
@@ -343,6 +346,18 @@ where
             match next {
                 Ok(Some(event)) => {
                     backoff.reset();
+                    if log::log_enabled!(log::Level::Trace) {
+                        let (what, meta) = match &event {
+                            WatchEvent::Added(o) => ("added", o.resource_version()),
+                            WatchEvent::Modified(o) => ("modified", o.resource_version()),
+                            WatchEvent::Deleted(o) => ("deleted", o.resource_version()),
+                            WatchEvent::Bookmark(b) => {
+                                ("bookmark", Some(b.metadata.resource_version.clone()))
+                            }
+                            WatchEvent::Error(_) => ("error", None),
+                        };
+                        log::trace!("{}: watch event {what} at rv {meta:?}", self.kind);
+                    }
                     match event {
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                             last_rv = obj.resource_version().unwrap_or(last_rv);

@@ -166,7 +166,11 @@ impl<T: Eq + Hash + Clone> Queue<T> {
         if delay.is_zero() {
             return self.add(item);
         }
-        let deadline = Instant::now() + delay;
+        // A delay past what the clock can hold waits as long as it can.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(delay)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
         {
             let mut s = self.state.lock();
             if s.shutting_down {

@@ -374,3 +374,15 @@ async fn a_superseded_delay_is_skipped_and_the_item_comes_out_once() {
     assert_eq!(q.get().await, Some(1));
     assert!(q.is_empty());
 }
+
+/// A delay past what the clock holds (a HelmApp's `interval` of
+/// centuries) waits as long as it can: no panic, and an `add` still hands
+/// the item out at once.
+#[tokio::test]
+async fn a_delay_past_the_clocks_reach_waits_and_an_add_still_goes_first() {
+    let q = Queue::new();
+    q.add_after("far", Duration::MAX);
+    assert_eq!(try_get(&q).await, None);
+    q.add("far");
+    assert_eq!(try_get(&q).await, Some("far"));
+}

@@ -139,7 +139,14 @@ impl HelmApps {
         let mut outcome = Ok(Outcome::Replan);
         let mut settled = false;
         for _ in 0..MAX_STEPS {
-            let step = plan::next(&state::decide(&observed, &app), &app);
+            let decided = state::decide(&observed, &app);
+            log::debug!(
+                "{}: {decided:?} (newest {:?}, missing {:?})",
+                observed.target.key(),
+                observed.newest.as_ref().map(|n| n.revision),
+                observed.missing
+            );
+            let step = plan::next(&decided, &app);
             settled |= step.settles_approval();
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
@@ -157,7 +164,14 @@ impl HelmApps {
             ctx.status.write(&app, &observed.status).await?;
         }
         match outcome? {
-            Outcome::Finished(action) => Ok(action),
+            Outcome::Finished(mut action) => {
+                if observed.helm_ran
+                    && let Some(soon) = drift::recheck_unverified(&app, &observed)
+                {
+                    action.requeue_after = Some(action.requeue_after.map_or(soon, |a| a.min(soon)));
+                }
+                Ok(action)
+            }
             Outcome::Retry { reason, message } => Err(DeliveryError::Retry { reason, message }),
             Outcome::Replan => Ok(Action::requeue_after(plan::HELM_HOLDS, "plan again")),
         }

@@ -231,6 +231,9 @@ pub struct Observed {
     pub own_unrecorded: Option<i64>,
     /// That render, once made (`super::act::own_run`).
     pub own_render: Option<Rendering>,
+    /// The content digest of the revision the render proved ours, as it
+    /// was read for the proof: only that content is recorded.
+    pub own_proven: Option<String>,
     /// The run intent in the status is this reconcile's own, for a helm
     /// that is about to run or just ended (`super::act::intent::declare`):
     /// what that helm wrote may be recorded by the intent's number

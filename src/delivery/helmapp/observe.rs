@@ -78,6 +78,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         adoption_render: None,
         own_unrecorded: None,
         own_render: None,
+        own_proven: None,
         run_live: false,
         adoption_refused: None,
         project_gone: false,
@@ -148,10 +149,9 @@ async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     // failed or deployed, is unrecorded until a render of this
     // configuration proves it — `act::own_run`.)
     let interrupted = ctx.interrupted.lock().contains(&key);
-    // This process's own run, ended, its storage not read since: its
-    // intent is as live as right after helm (docs/tenancy.md says what
-    // that leaves open).
-    o.run_live = interrupted;
+    // (Recorded with the intent as a leftover: its revision, unread since
+    // helm ended, is proven by a render like any other — an outage is no
+    // reason to take a tenant's word for it.)
     if interrupted && storage::record_after_action(&ctx.client, o).await.is_some() {
         log::info!(
             "{}: recorded what our helm run, cut off by the API server's outage, left in Helm's storage",

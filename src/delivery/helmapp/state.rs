@@ -267,8 +267,15 @@ pub fn retry_on_failure(app: &HelmApp, install: bool) -> Option<Duration> {
             .ok()
             .filter(|d| !d.is_zero())
             .unwrap_or(DEFAULT_RETRY_INTERVAL)
+            .clamp(RETRY_INTERVAL_BOUNDS.0, RETRY_INTERVAL_BOUNDS.1)
     })
 }
+
+/// `retryInterval` is held within these: a failing release is not run
+/// back to back (each failed run writes a revision, whose event wakes the
+/// HelmApp at once), nor put off past any timer's reach.
+pub const RETRY_INTERVAL_BOUNDS: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(24 * 3600));
 
 /// Backing off when the newest attempt of this configuration (install,
 /// upgrade or test) failed less than [`retry_backoff`] ago — or, under

@@ -30,6 +30,7 @@ impl Handlers {
     /// those `only` accepts.
     fn through(&self, index: &str, value: &str, only: impl Fn(&HelmApp) -> bool) {
         for app in self.apps.by_index(index, value) {
+            log::debug!("{index} {value}: {}", cache::object_key(app.as_ref()));
             if only(&app) {
                 self.queue.add(cache::object_key(app.as_ref()));
             }
@@ -111,6 +112,11 @@ impl Handlers {
     /// it applies, in any namespace), else the object's instance label in
     /// its own namespace.
     pub fn on_release_object(&self, meta: &LeanMeta, rollout_only: bool) {
+        log::debug!(
+            "release object {:?}/{:?} changed (rollout only: {rollout_only})",
+            meta.namespace,
+            meta.name
+        );
         let key = match meta.helm_release() {
             Some(release) => release.to_string(),
             None => match label(meta, INSTANCE_LABEL) {

@@ -322,7 +322,10 @@ impl Hunt<'_> {
             .unwrap();
         let child = f
             .operator_command(f.cp.kubeconfig_path())
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("HUNT_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .args([
                 "run",
                 "--controllers",

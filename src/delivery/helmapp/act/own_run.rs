@@ -10,7 +10,8 @@
 //! When the configuration changed while the operator was stopped (or the
 //! run was a rollback, or a template draws random values), the render
 //! cannot match. Then a revision the run intent names is ours if it names
-//! only objects of the recorded revisions before it or of this render, and
+//! only objects of the recorded revision before it (and, after a rollback,
+//! of the revision it returned to) or of this render, and
 //! holds only hooks one of them holds field for field
 //! (`crate::delivery::helm::manifest_bound`): helm, acting on it, can
 //! touch nothing that is not ours anyway. The same holds for a revision
@@ -38,40 +39,44 @@ pub async fn render(
     o: &mut Observed,
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
-    let found = match stored_manifests(ctx, o, revision).await? {
-        Some((stored, _)) => match dry_run::next(ctx, app, o).await {
-            Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
-            Ok(next) if declared(o, revision) => {
-                // Made from an earlier configuration (changed while the
-                // operator was stopped), or a rollback's: ours if it names
-                // nothing but what is ours anyway — the recorded revisions
-                // before it and this render.
-                let before = recorded_manifests(ctx, o, revision).await?;
-                let (known, known_hooks) = known(&before, &next.manifest, &next.hooks);
-                let (manifest, hooks) = stored
-                    .split_first()
-                    .map_or(("", &[][..]), |(m, h)| (m.as_str(), h));
-                if manifest_bound::within(manifest, hooks, &known, &known_hooks) {
-                    log::info!(
-                        "{}: revision {revision} renders an earlier configuration; it names only objects and hooks of the revision before it and of this configuration",
-                        o.target.key()
-                    );
-                    Rendering::Same
-                } else {
-                    Rendering::Differs
-                }
-            }
-            Ok(_) => Rendering::Differs,
-            Err(message) => {
+    let Some((stored, content)) = stored_manifests(ctx, o, revision).await? else {
+        o.own_render = Some(Rendering::Differs);
+        return Ok(Outcome::Replan);
+    };
+    let found = match dry_run::next(ctx, app, o).await {
+        Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
+        Ok(next) if declared(o, revision) => {
+            // Made from an earlier configuration (changed while the
+            // operator was stopped), or a rollback's: ours if it names
+            // nothing but what is ours anyway — the recorded revisions
+            // before it and this render.
+            let before = recorded_manifests(ctx, o, &known_revisions(o, revision)).await?;
+            let (known, known_hooks) = known(&before, &next.manifest, &next.hooks);
+            let (manifest, hooks) = stored
+                .split_first()
+                .map_or(("", &[][..]), |(m, h)| (m.as_str(), h));
+            if manifest_bound::within(manifest, hooks, &known, &known_hooks) {
                 log::info!(
-                    "{}: revision {revision} cannot be proven ours, the render failed: {message}",
+                    "{}: revision {revision} renders an earlier configuration; it names only objects and hooks of the revision before it and of this configuration",
                     o.target.key()
                 );
+                Rendering::Same
+            } else {
                 Rendering::Differs
             }
-        },
-        None => Rendering::Differs,
+        }
+        Ok(_) => Rendering::Differs,
+        Err(message) => {
+            log::info!(
+                "{}: revision {revision} cannot be proven ours, the render failed: {message}",
+                o.target.key()
+            );
+            Rendering::Differs
+        }
     };
+    // The content the proof read: what `record` accepts, and nothing read
+    // after it (a Secret flipped back and forth while helm rendered).
+    o.own_proven = (found == Rendering::Same).then_some(content);
     o.own_render = Some(found);
     Ok(Outcome::Replan)
 }
@@ -84,10 +89,12 @@ pub async fn record(
     o: &mut Observed,
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
-    let Some((_, content)) = stored_manifests(ctx, o, revision).await? else {
+    let Some(content) = o.own_proven.take() else {
         o.own_render = Some(Rendering::Differs);
         return Ok(Outcome::Replan);
     };
+    // One read: the revision must still hold the content the proof read,
+    // and whatever else is there is checked again before anything runs.
     let entries = storage::read(&ctx.client, &o.target).await?;
     let same = entries
         .iter()
@@ -101,9 +108,28 @@ pub async fn record(
         "{}: revision {revision}, made by a helm of ours whose operator stopped before recording it, renders as this configuration does: recorded",
         o.target.key()
     );
-    o.tampered = None;
     o.own_unrecorded = None;
+    o.tampered = storage::first_untrusted(&entries, &o.status.storage_digests)
+        .map(|u| u.message(&o.target.key()));
     Ok(Outcome::Replan)
+}
+
+/// The recorded revisions a revision of ours may name objects of: the one
+/// before it, and — when its run was a rollback — the revision that
+/// rollback returned to (the last that succeeded). Not every recorded
+/// revision: an object a chart dropped long ago, made again by someone
+/// since, must not be named.
+fn known_revisions(o: &Observed, revision: i64) -> Vec<i64> {
+    let mut known = vec![revision - 1];
+    let rollback = o
+        .status
+        .run_intent
+        .as_ref()
+        .is_some_and(|i| i.revision == revision && i.action == "rollback");
+    if rollback && o.status.revision > 0 && o.status.revision != revision - 1 {
+        known.push(o.status.revision);
+    }
+    known
 }
 
 /// Whether the run intent in the status names `revision`: a run of ours
@@ -115,19 +141,19 @@ fn declared(o: &Observed, revision: i64) -> bool {
         .is_some_and(|i| i.revision == revision)
 }
 
-/// The manifests (rendered, then hooks) of each recorded revision below
-/// `revision` that is stored with the content recorded of it.
+/// The manifests (rendered, then hooks) of each of `revisions` that is
+/// recorded and stored with the content recorded of it.
 async fn recorded_manifests(
     ctx: &Context,
     o: &Observed,
-    revision: i64,
+    revisions: &[i64],
 ) -> Result<Vec<Vec<String>>, DeliveryError> {
     let mut out = Vec::new();
     for recorded in o
         .status
         .storage_digests
         .iter()
-        .filter(|d| d.revision < revision && !d.content.is_empty())
+        .filter(|d| revisions.contains(&d.revision) && !d.content.is_empty())
     {
         if let Some((manifests, content)) = stored_manifests(ctx, o, recorded.revision).await?
             && content == recorded.content

@@ -217,6 +217,13 @@ async fn record_revision(
             .collect()
             .await;
         for (entry, live) in entries.iter_mut().zip(live) {
+            // What is not proven as applied is not left without a digest:
+            // an object of a kind cached by helm's label, absent from the
+            // cache with no digest, would be taken for one never labelled
+            // and polled once per interval — a deletion made during or
+            // right after our run (gone now, or edited now and deleted
+            // later) must be read by the next reconcile instead.
+            entry.checked = UNVERIFIED.into();
             match live {
                 Ok(Some(live)) => {
                     let ignored = rules::ignored(app, entry);
@@ -432,6 +439,22 @@ async fn check_one(
         }
         Err(e) => log::warn!("{key}: drift of {} {}: {e}", entry.kind, entry.name),
     }
+}
+
+/// The `checked` of an object the record after our run could not prove
+/// as helm applied it (it differed, was gone, or could not be read): no
+/// digest equals it, so the next reconcile reads and checks the object —
+/// cached or not — and never leaves it to the poll of unwatched kinds.
+pub const UNVERIFIED: &str = "unverified";
+
+/// After a run whose record left objects [`UNVERIFIED`] (an edit or a
+/// deletion between helm's apply and the read that followed it, or a read
+/// that failed): when to look again — soon, whatever else wakes the
+/// HelmApp.
+pub fn recheck_unverified(app: &HelmApp, o: &Observed) -> Option<Duration> {
+    (app.spec.drift_mode() != DriftMode::Disabled
+        && o.status.inventory.iter().any(|e| e.checked == UNVERIFIED))
+    .then_some(Duration::from_secs(1))
 }
 
 /// What the caches say of an inventory entry.

@@ -34,7 +34,8 @@ impl Polls {
             self.forget(uid);
             return (None, None);
         }
-        let step = interval / unwatched.len() as u32;
+        // (An `interval` of centuries still looks once a day.)
+        let step = (interval / unwatched.len() as u32).min(MAX_STEP);
         let now = Instant::now();
         let mut polls = self.0.lock();
         let schedule = polls.entry(uid.to_string());
@@ -67,6 +68,9 @@ pub enum Start {
 
 /// A point within `step` chosen by `key` (FNV-1a): the same key lands on
 /// the same point, different keys spread evenly.
+/// The longest wait between two reads of one HelmApp's unwatched objects.
+const MAX_STEP: Duration = Duration::from_secs(24 * 3600);
+
 fn spread(key: &str, step: Duration) -> Duration {
     let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

@@ -73,6 +73,7 @@ pub(crate) fn observed() -> Observed {
         adoption_render: None,
         own_unrecorded: None,
         own_render: None,
+        own_proven: None,
         run_live: false,
         adoption_refused: None,
         project_gone: false,
@@ -1152,4 +1153,31 @@ fn a_busy_helm_slot_is_looked_at_again_and_counts_nothing() {
         },
         |s| *s == S::HeldByHelm,
     )]);
+}
+
+/// `retryInterval` is held within its bounds: never back to back, never
+/// past a timer's reach.
+#[test]
+fn a_retry_interval_is_held_within_its_bounds() {
+    let with = |interval: &str| {
+        app(|a| {
+            a.spec.upgrade.strategy = Some(apis::helmapp::ActionStrategy {
+                name: apis::helmapp::StrategyName::RetryOnFailure,
+                retry_interval: interval.into(),
+            })
+        })
+    };
+    assert_eq!(
+        retry_on_failure(&with("1ns"), false),
+        Some(Duration::from_secs(1))
+    );
+    assert_eq!(
+        retry_on_failure(&with("3000000000000000h"), false),
+        Some(Duration::from_secs(24 * 3600))
+    );
+    assert_eq!(
+        retry_on_failure(&with("90s"), false),
+        Some(Duration::from_secs(90))
+    );
+    assert_eq!(retry_on_failure(&with("90s"), true), None, "the install's own");
 }
