@@ -62,13 +62,11 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("chart.spec.verify", Container),
     (
         "chart.spec.verify.provider",
-        Dropped(
-            "set spec.chart.verify by hand: provider cosign for an OCI chart (the same .pub keys), helm for an HTTP repository's .prov (OpenPGP keys); notation is not supported",
-        ),
+        Mapped("chart.verify.provider"),
     ),
     (
         "chart.spec.verify.secretRef",
-        Dropped("set spec.chart.verify.secretRef by hand, with the provider its keys are for"),
+        Mapped("chart.verify.secretRef"),
     ),
     ("chart.spec.version", Mapped("chart.version")),
     ("chartRef", Container),
@@ -262,7 +260,9 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("serviceAccountName", Mapped("serviceAccountName")),
     (
         "storageNamespace",
-        Dropped("Helm's storage is kept in the release's namespace"),
+        Dropped(
+            "Helm's storage is kept in the release's namespace (helm's CLI has no other place), where its tenant may write Secrets: the operator records and checks every revision before helm reads it (docs/tenancy.md)",
+        ),
     ),
     ("suspend", Mapped("suspend")),
     ("targetNamespace", Mapped("targetNamespace")),

@@ -225,6 +225,9 @@ impl To<'_> {
             } else {
                 self.copy(spec, "/chart/spec/version", "chart.version");
             }
+            if let Some(verify) = template.get("verify") {
+                self.signature(verify, "chart.spec.verify");
+            }
             return;
         }
         let Some(reference) = spec.get("chartRef") else {
@@ -256,6 +259,9 @@ impl To<'_> {
                     );
                 }
                 self.credentials(s);
+                if let Some(verify) = s.get("verify") {
+                    self.signature(verify, "chartRef");
+                }
             }
             "HelmChart" => {
                 let s = &source["spec"];
@@ -265,6 +271,9 @@ impl To<'_> {
                 let chart = s["chart"].as_str().unwrap_or_default();
                 self.chart_of_repository(kind, ns, name, chart, sources, "chartRef");
                 self.copy(s, "/version", "chart.version");
+                if let Some(verify) = s.get("verify") {
+                    self.signature(verify, "chartRef");
+                }
             }
             other => self.note(
                 "chartRef",
@@ -359,7 +368,6 @@ impl To<'_> {
             ),
             ("include", "other repositories are not included"),
             ("recurseSubmodules", "submodules are not fetched"),
-            ("verify", "commit signatures are not verified"),
             ("proxySecretRef", "a proxy is not supported"),
         ] {
             if s.get(key).is_some() {
@@ -370,6 +378,40 @@ impl To<'_> {
             }
         }
         self.set("chart.git", git);
+        if let Some(verify) = s.get("verify") {
+            let mut converted = json!({ "mode": verify["mode"].as_str().unwrap_or("HEAD") });
+            if let Some(secret) = verify.pointer("/secretRef/name") {
+                converted["secretRef"] = json!({ "name": secret });
+            }
+            self.set("chart.verify", converted);
+            self.note(
+                field,
+                format!("GitRepository {ns}/{name}: spec.verify converted to spec.chart.verify; the operator reads OpenPGP keys only from Secret keys ending in .asc or .gpg (SSH keys: .pub) — rename them if Flux's Secret names them otherwise"),
+            );
+        }
+    }
+
+    /// A chart signature check (`verify` of a HelmChart template, an
+    /// OCIRepository or a HelmChart): cosign becomes `spec.chart.verify`
+    /// with the same keys or keyless identities; notation has none here,
+    /// and says so — the chart would install unverified.
+    fn signature(&mut self, verify: &Value, field: &str) {
+        match verify["provider"].as_str().unwrap_or("cosign") {
+            "cosign" => {
+                let mut converted = json!({ "provider": "cosign" });
+                if let Some(secret) = verify.pointer("/secretRef/name") {
+                    converted["secretRef"] = json!({ "name": secret });
+                }
+                if let Some(identities) = verify.get("matchOIDCIdentity") {
+                    converted["matchOIDCIdentity"] = identities.clone();
+                }
+                self.set("chart.verify", converted);
+            }
+            other => self.note(
+                &format!("{field}.provider"),
+                format!("{other} signatures are not checked by the operator: spec.chart.verify is not set and the chart would install unverified — verify it with cosign, or set spec.chart.verify by hand"),
+            ),
+        }
     }
 
     /// A Git chart's `valuesFiles`: paths in the same repository, as

@@ -182,7 +182,8 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
     assert_eq!(
         spec["chart"],
         json!({ "repo": "https://charts.example.com", "name": "web",
-        "version": ">=1.0.0 <2.0.0", "credentialsSecretRef": { "name": "repo-auth" } })
+        "version": ">=1.0.0 <2.0.0", "credentialsSecretRef": { "name": "repo-auth" },
+        "verify": { "provider": "cosign", "secretRef": { "name": "cosign-pub" } } })
     );
     assert_eq!(spec["adopt"], true);
     assert_eq!(spec["crds"], "CreateReplace");
@@ -444,6 +445,82 @@ spec: { url: https://charts.example.com }
     assert_eq!(
         converted.apps[0]["spec"]["upgrade"]["strategy"],
         json!({ "name": "RemediateOnFailure" })
+    );
+}
+
+#[test]
+fn signatures_convert_to_chart_verify_and_notation_says_it_would_not_be_checked() {
+    let converted = convert(&docs(
+        r#"
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: keyless, namespace: apps }
+spec:
+  chartRef: { kind: OCIRepository, name: web }
+---
+apiVersion: source.toolkit.fluxcd.io/v1beta2
+kind: OCIRepository
+metadata: { name: web, namespace: apps }
+spec:
+  url: oci://ghcr.io/example/web
+  ref: { semver: "1.x" }
+  verify:
+    provider: cosign
+    matchOIDCIdentity: [{ issuer: "^https://token.actions.githubusercontent.com$", subject: "^https://github.com/example/.*$" }]
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: notary, namespace: apps }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: oci }, verify: { provider: notation, secretRef: { name: certs } } } }
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: oci, namespace: apps }
+spec: { type: oci, url: oci://ghcr.io/example }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: signed, namespace: apps }
+spec:
+  chart: { spec: { chart: ./charts/web, sourceRef: { kind: GitRepository, name: repo } } }
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata: { name: repo, namespace: apps }
+spec:
+  url: https://git.example.com/web.git
+  ref: { tag: v1.0.0 }
+  verify: { mode: TagAndHEAD, secretRef: { name: pgp-keys } }
+"#,
+    ));
+    let spec = |name: &str| {
+        converted
+            .apps
+            .iter()
+            .find(|a| a["metadata"]["name"] == name)
+            .map(|a| a["spec"].clone())
+            .unwrap()
+    };
+    assert_eq!(
+        spec("keyless")["chart"]["verify"],
+        json!({ "provider": "cosign", "matchOIDCIdentity": [{
+            "issuer": "^https://token.actions.githubusercontent.com$",
+            "subject": "^https://github.com/example/.*$" }] })
+    );
+    // Notation: nothing set, and said — never a silent unverified chart.
+    assert!(spec("notary")["chart"].get("verify").is_none());
+    assert!(
+        converted
+            .notes
+            .iter()
+            .any(|n| n.release == "apps/notary" && n.field == "chart.spec.verify.provider"),
+        "{:?}",
+        converted.notes
+    );
+    assert_eq!(
+        spec("signed")["chart"]["verify"],
+        json!({ "mode": "TagAndHEAD", "secretRef": { "name": "pgp-keys" } })
     );
 }
 

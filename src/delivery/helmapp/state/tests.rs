@@ -1179,5 +1179,9 @@ fn a_retry_interval_is_held_within_its_bounds() {
         retry_on_failure(&with("90s"), false),
         Some(Duration::from_secs(90))
     );
-    assert_eq!(retry_on_failure(&with("90s"), true), None, "the install's own");
+    assert_eq!(
+        retry_on_failure(&with("90s"), true),
+        None,
+        "the install's own"
+    );
 }
