@@ -299,6 +299,18 @@ struct Hunt<'a> {
     stops: Vec<f64>,
 }
 
+/// A seed that fails returns early: its operator must not outlive it (the
+/// next seed's control plane may take its port, and two operators would
+/// race on one cluster).
+impl Drop for Hunt<'_> {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.operator.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 impl Hunt<'_> {
     fn spec(&self) -> serde_json::Value {
         json!({
