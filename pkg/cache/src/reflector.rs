@@ -302,6 +302,22 @@ where
         self.api.clone().into_client().request_events(req).await
     }
 
+    /// Each watch event's type and resourceVersion, at trace level (what a
+    /// lost event is hunted with; never an object's content).
+    fn trace(&self, event: &WatchEvent<Decoded<K>>) {
+        if !log::log_enabled!(log::Level::Trace) {
+            return;
+        }
+        let (what, rv) = match event {
+            WatchEvent::Added(o) => ("added", o.resource_version()),
+            WatchEvent::Modified(o) => ("modified", o.resource_version()),
+            WatchEvent::Deleted(o) => ("deleted", o.resource_version()),
+            WatchEvent::Bookmark(b) => ("bookmark", Some(b.metadata.resource_version.clone())),
+            WatchEvent::Error(_) => ("error", None),
+        };
+        log::trace!("{}: watch event {what} at rv {rv:?}", self.kind);
+    }
+
     async fn watch(
         &self,
         rv: &str,
@@ -346,18 +362,7 @@ where
             match next {
                 Ok(Some(event)) => {
                     backoff.reset();
-                    if log::log_enabled!(log::Level::Trace) {
-                        let (what, meta) = match &event {
-                            WatchEvent::Added(o) => ("added", o.resource_version()),
-                            WatchEvent::Modified(o) => ("modified", o.resource_version()),
-                            WatchEvent::Deleted(o) => ("deleted", o.resource_version()),
-                            WatchEvent::Bookmark(b) => {
-                                ("bookmark", Some(b.metadata.resource_version.clone()))
-                            }
-                            WatchEvent::Error(_) => ("error", None),
-                        };
-                        log::trace!("{}: watch event {what} at rv {meta:?}", self.kind);
-                    }
+                    self.trace(&event);
                     match event {
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                             last_rv = obj.resource_version().unwrap_or(last_rv);
