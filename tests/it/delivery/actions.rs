@@ -476,16 +476,12 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
         ]
     );
     an_event(&f, NS, "tested", "TestFailed").await;
-    // What an alert names: the app, not Ready, and why.
-    let text = operator.scrape();
+    // What an alert names: the app, not Ready, and why — the gauge is read
+    // from the operator's cache, which follows the status it wrote.
     let series = |name: &str, reason: &str| {
         format!("hossted_helmapp_ready{{namespace=\"apps\",name=\"{name}\",reason=\"{reason}\"}}")
     };
-    assert_eq!(
-        sample(&text, &series("tested", "RetriesExhausted")),
-        Some(0.0),
-        "{text}"
-    );
+    gauge_reaches(&operator, &series("tested", "RetriesExhausted"), 0.0).await;
 
     // ignoreFailures: reported, not remediated.
     apply(
@@ -495,11 +491,7 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
     )
     .await;
     let app = ready(&f, "lenient", "InstallSucceeded", 1).await;
-    let text = operator.scrape();
-    assert_eq!(
-        sample(&text, &series("lenient", "InstallSucceeded")),
-        Some(1.0)
-    );
+    gauge_reaches(&operator, &series("lenient", "InstallSucceeded"), 1.0).await;
     assert_eq!(app.status.unwrap().history[0].result, "failed");
     operator.settle().await;
     let kinds: Vec<String> = runs_in(&log)

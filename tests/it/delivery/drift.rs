@@ -62,11 +62,11 @@ fn drift_checks(operator: &Operator) -> f64 {
         .sum()
 }
 
-fn drifted_gauge(operator: &Operator, name: &str) -> Option<f64> {
-    sample(
-        &operator.scrape(),
-        &format!("hossted_helmapp_drifted_objects{{namespace=\"{NS}\",name=\"{name}\"}}"),
-    )
+/// Waits for the `hossted_helmapp_drifted_objects` gauge of `name` to read
+/// `value` (it follows the status through the operator's cache).
+async fn drifted_gauge_reaches(operator: &Operator, name: &str, value: f64) {
+    let series = format!("hossted_helmapp_drifted_objects{{namespace=\"{NS}\",name=\"{name}\"}}");
+    gauge_reaches(operator, &series, value).await;
 }
 
 fn condition(app: &HelmApp, type_: &str) -> Option<(String, String, String)> {
@@ -184,7 +184,7 @@ async fn with_drift_enabled_edited_fields_are_put_back_without_a_new_revision() 
     );
     let app = get(&f, "fix").await.unwrap();
     assert!(app.status.as_ref().unwrap().drift.is_empty());
-    assert_eq!(drifted_gauge(&operator, "fix"), Some(0.0));
+    drifted_gauge_reaches(&operator, "fix", 0.0).await;
     let checks = drift_checks(&operator);
     operator.settle().await;
     assert_eq!(
@@ -228,7 +228,7 @@ async fn in_warn_mode_an_edit_is_reported_not_changed_and_a_deletion_still_put_b
         ("ConfigMap", "rep-env")
     );
     assert_eq!(drift[0].fields, ["/data/LOG_LEVEL"]);
-    assert_eq!(drifted_gauge(&operator, "rep"), Some(1.0));
+    drifted_gauge_reaches(&operator, "rep", 1.0).await;
     operator.settle().await;
     assert_eq!(
         log_level(&configmap(&f, "rep-env").await),
@@ -263,7 +263,7 @@ async fn in_warn_mode_an_edit_is_reported_not_changed_and_a_deletion_still_put_b
         (status == "False" && reason == "NoDrift" && app.status?.drift.is_empty()).then_some(())
     })
     .await;
-    assert_eq!(drifted_gauge(&operator, "rep"), Some(0.0));
+    drifted_gauge_reaches(&operator, "rep", 0.0).await;
 
     // A deleted object is put back in warn mode too.
     Api::<ConfigMap>::namespaced(f.cp.client(), NS)

@@ -63,6 +63,16 @@ async fn ready(f: &Fixture, name: &str, reason: &str, revision: i64) -> HelmApp 
     helmapp_ready(f, NS, name, reason, revision).await
 }
 
+/// Waits (up to 10 s) for `series` to read `value` in the operator's
+/// metrics: per-app gauges are computed from its cache at each scrape, so
+/// a status seen on the API server reaches them one watch event later.
+async fn gauge_reaches(operator: &Operator, series: &str, value: f64) {
+    eventually(&format!("{series} = {value}"), 10, || async {
+        (sample(&operator.scrape(), series) == Some(value)).then_some(())
+    })
+    .await;
+}
+
 async fn reasons_of_events(f: &Fixture, name: &str) -> Vec<String> {
     event_reasons(f, NS, name).await
 }

@@ -38,13 +38,8 @@ async fn a_newer_chart_outside_the_range_is_noticed_once_and_not_installed() {
         (st.chart_version.as_str(), st.latest_available.as_str()),
         ("0.1.0", "0.1.0")
     );
-    let gauge = |op: &Operator| {
-        sample(
-            &op.scrape(),
-            "hossted_helmapp_update_available{namespace=\"apps\",name=\"pinned\"}",
-        )
-    };
-    assert_eq!(gauge(&operator), Some(0.0));
+    let gauge = "hossted_helmapp_update_available{namespace=\"apps\",name=\"pinned\"}";
+    gauge_reaches(&operator, gauge, 0.0).await;
 
     // 2.0.0 published (and a pre-release above it, which is never offered).
     publish_tiny(&f, &repo, "2.0.0");
@@ -69,7 +64,7 @@ async fn a_newer_chart_outside_the_range_is_noticed_once_and_not_installed() {
         (update_events(&f, "pinned").await == [1]).then_some(())
     })
     .await;
-    assert_eq!(gauge(&operator), Some(1.0));
+    gauge_reaches(&operator, gauge, 1.0).await;
     // Looked at again: the same version is not announced again.
     let mark = operator.mark();
     patch(
