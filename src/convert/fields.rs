@@ -93,11 +93,11 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("driftDetection.ignore[].target", Container),
     (
         "driftDetection.ignore[].target.annotationSelector",
-        Dropped("ignore rules select objects by kind, name and namespace only"),
+        Mapped("drift.ignore[].target.annotationSelector"),
     ),
     (
         "driftDetection.ignore[].target.group",
-        Dropped("ignore rules select objects by kind, name and namespace only"),
+        Mapped("drift.ignore[].target.group"),
     ),
     (
         "driftDetection.ignore[].target.kind",
@@ -105,7 +105,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     (
         "driftDetection.ignore[].target.labelSelector",
-        Dropped("ignore rules select objects by kind, name and namespace only"),
+        Mapped("drift.ignore[].target.labelSelector"),
     ),
     (
         "driftDetection.ignore[].target.name",
@@ -117,7 +117,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     (
         "driftDetection.ignore[].target.version",
-        Dropped("ignore rules select objects by kind, name and namespace only"),
+        Mapped("drift.ignore[].target.version"),
     ),
     ("driftDetection.mode", Mapped("drift.mode")),
     ("healthCheckExprs", Container),
@@ -197,10 +197,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     ("maxHistory", Mapped("maxHistory")),
     ("persistentClient", Ignored),
-    (
-        "postRenderStrategy",
-        Dropped("post-renderers run as listed, inside the helm run; there is no strategy"),
-    ),
+    ("postRenderStrategy", Mapped("postRenderStrategy")),
     ("postRenderers", Container),
     ("postRenderers[].kustomize", Container),
     (
@@ -338,10 +335,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("values", Mapped("values")),
     ("valuesFrom", Container),
     ("valuesFrom[].kind", Mapped("valuesFrom[].kind")),
-    (
-        "valuesFrom[].literal",
-        Dropped("a literal value goes in spec.values instead"),
-    ),
+    ("valuesFrom[].literal", Mapped("valuesFrom[].literal")),
     ("valuesFrom[].name", Mapped("valuesFrom[].name")),
     ("valuesFrom[].optional", Mapped("valuesFrom[].optional")),
     ("valuesFrom[].targetPath", Mapped("valuesFrom[].targetPath")),

@@ -514,6 +514,7 @@ impl To<'_> {
             ("/test/filters", "test.filters"),
             ("/test/ignoreFailures", "test.ignoreFailures"),
             ("/driftDetection/mode", "drift.mode"),
+            ("/postRenderStrategy", "postRenderStrategy"),
         ] {
             self.copy(spec, from, to);
         }
@@ -661,6 +662,7 @@ impl To<'_> {
                     ("name", "name"),
                     ("valuesKey", "key"),
                     ("targetPath", "targetPath"),
+                    ("literal", "literal"),
                     ("optional", "optional"),
                 ];
                 Value::Object(picked(v, &keys))
@@ -672,11 +674,17 @@ impl To<'_> {
             .map(|rule| {
                 let mut to = json!({ "paths": rule["paths"] });
                 if let Some(t) = rule.get("target") {
+                    // Flux's semantics: patterns and selectors alike.
                     let target = [
-                        ("kind", "kind"),
-                        ("name", "name"),
-                        ("namespace", "namespace"),
-                    ];
+                        "group",
+                        "version",
+                        "kind",
+                        "name",
+                        "namespace",
+                        "labelSelector",
+                        "annotationSelector",
+                    ]
+                    .map(|k| (k, k));
                     to["target"] = Value::Object(picked(t, &target));
                 }
                 to
@@ -685,30 +693,16 @@ impl To<'_> {
         self.set_list("drift.ignore", ignore);
         let renderers = items("/postRenderers")
             .iter()
-            .enumerate()
-            .map(|(i, r)| self.post_renderer(i, &r["kustomize"]))
+            .map(|r| self.post_renderer(&r["kustomize"]))
             .collect();
         self.set_list("postRenderers", renderers);
     }
 
-    /// Post-renderer `i`'s `kustomize`, its patch targets' selectors noted
-    /// and dropped.
-    fn post_renderer(&mut self, i: usize, kustomize: &Value) -> Value {
+    /// Post-renderer `i`'s `kustomize`: its patches (targets select as
+    /// kustomize's do) and images.
+    fn post_renderer(&mut self, kustomize: &Value) -> Value {
         let mut to = picked(kustomize, &[("images", "images")]);
-        let mut patches = kustomize["patches"].as_array().cloned().unwrap_or_default();
-        for (j, patch) in patches.iter_mut().enumerate() {
-            let Some(target) = patch.get_mut("target").and_then(Value::as_object_mut) else {
-                continue;
-            };
-            for selector in ["labelSelector", "annotationSelector"] {
-                if target.remove(selector).is_some() {
-                    self.note(
-                        &format!("postRenderers[{i}].kustomize.patches[{j}].target.{selector}"),
-                        "patch targets select by group, version, kind, name and namespace only",
-                    );
-                }
-            }
-        }
+        let patches = kustomize["patches"].as_array().cloned().unwrap_or_default();
         if !patches.is_empty() {
             to.insert("patches".into(), json!(patches));
         }

@@ -99,7 +99,7 @@ spec:
     secretRef: { name: remote, key: value }
   maxHistory: 7
   persistentClient: true
-  postRenderStrategy: Merge
+  postRenderStrategy: nohooks
   postRenderers:
     - kustomize:
         images: [{ name: nginx, newName: registry.example.com/nginx, newTag: "1.27", digest: "sha256:0000000000000000000000000000000000000000000000000000000000000000" }]
@@ -133,8 +133,8 @@ spec:
     timeout: 10m
   values: { replicas: 2 }
   valuesFrom:
-    - { kind: Secret, name: web-values, valuesKey: prod.yaml, targetPath: app.config, optional: true }
-    - { kind: ConfigMap, name: literal, literal: "x" }
+    - { kind: Secret, name: web-values, valuesKey: prod.yaml, targetPath: app.config, literal: true, optional: true }
+    - { kind: ConfigMap, name: plain }
   waitStrategy: { name: poller }
 "#;
 
@@ -221,17 +221,19 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
     assert_eq!(
         spec["valuesFrom"],
         json!([{ "kind": "Secret", "name": "web-values", "key": "prod.yaml",
-        "targetPath": "app.config", "optional": true }, { "kind": "ConfigMap", "name": "literal" }])
+        "targetPath": "app.config", "literal": true, "optional": true }, { "kind": "ConfigMap", "name": "plain" }])
     );
     assert_eq!(
         spec["drift"]["ignore"],
         json!([{ "paths": ["/spec/replicas"],
-        "target": { "kind": "Deployment", "name": "web", "namespace": "apps" } }])
+        "target": { "group": "apps", "version": "v1", "kind": "Deployment", "name": "web",
+                    "namespace": "apps", "labelSelector": "a=b", "annotationSelector": "c=d" } }])
     );
     assert_eq!(
         spec["postRenderers"][0]["kustomize"]["patches"][0]["target"],
-        json!({ "kind": "Deployment" })
+        json!({ "kind": "Deployment", "labelSelector": "a=b" })
     );
+    assert_eq!(spec["postRenderStrategy"], "nohooks");
     assert_eq!(spec["interval"], "2m");
     assert_eq!(spec["releaseName"], "web-release");
     assert_eq!(
@@ -240,14 +242,14 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
     );
     // Each note names its release and reads as a sentence.
     assert!(converted.notes.iter().all(|n| n.release == "apps/web"));
-    let literal = converted
+    let recreate = converted
         .notes
         .iter()
-        .find(|n| n.field == "valuesFrom[1].literal")
-        .expect("literal noted");
+        .find(|n| n.field == "rollback.recreate")
+        .expect("recreate noted");
     assert_eq!(
-        literal.to_string(),
-        "HelmRelease apps/web: spec.valuesFrom[1].literal not converted: a literal value goes in spec.values instead"
+        recreate.to_string(),
+        "HelmRelease apps/web: spec.rollback.recreate not converted: helm 4 has no --recreate-pods"
     );
 }
 

@@ -27,6 +27,7 @@ pub mod project;
 pub mod pushed;
 mod reachability;
 pub mod reason;
+pub mod selector;
 mod settings;
 pub mod sops;
 pub mod source;

@@ -21,6 +21,7 @@ pub enum Reason {
     InvalidChangeWindow,
     ForcedOutsideChangeWindow,
     InvalidExpression,
+    InvalidDriftIgnore,
     ExpressionCostExceeded,
     ValuesInvalid,
     PostRendererInvalid,
@@ -79,7 +80,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 64] = [
+    pub const ALL: [Reason; 65] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -94,6 +95,7 @@ impl Reason {
         Reason::OutsideChangeWindow,
         Reason::InvalidChangeWindow,
         Reason::InvalidExpression,
+        Reason::InvalidDriftIgnore,
         Reason::ExpressionCostExceeded,
         Reason::ForcedOutsideChangeWindow,
         Reason::ValuesInvalid,
@@ -163,6 +165,7 @@ impl Reason {
             OutsideChangeWindow => "OutsideChangeWindow",
             InvalidChangeWindow => "InvalidChangeWindow",
             InvalidExpression => "InvalidExpression",
+            InvalidDriftIgnore => "InvalidDriftIgnore",
             ExpressionCostExceeded => "ExpressionCostExceeded",
             ForcedOutsideChangeWindow => "ForcedOutsideChangeWindow",
             ValuesInvalid => "ValuesInvalid",

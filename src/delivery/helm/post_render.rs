@@ -8,8 +8,10 @@
 //! names), then its `images` — and last `commonMetadata` (labels and
 //! annotations of every object's own metadata, overriding).
 //!
-//! Helm post-renders neither hooks nor the chart's `crds/`: those stay as
-//! the chart has them.
+//! Hooks: helm 4 pipes them through the post-renderer with the other
+//! templates; `postRenderStrategy: nohooks` passes them on as the chart
+//! has them (helm 3's way, whose helm never sends them). The chart's
+//! `crds/` never reach a post-renderer.
 //!
 //! The settings reach the subcommand as a file of the private work
 //! directory ([`ConfigFile`], removed when the run ends), never as a
@@ -18,9 +20,13 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use apis::helmapp::{CommonMetadata, HelmAppSpec, KustomizeImage, PatchTarget, PostRenderer};
+use apis::helmapp::{
+    CommonMetadata, HelmAppSpec, KustomizeImage, PatchTarget, PostRenderStrategy, PostRenderer,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::delivery::selector::{Candidate, Fields, ObjectSelector};
 
 /// What one helm run's post-renderer does (the file's content).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -30,6 +36,9 @@ pub struct Config {
     pub post_renderers: Vec<PostRenderer>,
     #[serde(default)]
     pub common_metadata: Option<CommonMetadata>,
+    /// Whether hooks are changed too.
+    #[serde(default)]
+    pub strategy: PostRenderStrategy,
 }
 
 impl Config {
@@ -38,6 +47,7 @@ impl Config {
         spec.post_renders().then(|| Config {
             post_renderers: spec.post_renderers.clone(),
             common_metadata: spec.common_metadata.clone(),
+            strategy: spec.post_render_strategy,
         })
     }
 
@@ -45,9 +55,13 @@ impl Config {
     /// place (`postRenderers[0].kustomize.patches[1]`).
     pub fn check(&self) -> Result<(), String> {
         self.patches().try_for_each(|(at, p)| {
-            parse_patch(&p.patch)
+            parse_patch(&p.patch).map_err(|e| format!("{at}: {e}"))?;
+            p.target
+                .as_ref()
+                .map(compiled)
+                .transpose()
                 .map(|_| ())
-                .map_err(|e| format!("{at}: {e}"))
+                .map_err(|e| format!("{at}.target.{e}"))
         })
     }
 
@@ -107,19 +121,29 @@ fn sets_a_list(v: &Value) -> bool {
 /// empty are dropped; every other is written back as a JSON document.
 pub fn render(config: &Config, manifests: &str) -> Result<String, String> {
     crate::cached::yaml::check(manifests).map_err(|e| format!("helm's output refused: {e}"))?;
-    let mut objects = Vec::new();
+    let mut all = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(manifests) {
         let v = Value::deserialize(doc).map_err(|e| format!("helm's output is not YAML: {e}"))?;
         if !v.is_null() {
-            objects.push(v);
+            all.push(v);
         }
     }
+    // What is changed, in helm's order; hooks kept as they are stay in
+    // their place.
+    let kept_as_is = |o: &Value| config.strategy == PostRenderStrategy::NoHooks && is_hook(o);
+    let mut objects: Vec<&mut Value> = all.iter_mut().filter(|o| !kept_as_is(o)).collect();
     for (i, r) in config.post_renderers.iter().enumerate() {
         let Some(k) = &r.kustomize else { continue };
         for (j, p) in k.patches.iter().enumerate() {
             let at = format!("postRenderers[{i}].kustomize.patches[{j}]");
             let patch = parse_patch(&p.patch).map_err(|e| format!("{at}: {e}"))?;
-            let target = p.target.clone().or_else(|| implied_target(&patch));
+            let target = p
+                .target
+                .clone()
+                .or_else(|| implied_target(&patch))
+                .map(|t| compiled(&t))
+                .transpose()
+                .map_err(|e| format!("{at}.target.{e}"))?;
             for o in objects.iter_mut().filter(|o| matches(target.as_ref(), o)) {
                 apply(&patch, o).map_err(|e| format!("{at} on {}: {e}", describe(o)))?;
             }
@@ -138,12 +162,20 @@ pub fn render(config: &Config, manifests: &str) -> Result<String, String> {
     // YAML 1.1 reading turns into booleans. No line of it starts with
     // `---` (every string is quoted), so helm splits it where it should.
     let mut out = String::new();
-    for o in &objects {
+    for o in &all {
         out.push_str("---\n");
         out.push_str(&serde_json::to_string_pretty(o).map_err(|e| e.to_string())?);
         out.push('\n');
     }
     Ok(out)
+}
+
+/// Whether `o` is one of the chart's hooks (helm's `helm.sh/hook`
+/// annotation).
+fn is_hook(o: &Value) -> bool {
+    o.pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key("helm.sh/hook"))
 }
 
 fn apply(patch: &Patch, o: &mut Value) -> Result<(), String> {
@@ -172,18 +204,30 @@ fn implied_target(patch: &Patch) -> Option<PatchTarget> {
     })
 }
 
+/// `t` compiled (see `crate::delivery::selector`).
+fn compiled(t: &PatchTarget) -> Result<ObjectSelector, String> {
+    ObjectSelector::compile(&Fields {
+        group: &t.group,
+        version: &t.version,
+        kind: &t.kind,
+        name: &t.name,
+        namespace: &t.namespace,
+        label_selector: &t.label_selector,
+        annotation_selector: &t.annotation_selector,
+    })
+}
+
 /// Whether `o` is one `target` names (none: every object).
-fn matches(target: Option<&PatchTarget>, o: &Value) -> bool {
+fn matches(target: Option<&ObjectSelector>, o: &Value) -> bool {
     let Some(t) = target else { return true };
     let text = |p: &str| o.pointer(p).and_then(Value::as_str).unwrap_or_default();
-    let api_version = text("/apiVersion");
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let same = |want: &str, have: &str| want.is_empty() || want == have;
-    same(&t.group, group)
-        && same(&t.version, version)
-        && same(&t.kind, text("/kind"))
-        && same(&t.name, text("/metadata/name"))
-        && same(&t.namespace, text("/metadata/namespace"))
+    t.selects(&Candidate {
+        api_version: text("/apiVersion"),
+        kind: text("/kind"),
+        name: text("/metadata/name"),
+        namespace: text("/metadata/namespace"),
+        document: Some(o),
+    })
 }
 
 fn describe(o: &Value) -> String {

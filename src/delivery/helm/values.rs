@@ -73,13 +73,16 @@ pub fn apply_set(line: &str, into: &mut Value) -> Result<(), String> {
 /// Puts `raw` (a `valuesFrom` key with `targetPath`) at `path` (`--set`
 /// path syntax), typed as `--set` types a value — unless it is quoted in
 /// `'…'` or `"…"`, which makes it a string without its quotes (Flux's
-/// rule). Unlike `--set`, a comma in `raw` is part of the value.
-pub fn set_at(path: &str, raw: &str, into: &mut Value) -> Result<(), String> {
+/// rule). Unlike `--set`, a comma in `raw` is part of the value. `literal`
+/// (`--set-literal`): `raw` as it is, a string, quotes and all.
+pub fn set_at(path: &str, raw: &str, literal: bool, into: &mut Value) -> Result<(), String> {
     let steps = parse_key(path)?;
     let quoted = raw.len() >= 2
         && ((raw.starts_with('\'') && raw.ends_with('\''))
             || (raw.starts_with('"') && raw.ends_with('"')));
-    let value = if quoted {
+    let value = if literal {
+        Value::String(raw.to_string())
+    } else if quoted {
         Value::String(raw[1..raw.len() - 1].to_string())
     } else {
         typed(raw)
@@ -429,10 +432,10 @@ mod tests {
     #[test]
     fn a_value_at_a_target_path_is_typed_unless_quoted_and_keeps_its_commas() {
         let mut v = json!({ "db": { "host": "h" } });
-        set_at("db.auth.password", "p,a=s:s", &mut v).unwrap();
-        set_at("db.port", "5432", &mut v).unwrap();
-        set_at("db.name", "'5432'", &mut v).unwrap();
-        set_at("list[1].x", "true", &mut v).unwrap();
+        set_at("db.auth.password", "p,a=s:s", false, &mut v).unwrap();
+        set_at("db.port", "5432", false, &mut v).unwrap();
+        set_at("db.name", "'5432'", false, &mut v).unwrap();
+        set_at("list[1].x", "true", false, &mut v).unwrap();
         assert_eq!(
             v,
             json!({
@@ -440,7 +443,27 @@ mod tests {
                 "list": [null, { "x": true }]
             })
         );
-        assert!(set_at("a[", "x", &mut v).is_err());
+        assert!(set_at("a[", "x", false, &mut v).is_err());
+    }
+
+    #[test]
+    fn a_literal_value_is_the_string_as_written() {
+        let mut v = json!({});
+        for (path, raw) in [
+            ("a", "5432"),
+            ("b", "'quoted'"),
+            ("c", "{x: [1, 2]}"),
+            ("d", "true"),
+        ] {
+            set_at(path, raw, true, &mut v).unwrap();
+        }
+        assert_eq!(
+            v,
+            json!({ "a": "5432", "b": "'quoted'", "c": "{x: [1, 2]}", "d": "true" })
+        );
+        // The path is still a path.
+        set_at(r"e\.f.g", "1", true, &mut v).unwrap();
+        assert_eq!(v["e.f"]["g"], "1");
     }
 
     fn set(lines: &[&str]) -> Value {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use apis::helmapp::HelmApp;
+use apis::helmapp::{HelmApp, PostRenderStrategy};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -62,6 +62,9 @@ fn hashed(
             if !r.target_path.is_empty() {
                 v["targetPath"] = json!(r.target_path);
             }
+            if r.literal {
+                v["literal"] = json!(true);
+            }
             v
         })
         .collect();
@@ -91,6 +94,11 @@ fn hashed(
     }
     if let Some(m) = &s.common_metadata {
         doc["commonMetadata"] = json!(m);
+    }
+    // Whether hooks are post-rendered changes them only when something
+    // post-renders; `separate` makes the same objects as `combined`.
+    if s.post_renders() && s.post_render_strategy == PostRenderStrategy::NoHooks {
+        doc["postRenderStrategy"] = json!(s.post_render_strategy.as_str());
     }
     // From Git: the repository and the directory, never the commit — a
     // commit that changes neither the chart's files (its digest) nor a
@@ -330,5 +338,31 @@ mod tests {
             a.spec.common_metadata = Some(m);
         });
         assert_ne!(meta, base, "commonMetadata counts");
+        fn labelled(a: &mut HelmApp, with: PostRenderStrategy) {
+            let mut m = apis::helmapp::CommonMetadata::default();
+            m.labels.insert("team".into(), "a".into());
+            a.spec.common_metadata = Some(m);
+            a.spec.post_render_strategy = with;
+        }
+        assert_eq!(
+            edited(|a| labelled(a, PostRenderStrategy::Combined)),
+            meta,
+            "the default"
+        );
+        assert_eq!(
+            edited(|a| labelled(a, PostRenderStrategy::Separate)),
+            meta,
+            "the same objects as combined"
+        );
+        assert_ne!(
+            edited(|a| labelled(a, PostRenderStrategy::NoHooks)),
+            meta,
+            "hooks left as the chart has them"
+        );
+        assert_eq!(
+            edited(|a| a.spec.post_render_strategy = PostRenderStrategy::NoHooks),
+            base,
+            "nothing post-renders: no difference"
+        );
     }
 }

@@ -575,7 +575,7 @@ pub async fn merged_values_and_secrets(
                 if secret {
                     from_secrets.push(t.trim().to_string());
                 }
-                values::set_at(&r.target_path, &t, &mut merged)
+                values::set_at(&r.target_path, &t, r.literal, &mut merged)
                     .map_err(|e| format!("{what} targetPath: {e}"))?
             }
             Some(t) => {

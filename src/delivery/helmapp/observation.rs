@@ -200,6 +200,9 @@ pub struct Observed {
     pub cross_namespace: Option<String>,
     /// The first CEL expression of the spec that does not compile.
     pub invalid_expression: Option<String>,
+    /// The first `drift.ignore` target that does not compile (a pattern or
+    /// a selector).
+    pub invalid_drift_rule: Option<String>,
     /// Why `dependsOn` holds the release back, if it does.
     pub dependency: Option<Waiting>,
     /// `None`: not gathered, as something above already holds it back.

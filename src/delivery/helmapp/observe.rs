@@ -60,6 +60,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
             .err(),
         cross_namespace: cross_namespace(ctx, app, &target),
         invalid_expression: super::dependency::invalid_expression(app),
+        invalid_drift_rule: super::drift::rules::Rules::of(app).err(),
         dependency: None,
         inputs: None,
         run_ended: None,
@@ -109,6 +110,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         || o.invalid_name.is_some()
         || o.cross_namespace.is_some()
         || o.invalid_expression.is_some()
+        || o.invalid_drift_rule.is_some()
     {
         return Ok(o);
     }

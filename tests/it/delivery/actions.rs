@@ -61,6 +61,7 @@ crate::under_both_helms!(
     force_at_runs_one_forced_upgrade_per_value,
     a_post_renderer_and_common_metadata_are_live_and_stored_and_a_patch_change_is_one_revision,
     a_failed_helm_test_is_remediated_unless_ignored,
+    hooks_are_post_rendered_unless_the_strategy_is_nohooks,
 );
 
 async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
@@ -275,14 +276,26 @@ async fn a_value_at_a_target_path_goes_there_and_nowhere_else() {
         ],
     )
     .await;
+    let raw: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "raw" },
+        "data": { "port": "5432", "quoted": "'x'" }
+    }))
+    .unwrap();
+    raw.create(&PostParams::default(), &cm).await.unwrap();
     let operator = f.start_delivery().await;
+    let from = |key: &str, path: &str, literal: bool| json!({ "kind": "ConfigMap", "name": "raw", "key": key, "targetPath": path, "literal": literal });
     apply(
         &f,
         "targeted",
         json!({
             "chart": { "path": "tiny" },
             "values": { "greeting": "inline", "other": { "kept": true } },
-            "valuesFrom": [{ "kind": "Secret", "name": "db", "key": "password", "targetPath": "greeting" }]
+            "valuesFrom": [
+                { "kind": "Secret", "name": "db", "key": "password", "targetPath": "greeting" },
+                from("port", "typed.port", false), from("quoted", "typed.quoted", false),
+                from("port", "literal.port", true), from("quoted", "literal.quoted", true)
+            ]
         }),
     )
     .await;
@@ -296,8 +309,11 @@ async fn a_value_at_a_target_path_goes_there_and_nowhere_else() {
     let values: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         values,
-        json!({ "greeting": "s3cr3t,with=comma", "other": { "kept": true } }),
-        "the key at its path, after the inline values, and nowhere else"
+        json!({ "greeting": "s3cr3t,with=comma", "other": { "kept": true },
+                "typed": { "port": 5432, "quoted": "x" },
+                "literal": { "port": "5432", "quoted": "'x'" } }),
+        "the key at its path, after the inline values, and nowhere else; \
+         `literal` (Flux's, helm's --set-literal): the string as written"
     );
     operator.stop().await;
 }
@@ -622,5 +638,59 @@ async fn test_filters_leave_the_excluded_test_out() {
         .unwrap();
     assert_eq!(value_of(&test, "--filter"), Some("!name=filtered-smoke"));
     kubelet.abort();
+    operator.stop().await;
+}
+
+/// Issue 52: Flux's `postRenderStrategy` — by default (`combined`, helm
+/// 4's) the post-renderers and `commonMetadata` change the chart's hooks
+/// too (helm 4 only: helm 3 never sends them); `nohooks` leaves a hook as
+/// the chart has it while the release's other objects change.
+async fn hooks_are_post_rendered_unless_the_strategy_is_nohooks(helm: HelmUnderTest) {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = helm.binary(&f))
+        .await;
+    let spec = |strategy: Option<&str>| {
+        let mut spec = json!({
+            "chart": { "path": "tiny" },
+            "values": { "hookConfigMap": true },
+            "commonMetadata": { "labels": { "team": "platform" } }
+        });
+        if let Some(s) = strategy {
+            spec["postRenderStrategy"] = json!(s);
+        }
+        spec
+    };
+    apply(&f, "combined", spec(None)).await;
+    apply(&f, "nohooks", spec(Some("nohooks"))).await;
+    ready(&f, "combined", "InstallSucceeded", 1).await;
+    ready(&f, "nohooks", "InstallSucceeded", 1).await;
+    let team = |cm: Option<ConfigMap>| {
+        cm.expect("the object")
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("team")
+            .cloned()
+    };
+    // helm 3 never pipes hooks through a post-renderer: under it every
+    // strategy is `nohooks` (docs/helm.md).
+    let hooks_reach_the_post_renderer = matches!(helm, HelmUnderTest::Four);
+    assert_eq!(
+        team(configmap(&f, "combined-hooked").await).as_deref(),
+        hooks_reach_the_post_renderer.then_some("platform"),
+        "the hook post-rendered under helm 4"
+    );
+    assert_eq!(
+        team(configmap(&f, "nohooks-hooked").await),
+        None,
+        "the hook as the chart has it"
+    );
+    assert_eq!(
+        team(configmap(&f, "nohooks-tiny").await).as_deref(),
+        Some("platform"),
+        "the release's other objects post-rendered"
+    );
     operator.stop().await;
 }

@@ -716,3 +716,69 @@ data:
     an_event(&f, NS, "bare", "DriftRepaired").await;
     operator.stop().await;
 }
+
+/// Issue 52: Flux's drift ignore targets — a `labelSelector` (on the labels
+/// the chart renders) leaves the fields of an edited labelled object alone
+/// while the same edit of an unlabelled one is put back; a target that
+/// does not compile is `InvalidDriftIgnore` naming its field, and nothing
+/// runs.
+#[tokio::test]
+async fn a_label_selected_ignore_rule_leaves_its_objects_edits_and_puts_back_the_others() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let spec = |label: &str| {
+        json!({
+            "chart": { "path": "tiny" },
+            "values": { "label": label },
+            "drift": { "mode": "enabled", "ignore": [
+                { "paths": ["/data"], "target": { "kind": "Config.*", "labelSelector": "extra in (scaled, tuned)" } } ] }
+        })
+    };
+    apply(&f, "labelled", spec("tuned")).await;
+    apply(&f, "plain", spec("")).await;
+    ready(&f, "labelled", "InstallSucceeded", 1).await;
+    ready(&f, "plain", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    let greeting = |cm: &ConfigMap| cm.data.as_ref().unwrap()["greeting"].clone();
+
+    let edited = || Patch::Merge(json!({ "data": { "greeting": "edited" } }));
+    edit::<ConfigMap>(&f, "plain-tiny", edited()).await;
+    eventually("the unlabelled object's edit put back", 60, || async {
+        (greeting(&configmap(&f, "plain-tiny").await) == "hello").then_some(())
+    })
+    .await;
+
+    let mark = operator.mark();
+    edit::<ConfigMap>(&f, "labelled-tiny", edited()).await;
+    operator.reconciled_since(mark).await;
+    operator.settle().await;
+    assert_eq!(greeting(&configmap(&f, "labelled-tiny").await), "edited");
+    let app = get(&f, "labelled").await.unwrap();
+    assert!(app.status.as_ref().unwrap().drift.is_empty());
+    assert_eq!(revisions(&f, "labelled").await.len(), 1);
+    assert!(
+        !events(&f, "labelled")
+            .await
+            .iter()
+            .any(|(r, _)| r.starts_with("Drift")),
+        "an Event about an ignored field"
+    );
+
+    // A pattern that is not one: refused by name, no helm run.
+    apply(
+        &f,
+        "bad",
+        json!({ "chart": { "path": "tiny" }, "drift": { "ignore": [
+            { "paths": ["/data"], "target": { "name": "web-(" } } ] } }),
+    )
+    .await;
+    let app = with_reason(&f, "bad", "InvalidDriftIgnore").await;
+    let message = &app.status.unwrap().conditions[0].message;
+    assert!(
+        message.starts_with("drift.ignore[0].target.name: not a regular expression"),
+        "{message}"
+    );
+    assert!(revisions(&f, "bad").await.is_empty());
+    operator.stop().await;
+}

@@ -129,3 +129,145 @@ async fn a_converted_helmrelease_adopts_flux_s_release_without_a_new_revision() 
     );
     operator.stop().await;
 }
+
+/// Issue 52: a HelmRelease using the fields that convert since (drift
+/// ignore targets by group, version and selectors; `postRenderStrategy`;
+/// a patch target by label; `valuesFrom[].literal`; the strategies, the
+/// per-action timeouts and test filters) converts with none of them noted
+/// as lost, installs, and each does what Flux's does; the generated table
+/// lists each as converted.
+#[tokio::test]
+async fn a_helmrelease_using_every_newly_converted_field_installs_as_converted() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let raw: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "raw" }, "data": { "greeting": "'as, written'" }
+    }))
+    .unwrap();
+    raw.create(&PostParams::default(), &cm).await.unwrap();
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    let flux = f.cp.dir().join("flux-every.yaml");
+    std::fs::write(
+        &flux,
+        format!(
+            r#"apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: {{ name: charts, namespace: {NS} }}
+spec: {{ url: {url} }}
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: {{ name: every, namespace: {NS} }}
+spec:
+  interval: 5m
+  chart: {{ spec: {{ chart: tiny, version: 0.1.0, sourceRef: {{ kind: HelmRepository, name: charts }} }} }}
+  values: {{ hookConfigMap: true, label: tuned }}
+  valuesFrom:
+    - {{ kind: ConfigMap, name: raw, valuesKey: greeting, targetPath: greeting, literal: true }}
+  postRenderStrategy: nohooks
+  postRenderers:
+    - kustomize:
+        patches:
+          - target: {{ kind: ConfigMap, labelSelector: "extra=tuned" }}
+            patch: '[{{"op": "add", "path": "/data/patched", "value": "by-label"}}]'
+  driftDetection:
+    mode: enabled
+    ignore:
+      - paths: [/data]
+        target: {{ group: "^$", version: v1, kind: ConfigMap, labelSelector: "extra=tuned", annotationSelector: "!absent" }}
+  install: {{ timeout: 2m, strategy: {{ name: RetryOnFailure, retryInterval: 30s }} }}
+  upgrade: {{ timeout: 3m, strategy: {{ name: RetryOnFailure, retryInterval: 30s }} }}
+  test: {{ enable: false, filters: [{{ name: every-smoke, exclude: true }}] }}
+"#,
+            url = repo.url()
+        ),
+    )
+    .unwrap();
+    let out = operator_binary()
+        .arg("convert")
+        .arg(&flux)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "nothing noted as lost: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let converted = f.cp.dir().join("every.yaml");
+    std::fs::write(&converted, &out.stdout).unwrap();
+
+    let operator = f.start_delivery().await;
+    f.kubectl(&["apply", "-f", converted.to_str().unwrap()]);
+    // (Converted, it waits as Flux does: `Ready` once its objects are; the
+    // history says what ran.)
+    eventually("installed and ready", 120, || async {
+        let app = get(&f, "every").await?;
+        let st = app.status.as_ref()?;
+        let last = st.history.first()?;
+        let installed = last.action == "install" && last.result == "succeeded";
+        (is_ready(&app) && st.revision == 1 && installed).then_some(())
+    })
+    .await;
+    let live = raw.get("every-tiny").await.unwrap();
+    let data = live.data.unwrap();
+    assert_eq!(
+        (data["greeting"].as_str(), data["patched"].as_str()),
+        ("'as, written'", "by-label"),
+        "the literal value as written; the patch on the object its label selects"
+    );
+    let hook = raw.get("every-hooked").await.unwrap();
+    assert!(
+        !hook.data.unwrap().contains_key("patched"),
+        "nohooks: the hook as the chart has it"
+    );
+    // The drift rule's target selects the ConfigMap: an edit of its data
+    // stays.
+    let mark = operator.mark();
+    raw.patch(
+        "every-tiny",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "data": { "greeting": "edited" } })),
+    )
+    .await
+    .unwrap();
+    operator.reconciled_since(mark).await;
+    operator.settle().await;
+    assert_eq!(
+        raw.get("every-tiny").await.unwrap().data.unwrap()["greeting"],
+        "edited"
+    );
+
+    // The generated table says each converts.
+    let table = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/reference/from-flux.md"),
+    )
+    .unwrap();
+    for field in [
+        "driftDetection.ignore[].target.group",
+        "driftDetection.ignore[].target.version",
+        "driftDetection.ignore[].target.labelSelector",
+        "driftDetection.ignore[].target.annotationSelector",
+        "postRenderStrategy",
+        "valuesFrom[].literal",
+        "install.strategy.name",
+        "upgrade.strategy.retryInterval",
+        "upgrade.timeout",
+        "test.filters[].name",
+    ] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{field}` |")))
+            .unwrap_or_else(|| panic!("{field}: no row"));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert!(
+            !cells[2].is_empty() && cells[3].is_empty(),
+            "{field} is not listed as converted: {row}"
+        );
+    }
+    operator.stop().await;
+}

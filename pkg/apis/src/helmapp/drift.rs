@@ -34,13 +34,35 @@ pub struct DriftIgnore {
     pub target: Option<DriftTarget>,
 }
 
-/// Objects an ignore rule applies to; an empty field matches any.
+/// Objects an ignore rule applies to (Flux's drift ignore target); an
+/// empty field matches any. `group`, `version`, `kind`, `name` and
+/// `namespace` are regular expressions matched against the whole value
+/// (`web-.*`; a plain name matches itself); the selectors are label
+/// selector strings (`app=web,tier in (a,b)`) matched against the labels
+/// and annotations the chart renders for the object.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct DriftTarget {
+    /// The API group (`apps`; the core group is empty, matched by `^$`).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
+    pub group: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 63))]
+    pub version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub kind: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub label_selector: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub annotation_selector: String,
 }

@@ -203,6 +203,19 @@ pub struct HelmAppSpec {
     /// Applied, in order, to what helm renders, inside the helm run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub post_renderers: Vec<PostRenderer>,
+    /// Whether the post-renderers (and `commonMetadata`) change the
+    /// chart's hooks too (Flux's `postRenderStrategy`, docs/helm.md):
+    /// `combined` (default, helm 4's): hooks and templates alike;
+    /// `nohooks` (helm 3's): hooks stay as the chart has them; `separate`:
+    /// hooks and templates each on their own — the same objects as
+    /// `combined`, since every change here is made object by object.
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_post_render_strategy",
+        regex(pattern = r"^(nohooks|combined|separate)$")
+    )]
+    pub post_render_strategy: PostRenderStrategy,
 }
 
 impl HelmAppSpec {
@@ -324,6 +337,11 @@ spelled!(
     StrategyName { RemediateOnFailure = "RemediateOnFailure", RetryOnFailure = "RetryOnFailure" } default RemediateOnFailure
 );
 spelled!(
+    /// Which rendered objects post-rendering changes (Flux's
+    /// `postRenderStrategy`).
+    PostRenderStrategy { NoHooks = "nohooks", Combined = "combined", Separate = "separate" } default Combined
+);
+spelled!(
     /// What is done once an upgrade's retries are spent.
     OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
 );
@@ -348,6 +366,9 @@ fn default_dependency_kind() -> String {
 }
 fn default_approval() -> String {
     "auto".into()
+}
+fn default_post_render_strategy() -> String {
+    "combined".into()
 }
 fn default_drift_mode() -> String {
     "warn".into()

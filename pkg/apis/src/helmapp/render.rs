@@ -43,20 +43,37 @@ pub struct KustomizePatch {
     pub target: Option<PatchTarget>,
 }
 
-/// Objects a patch applies to; an empty field matches any.
+/// Objects a patch applies to (kustomize's selector, as Flux has it); an
+/// empty field matches any. `group`, `version`, `kind`, `name` and
+/// `namespace` are regular expressions matched against the whole value (a
+/// plain name matches only itself); the selectors are label selector
+/// strings (`app=web,tier in (a,b)`) on the rendered object's labels and
+/// annotations.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct PatchTarget {
     /// The API group (`apps`; empty matches any, core included).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub group: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 63))]
     pub version: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub kind: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub name: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253))]
     pub namespace: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub label_selector: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub annotation_selector: String,
 }
 
 /// An image override (kustomize's `images`).

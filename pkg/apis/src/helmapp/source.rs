@@ -171,6 +171,10 @@ pub struct LocalObjectReference {
 /// A values document in a Secret or ConfigMap key.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "!has(self.literal) || !self.literal || has(self.targetPath)",
+    "message": "literal needs targetPath: a whole values document is never a literal"
+}]))]
 pub struct ValuesReference {
     /// `Secret` or `ConfigMap`.
     #[schemars(with = "String", regex(pattern = r"^(Secret|ConfigMap)$"))]
@@ -188,6 +192,11 @@ pub struct ValuesReference {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(max = 250))]
     pub target_path: String,
+    /// With `targetPath`: the key's content goes there verbatim, always a
+    /// string (helm's `--set-literal`, Flux's `literal`) — not typed, and
+    /// quotes around it kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub literal: bool,
 }
 
 /// Something that must be Ready first: a HelmApp or HelmAppSet (the

@@ -187,3 +187,96 @@ fn the_settings_file_is_private_and_gone_after_the_run() {
     assert!(!path.exists(), "removed when dropped");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn hooks_are_changed_unless_the_strategy_is_nohooks_and_keep_their_place() {
+    let with_hook = format!(
+        "{RENDERED}---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-hooked
+  annotations: {{helm.sh/hook: post-install}}
+data: {{b: '2'}}
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-last
+"
+    );
+    let rendered = |strategy: &str| {
+        let c = config(json!({
+            "postRenderers": [{ "kustomize": { "patches": [{
+                "target": { "kind": "ConfigMap" },
+                "patch": r#"[{"op": "add", "path": "/data/patched", "value": "yes"}]"#
+            }]}}],
+            "commonMetadata": { "labels": { "team": "platform" } },
+            "strategy": strategy
+        }));
+        objects(&render(&c, &with_hook).unwrap())
+    };
+    let names = |out: &[Value]| -> Vec<String> {
+        out.iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for strategy in ["combined", "separate"] {
+        let out = rendered(strategy);
+        assert_eq!(out[2]["data"]["patched"], "yes", "{strategy}");
+        assert_eq!(
+            out[2]["metadata"]["labels"]["team"], "platform",
+            "{strategy}"
+        );
+    }
+    let out = rendered("nohooks");
+    assert_eq!(names(&out), ["web", "web", "web-hooked", "web-last"]);
+    assert_eq!(
+        out[2]["data"],
+        json!({ "b": "2" }),
+        "the hook as the chart has it"
+    );
+    assert!(out[2]["metadata"].get("labels").is_none());
+    assert_eq!(
+        out[1]["data"]["patched"], "yes",
+        "the other templates change"
+    );
+    assert_eq!(out[3]["metadata"]["labels"]["team"], "platform");
+}
+
+#[test]
+fn a_target_selects_by_pattern_and_by_labels_as_kustomize_does() {
+    let patched = |target: serde_json::Value| {
+        let c = config(json!({ "postRenderers": [{ "kustomize": { "patches": [{
+            "target": target,
+            "patch": r#"[{"op": "add", "path": "/metadata/annotations", "value": {"hit": "yes"}}]"#
+        }]}}]}));
+        c.check().unwrap();
+        objects(&render(&c, RENDERED).unwrap())
+            .iter()
+            .map(|o| o.pointer("/metadata/annotations/hit").is_some())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        patched(json!({ "labelSelector": "app=web" })),
+        [true, false]
+    );
+    assert_eq!(patched(json!({ "labelSelector": "!app" })), [false, true]);
+    assert_eq!(patched(json!({ "kind": "Deploy.*" })), [true, false]);
+    assert_eq!(
+        patched(json!({ "kind": "Deploy" })),
+        [false, false],
+        "anchored"
+    );
+    assert_eq!(
+        patched(json!({ "group": "apps", "version": "v1" })),
+        [true, false]
+    );
+    let bad = config(json!({ "postRenderers": [{ "kustomize": { "patches": [{
+        "target": { "name": "web-(" }, "patch": "{}" }]}}]}));
+    let e = bad.check().unwrap_err();
+    assert!(
+        e.starts_with("postRenderers[0].kustomize.patches[0].target.name: "),
+        "{e}"
+    );
+}

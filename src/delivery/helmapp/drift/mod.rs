@@ -53,7 +53,6 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     {
         return;
     }
-    let key = o.target.key();
     let Some(new_revision) = refresh_inventory(ctx, o, &newest).await else {
         return;
     };
@@ -74,7 +73,27 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         // edit made since must not be taken for the applied state.
         false => Recheck::Always,
     };
-    let (suspects, unwatched) = suspects(ctx, app, o, trust_first_sight);
+    // Refused before observe comes here (`Observed::invalid_drift_rule`).
+    let Ok(rules) = rules::Rules::of(app) else {
+        return;
+    };
+    // A selector reads the labels the chart renders: the manifest, read
+    // once per revision into the cache, is needed before the suspects.
+    let mut objects = None;
+    if rules.need_manifest() {
+        objects = Some(match manifest_of(ctx, o, &newest).await {
+            Some(objects) => objects,
+            None => return,
+        });
+    }
+    let (suspects, unwatched) = suspects(
+        ctx,
+        app,
+        o,
+        &rules,
+        objects.as_ref().map(|v| v.as_slice()),
+        trust_first_sight,
+    );
     let interval =
         super::config::parse_duration(&app.spec.interval).unwrap_or(Duration::from_secs(600));
     let app_key = cache::object_key(app);
@@ -96,7 +115,26 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     if todo.is_empty() {
         return;
     }
-    let objects = match ctx
+    let objects = match objects {
+        Some(objects) => objects,
+        None => match manifest_of(ctx, o, &newest).await {
+            Some(objects) => objects,
+            None => return,
+        },
+    };
+    for (i, recheck) in todo.into_iter().take(MAX_CHECKS) {
+        check_one(ctx, app, o, &rules, &objects, i, recheck).await;
+    }
+}
+
+/// The objects of `newest`'s manifest (cached per revision); `None`:
+/// unreadable, logged.
+async fn manifest_of(
+    ctx: &Context,
+    o: &Observed,
+    newest: &Stored,
+) -> Option<super::kept::manifest::Objects> {
+    match ctx
         .drift
         .manifests
         .read(
@@ -107,14 +145,11 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         )
         .await
     {
-        Ok(objects) => objects,
+        Ok(objects) => Some(objects),
         Err(e) => {
-            log::warn!("{key}: cannot check drift: {e}");
-            return;
+            log::warn!("{}: cannot check drift: {e}", o.target.key());
+            None
         }
-    };
-    for (i, recheck) in todo.into_iter().take(MAX_CHECKS) {
-        check_one(ctx, app, o, &objects, i, recheck).await;
     }
 }
 
@@ -216,6 +251,7 @@ async fn record_revision(
             .buffered(READS_AT_ONCE)
             .collect()
             .await;
+        let rules = rules::Rules::of(app).ok();
         for (entry, live) in entries.iter_mut().zip(live) {
             // What is not proven as applied is not left without a digest:
             // an object of a kind cached by helm's label, absent from the
@@ -226,11 +262,14 @@ async fn record_revision(
             entry.checked = UNVERIFIED.into();
             match live {
                 Ok(Some(live)) => {
-                    let ignored = rules::ignored(app, entry);
-                    let as_applied = manifest.as_deref().is_some_and(|objects| {
-                        as_helm_applied(objects, entry, &live, &ignored, &o.target)
-                    });
-                    if as_applied {
+                    let doc = manifest
+                        .as_deref()
+                        .and_then(|objects| document(objects, entry, &o.target));
+                    let (Some(doc), Some(rules)) = (doc, &rules) else {
+                        continue;
+                    };
+                    let ignored = rules.ignored(entry, Some(doc));
+                    if as_helm_applied(doc, &live, &ignored, &o.target) {
                         entry.checked = Fingerprint::of(&live).digest(&ignored);
                     }
                 }
@@ -251,26 +290,31 @@ async fn record_revision(
 /// applied as is look otherwise; that costs it one check by the next
 /// reconcile, never a missed edit.
 fn as_helm_applied(
-    objects: &[Value],
-    entry: &apis::helmapp::InventoryEntry,
+    doc: &Value,
     live: &Value,
     ignored: &[&str],
     target: &super::target::Target,
 ) -> bool {
-    let Some(doc) = super::kept::manifest::find(
-        objects,
-        &entry.kind,
-        &entry.namespace,
-        &entry.name,
-        &target.namespace,
-    ) else {
-        return false;
-    };
     let desired = compare::without(
         &with_helm_metadata(doc, &target.release, &target.namespace),
         ignored,
     );
     compare::drifted_fields(&desired, &compare::as_stored(&desired), live, ignored).is_empty()
+}
+
+/// `entry`'s document in the manifest `objects`.
+fn document<'v>(
+    objects: &'v [Value],
+    entry: &InventoryEntry,
+    target: &super::target::Target,
+) -> Option<&'v Value> {
+    super::kept::manifest::find(
+        objects,
+        &entry.kind,
+        &entry.namespace,
+        &entry.name,
+        &target.namespace,
+    )
 }
 
 /// The object of `entry` as the API has it now, read as `user`.
@@ -311,6 +355,8 @@ fn suspects(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
+    rules: &rules::Rules,
+    objects: Option<&[Value]>,
     new_revision: bool,
 ) -> (Vec<(usize, Recheck)>, Vec<usize>) {
     let repairing = app.spec.drift_mode() == DriftMode::Enabled;
@@ -337,7 +383,8 @@ fn suspects(
                 continue;
             }
         };
-        let ignored = rules::ignored(app, entry);
+        let desired = objects.and_then(|objects| document(objects, entry, &o.target));
+        let ignored = rules.ignored(entry, desired);
         let digest = fingerprint.digest(&ignored);
         let listed = o.status.drift.iter().any(|d| same(d, entry));
         let entry = &mut o.status.inventory[i];
@@ -359,22 +406,18 @@ async fn check_one(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
+    rules: &rules::Rules<'_>,
     objects: &[Value],
     i: usize,
     recheck: Recheck,
 ) {
     let entry = o.status.inventory[i].clone();
     let key = o.target.key();
-    let Some(doc) = super::kept::manifest::find(
-        objects,
-        &entry.kind,
-        &entry.namespace,
-        &entry.name,
-        &o.target.namespace,
-    ) else {
+    let Some(doc) = document(objects, &entry, &o.target) else {
         return;
     };
-    let ignored: Vec<String> = rules::ignored(app, &entry)
+    let ignored: Vec<String> = rules
+        .ignored(&entry, Some(doc))
         .into_iter()
         .map(str::to_string)
         .collect();

@@ -34,6 +34,12 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
             message: message.clone(),
         });
     }
+    if let Some(message) = &o.invalid_drift_rule {
+        return Some(ReleaseState::Refused {
+            reason: Reason::InvalidDriftIgnore,
+            message: message.clone(),
+        });
+    }
     let waiting = o.dependency.as_ref()?;
     Some(if waiting.polled {
         ReleaseState::DependencyPolled {

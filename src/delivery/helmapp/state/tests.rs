@@ -51,6 +51,7 @@ pub(crate) fn observed() -> Observed {
         invalid_name: None,
         cross_namespace: None,
         invalid_expression: None,
+        invalid_drift_rule: None,
         dependency: None,
         inputs: Some(Inputs::Ready {
             chart: LocalChart {
