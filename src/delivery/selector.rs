@@ -7,7 +7,8 @@
 //!
 //! Every string is the tenant's (a HelmApp field): bounded by the CRD
 //! ([`MAX_LEN`] characters for a selector), a selector parsed in one pass,
-//! a pattern compiled within [`PATTERN_SIZE_LIMIT`] and matched in linear
+//! a pattern compiled within [`PATTERN_SIZE_LIMIT`] (the CRD bounds how
+//! many there are) and matched in linear
 //! time (the regex crate has no backtracking).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,7 +18,7 @@ use regex::Regex;
 use serde_json::Value;
 
 /// The most memory one pattern may compile to.
-pub const PATTERN_SIZE_LIMIT: usize = 256 * 1024;
+pub const PATTERN_SIZE_LIMIT: usize = 32 * 1024;
 
 /// The fields of a target as written (empty: any).
 #[derive(Debug, Default, Clone, Copy)]
@@ -147,7 +148,7 @@ pub fn parse(text: &str) -> Result<Selector, String> {
     }
     let mut expressions = Vec::new();
     for requirement in requirements(text)? {
-        let r = requirement.trim();
+        let r = trimmed(requirement);
         if r.is_empty() {
             return Err("an empty requirement (two commas in a row?)".into());
         }
@@ -181,7 +182,7 @@ fn requirements(text: &str) -> Result<Vec<&str>, String> {
     if open {
         return Err("a set without its `)`".into());
     }
-    if !text.trim().is_empty() {
+    if !trimmed(text).is_empty() {
         out.push(&text[start..]);
     }
     Ok(out)
@@ -198,7 +199,7 @@ fn expression(r: &str) -> Result<Expression, String> {
         return Ok(Expression::Equal(key_of(key)?, value_of(value)?));
     }
     if let Some(open) = r.find('(') {
-        let head = r[..open].trim_end();
+        let head = trimmed(&r[..open]);
         let set = r[open + 1..]
             .strip_suffix(')')
             .ok_or("text after the set's `)`")?;
@@ -206,13 +207,11 @@ fn expression(r: &str) -> Result<Expression, String> {
             .split(',')
             .map(value_of)
             .collect::<Result<BTreeSet<_>, _>>()?;
-        if let Some(key) = head.strip_suffix(" notin") {
-            return Ok(Expression::NotIn(key_of(key)?, values));
-        }
-        if let Some(key) = head.strip_suffix(" in") {
-            return Ok(Expression::In(key_of(key)?, values));
-        }
-        return Err("a set needs `in` or `notin` before it".into());
+        return match head.rsplit_once(|c: char| c.is_ascii_whitespace()) {
+            Some((key, "notin")) => Ok(Expression::NotIn(key_of(key)?, values)),
+            Some((key, "in")) => Ok(Expression::In(key_of(key)?, values)),
+            _ => Err("a set needs `in` or `notin` before it".into()),
+        };
     }
     Ok(Expression::Exists(key_of(r)?))
 }
@@ -220,7 +219,7 @@ fn expression(r: &str) -> Result<Expression, String> {
 /// A key: an optional DNS prefix and `/`, then a name of at most 63
 /// characters of `[A-Za-z0-9._-]`, alphanumeric at both ends.
 fn key_of(text: &str) -> Result<String, String> {
-    let key = text.trim();
+    let key = trimmed(text);
     let name = match key.rsplit_once('/') {
         Some((prefix, name)) => {
             let dns = !prefix.is_empty()
@@ -245,12 +244,18 @@ fn key_of(text: &str) -> Result<String, String> {
 
 /// A value: empty, or a name as [`key_of`]'s.
 fn value_of(text: &str) -> Result<String, String> {
-    let value = text.trim();
+    let value = trimmed(text);
     if value.is_empty() || valid_name(value) {
         Ok(value.to_string())
     } else {
         Err(format!("{value:?} is not a value"))
     }
+}
+
+/// `text` without ASCII white space at its ends (Kubernetes' own: other
+/// white space is part of the text, and refused).
+fn trimmed(text: &str) -> &str {
+    text.trim_matches(|c: char| c.is_ascii_whitespace())
 }
 
 fn valid_name(name: &str) -> bool {
@@ -282,6 +287,7 @@ mod tests {
             ("app!=web", false),
             ("app!=db", true),
             ("tier in (a, b)", true),
+            ("tier\tin\t(a)", true),
             ("tier notin (a,b)", false),
             ("tier notin (c)", true),
             ("canary notin (c)", true),
@@ -311,6 +317,8 @@ mod tests {
             "/app=web",
             "Bad_Prefix/app=web",
             "tier in (a) x",
+            "app=\u{a0}web",
+            "tier\u{3000}in (a)",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }

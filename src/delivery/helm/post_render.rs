@@ -54,6 +54,14 @@ impl Config {
     /// Every patch parsed: the first that is not a patch, named by its
     /// place (`postRenderers[0].kustomize.patches[1]`).
     pub fn check(&self) -> Result<(), String> {
+        // The CRD's bounds, held in code too (objects stored before them).
+        let patches = self.patches().count();
+        if self.post_renderers.len() > 16 || patches > 16 * 64 {
+            return Err(format!(
+                "postRenderers: {} with {patches} patches, at most 16 with 64 patches each",
+                self.post_renderers.len()
+            ));
+        }
         self.patches().try_for_each(|(at, p)| {
             parse_patch(&p.patch).map_err(|e| format!("{at}: {e}"))?;
             p.target
@@ -197,9 +205,10 @@ fn implied_target(patch: &Patch) -> Option<PatchTarget> {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    // The object the patch names, exactly (targets are patterns).
     Some(PatchTarget {
-        kind,
-        name: name.to_string(),
+        kind: regex::escape(&kind),
+        name: regex::escape(name),
         ..Default::default()
     })
 }

@@ -16,8 +16,9 @@ pub struct DriftSpec {
         regex(pattern = r"^(enabled|warn|disabled)$")
     )]
     pub mode: DriftMode,
-    /// Fields never counted as drift.
+    /// Fields never counted as drift (at most 64 rules).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub ignore: Vec<DriftIgnore>,
 }
 

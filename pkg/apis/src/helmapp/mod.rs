@@ -200,8 +200,10 @@ pub struct HelmAppSpec {
     /// post-renderers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub common_metadata: Option<CommonMetadata>,
-    /// Applied, in order, to what helm renders, inside the helm run.
+    /// Applied, in order, to what helm renders, inside the helm run (at
+    /// most 16).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub post_renderers: Vec<PostRenderer>,
     /// Whether the post-renderers (and `commonMetadata`) change the
     /// chart's hooks too (Flux's `postRenderStrategy`, docs/helm.md):

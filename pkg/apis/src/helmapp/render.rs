@@ -23,8 +23,9 @@ pub struct PostRenderer {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct KustomizeRenderer {
     /// Each a JSON 6902 operation list or a JSON merge patch, on the
-    /// objects `target` names.
+    /// objects `target` names (at most 64).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub patches: Vec<KustomizePatch>,
     /// Container images replaced by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -172,7 +172,7 @@ pub struct LocalObjectReference {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "!has(self.literal) || !self.literal || has(self.targetPath)",
+    "rule": "!has(self.literal) || !self.literal || (has(self.targetPath) && self.targetPath != '')",
     "message": "literal needs targetPath: a whole values document is never a literal"
 }]))]
 pub struct ValuesReference {

@@ -8,6 +8,9 @@ use serde_json::Value;
 
 use crate::delivery::selector::{Candidate, Fields, ObjectSelector};
 
+/// The most rules `drift.ignore` may hold (the CRD's `maxItems`).
+const MAX_RULES: usize = 64;
+
 /// `spec.drift.ignore`, compiled once per reconcile.
 pub struct Rules<'a> {
     rules: Vec<(Option<ObjectSelector>, &'a [String])>,
@@ -17,6 +20,12 @@ impl<'a> Rules<'a> {
     /// `app`'s rules; an error names the first field that does not
     /// compile (`drift.ignore[1].target.name: …`).
     pub fn of(app: &'a HelmApp) -> Result<Rules<'a>, String> {
+        // The CRD's bound, held in code too: an object stored before it
+        // keeps its list under ratcheting.
+        let count = app.spec.drift.ignore.len();
+        if count > MAX_RULES {
+            return Err(format!("drift.ignore: {count} rules, at most {MAX_RULES}"));
+        }
         let rules = app
             .spec
             .drift
