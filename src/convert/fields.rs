@@ -286,7 +286,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("upgrade", Container),
     (
         "upgrade.chartNameChangeStrategy",
-        Dropped("a chart of another name upgrades the release in place"),
+        Mapped("upgrade.chartNameChangeStrategy"),
     ),
     ("upgrade.cleanupOnFail", Mapped("upgrade.cleanupOnFail")),
     ("upgrade.crds", Mapped("crds")),

@@ -499,6 +499,10 @@ impl To<'_> {
             ("/upgrade/serverSideApply", "upgrade.serverSideApply"),
             ("/upgrade/force", "upgrade.force"),
             ("/upgrade/cleanupOnFail", "upgrade.cleanupOnFail"),
+            (
+                "/upgrade/chartNameChangeStrategy",
+                "upgrade.chartNameChangeStrategy",
+            ),
             ("/rollback/disableHooks", "rollback.disableHooks"),
             ("/rollback/force", "rollback.force"),
             ("/rollback/cleanupOnFail", "rollback.cleanupOnFail"),

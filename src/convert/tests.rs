@@ -116,7 +116,7 @@ spec:
   timeout: 10m
   uninstall: { deletionPropagation: foreground, disableHooks: true, disableWait: true, keepHistory: true, timeout: 2m }
   upgrade:
-    chartNameChangeStrategy: Replace
+    chartNameChangeStrategy: InPlaceUpdate
     cleanupOnFail: true
     crds: CreateReplace
     disableHooks: true

@@ -49,6 +49,7 @@ pub enum Reason {
     RollbackPerformed,
     UninstallPerformed,
     UninstallSucceeded,
+    ChartRenamed,
     UninstallFailed,
     PostRendererListReplaced,
     TestSucceeded,
@@ -80,7 +81,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 65] = [
+    pub const ALL: [Reason; 66] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -123,6 +124,7 @@ impl Reason {
         Reason::RollbackPerformed,
         Reason::UninstallPerformed,
         Reason::UninstallSucceeded,
+        Reason::ChartRenamed,
         Reason::UninstallFailed,
         Reason::PostRendererListReplaced,
         Reason::TestSucceeded,
@@ -201,6 +203,7 @@ impl Reason {
             RollbackPerformed => "RollbackPerformed",
             UninstallPerformed => "UninstallPerformed",
             UninstallSucceeded => "UninstallSucceeded",
+            ChartRenamed => "ChartRenamed",
             UninstallFailed => "UninstallFailed",
             UpToDate => "UpToDate",
             Progressing => "Progressing",

@@ -28,6 +28,8 @@ pub struct Stored {
     pub updated: String,
     /// `sha256:<hex>` of its payload (empty: not ours, or unreadable).
     pub digest: String,
+    /// Its chart's name (`chart.metadata.name`; empty: undecodable).
+    pub chart: String,
 }
 
 impl Stored {
@@ -203,6 +205,10 @@ pub struct Observed {
     /// The first `drift.ignore` target that does not compile (a pattern or
     /// a selector).
     pub invalid_drift_rule: Option<String>,
+    /// The name of the chart to release (its Chart.yaml's), read only when
+    /// it may replace another: the release is ours and its configuration
+    /// changed (`None`: not read, or unreadable).
+    pub chart_name: Option<String>,
     /// Why `dependsOn` holds the release back, if it does.
     pub dependency: Option<Waiting>,
     /// `None`: not gathered, as something above already holds it back.

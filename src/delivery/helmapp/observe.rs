@@ -61,6 +61,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         cross_namespace: cross_namespace(ctx, app, &target),
         invalid_expression: super::dependency::invalid_expression(app),
         invalid_drift_rule: super::drift::rules::Rules::of(app).err(),
+        chart_name: None,
         dependency: None,
         inputs: None,
         run_ended: None,
@@ -121,6 +122,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         return Ok(o);
     }
     o.inputs = Some(inputs(ctx, app, &o.target).await);
+    o.chart_name = chart_name_if_changed(&o).await;
     if app.spec.wait {
         let jobs = app.spec.waits_for_jobs(&o.status.last_action);
         o.pending = readiness::pending(ctx, &o.target, jobs);
@@ -419,6 +421,29 @@ async fn inputs(ctx: &Context, app: &HelmApp, target: &Target) -> Inputs {
     }
 }
 
+/// The name of the chart about to replace our release's, when the
+/// configuration changed (a chart of another name changes it): read from
+/// the chart itself, off the runtime's threads.
+async fn chart_name_if_changed(o: &Observed) -> Option<String> {
+    let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
+        return None;
+    };
+    let newest = o.newest.as_ref()?;
+    if newest.owner != o.uid || &newest.hash == hash {
+        return None;
+    }
+    let path = chart.path.clone();
+    let key = o.target.key();
+    match tokio::task::spawn_blocking(move || crate::delivery::source::chart_name(&path)).await {
+        Ok(Ok(name)) => Some(name),
+        Ok(Err(e)) => {
+            log::warn!("{key}: the chart's name cannot be read: {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
+
 /// Every cached storage entry of `target`'s release, releases or not.
 fn storage_entries(ctx: &Context, target: &Target) -> Vec<Arc<HelmRelease>> {
     ctx.releases.by_index(RELEASE_INDEX, &target.key())
@@ -426,8 +451,8 @@ fn storage_entries(ctx: &Context, target: &Target) -> Vec<Arc<HelmRelease>> {
 
 impl Stored {
     fn of(entry: &HelmRelease) -> Self {
-        let (status, updated) = match &entry.release {
-            Ok(r) => (r.status.clone(), r.updated.clone()),
+        let (status, updated, chart) = match &entry.release {
+            Ok(r) => (r.status.clone(), r.updated.clone(), r.chart.clone()),
             Err(_) => Default::default(),
         };
         Stored {
@@ -438,6 +463,7 @@ impl Stored {
             status,
             updated,
             digest: entry.digest_string().unwrap_or_default(),
+            chart,
         }
     }
 }

@@ -94,6 +94,9 @@ pub enum Step {
     /// A failed install: uninstalled (nothing to roll back to), then
     /// retried with backoff.
     UninstallFailedInstall { message: String },
+    /// The chart's name changed (`from` → `to`): uninstall the release,
+    /// then look again — the next plan installs the new chart.
+    Reinstall { from: String, to: String },
     /// Retries spent: apply `remedy` once, then nothing runs until the
     /// configuration or `hossted.com/reconcile-at` changes.
     Remediate {
@@ -239,6 +242,10 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         },
         ReleaseState::Absent => Step::Install,
         ReleaseState::OutOfSync { .. } => Step::Upgrade,
+        ReleaseState::ChartRenamed { from, to } => Step::Reinstall {
+            from: from.clone(),
+            to: to.clone(),
+        },
         ReleaseState::Untested {
             run,
             revision,
@@ -471,6 +478,7 @@ mod tests {
             S::OutOfSync {
                 why: super::super::state::OutOfSyncCause::Changed,
             },
+            S::ChartRenamed { from: m(), to: m() },
             S::Untested {
                 run: RunKind::Upgrade,
                 revision: 3,
@@ -515,6 +523,7 @@ mod tests {
                 | S::OutsideWindow { .. }
                 | S::Absent
                 | S::OutOfSync { .. }
+                | S::ChartRenamed { .. }
                 | S::Untested { .. }
                 | S::JustReleased { .. }
                 | S::RunFailed { .. } => {}
@@ -535,6 +544,7 @@ mod tests {
                 | Step::TakeOver { .. }
                 | Step::Test { .. }
                 | Step::UninstallFailedInstall { .. }
+                | Step::Reinstall { .. }
                 | Step::Remediate { .. }
         )
     }
@@ -548,6 +558,7 @@ mod tests {
                 state,
                 S::Absent
                     | S::OutOfSync { .. }
+                    | S::ChartRenamed { .. }
                     | S::Drifted { .. }
                     | S::Stuck { .. }
                     | S::AdoptAsIs { .. }

@@ -126,6 +126,10 @@ pub enum ReleaseState {
     Absent,
     /// Exists and must be upgraded.
     OutOfSync { why: OutOfSyncCause },
+    /// Ours, and the configuration names a chart of another name
+    /// (`from` → `to`) with `upgrade.chartNameChangeStrategy: Reinstall`:
+    /// uninstall it, then install anew.
+    ChartRenamed { from: String, to: String },
 }
 
 /// Why a release is out of sync.

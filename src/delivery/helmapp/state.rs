@@ -71,7 +71,7 @@ fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseSt
     };
     let change = match &state {
         ReleaseState::Absent => Change::Install,
-        ReleaseState::OutOfSync { .. } => Change::Upgrade,
+        ReleaseState::OutOfSync { .. } | ReleaseState::ChartRenamed { .. } => Change::Upgrade,
         ReleaseState::Deleting { uninstall: true } => Change::Uninstall,
         ReleaseState::Drifted { .. } | ReleaseState::FieldsDrifted { .. } => Change::Repair,
         _ => return state,
@@ -186,10 +186,27 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
         return deployed(o, app, newest);
     };
     let ran = (newest.owner == o.uid).then_some(newest.hash.as_str());
+    let change = chart_renamed(o, app, newest).unwrap_or(ReleaseState::OutOfSync { why });
     awaiting_approval(o, app, hash, ran)
         .or_else(|| exhausted(o, hash))
         .or_else(|| backing_off(o, app, hash))
-        .unwrap_or(ReleaseState::OutOfSync { why })
+        .unwrap_or(change)
+}
+
+/// Our release is of a chart whose name is not the configuration's, and
+/// `upgrade.chartNameChangeStrategy` says `Reinstall` (Flux's default; a
+/// spelling the schema refuses keeps the release: in place).
+fn chart_renamed(o: &Observed, app: &HelmApp, newest: &Stored) -> Option<ReleaseState> {
+    use apis::helmapp::ChartNameChangeStrategy;
+    let to = o.chart_name.as_deref()?;
+    let reinstall =
+        app.spec.upgrade.chart_name_change_strategy == ChartNameChangeStrategy::Reinstall;
+    (reinstall && newest.owner == o.uid && !newest.chart.is_empty() && newest.chart != to).then(
+        || ReleaseState::ChartRenamed {
+            from: newest.chart.clone(),
+            to: to.to_string(),
+        },
+    )
 }
 
 /// With `spec.approval: manual` (or a spelling the schema does not allow:

@@ -105,6 +105,56 @@ fn check_within(bytes: &[u8], left: &Cell<u64>, depth: usize) -> Result<(), Stri
     Ok(())
 }
 
+/// The largest Chart.yaml read for its name.
+const MAX_CHART_YAML: u64 = 1024 * 1024;
+
+/// The `name` of the chart archive's own `Chart.yaml` (`<dir>/Chart.yaml`,
+/// not a subchart's), within the bounds [`check`] holds an archive to.
+pub fn chart_name(bytes: &[u8]) -> Result<String, String> {
+    if bytes.len() as u64 > MAX_PACKED {
+        return Err(format!("the chart archive is more than {MAX_PACKED} bytes"));
+    }
+    let left = Cell::new(MAX_UNPACKED);
+    let unpacked = Bounded {
+        inner: flate2::read::MultiGzDecoder::new(bytes),
+        left: &left,
+    };
+    let mut archive = tar::Archive::new(unpacked);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("the chart archive is not a gzipped tar: {e}"))?;
+    for (n, entry) in entries.enumerate() {
+        if n >= MAX_ENTRIES {
+            break;
+        }
+        let entry = entry.map_err(|e| unreadable(&e))?;
+        let path = entry.path().map_err(|e| unreadable(&e))?.into_owned();
+        let parts: Vec<_> = path.components().collect();
+        let own = parts.len() == 2
+            && matches!(parts[0], Component::Normal(_))
+            && parts[1].as_os_str() == "Chart.yaml";
+        if own {
+            let mut text = String::new();
+            entry
+                .take(MAX_CHART_YAML)
+                .read_to_string(&mut text)
+                .map_err(|e| unreadable(&e))?;
+            return name_in_chart_yaml(&text);
+        }
+    }
+    Err("the chart archive has no Chart.yaml".into())
+}
+
+/// `name` of a Chart.yaml's text.
+pub fn name_in_chart_yaml(text: &str) -> Result<String, String> {
+    crate::cached::yaml::check(text).map_err(|e| format!("Chart.yaml refused: {e}"))?;
+    serde_yaml_ng::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v.get("name")?.as_str().map(String::from))
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| "Chart.yaml names no chart".to_string())
+}
+
 fn unreadable(e: &std::io::Error) -> String {
     if e.kind() == std::io::ErrorKind::FileTooLarge {
         return format!("the chart archive unpacks to more than {MAX_UNPACKED} bytes");
@@ -213,6 +263,24 @@ pub(crate) mod tests {
         archive.extend(tgz(&[("web/templates/x", b"", Some("/etc/passwd"))]));
         let e = check(&archive).unwrap_err();
         assert!(e.contains("is a link"), "{e}");
+    }
+
+    #[test]
+    fn the_charts_own_name_is_read_not_a_subcharts() {
+        let chart = tgz(&[
+            ("web/charts/db/Chart.yaml", b"name: db\n", None),
+            (
+                "web/Chart.yaml",
+                b"name: web-renamed\nversion: 1.0.0\n",
+                None,
+            ),
+        ]);
+        assert_eq!(chart_name(&chart).as_deref(), Ok("web-renamed"));
+        let none = tgz(&[("web/values.yaml", b"a: 1\n", None)]);
+        assert!(chart_name(&none).is_err());
+        let nameless = tgz(&[("web/Chart.yaml", b"version: 1.0.0\n", None)]);
+        assert!(chart_name(&nameless).is_err());
+        assert!(chart_name(b"not gzip").is_err());
     }
 
     #[test]

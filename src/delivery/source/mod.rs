@@ -446,6 +446,18 @@ pub fn resolve(chart: &ChartSource, path_root: Option<&Path>) -> Result<LocalCha
     })
 }
 
+/// The `name` of the chart at `path` (a directory or a `.tgz`), from its
+/// Chart.yaml.
+pub fn chart_name(path: &Path) -> Result<String, String> {
+    if path.is_dir() {
+        let text = std::fs::read_to_string(path.join("Chart.yaml"))
+            .map_err(|e| format!("Chart.yaml: {}", e.kind()))?;
+        return archive::name_in_chart_yaml(&text);
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("the chart archive: {}", e.kind()))?;
+    archive::chart_name(&bytes)
+}
+
 /// `version` of the Chart.yaml of chart directory `dir` (empty: not a
 /// directory, or none said).
 pub fn chart_version(dir: &Path) -> String {

@@ -603,3 +603,95 @@ async fn retry_on_failure_tries_the_upgrade_again_at_its_interval_and_never_roll
     assert_eq!(app.status.unwrap().failures, 0);
     operator.stop().await;
 }
+
+/// Issue 52: Flux's `upgrade.chartNameChangeStrategy` — a chart of another
+/// name under the same release is, by default (`Reinstall`), uninstalled
+/// and installed anew (one revision in storage, the history says
+/// uninstall then install, the old chart's objects gone); with
+/// `InPlaceUpdate` the release is upgraded to it (revision 2).
+#[tokio::test]
+async fn a_renamed_chart_is_reinstalled_by_default_and_upgraded_in_place_when_asked() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(&f, "renamed", json!({ "chart": { "path": "tiny" } })).await;
+    apply(
+        &f,
+        "inplace",
+        json!({ "chart": { "path": "tiny" }, "upgrade": { "chartNameChangeStrategy": "InPlaceUpdate" } }),
+    )
+    .await;
+    ready(&f, "renamed", "InstallSucceeded", 1).await;
+    ready(&f, "inplace", "InstallSucceeded", 1).await;
+    for name in ["renamed", "inplace"] {
+        patch(
+            &f,
+            name,
+            json!({ "spec": { "chart": { "path": "random" } } }),
+        )
+        .await;
+    }
+
+    let actions = |app: &HelmApp| -> Vec<(String, String)> {
+        app.status
+            .as_ref()
+            .map(|s| {
+                s.history
+                    .iter()
+                    .map(|h| (h.action.to_string(), h.result.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let app = eventually("reinstalled", 120, || async {
+        let app = get(&f, "renamed").await?;
+        (is_ready(&app) && actions(&app).len() >= 3 && actions(&app)[0].0 == "install")
+            .then_some(app)
+    })
+    .await;
+    let pair = |a: &str, r: &str| (a.to_string(), r.to_string());
+    assert_eq!(
+        actions(&app)[..3],
+        [
+            pair("install", "succeeded"),
+            pair("uninstall", "succeeded"),
+            pair("install", "succeeded")
+        ]
+    );
+    assert_eq!(app.status.as_ref().unwrap().revision, 1);
+    assert_eq!(
+        revisions(&f, "renamed")
+            .await
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1],
+        "a new release"
+    );
+    let secrets: Api<Secret> = Api::namespaced(f.cp.client(), NS);
+    let configmaps: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    assert!(secrets.get_opt("renamed-random").await.unwrap().is_some());
+    assert!(configmaps.get_opt("renamed-tiny").await.unwrap().is_none());
+    an_event(&f, NS, "renamed", "ChartRenamed").await;
+
+    let app = ready(&f, "inplace", "UpgradeSucceeded", 2).await;
+    assert_eq!(actions(&app)[0], pair("upgrade", "succeeded"));
+    assert_eq!(
+        revisions(&f, "inplace")
+            .await
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1, 2],
+        "upgraded in place"
+    );
+    assert!(secrets.get_opt("inplace-random").await.unwrap().is_some());
+    assert!(configmaps.get_opt("inplace-tiny").await.unwrap().is_none());
+    assert!(
+        !reasons_of_events(&f, "inplace")
+            .await
+            .iter()
+            .any(|r| r == "ChartRenamed")
+    );
+    operator.stop().await;
+}

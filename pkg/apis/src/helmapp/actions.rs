@@ -113,6 +113,18 @@ pub struct UpgradeSettings {
     /// `RemediateOnFailure`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strategy: Option<ActionStrategy>,
+    /// When the chart's name differs from the release's (Flux's
+    /// `chartNameChangeStrategy`): `Reinstall` (default, as Flux's)
+    /// uninstalls the release — its objects go, a PersistentVolumeClaim of
+    /// the chart's among them — and installs the new chart as revision 1;
+    /// `InPlaceUpdate` upgrades the release to it (docs/delivery.md).
+    #[serde(default)]
+    #[schemars(
+        with = "String",
+        default = "default_chart_name_change_strategy",
+        regex(pattern = r"^(Reinstall|InPlaceUpdate)$")
+    )]
+    pub chart_name_change_strategy: ChartNameChangeStrategy,
 }
 
 impl Default for UpgradeSettings {
@@ -127,8 +139,13 @@ impl Default for UpgradeSettings {
             force_conflicts: true,
             disable_wait_for_jobs: false,
             strategy: None,
+            chart_name_change_strategy: ChartNameChangeStrategy::default(),
         }
     }
+}
+
+fn default_chart_name_change_strategy() -> String {
+    ChartNameChangeStrategy::default().as_str().into()
 }
 
 fn default_server_side_apply() -> String {

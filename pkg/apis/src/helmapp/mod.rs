@@ -344,6 +344,12 @@ spelled!(
     PostRenderStrategy { NoHooks = "nohooks", Combined = "combined", Separate = "separate" } default Combined
 );
 spelled!(
+    /// What an upgrade to a chart of another name does (Flux's
+    /// `chartNameChangeStrategy`): uninstall the release and install the
+    /// new chart, or upgrade in place.
+    ChartNameChangeStrategy { Reinstall = "Reinstall", InPlaceUpdate = "InPlaceUpdate" } default Reinstall
+);
+spelled!(
     /// What is done once an upgrade's retries are spent.
     OnFailure { Rollback = "rollback", Uninstall = "uninstall", None = "none" } default Rollback
 );

@@ -15,6 +15,7 @@ mod outage;
 mod outcome;
 mod own_run;
 mod put_back;
+mod reinstall;
 mod release;
 mod released;
 mod remediate;
@@ -100,6 +101,7 @@ pub async fn run(
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
         Step::ReportReleased { revision } => Ok(released::report(ctx, app, o, revision)),
         Step::RetryFailed { reason, message } => Ok(outcome::failed(ctx, app, o, reason, &message)),
+        Step::Reinstall { from, to } => Ok(reinstall::run(ctx, app, o, &from, &to).await),
         Step::UninstallFailedInstall { message } => {
             Ok(remediate::after_failed_install(ctx, app, o, &message).await)
         }

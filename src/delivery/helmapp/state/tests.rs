@@ -52,6 +52,7 @@ pub(crate) fn observed() -> Observed {
         cross_namespace: None,
         invalid_expression: None,
         invalid_drift_rule: None,
+        chart_name: None,
         dependency: None,
         inputs: Some(Inputs::Ready {
             chart: LocalChart {
@@ -110,6 +111,7 @@ pub(super) fn stored(revision: i64, status: &str, owner: &str, hash: &str) -> Op
         status: status.into(),
         updated: "2026-11-23T11:58:00Z".into(),
         digest: String::new(),
+        chart: "web".into(),
     })
 }
 
@@ -1185,4 +1187,48 @@ fn a_retry_interval_is_held_within_its_bounds() {
         None,
         "the install's own"
     );
+}
+
+/// Flux's `chartNameChangeStrategy`: a chart of another name under our
+/// release is reinstalled by default, upgraded in place when asked; the
+/// same name, a release not ours or a name not read is an upgrade.
+#[test]
+fn a_renamed_chart_is_reinstalled_unless_in_place_is_asked() {
+    use apis::helmapp::ChartNameChangeStrategy;
+    let renamed = |chart_name: Option<&str>, owner: &str| Observed {
+        newest: stored(2, "deployed", owner, "old"),
+        chart_name: chart_name.map(String::from),
+        ..observed()
+    };
+    let plain = app(|_| {});
+    assert_eq!(
+        decide(&renamed(Some("web-next"), UID), &plain),
+        ReleaseState::ChartRenamed {
+            from: "web".into(),
+            to: "web-next".into()
+        }
+    );
+    let upgrade = ReleaseState::OutOfSync {
+        why: OutOfSyncCause::Changed,
+    };
+    let in_place = app(|a| {
+        a.spec.upgrade.chart_name_change_strategy = ChartNameChangeStrategy::InPlaceUpdate;
+    });
+    assert_eq!(decide(&renamed(Some("web-next"), UID), &in_place), upgrade);
+    let unknown = app(|a| {
+        a.spec.upgrade.chart_name_change_strategy = ChartNameChangeStrategy::Unknown;
+    });
+    assert_eq!(
+        decide(&renamed(Some("web-next"), UID), &unknown),
+        upgrade,
+        "a spelling the schema refuses never uninstalls"
+    );
+    assert_eq!(decide(&renamed(Some("web"), UID), &plain), upgrade);
+    assert_eq!(decide(&renamed(None, UID), &plain), upgrade);
+    // Manual approval holds a reinstall as it holds an upgrade.
+    let manual = app(|a| a.spec.approval = apis::helmapp::Approval::Manual);
+    assert!(matches!(
+        decide(&renamed(Some("web-next"), UID), &manual),
+        ReleaseState::AwaitingApproval { .. }
+    ));
 }

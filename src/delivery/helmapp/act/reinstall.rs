@@ -1,0 +1,81 @@
+//! The chart's name changed and `upgrade.chartNameChangeStrategy` says
+//! `Reinstall` (Flux's default): `helm uninstall` of the release, then a
+//! look again — the next plan finds no release and installs the new chart
+//! as revision 1. The storage was checked by this reconcile's observe and
+//! no helm ran since.
+
+use std::time::Duration;
+
+use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
+use record::EventType;
+use runtime::Action;
+
+use super::outcome::{Outcome, forbidden};
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::observation::{Observed, RunEnded};
+use crate::delivery::helmapp::status::{Reason, push_history};
+
+/// How soon the install follows: the storage informer's delete events
+/// re-queue the HelmApp too.
+const INSTALL_AFTER: Duration = Duration::from_secs(1);
+
+/// Uninstalls `o`'s release of chart `from` for chart `to`.
+pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to: &str) -> Outcome {
+    let user = o.identity.user();
+    let request = super::uninstall::request(app, o, user.as_deref());
+    let ended = ctx.helm.uninstall(&request).await;
+    let hash = o.hash().unwrap_or_default().to_string();
+    let (version, revision) = (o.status.chart_version.clone(), o.status.revision);
+    match ended {
+        None => {
+            o.run_ended = Some(RunEnded::SlotBusy);
+            Outcome::Replan
+        }
+        Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
+            Outcome::Finished(Action::done(super::outage::OUTAGE))
+        }
+        Some(Err(e)) => {
+            o.helm_ran = true;
+            let message = e.summary(&o.redactor);
+            if let Some(refused) = e.forbidden() {
+                let refused = o.redactor.redact(&refused);
+                return forbidden(ctx, app, o, "uninstall", &refused, &message);
+            }
+            push_history(
+                &mut o.status,
+                HistoryAction::Uninstall,
+                revision,
+                &version,
+                &hash,
+                HistoryResult::Failed,
+            );
+            let message = format!(
+                "the chart's name changed from {from} to {to}; uninstalling {} to install it anew failed: {message}",
+                o.target.key()
+            );
+            super::outcome::failed(ctx, app, o, Reason::UninstallFailed, &message)
+        }
+        Some(Ok(())) => {
+            o.helm_ran = true;
+            push_history(
+                &mut o.status,
+                HistoryAction::Uninstall,
+                revision,
+                &version,
+                &hash,
+                HistoryResult::Succeeded,
+            );
+            // A new release: nothing of the old one's counts.
+            o.status.revision = 0;
+            o.status.failures = 0;
+            o.status.last_action = HistoryAction::Uninstall.to_string();
+            let message = format!(
+                "the chart's name changed from {from} to {to} (upgrade.chartNameChangeStrategy: Reinstall): {} uninstalled, the new chart is installed next",
+                o.target.key()
+            );
+            let reason = Reason::ChartRenamed.as_str();
+            ctx.recorder.event(app, EventType::Normal, reason, &message);
+            Outcome::Finished(Action::requeue_after(INSTALL_AFTER, "reinstall"))
+        }
+    }
+}
