@@ -236,13 +236,10 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("rollback", Container),
     ("rollback.cleanupOnFail", Mapped("rollback.cleanupOnFail")),
     ("rollback.disableHooks", Mapped("rollback.disableHooks")),
-    (
-        "rollback.disableWait",
-        Dropped("a rollback waits as the HelmApp's wait says"),
-    ),
+    ("rollback.disableWait", Mapped("rollback.wait")),
     (
         "rollback.disableWaitForJobs",
-        Dropped("after a rollback, upgrade.disableWaitForJobs applies"),
+        Mapped("rollback.disableWaitForJobs"),
     ),
     ("rollback.force", Mapped("rollback.force")),
     (
@@ -277,10 +274,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
         Mapped("uninstall.deletionPropagation"),
     ),
     ("uninstall.disableHooks", Mapped("uninstall.disableHooks")),
-    (
-        "uninstall.disableWait",
-        Dropped("an uninstall waits as helm does by default"),
-    ),
+    ("uninstall.disableWait", Mapped("uninstall.wait")),
     ("uninstall.keepHistory", Mapped("uninstall.keepHistory")),
     ("uninstall.timeout", Mapped("uninstall.timeout")),
     ("upgrade", Container),

@@ -507,6 +507,10 @@ impl To<'_> {
             ("/rollback/force", "rollback.force"),
             ("/rollback/cleanupOnFail", "rollback.cleanupOnFail"),
             ("/rollback/serverSideApply", "rollback.serverSideApply"),
+            (
+                "/rollback/disableWaitForJobs",
+                "rollback.disableWaitForJobs",
+            ),
             ("/uninstall/disableHooks", "uninstall.disableHooks"),
             ("/uninstall/keepHistory", "uninstall.keepHistory"),
             (
@@ -578,6 +582,12 @@ impl To<'_> {
                 "one wait serves install and upgrade: not waiting for either",
             );
             self.set("wait", json!(false));
+        }
+        // Flux's rollback and uninstall wait unless told not to: so do the
+        // converted ones.
+        for action in ["rollback", "uninstall"] {
+            let off = spec.pointer(&format!("/{action}/disableWait")) == Some(&json!(true));
+            self.set(&format!("{action}.wait"), json!(!off));
         }
     }
 

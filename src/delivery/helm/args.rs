@@ -123,6 +123,10 @@ pub struct Rollback<'a> {
     /// `no_hooks`, `force`, `cleanup_on_fail` apply.
     pub flags: Flags,
     pub history_max: i32,
+    /// `--wait` (helm 4: its `watcher` strategy).
+    pub wait: bool,
+    /// `--wait-for-jobs`, said only with `wait`.
+    pub wait_for_jobs: bool,
 }
 
 /// `helm uninstall --ignore-not-found`.
@@ -137,6 +141,8 @@ pub struct Uninstall<'a> {
     pub keep_history: bool,
     /// `--cascade`: `background`, `foreground` or `orphan`.
     pub cascade: &'a str,
+    /// `--wait`: until the objects are gone.
+    pub wait: bool,
 }
 
 /// `helm test`.
@@ -228,6 +234,13 @@ impl Rollback<'_> {
         let mut args = strings(&["rollback", "--namespace", self.namespace]);
         timeout(&mut args, self.timeout);
         history_max(&mut args, self.history_max);
+        // `--wait` alone: helm 3's switch, helm 4's `watcher` strategy.
+        switch(&mut args, self.wait, "--wait");
+        switch(
+            &mut args,
+            self.wait && self.wait_for_jobs,
+            "--wait-for-jobs",
+        );
         flags(
             &mut args,
             Flags {
@@ -257,6 +270,7 @@ impl Uninstall<'_> {
         timeout(&mut args, self.timeout);
         switch(&mut args, self.no_hooks, "--no-hooks");
         switch(&mut args, self.keep_history, "--keep-history");
+        switch(&mut args, self.wait, "--wait");
         // background is helm's own default: said only when it differs.
         if self.cascade != "background" {
             args.extend(strings(&["--cascade", self.cascade]));
@@ -468,6 +482,8 @@ mod tests {
                 timeout: Duration::from_secs(1),
                 flags: Flags::default(),
                 history_max: 0,
+                wait: true,
+                wait_for_jobs: true,
             };
             assert_eq!(positionals(&r.args(cli)), [release, "3"]);
         }
@@ -479,6 +495,7 @@ mod tests {
             no_hooks: false,
             keep_history: false,
             cascade: "orphan",
+            wait: true,
         };
         assert_eq!(positionals(&un.args()), [release]);
         let t = Test {
@@ -687,14 +704,20 @@ mod tests {
 
     #[test]
     fn a_rollback_takes_its_own_flags_and_the_history_bound() {
-        let r = |flags| Rollback {
+        let waiting = |wait, wait_for_jobs| Rollback {
             release: "web",
             namespace: "apps",
             revision: 3,
             as_user: None,
             timeout: Duration::from_secs(60),
-            flags,
+            flags: Flags::default(),
             history_max: 2,
+            wait,
+            wait_for_jobs,
+        };
+        let r = |flags| Rollback {
+            flags,
+            ..waiting(false, true)
         };
         for cli in BOTH {
             let plain = r(Flags::default()).args(cli);
@@ -702,6 +725,14 @@ mod tests {
             assert_eq!(positionals(&plain), ["web", "3"]);
             assert_eq!(after(&plain, "--history-max"), ["2"]);
             assert!(!has(&plain, force(cli)) && !has(&plain, "--no-hooks"));
+            assert!(
+                !has(&plain, "--wait") && !has(&plain, "--wait-for-jobs"),
+                "no wait unless asked, and jobs only with it"
+            );
+            let waits = waiting(true, true).args(cli);
+            assert!(has(&waits, "--wait") && has(&waits, "--wait-for-jobs"));
+            let no_jobs = waiting(true, false).args(cli);
+            assert!(has(&no_jobs, "--wait") && !has(&no_jobs, "--wait-for-jobs"));
             let all = r(Flags {
                 no_hooks: true,
                 force: true,
@@ -754,16 +785,23 @@ mod tests {
                 no_hooks,
                 keep_history,
                 cascade,
+                wait: no_hooks,
             }
             .args()
         };
         let plain = u(false, false, "background");
         assert!(has(&plain, "--ignore-not-found"));
-        for flag in ["--no-hooks", "--keep-history", "--cascade", "--history-max"] {
+        for flag in [
+            "--no-hooks",
+            "--keep-history",
+            "--cascade",
+            "--history-max",
+            "--wait",
+        ] {
             assert!(!has(&plain, flag), "{flag}: {plain:?}");
         }
         let all = u(true, true, "orphan");
-        assert!(has(&all, "--no-hooks") && has(&all, "--keep-history"));
+        assert!(has(&all, "--no-hooks") && has(&all, "--keep-history") && has(&all, "--wait"));
         assert_eq!(after(&all, "--cascade"), ["orphan"]);
         assert_eq!(
             after(&u(false, false, "foreground"), "--cascade"),

@@ -132,14 +132,22 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
     let runs = runs_of(&log, "flags");
     let uninstall = runs.last().unwrap();
     assert_eq!(uninstall[0], "uninstall");
-    assert!(has(uninstall, "--keep-history"), "{uninstall:?}");
+    assert!(
+        has(uninstall, "--keep-history") && !has(uninstall, "--wait"),
+        "{uninstall:?}"
+    );
     assert_eq!(value_of(uninstall, "--cascade"), Some("orphan"));
     assert!(!has(uninstall, "--no-hooks") && !has(uninstall, "--history-max"));
     let kept = revisions(&f, "flags").await;
     assert_eq!(kept[&5]["status"], "uninstalled", "{kept:?}");
 
     // A new HelmApp of that name installs over the kept entry.
-    apply(&f, "flags", json!({ "chart": { "path": "tiny" } })).await;
+    apply(
+        &f,
+        "flags",
+        json!({ "chart": { "path": "tiny" }, "uninstall": { "wait": true } }),
+    )
+    .await;
     ready(&f, "flags", "InstallSucceeded", 6).await;
     let runs = runs_of(&log, "flags");
     assert_eq!(
@@ -147,6 +155,15 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
         Some("5"),
         "maxHistory's default"
     );
+    // uninstall.wait: helm waits for the objects to be gone (background
+    // cascade: the API server deletes them at once, no garbage collector
+    // needed).
+    gone(&f, "flags").await;
+    let runs = runs_of(&log, "flags");
+    let uninstall = runs.last().unwrap();
+    assert_eq!(uninstall[0], "uninstall");
+    assert!(has(uninstall, "--wait"), "{uninstall:?}");
+    assert!(configmap(&f, "flags-tiny").await.is_none());
     operator.stop().await;
 }
 
@@ -447,7 +464,8 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
         &f,
         "tested",
         json!({ "chart": { "path": "tiny" }, "test": { "enable": true },
-                "remediation": { "retries": 0, "onFailure": "rollback" } }),
+                "remediation": { "retries": 0, "onFailure": "rollback" },
+                "rollback": { "wait": true } }),
     )
     .await;
     let app = ready(&f, "tested", "InstallSucceeded", 1).await;
@@ -492,6 +510,15 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
         ]
     );
     an_event(&f, NS, "tested", "TestFailed").await;
+    // rollback.wait: helm waits (helm 4: its watcher), for Jobs too.
+    let rollback = runs_of(&log, "tested")
+        .into_iter()
+        .rfind(|r| r[0] == "rollback")
+        .expect("a rollback ran");
+    assert!(
+        has(&rollback, "--wait") && has(&rollback, "--wait-for-jobs"),
+        "{rollback:?}"
+    );
     // What an alert names: the app, not Ready, and why — the gauge is read
     // from the operator's cache, which follows the status it wrote.
     let series = |name: &str, reason: &str| {

@@ -214,6 +214,17 @@ pub struct RollbackSettings {
     #[serde(default = "default_true")]
     #[schemars(default = "default_true")]
     pub force_conflicts: bool,
+    /// helm's `--wait` (helm 4: its `watcher`): the rollback succeeds only
+    /// once the objects it returns to are ready, within its timeout (Flux's
+    /// rollback without `disableWait`). Default false: the rollback ends
+    /// when helm has applied them.
+    #[serde(default)]
+    pub wait: bool,
+    /// Jobs are not waited for after a rollback (Flux's
+    /// `disableWaitForJobs`): no `--wait-for-jobs` with `wait`, and with
+    /// `spec.wait` the release is Ready once its other objects are.
+    #[serde(default)]
+    pub disable_wait_for_jobs: bool,
 }
 
 impl Default for RollbackSettings {
@@ -225,6 +236,8 @@ impl Default for RollbackSettings {
             server_side_apply: ServerSideApply::default(),
             timeout: String::new(),
             force_conflicts: true,
+            wait: false,
+            disable_wait_for_jobs: false,
         }
     }
 }
@@ -252,6 +265,11 @@ pub struct UninstallSettings {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(regex(pattern = r"^(([0-9]+(\.[0-9]+)?(ms|s|m|h))+)?$"))]
     pub timeout: String,
+    /// helm's `--wait`: the uninstall ends once its objects are gone, within
+    /// its timeout (Flux's uninstall without `disableWait`). Default false:
+    /// it ends when helm has asked for their deletion.
+    #[serde(default)]
+    pub wait: bool,
 }
 
 /// `spec.test`: `helm test` after each install and upgrade.

@@ -223,10 +223,12 @@ pub struct HelmAppSpec {
 impl HelmAppSpec {
     /// Whether `wait` waits for the release's Jobs, after a run whose
     /// action was `last_action` (`status.lastAction`): an install's
-    /// `disableWaitForJobs`, or else an upgrade's.
+    /// `disableWaitForJobs`, a rollback's, or else an upgrade's.
     pub fn waits_for_jobs(&self, last_action: &str) -> bool {
         if HistoryAction::Install.as_str() == last_action {
             !self.install.disable_wait_for_jobs
+        } else if HistoryAction::Rollback.as_str() == last_action {
+            !self.rollback.disable_wait_for_jobs
         } else {
             !self.upgrade.disable_wait_for_jobs
         }

@@ -166,6 +166,8 @@ async fn apply(
                 timeout: o.timeouts.rollback,
                 flags: crate::delivery::helmapp::run_flags::of_rollback(app, o, revision),
                 history_max: app.spec.max_history(),
+                wait: app.spec.rollback.wait,
+                wait_for_jobs: !app.spec.rollback.disable_wait_for_jobs,
             };
             let ran = ctx.helm.rollback(&rollback).await;
             if ran.is_none() {

@@ -75,6 +75,7 @@ pub fn request<'a>(app: &'a HelmApp, o: &'a Observed, as_user: Option<&'a str>) 
             DeletionPropagation::Unknown => "background",
             p => p.as_str(),
         },
+        wait: u.wait,
     }
 }
 
