@@ -28,8 +28,6 @@ pub struct Stored {
     pub updated: String,
     /// `sha256:<hex>` of its payload (empty: not ours, or unreadable).
     pub digest: String,
-    /// Its chart's name (`chart.metadata.name`; empty: undecodable).
-    pub chart: String,
 }
 
 impl Stored {

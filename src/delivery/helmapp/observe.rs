@@ -429,7 +429,7 @@ async fn chart_name_if_changed(o: &Observed) -> Option<String> {
         return None;
     };
     let newest = o.newest.as_ref()?;
-    if newest.owner != o.uid || &newest.hash == hash {
+    if newest.owner != o.uid || &newest.hash == hash || o.status.chart_name.is_empty() {
         return None;
     }
     let path = chart.path.clone();
@@ -451,8 +451,8 @@ fn storage_entries(ctx: &Context, target: &Target) -> Vec<Arc<HelmRelease>> {
 
 impl Stored {
     fn of(entry: &HelmRelease) -> Self {
-        let (status, updated, chart) = match &entry.release {
-            Ok(r) => (r.status.clone(), r.updated.clone(), r.chart.clone()),
+        let (status, updated) = match &entry.release {
+            Ok(r) => (r.status.clone(), r.updated.clone()),
             Err(_) => Default::default(),
         };
         Stored {
@@ -463,7 +463,6 @@ impl Stored {
             status,
             updated,
             digest: entry.digest_string().unwrap_or_default(),
-            chart,
         }
     }
 }

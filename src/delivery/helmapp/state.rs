@@ -195,18 +195,23 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
 
 /// Our release is of a chart whose name is not the configuration's, and
 /// `upgrade.chartNameChangeStrategy` says `Reinstall` (Flux's default; a
-/// spelling the schema refuses keeps the release: in place).
+/// spelling the schema refuses keeps the release: in place). The release's
+/// name is the one our own last install or upgrade made
+/// (`status.chartName`, from helm's output) — never the storage's, which
+/// whoever may write Secrets there could plant; unknown (a rollback, an
+/// adoption, a status from before the field): in place.
 fn chart_renamed(o: &Observed, app: &HelmApp, newest: &Stored) -> Option<ReleaseState> {
     use apis::helmapp::ChartNameChangeStrategy;
     let to = o.chart_name.as_deref()?;
+    let from = o.status.chart_name.as_str();
     let reinstall =
         app.spec.upgrade.chart_name_change_strategy == ChartNameChangeStrategy::Reinstall;
-    (reinstall && newest.owner == o.uid && !newest.chart.is_empty() && newest.chart != to).then(
-        || ReleaseState::ChartRenamed {
-            from: newest.chart.clone(),
+    (reinstall && newest.owner == o.uid && !from.is_empty() && from != to).then(|| {
+        ReleaseState::ChartRenamed {
+            from: from.to_string(),
             to: to.to_string(),
-        },
-    )
+        }
+    })
 }
 
 /// With `spec.approval: manual` (or a spelling the schema does not allow:

@@ -123,9 +123,12 @@ pub fn chart_name(bytes: &[u8]) -> Result<String, String> {
     let entries = archive
         .entries()
         .map_err(|e| format!("the chart archive is not a gzipped tar: {e}"))?;
+    let mut found = None;
     for (n, entry) in entries.enumerate() {
         if n >= MAX_ENTRIES {
-            break;
+            return Err(format!(
+                "the chart archive has more than {MAX_ENTRIES} entries"
+            ));
         }
         let entry = entry.map_err(|e| unreadable(&e))?;
         let path = entry.path().map_err(|e| unreadable(&e))?.into_owned();
@@ -133,16 +136,27 @@ pub fn chart_name(bytes: &[u8]) -> Result<String, String> {
         let own = parts.len() == 2
             && matches!(parts[0], Component::Normal(_))
             && parts[1].as_os_str() == "Chart.yaml";
-        if own {
-            let mut text = String::new();
-            entry
-                .take(MAX_CHART_YAML)
-                .read_to_string(&mut text)
-                .map_err(|e| unreadable(&e))?;
-            return name_in_chart_yaml(&text);
+        if !own {
+            continue;
         }
+        // Helm keeps the last of two: which one is the chart's is not
+        // for the operator to guess.
+        if found.is_some() {
+            return Err("the chart archive has more than one Chart.yaml at its top".into());
+        }
+        let mut text = String::new();
+        entry
+            .take(MAX_CHART_YAML + 1)
+            .read_to_string(&mut text)
+            .map_err(|e| unreadable(&e))?;
+        if text.len() as u64 > MAX_CHART_YAML {
+            return Err(format!(
+                "its Chart.yaml is more than {MAX_CHART_YAML} bytes"
+            ));
+        }
+        found = Some(name_in_chart_yaml(&text)?);
     }
-    Err("the chart archive has no Chart.yaml".into())
+    found.ok_or_else(|| "the chart archive has no Chart.yaml".into())
 }
 
 /// `name` of a Chart.yaml's text.
@@ -281,6 +295,11 @@ pub(crate) mod tests {
         let nameless = tgz(&[("web/Chart.yaml", b"version: 1.0.0\n", None)]);
         assert!(chart_name(&nameless).is_err());
         assert!(chart_name(b"not gzip").is_err());
+        let two = tgz(&[
+            ("web/Chart.yaml", b"name: web\n", None),
+            ("other/Chart.yaml", b"name: other\n", None),
+        ]);
+        assert!(chart_name(&two).is_err(), "two charts in one archive");
     }
 
     #[test]

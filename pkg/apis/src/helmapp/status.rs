@@ -29,6 +29,12 @@ pub struct HelmAppStatus {
     /// The resolved chart version.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_version: String,
+    /// The chart's name as the operator's own last install or upgrade made
+    /// the release (helm's output, never the storage); empty after a
+    /// rollback or an adoption. What `upgrade.chartNameChangeStrategy`
+    /// compares with.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chart_name: String,
     /// Where the chart last installed or upgraded came from, when it is
     /// more than its digest: the Git commit.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -89,6 +89,8 @@ pub struct Released {
     pub status: String,
     pub chart_version: String,
     pub app_version: String,
+    /// `chart.metadata.name` of the release helm printed.
+    pub chart_name: String,
     /// The content digest of the release helm printed
     /// ([`crate::cached::storage::content_digest_of_json`]): what the
     /// revision it stored has, read from our own helm, not the storage.
@@ -156,6 +158,8 @@ pub(super) fn parse_release(action: &'static str, out: &str) -> Result<Released,
     #[derive(serde::Deserialize, Default)]
     struct Meta {
         #[serde(default)]
+        name: String,
+        #[serde(default)]
         version: String,
         #[serde(default, rename = "appVersion")]
         app_version: String,
@@ -169,6 +173,7 @@ pub(super) fn parse_release(action: &'static str, out: &str) -> Result<Released,
         status: r.info.status,
         chart_version: r.chart.metadata.version,
         app_version: r.chart.metadata.app_version,
+        chart_name: r.chart.metadata.name,
         content: crate::cached::storage::content_digest_of_json(out.trim().as_bytes())
             .unwrap_or_default(),
     })

@@ -54,6 +54,7 @@ fn helms_json_release_gives_revision_status_and_versions() {
             status: "deployed".into(),
             chart_version: "1.2.0".into(),
             app_version: "1.27.3".into(),
+            chart_name: "web".into(),
             content: crate::cached::storage::content_digest_of_json(out.as_bytes()).unwrap(),
         }
     );

@@ -11,6 +11,7 @@ use record::EventType;
 use runtime::Action;
 
 use super::outcome::{Outcome, forbidden};
+use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Observed, RunEnded};
 use crate::delivery::helmapp::status::{Reason, push_history};
@@ -22,7 +23,12 @@ const INSTALL_AFTER: Duration = Duration::from_secs(1);
 /// Uninstalls `o`'s release of chart `from` for chart `to`.
 pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to: &str) -> Outcome {
     let user = o.identity.user();
-    let request = super::uninstall::request(app, o, user.as_deref());
+    // Waits for the objects to be gone whatever `uninstall.wait` says: the
+    // install that follows would otherwise meet them terminating.
+    let request = Uninstall {
+        wait: true,
+        ..super::uninstall::request(app, o, user.as_deref())
+    };
     let ended = ctx.helm.uninstall(&request).await;
     let hash = o.hash().unwrap_or_default().to_string();
     let (version, revision) = (o.status.chart_version.clone(), o.status.revision);
@@ -68,6 +74,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
             // A new release: nothing of the old one's counts.
             o.status.revision = 0;
             o.status.failures = 0;
+            o.status.chart_name.clear();
             o.status.last_action = HistoryAction::Uninstall.to_string();
             let message = format!(
                 "the chart's name changed from {from} to {to} (upgrade.chartNameChangeStrategy: Reinstall): {} uninstalled, the new chart is installed next",

@@ -317,6 +317,7 @@ fn succeeded(
     let status = &mut o.status;
     status.revision = released.revision;
     status.chart_version = released.chart_version.clone();
+    status.chart_name = released.chart_name.clone();
     status.app_version = released.app_version;
     status.config_hash = hash.to_string();
     status.last_action = kind.action().into();

@@ -183,6 +183,11 @@ async fn apply(
         }
         Remedy::Nothing => return "no remediation (onFailure: none)".into(),
     };
+    if matches!(outcome, Some(Ok(()))) {
+        // The revision rolled back to, or none, holds the release now: the
+        // name our last run made is no longer known to be its chart's.
+        o.status.chart_name.clear();
+    }
     let (result, said) = match outcome {
         Some(Ok(())) => (HistoryResult::Succeeded, format!("{remedy} done")),
         Some(Err(e)) => (

@@ -111,7 +111,6 @@ pub(super) fn stored(revision: i64, status: &str, owner: &str, hash: &str) -> Op
         status: status.into(),
         updated: "2026-11-23T11:58:00Z".into(),
         digest: String::new(),
-        chart: "web".into(),
     })
 }
 
@@ -1195,10 +1194,14 @@ fn a_retry_interval_is_held_within_its_bounds() {
 #[test]
 fn a_renamed_chart_is_reinstalled_unless_in_place_is_asked() {
     use apis::helmapp::ChartNameChangeStrategy;
-    let renamed = |chart_name: Option<&str>, owner: &str| Observed {
-        newest: stored(2, "deployed", owner, "old"),
-        chart_name: chart_name.map(String::from),
-        ..observed()
+    let renamed = |chart_name: Option<&str>, owner: &str| {
+        let mut o = Observed {
+            newest: stored(2, "deployed", owner, "old"),
+            chart_name: chart_name.map(String::from),
+            ..observed()
+        };
+        o.status.chart_name = "web".into();
+        o
     };
     let plain = app(|_| {});
     assert_eq!(
@@ -1225,6 +1228,11 @@ fn a_renamed_chart_is_reinstalled_unless_in_place_is_asked() {
     );
     assert_eq!(decide(&renamed(Some("web"), UID), &plain), upgrade);
     assert_eq!(decide(&renamed(None, UID), &plain), upgrade);
+    // The name our own run made is not known (a rollback, an adoption, an
+    // older status): never an uninstall — whatever the storage says.
+    let mut unknown_name = renamed(Some("web-next"), UID);
+    unknown_name.status.chart_name.clear();
+    assert_eq!(decide(&unknown_name, &plain), upgrade);
     // Manual approval holds a reinstall as it holds an upgrade.
     let manual = app(|a| a.spec.approval = apis::helmapp::Approval::Manual);
     assert!(matches!(
