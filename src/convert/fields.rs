@@ -144,7 +144,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("install.disableHooks", Mapped("install.disableHooks")),
     (
         "install.disableOpenAPIValidation",
-        Dropped("helm validates against the API server's OpenAPI schema always"),
+        Mapped("install.disableOpenAPIValidation"),
     ),
     (
         "install.disableSchemaValidation",
@@ -287,7 +287,7 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("upgrade.disableHooks", Mapped("upgrade.disableHooks")),
     (
         "upgrade.disableOpenAPIValidation",
-        Dropped("helm validates against the API server's OpenAPI schema always"),
+        Mapped("upgrade.disableOpenAPIValidation"),
     ),
     (
         "upgrade.disableSchemaValidation",

@@ -500,6 +500,14 @@ impl To<'_> {
             ("/upgrade/force", "upgrade.force"),
             ("/upgrade/cleanupOnFail", "upgrade.cleanupOnFail"),
             (
+                "/install/disableOpenAPIValidation",
+                "install.disableOpenAPIValidation",
+            ),
+            (
+                "/upgrade/disableOpenAPIValidation",
+                "upgrade.disableOpenAPIValidation",
+            ),
+            (
                 "/upgrade/chartNameChangeStrategy",
                 "upgrade.chartNameChangeStrategy",
             ),

@@ -69,6 +69,8 @@ pub struct Flags {
     pub cleanup_on_fail: bool,
     /// `--skip-schema-validation` (install, upgrade).
     pub skip_schema_validation: bool,
+    /// `--disable-openapi-validation` (install, upgrade).
+    pub disable_openapi_validation: bool,
     /// helm 4's `--server-side` (install, upgrade); `None`: helm's default
     /// (`true` for an install, `auto` for an upgrade or a rollback). Not
     /// said to helm 3; `false` whenever `force` is set.
@@ -246,6 +248,7 @@ impl Rollback<'_> {
             Flags {
                 // helm rollback has no schema to validate.
                 skip_schema_validation: false,
+                disable_openapi_validation: false,
                 ..self.flags
             },
             cli,
@@ -366,6 +369,11 @@ fn flags(args: &mut Vec<String>, f: Flags, cli: HelmCli) {
     switch(args, f.force, force);
     switch(args, f.cleanup_on_fail, "--cleanup-on-fail");
     switch(args, f.skip_schema_validation, "--skip-schema-validation");
+    switch(
+        args,
+        f.disable_openapi_validation,
+        "--disable-openapi-validation",
+    );
     // helm 4 replaces objects client-side only: it refuses
     // `--force-replace` with server-side apply, so a forced run applies
     // client-side (and `auto` keeps that until an upgrade says `enabled`).
@@ -546,6 +554,7 @@ mod tests {
                     force: true,
                     cleanup_on_fail: true,
                     skip_schema_validation: true,
+                    disable_openapi_validation: true,
                     server_side: None,
                     force_conflicts: true,
                 },
@@ -556,6 +565,7 @@ mod tests {
                 force(cli),
                 "--cleanup-on-fail",
                 "--skip-schema-validation",
+                "--disable-openapi-validation",
             ] {
                 assert_eq!(
                     all.iter().filter(|a| *a == flag).count(),
@@ -738,6 +748,7 @@ mod tests {
                 force: true,
                 cleanup_on_fail: true,
                 skip_schema_validation: true,
+                disable_openapi_validation: true,
                 server_side: Some(ServerSide::Enabled),
                 force_conflicts: true,
             })
@@ -746,8 +757,9 @@ mod tests {
                 has(&all, "--no-hooks") && has(&all, force(cli)) && has(&all, "--cleanup-on-fail")
             );
             assert!(
-                !has(&all, "--skip-schema-validation"),
-                "helm rollback has no such flag"
+                !has(&all, "--skip-schema-validation")
+                    && !has(&all, "--disable-openapi-validation"),
+                "helm rollback has no such flags"
             );
             let sides: Vec<&String> = all
                 .iter()

@@ -55,6 +55,7 @@ pub fn of_run(app: &HelmApp, o: &Observed, kind: RunKind, forced: bool) -> Flags
         RunKind::Install => Flags {
             no_hooks: i.disable_hooks,
             skip_schema_validation: i.skip_schema_validation,
+            disable_openapi_validation: i.disable_openapi_validation,
             server_side: Some(if i.server_side_apply {
                 ServerSide::Enabled
             } else {
@@ -73,6 +74,7 @@ pub fn of_run(app: &HelmApp, o: &Observed, kind: RunKind, forced: bool) -> Flags
                 force: u.force || forced,
                 cleanup_on_fail: u.cleanup_on_fail,
                 skip_schema_validation: u.skip_schema_validation,
+                disable_openapi_validation: u.disable_openapi_validation,
                 server_side: Some(said(u.server_side_apply).resolved(newest_server_side)),
                 force_conflicts: u.force_conflicts,
             }
@@ -89,6 +91,7 @@ pub fn of_rollback(app: &HelmApp, o: &Observed, revision: i64) -> Flags {
         force: r.force,
         cleanup_on_fail: r.cleanup_on_fail,
         skip_schema_validation: false,
+        disable_openapi_validation: false,
         server_side: Some(said(r.server_side_apply).resolved(target_server_side)),
         force_conflicts: r.force_conflicts,
     }

@@ -77,7 +77,7 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
         json!({
             "chart": { "path": "tiny" },
             "values": { "hookConfigMap": true },
-            "install": { "disableHooks": true, "skipSchemaValidation": true },
+            "install": { "disableHooks": true, "skipSchemaValidation": true, "disableOpenAPIValidation": true },
             "upgrade": { "force": true, "cleanupOnFail": true },
             "maxHistory": 2,
             "uninstall": { "keepHistory": true, "deletionPropagation": "orphan" }
@@ -111,7 +111,11 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
     let runs = runs_of(&log, "flags");
     assert_eq!(runs.len(), 5, "an install and 4 upgrades: {runs:?}");
     let install = &runs[0];
-    assert!(has(install, "--no-hooks") && has(install, "--skip-schema-validation"));
+    assert!(
+        has(install, "--no-hooks")
+            && has(install, "--skip-schema-validation")
+            && has(install, "--disable-openapi-validation")
+    );
     assert!(
         !has(install, helm.force_flag()) && !has(install, "--cleanup-on-fail"),
         "{install:?}"
@@ -121,7 +125,11 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
             has(upgrade, helm.force_flag()) && has(upgrade, "--cleanup-on-fail"),
             "{upgrade:?}"
         );
-        assert!(!has(upgrade, "--no-hooks") && !has(upgrade, "--skip-schema-validation"));
+        assert!(
+            !has(upgrade, "--no-hooks")
+                && !has(upgrade, "--skip-schema-validation")
+                && !has(upgrade, "--disable-openapi-validation")
+        );
     }
     for run in &runs {
         assert_eq!(value_of(run, "--history-max"), Some("2"), "{run:?}");

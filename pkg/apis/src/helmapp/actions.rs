@@ -13,6 +13,11 @@ pub struct InstallSettings {
     /// `--skip-schema-validation`.
     #[serde(default)]
     pub skip_schema_validation: bool,
+    /// `--disable-openapi-validation`: the rendered objects are not checked
+    /// against the API server's OpenAPI schema before they are applied
+    /// (the API server still checks what it stores).
+    #[serde(default, rename = "disableOpenAPIValidation")]
+    pub disable_openapi_validation: bool,
     /// helm 4's `--server-side`: the objects are applied by the API server
     /// (field ownership per manager). Default true, helm 4's; helm 3
     /// applies client-side whatever this says.
@@ -49,6 +54,7 @@ impl Default for InstallSettings {
         InstallSettings {
             disable_hooks: false,
             skip_schema_validation: false,
+            disable_openapi_validation: false,
             server_side_apply: true,
             timeout: String::new(),
             force_conflicts: true,
@@ -79,6 +85,11 @@ pub struct UpgradeSettings {
     /// `--skip-schema-validation`.
     #[serde(default)]
     pub skip_schema_validation: bool,
+    /// `--disable-openapi-validation`: the rendered objects are not checked
+    /// against the API server's OpenAPI schema before they are applied
+    /// (the API server still checks what it stores).
+    #[serde(default, rename = "disableOpenAPIValidation")]
+    pub disable_openapi_validation: bool,
     /// helm 4's `--server-side`: `auto` (default) applies as the release's
     /// previous revision was applied — client-side for a release helm 3
     /// made — `enabled` switches to server-side apply, `disabled` to
@@ -134,6 +145,7 @@ impl Default for UpgradeSettings {
             force: false,
             cleanup_on_fail: false,
             skip_schema_validation: false,
+            disable_openapi_validation: false,
             server_side_apply: ServerSideApply::default(),
             timeout: String::new(),
             force_conflicts: true,
