@@ -36,19 +36,16 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;
-    // A window opening 8 s from now, for a minute.
-    let opens = (Utc::now() + chrono::Duration::seconds(8))
-        .with_nanosecond(0)
-        .unwrap();
-    let windows = json!({ "allow": [{ "schedule": cron_at(opens), "duration": "1m" }] });
+    // Created with a window that is closed for months (New Year's night):
+    // it waits, whatever the machine's speed.
+    let closed = json!({ "allow": [{ "schedule": "0 0 1 1 *", "duration": "1m" }] });
     apply(
         &f,
         "later",
-        json!({ "chart": { "path": "tiny" }, "changeWindows": windows }),
+        json!({ "chart": { "path": "tiny" }, "changeWindows": closed }),
     )
     .await;
     // Never open within a year but on New Year's night: force-at only.
-    let closed = json!({ "allow": [{ "schedule": "0 0 1 1 *", "duration": "1m" }] });
     apply(
         &f,
         "forced",
@@ -62,9 +59,14 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
     })
     .await;
     let status = waiting.status.unwrap();
+    let new_year = {
+        use chrono::{Datelike, TimeZone};
+        Utc.with_ymd_and_hms(Utc::now().year() + 1, 1, 1, 0, 0, 0)
+            .unwrap()
+    };
     assert_eq!(
         status.next_window,
-        opens.to_rfc3339_opts(SecondsFormat::Secs, true),
+        new_year.to_rfc3339_opts(SecondsFormat::Secs, true),
         "the opening in status"
     );
     assert!(
@@ -76,6 +78,15 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
         "no helm run before the window"
     );
     an_event(&f, NS, "later", "OutsideChangeWindow").await;
+
+    // The window moved to open 5 s from now, for a minute: it runs then —
+    // never before, whether or not the operator saw the change before the
+    // opening.
+    let opens = (Utc::now() + chrono::Duration::seconds(5))
+        .with_nanosecond(0)
+        .unwrap();
+    let windows = json!({ "allow": [{ "schedule": cron_at(opens), "duration": "1m" }] });
+    patch(&f, "later", json!({ "spec": { "changeWindows": windows } })).await;
 
     // Nothing else happens: the window's own timer runs it.
     let installed = ready(&f, "later", "InstallSucceeded", 1).await;
@@ -113,17 +124,19 @@ async fn a_deny_window_inside_an_allow_window_wins_until_it_ends() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let operator = f.start_delivery().await;
-    // Allowed all day, every day; denied from now for 8 s.
+    // Allowed all day, every day; denied from now for an hour: it waits,
+    // whatever the machine's speed.
     let denied_from = Utc::now().with_nanosecond(0).unwrap();
-    let denied_until = denied_from + chrono::Duration::seconds(8);
-    let windows = json!({
-        "allow": [{ "schedule": "0 0 * * *", "duration": "24h" }],
-        "deny": [{ "schedule": cron_at(denied_from), "duration": "8s" }],
-    });
+    let deny = |duration: &str| {
+        json!({
+            "allow": [{ "schedule": "0 0 * * *", "duration": "24h" }],
+            "deny": [{ "schedule": cron_at(denied_from), "duration": duration }],
+        })
+    };
     apply(
         &f,
         "denied",
-        json!({ "chart": { "path": "tiny" }, "changeWindows": windows }),
+        json!({ "chart": { "path": "tiny" }, "changeWindows": deny("1h") }),
     )
     .await;
     let waiting = envtest::eventually("denied waits", 30, || async {
@@ -133,9 +146,21 @@ async fn a_deny_window_inside_an_allow_window_wins_until_it_ends() {
     .await;
     assert_eq!(
         waiting.status.unwrap().next_window,
-        denied_until.to_rfc3339_opts(SecondsFormat::Secs, true),
+        (denied_from + chrono::Duration::hours(1)).to_rfc3339_opts(SecondsFormat::Secs, true),
         "the deny window's end is when changes may run"
     );
+    // The deny window shortened to end 5 s from now: the change runs then,
+    // not before.
+    let denied_until = (Utc::now() + chrono::Duration::seconds(5))
+        .with_nanosecond(0)
+        .unwrap();
+    let seconds = (denied_until - denied_from).num_seconds();
+    patch(
+        &f,
+        "denied",
+        json!({ "spec": { "changeWindows": deny(&format!("{seconds}s")) } }),
+    )
+    .await;
     let installed = ready(&f, "denied", "InstallSucceeded", 1).await;
     let ran_at: chrono::DateTime<Utc> = installed.status.unwrap().history[0].time.parse().unwrap();
     assert!(
