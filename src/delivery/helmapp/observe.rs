@@ -122,7 +122,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         return Ok(o);
     }
     o.inputs = Some(inputs(ctx, app, &o.target).await);
-    o.chart_name = chart_name_if_changed(&o).await;
+    o.chart_name = chart_name_if_changed(app, &o).await;
     if app.spec.wait {
         let jobs = app.spec.waits_for_jobs(&o.status.last_action);
         o.pending = readiness::pending(ctx, &o.target, jobs);
@@ -422,12 +422,17 @@ async fn inputs(ctx: &Context, app: &HelmApp, target: &Target) -> Inputs {
 }
 
 /// The name of the chart about to replace our release's, when the
-/// configuration changed (a chart of another name changes it): read from
-/// the chart itself, off the runtime's threads.
-async fn chart_name_if_changed(o: &Observed) -> Option<String> {
+/// configuration changed (a chart of another name changes it) and a rename
+/// would reinstall: read from the chart itself, off the runtime's threads.
+async fn chart_name_if_changed(app: &HelmApp, o: &Observed) -> Option<String> {
+    use apis::helmapp::ChartNameChangeStrategy;
     let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
         return None;
     };
+    if app.spec.upgrade.chart_name_change_strategy != ChartNameChangeStrategy::Reinstall {
+        // Only a reinstall needs it.
+        return None;
+    }
     let newest = o.newest.as_ref()?;
     if newest.owner != o.uid || &newest.hash == hash || o.status.chart_name.is_empty() {
         return None;
