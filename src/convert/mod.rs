@@ -675,7 +675,7 @@ impl To<'_> {
             })
             .collect();
         self.set_list("healthCheckExprs", checks);
-        let values_from = items("/valuesFrom")
+        let values_from: Vec<Value> = items("/valuesFrom")
             .iter()
             .filter(|v| v.get("name").is_some())
             .map(|v| {
@@ -690,6 +690,11 @@ impl To<'_> {
                 Value::Object(picked(v, &keys))
             })
             .collect();
+        // Flux merges valuesFrom first and inline values last: so does the
+        // converted HelmApp.
+        if !values_from.is_empty() && spec.get("values").is_some_and(|v| !v.is_null()) {
+            self.set("inlineValuesLast", json!(true));
+        }
         self.set_list("valuesFrom", values_from);
         let ignore = items("/driftDetection/ignore")
             .iter()

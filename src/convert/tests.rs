@@ -234,6 +234,10 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
         json!({ "kind": "Deployment", "labelSelector": "a=b" })
     );
     assert_eq!(spec["postRenderStrategy"], "nohooks");
+    assert_eq!(
+        spec["inlineValuesLast"], true,
+        "Flux merges inline values after valuesFrom"
+    );
     assert_eq!(spec["interval"], "2m");
     assert_eq!(spec["releaseName"], "web-release");
     assert_eq!(

@@ -95,6 +95,9 @@ fn hashed(
     if let Some(m) = &s.common_metadata {
         doc["commonMetadata"] = json!(m);
     }
+    if s.inline_values_last {
+        doc["values"]["inlineLast"] = json!(true);
+    }
     // Whether hooks are post-rendered changes them only when something
     // post-renders; `separate` makes the same objects as `combined`.
     if s.post_renders() && s.post_render_strategy == PostRenderStrategy::NoHooks {

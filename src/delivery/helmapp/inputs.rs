@@ -555,10 +555,15 @@ pub async fn merged_values_and_secrets(
         let doc = documents.parse(&what, &text, &mut from_secrets).await?;
         values::merge(&mut merged, doc);
     }
-    if let Some(v) = &spec.values {
-        if !v.is_object() {
+    let inline = match &spec.values {
+        Some(v) if !v.is_object() => {
             return Err(ValuesError::invalid("spec.values must be a mapping".into()));
         }
+        v => v.clone(),
+    };
+    if !spec.inline_values_last
+        && let Some(v) = &inline
+    {
         values::merge(&mut merged, v.clone());
     }
     for r in &spec.values_from {
@@ -592,6 +597,12 @@ pub async fn merged_values_and_secrets(
                 )));
             }
         }
+    }
+    if spec.inline_values_last
+        && let Some(v) = inline
+    {
+        // Flux's order: inline values over what valuesFrom gave.
+        values::merge(&mut merged, v);
     }
     if !spec.values_base64.is_empty() {
         let bytes = base64::engine::general_purpose::STANDARD

@@ -133,16 +133,16 @@ async fn a_converted_helmrelease_adopts_flux_s_release_without_a_new_revision() 
 /// Issue 52: a HelmRelease using the fields that convert since (drift
 /// ignore targets by group, version and selectors; `postRenderStrategy`;
 /// a patch target by label; `valuesFrom[].literal`; the strategies, the
-/// per-action timeouts and test filters) converts with none of them noted
-/// as lost, installs, and each does what Flux's does; the generated table
-/// lists each as converted.
+/// per-action timeouts and test filters; inline values over valuesFrom)
+/// converts with none of them noted as lost, installs, and each does what
+/// Flux's does; the generated table lists each as converted.
 #[tokio::test]
 async fn a_helmrelease_using_every_newly_converted_field_installs_as_converted() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let raw: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
     let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": { "name": "raw" }, "data": { "greeting": "'as, written'" }
+        "metadata": { "name": "raw" }, "data": { "greeting": "'as, written'", "label": "from-configmap" }
     }))
     .unwrap();
     raw.create(&PostParams::default(), &cm).await.unwrap();
@@ -168,6 +168,7 @@ spec:
   values: {{ hookConfigMap: true, label: tuned }}
   valuesFrom:
     - {{ kind: ConfigMap, name: raw, valuesKey: greeting, targetPath: greeting, literal: true }}
+    - {{ kind: ConfigMap, name: raw, valuesKey: label, targetPath: label }}
   postRenderStrategy: nohooks
   postRenderers:
     - kustomize:
@@ -214,6 +215,11 @@ spec:
     })
     .await;
     let live = raw.get("every-tiny").await.unwrap();
+    assert_eq!(
+        live.metadata.labels.as_ref().unwrap()["extra"],
+        "tuned",
+        "Flux's order: the inline value over the same key from valuesFrom"
+    );
     let data = live.data.unwrap();
     assert_eq!(
         (data["greeting"].as_str(), data["patched"].as_str()),

@@ -97,9 +97,14 @@ pub struct HelmAppSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decryption: Option<Decryption>,
     /// Values from Secrets or ConfigMaps of the HelmApp's namespace, applied
-    /// in order after `values`.
+    /// in order after `values` (before it with `inlineValuesLast`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values_from: Vec<ValuesReference>,
+    /// `values` merged after `valuesFrom` instead of before (Flux's order:
+    /// an inline value wins over the same key from a Secret or ConfigMap).
+    /// `convert` sets it for a HelmRelease that has both.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inline_values_last: bool,
     /// A base64-encoded YAML values document, applied after `valuesFrom`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub values_base64: String,
