@@ -559,10 +559,10 @@ pub async fn merged_values_and_secrets(
         Some(v) if !v.is_object() => {
             return Err(ValuesError::invalid("spec.values must be a mapping".into()));
         }
-        v => v.clone(),
+        v => v.as_ref(),
     };
     if !spec.inline_values_last
-        && let Some(v) = &inline
+        && let Some(v) = inline
     {
         values::merge(&mut merged, v.clone());
     }
@@ -602,7 +602,7 @@ pub async fn merged_values_and_secrets(
         && let Some(v) = inline
     {
         // Flux's order: inline values over what valuesFrom gave.
-        values::merge(&mut merged, v);
+        values::merge(&mut merged, v.clone());
     }
     if !spec.values_base64.is_empty() {
         let bytes = base64::engine::general_purpose::STANDARD

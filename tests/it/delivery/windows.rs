@@ -20,6 +20,13 @@ fn cron_at(t: chrono::DateTime<Utc>) -> String {
     )
 }
 
+/// Sleeps until `t` (at once if it is past).
+async fn sleep_until(t: chrono::DateTime<Utc>) {
+    if let Ok(left) = (t - Utc::now()).to_std() {
+        tokio::time::sleep(left).await;
+    }
+}
+
 fn released_condition(app: &HelmApp) -> (String, String) {
     app.status
         .as_ref()
@@ -36,16 +43,19 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
     let operator = f
         .start_delivery_with(|s| s.helm.binary = wrapper.clone())
         .await;
-    // Created with a window that is closed for months (New Year's night):
-    // it waits, whatever the machine's speed.
-    let closed = json!({ "allow": [{ "schedule": "0 0 1 1 *", "duration": "1m" }] });
+    // Created with a window that opens an hour from now: it waits,
+    // whatever the machine's speed.
+    let far = (Utc::now() + chrono::Duration::hours(1))
+        .with_nanosecond(0)
+        .unwrap();
+    let closed = json!({ "allow": [{ "schedule": cron_at(far), "duration": "1m" }] });
     apply(
         &f,
         "later",
         json!({ "chart": { "path": "tiny" }, "changeWindows": closed }),
     )
     .await;
-    // Never open within a year but on New Year's night: force-at only.
+    // Not open for an hour: force-at only.
     apply(
         &f,
         "forced",
@@ -59,14 +69,9 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
     })
     .await;
     let status = waiting.status.unwrap();
-    let new_year = {
-        use chrono::{Datelike, TimeZone};
-        Utc.with_ymd_and_hms(Utc::now().year() + 1, 1, 1, 0, 0, 0)
-            .unwrap()
-    };
     assert_eq!(
         status.next_window,
-        new_year.to_rfc3339_opts(SecondsFormat::Secs, true),
+        far.to_rfc3339_opts(SecondsFormat::Secs, true),
         "the opening in status"
     );
     assert!(
@@ -87,6 +92,18 @@ async fn a_change_outside_its_window_waits_then_runs_when_it_opens_and_force_at_
         .unwrap();
     let windows = json!({ "allow": [{ "schedule": cron_at(opens), "duration": "1m" }] });
     patch(&f, "later", json!({ "spec": { "changeWindows": windows } })).await;
+    // An ordering fact, not a finishing time: a second before the opening,
+    // no helm has started for it.
+    sleep_until(opens - chrono::Duration::seconds(1)).await;
+    let calls = helm_calls(&log);
+    // (Read before the clock: on a machine too slow to be here before the
+    // opening, nothing can be concluded.)
+    if Utc::now() < opens {
+        assert!(
+            !calls.iter().any(|c| c.on("later")),
+            "no helm run before the moved window opens"
+        );
+    }
 
     // Nothing else happens: the window's own timer runs it.
     let installed = ready(&f, "later", "InstallSucceeded", 1).await;
@@ -161,6 +178,11 @@ async fn a_deny_window_inside_an_allow_window_wins_until_it_ends() {
         json!({ "spec": { "changeWindows": deny(&format!("{seconds}s")) } }),
     )
     .await;
+    sleep_until(denied_until - chrono::Duration::seconds(1)).await;
+    let stored = revisions(&f, "denied").await;
+    if Utc::now() < denied_until {
+        assert!(stored.is_empty(), "no release before the deny window ends");
+    }
     let installed = ready(&f, "denied", "InstallSucceeded", 1).await;
     let ran_at: chrono::DateTime<Utc> = installed.status.unwrap().history[0].time.parse().unwrap();
     assert!(
