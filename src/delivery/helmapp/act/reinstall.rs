@@ -32,6 +32,16 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
     let ended = ctx.helm.uninstall(&request).await;
     let hash = o.hash().unwrap_or_default().to_string();
     let (version, revision) = (o.status.chart_version.clone(), o.status.revision);
+    let record = |o: &mut Observed, result| {
+        push_history(
+            &mut o.status,
+            HistoryAction::Uninstall,
+            revision,
+            &version,
+            &hash,
+            result,
+        )
+    };
     match ended {
         None => {
             o.run_ended = Some(RunEnded::SlotBusy);
@@ -47,14 +57,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
                 let refused = o.redactor.redact(&refused);
                 return forbidden(ctx, app, o, "uninstall", &refused, &message);
             }
-            push_history(
-                &mut o.status,
-                HistoryAction::Uninstall,
-                revision,
-                &version,
-                &hash,
-                HistoryResult::Failed,
-            );
+            record(o, HistoryResult::Failed);
             let message = format!(
                 "the chart's name changed from {from} to {to}; uninstalling {} to install it anew failed: {message}",
                 o.target.key()
@@ -63,14 +66,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
         }
         Some(Ok(())) => {
             o.helm_ran = true;
-            push_history(
-                &mut o.status,
-                HistoryAction::Uninstall,
-                revision,
-                &version,
-                &hash,
-                HistoryResult::Succeeded,
-            );
+            record(o, HistoryResult::Succeeded);
             // A new release: nothing of the old one's counts.
             o.status.revision = 0;
             o.status.failures = 0;
