@@ -77,7 +77,12 @@ pub struct DeliveryArgs {
 
 impl DeliveryArgs {
     /// Delivery's settings.
-    pub fn validate(self, resync: Duration, tenancy: Tenancy) -> Result<Settings, String> {
+    pub fn validate(
+        self,
+        resync: Duration,
+        tenancy: Tenancy,
+        shard: crate::delivery::Shard,
+    ) -> Result<Settings, String> {
         let webhook = crate::delivery::WebhookConfig::from_flags(
             super::manager::address("--webhook-bind-address", &self.webhook_bind_address)?,
             self.webhook_secret_file.as_deref(),
@@ -88,6 +93,7 @@ impl DeliveryArgs {
         let policy = AddressPolicy::parse(&self.deny_chart_source_cidrs)
             .map_err(|e| format!("--deny-chart-source-cidrs: {e}"))?;
         Ok(Settings {
+            shard,
             helm: HelmConfig {
                 binary: self.helm_binary,
                 work_dir: self.work_dir,

@@ -8,6 +8,7 @@ use clap::{Args, ValueEnum};
 use runtime::{LeaderElection, LeaseTiming, ManagerOptions};
 
 use super::parse;
+use crate::delivery::{Shard, ShardName};
 
 /// A controller `--controllers` may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -41,6 +42,12 @@ pub struct ManagerArgs {
     /// Where /healthz and /readyz are served ("0" disables them).
     #[arg(long, default_value = "0.0.0.0:8081")]
     health_probe_bind_address: String,
+    /// Reconcile only the HelmApps and HelmAppSets labelled
+    /// sharding.hossted.com/key=NAME, leader-elected on a Lease of its own
+    /// (docs/shards.md). Without it: every one without that label, and the
+    /// inventory.
+    #[arg(long, value_name = "NAME")]
+    pub shard: Option<String>,
     /// Run only while holding a coordination.k8s.io Lease (several replicas: one works).
     #[arg(long)]
     leader_elect: bool,
@@ -67,6 +74,14 @@ impl ManagerArgs {
         self.controllers.contains(&c)
     }
 
+    /// Which HelmApps and HelmAppSets this process takes.
+    pub fn shard(&self) -> Result<Shard, String> {
+        match &self.shard {
+            None => Ok(Shard::Unsharded),
+            Some(name) => ShardName::parse(name).map(Shard::Named),
+        }
+    }
+
     /// The safety resync period.
     pub fn resync(&self) -> Result<Duration, String> {
         let resync = parse("RECONCILE_DURATION", &self.reconcile_duration)?;
@@ -78,6 +93,7 @@ impl ManagerArgs {
 
     /// The manager's options.
     pub fn validate(&self) -> Result<ManagerOptions, String> {
+        let shard = self.shard()?;
         let timing = LeaseTiming {
             lease_duration: parse(
                 "--leader-elect-lease-duration",
@@ -103,6 +119,9 @@ impl ManagerArgs {
             .unwrap_or_else(|_| "hossted-operator".into());
         let mut manager = ManagerOptions::new("hossted", "hossted-operator");
         manager.instance = instance;
+        if let Shard::Named(name) = &shard {
+            manager.metric_labels = vec![("shard".into(), name.to_string())];
+        }
         // A reconcile's transient buffers (release payloads decoded, helm's
         // output) go back to the kernel rather than stay in glibc's arenas.
         manager.after_each_item = Some(runtime::memory::release_free_memory);
@@ -117,7 +136,7 @@ impl ManagerArgs {
                 .leader_election_namespace
                 .clone()
                 .unwrap_or_else(|| self.operator_namespace.clone()),
-            name: self.leader_election_id.clone(),
+            name: shard.lease_name(&self.leader_election_id),
             timing,
         });
         Ok(manager)

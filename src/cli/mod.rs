@@ -122,10 +122,17 @@ impl RunArgs {
     pub fn validate(self) -> Result<RunConfig, String> {
         let m = &self.manager;
         let resync = m.resync()?;
+        let shard = m.shard()?;
+        if !shard.is_unsharded() && m.runs(ControllerName::Inventory) {
+            return Err(format!(
+                "--shard {}: the inventory runs in the unsharded process only; give this one --controllers delivery",
+                m.shard.as_deref().unwrap_or_default()
+            ));
+        }
         let delivery = match m.runs(ControllerName::Delivery) {
             true => {
                 let tenancy = self.tenancy.validate(&m.operator_namespace)?;
-                Some(self.delivery.validate(resync, tenancy)?)
+                Some(self.delivery.validate(resync, tenancy, shard)?)
             }
             false => None,
         };

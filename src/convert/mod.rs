@@ -119,7 +119,7 @@ fn helm_app(release: &Value, sources: &Sources) -> (Value, Vec<Note>) {
     to.settings(spec, name);
     let mut metadata = json!({ "name": name, "namespace": namespace });
     if let Some(labels) = release["metadata"].get("labels") {
-        metadata["labels"] = labels.clone();
+        metadata["labels"] = shard_label_carried_over(labels.clone());
     }
     let app = json!({
         "apiVersion": "hossted.com/v1alpha1",
@@ -128,6 +128,19 @@ fn helm_app(release: &Value, sources: &Sources) -> (Value, Vec<Note>) {
         "spec": Value::Object(to.spec),
     });
     (app, notes)
+}
+
+/// Flux's shard label (`sharding.fluxcd.io/key`) as the operator's
+/// (docs/shards.md): a converted fleet keeps its shard layout. A label of
+/// ours already there wins.
+fn shard_label_carried_over(mut labels: Value) -> Value {
+    const FLUX_SHARD: &str = "sharding.fluxcd.io/key";
+    if let Some(map) = labels.as_object_mut()
+        && let Some(shard) = map.remove(FLUX_SHARD)
+    {
+        map.entry(crate::delivery::SHARD_LABEL).or_insert(shard);
+    }
+    labels
 }
 
 /// The fields `spec` sets, as `FIELDS` names them, with list indexes kept

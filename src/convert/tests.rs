@@ -55,7 +55,7 @@ spec: { url: https://charts.example.com, secretRef: { name: repo-auth }, interva
 ---
 apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
-metadata: { name: web, namespace: apps, labels: { team: a } }
+metadata: { name: web, namespace: apps, labels: { team: a, sharding.fluxcd.io/key: shard1 } }
 spec:
   chart:
     metadata: { labels: { a: b }, annotations: { c: d } }
@@ -242,7 +242,9 @@ fn a_release_setting_every_field_maps_each_it_can_and_names_each_it_cannot() {
     assert_eq!(spec["releaseName"], "web-release");
     assert_eq!(
         converted.apps[0]["metadata"],
-        json!({ "name": "web", "namespace": "apps", "labels": { "team": "a" } })
+        json!({ "name": "web", "namespace": "apps",
+                "labels": { "team": "a", "sharding.hossted.com/key": "shard1" } }),
+        "Flux's shard label becomes ours"
     );
     // Each note names its release and reads as a sentence.
     assert!(converted.notes.iter().all(|n| n.release == "apps/web"));

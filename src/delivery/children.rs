@@ -7,6 +7,8 @@ use apis::helmapp::HelmApp;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, ResourceExt};
 
+use super::shard::SHARD_LABEL;
+
 /// What [`create_or_replace`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applied {
@@ -31,7 +33,7 @@ pub async fn create_or_replace(
     let Some(existing) = existing else {
         return match api.create(&PostParams::default(), &wanted).await {
             Ok(_) => Ok(Applied::Created),
-            Err(e) if runtime::is_conflict(&e) => Ok(Applied::NotYetSeen),
+            Err(e) if runtime::is_conflict(&e) => move_into_shard(api, wanted).await,
             Err(e) => Err(e),
         };
     };
@@ -41,6 +43,37 @@ pub async fn create_or_replace(
     let mut updated = existing.clone();
     updated.spec = wanted.spec;
     api.replace(&existing.name_any(), &PostParams::default(), &updated)
+        .await?;
+    Ok(Applied::Replaced)
+}
+
+/// A create that met an existing child this process does not hold: either
+/// its cache has not seen it yet, or its owner moved to this shard and the
+/// child still carries the old shard's label (docs/shards.md) — then it is
+/// this owner's (same controller UID), and takes the owner's shard label,
+/// which brings it into this process's informers.
+async fn move_into_shard(api: &Api<HelmApp>, wanted: HelmApp) -> Result<Applied, kube::Error> {
+    let Some(mut found) = api.get_opt(&wanted.name_any()).await? else {
+        return Ok(Applied::NotYetSeen);
+    };
+    let owner = |a: &HelmApp| {
+        a.owner_references()
+            .iter()
+            .find(|r| r.controller == Some(true))
+            .map(|r| r.uid.clone())
+    };
+    let shard_of = |a: &HelmApp| a.labels().get(SHARD_LABEL).cloned();
+    if owner(&found).is_none()
+        || owner(&found) != owner(&wanted)
+        || shard_of(&found) == shard_of(&wanted)
+    {
+        return Ok(Applied::NotYetSeen);
+    }
+    match shard_of(&wanted) {
+        Some(shard) => found.labels_mut().insert(SHARD_LABEL.to_string(), shard),
+        None => found.labels_mut().remove(SHARD_LABEL),
+    };
+    api.replace(&wanted.name_any(), &PostParams::default(), &found)
         .await?;
     Ok(Applied::Replaced)
 }

@@ -29,6 +29,7 @@ mod reachability;
 pub mod reason;
 pub mod selector;
 mod settings;
+pub mod shard;
 pub mod sops;
 pub mod source;
 pub mod tenancy;
@@ -44,6 +45,7 @@ pub use helm::{Helm, HelmCli, HelmConfig, values};
 pub use helmapp::{DeliveryError, HelmApps};
 pub use names::{FINALIZER, HASH_LABEL, RECONCILE_AT, UID_LABEL};
 pub use settings::Settings;
+pub use shard::{SHARD_LABEL, Shard, ShardName};
 pub use source::SourceLimits;
 pub use tenancy::{Identity, Privileged, Tenancy};
 pub use webhook::WebhookConfig;
@@ -76,6 +78,7 @@ pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, St
     );
     let (workers, resync) = (settings.workers, settings.resync);
     let namespace = settings.tenancy.operator_namespace.clone();
+    let shard = settings.shard.clone();
     // One fetch pool and chart cache for every controller.
     let sources = Arc::new(source::fetch::Sources::new(
         &settings.helm.work_dir,
@@ -95,8 +98,12 @@ pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, St
     let stats = apps.stats();
     let nudge = apps.reconciler().nudge(apps.queue());
     manager.add(apps);
-    manager.add(appset::controller(manager, workers.clamp(1, 2)));
-    manager.add(project::controller(manager, &namespace, sources, resync));
+    manager.add(appset::controller(manager, workers.clamp(1, 2), &shard));
+    // A Hosstedproject's HelmApps carry no shard label: the unsharded
+    // process makes them, and reconciles them.
+    if shard.is_unsharded() {
+        manager.add(project::controller(manager, &namespace, sources, resync));
+    }
     let on_lost = helm.clone();
     manager.on_lease_lost(move || on_lost.kill_all());
     // A shutdown: what still runs past the drain is killed, and gone,

@@ -10,6 +10,8 @@ use super::tenancy::Tenancy;
 /// How delivery runs.
 #[derive(Debug, Clone)]
 pub struct Settings {
+    /// Which HelmApps and HelmAppSets this process takes (`--shard`).
+    pub shard: super::Shard,
     pub helm: HelmConfig,
     /// `chart.path` must be under this (`--chart-path-root`; none: refused).
     pub chart_path_root: Option<PathBuf>,

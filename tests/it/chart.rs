@@ -370,3 +370,91 @@ async fn the_chart_installs_upgrades_keeps_its_crds_and_refuses_a_bad_value() {
         ],
     );
 }
+
+/// `shards: [a, b]` (docs/shards.md): the main Deployment as before, one
+/// more per shard running delivery alone with `--shard`, on pods no other
+/// Deployment selects, each scraped by a Service of its own; the webhook
+/// and the inventory's credentials stay with the main one.
+#[test]
+fn shards_add_one_deployment_each_with_its_own_pods() {
+    let values = [
+        "controllers={inventory,delivery}",
+        "shards={a,b}",
+        "webhook.enabled=true",
+        "networkPolicy.enabled=true",
+    ];
+    let mut lint = tool("helm");
+    lint.arg("lint").arg(chart_dir()).arg("--strict");
+    for v in values {
+        lint.args(["--set", v]);
+    }
+    output_ok(&mut lint);
+    let objects = rendered(&values);
+    let deployment = |name: &str| {
+        objects
+            .get(&format!("Deployment/{name}"))
+            .unwrap_or_else(|| panic!("no Deployment/{name}"))
+    };
+    let args = |d: &Value| -> Vec<String> {
+        serde_json::from_value(d["spec"]["template"]["spec"]["containers"][0]["args"].clone())
+            .unwrap()
+    };
+    let selector = |d: &Value| d["spec"]["selector"]["matchLabels"].clone();
+    let main = deployment("hossted-operator");
+    assert!(args(main).contains(&"--controllers=inventory,delivery".to_string()));
+    assert!(!args(main).iter().any(|a| a.starts_with("--shard")));
+    let mut selectors = vec![selector(main)];
+    for shard in ["a", "b"] {
+        let d = deployment(&format!("hossted-operator-shard-{shard}"));
+        let a = args(d);
+        assert!(a.contains(&"--controllers=delivery".to_string()), "{a:?}");
+        assert!(a.contains(&format!("--shard={shard}")), "{a:?}");
+        assert!(!a.iter().any(|x| x.starts_with("--webhook")), "{a:?}");
+        let env = &d["spec"]["template"]["spec"]["containers"][0]["envFrom"];
+        assert!(
+            env.as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["secretRef"].is_null()),
+            "a shard gets no API credentials: {env}"
+        );
+        assert_eq!(
+            d["spec"]["template"]["metadata"]["labels"],
+            selector(d),
+            "its pods carry its selector"
+        );
+        let service = &objects[&format!("Service/hossted-operator-metrics-shard-{shard}")];
+        assert_eq!(service["spec"]["selector"], selector(d));
+        selectors.push(selector(d));
+    }
+    // No Deployment's selector matches another's pods.
+    for (i, s) in selectors.iter().enumerate() {
+        for (j, pods) in selectors.iter().enumerate() {
+            let matches = s
+                .as_object()
+                .unwrap()
+                .iter()
+                .all(|(k, v)| pods.get(k) == Some(v));
+            assert_eq!(matches, i == j, "selector {s} and pods {pods}");
+        }
+    }
+    // The network policies cover every operator pod.
+    let policy = &objects["NetworkPolicy/hossted-operator-egress"]["spec"]["podSelector"];
+    assert_eq!(
+        policy["matchExpressions"][0]["values"],
+        json!(["hossted-operator", "hossted-operator-shard"])
+    );
+    // Shards without delivery: refused, saying why.
+    let out = tool("helm")
+        .args(["template", "x"])
+        .arg(chart_dir())
+        .args(["--set", "shards={a}"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("delivery must be among controllers"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

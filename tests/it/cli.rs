@@ -52,6 +52,43 @@ fn a_missing_required_value_is_one_line_and_exit_status_2() {
     }
 }
 
+/// `--shard` (docs/shards.md): a name that is no DNS label, or a shard
+/// asked to run the inventory, is refused before anything starts.
+#[test]
+fn a_bad_shard_is_refused_at_start_naming_its_flag() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--controllers", "delivery", "--shard", "A_b"],
+            "is not a shard name",
+        ),
+        (
+            &["--controllers", "delivery", "--shard", ""],
+            "is not a shard name",
+        ),
+        (
+            &["--controllers", "inventory,delivery", "--shard", "a"],
+            "the inventory runs in the unsharded process only",
+        ),
+    ];
+    for (args, why) in cases {
+        let out = operator_binary()
+            .envs([
+                ("EMAIL_ID", "a@b.c"),
+                ("HOSSTED_AUTH_TOKEN", "t"),
+                ("HOSSTED_API_URL", "https://x"),
+            ])
+            .arg("run")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("--shard"), "{stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn a_bad_address_policy_is_refused_at_start_naming_its_flag() {
     let out = operator_binary()

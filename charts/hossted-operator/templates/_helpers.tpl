@@ -27,3 +27,33 @@ app.kubernetes.io/name: hossted-operator
 {{- define "hossted-operator.user" -}}
 system:serviceaccount:{{ .Release.Namespace }}:hossted-operator
 {{- end }}
+
+{{/* The Deployment of a shard ("": the unsharded one). */}}
+{{- define "hossted-operator.deployment" -}}
+hossted-operator{{ with . }}-shard-{{ . }}{{ end }}
+{{- end }}
+
+{{/* The pod labels a shard's Deployment selects ("": the unsharded one,
+whose selector predates shards and cannot change). No two overlap. */}}
+{{- define "hossted-operator.podSelector" -}}
+{{- if . -}}
+app.kubernetes.io/name: hossted-operator-shard
+hossted.com/shard: {{ . }}
+{{- else -}}
+app.kubernetes.io/name: hossted-operator
+{{- end }}
+{{- end }}
+
+{{/* Every operator pod, sharded or not (network policies); without
+shards, as the manifests write it. */}}
+{{- define "hossted-operator.allPods" -}}
+{{- if .Values.shards -}}
+matchExpressions:
+  - key: app.kubernetes.io/name
+    operator: In
+    values: [hossted-operator, hossted-operator-shard]
+{{- else -}}
+matchLabels:
+  {{- include "hossted-operator.selector" . | nindent 2 }}
+{{- end }}
+{{- end }}

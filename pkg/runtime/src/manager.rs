@@ -46,6 +46,9 @@ pub struct LeaderElection {
 pub struct ManagerOptions {
     /// Prefix of the runtime's own metric names (`<prefix>_reconcile_total`).
     pub metrics_prefix: String,
+    /// Labels on every series `/metrics` serves (a shard's name: one
+    /// dashboard tells the processes apart whatever scrapes them).
+    pub metric_labels: Vec<(String, String)>,
     /// `source.component` of the Events written.
     pub component: String,
     /// This process (the pod's name), in Events and the Lease identity.
@@ -85,6 +88,7 @@ impl ManagerOptions {
     pub fn new(metrics_prefix: &str, component: &str) -> Self {
         ManagerOptions {
             metrics_prefix: metrics_prefix.to_string(),
+            metric_labels: Vec::new(),
             component: component.to_string(),
             instance: component.to_string(),
             metrics_address: None,
@@ -216,7 +220,11 @@ impl Manager {
         Manager {
             broadcaster,
             refusal_recorder,
-            metrics: Arc::new(Metrics::new(&options.metrics_prefix, factory.clone())),
+            metrics: Arc::new(Metrics::new(
+                &options.metrics_prefix,
+                &options.metric_labels,
+                factory.clone(),
+            )),
             client,
             factory,
             controllers: Vec::new(),

@@ -44,9 +44,18 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Metrics whose own series are named `<prefix>_...`.
-    pub(crate) fn new(prefix: &str, factory: Arc<SharedInformerFactory>) -> Self {
-        let mut registry = Registry::default();
+    /// Metrics whose own series are named `<prefix>_...`, each series
+    /// carrying `labels` (the collectors' too).
+    pub(crate) fn new(
+        prefix: &str,
+        labels: &[(String, String)],
+        factory: Arc<SharedInformerFactory>,
+    ) -> Self {
+        let mut registry = Registry::with_labels(
+            labels
+                .iter()
+                .map(|(k, v)| (k.clone().into(), v.clone().into())),
+        );
         let reconciles = Family::<ControllerResult, Counter>::default();
         let durations: Family<ControllerLabel, Histogram> =
             Family::new_with_constructor(|| Histogram::new(RECONCILE_BUCKETS));
@@ -179,5 +188,41 @@ impl Collector for InformerSynced {
                 .encode(family.encode_family(&[("kind", kind)])?)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shard's process: its name on the runtime's own series, a
+    /// controller's and the collectors' alike.
+    #[tokio::test]
+    async fn every_series_carries_the_process_labels() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let factory = Arc::new(SharedInformerFactory::new(client, None));
+        let labels = [("shard".to_string(), "a".to_string())];
+        let metrics = Metrics::new("hossted", &labels, factory);
+        metrics.set_leader(true);
+        metrics.register("helm_runs", "runs", Counter::<u64>::default());
+        metrics.reconciled("helmapp", true, std::time::Duration::from_millis(1));
+        let text = metrics.encode();
+        let series: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert!(!series.is_empty());
+        for line in &series {
+            assert!(line.contains("shard=\"a\""), "{line}");
+        }
+        for name in [
+            "hossted_leader",
+            "hossted_helm_runs_total",
+            "hossted_reconcile_total",
+        ] {
+            assert!(
+                series.iter().any(|l| l.starts_with(name)),
+                "{name} missing in {text}"
+            );
+        }
     }
 }

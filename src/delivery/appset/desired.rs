@@ -10,6 +10,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::condition;
 use crate::delivery::helmapp::status::Reason;
+use crate::delivery::shard::SHARD_LABEL;
 
 /// On a child HelmApp: the name of the set that owns it.
 pub const SET_LABEL: &str = "hossted.com/helmappset";
@@ -49,7 +50,7 @@ pub fn children(set: &HelmAppSet) -> Vec<HelmApp> {
                 metadata: ObjectMeta {
                     name: Some(name),
                     namespace: set.namespace(),
-                    labels: Some([(SET_LABEL.to_string(), set.name_any())].into()),
+                    labels: Some(child_labels(set)),
                     owner_references: Some(vec![owner_reference(set)]),
                     ..Default::default()
                 },
@@ -58,6 +59,17 @@ pub fn children(set: &HelmAppSet) -> Vec<HelmApp> {
             }
         })
         .collect()
+}
+
+/// A child's labels: its set's name, and its set's shard (docs/shards.md),
+/// so the child is reconciled by the process that reconciles the set.
+fn child_labels(set: &HelmAppSet) -> std::collections::BTreeMap<String, String> {
+    let mut labels: std::collections::BTreeMap<String, String> =
+        [(SET_LABEL.to_string(), set.name_any())].into();
+    if let Some(shard) = set.labels().get(SHARD_LABEL) {
+        labels.insert(SHARD_LABEL.to_string(), shard.clone());
+    }
+    labels
 }
 
 /// The child spec of `app`: the set's `dependsOn` and `suspend` added, its

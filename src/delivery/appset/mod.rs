@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use apis::helmapp::HelmApp;
 use apis::helmappset::{HelmAppSet, HelmAppSetStatus};
-use cache::{Event, HandlerFn, InformerOptions, Store};
+use cache::{Event, HandlerFn, Store};
 use kube::{Api, Client, ResourceExt};
 use record::{EventRecorder, EventType};
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
 use super::children;
 use super::helmapp::status::Reason;
+use super::shard::Shard;
 use crate::condition;
 pub use desired::{SET_LABEL, child_name};
 
@@ -51,10 +52,10 @@ pub struct AppSets {
 
 /// The HelmAppSet controller, its informers requested from `manager`'s
 /// factory (the HelmApp informer is the delivery controller's, shared).
-pub fn controller(manager: &Manager, workers: usize) -> Controller<AppSets> {
+pub fn controller(manager: &Manager, workers: usize, shard: &Shard) -> Controller<AppSets> {
     let factory = manager.factory();
-    let sets = factory.optional_informer::<HelmAppSet>(InformerOptions::default());
-    let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
+    let sets = factory.optional_informer::<HelmAppSet>(shard.helmappsets());
+    let apps = factory.optional_informer::<HelmApp>(shard.helmapps());
     apps.store().add_index(
         OWNER_INDEX,
         Arc::new(|a: &HelmApp| owner_of(a).into_iter().collect()),

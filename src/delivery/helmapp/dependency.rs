@@ -63,12 +63,14 @@ pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
         let ns = namespace_of(&own_ns, d);
         let waits = match d.target() {
             DependencyTarget::HelmApp => {
-                let found = as_identity(ctx, app, ns, &d.name, ctx.apps.get(&key(ns, d))).await;
-                helmapp_like(app, i, found, "HelmApp", ns, d).await
+                let (found, polled) =
+                    as_identity(ctx, app, ns, &d.name, ctx.apps.get(&key(ns, d))).await;
+                helmapp_like(app, i, found, polled, "HelmApp", ns, d).await
             }
             DependencyTarget::HelmAppSet => {
-                let found = as_identity(ctx, app, ns, &d.name, ctx.sets.get(&key(ns, d))).await;
-                helmapp_like(app, i, found, "HelmAppSet", ns, d).await
+                let (found, polled) =
+                    as_identity(ctx, app, ns, &d.name, ctx.sets.get(&key(ns, d))).await;
+                helmapp_like(app, i, found, polled, "HelmAppSet", ns, d).await
             }
             DependencyTarget::Object { .. } => object(ctx, app, i, d, ns).await,
         };
@@ -79,39 +81,55 @@ pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
     None
 }
 
-/// A HelmApp or HelmAppSet dependency as `app`'s identity may see it —
-/// the one rule for reading another namespace, as for objects of any kind
-/// (`super::super::watched_kinds`): in its own namespace, or for a
-/// privileged app, the cache's `cached`; in another, a GET as the identity
-/// (impersonated). A refusal reads as absent — the same answer as a
-/// missing object, so a dependency says nothing of what its identity may
-/// not read (a `readyExpr` is no oracle on another tenant's values).
+/// A HelmApp or HelmAppSet dependency as `app`'s identity may see it, and
+/// whether it was read by request (then nothing wakes `app` when it
+/// changes: it is polled) — the one rule for reading another namespace, as
+/// for objects of any kind (`super::super::watched_kinds`): in its own
+/// namespace, or for a privileged app, the cache's `cached`; in another, a
+/// GET as the identity (impersonated). A refusal reads as absent — the
+/// same answer as a missing object, so a dependency says nothing of what
+/// its identity may not read (a `readyExpr` is no oracle on another
+/// tenant's values).
+///
+/// Not in the cache is not yet absent: the cache holds this process's
+/// shard only (docs/shards.md), and a dependency may live in another —
+/// it is read from the API server, as the operator where the cache would
+/// have been read.
 async fn as_identity<K>(
     ctx: &Context,
     app: &HelmApp,
     ns: &str,
     name: &str,
     cached: Option<std::sync::Arc<K>>,
-) -> Option<std::sync::Arc<K>>
+) -> (Option<std::sync::Arc<K>>, bool)
 where
     K: kube::Resource<DynamicType = ()> + serde::de::DeserializeOwned,
 {
     let user = ctx.settings.tenancy.identity(app).user();
-    let (Some(user), false) = (user, app.namespace().as_deref() == Some(ns)) else {
-        return cached;
+    let user = match (user, app.namespace().as_deref() == Some(ns)) {
+        (Some(user), false) => Some(user),
+        _ if cached.is_some() => return (cached, false),
+        _ => None,
     };
-    let mut get = kube::core::Request::new(K::url_path(&(), Some(ns)))
-        .get(name, &Default::default())
-        .ok()?;
-    crate::delivery::tenancy::impersonate(&mut get, Some(&user)).ok()?;
+    let Ok(mut get) =
+        kube::core::Request::new(K::url_path(&(), Some(ns))).get(name, &Default::default())
+    else {
+        return (None, true);
+    };
+    if let Some(user) = &user
+        && crate::delivery::tenancy::impersonate(&mut get, Some(user)).is_err()
+    {
+        return (None, true);
+    }
     match ctx.client.request::<K>(get).await {
-        Ok(object) => Some(std::sync::Arc::new(object)),
+        Ok(object) => (Some(std::sync::Arc::new(object)), true),
         Err(e) => {
             log::debug!(
-                "{}: dependsOn {ns}/{name} read as {user}: {e}",
-                cache::object_key(app)
+                "{}: dependsOn {ns}/{name} read as {}: {e}",
+                cache::object_key(app),
+                user.as_deref().unwrap_or("the operator")
             );
-            None
+            (None, true)
         }
     }
 }
@@ -123,20 +141,29 @@ fn key(ns: &str, d: &Dependency) -> String {
 /// A HelmApp or HelmAppSet dependency: there, and `Ready` — or, with a
 /// `readyExpr`, what it says of the dependency (looked at again with
 /// backoff while false: only a change of `Ready` re-queues dependents).
+/// One read by request (`polled`) is looked at again with backoff.
 async fn helmapp_like<K: kube::Resource + HasConditions + serde::Serialize>(
     app: &HelmApp,
     i: usize,
     found: Option<std::sync::Arc<K>>,
+    polled: bool,
     kind: &str,
     ns: &str,
     d: &Dependency,
 ) -> Option<Waiting> {
     let key = key(ns, d);
+    let wait = |reason, message: String| {
+        Some(if polled {
+            Waiting::polled(reason, message)
+        } else {
+            Waiting::until_changed(reason, message)
+        })
+    };
     match found {
-        None => Some(Waiting::until_changed(
+        None => wait(
             Reason::DependencyNotFound,
             format!("dependsOn {kind} {key} does not exist; installed once it does and is Ready"),
-        )),
+        ),
         Some(o) if !d.ready_expr.is_empty() => {
             let object = serde_json::to_value(o.as_ref()).unwrap_or(Value::Null);
             match judge(app, i, d, object).await {
@@ -148,12 +175,10 @@ async fn helmapp_like<K: kube::Resource + HasConditions + serde::Serialize>(
                 Err(e) => Some(Waiting::polled(expression_reason(&e), e.to_string())),
             }
         }
-        Some(o) if !crate::condition::is_true(o.conditions(), "Ready") => {
-            Some(Waiting::until_changed(
-                Reason::DependencyNotReady,
-                format!("waiting for {kind} {key} to be Ready"),
-            ))
-        }
+        Some(o) if !crate::condition::is_true(o.conditions(), "Ready") => wait(
+            Reason::DependencyNotReady,
+            format!("waiting for {kind} {key} to be Ready"),
+        ),
         Some(_) => None,
     }
 }

@@ -187,12 +187,12 @@ pub fn controller(
     sources: Arc<Sources>,
 ) -> (Controller<HelmApps>, Arc<Helm>) {
     let factory = manager.factory();
-    let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
+    let apps = factory.optional_informer::<HelmApp>(settings.shard.helmapps());
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
     let drift = kept::DriftCache::new(metrics.clone());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
-    let sets = factory.optional_informer::<HelmAppSet>(InformerOptions::default());
+    let sets = factory.optional_informer::<HelmAppSet>(settings.shard.helmappsets());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
     releases
         .store()

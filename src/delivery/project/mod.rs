@@ -60,7 +60,8 @@ pub fn controller(
     let projects = factory
         .existing::<Hosstedproject>(&InformerOptions::default())
         .unwrap_or_else(|| factory.optional_informer(InformerOptions::default()));
-    let apps = factory.optional_informer::<HelmApp>(InformerOptions::default());
+    // Only the unsharded process runs this: its HelmApp informer.
+    let apps = factory.optional_informer::<HelmApp>(crate::delivery::Shard::Unsharded.helmapps());
     apps.store().add_index(
         PROJECT_INDEX,
         Arc::new(|a: &HelmApp| a.labels().get(PROJECT_LABEL).cloned().into_iter().collect()),

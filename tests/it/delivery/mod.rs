@@ -16,6 +16,7 @@ mod lifecycle;
 mod model;
 mod processes;
 mod readiness;
+mod shards;
 mod sources;
 mod storage_trust;
 mod tenancy;

@@ -274,6 +274,7 @@ impl Fixture {
         let work_dir = self.cp.dir().join("delivery");
         std::fs::create_dir_all(&work_dir).unwrap();
         delivery::Settings {
+            shard: delivery::Shard::Unsharded,
             helm: delivery::HelmConfig {
                 binary: self.cp.helm_binary(),
                 work_dir,
