@@ -160,10 +160,41 @@ async fn each_helmapp_is_installed_once_by_its_shard_and_a_standby_takes_over_th
     }
     create(&f, "b-waits", Some("b"), Some("a-late")).await;
     key_of.insert("b-waits".into(), Some("b"));
+    // A HelmAppSet of shard b: its child carries the set's label.
+    let set: apis::helmappset::HelmAppSet = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmAppSet",
+        "metadata": { "name": "bset", "namespace": NS, "labels": { KEY: "b" } },
+        "spec": { "apps": [{ "name": "web", "spec": { "chart": { "path": "tiny" } } }] },
+    }))
+    .unwrap();
+    let sets = Api::<apis::helmappset::HelmAppSet>::namespaced(f.cp.client(), NS);
+    sets.create(&PostParams::default(), &set).await.unwrap();
+    key_of.insert("bset-web".into(), Some("b"));
     for name in key_of.keys().filter(|n| *n != "b-waits") {
         with_reason(&f, name, "InstallSucceeded").await;
     }
     with_reason(&f, "b-waits", "DependencyNotFound").await;
+    let child = get(&f, "bset-web").await.unwrap();
+    assert_eq!(
+        child.metadata.labels.unwrap()[KEY],
+        "b",
+        "the child takes its set's shard"
+    );
+
+    // The set relabelled to shard a: its child follows (relabelled by shard
+    // a, which finds it owned by the set), and nothing is installed again.
+    sets.patch(
+        "bset",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "labels": { KEY: "a" } } })),
+    )
+    .await
+    .unwrap();
+    eventually("the set's child moves to shard a", 60, || async {
+        let child = get(&f, "bset-web").await?;
+        (child.metadata.labels?.get(KEY)? == "a").then_some(())
+    })
+    .await;
 
     // The shard-a leader killed: the standby holds the Lease within its
     // duration and 5 s, and installs what shard a gets next — including
