@@ -103,6 +103,18 @@ fn audit_by(
     (lines.len(), by)
 }
 
+/// `verb resource[/subresource] by agent` of an audit record: which
+/// program (helm, the operator) asked for what — the user is the same.
+fn verb_resource_agent(v: &Value) -> String {
+    let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let agent = s("/userAgent").split(['/', ' ']).next().unwrap_or("?").to_string();
+    let sub = match s("/objectRef/subresource") {
+        "" => String::new(),
+        sub => format!("/{sub}"),
+    };
+    format!("{} {}{sub} by {agent}", s("/verb"), s("/objectRef/resource"))
+}
+
 /// `verb resource by user` of an audit record: who asked for what.
 fn verb_resource_user(v: &Value) -> String {
     let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("?");
@@ -467,6 +479,7 @@ async fn run_one(
     let bare_cpu =
         tree_cpu_seconds(std::process::id()) - cpu_seconds(std::process::id()) - bare_cpu0;
     let (from_ours, bare_requests) = audit_by_verb(&audit, from);
+    let (_, bare_what) = audit_by(&audit, from, verb_resource_agent);
     eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
 
     let (helm, log) = logging_helm(&helm_bin, &dir);
@@ -508,6 +521,7 @@ async fn run_one(
     let cpu = cpu_seconds(op.pid()) - cpu0;
     let tree_cpu = tree_cpu_seconds(op.pid()) - tree_cpu0;
     let (_, ours_requests) = audit_by_verb(&audit, from_ours);
+    let (_, ours_what) = audit_by(&audit, from_ours, verb_resource_agent);
     let (peak_own, peak_total) = sampler.peaks();
     let peak_total_pss = sampler.peak_pss();
     eprintln!(
@@ -527,6 +541,7 @@ async fn run_one(
         "tree_pss_peak_mib": peak_total_pss,
         "operator_cpu_secs": cpu, "tree_cpu_secs": tree_cpu, "bare_cpu_secs": bare_cpu,
         "requests_ours": ours_requests, "requests_bare": bare_requests,
+        "requests_ours_by_what": ours_what, "requests_bare_by_what": bare_what,
         "helm_runs": log_lines(&log).len(),
         "after_ready": after_ready,
     });

@@ -124,6 +124,9 @@ pub enum RunEnded {
     /// Another helm run held the release's slot (a shutdown takes every
     /// slot): nothing ran, nothing is counted.
     SlotBusy,
+    /// The API refused what helm had to do to the identity it ran as
+    /// (`message`: who, what, and how to grant it): nothing is counted.
+    Forbidden { message: String },
 }
 
 /// Why `dependsOn` holds a release back.

@@ -56,13 +56,18 @@ pub enum Step {
     /// the release).
     QuietRecheck { after: Duration, why: &'static str },
     /// `Ready=False` with `reason`; a Warning Event when new and `warn`;
-    /// retried with backoff when `retry`, else until something changes.
+    /// looked at again after `again` when trying again may help, else
+    /// when something changes.
     Refuse {
         reason: Reason,
         message: String,
         warn: bool,
-        retry: bool,
+        again: Option<Duration>,
     },
+    /// `Ready=False` and `Released=False`, `Forbidden`: helm's identity
+    /// may not do what the chart needs; tried again after `after` (RBAC
+    /// is not watched), and at once when the HelmApp changes.
+    Forbidden { message: String, after: Duration },
     /// Show the change that waits for approval (computed once per
     /// configuration) and run nothing; `stale`: an approval of another
     /// configuration, said so.
@@ -132,17 +137,32 @@ fn suspended() -> Step {
         reason: Reason::Suspended,
         message: "spec.suspend is true: no helm operation runs".into(),
         warn: false,
-        retry: false,
+        again: None,
     }
 }
 
-/// A chart that cannot be had: warned, retried when trying again may help.
-fn chart_refused(reason: Reason, message: &str, retry: bool) -> Step {
+/// The first look again at a refusal that trying again may fix (a chart
+/// source down, RBAC granted later) …
+const REFUSED_FIRST: Duration = Duration::from_secs(2);
+/// … and the longest wait between two.
+const REFUSED_MOST: Duration = Duration::from_secs(300);
+
+/// When to try again after a refusal `Ready` has said for `waited`: as
+/// long again (the waits double from 2 s, capped at 5 min) — never the
+/// work queue's milliseconds, which would start helm ten times in three
+/// seconds for a refusal no retry fixes soon.
+pub fn refused_again_after(waited: Duration) -> Duration {
+    waited.clamp(REFUSED_FIRST, REFUSED_MOST)
+}
+
+/// A chart that cannot be had: warned, looked at again (with backoff) when
+/// trying again may help.
+fn chart_refused(reason: Reason, message: &str, retry: Option<Duration>) -> Step {
     Step::Refuse {
         reason,
         message: message.to_string(),
         warn: true,
-        retry,
+        again: retry.map(refused_again_after),
     }
 }
 
@@ -152,7 +172,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         reason,
         message: message.clone(),
         warn: true,
-        retry: false,
+        again: None,
     };
     match state {
         ReleaseState::Deleting { uninstall: true } => Step::Uninstall,
@@ -183,6 +203,10 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             message,
             retry,
         } => chart_refused(*reason, message, *retry),
+        ReleaseState::Forbidden { message, waited } => Step::Forbidden {
+            message: message.clone(),
+            after: refused_again_after(*waited),
+        },
         ReleaseState::FetchingChart => Step::Nothing {
             why: "fetching the chart; its end re-queues",
         },
@@ -442,7 +466,11 @@ mod tests {
             S::ChartUnavailable {
                 reason: Reason::ChartUnavailable,
                 message: m(),
-                retry: true,
+                retry: Some(Duration::ZERO),
+            },
+            S::Forbidden {
+                message: m(),
+                waited: Duration::from_secs(3),
             },
             S::HeldByHelm,
             S::Locked {
@@ -504,6 +532,7 @@ mod tests {
                 | S::DependencyPolled { .. }
                 | S::FetchingChart
                 | S::ChartUnavailable { .. }
+                | S::Forbidden { .. }
                 | S::HeldByHelm
                 | S::Locked { .. }
                 | S::Stuck { .. }
@@ -570,6 +599,44 @@ mod tests {
         }
     }
 
+    /// A refusal is looked at again seconds apart, as long again as it has
+    /// lasted, at most every 5 min: never at the work queue's pace.
+    #[test]
+    fn a_refusal_is_looked_at_again_after_seconds_doubling_to_a_cap() {
+        let plain = app(|_| {});
+        let after = |waited: u64| {
+            let state = ReleaseState::Forbidden {
+                message: "no".into(),
+                waited: Duration::from_secs(waited),
+            };
+            match next(&state, &plain) {
+                Step::Forbidden { after, .. } => after,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(after(0), Duration::from_secs(2));
+        assert_eq!(after(2), Duration::from_secs(2));
+        assert_eq!(after(8), Duration::from_secs(8));
+        assert_eq!(after(100_000), Duration::from_secs(300));
+        let chart = |retry| match next(
+            &ReleaseState::ChartUnavailable {
+                reason: Reason::ChartUnavailable,
+                message: "down".into(),
+                retry,
+            },
+            &plain,
+        ) {
+            Step::Refuse { again, .. } => again,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(chart(Some(Duration::ZERO)), Some(Duration::from_secs(2)));
+        assert_eq!(
+            chart(None),
+            None,
+            "a refusal only a change fixes waits for it"
+        );
+    }
+
     #[test]
     fn tampered_storage_is_never_handed_to_helm_not_even_to_uninstall() {
         let plain = app(|_| {});
@@ -588,7 +655,7 @@ mod tests {
                     Step::Refuse {
                         reason: Reason::StorageTampered,
                         warn: true,
-                        retry: false,
+                        again: None,
                         ..
                     },
                 ) => {}

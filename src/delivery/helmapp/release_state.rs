@@ -53,12 +53,17 @@ pub enum ReleaseState {
     FetchingChart,
     /// The chart cannot be had (`reason`: `ChartUnavailable`,
     /// `ChartInvalid` or `ChartSourceRefused`); `retry`: trying again may
-    /// help.
+    /// help, and `Ready` has said `reason` this long before.
     ChartUnavailable {
         reason: Reason,
         message: String,
-        retry: bool,
+        retry: Option<Duration>,
     },
+    /// A helm run of this reconcile was refused by RBAC (`message` names
+    /// the identity and what it may not do); `Ready` has said `Forbidden`
+    /// for `waited` before it. Not a failure: nothing is counted or
+    /// remedied, and no retry can succeed until RBAC changes.
+    Forbidden { message: String, waited: Duration },
     /// Pending, and a helm run of ours holds it.
     HeldByHelm,
     /// Pending with no helm of ours on it since this process leads, for

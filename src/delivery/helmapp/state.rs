@@ -53,6 +53,10 @@ fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
             last_succeeded: o.status.revision,
         },
         RunEnded::SlotBusy => ReleaseState::HeldByHelm,
+        RunEnded::Forbidden { message } => ReleaseState::Forbidden {
+            message: message.clone(),
+            waited: held::waited(o, Reason::Forbidden),
+        },
     }
 }
 
@@ -247,7 +251,7 @@ fn hash_of(o: &Observed) -> Result<&str, ReleaseState> {
         Some(Inputs::ChartUnavailable(p)) => Err(ReleaseState::ChartUnavailable {
             reason: p.reason,
             message: p.message.clone(),
-            retry: p.retry,
+            retry: p.retry.then(|| held::waited(o, p.reason)),
         }),
         Some(Inputs::ValuesInvalid(message)) => Err(ReleaseState::Refused {
             reason: Reason::ValuesInvalid,
@@ -260,7 +264,7 @@ fn hash_of(o: &Observed) -> Result<&str, ReleaseState> {
         None => Err(ReleaseState::ChartUnavailable {
             reason: Reason::ChartUnavailable,
             message: "the chart was not looked up".into(),
-            retry: true,
+            retry: Some(held::waited(o, Reason::ChartUnavailable)),
         }),
     }
 }

@@ -76,6 +76,87 @@ fn impersonates(line: &str) -> bool {
 
 const DEPLOYER: &str = "system:serviceaccount:team-a:hossted-deployer";
 
+/// A refusal no retry fixes soon (RBAC) runs helm seconds apart, the
+/// waits growing — never at the work queue's millisecond pace (it ran ten
+/// times in three seconds) — and a change of the HelmApp still installs.
+#[tokio::test]
+async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    deployer(&f);
+    // A helm that logs when each run starts.
+    let helm = f.cp.helm_binary();
+    let log = f.cp.dir().join("timed-helm.log");
+    let wrapper = f.cp.dir().join("timed-helm.sh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n{}echo \"$(date +%s.%N) $*\" >> '{}'\nexec '{}' \"$@\"\n",
+            version_passes_through(&helm),
+            log.display(),
+            helm.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let _operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    apply_helmapp(
+        &f,
+        TENANT,
+        "admin",
+        json!({ "chart": { "path": "reach" }, "values": { "clusterAdmin": true } }),
+    )
+    .await;
+    helmapp_with_reason(&f, TENANT, "admin", "Forbidden").await;
+    let starts = || -> Vec<f64> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                let call = HelmCall::parse(l);
+                call.subcommand == "upgrade" && call.on("admin")
+            })
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    // It is tried again (the positive control) …
+    eventually("four refused runs", 90, || async {
+        (starts().len() >= 4).then_some(())
+    })
+    .await;
+    // … each at least 2 s after the one before (a slow machine only
+    // stretches the gaps), the gaps not shrinking.
+    let runs = starts();
+    let gaps: Vec<f64> = runs.windows(2).map(|w| w[1] - w[0]).collect();
+    for gap in &gaps {
+        assert!(
+            *gap >= 1.9,
+            "helm ran {gap:.3} s after the run before: {gaps:?}"
+        );
+    }
+    let app = get_helmapp(&f, TENANT, "admin").await.unwrap();
+    assert_eq!(app.status.unwrap().failures, 0, "a refusal is no failure");
+    // A change of the HelmApp is acted on: the chart without the binding
+    // installs.
+    let before = starts().len();
+    patch_helmapp(
+        &f,
+        TENANT,
+        "admin",
+        json!({ "spec": { "values": { "clusterAdmin": false } } }),
+    )
+    .await;
+    helmapp_ready(&f, TENANT, "admin", "InstallSucceeded", 1).await;
+    assert!(starts().len() > before);
+}
+
 #[tokio::test]
 async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     let f = Fixture::new().await;

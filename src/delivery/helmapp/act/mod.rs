@@ -80,8 +80,9 @@ pub async fn run(
             reason,
             message,
             warn,
-            retry,
-        } => Ok(not_ready::refuse(ctx, app, o, reason, message, warn, retry)),
+            again,
+        } => Ok(not_ready::refuse(ctx, app, o, reason, message, warn, again)),
+        Step::Forbidden { message, after } => Ok(outcome::forbidden(ctx, app, o, &message, after)),
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }

@@ -25,8 +25,8 @@ pub fn recheck_later(
     Outcome::Finished(Action::requeue_after(after, reason.as_str()))
 }
 
-/// `Ready=False` with `reason` (a Warning when new and `warn`); retried
-/// with backoff when `retry`, else until something changes.
+/// `Ready=False` with `reason` (a Warning when new and `warn`); looked at
+/// again after `again`, else when something changes.
 pub fn refuse(
     ctx: &Context,
     app: &HelmApp,
@@ -34,12 +34,12 @@ pub fn refuse(
     reason: Reason,
     message: String,
     warn: bool,
-    retry: bool,
+    again: Option<Duration>,
 ) -> Outcome {
     not_ready(ctx, app, o, reason, &message, warn);
-    if retry {
-        Outcome::Retry { reason, message }
-    } else {
-        Outcome::Finished(Action::done(format!("{reason}: {message}")))
-    }
+    let summary = format!("{reason}: {message}");
+    Outcome::Finished(match again {
+        Some(after) => Action::requeue_after(after, summary),
+        None => Action::done(summary),
+    })
 }

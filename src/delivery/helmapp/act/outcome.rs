@@ -1,12 +1,14 @@
 //! How an action ends, and the two ways an action reports a problem on
 //! the HelmApp (shared by every action; decides nothing).
 
+use std::time::Duration;
+
 use apis::helmapp::HelmApp;
 use record::EventType;
 use runtime::Action;
 
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::Observed;
+use crate::delivery::helmapp::observation::{Observed, RunEnded};
 use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
 
 /// Why a reconcile must be retried (with backoff). Messages never carry a
@@ -70,43 +72,50 @@ pub fn not_ready(
     status::set(&mut o.status, READY, false, reason, message);
 }
 
-/// The identity helm ran as may not do what `action` needs (`refused`:
-/// what the API said it cannot do). A state, not a failure: `Ready=False`
-/// and `Released=False` with reason `Forbidden`, one Warning Event per new
-/// message, retried with backoff (RBAC may be granted later) — it does not
-/// count against `remediation.retries` and triggers no remediation.
-pub fn forbidden(
-    ctx: &Context,
-    app: &HelmApp,
-    o: &mut Observed,
-    action: &str,
-    refused: &str,
-    helm_message: &str,
-) -> Outcome {
+/// helm's run of `action` was refused (`refused`: what the API said the
+/// identity cannot do): recorded as the run's end, for the plan.
+pub fn refused_run(o: &mut Observed, action: &str, refused: &str, helm_message: &str) -> Outcome {
+    let message = forbidden_message(o, action, refused, helm_message);
+    o.run_ended = Some(RunEnded::Forbidden { message });
+    Outcome::Replan
+}
+
+/// Who was refused what, and how to grant it.
+fn forbidden_message(o: &Observed, action: &str, refused: &str, helm_message: &str) -> String {
     let hint = match o.identity {
         crate::delivery::Identity::Operator => "grant it to the operator's ServiceAccount",
         crate::delivery::Identity::ServiceAccount { .. } => {
             "grant it with a Role bound to that ServiceAccount, or name another in serviceAccountName"
         }
     };
-    let message = format!(
+    format!(
         "helm {action} ran as {} and was refused: it {refused}; {hint}. helm said: {helm_message}",
         o.identity
-    );
+    )
+}
+
+/// The identity helm ran as may not do what the chart needs. A state, not
+/// a failure: `Ready=False` and `Released=False` with reason `Forbidden`,
+/// one Warning Event per new message, looked at again after `after` (RBAC
+/// may be granted later) — it does not count against
+/// `remediation.retries` and triggers no remediation.
+pub fn forbidden(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    message: &str,
+    after: Duration,
+) -> Outcome {
     let new = !o.status.conditions.iter().any(|c| {
         c.type_ == READY && c.reason == Reason::Forbidden.as_str() && c.message == message
     });
-    status::set(&mut o.status, READY, false, Reason::Forbidden, &message);
-    status::set(&mut o.status, RELEASED, false, Reason::Forbidden, &message);
+    status::set(&mut o.status, READY, false, Reason::Forbidden, message);
+    status::set(&mut o.status, RELEASED, false, Reason::Forbidden, message);
     if new {
-        ctx.recorder.event(
-            app,
-            EventType::Warning,
-            Reason::Forbidden.as_str(),
-            &message,
-        );
+        ctx.recorder
+            .event(app, EventType::Warning, Reason::Forbidden.as_str(), message);
     }
-    Outcome::retry(Reason::Forbidden, message)
+    Outcome::Finished(Action::requeue_after(after, "Forbidden: looked at again"))
 }
 
 /// A failed attempt: `Ready=False` and `Released=False` with `reason` and

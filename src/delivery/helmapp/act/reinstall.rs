@@ -10,7 +10,7 @@ use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{Outcome, forbidden};
+use super::outcome::Outcome;
 use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Observed, RunEnded};
@@ -55,7 +55,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
             let message = e.summary(&o.redactor);
             if let Some(refused) = e.forbidden() {
                 let refused = o.redactor.redact(&refused);
-                return forbidden(ctx, app, o, "uninstall", &refused, &message);
+                return super::outcome::refused_run(o, "uninstall", &refused, &message);
             }
             record(o, HistoryResult::Failed);
             let message = format!(

@@ -8,7 +8,7 @@ use apis::helmapp::{CrdPolicy, HelmApp, HistoryResult};
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{DeliveryError, Outcome, failed, forbidden, not_ready};
+use super::outcome::{DeliveryError, Outcome, failed, not_ready, refused_run};
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::{Context, run_key};
@@ -143,7 +143,7 @@ fn ended(
             });
             Outcome::Replan
         }
-        Err(e) => helm_failed(ctx, app, o, kind, hash, version, e),
+        Err(e) => helm_failed(o, kind, hash, version, e),
     }
 }
 
@@ -209,8 +209,6 @@ pub(super) fn request<'a>(
 /// helm failed: refused by RBAC (`Forbidden`, a state: no remediation),
 /// or a failure, recorded for the plan to choose what follows.
 fn helm_failed(
-    ctx: &Context,
-    app: &HelmApp,
     o: &mut Observed,
     kind: RunKind,
     hash: &str,
@@ -244,7 +242,7 @@ fn helm_failed(
         hash,
         HistoryResult::Forbidden,
     );
-    forbidden(ctx, app, o, kind.action(), &refused, &message)
+    refused_run(o, kind.action(), &refused, &message)
 }
 
 /// The post-renderer's settings written for this run (`None`: the app asks

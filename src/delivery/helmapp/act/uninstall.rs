@@ -7,7 +7,7 @@ use kube::Api;
 use record::EventType;
 use runtime::Action;
 
-use super::outcome::{DeliveryError, Outcome, forbidden};
+use super::outcome::{DeliveryError, Outcome, refused_run};
 use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::observation::{Observed, RunEnded};
@@ -43,7 +43,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             let message = e.summary(&o.redactor);
             if let Some(refused) = e.forbidden() {
                 let refused = o.redactor.redact(&refused);
-                return Ok(forbidden(ctx, app, o, "uninstall", &refused, &message));
+                return Ok(refused_run(o, "uninstall", &refused, &message));
             }
             let reason = Reason::UninstallFailed.as_str();
             ctx.recorder

@@ -56,7 +56,7 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
 }
 
 /// How long `Ready` has said `reason`.
-fn waited(o: &Observed, reason: Reason) -> Duration {
+pub(super) fn waited(o: &Observed, reason: Reason) -> Duration {
     o.status
         .conditions
         .iter()

@@ -321,7 +321,7 @@ fn deletion_suspension_references_and_inputs_come_first() {
                 })),
                 ..observed()
             },
-            |s| matches!(s, S::ChartUnavailable { retry: true, .. }),
+            |s| matches!(s, S::ChartUnavailable { retry: Some(_), .. }),
         ),
         (
             "values that cannot be had",
