@@ -4,6 +4,7 @@
 //! Kubernetes quantities (`quantity`).
 
 pub mod digests;
+pub mod drift_kinds;
 pub mod fingerprint;
 pub mod go_keys;
 pub mod helm;

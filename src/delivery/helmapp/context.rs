@@ -13,6 +13,7 @@ use runtime::RateLimitingQueue;
 use runtime::StatusWriter;
 
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
+use crate::cached::drift_kinds;
 use crate::cached::objects::{HelmRelease, Ingress, Service};
 use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 use crate::delivery::helm::Helm;
@@ -29,6 +30,18 @@ pub struct Members {
     pub services: Store<Service>,
     pub ingresses: Store<Ingress>,
     pub secrets: Store<ReleaseSecret>,
+    /// Kinds watched for drift alone ([`crate::cached::drift_kinds`]).
+    pub drift_only: DriftOnly,
+}
+
+/// The stores of [`crate::cached::drift_kinds`].
+pub struct DriftOnly {
+    pub service_accounts: Store<drift_kinds::ServiceAccount>,
+    pub autoscalers: Store<drift_kinds::HorizontalPodAutoscaler>,
+    pub disruption_budgets: Store<drift_kinds::PodDisruptionBudget>,
+    pub roles: Store<drift_kinds::Role>,
+    pub role_bindings: Store<drift_kinds::RoleBinding>,
+    pub network_policies: Store<drift_kinds::NetworkPolicy>,
 }
 
 /// See the module docs.

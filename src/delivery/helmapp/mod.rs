@@ -44,6 +44,7 @@ use kube::ResourceExt;
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
+use crate::cached::drift_kinds;
 use crate::cached::fingerprint::Fingerprinted;
 use crate::cached::members::member_informer;
 use crate::cached::objects::{HelmRelease, Labelled};
@@ -361,6 +362,12 @@ struct MemberInformers {
     services: Arc<cache::SharedInformer<crate::cached::objects::Service>>,
     ingresses: Arc<cache::SharedInformer<crate::cached::objects::Ingress>>,
     secrets: Arc<cache::SharedInformer<crate::cached::workloads::ReleaseSecret>>,
+    service_accounts: Arc<cache::SharedInformer<drift_kinds::ServiceAccount>>,
+    autoscalers: Arc<cache::SharedInformer<drift_kinds::HorizontalPodAutoscaler>>,
+    disruption_budgets: Arc<cache::SharedInformer<drift_kinds::PodDisruptionBudget>>,
+    roles: Arc<cache::SharedInformer<drift_kinds::Role>>,
+    role_bindings: Arc<cache::SharedInformer<drift_kinds::RoleBinding>>,
+    network_policies: Arc<cache::SharedInformer<drift_kinds::NetworkPolicy>>,
 }
 
 fn member_informers(factory: &SharedInformerFactory) -> MemberInformers {
@@ -372,6 +379,12 @@ fn member_informers(factory: &SharedInformerFactory) -> MemberInformers {
         services: member_informer(factory),
         ingresses: member_informer(factory),
         secrets: member_informer(factory),
+        service_accounts: member_informer(factory),
+        autoscalers: member_informer(factory),
+        disruption_budgets: member_informer(factory),
+        roles: member_informer(factory),
+        role_bindings: member_informer(factory),
+        network_policies: member_informer(factory),
     }
 }
 
@@ -385,6 +398,14 @@ impl MemberInformers {
             services: self.services.store(),
             ingresses: self.ingresses.store(),
             secrets: self.secrets.store(),
+            drift_only: context::DriftOnly {
+                service_accounts: self.service_accounts.store(),
+                autoscalers: self.autoscalers.store(),
+                disruption_budgets: self.disruption_budgets.store(),
+                roles: self.roles.store(),
+                role_bindings: self.role_bindings.store(),
+                network_policies: self.network_policies.store(),
+            },
         }
     }
 
@@ -417,6 +438,12 @@ impl MemberInformers {
         on(&self.jobs, to, true);
         on(&self.services, to, false);
         on(&self.ingresses, to, false);
+        on(&self.service_accounts, to, false);
+        on(&self.autoscalers, to, false);
+        on(&self.disruption_budgets, to, false);
+        on(&self.roles, to, false);
+        on(&self.role_bindings, to, false);
+        on(&self.network_policies, to, false);
         let to = to.clone();
         self.secrets
             .add_event_handler(HandlerFn(move |e: &Event<ReleaseSecret>| {

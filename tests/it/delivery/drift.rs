@@ -195,6 +195,44 @@ async fn with_drift_enabled_edited_fields_are_put_back_without_a_new_revision() 
     operator.stop().await;
 }
 
+/// A HorizontalPodAutoscaler, a ServiceAccount, a PodDisruptionBudget:
+/// kinds watched for drift alone (their metadata and fingerprint cached).
+/// An edit of one is found by its event, where before it waited for its
+/// turn in the poll of unwatched kinds (here: 20 minutes, an hour's
+/// interval over three objects) — and reading nothing at idle.
+#[tokio::test]
+async fn an_edit_of_a_kind_watched_for_drift_alone_is_found_by_its_event() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "podinfo-w",
+        json!({ "chart": { "path": "podinfo" }, "interval": "1h", "drift": { "mode": "warn" } }),
+    )
+    .await;
+    ready(&f, "podinfo-w", "InstallSucceeded", 1).await;
+    operator.settle().await;
+    edit::<k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler>(
+        &f,
+        "podinfo-w",
+        Patch::Merge(json!({ "spec": { "maxReplicas": 7 } })),
+    )
+    .await;
+    let app = eventually("the HPA's edit reported", 60, || async {
+        let app = get(&f, "podinfo-w").await?;
+        (condition(&app, "Drifted")?.0 == "True").then_some(app)
+    })
+    .await;
+    let drift = &app.status.as_ref().unwrap().drift;
+    assert_eq!(drift.len(), 1, "{drift:?}");
+    assert_eq!(
+        (drift[0].kind.as_str(), drift[0].name.as_str()),
+        ("HorizontalPodAutoscaler", "podinfo-w")
+    );
+    assert_eq!(drift[0].fields, ["/spec/maxReplicas"]);
+}
+
 #[tokio::test]
 async fn in_warn_mode_an_edit_is_reported_not_changed_and_a_deletion_still_put_back() {
     let f = Fixture::new().await;

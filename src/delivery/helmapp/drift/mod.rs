@@ -535,6 +535,20 @@ fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
         ("batch/v1", "Job") => of(fp(m.jobs.get(&key)), false),
         ("v1", "Service") => of(fp(m.services.get(&key)), false),
         ("networking.k8s.io/v1", "Ingress") => of(fp(m.ingresses.get(&key)), false),
+        ("v1", "ServiceAccount") => of(fp(m.drift_only.service_accounts.get(&key)), false),
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
+            of(fp(m.drift_only.autoscalers.get(&key)), false)
+        }
+        ("policy/v1", "PodDisruptionBudget") => {
+            of(fp(m.drift_only.disruption_budgets.get(&key)), false)
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => of(fp(m.drift_only.roles.get(&key)), false),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+            of(fp(m.drift_only.role_bindings.get(&key)), false)
+        }
+        ("networking.k8s.io/v1", "NetworkPolicy") => {
+            of(fp(m.drift_only.network_policies.get(&key)), false)
+        }
         ("v1", "Secret") => of(fp(ctx.secrets.get(&key)), true),
         ("v1", "ConfigMap") => of(fp(ctx.configmaps.get(&key)), true),
         _ => Cached::NotWatched,
