@@ -107,12 +107,20 @@ fn audit_by(
 /// program (helm, the operator) asked for what — the user is the same.
 fn verb_resource_agent(v: &Value) -> String {
     let s = |p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let agent = s("/userAgent").split(['/', ' ']).next().unwrap_or("?").to_string();
+    let agent = s("/userAgent")
+        .split(['/', ' '])
+        .next()
+        .unwrap_or("?")
+        .to_string();
     let sub = match s("/objectRef/subresource") {
         "" => String::new(),
         sub => format!("/{sub}"),
     };
-    format!("{} {}{sub} by {agent}", s("/verb"), s("/objectRef/resource"))
+    format!(
+        "{} {}{sub} by {agent}",
+        s("/verb"),
+        s("/objectRef/resource")
+    )
 }
 
 /// `verb resource by user` of an audit record: who asked for what.

@@ -302,11 +302,12 @@ async fn on_sigterm_with_the_api_server_hung_the_operator_exits_within_the_shutd
     };
     f.cp.thaw_apiserver();
     let exited = exited.expect("the operator had not exited 60 s after SIGTERM");
-    // The budget, and 3 s for the process to be scheduled and torn down on
-    // a busy machine — against at least the drain + the 6 s renew deadline
-    // + 5 s of Event flush when each step took its own time.
+    // Without a shared budget the steps take at least the drain (3 s) +
+    // the 6 s renew deadline + 5 s of Event flush: 14 s. The bound sits
+    // half way, the budget and 7 s more: a busy machine's scheduling never
+    // reaches it, and steps that each took their own time always pass it.
     assert!(
-        exited.as_secs_f64() < (BUDGET_SECS + 3) as f64,
+        exited.as_secs_f64() < (BUDGET_SECS + 7) as f64,
         "exited {exited:?} after SIGTERM with --shutdown-timeout {budget}"
     );
     for pid in pids_in(&pids) {

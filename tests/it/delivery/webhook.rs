@@ -24,7 +24,7 @@ pub(super) async fn post(
 
 /// POSTs `body` to `path` with the given headers; the status code and the
 /// answer's body.
-async fn post_answer(
+pub(super) async fn post_answer(
     at: std::net::SocketAddr,
     path: &str,
     headers: &[(&str, String)],
