@@ -15,6 +15,7 @@ pub mod convert;
 pub mod delivery;
 pub mod duration;
 pub mod inventory;
+pub mod kubectl;
 pub mod plugin;
 pub mod tls;
 pub mod ui;

@@ -22,9 +22,9 @@ fn main() -> ExitCode {
         .next()
         .map(std::path::PathBuf::from)
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .is_some_and(|n| n == hossted_operator::plugin::PLUGIN_NAME);
+        .is_some_and(|n| n == hossted_operator::kubectl::PLUGIN_NAME);
     if as_plugin {
-        return hossted_operator::plugin::main(std::env::args_os());
+        return hossted_operator::kubectl::main(std::env::args_os());
     }
     runtime::memory::limit_arenas();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();

@@ -84,6 +84,8 @@ impl<'de> Deserialize<'de> for ConfigMapDigests {
     }
 }
 
+super::fingerprint::fingerprinted!(SecretDigests, ConfigMapDigests);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,7 +11,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
-use super::fingerprint::{Fingerprint, Fingerprinted};
+use super::fingerprint::Fingerprint;
 use super::objects::{LeanMeta, lean_meta, resource, with_fingerprint};
 
 /// A lean type of kind `$kind`: metadata and fingerprint.
@@ -40,11 +40,7 @@ macro_rules! fingerprint_only {
             }
         }
 
-        impl Fingerprinted for $ty {
-            fn fingerprint(&self) -> &Fingerprint {
-                &self.fingerprint
-            }
-        }
+        super::fingerprint::fingerprinted!($ty);
     };
 }
 

@@ -119,25 +119,18 @@ pub trait Fingerprinted {
     fn fingerprint(&self) -> &Fingerprint;
 }
 
+/// `impl Fingerprinted` for types with a `fingerprint` field, written
+/// beside each type (this file knows none of them).
 macro_rules! fingerprinted {
     ($($ty:ty),+) => {
-        $(impl Fingerprinted for $ty {
-            fn fingerprint(&self) -> &Fingerprint {
+        $(impl $crate::cached::fingerprint::Fingerprinted for $ty {
+            fn fingerprint(&self) -> &$crate::cached::fingerprint::Fingerprint {
                 &self.fingerprint
             }
         })+
     };
 }
-fingerprinted!(
-    super::workloads::Deployment,
-    super::workloads::StatefulSet,
-    super::workloads::DaemonSet,
-    super::workloads::Job,
-    super::objects::Service,
-    super::objects::Ingress,
-    super::digests::SecretDigests,
-    super::digests::ConfigMapDigests
-);
+pub(crate) use fingerprinted;
 
 /// `~` and `/` escaped as a JSON pointer token (RFC 6901).
 pub fn escape(token: &str) -> String {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::objects::{LeanMeta, lean_meta, lean_meta_and_controller, resource};
+use super::objects::{LeanMeta, lean_meta, resource};
 use super::quantity;
 
 /// A Namespace: only its name matters.
@@ -240,4 +240,52 @@ impl<'de> Deserialize<'de> for Ingress {
             tls_hosts: raw.spec.tls.into_iter().flat_map(|t| t.hosts).collect(),
         })
     }
+}
+
+super::fingerprint::fingerprinted!(Service, Ingress);
+
+/// [`lean_meta`], plus the controller `ownerReference`.
+fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<(LeanMeta, Option<Owner>), D::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Meta {
+        name: Option<String>,
+        namespace: Option<String>,
+        #[serde(default)]
+        labels: BTreeMap<String, String>,
+        resource_version: Option<String>,
+        #[serde(default)]
+        owner_references: Vec<OwnerRef>,
+    }
+    #[derive(Deserialize)]
+    struct OwnerRef {
+        #[serde(default)]
+        kind: String,
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        controller: Option<bool>,
+    }
+    let m = Meta::deserialize(d)?;
+    let controller = m
+        .owner_references
+        .into_iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| Owner {
+            kind: o.kind,
+            name: o.name,
+        });
+    // A pod is no release's object (its controller is).
+    let meta = LeanMeta::unreleased(
+        ObjectMeta {
+            name: m.name,
+            namespace: m.namespace,
+            resource_version: m.resource_version,
+            ..Default::default()
+        },
+        m.labels,
+    );
+    Ok((meta, controller))
 }

@@ -98,6 +98,16 @@ pub struct LeanMeta {
 }
 
 impl LeanMeta {
+    /// The metadata of an object that belongs to no release itself (a
+    /// pod: its controller does), with the labels worth keeping.
+    pub(super) fn unreleased(meta: ObjectMeta, labels: BTreeMap<String, String>) -> LeanMeta {
+        LeanMeta {
+            meta,
+            labels: KeptLabels::keep(labels),
+            helm_release: None,
+        }
+    }
+
     /// The value of label `key` (one of [`KEPT_LABELS`]), or `""`.
     pub fn label(&self, key: &str) -> &str {
         self.labels.get(key).unwrap_or_default()
@@ -293,56 +303,6 @@ pub fn managed_by_helm_options<K>() -> cache::InformerOptions<K> {
 /// The value of label `key` (one of [`KEPT_LABELS`]), or `""`.
 pub fn label<'a>(meta: &'a LeanMeta, key: &str) -> &'a str {
     meta.label(key)
-}
-
-pub use super::kinds::{Container, Ingress, Namespace, Owner, PersistentVolumeClaim, Pod, Service};
-pub use super::storage::{HelmRelease, HelmReleaseConfigMap, UuidSecret};
-
-/// [`lean_meta`], plus the controller `ownerReference`.
-pub(crate) fn lean_meta_and_controller<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<(LeanMeta, Option<Owner>), D::Error> {
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Meta {
-        name: Option<String>,
-        namespace: Option<String>,
-        #[serde(default)]
-        labels: BTreeMap<String, String>,
-        resource_version: Option<String>,
-        #[serde(default)]
-        owner_references: Vec<OwnerRef>,
-    }
-    #[derive(Deserialize)]
-    struct OwnerRef {
-        #[serde(default)]
-        kind: String,
-        #[serde(default)]
-        name: String,
-        #[serde(default)]
-        controller: Option<bool>,
-    }
-    let m = Meta::deserialize(d)?;
-    let controller = m
-        .owner_references
-        .into_iter()
-        .find(|o| o.controller == Some(true))
-        .map(|o| Owner {
-            kind: o.kind,
-            name: o.name,
-        });
-    let meta = LeanMeta {
-        meta: ObjectMeta {
-            name: m.name,
-            namespace: m.namespace,
-            resource_version: m.resource_version,
-            ..Default::default()
-        },
-        labels: KeptLabels::keep(m.labels),
-        // A pod is no release's object (its controller is).
-        helm_release: None,
-    };
-    Ok((meta, controller))
 }
 
 #[cfg(test)]

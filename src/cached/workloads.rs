@@ -320,6 +320,8 @@ pub struct ReleaseSecret {
 }
 resource!(ReleaseSecret, "Secret", "secrets", NamespaceResourceScope);
 
+super::fingerprint::fingerprinted!(Deployment, StatefulSet, DaemonSet, Job);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,7 +101,7 @@ impl ApiArgs {
             org_id: self.org_id,
             context_name: self.context_name,
             resync,
-            coalesce: super::parse("--coalesce-window", &self.coalesce_window)?,
+            coalesce: super::flag::parse("--coalesce-window", &self.coalesce_window)?,
             configmap_driver: self.configmap_driver,
             report_configmap_data: self.report_configmap_data,
             workers: self.workers.max(1),

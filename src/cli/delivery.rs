@@ -84,7 +84,7 @@ impl DeliveryArgs {
         shard: crate::delivery::Shard,
     ) -> Result<Settings, String> {
         let webhook = crate::delivery::WebhookConfig::from_flags(
-            super::manager::address("--webhook-bind-address", &self.webhook_bind_address)?,
+            super::flag::address("--webhook-bind-address", &self.webhook_bind_address)?,
             self.webhook_secret_file.as_deref(),
             self.webhook_secret_dir.as_deref(),
             self.webhook_tls_cert.as_deref(),

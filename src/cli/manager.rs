@@ -1,13 +1,12 @@
 //! The manager's flags: which controllers run, where the operator lives,
 //! its probes and metrics, leader election, shutdown.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use runtime::{LeaderElection, LeaseTiming, ManagerOptions};
 
-use super::parse;
+use super::flag::{address, parse};
 use crate::delivery::{Shard, ShardName};
 
 /// A controller `--controllers` may name.
@@ -141,15 +140,4 @@ impl ManagerArgs {
         });
         Ok(manager)
     }
-}
-
-/// `"0"` disables; anything else must be `host:port`.
-pub(super) fn address(flag: &str, value: &str) -> Result<Option<SocketAddr>, String> {
-    if value == "0" {
-        return Ok(None);
-    }
-    value
-        .parse()
-        .map(Some)
-        .map_err(|e| format!("{flag}: {value:?} is not an address like 0.0.0.0:8080 ({e})"))
 }

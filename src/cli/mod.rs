@@ -3,15 +3,13 @@
 
 mod api;
 mod delivery;
+mod flag;
 mod manager;
 mod tenancy;
-
-use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use runtime::ManagerOptions;
 
-use crate::duration;
 use crate::inventory::Settings;
 use crate::inventory::poster::ApiConfig;
 pub use api::ApiArgs;
@@ -147,9 +145,4 @@ impl RunArgs {
             delivery,
         })
     }
-}
-
-/// A duration flag, named in the error.
-fn parse(name: &str, value: &str) -> Result<Duration, String> {
-    duration::parse(value).map_err(|e| format!("{name}: {e}"))
 }

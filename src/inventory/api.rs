@@ -9,9 +9,9 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde::Serialize;
 
-use super::SyncError;
 use super::ledger::{Ledger, Target};
 use super::poster::{Delivery, PostError, Poster};
+use super::sync_error::SyncError;
 
 /// `hossted_api_requests_total{endpoint,code}`.
 pub type ApiRequests = Family<[(&'static str, String); 2], Counter>;

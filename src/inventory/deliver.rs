@@ -11,8 +11,9 @@ use super::collector::{self, Collection};
 use super::ledger::{ReleaseRef, Target};
 use super::payload::AppPayload;
 use super::poster::PostError;
-use super::reconciler::{Delivered, Inventory, Run, SyncError};
+use super::reconciler::{Delivered, Inventory, Run};
 use super::status::Reason;
+use super::sync_error::SyncError;
 
 impl Inventory {
     /// POSTs every app that is new or changed. Only what was delivered

@@ -6,12 +6,10 @@ use std::sync::Arc;
 
 use cache::{InformerOptions, SharedInformer, SharedInformerFactory};
 
-use super::Settings;
 use super::collector::{Caches, RELEASE_INDEX, WORKLOAD_INDEX, release_index, workload_index};
-use crate::cached::objects::{
-    HelmRelease, HelmReleaseConfigMap, Ingress, Namespace, PersistentVolumeClaim, Pod, Service,
-    UuidSecret,
-};
+use super::settings::Settings;
+use crate::cached::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
+use crate::cached::storage::{HelmRelease, HelmReleaseConfigMap, UuidSecret};
 use crate::cached::trivy::VulnerabilityReport;
 use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 

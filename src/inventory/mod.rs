@@ -21,7 +21,9 @@ pub mod ledger;
 pub mod payload;
 pub mod poster;
 mod reconciler;
+mod settings;
 pub mod status;
+mod sync_error;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,44 +37,13 @@ use crate::cached::objects::{INSTANCE_LABEL, Labelled};
 
 pub use api::{ApiRequests, HosstedApi};
 pub use informers::Informers;
-pub use reconciler::{Inventory, SyncError};
+pub use reconciler::Inventory;
+pub use settings::Settings;
+pub use sync_error::SyncError;
 
 use collector::Context;
 use ledger::Ledger;
 use poster::Poster;
-
-/// What the inventory needs besides the cluster and the API.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub email_id: String,
-    pub org_id: String,
-    pub context_name: String,
-    /// Safety resync period (`RECONCILE_DURATION`).
-    pub resync: Duration,
-    /// Events within this window after the first one become one reconcile.
-    pub coalesce: Duration,
-    /// Also watch Helm's configmap storage driver.
-    pub configmap_driver: bool,
-    /// Cache and send the data of releases' ConfigMaps.
-    pub report_configmap_data: bool,
-    /// Concurrent reconciles.
-    pub workers: usize,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            email_id: String::new(),
-            org_id: String::new(),
-            context_name: String::new(),
-            resync: runtime::DEFAULT_RESYNC,
-            coalesce: Duration::from_millis(500),
-            configmap_driver: false,
-            report_configmap_data: false,
-            workers: 2,
-        }
-    }
-}
 
 /// The inventory controller, its informers requested from `manager`'s
 /// shared factory and its handlers registered; `manager.add` it.

@@ -10,28 +10,15 @@ use kube::ResourceExt;
 use record::{EventRecorder, EventType};
 use runtime::{Action, Reconciler, StatusWriter, Stopping};
 
-use super::Settings;
 use super::api::HosstedApi;
 use super::collector::{self, Caches, Collection, Context, Known};
 use super::forged::ForgedNotices;
 use super::ledger::{Ledger, ReleaseRef, Target};
 use super::payload::{ClusterRegistration, OptionsState};
 use super::poster::PostError;
+use super::settings::Settings;
 use super::status::{Reason, is_ready, now_rfc3339, set_ready};
-
-/// Why a reconcile must be retried (with backoff).
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    #[error(transparent)]
-    Api(#[from] PostError),
-    #[error("writing status: {0}")]
-    Kube(#[from] kube::Error),
-    #[error("cannot serialize {what}: {source}")]
-    Serialize {
-        what: &'static str,
-        source: serde_json::Error,
-    },
-}
+use super::sync_error::SyncError;
 
 /// The inventory's [`Reconciler`].
 pub struct Inventory {

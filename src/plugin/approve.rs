@@ -11,8 +11,8 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
+use super::args::namespace_of;
 use super::ask::ready_of;
-use super::namespace_of;
 use crate::delivery::names::APPROVE;
 
 /// `kubectl hossted approve`.

@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-use super::{Target, namespace_of};
+use super::args::{Target, namespace_of};
 use crate::delivery::names::{FORCE_AT, RECONCILE_AT};
 
 /// What is asked of the operator.

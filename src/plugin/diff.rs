@@ -16,7 +16,7 @@ use kube::Api;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::namespace_of;
+use super::args::namespace_of;
 use crate::delivery::helm::{HelmCli, args, manifest_diff, post_render, says_release_not_found};
 use crate::delivery::helmapp::Target;
 use crate::delivery::helmapp::inputs;

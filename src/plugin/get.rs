@@ -12,7 +12,7 @@ use apis::helmappset::HelmAppSet;
 use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 
-use super::{Where, namespace_of};
+use super::args::{Where, namespace_of};
 
 /// The HelmApps of `api`, each decoded on its own: one that does not
 /// decode (nested past any decoder's depth, say) is named on stderr and

@@ -7,8 +7,8 @@
 use apis::helmapp::{ChartVerification, HelmApp, VerifyProvider};
 use kube::Api;
 
+use super::args::namespace_of;
 use super::ask::ready_of;
-use super::namespace_of;
 
 /// `kubectl hossted verify`.
 #[derive(Debug, clap::Args)]

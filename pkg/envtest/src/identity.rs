@@ -2,7 +2,16 @@
 //! ServiceAccount by token — each as a kubeconfig file or a client, with
 //! no permissions until RBAC grants some.
 
-use super::*;
+use std::path::PathBuf;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+
+use crate::kubeconfig::{self, Credentials};
+use crate::util::{file_safe, ignore_conflict};
+use crate::{ControlPlane, Error};
 
 impl ControlPlane {
     /// A kubeconfig file for user `user` (optionally in `group`),

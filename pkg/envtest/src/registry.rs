@@ -15,7 +15,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::process::{Spawner, Supervised};
-use crate::{Assets, ControlPlane, Error, OUTPUT_TAIL_LINES, free_port};
+use crate::util::{OUTPUT_TAIL_LINES, free_port};
+use crate::{Assets, ControlPlane, Error};
 
 /// A running registry; killed and its storage removed when dropped.
 pub struct OciRegistry {

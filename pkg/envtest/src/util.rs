@@ -1,7 +1,18 @@
 //! Small helpers of the control plane's start: process checks, ports,
 //! names, randomness.
 
-use super::*;
+use std::io::{self, Read};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+
+use crate::Error;
+use crate::process::Supervised;
+
+/// Lines of a failed process's output carried in [`Error::StartFailed`].
+pub(crate) const OUTPUT_TAIL_LINES: usize = 25;
 
 pub(crate) fn check_alive(process: &mut Supervised) -> Result<(), Error> {
     match process.exited() {

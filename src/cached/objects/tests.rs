@@ -1,6 +1,8 @@
 //! The lean types decode what the API serves, and keep only what is read.
 
 use super::*;
+use crate::cached::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
+use crate::cached::storage::{HelmRelease, UuidSecret};
 use base64::Engine;
 use flate2::Compression;
 use flate2::write::GzEncoder;

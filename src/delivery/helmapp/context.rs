@@ -14,7 +14,8 @@ use runtime::StatusWriter;
 
 use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::drift_kinds;
-use crate::cached::objects::{HelmRelease, Ingress, Service};
+use crate::cached::kinds::{Ingress, Service};
+use crate::cached::storage::HelmRelease;
 use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 use crate::delivery::helm::Helm;
 use crate::delivery::settings::Settings;

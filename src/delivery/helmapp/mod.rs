@@ -47,7 +47,8 @@ use crate::cached::digests::{ConfigMapDigests, SecretDigests};
 use crate::cached::drift_kinds;
 use crate::cached::fingerprint::Fingerprinted;
 use crate::cached::members::member_informer;
-use crate::cached::objects::{HelmRelease, Labelled};
+use crate::cached::objects::Labelled;
+use crate::cached::storage::HelmRelease;
 use crate::cached::storage::helm_storage_options;
 use crate::cached::workloads::ReleaseSecret;
 use crate::delivery::helm::Helm;
@@ -359,8 +360,8 @@ struct MemberInformers {
     statefulsets: Arc<cache::SharedInformer<crate::cached::workloads::StatefulSet>>,
     daemonsets: Arc<cache::SharedInformer<crate::cached::workloads::DaemonSet>>,
     jobs: Arc<cache::SharedInformer<crate::cached::workloads::Job>>,
-    services: Arc<cache::SharedInformer<crate::cached::objects::Service>>,
-    ingresses: Arc<cache::SharedInformer<crate::cached::objects::Ingress>>,
+    services: Arc<cache::SharedInformer<crate::cached::kinds::Service>>,
+    ingresses: Arc<cache::SharedInformer<crate::cached::kinds::Ingress>>,
     secrets: Arc<cache::SharedInformer<crate::cached::workloads::ReleaseSecret>>,
     service_accounts: Arc<cache::SharedInformer<drift_kinds::ServiceAccount>>,
     autoscalers: Arc<cache::SharedInformer<drift_kinds::HorizontalPodAutoscaler>>,

@@ -22,7 +22,8 @@ use super::status::{READY, Reason};
 use super::storage;
 use super::target::Target;
 use crate::cached::manifest::ManifestObject;
-use crate::cached::objects::{HelmRelease, label};
+use crate::cached::objects::label;
+use crate::cached::storage::HelmRelease;
 use crate::cached::storage::newest_of;
 use crate::delivery::names::{
     APPROVE, FORCE_AT, HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL,

@@ -21,7 +21,8 @@ use kube::{Api, Client};
 
 use super::observation::Observed;
 use super::target::Target;
-use crate::cached::objects::{HelmRelease, label};
+use crate::cached::objects::label;
+use crate::cached::storage::HelmRelease;
 use crate::cached::storage::{FreshRelease, HELMAPP_UID_LABEL, newest_of};
 
 /// The newest revision of a release, read from the API now.

@@ -13,7 +13,8 @@ use kube::api::ObjectMeta;
 use runtime::RateLimitingQueue;
 
 use crate::cached::fingerprint::Fingerprinted;
-use crate::cached::objects::{HelmRelease, INSTANCE_LABEL, Labelled, LeanMeta, label};
+use crate::cached::objects::{INSTANCE_LABEL, Labelled, LeanMeta, label};
+use crate::cached::storage::HelmRelease;
 use crate::delivery::names::{
     APPROVE, DEPENDS_ON_INDEX, FORCE_AT, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX,
 };

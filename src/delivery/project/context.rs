@@ -11,7 +11,7 @@ use kube::Client;
 use record::EventRecorder;
 use runtime::StatusWriter;
 
-use crate::cached::objects::HelmRelease;
+use crate::cached::storage::HelmRelease;
 use crate::delivery::source::fetch::Sources;
 
 pub use crate::delivery::names::PROJECT_LABEL;

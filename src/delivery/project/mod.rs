@@ -41,7 +41,7 @@ use runtime::{Action, Controller, Manager, Reconciler};
 use serde_json::json;
 
 use super::helmapp::status::Reason;
-use crate::cached::objects::HelmRelease;
+use crate::cached::storage::HelmRelease;
 use crate::cached::storage::helm_storage_options;
 use crate::delivery::source::fetch::Sources;
 use context::PROJECT_INDEX;

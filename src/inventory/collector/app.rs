@@ -8,14 +8,15 @@ use cache::Store;
 use kube::Resource;
 
 use crate::cached::helm::ReleaseSummary;
-use crate::cached::objects::{Labelled, MANAGED_BY_LABEL, Pod};
+use crate::cached::kinds::Pod;
+use crate::cached::objects::{Labelled, MANAGED_BY_LABEL};
 use crate::inventory::payload::{
     AccessInfo, AccessUrl, AppApiInfo, AppInfo, AppOptionsState, AppPayload, ConfigMapInfo,
     ContainerSecurity, DeploymentInfo, HelmInfo, HelmValueInfo, IngressInfo, MonitoringState,
     PodInfo, PodSecurity, SecretInfo, ServiceInfo, StatefulSetInfo, VolumeInfo,
 };
 
-use super::{Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
+use super::caches::{Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
 
 fn members<K: Resource + Labelled + 'static>(store: &Store<K>, key: &str) -> Vec<Arc<K>> {
     let mut found: Vec<Arc<K>> = store
@@ -170,7 +171,7 @@ fn volumes(c: &Caches, namespace: &str, key: &str) -> Vec<VolumeInfo> {
 
 /// `http(s)://host` of each ingress host (https where TLS lists it), sorted,
 /// once each.
-fn access_urls(ingresses: &[std::sync::Arc<crate::cached::objects::Ingress>]) -> Vec<AccessUrl> {
+fn access_urls(ingresses: &[std::sync::Arc<crate::cached::kinds::Ingress>]) -> Vec<AccessUrl> {
     let mut urls: Vec<AccessUrl> = ingresses
         .iter()
         .flat_map(|i| {

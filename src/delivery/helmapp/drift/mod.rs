@@ -184,7 +184,7 @@ pub async fn record_deployed(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    entries: &[crate::cached::objects::HelmRelease],
+    entries: &[crate::cached::storage::HelmRelease],
 ) {
     let Some(newest) = crate::cached::storage::newest_of(entries) else {
         return;

@@ -3,9 +3,15 @@
 //! The collector on in-memory stores.
 
 use super::super::*;
-use crate::cached::objects::{Container, INSTANCE_LABEL, LeanMeta, MANAGED_BY_LABEL, Owner};
+use crate::cached::helm::ReleaseSummary;
+use crate::cached::kinds::{Container, Owner};
+use crate::cached::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
+use crate::cached::objects::{INSTANCE_LABEL, LeanMeta, MANAGED_BY_LABEL};
+use crate::cached::trivy::VulnerabilityReport;
+use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 use kube::api::ObjectMeta;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 pub(super) fn meta(ns: &str, name: &str, labels: &[(&str, &str)]) -> LeanMeta {
     ObjectMeta {

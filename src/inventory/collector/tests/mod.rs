@@ -1,7 +1,9 @@
 //! The collector on in-memory stores.
 
 use super::*;
+use crate::cached::storage::UuidSecret;
 use serde_json::json;
+use std::sync::Arc;
 
 mod fixtures;
 use fixtures::*;
