@@ -230,9 +230,12 @@ struct HelmAnnotations {
 }
 
 impl HelmAnnotations {
-    /// `namespace/name`, when both are set.
+    /// `namespace/name`, when both are set and could name a release: a
+    /// release name (at most 53 characters) in a namespace (at most 63).
+    /// Anything longer names none, and is not kept — whoever may label an
+    /// object may write annotations of any size.
     fn release(name: &str, namespace: &str) -> Option<Box<str>> {
-        (!name.is_empty() && !namespace.is_empty())
+        (!name.is_empty() && name.len() <= 53 && !namespace.is_empty() && namespace.len() <= 63)
             .then(|| format!("{namespace}/{name}").into_boxed_str())
     }
 }

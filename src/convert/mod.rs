@@ -110,6 +110,18 @@ fn helm_app(release: &Value, sources: &Sources) -> (Value, Vec<Note>) {
             Some(_) => {}
         }
     }
+    let mut metadata = json!({ "name": name, "namespace": namespace });
+    if let Some(labels) = release["metadata"].get("labels") {
+        metadata["labels"] = shard_label_carried_over(labels.clone());
+        let shard = metadata["labels"][crate::delivery::SHARD_LABEL].as_str();
+        if let Some(Err(why)) = shard.map(crate::delivery::ShardName::parse) {
+            notes.push(Note {
+                release: key.clone(),
+                field: "metadata.labels[sharding.fluxcd.io/key]".into(),
+                why: format!("carried over, but no shard process can take it: {why}"),
+            });
+        }
+    }
     let mut to = To {
         spec: Map::new(),
         notes: &mut notes,
@@ -117,10 +129,6 @@ fn helm_app(release: &Value, sources: &Sources) -> (Value, Vec<Note>) {
     };
     to.chart(spec, namespace, sources);
     to.settings(spec, name);
-    let mut metadata = json!({ "name": name, "namespace": namespace });
-    if let Some(labels) = release["metadata"].get("labels") {
-        metadata["labels"] = shard_label_carried_over(labels.clone());
-    }
     let app = json!({
         "apiVersion": "hossted.com/v1alpha1",
         "kind": "HelmApp",

@@ -436,6 +436,36 @@ spec: { chart: { spec: { chart: charts/api, sourceRef: { kind: GitRepository, na
     assert!(notes[0].starts_with("HelmRelease apps/api:"), "{notes:?}");
 }
 
+/// Flux's shard label is carried over; a value no `--shard` can take is
+/// said so, not dropped.
+#[test]
+fn a_shard_no_process_can_take_is_carried_over_and_said() {
+    let converted = convert(&docs(
+        r#"
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: web, namespace: apps, labels: { sharding.fluxcd.io/key: Shard_A } }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: repo } } }
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: repo, namespace: apps }
+spec: { url: https://charts.example.com }
+"#,
+    ));
+    assert_eq!(
+        converted.apps[0]["metadata"]["labels"],
+        json!({ "sharding.hossted.com/key": "Shard_A" })
+    );
+    let note = converted
+        .notes
+        .iter()
+        .find(|n| n.field == "metadata.labels[sharding.fluxcd.io/key]")
+        .expect("the shard noted");
+    assert!(note.why.contains("is not a shard name"), "{}", note.why);
+}
+
 #[test]
 fn a_retry_interval_beside_remediate_on_failure_is_left_out() {
     let converted = convert(&docs(

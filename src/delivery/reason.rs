@@ -22,6 +22,7 @@ pub enum Reason {
     ForcedOutsideChangeWindow,
     InvalidExpression,
     InvalidDriftIgnore,
+    TooManyDependencies,
     ExpressionCostExceeded,
     ValuesInvalid,
     PostRendererInvalid,
@@ -81,7 +82,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 66] = [
+    pub const ALL: [Reason; 67] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -97,6 +98,7 @@ impl Reason {
         Reason::InvalidChangeWindow,
         Reason::InvalidExpression,
         Reason::InvalidDriftIgnore,
+        Reason::TooManyDependencies,
         Reason::ExpressionCostExceeded,
         Reason::ForcedOutsideChangeWindow,
         Reason::ValuesInvalid,
@@ -168,6 +170,7 @@ impl Reason {
             InvalidChangeWindow => "InvalidChangeWindow",
             InvalidExpression => "InvalidExpression",
             InvalidDriftIgnore => "InvalidDriftIgnore",
+            TooManyDependencies => "TooManyDependencies",
             ExpressionCostExceeded => "ExpressionCostExceeded",
             ForcedOutsideChangeWindow => "ForcedOutsideChangeWindow",
             ValuesInvalid => "ValuesInvalid",

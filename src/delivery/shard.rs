@@ -35,13 +35,14 @@ pub enum Shard {
 pub struct ShardName(String);
 
 impl ShardName {
-    /// `name` if it is 1–40 characters of `a-z`, `0-9` and `-`, starting
-    /// and ending with a letter or digit (40: room for the Lease's prefix
-    /// within a label's 63).
+    /// `name` if it is 1–32 characters of `a-z`, `0-9` and `-`, starting
+    /// and ending with a letter or digit (32: the chart's longest name
+    /// made of it, `hossted-operator-metrics-shard-<name>`, fits a
+    /// Service's 63).
     pub fn parse(name: &str) -> Result<ShardName, String> {
         let bytes = name.as_bytes();
         let fits = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-        let ok = (1..=40).contains(&bytes.len())
+        let ok = (1..=32).contains(&bytes.len())
             && bytes.iter().all(|b| fits(b) || *b == b'-')
             && bytes.first().is_some_and(fits)
             && bytes.last().is_some_and(fits);
@@ -49,7 +50,7 @@ impl ShardName {
             Ok(ShardName(name.to_string()))
         } else {
             Err(format!(
-                "--shard: {name:?} is not a shard name: 1-40 lowercase letters, digits and '-', starting and ending with a letter or digit"
+                "--shard: {name:?} is not a shard name: 1-32 lowercase letters, digits and '-', starting and ending with a letter or digit"
             ))
         }
     }
@@ -123,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_name_is_a_dns_label_short_enough_for_the_lease() {
-        for good in ["a", "shard-1", "0", &"x".repeat(40)] {
+        for good in ["a", "shard-1", "0", &"x".repeat(32)] {
             assert!(ShardName::parse(good).is_ok(), "{good}");
         }
         for bad in [

@@ -56,6 +56,14 @@ async fn an_unavailable_api_is_retried_with_backoff_and_status_follows_delivery(
         "{in_first_second} attempts in the first second: {:?}",
         posts.iter().map(|p| p.at - first).collect::<Vec<_>>()
     );
+    // And the whole sequence waited the steps out (5 ms × (2¹⁰ − 1) before
+    // the eleventh attempt): a lower bound no slow machine meets without
+    // the backoff, as eleven requests take far less.
+    let last = posts[10].at - first;
+    assert!(
+        last >= Duration::from_millis(5000),
+        "the eleventh attempt came {last:?} after the first"
+    );
     let hp = eventually("status after delivery", 30, || async {
         let hp = f.get_hp("cluster").await;
         (hp.status.as_ref()?.app_count == 1).then_some(hp)

@@ -35,8 +35,9 @@ pub struct HelmAppSetSpec {
     /// Each app depends on the one before it.
     #[serde(default)]
     pub sequenced: bool,
-    /// Like `HelmApp.dependsOn`, for every app of the set.
+    /// Like `HelmApp.dependsOn`, for every app of the set (at most 64).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub depends_on: Vec<Dependency>,
     /// No helm operation for any app of the set.
     #[serde(default)]

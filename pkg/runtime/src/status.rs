@@ -251,9 +251,15 @@ where
             return Ok(Written::Unchanged);
         };
         let rv = returned;
-        self.written
-            .lock()
-            .insert(key_of(obj), (rv, status.clone()));
+        let key = key_of(obj);
+        // Remembered only while the followed store holds the object: one
+        // that left it (deleted, or out of a label selector — a shard
+        // moved it) would otherwise keep this status past every later
+        // write of another process, and serve it when it comes back.
+        let followed = self.store.get();
+        if followed.is_none_or(|s| s.get(&key).is_some()) {
+            self.written.lock().insert(key, (rv, status.clone()));
+        }
         Ok(Written::Patched)
     }
 

@@ -53,6 +53,18 @@ fn the_release_helm_applied_an_object_for_is_kept_from_its_annotations() {
     assert_eq!(ns.metadata.helm_release(), None);
     let ns: Namespace = serde_json::from_value(json!({ "metadata": meta("web") })).unwrap();
     assert_eq!(ns.metadata.helm_release(), None);
+    // A value no release could have is not kept: its size is the writer's.
+    for (name, namespace) in [
+        ("x".repeat(54), "tenant".into()),
+        ("web".into(), "n".repeat(64)),
+    ] {
+        let mut long = meta("web");
+        long["annotations"] = json!({
+            "meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": namespace
+        });
+        let ns: Namespace = serde_json::from_value(json!({ "metadata": long })).unwrap();
+        assert_eq!(ns.metadata.helm_release(), None);
+    }
 }
 
 #[test]

@@ -93,6 +93,13 @@ pub struct Context {
     /// revision superseded, one pending) is recorded as after any action
     /// of ours, by the first reconcile that can read the storage.
     pub interrupted: parking_lot::Mutex<std::collections::HashSet<String>>,
+    /// Per HelmApp key: since when helm's runs for it have been refused by
+    /// RBAC, and the last refusal's message — kept while every reconcile
+    /// ends refused, whether or not the status can say so (a HelmApp being
+    /// deleted gets no status write: its refused uninstall backs off by
+    /// this, and warns once per message).
+    pub refused:
+        parking_lot::Mutex<std::collections::HashMap<String, (std::time::Instant, String)>>,
 }
 
 /// The key of what this process remembers of `app`'s helm runs (`made`,
@@ -115,6 +122,7 @@ impl Context {
         self.made.lock().retain(|k, _| !mine(k));
         self.produced.lock().retain(|k, _| !mine(k));
         self.interrupted.lock().retain(|k| !mine(k));
+        self.refused.lock().retain(|k, _| !mine(k));
     }
 
     /// The HelmApp API of `app`'s namespace.

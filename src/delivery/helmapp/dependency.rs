@@ -48,6 +48,11 @@ pub fn invalid_expression(app: &HelmApp) -> Option<String> {
         .map(|e| e.to_string())
 }
 
+/// At most this many distinct dependencies are read for one HelmApp: the
+/// CRD allows 64 of its own and 64 of its set's, and a sequenced set adds
+/// the app before it (objects stored before those bounds keep more).
+const MAX_DEPENDENCIES: usize = 64 + 64 + 1;
+
 /// Why `app` must wait for its `dependsOn`, if it must: a cycle, a
 /// dependency that does not exist, may not be read, or is not ready.
 pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
@@ -59,7 +64,24 @@ pub async fn waiting(ctx: &Context, app: &HelmApp) -> Option<Waiting> {
         return Some(Waiting::until_changed(Reason::DependencyCycle, message));
     }
     let own_ns = app.namespace().unwrap_or_default();
+    // Each distinct dependency once: a list that names one a thousand
+    // times costs one read of it (one not cached is read by request).
+    let mut distinct: Vec<(usize, &Dependency)> = Vec::new();
     for (i, d) in app.spec.depends_on.iter().enumerate() {
+        if !distinct.iter().any(|(_, seen)| *seen == d) {
+            distinct.push((i, d));
+        }
+    }
+    if distinct.len() > MAX_DEPENDENCIES {
+        return Some(Waiting::until_changed(
+            Reason::TooManyDependencies,
+            format!(
+                "dependsOn names {} distinct dependencies (with its HelmAppSet's); at most {MAX_DEPENDENCIES} are read",
+                distinct.len()
+            ),
+        ));
+    }
+    for (i, d) in distinct {
         let ns = namespace_of(&own_ns, d);
         let waits = match d.target() {
             DependencyTarget::HelmApp => {

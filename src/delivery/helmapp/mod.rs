@@ -140,6 +140,9 @@ impl HelmApps {
         let mut observed = observe::gather(ctx, &app).await?;
         let mut outcome = Ok(Outcome::Replan);
         let mut settled = false;
+        // Whether the last step was a refusal by RBAC: otherwise what
+        // this process remembers of the refusals is let go.
+        let mut refused = false;
         for _ in 0..MAX_STEPS {
             let decided = state::decide(&observed, &app);
             log::debug!(
@@ -150,10 +153,14 @@ impl HelmApps {
             );
             let step = plan::next(&decided, &app);
             settled |= step.settles_approval();
+            refused = matches!(step, plan::Step::Forbidden { .. });
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
             }
+        }
+        if !refused {
+            ctx.refused.lock().remove(&context::run_key(&app));
         }
         if observed.helm_ran {
             act::record_storage(ctx, &app, &mut observed).await;
@@ -235,6 +242,7 @@ pub fn controller(
         made: Default::default(),
         produced: Default::default(),
         interrupted: Default::default(),
+        refused: Default::default(),
     };
     gate_on_reachability(&helm, &ctx.reachability);
     let controller = Controller::with_queue(manager, "helmapp", HelmApps { ctx }, queue)

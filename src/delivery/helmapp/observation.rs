@@ -216,6 +216,9 @@ pub struct Observed {
     pub inputs: Option<Inputs>,
     /// What a helm run of this reconcile came to (`None`: none ran yet).
     pub run_ended: Option<RunEnded>,
+    /// How long helm's runs for this HelmApp have been refused by RBAC, as
+    /// this process saw them (`None`: the last reconcile was not refused).
+    pub refused_for: Option<std::time::Duration>,
     /// A helm install or upgrade ran in this reconcile: what it and the
     /// steps after it left in the storage is recorded after the last step.
     pub helm_ran: bool,

@@ -66,6 +66,11 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
         dependency: None,
         inputs: None,
         run_ended: None,
+        refused_for: ctx
+            .refused
+            .lock()
+            .get(&run_key(app))
+            .map(|(since, _)| since.elapsed()),
         helm_ran: false,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),

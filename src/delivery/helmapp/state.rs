@@ -53,9 +53,11 @@ fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
             last_succeeded: o.status.revision,
         },
         RunEnded::SlotBusy => ReleaseState::HeldByHelm,
+        // The longer of what the status and this process have seen: a
+        // HelmApp being deleted gets no status write.
         RunEnded::Forbidden { message } => ReleaseState::Forbidden {
             message: message.clone(),
-            waited: held::waited(o, Reason::Forbidden),
+            waited: held::waited(o, Reason::Forbidden).max(o.refused_for.unwrap_or_default()),
         },
     }
 }

@@ -248,3 +248,82 @@ async fn each_helmapp_is_installed_once_by_its_shard_and_a_standby_takes_over_th
         "runs of unknown releases: {runs:?}"
     );
 }
+
+/// The chart's admission policy (with `shards: [a, b]`): a new or changed
+/// shard label must name a shard that runs — a HelmApp no process takes
+/// would never be reconciled, nor uninstalled — while an object keeping
+/// its label can still be edited.
+#[tokio::test]
+async fn the_charts_policy_refuses_a_shard_label_no_process_takes() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let chart = concat!(env!("CARGO_MANIFEST_DIR"), "/charts/hossted-operator");
+    let out = output_ok(
+        std::process::Command::new(f.cp.helm_binary())
+            .args(["template", "x", chart])
+            .args(["--set", "controllers={delivery}", "--set", "shards={a,b}"])
+            .args(["-s", "templates/delivery.yaml"]),
+    );
+    let rendered = String::from_utf8(out.stdout).unwrap();
+    let policy: Vec<&str> = rendered
+        .split("\n---")
+        .filter(|d| d.contains("name: hossted-helmapp-shard"))
+        .collect();
+    assert_eq!(policy.len(), 2, "the policy and its binding: {rendered}");
+    let file = f.cp.dir().join("shard-policy.yaml");
+    std::fs::write(&file, policy.join("\n---\n")).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+
+    let apps = Api::<HelmApp>::namespaced(f.cp.client(), NS);
+    let app = |name: &str, key: Option<&str>| -> HelmApp {
+        let labels: BTreeMap<&str, &str> = key.map(|k| (KEY, k)).into_iter().collect();
+        serde_json::from_value(json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": name, "namespace": NS, "labels": labels },
+            "spec": { "chart": { "path": "tiny" }, "suspend": true },
+        }))
+        .unwrap()
+    };
+    let refused = |r: Result<HelmApp, kube::Error>| match r {
+        Err(kube::Error::Api(s)) => Some(s.message),
+        _ => None,
+    };
+    // Policies take a moment to be in force: until then a create passes
+    // (and is taken back).
+    let message = eventually("the policy in force", 60, || async {
+        match apps
+            .create(&PostParams::default(), &app("nowhere", Some("c")))
+            .await
+        {
+            Ok(_) => {
+                apps.delete("nowhere", &DeleteParams::default())
+                    .await
+                    .unwrap();
+                None
+            }
+            other => refused(other),
+        }
+    })
+    .await;
+    assert!(
+        message.contains("must name a shard that runs (a, b)"),
+        "{message}"
+    );
+    apps.create(&PostParams::default(), &app("in-a", Some("a")))
+        .await
+        .unwrap();
+    apps.create(&PostParams::default(), &app("unsharded", None))
+        .await
+        .unwrap();
+    // Changed to a value no process takes: refused; other edits pass.
+    let relabel = json!({ "metadata": { "labels": { KEY: "c" } } });
+    let moved = apps
+        .patch("in-a", &PatchParams::default(), &Patch::Merge(relabel))
+        .await;
+    assert!(refused(moved).is_some());
+    let edit = json!({ "spec": { "suspend": false } });
+    apps.patch("in-a", &PatchParams::default(), &Patch::Merge(edit))
+        .await
+        .unwrap();
+}

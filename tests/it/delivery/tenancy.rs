@@ -76,16 +76,9 @@ fn impersonates(line: &str) -> bool {
 
 const DEPLOYER: &str = "system:serviceaccount:team-a:hossted-deployer";
 
-/// A refusal no retry fixes soon (RBAC) runs helm seconds apart, the
-/// waits growing — never at the work queue's millisecond pace (it ran ten
-/// times in three seconds) — and a change of the HelmApp still installs.
-#[tokio::test]
-async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs() {
-    let f = Fixture::new().await;
-    f.namespace(TENANT).await;
-    f.namespace(OPERATOR_NS).await;
-    deployer(&f);
-    // A helm that logs when each run starts.
+/// A helm that logs when each run starts (seconds since the epoch, then
+/// its command line); returns (wrapper, log).
+fn timed_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
     let helm = f.cp.helm_binary();
     let log = f.cp.dir().join("timed-helm.log");
     let wrapper = f.cp.dir().join("timed-helm.sh");
@@ -101,6 +94,154 @@ async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs()
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+/// When each `subcommand` run on `release` started, by [`timed_helm`]'s log.
+fn starts_of(log: &std::path::Path, subcommand: &str, release: &str) -> Vec<f64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| {
+            let call = HelmCall::parse(l);
+            call.subcommand == subcommand && call.on(release)
+        })
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect()
+}
+
+/// Waits until the authorizer answers `allowed` for the deployer deleting
+/// Secrets in [`TENANT`].
+async fn may_delete_secrets(f: &Fixture, allowed: bool) {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let reviews: Api<SubjectAccessReview> = Api::all(f.cp.client());
+    eventually("the authorizer to follow the Role", 30, || async {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(DEPLOYER.into()),
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: Some(TENANT.into()),
+                    verb: Some("delete".into()),
+                    resource: Some("secrets".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let answer = reviews.create(&PostParams::default(), &review).await.ok()?;
+        (answer.status?.allowed == allowed).then_some(())
+    })
+    .await;
+}
+
+/// A HelmApp deleted while its identity may not delete what the chart
+/// made: the refused uninstall backs off as any refusal does — though a
+/// HelmApp being deleted gets no status write, the operator keeps when the
+/// refusals began — and warns once, not at every attempt; RBAC granted,
+/// the uninstall goes through and the HelmApp goes.
+#[tokio::test]
+async fn a_refused_uninstall_backs_off_warns_once_and_goes_through_once_allowed() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    deployer(&f);
+    let (wrapper, log) = timed_helm(&f);
+    let _operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    apply_helmapp(&f, TENANT, "keep", json!({ "chart": { "path": "reach" } })).await;
+    helmapp_ready(&f, TENANT, "keep", "InstallSucceeded", 1).await;
+    // The deployer may no longer write Secrets: helm cannot mark the
+    // release uninstalling in its storage, nor delete it.
+    let roles: Api<k8s_openapi::api::rbac::v1::Role> = Api::namespaced(f.cp.client(), TENANT);
+    let rules = |secret_verbs: serde_json::Value| {
+        json!({ "rules": [
+            { "apiGroups": [""], "resources": ["secrets"], "verbs": secret_verbs },
+            { "apiGroups": [""], "resources": ["configmaps"],
+              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"] },
+        ] })
+    };
+    let without_delete = json!(["get", "list", "watch"]);
+    roles
+        .patch(
+            "hossted-deployer",
+            &PatchParams::default(),
+            &Patch::Merge(rules(without_delete)),
+        )
+        .await
+        .unwrap();
+    // RBAC changes reach the authorizer through its cache: wait until it
+    // says so.
+    may_delete_secrets(&f, false).await;
+    Api::<HelmApp>::namespaced(f.cp.client(), TENANT)
+        .delete("keep", &DeleteParams::default())
+        .await
+        .unwrap();
+    let uninstalls = || starts_of(&log, "uninstall", "keep");
+    eventually("five refused uninstalls", 90, || async {
+        (uninstalls().len() >= 5).then_some(())
+    })
+    .await;
+    let runs = uninstalls();
+    // (The first look may have been scheduled before the deletion — by
+    // the install's own settling — so the first gap is the queue's.)
+    let gaps: Vec<f64> = runs.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
+    for gap in &gaps {
+        assert!(
+            *gap >= 1.9,
+            "uninstall ran {gap:.3} s after the one before: {gaps:?}"
+        );
+    }
+    assert!(gaps[2] >= 3.5, "the waits do not grow: {gaps:?}");
+    // One Warning for the one message, however many attempts.
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(f.cp.client(), TENANT);
+    let warnings: i32 = events
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=keep"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("Forbidden"))
+        .map(|e| e.count.unwrap_or(1))
+        .sum();
+    assert_eq!(warnings, 1, "a Forbidden Event per attempt");
+    // Allowed again: the next look uninstalls, and the HelmApp goes.
+    let with_delete = json!([
+        "get", "list", "watch", "create", "update", "patch", "delete"
+    ]);
+    roles
+        .patch(
+            "hossted-deployer",
+            &PatchParams::default(),
+            &Patch::Merge(rules(with_delete)),
+        )
+        .await
+        .unwrap();
+    eventually("the HelmApp gone", 120, || async {
+        get_helmapp(&f, TENANT, "keep")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+/// A refusal no retry fixes soon (RBAC) runs helm seconds apart, the
+/// waits growing — never at the work queue's millisecond pace (it ran ten
+/// times in three seconds) — and a change of the HelmApp still installs.
+#[tokio::test]
+async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    deployer(&f);
+    let (wrapper, log) = timed_helm(&f);
     let _operator = f
         .start_delivery_with(|s| {
             secure_by_default(s);
@@ -115,17 +256,7 @@ async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs()
     )
     .await;
     helmapp_with_reason(&f, TENANT, "admin", "Forbidden").await;
-    let starts = || -> Vec<f64> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| {
-                let call = HelmCall::parse(l);
-                call.subcommand == "upgrade" && call.on("admin")
-            })
-            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
-            .collect()
-    };
+    let starts = || starts_of(&log, "upgrade", "admin");
     // It is tried again (the positive control) …
     eventually("four refused runs", 90, || async {
         (starts().len() >= 4).then_some(())
@@ -141,6 +272,8 @@ async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs()
             "helm ran {gap:.3} s after the run before: {gaps:?}"
         );
     }
+    // The waits grow: the third is as long again as the refusal had lasted.
+    assert!(gaps[2] >= 3.5, "the waits do not grow: {gaps:?}");
     let app = get_helmapp(&f, TENANT, "admin").await.unwrap();
     assert_eq!(app.status.unwrap().failures, 0, "a refusal is no failure");
     // A change of the HelmApp is acted on: the chart without the binding

@@ -113,8 +113,9 @@ pub struct HelmAppSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 200), inner(length(max = 4096)))]
     pub set: Vec<String>,
-    /// Install only after these are Ready.
+    /// Install only after these are Ready (at most 64).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub depends_on: Vec<Dependency>,
     /// CEL health checks by kind, for the release's own objects (with
     /// `wait`) and for `dependsOn` objects: instead of kstatus for that

@@ -106,9 +106,20 @@ pub fn forbidden(
     message: &str,
     after: Duration,
 ) -> Outcome {
-    let new = !o.status.conditions.iter().any(|c| {
+    // New to the status (kept over restarts) and to this process (which
+    // keeps it for a HelmApp being deleted, whose status is not written).
+    let said = o.status.conditions.iter().any(|c| {
         c.type_ == READY && c.reason == Reason::Forbidden.as_str() && c.message == message
     });
+    let key = super::super::context::run_key(app);
+    let seen = {
+        let mut refused = ctx.refused.lock();
+        let entry = refused
+            .entry(key)
+            .or_insert_with(|| (std::time::Instant::now(), String::new()));
+        std::mem::replace(&mut entry.1, message.to_string()) == message
+    };
+    let new = !said && !seen;
     status::set(&mut o.status, READY, false, Reason::Forbidden, message);
     status::set(&mut o.status, RELEASED, false, Reason::Forbidden, message);
     if new {

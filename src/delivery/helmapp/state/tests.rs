@@ -67,6 +67,7 @@ pub(crate) fn observed() -> Observed {
             hash: HASH.into(),
         }),
         run_ended: None,
+        refused_for: None,
         helm_ran: false,
         newest: None,
         server_side_revisions: Default::default(),
@@ -1155,6 +1156,38 @@ fn a_busy_helm_slot_is_looked_at_again_and_counts_nothing() {
         },
         |s| *s == S::HeldByHelm,
     )]);
+}
+
+/// A run refused by RBAC is a state of its own, and how long the refusals
+/// have gone on is the longer of what the status says and what this
+/// process saw — a HelmApp being deleted gets no status write, so its
+/// refused uninstalls back off by the latter alone.
+#[test]
+fn a_refused_run_waits_by_the_longer_of_the_status_and_the_process() {
+    use crate::delivery::helmapp::observation::RunEnded;
+    use ReleaseState as S;
+    let refused = |refused_for: Option<Duration>| Observed {
+        run_ended: Some(RunEnded::Forbidden {
+            message: "no".into(),
+        }),
+        refused_for,
+        newest: stored(3, "deployed", UID, HASH),
+        ..observed()
+    };
+    check(vec![
+        (
+            "refused for 40 s, the status saying nothing",
+            app(|_| {}),
+            refused(Some(Duration::from_secs(40))),
+            |s| matches!(s, S::Forbidden { waited, .. } if *waited >= Duration::from_secs(40)),
+        ),
+        (
+            "refused for the first time",
+            app(|_| {}),
+            refused(None),
+            |s| matches!(s, S::Forbidden { message, .. } if message == "no"),
+        ),
+    ]);
 }
 
 /// `retryInterval` is held within its bounds: never back to back, never
