@@ -97,6 +97,36 @@ fn timed_helm(f: &Fixture) -> (std::path::PathBuf, std::path::PathBuf) {
     (wrapper, log)
 }
 
+/// A control plane with [`TENANT`]'s deployer, and the operator (tenancy
+/// as in production) running [`timed_helm`]; returns its log too.
+async fn tenant_operator_with_timed_helm() -> (Fixture, Operator, std::path::PathBuf) {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    deployer(&f);
+    let (wrapper, log) = timed_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = wrapper.clone();
+        })
+        .await;
+    (f, operator, log)
+}
+
+/// Refused runs `gaps` seconds apart: each at least 2 s after the one
+/// before (a slow machine only stretches them), and the third wait as long
+/// again as the refusal had lasted — never the work queue's milliseconds.
+fn assert_waits_grow(gaps: &[f64]) {
+    for gap in gaps {
+        assert!(
+            *gap >= 1.9,
+            "helm ran {gap:.3} s after the run before: {gaps:?}"
+        );
+    }
+    assert!(gaps[2] >= 3.5, "the waits do not grow: {gaps:?}");
+}
+
 /// When each `subcommand` run on `release` started, by [`timed_helm`]'s log.
 fn starts_of(log: &std::path::Path, subcommand: &str, release: &str) -> Vec<f64> {
     std::fs::read_to_string(log)
@@ -144,17 +174,7 @@ async fn may_delete_secrets(f: &Fixture, allowed: bool) {
 /// the uninstall goes through and the HelmApp goes.
 #[tokio::test]
 async fn a_refused_uninstall_backs_off_warns_once_and_goes_through_once_allowed() {
-    let f = Fixture::new().await;
-    f.namespace(TENANT).await;
-    f.namespace(OPERATOR_NS).await;
-    deployer(&f);
-    let (wrapper, log) = timed_helm(&f);
-    let _operator = f
-        .start_delivery_with(|s| {
-            secure_by_default(s);
-            s.helm.binary = wrapper.clone();
-        })
-        .await;
+    let (f, _operator, log) = tenant_operator_with_timed_helm().await;
     apply_helmapp(&f, TENANT, "keep", json!({ "chart": { "path": "reach" } })).await;
     helmapp_ready(&f, TENANT, "keep", "InstallSucceeded", 1).await;
     // The deployer may no longer write Secrets: helm cannot mark the
@@ -192,13 +212,7 @@ async fn a_refused_uninstall_backs_off_warns_once_and_goes_through_once_allowed(
     // (The first look may have been scheduled before the deletion — by
     // the install's own settling — so the first gap is the queue's.)
     let gaps: Vec<f64> = runs.windows(2).skip(1).map(|w| w[1] - w[0]).collect();
-    for gap in &gaps {
-        assert!(
-            *gap >= 1.9,
-            "uninstall ran {gap:.3} s after the one before: {gaps:?}"
-        );
-    }
-    assert!(gaps[2] >= 3.5, "the waits do not grow: {gaps:?}");
+    assert_waits_grow(&gaps);
     // One Warning for the one message, however many attempts.
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(f.cp.client(), TENANT);
     let warnings: i32 = events
@@ -237,17 +251,7 @@ async fn a_refused_uninstall_backs_off_warns_once_and_goes_through_once_allowed(
 /// times in three seconds) — and a change of the HelmApp still installs.
 #[tokio::test]
 async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs() {
-    let f = Fixture::new().await;
-    f.namespace(TENANT).await;
-    f.namespace(OPERATOR_NS).await;
-    deployer(&f);
-    let (wrapper, log) = timed_helm(&f);
-    let _operator = f
-        .start_delivery_with(|s| {
-            secure_by_default(s);
-            s.helm.binary = wrapper.clone();
-        })
-        .await;
+    let (f, _operator, log) = tenant_operator_with_timed_helm().await;
     apply_helmapp(
         &f,
         TENANT,
@@ -266,14 +270,7 @@ async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs()
     // stretches the gaps), the gaps not shrinking.
     let runs = starts();
     let gaps: Vec<f64> = runs.windows(2).map(|w| w[1] - w[0]).collect();
-    for gap in &gaps {
-        assert!(
-            *gap >= 1.9,
-            "helm ran {gap:.3} s after the run before: {gaps:?}"
-        );
-    }
-    // The waits grow: the third is as long again as the refusal had lasted.
-    assert!(gaps[2] >= 3.5, "the waits do not grow: {gaps:?}");
+    assert_waits_grow(&gaps);
     let app = get_helmapp(&f, TENANT, "admin").await.unwrap();
     assert_eq!(app.status.unwrap().failures, 0, "a refusal is no failure");
     // A change of the HelmApp is acted on: the chart without the binding
