@@ -7,7 +7,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use hossted_operator::cached::marker::has_hossted_marker;
+use hossted_operator::lean::marker::has_hossted_marker;
 
 /// The detector before the YAML parser: one key per line, block style only.
 fn line_scanner(manifest: &str) -> bool {

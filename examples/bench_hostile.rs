@@ -336,7 +336,7 @@ async fn main() {
         "info": { "status": "deployed", "first_deployed": "2026-11-01T10:00:00Z", "last_deployed": "2026-11-01T10:00:00Z" },
         "chart": { "metadata": { "name": "bomb", "version": "1.0.0" } },
         "manifest": alias_bomb("hossted_helm: true\n", 12) });
-    let payload = hossted_operator::cached::helm::encode_release(release.to_string().as_bytes());
+    let payload = hossted_operator::lean::helm::encode_release(release.to_string().as_bytes());
     let labels = [
         ("owner", "helm"),
         ("name", "bomb"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The import rules hack/test.sh keeps (hack/check-import-cycles.py): no
 # circle among the files — or modules, `foo.rs` with `foo/` — of each tree
-# below, and helmapp's decisions (state, plan) pure: they reach, through
+# below, and helmapp's decisions (decide/) pure: they reach, through
 # their imports, no file that awaits, holds a kube client, touches the file
 # system or starts a process.
 #
@@ -18,8 +18,7 @@ check=hack/check-import-cycles.py
 
 check_repo() {
   python3 "$check" src \
-    --pure delivery/helmapp/state.rs --pure delivery/helmapp/state \
-    --pure delivery/helmapp/plan.rs
+    --pure delivery/helmapp/decide
   for tree in pkg/*/src; do
     python3 "$check" "$tree"
   done
@@ -70,18 +69,24 @@ self_test() {
   printf 'pub struct Z;\n' >"$t/modules/src/foo/inner.rs"
   printf 'pub struct B;\npub fn g() -> crate::foo::inner::Z { crate::foo::inner::Z }\n' >"$t/modules/src/bar.rs"
   expect_failure "a module and a file in a circle" "folder import cycle" "$t/modules/src"
-  # The real tree with plan.rs reaching helm: a layer breach.
+  # The real tree with a decision reaching I/O: plan.rs naming the context,
+  # and state.rs naming helm's storage reads (observe/): layer breaches.
   mkdir -p "$t/real"
   cp -r src/delivery "$t/real/delivery"
-  plant "$t/real/delivery/helmapp/plan.rs" \
+  plant "$t/real/delivery/helmapp/decide/plan.rs" \
     'fn _planted(_: &crate::delivery::helmapp::context::Context) {}'
-  expect_failure "plan.rs reaching the context" "pure code reaches I/O" \
-    "$t/real/delivery" crate::delivery --pure helmapp/plan.rs
+  expect_failure "decide/plan.rs reaching the context" "pure code reaches I/O" \
+    "$t/real/delivery" crate::delivery --pure helmapp/decide
+  cp src/delivery/helmapp/decide/plan.rs "$t/real/delivery/helmapp/decide/plan.rs"
+  plant "$t/real/delivery/helmapp/decide/state.rs" \
+    'fn _planted() { let _ = crate::delivery::helmapp::observe::storage::read; }'
+  expect_failure "decide/state.rs reaching observe's storage reads" "pure code reaches I/O" \
+    "$t/real/delivery" crate::delivery --pure helmapp/decide
+  cp src/delivery/helmapp/decide/state.rs "$t/real/delivery/helmapp/decide/state.rs"
   # And a circle planted in the real tree: plan.rs naming act.
-  cp src/delivery/helmapp/plan.rs "$t/real/delivery/helmapp/plan.rs"
-  plant "$t/real/delivery/helmapp/plan.rs" \
+  plant "$t/real/delivery/helmapp/decide/plan.rs" \
     'fn _planted() { let _ = crate::delivery::helmapp::act::run; }'
-  expect_failure "plan.rs naming act" "import cycle" "$t/real/delivery" crate::delivery
+  expect_failure "decide/plan.rs naming act" "import cycle" "$t/real/delivery" crate::delivery
   # A circle planted in the whole of src/, outside delivery: the
   # inventory's settings naming the informers, which read the settings.
   mkdir -p "$t/whole"

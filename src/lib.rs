@@ -8,7 +8,6 @@
 //! - [`cli`]: flags and environment, validated into settings.
 //! - [`plugin`]: `kubectl hossted`, the binary as a kubectl plugin.
 
-pub mod cached;
 pub mod cli;
 pub mod condition;
 pub mod convert;
@@ -16,6 +15,7 @@ pub mod delivery;
 pub mod duration;
 pub mod inventory;
 pub mod kubectl;
+pub mod lean;
 pub mod plugin;
 pub mod tls;
 pub mod ui;

@@ -12,11 +12,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant};
 
-use hossted_operator::cached::helm::{decode_release, encode_release};
-use hossted_operator::cached::marker::has_hossted_marker;
-use hossted_operator::cached::yaml::{self, MAX_NODES, Refused};
 use hossted_operator::delivery::source::index::entries_of;
 use hossted_operator::delivery::values::{apply_set, parse_document};
+use hossted_operator::lean::helm::{decode_release, encode_release};
+use hossted_operator::lean::marker::has_hossted_marker;
+use hossted_operator::lean::yaml::{self, MAX_NODES, Refused};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -489,7 +489,9 @@ fn words(extra: &'static [&'static str]) -> impl Strategy<Value = String> {
 #[test]
 #[ignore = "a long run: hack/fuzz.sh"]
 fn fuzz_sops() {
-    use hossted_operator::delivery::sops::{Keys, Unauthenticated, decrypt, is_encrypted};
+    use hossted_operator::delivery::helmapp::observe::sops::{
+        Keys, Unauthenticated, decrypt, is_encrypted,
+    };
     let identity = age::x25519::Identity::generate();
     let keys = Keys::parse([age::secrecy::ExposeSecret::expose_secret(
         &identity.to_string(),
@@ -620,7 +622,7 @@ fn fuzz_known_hosts() {
 #[test]
 #[ignore = "a long run: hack/fuzz.sh"]
 fn fuzz_cel() {
-    use hossted_operator::delivery::expressions::{compile, evaluate};
+    use hossted_operator::delivery::helmapp::observe::expressions::{compile, evaluate};
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -694,7 +696,7 @@ fn fuzz_cel() {
 #[ignore = "a long run: hack/fuzz.sh"]
 fn fuzz_change_windows() {
     use apis::helmapp::{ChangeWindow, ChangeWindows};
-    use hossted_operator::delivery::windows::Windows;
+    use hossted_operator::delivery::helmapp::decide::windows::Windows;
     let field = prop::sample::select(vec![
         "*", "*/1", "0", "59", "1-5", "1,2,3", "L", "W", "#", "?", "MON", "JAN", "2026", "61",
         "-1", "*/0", "0-59/7", "",

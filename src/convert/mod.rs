@@ -827,7 +827,7 @@ pub fn main(paths: &[std::path::PathBuf]) -> ExitCode {
 
 /// Every non-empty YAML document of `text`, as JSON values.
 pub fn read_documents(text: &str) -> Result<Vec<Value>, String> {
-    crate::cached::yaml::check(text).map_err(|e| e.to_string())?;
+    crate::lean::yaml::check(text).map_err(|e| e.to_string())?;
     let mut docs = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let value: Value = serde::Deserialize::deserialize(doc).map_err(|e| e.to_string())?;

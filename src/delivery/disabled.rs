@@ -18,8 +18,8 @@ use kube::ResourceExt;
 use record::{EventRecorder, EventType};
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
-use super::helmapp::status::Reason;
 use crate::condition;
+use crate::delivery::helmapp::decide::conditions::Reason;
 
 /// Delivery's field manager for the `Delivering` condition.
 pub const FIELD_MANAGER: &str = "hossted-delivery";

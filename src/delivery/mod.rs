@@ -15,9 +15,7 @@
 
 pub mod appset;
 mod children;
-mod dependencies;
 pub mod disabled;
-pub mod expressions;
 mod finalizer;
 pub mod helm;
 pub mod helmapp;
@@ -25,17 +23,13 @@ pub mod metrics;
 pub mod names;
 pub mod project;
 pub mod pushed;
-mod reachability;
 pub mod reason;
 pub mod selector;
 mod settings;
 pub mod shard;
-pub mod sops;
 pub mod source;
 pub mod tenancy;
-pub mod watched_kinds;
 pub mod webhook;
-pub mod windows;
 
 use std::sync::Arc;
 
@@ -67,7 +61,7 @@ pub struct Added {
 /// (every command line is built for it) and, for helm 4, writes the
 /// post-renderer plugin: an error says why delivery cannot start.
 pub fn add_to(manager: &mut Manager, mut settings: Settings) -> Result<Added, String> {
-    settings.helm.cli = helm::version::detect(&settings.helm.binary)?;
+    settings.helm.cli = helm::detect::detect(&settings.helm.binary)?;
     if let (HelmCli::V4, Some(binary)) = (settings.helm.cli, &settings.helm.post_renderer) {
         helm::plugin::install_post_renderer(&settings.helm.work_dir, binary)?;
     }

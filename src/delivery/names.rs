@@ -1,6 +1,6 @@
 //! The names delivery writes and reads on the cluster.
 
-pub use crate::cached::storage::{CONFIG_HASH_LABEL as HASH_LABEL, HELMAPP_UID_LABEL as UID_LABEL};
+pub use crate::lean::storage::{CONFIG_HASH_LABEL as HASH_LABEL, HELMAPP_UID_LABEL as UID_LABEL};
 
 /// Held by every HelmApp that may have a release: deleting it uninstalls
 /// first.
@@ -37,7 +37,7 @@ pub const TARGET_INDEX: &str = "target";
 pub fn made_app_name(target: &str, release: &str) -> String {
     use sha2::Digest;
     let sum = sha2::Sha256::digest(format!("{target}/{release}").as_bytes());
-    let hash = crate::cached::hex::hex(&sum[..4]);
+    let hash = crate::lean::hex::hex(&sum[..4]);
     let stem: String = format!("{target}-{release}").chars().take(63 - 9).collect();
     format!("{}-{hash}", stem.trim_end_matches(['-', '.']))
 }

@@ -15,7 +15,7 @@ pub use caches::{
 };
 
 use super::payload::{AccessInfo, AppInfo, AppPayload, HelmInfo, HelmValueInfo};
-use crate::cached::storage::HelmRelease;
+use crate::lean::storage::HelmRelease;
 
 /// One release as the caches show it: its `helm_info` (with the app UUID),
 /// which is what decides whether it is sent. Its payload is built by

@@ -8,10 +8,10 @@ use cache::{InformerOptions, SharedInformer, SharedInformerFactory};
 
 use super::collector::{Caches, RELEASE_INDEX, WORKLOAD_INDEX, release_index, workload_index};
 use super::settings::Settings;
-use crate::cached::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
-use crate::cached::storage::{HelmRelease, HelmReleaseConfigMap, UuidSecret};
-use crate::cached::trivy::VulnerabilityReport;
-use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
+use crate::lean::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
+use crate::lean::storage::{HelmRelease, HelmReleaseConfigMap, UuidSecret};
+use crate::lean::trivy::VulnerabilityReport;
+use crate::lean::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 
 /// Helm releases by label `owner=helm`, `uuid` Secrets by name; pods,
 /// services, ingresses, deployments, statefulsets, configmaps and secrets by
@@ -41,8 +41,8 @@ impl Informers {
     /// Asks `factory` for every informer (shared with any other controller
     /// asking for the same), and indexes the release members.
     pub fn new(factory: &SharedInformerFactory, settings: &Settings) -> Self {
-        use crate::cached::objects::managed_by_helm_options as managed_by_helm;
-        use crate::cached::storage::helm_storage_options as helm;
+        use crate::lean::objects::managed_by_helm_options as managed_by_helm;
+        use crate::lean::storage::helm_storage_options as helm;
         let i = Informers {
             namespaces: factory.informer(InformerOptions::default()),
             releases: factory.informer(helm()),

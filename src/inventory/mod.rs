@@ -33,7 +33,7 @@ use cache::{Event, HandlerFn, InformerOptions, Object, SharedInformer, SharedInf
 use kube::{Api, Client, ResourceExt};
 use runtime::{Controller, Manager, StatusWriter};
 
-use crate::cached::objects::{INSTANCE_LABEL, Labelled};
+use crate::lean::objects::{INSTANCE_LABEL, Labelled};
 
 pub use api::{ApiRequests, HosstedApi};
 pub use informers::Informers;

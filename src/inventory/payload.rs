@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-pub use crate::cached::trivy::{Summary, Vulnerability};
-pub use crate::cached::workloads::SecretKeyRef;
+pub use crate::lean::trivy::{Summary, Vulnerability};
+pub use crate::lean::workloads::SecretKeyRef;
 
 /// `POST {api}/apps`: one Helm release.
 #[derive(Serialize, Debug, Clone, PartialEq, Eq)]

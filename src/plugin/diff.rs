@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::args::namespace_of;
 use crate::delivery::helm::{HelmCli, args, manifest_diff, post_render, says_release_not_found};
 use crate::delivery::helmapp::Target;
-use crate::delivery::helmapp::inputs;
+use crate::delivery::helmapp::observe::inputs;
 use crate::delivery::source::{Credentials, SourceLimits, ValuesFile, fetch::Sources};
 
 /// `kubectl hossted diff`.
@@ -137,7 +137,7 @@ async fn chart_of(
         }
     };
     // Rendered only if it verifies, as the operator would install it.
-    let trust = crate::delivery::helmapp::trust::trust(client, app)
+    let trust = crate::delivery::helmapp::observe::trust::trust(client, app)
         .await
         .map_err(|(e, _)| e)?;
     let sources = std::sync::Arc::new(Sources::new(work, SourceLimits::default()));
@@ -166,7 +166,7 @@ async fn git_chart_of(
             .await
             .map_err(|(e, _)| e)?,
     };
-    let signers = crate::delivery::helmapp::trust::git_signers(client, app)
+    let signers = crate::delivery::helmapp::observe::trust::git_signers(client, app)
         .await
         .map_err(|(e, _)| e)?;
     let (source, work) = (git.clone(), work.to_path_buf());
@@ -287,7 +287,7 @@ impl Helm<'_> {
         // The operator's own command line (`helm::args`), for the helm
         // found here; helm 4 post-renders through the plugin, written
         // into the temporary work directory.
-        let cli = crate::delivery::helm::version::detect(self.binary)?;
+        let cli = crate::delivery::helm::detect::detect(self.binary)?;
         let me = std::env::current_exe().map_err(|e| e.to_string())?;
         if cli == HelmCli::V4 && file.is_some() {
             crate::delivery::helm::plugin::install_post_renderer(work, &me)?;

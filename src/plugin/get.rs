@@ -184,7 +184,7 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
         chart: format!("{name}@{}", if version.is_empty() { "-" } else { version }),
         drift: status.map_or("-".into(), |s| s.drift.len().to_string()),
         update: status
-            .filter(|s| crate::delivery::helmapp::updates::newer(s))
+            .filter(|s| crate::delivery::helmapp::observe::updates::newer(s))
             .map_or("-".into(), |s| s.latest_available.clone()),
         waiting: waiting(app, &reason),
         age: age(app.metadata.creation_timestamp.as_ref(), now),

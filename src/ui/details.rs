@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::delivery::helm::values::Redactor;
 use crate::delivery::helmapp::Target;
-use crate::delivery::helmapp::kstatus::{self, Readiness};
+use crate::delivery::helmapp::decide::kstatus::{self, Readiness};
 
 /// Most inventory objects read for one page (the rest: `Unknown`).
 const MAX_OBJECTS: usize = 200;
@@ -199,7 +199,7 @@ async fn deployed_release(client: &kube::Client, app: &HelmApp) -> Result<Value,
         .data
         .and_then(|mut d| d.remove("release"))
         .ok_or_else(|| format!("{}/{name} has no release entry", target.namespace))?;
-    let json = crate::cached::helm::release_json(&data.0).map_err(|e| e.to_string())?;
+    let json = crate::lean::helm::release_json(&data.0).map_err(|e| e.to_string())?;
     serde_json::from_slice(&json).map_err(|e| e.to_string())
 }
 
@@ -210,7 +210,7 @@ async fn secret_strings(client: &kube::Client, app: &HelmApp) -> Result<Redactor
         return Err("not shown: decrypted SOPS values may be among them (spec.decryption)".into());
     }
     let (_, from_secrets) =
-        crate::delivery::helmapp::inputs::merged_values_and_secrets(client, app, &[])
+        crate::delivery::helmapp::observe::inputs::merged_values_and_secrets(client, app, &[])
             .await
             .map_err(|e| format!("not shown: cannot tell which values came from Secrets: {e}"))?;
     Ok(Redactor::of_strings(from_secrets))

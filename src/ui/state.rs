@@ -115,7 +115,7 @@ pub fn urgency(app: &HelmApp) -> usize {
 /// (as `kubectl hossted get`'s UPDATE column decides it).
 pub fn update_of(app: &HelmApp) -> Option<&str> {
     let s = app.status.as_ref()?;
-    crate::delivery::helmapp::updates::newer(s).then_some(s.latest_available.as_str())
+    crate::delivery::helmapp::observe::updates::newer(s).then_some(s.latest_available.as_str())
 }
 
 /// What the chart is called on a page: its name, else the last part of

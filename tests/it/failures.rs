@@ -234,7 +234,7 @@ async fn a_corrupt_release_is_named_in_a_warning_and_the_others_are_still_report
 /// storage labels of `label_name`.
 pub(crate) async fn forge(f: &Fixture, secret: &str, label_name: &str, release: serde_json::Value) {
     let json = serde_json::to_vec(&release).unwrap();
-    let payload = hossted_operator::cached::helm::encode_release(&json);
+    let payload = hossted_operator::lean::helm::encode_release(&json);
     let labels = [
         ("owner", "helm"),
         ("name", label_name),

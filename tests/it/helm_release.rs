@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use envtest::ControlPlane;
-use hossted_operator::cached::helm::{ReleaseSummary, decode_release};
+use hossted_operator::lean::helm::{ReleaseSummary, decode_release};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 

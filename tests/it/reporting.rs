@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use hossted_operator::cached::helm::decode_release;
+use hossted_operator::lean::helm::decode_release;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use serde_json::json;

@@ -9,7 +9,7 @@ use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
 use crate::condition;
-use crate::delivery::helmapp::status::Reason;
+use crate::delivery::helmapp::decide::conditions::Reason;
 use crate::delivery::shard::SHARD_LABEL;
 
 /// On a child HelmApp: the name of the set that owns it.

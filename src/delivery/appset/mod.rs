@@ -24,9 +24,9 @@ use record::{EventRecorder, EventType};
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
 use super::children;
-use super::helmapp::status::Reason;
 use super::shard::Shard;
 use crate::condition;
+use crate::delivery::helmapp::decide::conditions::Reason;
 pub use desired::{SET_LABEL, child_name};
 
 /// Held by a set until its children are gone, in reverse order.

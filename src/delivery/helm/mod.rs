@@ -2,6 +2,7 @@
 //! [`values`] merges and redacts the values it is given on stdin.
 
 pub mod args;
+pub mod detect;
 pub mod manifest_bound;
 pub mod manifest_diff;
 pub mod plugin;

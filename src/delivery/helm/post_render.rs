@@ -106,7 +106,7 @@ enum Patch {
 /// A patch's text (JSON or YAML): a list is JSON 6902, an object a merge
 /// patch. Errors name the problem, never the text.
 fn parse_patch(text: &str) -> Result<Patch, String> {
-    crate::cached::yaml::check(text).map_err(|e| format!("refused: {e}"))?;
+    crate::lean::yaml::check(text).map_err(|e| format!("refused: {e}"))?;
     let v: Value = serde_yaml_ng::from_str(text).map_err(|_| "not JSON or YAML".to_string())?;
     match v {
         Value::Array(_) => serde_json::from_value(v)
@@ -128,7 +128,7 @@ fn sets_a_list(v: &Value) -> bool {
 /// Post-renders a manifest stream (see the module docs). Documents that are
 /// empty are dropped; every other is written back as a JSON document.
 pub fn render(config: &Config, manifests: &str) -> Result<String, String> {
-    crate::cached::yaml::check(manifests).map_err(|e| format!("helm's output refused: {e}"))?;
+    crate::lean::yaml::check(manifests).map_err(|e| format!("helm's output refused: {e}"))?;
     let mut all = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(manifests) {
         let v = Value::deserialize(doc).map_err(|e| format!("helm's output is not YAML: {e}"))?;

@@ -38,7 +38,7 @@ pub struct HelmConfig {
     /// post-rendering fails with a message saying so.
     pub post_renderer: Option<PathBuf>,
     /// The command line `binary` speaks: asked at start
-    /// ([`super::version::detect`], by `crate::delivery::add_to`).
+    /// ([`super::detect::detect`], by `crate::delivery::add_to`).
     pub cli: super::HelmCli,
 }
 

@@ -34,7 +34,7 @@ pub fn parse_document(text: &str) -> Result<Value, String> {
     if text.trim().is_empty() {
         return Ok(Value::Object(Map::new()));
     }
-    crate::cached::yaml::check(text).map_err(|e| format!("refused: {e}"))?;
+    crate::lean::yaml::check(text).map_err(|e| format!("refused: {e}"))?;
     let v: Value =
         serde_yaml_ng::from_str(text).map_err(|e| format!("not a YAML document: {e}"))?;
     match v {

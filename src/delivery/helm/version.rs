@@ -1,11 +1,9 @@
-//! Which helm the operator runs: asked once at start (`helm version`),
-//! then every command line is built for it (`super::args`). Helm 4 is the
+//! Which helm the operator runs: asked once at start (`helm version`, by
+//! `super::detect`), then every command line is built for it
+//! (`super::args`). Pure. Helm 4 is the
 //! one the image ships; helm 3 from 3.22 on is still spoken (its security
 //! fixes end on 10 February 2027 — docs/helm.md); anything older, or a
 //! binary that does not say, stops delivery from starting.
-
-use std::path::Path;
-use std::process::{Command, Stdio};
 
 /// The command line a helm speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -39,53 +37,6 @@ pub fn parse(answer: &str) -> Result<HelmCli, String> {
             "it is helm {version}; the operator runs helm 4, or helm {major}.{minor} or a later helm 3"
         )),
     }
-}
-
-/// How long `helm version` may take.
-const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(20);
-
-/// Asks `binary` its version (`helm version --template {{.Version}}`,
-/// nothing of the operator's environment but `PATH` and `HOME`).
-pub fn detect(binary: &Path) -> Result<HelmCli, String> {
-    let refused = |why: String| {
-        format!(
-            "delivery cannot start with --helm-binary {}: {why}",
-            binary.display()
-        )
-    };
-    let mut child = Command::new(binary)
-        .args(["version", "--template", "{{.Version}}"])
-        .env_clear()
-        .envs(std::env::vars().filter(|(k, _)| k == "PATH" || k == "HOME"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| refused(format!("it does not run ({e})")))?;
-    // A binary that never answers must not hold the start for ever.
-    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
-    while child.try_wait().ok().flatten().is_none() {
-        if std::time::Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(refused(format!(
-                "`helm version` did not answer within {ANSWER_WITHIN:?}"
-            )));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let output = child
-        .wait_with_output()
-        .map_err(|e| refused(format!("it does not run ({e})")))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let first = stderr.lines().next().unwrap_or_default();
-        return Err(refused(format!(
-            "`helm version` failed ({}): {first}",
-            output.status
-        )));
-    }
-    parse(&String::from_utf8_lossy(&output.stdout)).map_err(refused)
 }
 
 #[cfg(test)]

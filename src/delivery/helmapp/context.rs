@@ -12,14 +12,14 @@ use record::EventRecorder;
 use runtime::RateLimitingQueue;
 use runtime::StatusWriter;
 
-use crate::cached::digests::{ConfigMapDigests, SecretDigests};
-use crate::cached::drift_kinds;
-use crate::cached::kinds::{Ingress, Service};
-use crate::cached::storage::HelmRelease;
-use crate::cached::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 use crate::delivery::helm::Helm;
 use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
+use crate::lean::digests::{ConfigMapDigests, SecretDigests};
+use crate::lean::drift_kinds;
+use crate::lean::kinds::{Ingress, Service};
+use crate::lean::storage::HelmRelease;
+use crate::lean::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 
 /// The caches of a release's objects, indexed by release
 /// ([`crate::cached::members::MEMBER_INDEX`]) and keyed `namespace/name`.
@@ -67,11 +67,11 @@ pub struct Context {
     pub recorder: EventRecorder,
     pub settings: Settings,
     /// Discovery, recent manifests and polling, for drift.
-    pub drift: super::kept::DriftCache,
+    pub drift: crate::delivery::helmapp::drift_cache::DriftCache,
     /// The kinds `dependsOn` names beyond HelmApps: their informers.
-    pub watched: Arc<crate::delivery::watched_kinds::WatchedKinds>,
+    pub watched: Arc<crate::delivery::helmapp::watched_kinds::WatchedKinds>,
     /// Whether the API answers: no helm starts while it does not.
-    pub reachability: Arc<crate::delivery::reachability::Reachability>,
+    pub reachability: Arc<crate::delivery::helmapp::reachability::Reachability>,
     /// When this process began reconciling — it leads from then on (a
     /// process that loses the lease exits): a helm that left a release
     /// pending before then ran in an operator that is gone, and its helm

@@ -11,27 +11,12 @@
 //! splits deciding from doing the same way).
 
 pub mod act;
-mod adoption;
-mod config;
 mod context;
-mod dependency;
-mod drift;
-pub mod inputs;
-mod kept;
-pub(crate) mod kstatus;
-pub mod observation;
+pub mod decide;
+pub mod drift_cache;
 pub mod observe;
-pub mod plan;
-
-mod readiness;
-pub mod release_state;
-pub mod run_flags;
-pub mod state;
-pub mod status;
-mod storage;
-mod target;
-pub mod trust;
-pub mod updates;
+mod reachability;
+pub mod watched_kinds;
 mod wiring;
 
 use std::sync::Arc;
@@ -43,14 +28,6 @@ use cache::{Event, HandlerFn, IndexFn, InformerOptions, SharedInformerFactory};
 use kube::ResourceExt;
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
-use crate::cached::digests::{ConfigMapDigests, SecretDigests};
-use crate::cached::drift_kinds;
-use crate::cached::fingerprint::Fingerprinted;
-use crate::cached::members::member_informer;
-use crate::cached::objects::Labelled;
-use crate::cached::storage::HelmRelease;
-use crate::cached::storage::helm_storage_options;
-use crate::cached::workloads::ReleaseSecret;
 use crate::delivery::helm::Helm;
 use crate::delivery::metrics::HelmMetrics;
 use crate::delivery::names::{
@@ -59,9 +36,17 @@ use crate::delivery::names::{
 pub use crate::delivery::pushed::PushTrigger;
 use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
+use crate::lean::digests::{ConfigMapDigests, SecretDigests};
+use crate::lean::drift_kinds;
+use crate::lean::fingerprint::Fingerprinted;
+use crate::lean::members::member_informer;
+use crate::lean::objects::Labelled;
+use crate::lean::storage::HelmRelease;
+use crate::lean::storage::helm_storage_options;
+use crate::lean::workloads::ReleaseSecret;
 pub use act::{DeliveryError, Outcome};
 pub use context::{Context, Members};
-pub use target::Target;
+pub use decide::target::Target;
 
 /// The most steps one reconcile takes: unlock, record or render a run of
 /// ours, then install or upgrade, test, and what its end calls for.
@@ -101,7 +86,7 @@ impl Reconciler for HelmApps {
             // for it like the others, instead of retrying at the rate
             // limiter's pace through the outage.
             Err(DeliveryError::Kube(e))
-                if crate::delivery::reachability::unanswered(&e)
+                if crate::delivery::helmapp::reachability::unanswered(&e)
                     && !ctx.reachability.answers().await =>
             {
                 log::debug!("{key}: the API server does not answer ({e}): waits");
@@ -144,16 +129,16 @@ impl HelmApps {
         // this process remembers of the refusals is let go.
         let mut refused = false;
         for _ in 0..MAX_STEPS {
-            let decided = state::decide(&observed, &app);
+            let decided = decide::state::decide(&observed, &app);
             log::debug!(
                 "{}: {decided:?} (newest {:?}, missing {:?})",
                 observed.target.key(),
                 observed.newest.as_ref().map(|n| n.revision),
                 observed.missing
             );
-            let step = plan::next(&decided, &app);
+            let step = decide::plan::next(&decided, &app);
             settled |= step.settles_approval();
-            refused = matches!(step, plan::Step::Forbidden { .. });
+            refused = matches!(step, decide::plan::Step::Forbidden { .. });
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
@@ -169,20 +154,23 @@ impl HelmApps {
             act::settle_approval(&app, &mut observed);
         }
         if !deleting {
-            updates::notice(ctx, &app, &mut observed);
+            observe::updates::notice(ctx, &app, &mut observed);
             ctx.status.write(&app, &observed.status).await?;
         }
         match outcome? {
             Outcome::Finished(mut action) => {
                 if observed.helm_ran
-                    && let Some(soon) = drift::recheck_unverified(&app, &observed)
+                    && let Some(soon) = observe::drift::recheck_unverified(&app, &observed)
                 {
                     action.requeue_after = Some(action.requeue_after.map_or(soon, |a| a.min(soon)));
                 }
                 Ok(action)
             }
             Outcome::Retry { reason, message } => Err(DeliveryError::Retry { reason, message }),
-            Outcome::Replan => Ok(Action::requeue_after(plan::HELM_HOLDS, "plan again")),
+            Outcome::Replan => Ok(Action::requeue_after(
+                decide::plan::HELM_HOLDS,
+                "plan again",
+            )),
         }
     }
 }
@@ -199,7 +187,7 @@ pub fn controller(
     let apps = factory.optional_informer::<HelmApp>(settings.shard.helmapps());
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
-    let drift = kept::DriftCache::new(metrics.clone());
+    let drift = drift_cache::DriftCache::new(metrics.clone());
     let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
     let sets = factory.optional_informer::<HelmAppSet>(settings.shard.helmappsets());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
@@ -233,7 +221,7 @@ pub fn controller(
         settings: settings.clone(),
         drift,
         watched: watched_kinds(manager, apps.store(), queue.clone()),
-        reachability: crate::delivery::reachability::Reachability::new(
+        reachability: crate::delivery::helmapp::reachability::Reachability::new(
             manager.client(),
             manager,
             queue.clone(),
@@ -297,8 +285,8 @@ fn watched_kinds(
     manager: &Manager,
     apps: cache::Store<HelmApp>,
     queue: Arc<runtime::RateLimitingQueue<String>>,
-) -> Arc<crate::delivery::watched_kinds::WatchedKinds> {
-    let watched = Arc::new(crate::delivery::watched_kinds::WatchedKinds::new(
+) -> Arc<crate::delivery::helmapp::watched_kinds::WatchedKinds> {
+    let watched = Arc::new(crate::delivery::helmapp::watched_kinds::WatchedKinds::new(
         manager.client(),
         apps,
         queue,
@@ -314,7 +302,7 @@ fn watched_kinds(
 /// run that waited for one may start long after it was decided).
 fn gate_on_reachability(
     helm: &crate::delivery::helm::Helm,
-    reachability: &Arc<crate::delivery::reachability::Reachability>,
+    reachability: &Arc<crate::delivery::helmapp::reachability::Reachability>,
 ) {
     let reachability = reachability.clone();
     helm.set_gate(Arc::new(move || {
@@ -339,7 +327,7 @@ fn index_helmapps(apps: &cache::Store<HelmApp>) {
         a.spec
             .depends_on
             .iter()
-            .map(|d| crate::delivery::dependencies::index_key(&ns, d))
+            .map(|d| crate::delivery::helmapp::decide::dependencies::index_key(&ns, d))
             .collect()
     });
     apps.add_index(DEPENDS_ON_INDEX, deps);
@@ -364,13 +352,13 @@ fn release_by_name() -> IndexFn<HelmRelease> {
 /// The informers of a release's objects (shared with the inventory: same
 /// options, one watch each).
 struct MemberInformers {
-    deployments: Arc<cache::SharedInformer<crate::cached::workloads::Deployment>>,
-    statefulsets: Arc<cache::SharedInformer<crate::cached::workloads::StatefulSet>>,
-    daemonsets: Arc<cache::SharedInformer<crate::cached::workloads::DaemonSet>>,
-    jobs: Arc<cache::SharedInformer<crate::cached::workloads::Job>>,
-    services: Arc<cache::SharedInformer<crate::cached::kinds::Service>>,
-    ingresses: Arc<cache::SharedInformer<crate::cached::kinds::Ingress>>,
-    secrets: Arc<cache::SharedInformer<crate::cached::workloads::ReleaseSecret>>,
+    deployments: Arc<cache::SharedInformer<crate::lean::workloads::Deployment>>,
+    statefulsets: Arc<cache::SharedInformer<crate::lean::workloads::StatefulSet>>,
+    daemonsets: Arc<cache::SharedInformer<crate::lean::workloads::DaemonSet>>,
+    jobs: Arc<cache::SharedInformer<crate::lean::workloads::Job>>,
+    services: Arc<cache::SharedInformer<crate::lean::kinds::Service>>,
+    ingresses: Arc<cache::SharedInformer<crate::lean::kinds::Ingress>>,
+    secrets: Arc<cache::SharedInformer<crate::lean::workloads::ReleaseSecret>>,
     service_accounts: Arc<cache::SharedInformer<drift_kinds::ServiceAccount>>,
     autoscalers: Arc<cache::SharedInformer<drift_kinds::HorizontalPodAutoscaler>>,
     disruption_budgets: Arc<cache::SharedInformer<drift_kinds::PodDisruptionBudget>>,

@@ -12,12 +12,12 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 use runtime::RateLimitingQueue;
 
-use crate::cached::fingerprint::Fingerprinted;
-use crate::cached::objects::{INSTANCE_LABEL, Labelled, LeanMeta, label};
-use crate::cached::storage::HelmRelease;
 use crate::delivery::names::{
     APPROVE, DEPENDS_ON_INDEX, FORCE_AT, RECONCILE_AT, TARGET_INDEX, VALUES_FROM_INDEX,
 };
+use crate::lean::fingerprint::Fingerprinted;
+use crate::lean::objects::{INSTANCE_LABEL, Labelled, LeanMeta, label};
+use crate::lean::storage::HelmRelease;
 
 /// The queue and the HelmApp cache every handler maps through.
 #[derive(Clone)]
@@ -71,7 +71,7 @@ impl Handlers {
             // waited as `ReleaseOwnedByOther`, or a HelmApp moved to the
             // operator's namespace): the other HelmApps of that release
             // look again.
-            let release = super::target::Target::of(gone).key();
+            let release = crate::delivery::helmapp::decide::target::Target::of(gone).key();
             self.through(TARGET_INDEX, &release, |a| a.uid() != gone.uid());
         }
     }

@@ -11,8 +11,8 @@ use kube::Client;
 use record::EventRecorder;
 use runtime::StatusWriter;
 
-use crate::cached::storage::HelmRelease;
 use crate::delivery::source::fetch::Sources;
+use crate::lean::storage::HelmRelease;
 
 pub use crate::delivery::names::PROJECT_LABEL;
 /// On a HelmApp made for a Hosstedproject: `helm`, `monitoring` or `ingress`.

@@ -17,7 +17,7 @@ use serde_json::json;
 use super::context::{PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 use super::wanted::Wanted;
 use crate::delivery::children::{self, Applied};
-use crate::delivery::helmapp::status::Reason;
+use crate::delivery::helmapp::decide::conditions::Reason;
 use crate::delivery::names::{RELEASE_INDEX, UID_LABEL};
 use crate::delivery::source;
 
@@ -233,7 +233,7 @@ impl ProjectDelivery {
         let entries = self
             .releases
             .by_index(RELEASE_INDEX, &format!("{}/{}", w.target, w.release));
-        let installed = crate::cached::storage::newest_of(&entries).and_then(|r| {
+        let installed = crate::lean::storage::newest_of(&entries).and_then(|r| {
             r.release
                 .as_ref()
                 .ok()
@@ -292,7 +292,7 @@ impl ProjectDelivery {
 /// those were recorded proves only its newest revision, by the digest on
 /// its history.
 fn unproven(status: &apis::helmapp::HelmAppStatus, stored: &[Secret]) -> Option<String> {
-    use crate::cached::storage::release_digest;
+    use crate::lean::storage::release_digest;
     let digest_of = |s: &Secret| {
         let payload = s.data.as_ref().and_then(|d| d.get("release"));
         release_digest(payload.map(|b| b.0.as_slice()).unwrap_or_default())

@@ -40,10 +40,10 @@ use record::EventType;
 use runtime::{Action, Controller, Manager, Reconciler};
 use serde_json::json;
 
-use super::helmapp::status::Reason;
-use crate::cached::storage::HelmRelease;
-use crate::cached::storage::helm_storage_options;
+use crate::delivery::helmapp::decide::conditions::Reason;
 use crate::delivery::source::fetch::Sources;
+use crate::lean::storage::HelmRelease;
+use crate::lean::storage::helm_storage_options;
 use context::PROJECT_INDEX;
 pub use context::{PLATFORM_CONFIGMAP, PROJECT_LABEL, ProjectDelivery, ProjectError, SOURCE_LABEL};
 

@@ -10,7 +10,7 @@ use record::EventType;
 use serde_json::json;
 
 use super::context::{PLATFORM_CONFIGMAP, ProjectDelivery, TOGGLES};
-use crate::delivery::helmapp::status::Reason;
+use crate::delivery::helmapp::decide::conditions::Reason;
 
 /// One HelmApp a project asks for: release `release` in namespace
 /// `target`, kept as the HelmApp [`Wanted::app_name`] in the operator's
@@ -147,7 +147,7 @@ struct Listed {
 }
 
 fn parse_platform_list(text: &str) -> Result<Vec<Listed>, String> {
-    crate::cached::yaml::check(text).map_err(|e| e.to_string())?;
+    crate::lean::yaml::check(text).map_err(|e| e.to_string())?;
     let listed: Vec<Listed> = serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?;
     if let Some((i, bad)) = listed
         .iter()

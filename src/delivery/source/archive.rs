@@ -161,7 +161,7 @@ pub fn chart_name(bytes: &[u8]) -> Result<String, String> {
 
 /// `name` of a Chart.yaml's text.
 pub fn name_in_chart_yaml(text: &str) -> Result<String, String> {
-    crate::cached::yaml::check(text).map_err(|e| format!("Chart.yaml refused: {e}"))?;
+    crate::lean::yaml::check(text).map_err(|e| format!("Chart.yaml refused: {e}"))?;
     serde_yaml_ng::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v.get("name")?.as_str().map(String::from))

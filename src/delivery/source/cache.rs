@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The archive cache of one work directory.
 #[derive(Debug)]

@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 use super::git_ssh;
 use super::http::{Http, HttpError, without_credentials};
 use super::{Credentials, SourceError, SourceLimits};
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// Bytes of packs received for one fetch, at most.
 pub const MAX_PACK_BYTES: u64 = 256 * 1024 * 1024;

@@ -12,7 +12,7 @@ use russh::keys::PublicKey as SshPublicKey;
 use russh::keys::ssh_key::SshSig;
 
 use super::git::Checkout;
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The local ref a fetch of a tag writes (the tag object, not peeled).
 pub const FETCHED_REF: &str = "refs/fetched";

@@ -41,7 +41,7 @@ use sha2::{Digest, Sha256};
 
 use self::address::AddressPolicy;
 pub use self::local_chart::{LocalChart, ValuesFile};
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// Why a chart could not be had.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -466,7 +466,7 @@ pub fn chart_version(dir: &Path) -> String {
     }
     std::fs::read_to_string(dir.join("Chart.yaml"))
         .ok()
-        .filter(|t| crate::cached::yaml::check(t).is_ok())
+        .filter(|t| crate::lean::yaml::check(t).is_ok())
         .and_then(|t| serde_yaml_ng::from_str::<serde_json::Value>(&t).ok())
         .and_then(|v| v.get("version").and_then(|v| v.as_str()).map(String::from))
         .unwrap_or_default()

@@ -29,7 +29,7 @@ use super::http::{Get, Http, HttpError, Reply, origin, without_credentials};
 use super::signatures;
 use super::verify::{self, Trust};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The media type of a Helm chart's content layer.
 pub const CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";

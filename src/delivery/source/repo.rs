@@ -9,7 +9,7 @@ use super::http::{Http, HttpError, without_credentials};
 use super::index::{IndexEntry, carve_entries, read_entries};
 use super::verify::{self, Trust};
 use super::{Credentials, FetchContext, LocalChart, SourceError, archive, choose_version};
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// Resolves `chart.repo` over the network (blocking: run it off the async
 /// workers, through [`super::Sources::fetch`]) into the chart cache, and

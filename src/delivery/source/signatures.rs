@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 
 use super::SourceError;
 use super::verify::cosign::{self, BUNDLE_TYPE, Evidence, MAX_PAYLOAD, MAX_SIGNATURES};
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The reads of one repository of a registry that finding signatures
 /// needs (the OCI client's, [`super::oci`]); each bounded, `None` on 404.

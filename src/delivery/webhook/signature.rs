@@ -57,10 +57,7 @@ pub fn verify(
 /// puts in [`SIGNATURE_HEADER`].
 pub fn sign(key: &[u8], timestamp: &str, body: &[u8]) -> String {
     let sum = mac(key, timestamp, body).map(|m| m.finalize().into_bytes());
-    format!(
-        "sha256={}",
-        crate::cached::hex::hex(&sum.unwrap_or_default())
-    )
+    format!("sha256={}", crate::lean::hex::hex(&sum.unwrap_or_default()))
 }
 
 /// The MAC of `<timestamp>.<body>` (`None` never happens: HMAC takes a key

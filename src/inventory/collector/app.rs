@@ -7,14 +7,14 @@ use apis::HelmInfo as StatusHelmInfo;
 use cache::Store;
 use kube::Resource;
 
-use crate::cached::helm::ReleaseSummary;
-use crate::cached::kinds::Pod;
-use crate::cached::objects::{Labelled, MANAGED_BY_LABEL};
 use crate::inventory::payload::{
     AccessInfo, AccessUrl, AppApiInfo, AppInfo, AppOptionsState, AppPayload, ConfigMapInfo,
     ContainerSecurity, DeploymentInfo, HelmInfo, HelmValueInfo, IngressInfo, MonitoringState,
     PodInfo, PodSecurity, SecretInfo, ServiceInfo, StatefulSetInfo, VolumeInfo,
 };
+use crate::lean::helm::ReleaseSummary;
+use crate::lean::kinds::Pod;
+use crate::lean::objects::{Labelled, MANAGED_BY_LABEL};
 
 use super::caches::{Caches, Context, RELEASE_INDEX, WORKLOAD_INDEX, app_uuid, workload_key};
 
@@ -171,7 +171,7 @@ fn volumes(c: &Caches, namespace: &str, key: &str) -> Vec<VolumeInfo> {
 
 /// `http(s)://host` of each ingress host (https where TLS lists it), sorted,
 /// once each.
-fn access_urls(ingresses: &[std::sync::Arc<crate::cached::kinds::Ingress>]) -> Vec<AccessUrl> {
+fn access_urls(ingresses: &[std::sync::Arc<crate::lean::kinds::Ingress>]) -> Vec<AccessUrl> {
     let mut urls: Vec<AccessUrl> = ingresses
         .iter()
         .flat_map(|i| {

@@ -7,15 +7,15 @@ use std::sync::Arc;
 use apis::DeliveredApp;
 use cache::{IndexFn, Store};
 
-use crate::cached::helm::ReleaseSummary;
-use crate::cached::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
-use crate::cached::storage::{HelmRelease, HelmReleaseConfigMap, UuidSecret};
-use crate::cached::trivy::VulnerabilityReport;
-use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
+use crate::lean::helm::ReleaseSummary;
+use crate::lean::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
+use crate::lean::storage::{HelmRelease, HelmReleaseConfigMap, UuidSecret};
+use crate::lean::trivy::VulnerabilityReport;
+use crate::lean::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 
 /// Index of pods, services, PVCs and ingresses by `namespace/<instance
 /// label>` (the one both jobs share: [`crate::cached::members`]).
-pub use crate::cached::members::{MEMBER_INDEX as RELEASE_INDEX, member_index as release_index};
+pub use crate::lean::members::{MEMBER_INDEX as RELEASE_INDEX, member_index as release_index};
 
 /// Index of vulnerability reports by `namespace/kind/name/container` of the
 /// workload and container they are about.

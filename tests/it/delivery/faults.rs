@@ -531,7 +531,7 @@ async fn runs_waiting_for_a_slot_start_no_helm_while_the_api_server_is_down() {
 /// content digest of the revision helm stores — under helm 4 and helm 3.
 #[tokio::test]
 async fn the_release_helm_prints_has_the_content_digest_of_the_revision_it_stores() {
-    use hossted_operator::cached::storage::{content_digest, content_digest_of_json};
+    use hossted_operator::lean::storage::{content_digest, content_digest_of_json};
     let f = Fixture::new().await;
     f.namespace(NS).await;
     for (version, release) in [

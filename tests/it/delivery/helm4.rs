@@ -4,7 +4,7 @@
 //! the operator runs refuses delivery at start.
 
 use super::*;
-use hossted_operator::cached::helm::release_json;
+use hossted_operator::lean::helm::release_json;
 
 async fn live_configmap(f: &Fixture, name: &str) -> ConfigMap {
     Api::<ConfigMap>::namespaced(f.cp.client(), NS)

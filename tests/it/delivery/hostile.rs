@@ -331,7 +331,7 @@ async fn a_registry_is_bounded_and_its_token_service_on_another_host_gets_no_cre
     );
     let host = registry.url().trim_start_matches("http://").to_string();
     let chart = packaged(&f, "tiny");
-    let digest = hossted_operator::cached::hex::hex(&sha2::Sha256::digest(&chart));
+    let digest = hossted_operator::lean::hex::hex(&sha2::Sha256::digest(&chart));
     // Bearer: the token comes from another host, which must not get the
     // registry's credentials.
     let challenge = format!(
@@ -583,7 +583,7 @@ async fn other_bytes_served_for_a_version_never_reach_the_app_that_verified_the_
     server.answer("/swapped-0.1.0.tgz", Answer::Bytes(200, first.clone()));
     let pin = format!(
         "sha256:{}",
-        hossted_operator::cached::hex::hex(&sha2::Sha256::digest(&first))
+        hossted_operator::lean::hex::hex(&sha2::Sha256::digest(&first))
     );
     let operator = f.start_delivery().await;
     // The other app asks for a range that resolves to the same version: a

@@ -451,7 +451,7 @@ async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
 
 #[tokio::test]
 async fn a_release_left_pending_is_locked_then_unlocked_after_the_timeout_and_upgraded() {
-    use hossted_operator::cached::helm::{encode_release, release_json};
+    use hossted_operator::lean::helm::{encode_release, release_json};
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let operator = f.start_delivery().await;

@@ -8,8 +8,8 @@
 use std::collections::BTreeSet;
 
 use super::*;
-use hossted_operator::cached::helm::{encode_release, release_json};
 use hossted_operator::delivery::{Privileged, Tenancy};
+use hossted_operator::lean::helm::{encode_release, release_json};
 
 const TENANT: &str = "team-a";
 const OPERATOR_NS: &str = "hossted-operator";

@@ -470,14 +470,14 @@ async fn tamper(f: &Fixture, ns: &str, release: &str) {
     let name = format!("sh.helm.release.v1.{release}.v{newest}");
     let mut secret = secrets.get(&name).await.unwrap();
     let data = secret.data.as_mut().unwrap();
-    let json = hossted_operator::cached::helm::release_json(&data["release"].0).unwrap();
+    let json = hossted_operator::lean::helm::release_json(&data["release"].0).unwrap();
     let mut stored: serde_json::Value = serde_json::from_slice(&json).unwrap();
     let manifest = stored["manifest"].as_str().unwrap().to_string();
     stored["manifest"] = json!(format!(
         "{manifest}\n---\n# Source: reach/templates/planted.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\n"
     ));
     let encoded =
-        hossted_operator::cached::helm::encode_release(&serde_json::to_vec(&stored).unwrap());
+        hossted_operator::lean::helm::encode_release(&serde_json::to_vec(&stored).unwrap());
     data.insert("release".into(), k8s_openapi::ByteString(encoded));
     secrets
         .replace(&name, &PostParams::default(), &secret)

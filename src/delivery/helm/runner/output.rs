@@ -174,7 +174,7 @@ pub(super) fn parse_release(action: &'static str, out: &str) -> Result<Released,
         chart_version: r.chart.metadata.version,
         app_version: r.chart.metadata.app_version,
         chart_name: r.chart.metadata.name,
-        content: crate::cached::storage::content_digest_of_json(out.trim().as_bytes())
+        content: crate::lean::storage::content_digest_of_json(out.trim().as_bytes())
             .unwrap_or_default(),
     })
 }

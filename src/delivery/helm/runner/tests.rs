@@ -55,7 +55,7 @@ fn helms_json_release_gives_revision_status_and_versions() {
             chart_version: "1.2.0".into(),
             app_version: "1.27.3".into(),
             chart_name: "web".into(),
-            content: crate::cached::storage::content_digest_of_json(out.as_bytes()).unwrap(),
+            content: crate::lean::storage::content_digest_of_json(out.as_bytes()).unwrap(),
         }
     );
     assert!(parse_release("upgrade", "Error: nope").is_err());

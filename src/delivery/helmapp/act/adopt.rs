@@ -18,8 +18,8 @@ use super::dry_run;
 use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helm::manifest_diff;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Inputs, Observed, Rendering};
-use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::helmapp::decide::conditions::{Reason, push_history};
+use crate::delivery::helmapp::decide::observed::{Inputs, Observed, Rendering};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 use crate::delivery::tenancy::impersonate;
 

@@ -13,8 +13,8 @@ use super::dry_run;
 use super::outcome::{DeliveryError, Outcome, not_ready};
 use crate::delivery::helm::manifest_diff::{self, ManifestDiff};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Inputs, Observed};
-use crate::delivery::helmapp::status::{self, APPROVED, READY, Reason};
+use crate::delivery::helmapp::decide::conditions::{self, APPROVED, READY, Reason};
+use crate::delivery::helmapp::decide::observed::{Inputs, Observed};
 use crate::delivery::names::APPROVE;
 
 /// How many names of each list `status.pendingChange.objects` keeps.
@@ -62,8 +62,8 @@ pub async fn run(
             .event(app, EventType::Warning, reason, &message);
     }
     let reason = Reason::AwaitingApproval;
-    status::set(&mut o.status, APPROVED, false, reason, &message);
-    status::set(&mut o.status, READY, false, reason, &message);
+    conditions::set(&mut o.status, APPROVED, false, reason, &message);
+    conditions::set(&mut o.status, READY, false, reason, &message);
     Ok(Outcome::Finished(Action::done(reason.as_str())))
 }
 
@@ -111,11 +111,11 @@ pub fn settle(app: &HelmApp, o: &mut Observed) {
     o.status.pending_change = None;
     if app.spec.approval == apis::helmapp::Approval::Auto {
         o.status.conditions.retain(|c| c.type_ != APPROVED);
-    } else if !status::is_true(&o.status, APPROVED) {
+    } else if !conditions::is_true(&o.status, APPROVED) {
         let message = format!(
             "nothing waits for approval; the release runs configuration {}",
             o.status.config_hash
         );
-        status::set(&mut o.status, APPROVED, true, Reason::Approved, &message);
+        conditions::set(&mut o.status, APPROVED, true, Reason::Approved, &message);
     }
 }

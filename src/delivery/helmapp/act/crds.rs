@@ -19,55 +19,53 @@ use super::outcome::DeliveryError;
 /// The field manager of the operator's own applies.
 pub const FIELD_MANAGER: &str = "hossted-operator";
 
-impl Context {
-    /// Applies every CustomResourceDefinition of the chart at `chart`;
-    /// returns their names. `Err` carries a message for the condition.
-    pub async fn replace_crds(
-        &self,
-        chart: &std::path::Path,
-        as_user: Option<&str>,
-    ) -> Result<Vec<String>, String> {
-        let text = self
-            .helm
-            .show_crds(chart)
+/// Applies every CustomResourceDefinition of the chart at `chart`;
+/// returns their names. `Err` carries a message for the condition.
+pub async fn replace_crds(
+    ctx: &Context,
+    chart: &std::path::Path,
+    as_user: Option<&str>,
+) -> Result<Vec<String>, String> {
+    let text = ctx
+        .helm
+        .show_crds(chart)
+        .await
+        .map_err(|e| format!("reading the chart's crds/: {e}"))?;
+    let mut applied = Vec::new();
+    for crd in parse_crds(&text)? {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        apply_crd(ctx, &name, &crd, as_user)
             .await
-            .map_err(|e| format!("reading the chart's crds/: {e}"))?;
-        let mut applied = Vec::new();
-        for crd in parse_crds(&text)? {
-            let name = crd
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            self.apply_crd(&name, &crd, as_user)
-                .await
-                .map_err(|e| format!("applying CustomResourceDefinition {name}: {e}"))?;
-            applied.push(name);
-        }
-        Ok(applied)
+            .map_err(|e| format!("applying CustomResourceDefinition {name}: {e}"))?;
+        applied.push(name);
     }
+    Ok(applied)
+}
 
-    async fn apply_crd(
-        &self,
-        name: &str,
-        crd: &Value,
-        as_user: Option<&str>,
-    ) -> Result<(), DeliveryError> {
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let mut request = Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
-            .patch(name, &params, &Patch::Apply(crd))?;
-        crate::delivery::tenancy::impersonate(&mut request, as_user)
-            .map_err(DeliveryError::Impersonation)?;
-        self.client.request::<Value>(request).await?;
-        Ok(())
-    }
+async fn apply_crd(
+    ctx: &Context,
+    name: &str,
+    crd: &Value,
+    as_user: Option<&str>,
+) -> Result<(), DeliveryError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let mut request = Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
+        .patch(name, &params, &Patch::Apply(crd))?;
+    crate::delivery::tenancy::impersonate(&mut request, as_user)
+        .map_err(DeliveryError::Impersonation)?;
+    ctx.client.request::<Value>(request).await?;
+    Ok(())
 }
 
 /// The CustomResourceDefinitions of a multi-document YAML stream (other
 /// kinds and empty documents are skipped; a CRD without a name is an
 /// error).
 fn parse_crds(text: &str) -> Result<Vec<Value>, String> {
-    crate::cached::yaml::check(text).map_err(|e| format!("the chart's crds/ is refused: {e}"))?;
+    crate::lean::yaml::check(text).map_err(|e| format!("the chart's crds/ is refused: {e}"))?;
     let mut crds = Vec::new();
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let value: Value = serde::Deserialize::deserialize(doc)

@@ -7,7 +7,7 @@ use apis::helmapp::HelmApp;
 use super::release::{self, Parts};
 use crate::delivery::helm::{GetManifest, Rendered, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Inputs, Observed, RunKind};
+use crate::delivery::helmapp::decide::observed::{Inputs, Observed, RunKind};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
 /// `(live, next)`: the release's manifest now (empty when it has none)
@@ -43,7 +43,8 @@ async fn run(
         return Err("the chart was not looked up".into());
     };
     let (chart, hash) = (chart.clone(), hash.clone());
-    let values = ctx.values(app, &chart.values_files).await?;
+    let values =
+        crate::delivery::helmapp::observe::inputs::values(ctx, app, &chart.values_files).await?;
     o.redactor = values::Redactor::of(&values);
     let post_render = release::post_render_file(ctx, app)?;
     let uid = o.uid.clone();
@@ -59,7 +60,7 @@ async fn run(
         labels: &labels,
         user: user.as_deref(),
         post_render: post_render.as_ref(),
-        flags: crate::delivery::helmapp::run_flags::of_run(app, o, kind, false),
+        flags: crate::delivery::helmapp::decide::run_flags::of_run(app, o, kind, false),
         timeout: o.timeouts.of_run(kind),
     };
     let upgrade = release::request(ctx, app, o, parts);

@@ -4,9 +4,9 @@
 use runtime::Action;
 
 use super::outcome::Outcome;
-use crate::delivery::helmapp::observation::{Inputs, Observed};
-use crate::delivery::helmapp::readiness;
-use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
+use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason};
+use crate::delivery::helmapp::decide::observed::{Inputs, Observed};
+use crate::delivery::helmapp::observe::readiness;
 
 /// The release is deployed with this configuration: `Ready` once its
 /// workloads are (with `wait`).
@@ -32,17 +32,17 @@ pub fn report(o: &mut Observed, revision: Option<i64>) -> Outcome {
         status.revision = revision;
     }
     if let Some((reason, message, again)) = readiness::verdict(o, o.timeout) {
-        status::set(&mut o.status, READY, false, reason, &message);
+        conditions::set(&mut o.status, READY, false, reason, &message);
         return Outcome::Finished(Action::requeue_after(again, message));
     }
     let status = &mut o.status;
     // A change that waited for its window and was withdrawn: nothing
     // waits any more.
-    let waited = status::has(status, RELEASED, false, Reason::OutsideChangeWindow);
-    if moved || waited || !status::is_true(status, READY) {
+    let waited = conditions::has(status, RELEASED, false, Reason::OutsideChangeWindow);
+    if moved || waited || !conditions::is_true(status, READY) {
         let message = "the release is deployed with this configuration";
-        status::set(status, READY, true, Reason::UpToDate, message);
-        status::set(status, RELEASED, true, Reason::UpToDate, message);
+        conditions::set(status, READY, true, Reason::UpToDate, message);
+        conditions::set(status, RELEASED, true, Reason::UpToDate, message);
     }
     // Looked at again when an object of a kind no informer watches is due
     // for its drift look, or the chart's range and newest version are due

@@ -10,8 +10,8 @@ use apis::helmapp::{HelmApp, RunIntent};
 
 use super::outcome::DeliveryError;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::Observed;
-use crate::delivery::helmapp::storage;
+use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::observe::storage;
 
 /// Writes the intent of a run of `action` into `o`'s status and the API
 /// server, before helm starts: an `Err` means helm must not start.

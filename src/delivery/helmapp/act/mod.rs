@@ -28,8 +28,8 @@ use apis::helmapp::HelmApp;
 use runtime::Action;
 
 use super::context::Context;
-use super::observation::{Observed, RunKind};
-use super::plan::Step;
+use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
+use crate::delivery::helmapp::decide::plan::Step;
 
 pub use approval::settle as settle_approval;
 pub use crds::FIELD_MANAGER;

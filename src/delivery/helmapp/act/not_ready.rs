@@ -8,8 +8,8 @@ use runtime::Action;
 
 use super::outcome::{Outcome, not_ready};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::Observed;
-use crate::delivery::helmapp::status::Reason;
+use crate::delivery::helmapp::decide::conditions::Reason;
+use crate::delivery::helmapp::decide::observed::Observed;
 
 /// `Ready=False` with `reason` (a Warning when new), looked at again
 /// after `after`.

@@ -8,8 +8,8 @@ use record::EventType;
 use runtime::Action;
 
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Observed, RunEnded};
-use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason};
+use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason};
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 
 /// Why a reconcile must be retried (with backoff). Messages never carry a
 /// value: helm's are redacted before they get here.
@@ -65,11 +65,11 @@ pub fn not_ready(
     message: &str,
     warn: bool,
 ) {
-    if warn && !status::has(&o.status, READY, false, reason) {
+    if warn && !conditions::has(&o.status, READY, false, reason) {
         ctx.recorder
             .event(app, EventType::Warning, reason.as_str(), message);
     }
-    status::set(&mut o.status, READY, false, reason, message);
+    conditions::set(&mut o.status, READY, false, reason, message);
 }
 
 /// helm's run of `action` was refused (`refused`: what the API said the
@@ -120,8 +120,8 @@ pub fn forbidden(
         std::mem::replace(&mut entry.1, message.to_string()) == message
     };
     let new = !said && !seen;
-    status::set(&mut o.status, READY, false, Reason::Forbidden, message);
-    status::set(&mut o.status, RELEASED, false, Reason::Forbidden, message);
+    conditions::set(&mut o.status, READY, false, Reason::Forbidden, message);
+    conditions::set(&mut o.status, RELEASED, false, Reason::Forbidden, message);
     if new {
         ctx.recorder
             .event(app, EventType::Warning, Reason::Forbidden.as_str(), message);
@@ -138,8 +138,8 @@ pub fn failed(
     reason: Reason,
     message: &str,
 ) -> Outcome {
-    status::set(&mut o.status, READY, false, reason, message);
-    status::set(&mut o.status, RELEASED, false, reason, message);
+    conditions::set(&mut o.status, READY, false, reason, message);
+    conditions::set(&mut o.status, RELEASED, false, reason, message);
     ctx.recorder
         .event(app, EventType::Warning, reason.as_str(), message);
     Outcome::retry(reason, message)

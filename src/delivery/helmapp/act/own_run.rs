@@ -24,12 +24,12 @@ use kube::Api;
 
 use super::dry_run;
 use super::outcome::{DeliveryError, Outcome};
-use crate::cached::helm::release_manifests;
-use crate::cached::storage::content_digest;
 use crate::delivery::helm::{manifest_bound, manifest_diff};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Observed, Rendering};
-use crate::delivery::helmapp::storage;
+use crate::delivery::helmapp::decide::observed::{Observed, Rendering};
+use crate::delivery::helmapp::observe::storage;
+use crate::lean::helm::release_manifests;
+use crate::lean::storage::content_digest;
 
 /// Renders this configuration and compares it with `revision` as stored
 /// now; records the finding, then asks for a new plan.

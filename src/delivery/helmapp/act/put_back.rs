@@ -8,10 +8,10 @@ use apis::helmapp::HelmApp;
 use record::EventType;
 
 use super::super::context::Context;
-use super::super::drift::check::Object;
-use super::super::observation::Observed;
-use super::super::state::describe;
-use super::super::status::{self, DRIFTED, Reason};
+use crate::delivery::helmapp::decide::conditions::{self, DRIFTED, Reason};
+use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::decide::state::describe;
+use crate::delivery::helmapp::observe::drift::check::Object;
 
 /// `status.drift` keeps at most this many objects.
 const LISTED: usize = 20;
@@ -45,7 +45,7 @@ pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
                     .status
                     .inventory
                     .iter_mut()
-                    .find(|e| super::super::drift::same(&d.object, e))
+                    .find(|e| crate::delivery::helmapp::observe::drift::same(&d.object, e))
                 {
                     entry.checked = digest;
                 }
@@ -68,7 +68,7 @@ pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
                 );
                 // One message whatever was put back (the Events name it):
                 // a put-back writes no status unless something else moved.
-                status::set(
+                conditions::set(
                     &mut o.status,
                     DRIFTED,
                     false,
@@ -127,7 +127,7 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
                 .status
                 .inventory
                 .iter_mut()
-                .find(|e| super::super::drift::same(&d.object, e))
+                .find(|e| crate::delivery::helmapp::observe::drift::same(&d.object, e))
             {
                 entry.checked = d.digest.clone();
             }
@@ -154,9 +154,9 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     let status = &mut o.status;
     if status.drift.is_empty() {
-        if status::is_true(status, DRIFTED) {
+        if conditions::is_true(status, DRIFTED) {
             let message = "every object of the release is as its manifest sets it";
-            status::set(status, DRIFTED, false, Reason::NoDrift, message);
+            conditions::set(status, DRIFTED, false, Reason::NoDrift, message);
         }
         return;
     }
@@ -166,7 +166,7 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         names.len(),
         names.join("; ")
     );
-    status::set(status, DRIFTED, true, Reason::DriftDetected, &message);
+    conditions::set(status, DRIFTED, true, Reason::DriftDetected, &message);
 }
 
 /// Puts edited fields back, reports the drift left, and reports the

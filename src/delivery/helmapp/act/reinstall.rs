@@ -13,8 +13,8 @@ use runtime::Action;
 use super::outcome::Outcome;
 use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Observed, RunEnded};
-use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::helmapp::decide::conditions::{Reason, push_history};
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 
 /// How soon the install follows: the storage informer's delete events
 /// re-queue the HelmApp too.

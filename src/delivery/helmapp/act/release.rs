@@ -12,9 +12,11 @@ use super::outcome::{DeliveryError, Outcome, failed, not_ready, refused_run};
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::{Context, run_key};
-use crate::delivery::helmapp::observation::{Inputs, Observed, RunEnded, RunKind};
-use crate::delivery::helmapp::run_flags;
-use crate::delivery::helmapp::status::{self, DRIFTED, READY, RELEASED, Reason, push_history};
+use crate::delivery::helmapp::decide::conditions::{
+    self, DRIFTED, READY, RELEASED, Reason, push_history,
+};
+use crate::delivery::helmapp::decide::observed::{Inputs, Observed, RunEnded, RunKind};
+use crate::delivery::helmapp::decide::run_flags;
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
 /// Runs helm for `app` (see the module docs).
@@ -32,7 +34,13 @@ pub async fn run(
     };
     let (chart, hash) = (chart.clone(), hash.clone());
     start_afresh_if_asked(o, &hash);
-    let values = match ctx.values(app, &chart.values_files).await {
+    let values = match crate::delivery::helmapp::observe::inputs::values(
+        ctx,
+        app,
+        &chart.values_files,
+    )
+    .await
+    {
         Ok(v) => v,
         Err(e) => {
             not_ready(ctx, app, o, e.reason, &e.message, true);
@@ -68,7 +76,7 @@ pub async fn run(
     super::intent::declare(ctx, app, o, kind.action()).await?;
     let upgrade = request(ctx, app, o, parts);
     if app.spec.crds == CrdPolicy::CreateReplace
-        && let Err(message) = ctx.replace_crds(&chart.path, upgrade.as_user).await
+        && let Err(message) = super::crds::replace_crds(ctx, &chart.path, upgrade.as_user).await
     {
         super::intent::withdraw(o);
         // helm's and the apiserver's words: redacted like any helm message.
@@ -152,9 +160,9 @@ fn ended(
 /// objects of a revision it deployed go in the same status write. Storage
 /// that cannot be read now is recorded by the next reconcile that can.
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    match crate::delivery::helmapp::storage::record_after_action(&ctx.client, o).await {
+    match crate::delivery::helmapp::observe::storage::record_after_action(&ctx.client, o).await {
         Some(entries) => {
-            crate::delivery::helmapp::drift::record_deployed(ctx, app, o, &entries).await
+            crate::delivery::helmapp::observe::drift::record_deployed(ctx, app, o, &entries).await
         }
         None => {
             ctx.interrupted.lock().insert(run_key(app));
@@ -277,7 +285,7 @@ pub(super) fn post_render_file(ctx: &Context, app: &HelmApp) -> Result<Option<Co
 /// A new configuration, or a new `hossted.com/reconcile-at`, starts the
 /// retries afresh.
 fn start_afresh_if_asked(o: &mut Observed, hash: &str) {
-    if crate::delivery::helmapp::state::starts_afresh(o, hash) {
+    if crate::delivery::helmapp::decide::state::starts_afresh(o, hash) {
         o.status.failures = 0;
     }
     o.status.last_handled_reconcile_at = o.reconcile_at.clone();
@@ -328,10 +336,10 @@ fn succeeded(
         hash,
         HistoryResult::Succeeded,
     );
-    status::set(status, READY, true, reason, &message);
-    status::set(status, RELEASED, true, reason, &message);
+    conditions::set(status, READY, true, reason, &message);
+    conditions::set(status, RELEASED, true, reason, &message);
     if kind == RunKind::Repair {
-        status::set(status, DRIFTED, false, Reason::DriftRepaired, &message);
+        conditions::set(status, DRIFTED, false, Reason::DriftRepaired, &message);
     }
     ctx.recorder
         .event(app, EventType::Normal, reason.as_str(), &message);

@@ -8,9 +8,9 @@ use runtime::Action;
 
 use super::outcome::Outcome;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::Observed;
-use crate::delivery::helmapp::readiness;
-use crate::delivery::helmapp::status::{self, READY};
+use crate::delivery::helmapp::decide::conditions::{self, READY};
+use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::observe::readiness;
 
 /// Reports `revision` (see the module docs).
 pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed, revision: i64) -> Outcome {
@@ -21,7 +21,7 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed, revision: i64) -> 
             .push(format!("the objects of revision {revision}"));
         o.readiness_polled = true;
         if let Some((reason, text, again)) = readiness::verdict(o, o.timeout) {
-            status::set(&mut o.status, READY, false, reason, &text);
+            conditions::set(&mut o.status, READY, false, reason, &text);
             return Outcome::Finished(Action::requeue_after(again, text));
         }
     }

@@ -10,10 +10,10 @@ use runtime::Action;
 use super::outcome::{Outcome, failed, not_ready};
 use crate::delivery::helm::Rollback;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Observed, RunKind};
-use crate::delivery::helmapp::plan::Remedy;
-use crate::delivery::helmapp::status::{self, READY, RELEASED, Reason, push_history};
-use crate::delivery::helmapp::storage;
+use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason, push_history};
+use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
+use crate::delivery::helmapp::decide::plan::Remedy;
+use crate::delivery::helmapp::observe::storage;
 
 /// A failed install: uninstalled (nothing to roll back to), then
 /// `InstallFailed`, retried with backoff.
@@ -55,8 +55,8 @@ pub async fn retries_exhausted(
         crate::delivery::names::RECONCILE_AT
     );
     let reason = remedy.exhausted_reason();
-    status::set(&mut o.status, READY, false, reason, &message);
-    status::set(
+    conditions::set(&mut o.status, READY, false, reason, &message);
+    conditions::set(
         &mut o.status,
         RELEASED,
         false,
@@ -91,7 +91,7 @@ fn tampered_during_run(
     } else {
         Reason::UpgradeFailed
     };
-    status::set(&mut o.status, RELEASED, false, released, &message);
+    conditions::set(&mut o.status, RELEASED, false, released, &message);
     not_ready(ctx, app, o, Reason::StorageTampered, &message, true);
     Outcome::Finished(Action::done(format!("StorageTampered: {refused}")))
 }
@@ -164,7 +164,7 @@ async fn apply(
                 revision,
                 as_user,
                 timeout: o.timeouts.rollback,
-                flags: crate::delivery::helmapp::run_flags::of_rollback(app, o, revision),
+                flags: crate::delivery::helmapp::decide::run_flags::of_rollback(app, o, revision),
                 history_max: app.spec.max_history(),
                 wait: app.spec.rollback.wait,
                 wait_for_jobs: !app.spec.rollback.disable_wait_for_jobs,

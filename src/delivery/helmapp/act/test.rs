@@ -11,8 +11,8 @@ use record::EventType;
 use super::outcome::Outcome;
 use crate::delivery::helm::Test;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Observed, RunEnded, RunKind};
-use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::helmapp::decide::conditions::{Reason, push_history};
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded, RunKind};
 
 /// Runs the tests of `revision`, made by `run`; `before`: the revision
 /// that had succeeded before it.
@@ -68,24 +68,25 @@ async fn tested(
 ) -> TestRun {
     let settings = &app.spec.test;
     let user = o.identity.user();
-    let failure = match crate::delivery::helmapp::run_flags::test_filters(&app.spec.test.filters) {
-        Err(refused) => Some(refused),
-        Ok(filters) => {
-            let test = Test {
-                release: &o.target.release,
-                namespace: &o.target.namespace,
-                as_user: user.as_deref(),
-                // `test.timeout`, or the helm timeout; bounded as that one is.
-                timeout: o.timeouts.test,
-                filters: &filters,
-            };
-            match ctx.helm.test(&test).await {
-                Some(Ok(())) => None,
-                Some(Err(e)) => Some(e.summary(&o.redactor)),
-                None => return TestRun::Busy,
+    let failure =
+        match crate::delivery::helmapp::decide::run_flags::test_filters(&app.spec.test.filters) {
+            Err(refused) => Some(refused),
+            Ok(filters) => {
+                let test = Test {
+                    release: &o.target.release,
+                    namespace: &o.target.namespace,
+                    as_user: user.as_deref(),
+                    // `test.timeout`, or the helm timeout; bounded as that one is.
+                    timeout: o.timeouts.test,
+                    filters: &filters,
+                };
+                match ctx.helm.test(&test).await {
+                    Some(Ok(())) => None,
+                    Some(Err(e)) => Some(e.summary(&o.redactor)),
+                    None => return TestRun::Busy,
+                }
             }
-        }
-    };
+        };
     // helm test rewrites the revision it ran (its hooks' last runs): the
     // content helm printed after the upgrade is no longer what is stored.
     // The run's revision is recorded by the intent's number alone.

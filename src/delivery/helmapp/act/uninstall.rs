@@ -10,8 +10,8 @@ use runtime::Action;
 use super::outcome::{DeliveryError, Outcome, refused_run};
 use crate::delivery::helm::Uninstall;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::observation::{Observed, RunEnded};
-use crate::delivery::helmapp::status::Reason;
+use crate::delivery::helmapp::decide::conditions::Reason;
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 use crate::delivery::names::FINALIZER;
 
 /// Uninstalls `o`'s release as the HelmApp's identity, then lets the
@@ -27,7 +27,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
     }
     // Its values, for scrubbing helm's message (none when they cannot be
     // read any more: the message is then as helm gave it).
-    if let Ok(values) = ctx.values(app, &[]).await {
+    if let Ok(values) = crate::delivery::helmapp::observe::inputs::values(ctx, app, &[]).await {
         o.redactor = crate::delivery::helm::values::Redactor::of(&values);
     }
     let user = o.identity.user();
@@ -108,7 +108,7 @@ pub async fn leave_tampered(
     let message = format!(
         "{message}. The HelmApp is deleted without uninstalling: the release was left as it is"
     );
-    let reason = crate::delivery::helmapp::status::Reason::StorageTampered.as_str();
+    let reason = crate::delivery::helmapp::decide::conditions::Reason::StorageTampered.as_str();
     ctx.recorder
         .event(app, record::EventType::Warning, reason, &message);
     let_go(ctx, app).await

@@ -2,7 +2,7 @@
 //! in Helm's storage — what helm itself does when its wait times out — so
 //! that the next step can upgrade it.
 
-use crate::cached::helm::HelmStatus;
+use crate::lean::helm::HelmStatus;
 use apis::helmapp::{HelmApp, HistoryAction, HistoryResult};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use super::outcome::{DeliveryError, Outcome};
 use crate::delivery::helmapp::context::{Context, run_key};
-use crate::delivery::helmapp::observation::Observed;
-use crate::delivery::helmapp::status::{Reason, push_history};
+use crate::delivery::helmapp::decide::conditions::{Reason, push_history};
+use crate::delivery::helmapp::decide::observed::Observed;
 use crate::delivery::tenancy::impersonate;
 
 /// Unlocks the newest revision of `o`'s release, then asks for a new plan.
@@ -52,7 +52,7 @@ pub async fn run(
         HistoryResult::Succeeded,
     );
     status.last_action = "unlock".into();
-    if crate::delivery::helmapp::storage::record_after_action(&ctx.client, o)
+    if crate::delivery::helmapp::observe::storage::record_after_action(&ctx.client, o)
         .await
         .is_none()
     {
@@ -88,7 +88,7 @@ async fn mark_failed(
         secret: format!("{ns}/{name}"),
         why,
     };
-    let json = crate::cached::helm::release_json(&raw).map_err(|e| broken(e.to_string()))?;
+    let json = crate::lean::helm::release_json(&raw).map_err(|e| broken(e.to_string()))?;
     let mut release: Value = serde_json::from_slice(&json).map_err(|e| broken(e.to_string()))?;
     let pending = release["info"]["status"]
         .as_str()
@@ -102,7 +102,7 @@ async fn mark_failed(
     let json = serde_json::to_vec(&release).map_err(|e| broken(e.to_string()))?;
     data.insert(
         "release".into(),
-        k8s_openapi::ByteString(crate::cached::helm::encode_release(&json)),
+        k8s_openapi::ByteString(crate::lean::helm::encode_release(&json)),
     );
     secret
         .metadata

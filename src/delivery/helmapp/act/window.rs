@@ -11,10 +11,10 @@ use runtime::Action;
 use std::time::Duration;
 
 use super::super::context::Context;
-use super::super::observation::Observed;
-use super::super::state::Change;
-use super::super::status::{self, RELEASED, Reason};
 use super::Outcome;
+use crate::delivery::helmapp::decide::conditions::{self, RELEASED, Reason};
+use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::decide::state::Change;
 
 /// Past the opening, so the reconcile that runs the change is inside it.
 const PAST_OPENING: Duration = Duration::from_millis(20);
@@ -36,7 +36,7 @@ pub fn wait(
             "the {change} waits for spec.changeWindows: no window opens within a year (a deny window covers every allowed one?)"
         ),
     };
-    let new = !status::has(&o.status, RELEASED, false, Reason::OutsideChangeWindow)
+    let new = !conditions::has(&o.status, RELEASED, false, Reason::OutsideChangeWindow)
         || o.status.next_window != when.clone().unwrap_or_default();
     if new {
         ctx.recorder.event(
@@ -46,7 +46,7 @@ pub fn wait(
             &message,
         );
     }
-    status::set(
+    conditions::set(
         &mut o.status,
         RELEASED,
         false,
@@ -63,7 +63,7 @@ pub fn wait(
 /// A forced run (`hossted.com/force-at`) outside the change windows: said
 /// in an Event, as the windows' override.
 pub fn note_forced(ctx: &Context, app: &HelmApp, o: &Observed) {
-    use crate::delivery::windows::{Verdict, Windows};
+    use crate::delivery::helmapp::decide::windows::{Verdict, Windows};
     let closed = app
         .spec
         .change_windows

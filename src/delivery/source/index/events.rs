@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use yaml_rust2::parser::{Event, Parser};
 
-use crate::cached::yaml::Budget;
+use crate::lean::yaml::Budget;
 
 /// One version of a chart in an index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,7 +137,7 @@ impl<R: Read> Events<R> {
             return Err(why);
         }
         let (event, mark) = next.map_err(|e| match self.budget.scan_error(&e) {
-            refused @ crate::cached::yaml::Refused::TooDeep { .. } => {
+            refused @ crate::lean::yaml::Refused::TooDeep { .. } => {
                 format!("index.yaml is refused: {refused}")
             }
             _ => format!(

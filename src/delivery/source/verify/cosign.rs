@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 use super::fulcio;
 use super::keys::PublicKey;
 use super::sigstore::TrustedRoot;
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The media type of a signature layer.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";

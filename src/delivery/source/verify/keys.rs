@@ -8,7 +8,7 @@ use rustls::pki_types::pem::PemObject;
 use sha2::{Digest, Sha256};
 use webpki::RawPublicKeyEntity;
 
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The signature schemes a key may sign with: cosign's ECDSA P-256 by
 /// default, P-384, Ed25519 and RSA PKCS#1 v1.5.

@@ -9,7 +9,7 @@ use pgp::types::KeyDetails;
 use sha2::{Digest, Sha256};
 
 use super::Trust;
-use crate::cached::hex::hex;
+use crate::lean::hex::hex;
 
 /// The largest `.prov` read (a Chart.yaml and a signature: a few KiB).
 pub const MAX_PROV: u64 = 256 * 1024;

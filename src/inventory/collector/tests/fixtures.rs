@@ -3,12 +3,12 @@
 //! The collector on in-memory stores.
 
 use super::super::*;
-use crate::cached::helm::ReleaseSummary;
-use crate::cached::kinds::{Container, Owner};
-use crate::cached::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
-use crate::cached::objects::{INSTANCE_LABEL, LeanMeta, MANAGED_BY_LABEL};
-use crate::cached::trivy::VulnerabilityReport;
-use crate::cached::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
+use crate::lean::helm::ReleaseSummary;
+use crate::lean::kinds::{Container, Owner};
+use crate::lean::kinds::{Ingress, Namespace, PersistentVolumeClaim, Pod, Service};
+use crate::lean::objects::{INSTANCE_LABEL, LeanMeta, MANAGED_BY_LABEL};
+use crate::lean::trivy::VulnerabilityReport;
+use crate::lean::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 use kube::api::ObjectMeta;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -120,7 +120,7 @@ pub(super) fn report(
     container: &str,
     critical: &str,
 ) -> Arc<VulnerabilityReport> {
-    use crate::cached::trivy::{Summary, Vulnerability};
+    use crate::lean::trivy::{Summary, Vulnerability};
     Arc::new(VulnerabilityReport {
         metadata: meta("default", &format!("{kind}-{workload}-{container}"), &[]),
         workload_kind: kind.into(),
@@ -214,7 +214,7 @@ pub(super) fn cluster() -> Caches {
     c.deployments.upsert(Arc::new(Deployment {
         fingerprint: Default::default(),
         metadata: meta("default", "test-keycloak", &helm_labels("test")),
-        secret_ref: Some(crate::cached::workloads::SecretKeyRef {
+        secret_ref: Some(crate::lean::workloads::SecretKeyRef {
             name: "test-keycloak".into(),
             key: "admin-password".into(),
         }),

@@ -1,7 +1,7 @@
 //! The collector on in-memory stores.
 
 use super::*;
-use crate::cached::storage::UuidSecret;
+use crate::lean::storage::UuidSecret;
 use serde_json::json;
 use std::sync::Arc;
 

@@ -1,0 +1,866 @@
+//! Plan: the next step for a release in a given state (pure; unit-tested
+//! as a table). `super::act` does it; nothing there decides what comes
+//! next.
+
+use std::time::Duration;
+
+use apis::helmapp::{DriftMode, HelmApp, OnFailure};
+
+use crate::delivery::helmapp::decide::conditions::Reason;
+use crate::delivery::helmapp::decide::observed::RunKind;
+use crate::delivery::helmapp::decide::state::{Change, ReleaseState};
+
+/// One thing to do about a HelmApp's release.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// `helm upgrade --install` of a release that does not exist.
+    Install,
+    /// `helm upgrade --install` of a release that does.
+    Upgrade,
+    /// The same inputs upgraded again: helm recreates what was deleted.
+    Repair { objects: Vec<String> },
+    /// Edited fields put back by a direct apply of the objects' manifest
+    /// (no new revision).
+    PutBack { objects: Vec<String> },
+    /// Dry-run this configuration against the newest stored revision,
+    /// which our own helm may have made unrecorded, then plan again.
+    RenderOwnRun { revision: i64 },
+    /// Record the storage as after a run of ours (the newest revision
+    /// proven ours), then plan again.
+    RecordOwnRun { revision: i64 },
+    /// Dry-run the adopting upgrade against the live manifest, then plan
+    /// again.
+    RenderAdoption,
+    /// Take over a release as it is: its storage labelled ours and
+    /// recorded, no helm run.
+    TakeOver { revision: i64 },
+    /// Mark a stuck release `failed` in Helm's storage, then plan again.
+    Unlock { message: String },
+    /// `helm uninstall`, then let the HelmApp go (it is being deleted).
+    Uninstall,
+    /// Let the HelmApp go without touching the release.
+    RemoveFinalizer,
+    /// Let the HelmApp go, leaving a release whose storage was changed by
+    /// someone else as it is, with a Warning saying so.
+    LeaveTampered { message: String },
+    /// Report readiness of a release in sync.
+    ReportInSync { revision: Option<i64> },
+    /// `Ready=False` with `reason`, and look again after `after` (an Event
+    /// when the reason is new).
+    RecheckLater {
+        reason: Reason,
+        message: String,
+        after: Duration,
+    },
+    /// Look again after `after`, saying nothing (a helm run of ours is on
+    /// the release).
+    QuietRecheck { after: Duration, why: &'static str },
+    /// `Ready=False` with `reason`; a Warning Event when new and `warn`;
+    /// looked at again after `again` when trying again may help, else
+    /// when something changes.
+    Refuse {
+        reason: Reason,
+        message: String,
+        warn: bool,
+        again: Option<Duration>,
+    },
+    /// `Ready=False` and `Released=False`, `Forbidden`: helm's identity
+    /// may not do what the chart needs; tried again after `after` (RBAC
+    /// is not watched), and at once when the HelmApp changes.
+    Forbidden { message: String, after: Duration },
+    /// Show the change that waits for approval (computed once per
+    /// configuration) and run nothing; `stale`: an approval of another
+    /// configuration, said so.
+    AwaitApproval {
+        hash: String,
+        chart_version: String,
+        stale: Option<String>,
+    },
+    /// `Released=False, OutsideChangeWindow` saying when the windows open
+    /// (`Ready` as it is), and look again then.
+    WaitForWindow {
+        change: Change,
+        opens: Option<chrono::DateTime<chrono::Utc>>,
+        after: Duration,
+    },
+    /// `helm test` of the revision a run of this reconcile made; a
+    /// failure returns the status to `before`.
+    Test {
+        run: RunKind,
+        revision: i64,
+        before: i64,
+    },
+    /// Report the revision a run of this reconcile made: done, or with
+    /// `wait`, `Progressing` until its objects are judged.
+    ReportReleased { revision: i64 },
+    /// A failed upgrade with retries left: `UpgradeFailed`, retried with
+    /// backoff.
+    RetryFailed { reason: Reason, message: String },
+    /// A failed install: uninstalled (nothing to roll back to), then
+    /// retried with backoff.
+    UninstallFailedInstall { message: String },
+    /// The chart's name changed (`from` → `to`): uninstall the release,
+    /// then look again — the next plan installs the new chart.
+    Reinstall { from: String, to: String },
+    /// Retries spent: apply `remedy` once, then nothing runs until the
+    /// configuration or `hossted.com/reconcile-at` changes.
+    Remediate {
+        remedy: Remedy,
+        run: RunKind,
+        message: String,
+    },
+    /// Nothing runs, nothing changes.
+    Nothing { why: &'static str },
+}
+
+impl Step {
+    /// Whether this step runs (or finds running) the configuration the
+    /// spec asks for: after it, nothing waits for approval.
+    pub fn settles_approval(&self) -> bool {
+        matches!(
+            self,
+            Step::Install
+                | Step::Upgrade
+                | Step::Repair { .. }
+                | Step::PutBack { .. }
+                | Step::ReportInSync { .. }
+        )
+    }
+}
+
+/// How long to wait for a helm run of ours to let go of a release.
+pub const HELM_HOLDS: Duration = Duration::from_secs(5);
+
+/// `spec.suspend`: a chosen pause, said without a warning.
+fn suspended() -> Step {
+    Step::Refuse {
+        reason: Reason::Suspended,
+        message: "spec.suspend is true: no helm operation runs".into(),
+        warn: false,
+        again: None,
+    }
+}
+
+/// The first look again at a refusal that trying again may fix (a chart
+/// source down, RBAC granted later) …
+const REFUSED_FIRST: Duration = Duration::from_secs(2);
+/// … and the longest wait between two.
+const REFUSED_MOST: Duration = Duration::from_secs(300);
+
+/// When to try again after a refusal `Ready` has said for `waited`: as
+/// long again (the waits double from 2 s, capped at 5 min) — never the
+/// work queue's milliseconds, which would start helm ten times in three
+/// seconds for a refusal no retry fixes soon.
+pub fn refused_again_after(waited: Duration) -> Duration {
+    waited.clamp(REFUSED_FIRST, REFUSED_MOST)
+}
+
+/// A chart that cannot be had: warned, looked at again (with backoff) when
+/// trying again may help.
+fn chart_refused(reason: Reason, message: &str, retry: Option<Duration>) -> Step {
+    Step::Refuse {
+        reason,
+        message: message.to_string(),
+        warn: true,
+        again: retry.map(refused_again_after),
+    }
+}
+
+/// The next step for a release in `state`.
+pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
+    let refuse = |reason, message: &String| Step::Refuse {
+        reason,
+        message: message.clone(),
+        warn: true,
+        again: None,
+    };
+    match state {
+        ReleaseState::Deleting { uninstall: true } => Step::Uninstall,
+        ReleaseState::Deleting { uninstall: false } => Step::RemoveFinalizer,
+        ReleaseState::Tampered {
+            message,
+            deleting: true,
+        } => Step::LeaveTampered {
+            message: message.clone(),
+        },
+        ReleaseState::Tampered {
+            message,
+            deleting: false,
+        } => refuse(Reason::StorageTampered, message),
+        ReleaseState::Suspended => suspended(),
+        ReleaseState::Refused { reason, message } => refuse(*reason, message),
+        ReleaseState::DependencyPolled {
+            reason,
+            message,
+            after,
+        } => Step::RecheckLater {
+            reason: *reason,
+            message: message.clone(),
+            after: *after,
+        },
+        ReleaseState::ChartUnavailable {
+            reason,
+            message,
+            retry,
+        } => chart_refused(*reason, message, *retry),
+        ReleaseState::Forbidden { message, waited } => Step::Forbidden {
+            message: message.clone(),
+            after: refused_again_after(*waited),
+        },
+        ReleaseState::FetchingChart => Step::Nothing {
+            why: "fetching the chart; its end re-queues",
+        },
+        ReleaseState::HeldByHelm => Step::QuietRecheck {
+            after: HELM_HOLDS,
+            why: "a helm run holds the release",
+        },
+        ReleaseState::Locked { message, remaining } => Step::RecheckLater {
+            reason: Reason::ReleaseLocked,
+            message: message.clone(),
+            after: *remaining,
+        },
+        ReleaseState::Stuck { message } => Step::Unlock {
+            message: message.clone(),
+        },
+        ReleaseState::OwnedByOther { message } => refuse(Reason::ReleaseOwnedByOther, message),
+        ReleaseState::NotOurs { message } => refuse(Reason::ReleaseNotOwned, message),
+        ReleaseState::AdoptionRefused { message } => refuse(Reason::AdoptionRefused, message),
+        ReleaseState::OwnRunToRender { revision } => Step::RenderOwnRun {
+            revision: *revision,
+        },
+        ReleaseState::OwnRunRendered { revision } => Step::RecordOwnRun {
+            revision: *revision,
+        },
+        ReleaseState::AdoptionToRender => Step::RenderAdoption,
+        ReleaseState::AdoptAsIs { revision } => Step::TakeOver {
+            revision: *revision,
+        },
+        ReleaseState::InSync { revision } => Step::ReportInSync {
+            revision: *revision,
+        },
+        ReleaseState::Drifted { objects } if app.spec.drift_mode() != DriftMode::Disabled => {
+            Step::Repair {
+                objects: objects.clone(),
+            }
+        }
+        ReleaseState::FieldsDrifted { objects } => Step::PutBack {
+            objects: objects.clone(),
+        },
+        ReleaseState::Drifted { .. } => Step::ReportInSync { revision: None },
+        ReleaseState::BackingOff { remaining } => Step::QuietRecheck {
+            after: *remaining,
+            why: "backing off after a failed attempt",
+        },
+        ReleaseState::RetriesExhausted => Step::Nothing {
+            why: "retries exhausted: waiting for a change",
+        },
+        ReleaseState::AwaitingApproval { .. } => awaiting(state),
+        ReleaseState::OutsideWindow {
+            change,
+            opens,
+            after,
+        } => Step::WaitForWindow {
+            change: *change,
+            opens: *opens,
+            after: *after,
+        },
+        ReleaseState::Absent => Step::Install,
+        ReleaseState::OutOfSync { .. } => Step::Upgrade,
+        ReleaseState::ChartRenamed { from, to } => Step::Reinstall {
+            from: from.clone(),
+            to: to.clone(),
+        },
+        ReleaseState::Untested {
+            run,
+            revision,
+            before,
+        } => Step::Test {
+            run: *run,
+            revision: *revision,
+            before: *before,
+        },
+        ReleaseState::JustReleased { revision, .. } => Step::ReportReleased {
+            revision: *revision,
+        },
+        ReleaseState::RunFailed {
+            run,
+            message,
+            failures,
+            last_succeeded,
+        } => after_run_failed(*run, message, (*failures, *last_succeeded), app),
+    }
+}
+
+/// The step after a run of `run` failed for the `failures`-th time, the
+/// status's `last_succeeded` revision the rollback target.
+fn after_run_failed(
+    run: RunKind,
+    message: &str,
+    (failures, last_succeeded): (i32, i64),
+    app: &HelmApp,
+) -> Step {
+    let message = message.to_string();
+    match after_failure(run == RunKind::Install, failures, app) {
+        AfterFailure::UninstallAndRetry => Step::UninstallFailedInstall { message },
+        AfterFailure::Retry => Step::RetryFailed {
+            reason: match run {
+                RunKind::Install => Reason::InstallFailed,
+                _ => Reason::UpgradeFailed,
+            },
+            message,
+        },
+        AfterFailure::RetryAfter(interval) => Step::RetryFailed {
+            reason: match run {
+                RunKind::Install => Reason::InstallFailed,
+                _ => Reason::UpgradeFailed,
+            },
+            message: format!("{message}; RetryOnFailure: tried again after {interval:?}"),
+        },
+        AfterFailure::Remediate(on_failure) => Step::Remediate {
+            remedy: remedy(on_failure, last_succeeded),
+            run,
+            message,
+        },
+    }
+}
+
+/// What remediation a failure gets once retries are spent — chosen here,
+/// as Flux's planner does (its `ErrMissingRollbackTarget`), not by the
+/// action that runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// `helm rollback` to `revision`, the last that succeeded.
+    RollbackTo(i64),
+    /// `onFailure: rollback`, and no revision ever succeeded: nothing to
+    /// return to, nothing runs.
+    MissingRollbackTarget,
+    /// `helm uninstall`.
+    Uninstall,
+    /// `onFailure: none` (or a spelling the schema does not allow).
+    Nothing,
+}
+
+impl std::fmt::Display for Remedy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Remedy::RollbackTo(_) | Remedy::MissingRollbackTarget => "rollback",
+            Remedy::Uninstall => "uninstall",
+            Remedy::Nothing => "no remediation",
+        })
+    }
+}
+
+impl Remedy {
+    /// What `Ready` says once this remedy was applied and nothing more
+    /// runs: `MissingRollbackTarget` when there was nothing to roll back
+    /// to (Flux stalls with that reason), else `RetriesExhausted`.
+    pub fn exhausted_reason(self) -> Reason {
+        match self {
+            Remedy::MissingRollbackTarget => Reason::MissingRollbackTarget,
+            _ => Reason::RetriesExhausted,
+        }
+    }
+}
+
+/// `onFailure` applied to a release whose last success is `last_succeeded`.
+pub fn remedy(on_failure: OnFailure, last_succeeded: i64) -> Remedy {
+    match on_failure {
+        OnFailure::Rollback if last_succeeded > 0 => Remedy::RollbackTo(last_succeeded),
+        OnFailure::Rollback => Remedy::MissingRollbackTarget,
+        OnFailure::Uninstall => Remedy::Uninstall,
+        OnFailure::None | OnFailure::Unknown => Remedy::Nothing,
+    }
+}
+
+/// The step of [`ReleaseState::AwaitingApproval`].
+fn awaiting(state: &ReleaseState) -> Step {
+    match state {
+        ReleaseState::AwaitingApproval {
+            hash,
+            chart_version,
+            stale,
+        } => Step::AwaitApproval {
+            hash: hash.clone(),
+            chart_version: chart_version.clone(),
+            stale: stale.clone(),
+        },
+        _ => Step::Nothing {
+            why: "nothing awaits approval",
+        },
+    }
+}
+
+/// What follows a failed install or upgrade.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterFailure {
+    /// A failed install: nothing to roll back to, so the failed release is
+    /// uninstalled before the next try.
+    UninstallAndRetry,
+    /// Retries left: try again with backoff.
+    Retry,
+    /// `RetryOnFailure`: the same action again after this, for ever; no
+    /// uninstall, rollback or exhaustion.
+    RetryAfter(Duration),
+    /// Retries spent: apply `onFailure` once, then run nothing more.
+    Remediate(OnFailure),
+}
+
+/// After attempt number `failures` of `app` failed (`install`: there was
+/// no release before it). `remediation.retries: -1` retries for ever (the
+/// controller's backoff spaces the attempts).
+pub fn after_failure(install: bool, failures: i32, app: &HelmApp) -> AfterFailure {
+    let retries = app.spec.remediation.retries;
+    if let Some(interval) = crate::delivery::helmapp::decide::state::retry_on_failure(app, install)
+    {
+        AfterFailure::RetryAfter(interval)
+    } else if install {
+        AfterFailure::UninstallAndRetry
+    } else if retries == -1 || failures <= retries.max(0) {
+        AfterFailure::Retry
+    } else {
+        AfterFailure::Remediate(app.spec.remediation.on_failure)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
+        let mut a: HelmApp = serde_json::from_value(serde_json::json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "web", "namespace": "apps" },
+            "spec": { "chart": { "path": "web" } }
+        }))
+        .expect("a HelmApp");
+        edit(&mut a);
+        a
+    }
+
+    /// One of every state. The match makes a new variant a compile error
+    /// here until it is listed, so the properties below cover it.
+    fn every_state() -> Vec<ReleaseState> {
+        use ReleaseState as S;
+        let m = || "m".to_string();
+        let all = vec![
+            S::Deleting { uninstall: true },
+            S::Deleting { uninstall: false },
+            S::Tampered {
+                message: m(),
+                deleting: true,
+            },
+            S::Tampered {
+                message: m(),
+                deleting: false,
+            },
+            S::Suspended,
+            S::Refused {
+                reason: Reason::DependencyNotReady,
+                message: m(),
+            },
+            S::DependencyPolled {
+                reason: Reason::Forbidden,
+                message: m(),
+                after: Duration::from_secs(2),
+            },
+            S::FetchingChart,
+            S::ChartUnavailable {
+                reason: Reason::ChartUnavailable,
+                message: m(),
+                retry: Some(Duration::ZERO),
+            },
+            S::Forbidden {
+                message: m(),
+                waited: Duration::from_secs(3),
+            },
+            S::HeldByHelm,
+            S::Locked {
+                message: m(),
+                remaining: Duration::from_secs(7),
+            },
+            S::Stuck { message: m() },
+            S::OwnedByOther { message: m() },
+            S::NotOurs { message: m() },
+            S::AdoptionRefused { message: m() },
+            S::AdoptionToRender,
+            S::AdoptAsIs { revision: 2 },
+            S::OwnRunToRender { revision: 2 },
+            S::OwnRunRendered { revision: 2 },
+            S::InSync { revision: Some(3) },
+            S::Drifted { objects: vec![m()] },
+            S::FieldsDrifted { objects: vec![m()] },
+            S::BackingOff {
+                remaining: Duration::from_secs(4),
+            },
+            S::RetriesExhausted,
+            S::AwaitingApproval {
+                hash: m(),
+                chart_version: m(),
+                stale: None,
+            },
+            S::OutsideWindow {
+                change: Change::Upgrade,
+                opens: None,
+                after: Duration::from_secs(5),
+            },
+            S::Absent,
+            S::OutOfSync {
+                why: crate::delivery::helmapp::decide::state::OutOfSyncCause::Changed,
+            },
+            S::ChartRenamed { from: m(), to: m() },
+            S::Untested {
+                run: RunKind::Upgrade,
+                revision: 3,
+                before: 2,
+            },
+            S::JustReleased {
+                run: RunKind::Install,
+                revision: 1,
+            },
+            S::RunFailed {
+                run: RunKind::Upgrade,
+                message: m(),
+                failures: 1,
+                last_succeeded: 2,
+            },
+        ];
+        for s in &all {
+            match s {
+                S::Deleting { .. }
+                | S::Tampered { .. }
+                | S::Suspended
+                | S::Refused { .. }
+                | S::DependencyPolled { .. }
+                | S::FetchingChart
+                | S::ChartUnavailable { .. }
+                | S::Forbidden { .. }
+                | S::HeldByHelm
+                | S::Locked { .. }
+                | S::Stuck { .. }
+                | S::OwnedByOther { .. }
+                | S::NotOurs { .. }
+                | S::AdoptionRefused { .. }
+                | S::AdoptionToRender
+                | S::AdoptAsIs { .. }
+                | S::OwnRunToRender { .. }
+                | S::OwnRunRendered { .. }
+                | S::InSync { .. }
+                | S::Drifted { .. }
+                | S::FieldsDrifted { .. }
+                | S::BackingOff { .. }
+                | S::RetriesExhausted
+                | S::AwaitingApproval { .. }
+                | S::OutsideWindow { .. }
+                | S::Absent
+                | S::OutOfSync { .. }
+                | S::ChartRenamed { .. }
+                | S::Untested { .. }
+                | S::JustReleased { .. }
+                | S::RunFailed { .. } => {}
+            }
+        }
+        all
+    }
+
+    /// Whether `step` runs helm (a dry run aside) or writes Helm's storage.
+    fn touches_the_release(step: &Step) -> bool {
+        matches!(
+            step,
+            Step::Install
+                | Step::Upgrade
+                | Step::Repair { .. }
+                | Step::Uninstall
+                | Step::Unlock { .. }
+                | Step::TakeOver { .. }
+                | Step::Test { .. }
+                | Step::UninstallFailedInstall { .. }
+                | Step::Reinstall { .. }
+                | Step::Remediate { .. }
+        )
+    }
+
+    #[test]
+    fn only_a_release_to_make_mend_unlock_adopt_or_remove_is_touched() {
+        use ReleaseState as S;
+        let plain = app(|_| {});
+        for state in every_state() {
+            let wanted = matches!(
+                state,
+                S::Absent
+                    | S::OutOfSync { .. }
+                    | S::ChartRenamed { .. }
+                    | S::Drifted { .. }
+                    | S::Stuck { .. }
+                    | S::AdoptAsIs { .. }
+                    | S::Deleting { uninstall: true }
+                    | S::Untested { .. }
+            );
+            let step = next(&state, &plain);
+            assert_eq!(touches_the_release(&step), wanted, "{state:?} → {step:?}");
+        }
+    }
+
+    /// A refusal is looked at again seconds apart, as long again as it has
+    /// lasted, at most every 5 min: never at the work queue's pace.
+    #[test]
+    fn a_refusal_is_looked_at_again_after_seconds_doubling_to_a_cap() {
+        let plain = app(|_| {});
+        let after = |waited: u64| {
+            let state = ReleaseState::Forbidden {
+                message: "no".into(),
+                waited: Duration::from_secs(waited),
+            };
+            match next(&state, &plain) {
+                Step::Forbidden { after, .. } => after,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(after(0), Duration::from_secs(2));
+        assert_eq!(after(2), Duration::from_secs(2));
+        assert_eq!(after(8), Duration::from_secs(8));
+        assert_eq!(after(100_000), Duration::from_secs(300));
+        let chart = |retry| match next(
+            &ReleaseState::ChartUnavailable {
+                reason: Reason::ChartUnavailable,
+                message: "down".into(),
+                retry,
+            },
+            &plain,
+        ) {
+            Step::Refuse { again, .. } => again,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(chart(Some(Duration::ZERO)), Some(Duration::from_secs(2)));
+        assert_eq!(
+            chart(None),
+            None,
+            "a refusal only a change fixes waits for it"
+        );
+    }
+
+    #[test]
+    fn tampered_storage_is_never_handed_to_helm_not_even_to_uninstall() {
+        let plain = app(|_| {});
+        for deleting in [true, false] {
+            let state = ReleaseState::Tampered {
+                message: "edited".into(),
+                deleting,
+            };
+            let step = next(&state, &plain);
+            assert!(!touches_the_release(&step), "{step:?}");
+            match (deleting, step) {
+                // The HelmApp goes, the release stays as it is, said so.
+                (true, Step::LeaveTampered { .. }) => {}
+                (
+                    false,
+                    Step::Refuse {
+                        reason: Reason::StorageTampered,
+                        warn: true,
+                        again: None,
+                        ..
+                    },
+                ) => {}
+                (_, other) => panic!("tampered (deleting {deleting}): {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn with_drift_disabled_a_deleted_object_stays_deleted() {
+        let state = ReleaseState::Drifted {
+            objects: vec!["Service apps/web".into()],
+        };
+        let enabled = next(&state, &app(|_| {}));
+        assert!(matches!(enabled, Step::Repair { .. }), "{enabled:?}");
+        let disabled = app(|a| {
+            a.spec.drift =
+                serde_json::from_value(serde_json::json!({ "mode": "disabled" })).unwrap()
+        });
+        assert!(!touches_the_release(&next(&state, &disabled)));
+    }
+
+    #[test]
+    fn a_refusal_someone_must_act_on_warns_and_a_chosen_pause_does_not() {
+        let plain = app(|_| {});
+        for state in every_state() {
+            let Step::Refuse { reason, warn, .. } = next(&state, &plain) else {
+                continue;
+            };
+            assert_eq!(warn, reason != Reason::Suspended, "{state:?}: {reason:?}");
+        }
+    }
+
+    #[test]
+    fn a_release_our_helm_holds_is_looked_at_again_saying_nothing() {
+        let step = next(&ReleaseState::HeldByHelm, &app(|_| {}));
+        assert!(
+            matches!(step, Step::QuietRecheck { after, .. } if after == HELM_HOLDS),
+            "{step:?}"
+        );
+    }
+
+    #[test]
+    fn a_failure_is_retried_until_the_retries_are_spent_then_remediated_once() {
+        let three = app(|_| {});
+        assert_eq!(
+            after_failure(true, 1, &three),
+            AfterFailure::UninstallAndRetry
+        );
+        for failures in 1..=3 {
+            assert_eq!(after_failure(false, failures, &three), AfterFailure::Retry);
+        }
+        assert_eq!(
+            after_failure(false, 4, &three),
+            AfterFailure::Remediate(OnFailure::Rollback)
+        );
+        let none = app(|a| {
+            a.spec.remediation.retries = -2;
+            a.spec.remediation.on_failure = OnFailure::Uninstall;
+        });
+        assert_eq!(
+            after_failure(false, 1, &none),
+            AfterFailure::Remediate(OnFailure::Uninstall),
+            "a count below -1 (the schema refuses it) is no retry"
+        );
+        let forever = app(|a| a.spec.remediation.retries = -1);
+        for failures in [1, 4, 1000] {
+            assert_eq!(
+                after_failure(false, failures, &forever),
+                AfterFailure::Retry,
+                "-1 retries for ever"
+            );
+        }
+    }
+
+    #[test]
+    fn what_follows_a_run_is_chosen_from_how_it_ended() {
+        let plain = app(|_| {});
+        let failed = |run, failures| ReleaseState::RunFailed {
+            run,
+            message: "helm said no".into(),
+            failures,
+            last_succeeded: 3,
+        };
+        assert_eq!(
+            next(&failed(RunKind::Install, 1), &plain),
+            Step::UninstallFailedInstall {
+                message: "helm said no".into()
+            }
+        );
+        assert_eq!(
+            next(&failed(RunKind::Upgrade, 1), &plain),
+            Step::RetryFailed {
+                reason: Reason::UpgradeFailed,
+                message: "helm said no".into()
+            }
+        );
+        // RetryOnFailure (Flux's strategy): the same action again at its
+        // interval, however many failures — no uninstall of a failed
+        // install, no rollback, never exhausted.
+        let retrying = app(|a| {
+            for strategy in [&mut a.spec.install.strategy, &mut a.spec.upgrade.strategy] {
+                *strategy = Some(apis::helmapp::ActionStrategy {
+                    name: apis::helmapp::StrategyName::RetryOnFailure,
+                    retry_interval: "5s".into(),
+                });
+            }
+        });
+        for (run, failures, reason) in [
+            (RunKind::Install, 1, Reason::InstallFailed),
+            (RunKind::Upgrade, 40, Reason::UpgradeFailed),
+            (RunKind::Repair, 40, Reason::UpgradeFailed),
+        ] {
+            assert_eq!(
+                next(&failed(run, failures), &retrying),
+                Step::RetryFailed {
+                    reason,
+                    message: "helm said no; RetryOnFailure: tried again after 5s".into()
+                },
+                "{run:?}"
+            );
+        }
+        // Only the strategy of the action that failed counts.
+        let upgrades_only = app(|a| {
+            a.spec.upgrade.strategy = Some(apis::helmapp::ActionStrategy {
+                name: apis::helmapp::StrategyName::RetryOnFailure,
+                retry_interval: String::new(),
+            })
+        });
+        assert!(matches!(
+            next(&failed(RunKind::Install, 1), &upgrades_only),
+            Step::UninstallFailedInstall { .. }
+        ));
+        assert_eq!(
+            after_failure(false, 9, &upgrades_only),
+            AfterFailure::RetryAfter(Duration::from_secs(300)),
+            "Flux's default interval"
+        );
+        assert_eq!(
+            next(&failed(RunKind::Repair, 4), &plain),
+            Step::Remediate {
+                remedy: Remedy::RollbackTo(3),
+                run: RunKind::Repair,
+                message: "helm said no".into()
+            }
+        );
+        // No revision ever succeeded: nothing to roll back to, said so.
+        let never = ReleaseState::RunFailed {
+            run: RunKind::Upgrade,
+            message: "m".into(),
+            failures: 4,
+            last_succeeded: 0,
+        };
+        assert!(matches!(
+            next(&never, &plain),
+            Step::Remediate {
+                remedy: Remedy::MissingRollbackTarget,
+                ..
+            }
+        ));
+        // And Ready says so, as Flux's stalled condition does.
+        assert_eq!(
+            Remedy::MissingRollbackTarget.exhausted_reason(),
+            Reason::MissingRollbackTarget
+        );
+        for other in [Remedy::RollbackTo(3), Remedy::Uninstall, Remedy::Nothing] {
+            assert_eq!(other.exhausted_reason(), Reason::RetriesExhausted);
+        }
+        let uninstall = app(|a| a.spec.remediation.on_failure = OnFailure::Uninstall);
+        assert!(matches!(
+            next(&failed(RunKind::Upgrade, 4), &uninstall),
+            Step::Remediate {
+                remedy: Remedy::Uninstall,
+                ..
+            }
+        ));
+        let none = app(|a| a.spec.remediation.on_failure = OnFailure::None);
+        assert!(matches!(
+            next(&failed(RunKind::Upgrade, 4), &none),
+            Step::Remediate {
+                remedy: Remedy::Nothing,
+                ..
+            }
+        ));
+        let untested = ReleaseState::Untested {
+            run: RunKind::Upgrade,
+            revision: 3,
+            before: 2,
+        };
+        assert_eq!(
+            next(&untested, &plain),
+            Step::Test {
+                run: RunKind::Upgrade,
+                revision: 3,
+                before: 2
+            }
+        );
+        let released = ReleaseState::JustReleased {
+            run: RunKind::Install,
+            revision: 1,
+        };
+        assert_eq!(
+            next(&released, &plain),
+            Step::ReportReleased { revision: 1 }
+        );
+    }
+}

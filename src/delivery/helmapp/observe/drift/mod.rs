@@ -1,0 +1,625 @@
+//! Drift of every field, found by events (docs/delivery.md "Drift"). Part of *observe*: what it finds goes into
+//! [`Found`] for `state`/`plan` to decide on, and `status.inventory`.
+//!
+//! - `status.inventory` lists the objects of the current revision, read
+//!   once per revision from its manifest ([`manifest`]), each with the
+//!   digest of the live object when drift was last decided on it
+//!   (`checked`).
+//! - An object of a watched kind is *suspect* when its cached
+//!   [`Fingerprint`]'s digest (ignored sections left out) differs from
+//!   `checked`: an informer's event re-queued the HelmApp, and only those
+//!   objects are checked, one dry run each ([`check`]). First seen after a
+//!   helm run, an object's digest is recorded without a check (helm has
+//!   just applied it).
+//! - Objects of other kinds are read one at a time, spread over
+//!   `spec.interval`; only a changed digest leads to a dry run.
+//! - The manifest stored in the release is the reference, never a
+//!   re-render: `randAlphaNum` or `lookup` output is not drift.
+
+pub mod check;
+pub mod compare;
+pub mod rules;
+
+use crate::lean::helm::HelmStatus;
+use std::time::Duration;
+
+use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
+use serde_json::Value;
+
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::decide::observed::{Drifted, Observed, Stored};
+use crate::lean::fingerprint::{Fingerprint, Fingerprinted};
+use check::{Object, with_helm_metadata};
+use futures::StreamExt;
+
+/// At most this many objects are checked in one reconcile (the others
+/// stay suspect and are checked by the next).
+const MAX_CHECKS: usize = 20;
+
+/// `status.inventory` brought to the newest revision (whatever the drift
+/// mode: readiness reads it too), then the drift of `app`'s release:
+/// suspects checked. Only for a release of ours that is deployed, that no
+/// helm of ours runs on, and whose storage is trusted: a planted revision's
+/// manifest may name any object of any namespace, and neither its list
+/// nor what is read of those objects may reach the status.
+pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let Some(newest) = o.newest.clone() else {
+        return;
+    };
+    if o.busy
+        || o.tampered.is_some()
+        || newest.owner != o.uid
+        || newest.status != HelmStatus::Deployed
+    {
+        return;
+    }
+    let Some(new_revision) = refresh_inventory(ctx, o, &newest).await else {
+        return;
+    };
+    if app.spec.drift_mode() == DriftMode::Disabled {
+        o.status.drift.clear();
+        return;
+    }
+    // A new revision's objects were applied by the helm run that made it —
+    // trusted at first sight only when that run was this process's. A
+    // revision this process never ran helm for (its operator stopped
+    // before the status write, found again after a restart) may have been
+    // edited since: every object is compared with the manifest.
+    let trust_first_sight = new_revision && o.produced == Some(newest.revision);
+    let first_sight = match trust_first_sight {
+        true => Recheck::TrustFirstSight,
+        // No digest recorded when helm applied it (a run that could not
+        // read them, or an operator stopped before its status write): an
+        // edit made since must not be taken for the applied state.
+        false => Recheck::Always,
+    };
+    // Refused before observe comes here (`Observed::invalid_drift_rule`).
+    let Ok(rules) = rules::Rules::of(app) else {
+        return;
+    };
+    // A selector reads the labels the chart renders: the manifest, read
+    // once per revision into the cache, is needed before the suspects.
+    let mut objects = None;
+    if rules.need_manifest() {
+        objects = Some(match manifest_of(ctx, o, &newest).await {
+            Some(objects) => objects,
+            None => return,
+        });
+    }
+    let (suspects, unwatched) = suspects(
+        ctx,
+        app,
+        o,
+        &rules,
+        objects.as_ref().map(|v| v.as_slice()),
+        trust_first_sight,
+    );
+    let interval = crate::delivery::helmapp::decide::desired::parse_duration(&app.spec.interval)
+        .unwrap_or(Duration::from_secs(600));
+    let app_key = cache::object_key(app);
+    let start = match new_revision {
+        true => crate::delivery::helmapp::drift_cache::poll::Start::Now,
+        false => crate::delivery::helmapp::drift_cache::poll::Start::Resume,
+    };
+    let (polled, after) = ctx.drift.polls.due(&app_key, &unwatched, interval, start);
+    o.drift.poll_after = after;
+    let mut todo = suspects;
+    if let Some(i) = polled {
+        let entry = &o.status.inventory[i];
+        let previous = match entry.checked.as_str() {
+            "" => first_sight,
+            _ => Recheck::IfChanged(entry.checked.clone()),
+        };
+        todo.push((i, previous));
+    }
+    if todo.is_empty() {
+        return;
+    }
+    let objects = match objects {
+        Some(objects) => objects,
+        None => match manifest_of(ctx, o, &newest).await {
+            Some(objects) => objects,
+            None => return,
+        },
+    };
+    for (i, recheck) in todo.into_iter().take(MAX_CHECKS) {
+        check_one(ctx, app, o, &rules, &objects, i, recheck).await;
+    }
+}
+
+/// The objects of `newest`'s manifest (cached per revision); `None`:
+/// unreadable, logged.
+async fn manifest_of(
+    ctx: &Context,
+    o: &Observed,
+    newest: &Stored,
+) -> Option<crate::delivery::helmapp::drift_cache::manifest::Objects> {
+    match ctx
+        .drift
+        .manifests
+        .read(
+            &ctx.client,
+            &o.target.namespace,
+            &newest.secret,
+            newest.payload_digest(),
+        )
+        .await
+    {
+        Ok(objects) => Some(objects),
+        Err(e) => {
+            log::warn!("{}: cannot check drift: {e}", o.target.key());
+            None
+        }
+    }
+}
+
+/// `status.inventory` brought to `newest`'s objects if it lists another
+/// revision's: `Some(true)` when it did so now, `Some(false)` when it was
+/// already, `None` when the objects could not be listed (logged).
+async fn refresh_inventory(ctx: &Context, o: &mut Observed, newest: &Stored) -> Option<bool> {
+    if o.status.inventory_revision == newest.revision {
+        return Some(false);
+    }
+    match inventory(ctx, o, &newest.secret, newest.payload_digest()).await {
+        Ok(entries) => {
+            o.status.inventory = entries;
+            o.status.inventory_revision = newest.revision;
+            o.status.drift.clear();
+            Some(true)
+        }
+        Err(e) => {
+            log::warn!(
+                "{}: cannot list the objects of revision {}: {e}",
+                o.target.key(),
+                newest.revision
+            );
+            None
+        }
+    }
+}
+
+/// After a helm run: [`record_revision`] of the newest of `entries` (the
+/// storage read after it) if it is deployed and ours.
+pub async fn record_deployed(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    entries: &[crate::lean::storage::HelmRelease],
+) {
+    let Some(newest) = crate::lean::storage::newest_of(entries) else {
+        return;
+    };
+    let ours =
+        crate::lean::objects::label(&newest.metadata, crate::delivery::names::UID_LABEL) == o.uid;
+    let deployed = newest
+        .release
+        .as_ref()
+        .is_ok_and(|r| r.status == HelmStatus::Deployed);
+    if ours
+        && deployed
+        && let Some(secret) = &newest.metadata.name
+    {
+        let digest = newest.digest_string();
+        record_revision(ctx, app, o, (secret, digest.as_deref()), newest.version()).await;
+    }
+}
+
+/// After a helm run of ours left `revision` (stored in Secret `secret`)
+/// deployed: `status.inventory` of it, with the digest of every object
+/// read now — helm has just applied them — so that the status write that
+/// says `Ready` carries them, and nothing is left to write after it. An
+/// object that cannot be read keeps no digest (checked by the next
+/// reconcile); an inventory that cannot be listed is left to the next
+/// reconcile's [`observe`].
+async fn record_revision(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    (secret, digest): (&str, Option<&str>),
+    revision: i64,
+) {
+    let mut entries = match inventory(ctx, o, secret, digest).await {
+        Ok(entries) => entries,
+        Err(e) => {
+            log::warn!(
+                "{}: cannot list the objects of revision {revision}: {e}",
+                o.target.key()
+            );
+            return;
+        }
+    };
+    // With drift disabled no digest is compared: none is read.
+    if app.spec.drift_mode() != DriftMode::Disabled {
+        // What helm applied, to tell it from an edit made between helm's
+        // apply and this read: an object that differs from its manifest
+        // keeps no digest and is checked by the next reconcile. Without
+        // the manifest, nothing is recorded: everything is checked.
+        let manifest = ctx
+            .drift
+            .manifests
+            .read(&ctx.client, &o.target.namespace, secret, digest)
+            .await
+            .ok();
+        let user = o.identity.user();
+        // The futures are made first: a stream that maps with a closure
+        // over borrowed entries is not provably `Send` to the compiler.
+        let reads: Vec<_> = entries
+            .iter()
+            .map(|entry| read_live(ctx, entry, user.as_deref()))
+            .collect();
+        let live: Vec<_> = futures::stream::iter(reads)
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+        let rules = rules::Rules::of(app).ok();
+        for (entry, live) in entries.iter_mut().zip(live) {
+            // What is not proven as applied is not left without a digest:
+            // an object of a kind cached by helm's label, absent from the
+            // cache with no digest, would be taken for one never labelled
+            // and polled once per interval — a deletion made during or
+            // right after our run (gone now, or edited now and deleted
+            // later) must be read by the next reconcile instead.
+            entry.checked = UNVERIFIED.into();
+            match live {
+                Ok(Some(live)) => {
+                    let doc = manifest
+                        .as_deref()
+                        .and_then(|objects| document(objects, entry, &o.target));
+                    let (Some(doc), Some(rules)) = (doc, &rules) else {
+                        continue;
+                    };
+                    let ignored = rules.ignored(entry, Some(doc));
+                    if as_helm_applied(doc, &live, &ignored, &o.target) {
+                        entry.checked = Fingerprint::of(&live).digest(&ignored);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => log::warn!("{}: {e}", o.target.key()),
+            }
+        }
+    }
+    o.status.inventory = entries;
+    o.status.inventory_revision = revision;
+    o.status.drift.clear();
+    ctx.drift.polls.forget(&cache::object_key(app));
+}
+
+/// Whether `live` holds what the manifest (`objects`) sets for `entry`,
+/// field for field as the API server stores it: a local look, no dry run.
+/// The server's normalising (`cpu: 0.5` → `500m`) may make an object
+/// applied as is look otherwise; that costs it one check by the next
+/// reconcile, never a missed edit.
+fn as_helm_applied(
+    doc: &Value,
+    live: &Value,
+    ignored: &[&str],
+    target: &crate::delivery::helmapp::decide::target::Target,
+) -> bool {
+    let desired = compare::without(
+        &with_helm_metadata(doc, &target.release, &target.namespace),
+        ignored,
+    );
+    compare::drifted_fields(&desired, &compare::as_stored(&desired), live, ignored).is_empty()
+}
+
+/// `entry`'s document in the manifest `objects`.
+fn document<'v>(
+    objects: &'v [Value],
+    entry: &InventoryEntry,
+    target: &crate::delivery::helmapp::decide::target::Target,
+) -> Option<&'v Value> {
+    crate::delivery::helmapp::drift_cache::manifest::find(
+        objects,
+        &entry.kind,
+        &entry.namespace,
+        &entry.name,
+        &target.namespace,
+    )
+}
+
+/// The object of `entry` as the API has it now, read as `user`.
+async fn read_live(
+    ctx: &Context,
+    entry: &InventoryEntry,
+    user: Option<&str>,
+) -> Result<Option<Value>, String> {
+    let object = Object {
+        api_version: &entry.api_version,
+        kind: &entry.kind,
+        namespace: &entry.namespace,
+        name: &entry.name,
+        desired: &Value::Null,
+        as_user: user,
+    };
+    ctx.drift.read(&ctx.client, &object).await
+}
+
+/// Objects read at once by [`record_revision`].
+const READS_AT_ONCE: usize = 8;
+
+/// Whether a check reads the object and dry-runs it whatever its digest.
+enum Recheck {
+    Always,
+    /// Only if its digest moved from this.
+    IfChanged(String),
+    /// Record its digest, check nothing (first sight, after a helm run).
+    TrustFirstSight,
+}
+
+/// The inventory entries that are suspect (by their cached fingerprint),
+/// and those of kinds not cached (polled). Records the digest of objects
+/// seen for the first time in a `new_revision` whose helm run was ours
+/// (helm has just applied them); one without a digest otherwise is
+/// checked.
+fn suspects(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    rules: &rules::Rules,
+    objects: Option<&[Value]>,
+    new_revision: bool,
+) -> (Vec<(usize, Recheck)>, Vec<usize>) {
+    let repairing = app.spec.drift_mode() == DriftMode::Enabled;
+    let (mut suspects, mut unwatched) = (Vec::new(), Vec::new());
+    for i in 0..o.status.inventory.len() {
+        let entry = &o.status.inventory[i];
+        let fingerprint = match cached(ctx, entry) {
+            Cached::Live(f) => f,
+            // Gone, or not in the cache (yet, or at all: an object without
+            // helm's label): one read says which, and compares it with the
+            // digest recorded — first sight is trusted only right after the
+            // run that applied it.
+            Cached::Absent => {
+                let recheck = match (entry.checked.as_str(), new_revision) {
+                    ("", true) => Recheck::TrustFirstSight,
+                    ("", false) => Recheck::Always,
+                    (checked, _) => Recheck::IfChanged(checked.to_string()),
+                };
+                suspects.push((i, recheck));
+                continue;
+            }
+            Cached::NotWatched => {
+                unwatched.push(i);
+                continue;
+            }
+        };
+        let desired = objects.and_then(|objects| document(objects, entry, &o.target));
+        let ignored = rules.ignored(entry, desired);
+        let digest = fingerprint.digest(&ignored);
+        let listed = o.status.drift.iter().any(|d| same(d, entry));
+        let entry = &mut o.status.inventory[i];
+        if fingerprint.drift_disabled {
+            entry.checked = digest;
+            o.drift.cleared.push(identity(entry));
+        } else if entry.checked.is_empty() && !listed && new_revision {
+            entry.checked = digest;
+        } else if digest != entry.checked || (repairing && listed) {
+            // (An unrecorded digest differs from every digest: checked.)
+            suspects.push((i, Recheck::Always));
+        }
+    }
+    (suspects, unwatched)
+}
+
+/// Checks inventory entry `i` and records what was found.
+async fn check_one(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    rules: &rules::Rules<'_>,
+    objects: &[Value],
+    i: usize,
+    recheck: Recheck,
+) {
+    let entry = o.status.inventory[i].clone();
+    let key = o.target.key();
+    let Some(doc) = document(objects, &entry, &o.target) else {
+        return;
+    };
+    let ignored: Vec<String> = rules
+        .ignored(&entry, Some(doc))
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let ignored_refs: Vec<&str> = ignored.iter().map(String::as_str).collect();
+    let desired = compare::without(
+        &with_helm_metadata(doc, &o.target.release, &o.target.namespace),
+        &ignored_refs,
+    );
+    let user = o.identity.user();
+    let object = Object {
+        api_version: &entry.api_version,
+        kind: &entry.kind,
+        namespace: &entry.namespace,
+        name: &entry.name,
+        desired: &desired,
+        as_user: user.as_deref(),
+    };
+    let previous = match &recheck {
+        // No digest is empty: always compared.
+        Recheck::Always => Some(""),
+        Recheck::IfChanged(previous) => Some(previous.as_str()),
+        Recheck::TrustFirstSight => None,
+    };
+    // Reported drift is confirmed by a dry run; drift that is put back is
+    // confirmed by the put-back.
+    let confirm = app.spec.drift_mode() != DriftMode::Enabled;
+    let found = ctx
+        .drift
+        .check(&ctx.client, &object, &ignored_refs, previous, confirm)
+        .await;
+    match found {
+        Ok(check::Found::Clean { digest }) | Ok(check::Found::Disabled { digest }) => {
+            o.status.inventory[i].checked = digest;
+            o.drift.cleared.push(identity(&entry));
+        }
+        Ok(check::Found::Drifted {
+            fields,
+            digest,
+            live,
+        }) => {
+            // `checked` stays as it was: a drift found is recorded only by
+            // the step that acts on it (put back, or reported). A step that
+            // does neither (a chart still being fetched, a closed window, a
+            // helm run holding the release) leaves the object suspect, so
+            // the next reconcile finds it again.
+            let mut object = identity(&entry);
+            object.fields = fields;
+            o.drift.drifted.push(Drifted {
+                object,
+                api_version: entry.api_version.clone(),
+                desired,
+                ignored,
+                live,
+                digest,
+            });
+        }
+        Ok(check::Found::Gone) => {
+            let gone = format!("{} {}/{}", entry.kind, entry.namespace, entry.name);
+            if !o.missing.contains(&gone) {
+                o.missing.push(gone);
+            }
+        }
+        Err(e) => log::warn!("{key}: drift of {} {}: {e}", entry.kind, entry.name),
+    }
+}
+
+/// The `checked` of an object the record after our run could not prove
+/// as helm applied it (it differed, was gone, or could not be read): no
+/// digest equals it, so the next reconcile reads and checks the object —
+/// cached or not — and never leaves it to the poll of unwatched kinds.
+pub const UNVERIFIED: &str = "unverified";
+
+/// After a run whose record left objects [`UNVERIFIED`] (an edit or a
+/// deletion between helm's apply and the read that followed it, or a read
+/// that failed): when to look again — soon, whatever else wakes the
+/// HelmApp.
+pub fn recheck_unverified(app: &HelmApp, o: &Observed) -> Option<Duration> {
+    (app.spec.drift_mode() != DriftMode::Disabled
+        && o.status.inventory.iter().any(|e| e.checked == UNVERIFIED))
+    .then_some(Duration::from_secs(1))
+}
+
+/// What the caches say of an inventory entry.
+enum Cached {
+    /// The object, as its fingerprint.
+    Live(Fingerprint),
+    /// Not in the cache that would hold it: its kind is cached whole
+    /// (every Secret, every ConfigMap), or it was seen before (a digest is
+    /// recorded).
+    Absent,
+    /// No cache holds it: a kind not watched, or an object without helm's
+    /// label.
+    NotWatched,
+}
+
+fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
+    // A kind cached by helm's label: an object with a digest recorded was
+    // seen, so its absence is read (gone, or never labelled) — never left
+    // to the slow poll of unwatched kinds.
+    let seen = !entry.checked.is_empty();
+    let of = |found: Option<Fingerprint>, whole: bool| match found {
+        Some(f) => Cached::Live(f),
+        None if whole || seen => Cached::Absent,
+        None => Cached::NotWatched,
+    };
+    fn fp<K: Fingerprinted>(found: Option<std::sync::Arc<K>>) -> Option<Fingerprint> {
+        found.map(|o| o.fingerprint().clone())
+    }
+    let key = format!("{}/{}", entry.namespace, entry.name);
+    let m = &ctx.members;
+    match (entry.api_version.as_str(), entry.kind.as_str()) {
+        ("apps/v1", "Deployment") => of(fp(m.deployments.get(&key)), false),
+        ("apps/v1", "StatefulSet") => of(fp(m.statefulsets.get(&key)), false),
+        ("apps/v1", "DaemonSet") => of(fp(m.daemonsets.get(&key)), false),
+        ("batch/v1", "Job") => of(fp(m.jobs.get(&key)), false),
+        ("v1", "Service") => of(fp(m.services.get(&key)), false),
+        ("networking.k8s.io/v1", "Ingress") => of(fp(m.ingresses.get(&key)), false),
+        ("v1", "ServiceAccount") => of(fp(m.drift_only.service_accounts.get(&key)), false),
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
+            of(fp(m.drift_only.autoscalers.get(&key)), false)
+        }
+        ("policy/v1", "PodDisruptionBudget") => {
+            of(fp(m.drift_only.disruption_budgets.get(&key)), false)
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => of(fp(m.drift_only.roles.get(&key)), false),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+            of(fp(m.drift_only.role_bindings.get(&key)), false)
+        }
+        ("networking.k8s.io/v1", "NetworkPolicy") => {
+            of(fp(m.drift_only.network_policies.get(&key)), false)
+        }
+        ("v1", "Secret") => of(fp(ctx.secrets.get(&key)), true),
+        ("v1", "ConfigMap") => of(fp(ctx.configmaps.get(&key)), true),
+        _ => Cached::NotWatched,
+    }
+}
+
+/// The objects of the revision stored in `secret`, as inventory entries
+/// (namespaced kinds get the release's namespace when the manifest names
+/// none; digests are recorded on first sight).
+async fn inventory(
+    ctx: &Context,
+    o: &Observed,
+    secret: &str,
+    digest: Option<&str>,
+) -> Result<Vec<InventoryEntry>, String> {
+    let objects = ctx
+        .drift
+        .manifests
+        .read(&ctx.client, &o.target.namespace, secret, digest)
+        .await?;
+    let mut entries = Vec::new();
+    for object in objects.iter() {
+        let s = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let (api_version, kind, name) = (s("/apiVersion"), s("/kind"), s("/metadata/name"));
+        if name.is_empty() {
+            continue;
+        }
+        let namespaced = match ctx
+            .drift
+            .resources
+            .lookup(&ctx.client, &api_version, &kind)
+            .await
+        {
+            Ok(Some(r)) => r.namespaced,
+            // Not served (yet): as written.
+            Ok(None) => !s("/metadata/namespace").is_empty(),
+            Err(e) => return Err(e),
+        };
+        let namespace = match (namespaced, s("/metadata/namespace")) {
+            (false, _) => String::new(),
+            (true, ns) if ns.is_empty() => o.target.namespace.clone(),
+            (true, ns) => ns,
+        };
+        entries.push(InventoryEntry {
+            kind,
+            api_version,
+            namespace,
+            name,
+            checked: String::new(),
+        });
+    }
+    Ok(entries)
+}
+
+/// `entry` as a `status.drift` item (no fields yet).
+fn identity(entry: &InventoryEntry) -> DriftedObject {
+    DriftedObject {
+        kind: entry.kind.clone(),
+        namespace: entry.namespace.clone(),
+        name: entry.name.clone(),
+        fields: Vec::new(),
+    }
+}
+
+/// Whether `d` is about the object of `entry`.
+pub fn same(d: &DriftedObject, entry: &InventoryEntry) -> bool {
+    d.kind == entry.kind && d.namespace == entry.namespace && d.name == entry.name
+}

@@ -1,0 +1,172 @@
+//! With `wait`: which workloads of the release have not finished rolling
+//! out (read from the caches, never `helm --wait`), which of its objects of
+//! other kinds are not ready (read while it waits), and what that makes of
+//! `Ready`.
+
+use std::time::Duration;
+
+use apis::helmapp::{HealthCheckExpr, HelmApp};
+use kube::ResourceExt;
+
+use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::decide::conditions::Reason;
+use crate::delivery::helmapp::decide::kstatus::Readiness;
+use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::decide::target::Target;
+use crate::delivery::helmapp::observe::drift::check::Object;
+use crate::lean::members::MEMBER_INDEX;
+
+/// The Deployments, StatefulSets, DaemonSets and Jobs (unless `jobs` is
+/// false: `disableWaitForJobs`) of the release that are not done yet,
+/// sorted (`Kind name`).
+pub fn pending(ctx: &Context, target: &Target, jobs: bool) -> Vec<String> {
+    let key = target.key();
+    let m = &ctx.members;
+    let mut pending: Vec<String> = m
+        .deployments
+        .by_index(MEMBER_INDEX, &key)
+        .iter()
+        .filter(|d| !d.rollout.is_done(d.metadata.generation))
+        .map(|d| format!("Deployment {}", d.name_any()))
+        .collect();
+    pending.extend(
+        m.daemonsets
+            .by_index(MEMBER_INDEX, &key)
+            .iter()
+            .filter(|d| !d.rollout.is_done(d.metadata.generation))
+            .map(|d| format!("DaemonSet {}", d.name_any())),
+    );
+    pending.extend(
+        m.jobs
+            .by_index(MEMBER_INDEX, &key)
+            .iter()
+            .filter(|_| jobs)
+            .filter(|j| !j.is_done())
+            .map(|j| format!("Job {}", j.name_any())),
+    );
+    pending.extend(
+        m.statefulsets
+            .by_index(MEMBER_INDEX, &key)
+            .iter()
+            .filter(|s| !s.rollout.is_done(s.metadata.generation))
+            .map(|s| format!("StatefulSet {}", s.name_any())),
+    );
+    pending.sort();
+    pending
+}
+
+/// How soon a release waiting on objects that no cache follows is looked
+/// at again.
+const POLL: Duration = Duration::from_secs(5);
+
+/// Not ready while an object failed or `pending` is not empty: a failed
+/// object at once (`ReadinessFailed`, with its message); else
+/// `Progressing` until `timeout` has passed since the last operation, then
+/// `ReadinessTimeout` (reported, not remediated); with when to look again
+/// (a workload's change re-queues sooner; objects read by request are read
+/// again every few seconds while the release waits).
+pub fn verdict(o: &Observed, timeout: Duration) -> Option<(Reason, String, Duration)> {
+    let status = &o.status;
+    if let Some(failed) = &o.readiness_failed {
+        return Some((Reason::ReadinessFailed, failed.clone(), POLL * 2));
+    }
+    if o.pending.is_empty() {
+        return None;
+    }
+    let since = status
+        .history
+        .first()
+        .and_then(|h| chrono::DateTime::parse_from_rfc3339(&h.time).ok())
+        .map(|t| {
+            (o.now - t.with_timezone(&chrono::Utc))
+                .to_std()
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let (reason, again) = if since >= timeout {
+        (Reason::ReadinessTimeout, Duration::from_secs(300))
+    } else if o.readiness_polled {
+        (Reason::Progressing, (timeout - since).min(POLL))
+    } else {
+        (Reason::Progressing, timeout - since)
+    };
+    let message = format!(
+        "waiting for {} to be ready (spec.wait)",
+        o.pending.join(", ")
+    );
+    Some((reason, message, again))
+}
+
+/// With `wait`, while the release is not Ready: its objects of kinds no
+/// cache follows, and of kinds `healthCheckExprs` names, read one request
+/// each and judged by that kind's expressions, else by
+/// [`super::kstatus`]. Adds the ones not ready to `o.pending` and returns
+/// the first one that failed (`Stalled`/`Failed`), with its message.
+/// Until `status.inventory` lists the current revision, that is pending
+/// too (nothing can be judged ready before its objects are known).
+pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<String> {
+    if o.status.inventory_revision != o.status.revision {
+        o.pending
+            .push(format!("the objects of revision {}", o.status.revision));
+        return None;
+    }
+    let user = o.identity.user();
+    let mut failed = None;
+    let none = serde_json::Value::Null;
+    let checks = &app.spec.health_check_exprs;
+    let jobs = app.spec.waits_for_jobs(&o.status.last_action);
+    for entry in &o.status.inventory {
+        if !jobs && entry.api_version == "batch/v1" && entry.kind == "Job" {
+            continue;
+        }
+        let check = crate::delivery::helmapp::observe::dependency::health_check(
+            checks,
+            &entry.api_version,
+            &entry.kind,
+        );
+        if check.is_none()
+            && crate::delivery::helmapp::decide::kstatus::without_readiness(
+                &entry.api_version,
+                &entry.kind,
+            )
+        {
+            continue;
+        }
+        let object = Object {
+            api_version: &entry.api_version,
+            kind: &entry.kind,
+            namespace: &entry.namespace,
+            name: &entry.name,
+            desired: &none,
+            as_user: user.as_deref(),
+        };
+        let name = format!("{} {}", entry.kind, entry.name);
+        match ctx.drift.read(&ctx.client, &object).await {
+            Ok(Some(live)) => match judge(check, live).await {
+                Readiness::Ready => {}
+                Readiness::Pending(_) => o.pending.push(name),
+                Readiness::Failed(why) => {
+                    failed.get_or_insert(format!("{name} failed: {why}"));
+                }
+            },
+            Ok(None) => o.pending.push(name),
+            Err(e) => {
+                log::warn!("{}: readiness of {name}: {e}", o.target.key());
+                o.pending.push(name);
+            }
+        }
+    }
+    o.pending.sort();
+    failed
+}
+
+/// `live` judged by its kind's `healthCheckExprs` entry, else by kstatus.
+/// An expression that cannot be evaluated fails the object, saying why.
+async fn judge(check: Option<&HealthCheckExpr>, live: serde_json::Value) -> Readiness {
+    match check {
+        Some(check) => crate::delivery::helmapp::observe::dependency::health(check, live)
+            .await
+            .unwrap_or_else(|e| Readiness::Failed(e.to_string())),
+        None => crate::delivery::helmapp::decide::kstatus::readiness(&live),
+    }
+}
