@@ -166,7 +166,7 @@ impl HelmApps {
                 }
                 Ok(action)
             }
-            Outcome::Retry { reason, message } => Err(DeliveryError::Retry { reason, message }),
+            Outcome::Retry { reason, message } => Err(DeliveryError::Failed { reason, message }),
             Outcome::Replan => Ok(Action::requeue_after(
                 decide::plan::HELM_HOLDS,
                 "plan again",

@@ -76,12 +76,10 @@ pub async fn run(
         Step::QuietRecheck { after, why } => {
             Ok(Outcome::Finished(Action::requeue_after(after, why)))
         }
-        Step::Refuse {
-            reason,
-            message,
-            warn,
-            again,
-        } => Ok(not_ready::refuse(ctx, app, o, reason, message, warn, again)),
+        Step::RefuseUntilChanged { reason, message } => {
+            Ok(not_ready::refuse(ctx, app, o, reason, &message))
+        }
+        Step::ReportSuspended => Ok(not_ready::suspended(ctx, app, o)),
         Step::Forbidden { message, after } => Ok(outcome::forbidden(ctx, app, o, &message, after)),
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
@@ -101,7 +99,9 @@ pub async fn run(
             before,
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
         Step::ReportReleased { revision } => Ok(released::report(ctx, app, o, revision)),
-        Step::RetryFailed { reason, message } => Ok(outcome::failed(ctx, app, o, reason, &message)),
+        Step::RecordFailure { reason, message } => {
+            Ok(outcome::failed(ctx, app, o, reason, &message))
+        }
         Step::Reinstall { from, to } => Ok(reinstall::run(ctx, app, o, &from, &to).await),
         Step::UninstallFailedInstall { message } => {
             Ok(remediate::after_failed_install(ctx, app, o, &message).await)

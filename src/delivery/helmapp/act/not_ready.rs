@@ -25,21 +25,23 @@ pub fn recheck_later(
     Outcome::Finished(Action::requeue_after(after, reason.as_str()))
 }
 
-/// `Ready=False` with `reason` (a Warning when new and `warn`); looked at
-/// again after `again`, else when something changes.
+/// `Ready=False` with `reason` (a Warning when new); looked at again when
+/// something changes.
 pub fn refuse(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
     reason: Reason,
-    message: String,
-    warn: bool,
-    again: Option<Duration>,
+    message: &str,
 ) -> Outcome {
-    not_ready(ctx, app, o, reason, &message, warn);
-    let summary = format!("{reason}: {message}");
-    Outcome::Finished(match again {
-        Some(after) => Action::requeue_after(after, summary),
-        None => Action::done(summary),
-    })
+    not_ready(ctx, app, o, reason, message, true);
+    Outcome::Finished(Action::done(format!("{reason}: {message}")))
+}
+
+/// `spec.suspend`: `Ready=False, Suspended`, without an Event (a chosen
+/// pause); looked at again when the HelmApp changes.
+pub fn suspended(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Outcome {
+    let message = "spec.suspend is true: no helm operation runs";
+    not_ready(ctx, app, o, Reason::Suspended, message, false);
+    Outcome::Finished(Action::done(format!("{}: {message}", Reason::Suspended)))
 }

@@ -27,10 +27,10 @@ pub enum DeliveryError {
     /// A storage Secret of helm's that does not decode.
     #[error("{secret}: not a release helm can read: {why}")]
     UnreadableRelease { secret: String, why: String },
-    /// An action ended in a state trying again may fix (`Ready=False`
-    /// says `reason`).
+    /// An action failed (`Ready=False` says `reason`): what an
+    /// [`Outcome::Retry`] becomes for the controller, which backs off.
     #[error("{reason}: {message}")]
-    Retry { reason: Reason, message: String },
+    Failed { reason: Reason, message: String },
 }
 
 /// How an action ended.

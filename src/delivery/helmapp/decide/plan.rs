@@ -55,15 +55,12 @@ pub enum Step {
     /// Look again after `after`, saying nothing (a helm run of ours is on
     /// the release).
     QuietRecheck { after: Duration, why: &'static str },
-    /// `Ready=False` with `reason`; a Warning Event when new and `warn`;
-    /// looked at again after `again` when trying again may help, else
-    /// when something changes.
-    Refuse {
-        reason: Reason,
-        message: String,
-        warn: bool,
-        again: Option<Duration>,
-    },
+    /// `spec.suspend`: `Ready=False, Suspended` — a chosen pause, said
+    /// without an Event; looked at again when the HelmApp changes.
+    ReportSuspended,
+    /// `Ready=False` with `reason`, a Warning Event when the reason is new;
+    /// looked at again when something changes — no retry fixes it.
+    RefuseUntilChanged { reason: Reason, message: String },
     /// `Ready=False` and `Released=False`, `Forbidden`: helm's identity
     /// may not do what the chart needs; tried again after `after` (RBAC
     /// is not watched), and at once when the HelmApp changes.
@@ -93,9 +90,10 @@ pub enum Step {
     /// Report the revision a run of this reconcile made: done, or with
     /// `wait`, `Progressing` until its objects are judged.
     ReportReleased { revision: i64 },
-    /// A failed upgrade with retries left: `UpgradeFailed`, retried with
-    /// backoff.
-    RetryFailed { reason: Reason, message: String },
+    /// A failed install or upgrade to be tried again: `reason` on Ready
+    /// and Released, a Warning Event, and act's `Outcome::Retry` (the
+    /// one carrier of a retry: the controller backs off).
+    RecordFailure { reason: Reason, message: String },
     /// A failed install: uninstalled (nothing to roll back to), then
     /// retried with backoff.
     UninstallFailedInstall { message: String },
@@ -131,16 +129,6 @@ impl Step {
 /// How long to wait for a helm run of ours to let go of a release.
 pub const HELM_HOLDS: Duration = Duration::from_secs(5);
 
-/// `spec.suspend`: a chosen pause, said without a warning.
-fn suspended() -> Step {
-    Step::Refuse {
-        reason: Reason::Suspended,
-        message: "spec.suspend is true: no helm operation runs".into(),
-        warn: false,
-        again: None,
-    }
-}
-
 /// The first look again at a refusal that trying again may fix (a chart
 /// source down, RBAC granted later) …
 const REFUSED_FIRST: Duration = Duration::from_secs(2);
@@ -158,21 +146,22 @@ pub fn refused_again_after(waited: Duration) -> Duration {
 /// A chart that cannot be had: warned, looked at again (with backoff) when
 /// trying again may help.
 fn chart_refused(reason: Reason, message: &str, retry: Option<Duration>) -> Step {
-    Step::Refuse {
-        reason,
-        message: message.to_string(),
-        warn: true,
-        again: retry.map(refused_again_after),
+    let message = message.to_string();
+    match retry {
+        Some(waited) => Step::RecheckLater {
+            reason,
+            message,
+            after: refused_again_after(waited),
+        },
+        None => Step::RefuseUntilChanged { reason, message },
     }
 }
 
 /// The next step for a release in `state`.
 pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
-    let refuse = |reason, message: &String| Step::Refuse {
+    let refuse = |reason, message: &String| Step::RefuseUntilChanged {
         reason,
         message: message.clone(),
-        warn: true,
-        again: None,
     };
     match state {
         ReleaseState::Deleting { uninstall: true } => Step::Uninstall,
@@ -187,7 +176,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
             message,
             deleting: false,
         } => refuse(Reason::StorageTampered, message),
-        ReleaseState::Suspended => suspended(),
+        ReleaseState::Suspended => Step::ReportSuspended,
         ReleaseState::Refused { reason, message } => refuse(*reason, message),
         ReleaseState::DependencyPolled {
             reason,
@@ -302,14 +291,14 @@ fn after_run_failed(
     let message = message.to_string();
     match after_failure(run == RunKind::Install, failures, app) {
         AfterFailure::UninstallAndRetry => Step::UninstallFailedInstall { message },
-        AfterFailure::Retry => Step::RetryFailed {
+        AfterFailure::Backoff => Step::RecordFailure {
             reason: match run {
                 RunKind::Install => Reason::InstallFailed,
                 _ => Reason::UpgradeFailed,
             },
             message,
         },
-        AfterFailure::RetryAfter(interval) => Step::RetryFailed {
+        AfterFailure::SameActionAfter(interval) => Step::RecordFailure {
             reason: match run {
                 RunKind::Install => Reason::InstallFailed,
                 _ => Reason::UpgradeFailed,
@@ -396,11 +385,12 @@ pub enum AfterFailure {
     /// A failed install: nothing to roll back to, so the failed release is
     /// uninstalled before the next try.
     UninstallAndRetry,
-    /// Retries left: try again with backoff.
-    Retry,
+    /// Retries left: the failure recorded, the next try after the
+    /// controller's backoff.
+    Backoff,
     /// `RetryOnFailure`: the same action again after this, for ever; no
     /// uninstall, rollback or exhaustion.
-    RetryAfter(Duration),
+    SameActionAfter(Duration),
     /// Retries spent: apply `onFailure` once, then run nothing more.
     Remediate(OnFailure),
 }
@@ -412,11 +402,11 @@ pub fn after_failure(install: bool, failures: i32, app: &HelmApp) -> AfterFailur
     let retries = app.spec.remediation.retries;
     if let Some(interval) = crate::delivery::helmapp::decide::state::retry_on_failure(app, install)
     {
-        AfterFailure::RetryAfter(interval)
+        AfterFailure::SameActionAfter(interval)
     } else if install {
         AfterFailure::UninstallAndRetry
     } else if retries == -1 || failures <= retries.max(0) {
-        AfterFailure::Retry
+        AfterFailure::Backoff
     } else {
         AfterFailure::Remediate(app.spec.remediation.on_failure)
     }
@@ -627,7 +617,8 @@ mod tests {
             },
             &plain,
         ) {
-            Step::Refuse { again, .. } => again,
+            Step::RecheckLater { after, .. } => Some(after),
+            Step::RefuseUntilChanged { .. } => None,
             other => panic!("{other:?}"),
         };
         assert_eq!(chart(Some(Duration::ZERO)), Some(Duration::from_secs(2)));
@@ -653,10 +644,8 @@ mod tests {
                 (true, Step::LeaveTampered { .. }) => {}
                 (
                     false,
-                    Step::Refuse {
+                    Step::RefuseUntilChanged {
                         reason: Reason::StorageTampered,
-                        warn: true,
-                        again: None,
                         ..
                     },
                 ) => {}
@@ -683,10 +672,13 @@ mod tests {
     fn a_refusal_someone_must_act_on_warns_and_a_chosen_pause_does_not() {
         let plain = app(|_| {});
         for state in every_state() {
-            let Step::Refuse { reason, warn, .. } = next(&state, &plain) else {
-                continue;
-            };
-            assert_eq!(warn, reason != Reason::Suspended, "{state:?}: {reason:?}");
+            match next(&state, &plain) {
+                Step::RefuseUntilChanged { reason, .. } | Step::RecheckLater { reason, .. } => {
+                    assert_ne!(reason, Reason::Suspended, "{state:?}")
+                }
+                Step::ReportSuspended => assert_eq!(state, ReleaseState::Suspended),
+                _ => {}
+            }
         }
     }
 
@@ -707,7 +699,10 @@ mod tests {
             AfterFailure::UninstallAndRetry
         );
         for failures in 1..=3 {
-            assert_eq!(after_failure(false, failures, &three), AfterFailure::Retry);
+            assert_eq!(
+                after_failure(false, failures, &three),
+                AfterFailure::Backoff
+            );
         }
         assert_eq!(
             after_failure(false, 4, &three),
@@ -726,7 +721,7 @@ mod tests {
         for failures in [1, 4, 1000] {
             assert_eq!(
                 after_failure(false, failures, &forever),
-                AfterFailure::Retry,
+                AfterFailure::Backoff,
                 "-1 retries for ever"
             );
         }
@@ -749,7 +744,7 @@ mod tests {
         );
         assert_eq!(
             next(&failed(RunKind::Upgrade, 1), &plain),
-            Step::RetryFailed {
+            Step::RecordFailure {
                 reason: Reason::UpgradeFailed,
                 message: "helm said no".into()
             }
@@ -772,7 +767,7 @@ mod tests {
         ] {
             assert_eq!(
                 next(&failed(run, failures), &retrying),
-                Step::RetryFailed {
+                Step::RecordFailure {
                     reason,
                     message: "helm said no; RetryOnFailure: tried again after 5s".into()
                 },
@@ -792,7 +787,7 @@ mod tests {
         ));
         assert_eq!(
             after_failure(false, 9, &upgrades_only),
-            AfterFailure::RetryAfter(Duration::from_secs(300)),
+            AfterFailure::SameActionAfter(Duration::from_secs(300)),
             "Flux's default interval"
         );
         assert_eq!(
