@@ -12,7 +12,7 @@ use record::EventRecorder;
 use runtime::RateLimitingQueue;
 use runtime::StatusWriter;
 
-use crate::delivery::helm::Helm;
+use crate::delivery::helmapp::helm_runs::HelmRuns;
 use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
 use crate::lean::digests::{ConfigMapDigests, SecretDigests};
@@ -57,7 +57,8 @@ pub struct Context {
     /// Digests of the Secrets and ConfigMaps `valuesFrom` may name.
     pub secrets: Store<SecretDigests>,
     pub configmaps: Store<ConfigMapDigests>,
-    pub helm: Arc<Helm>,
+    /// helm's runs: the runner, or a scripted stand-in in unit tests.
+    pub helm: Arc<dyn HelmRuns>,
     /// Chart fetching, shared with the other delivery controllers.
     pub sources: Arc<Sources>,
     /// The controller's queue: a background chart fetch re-queues its

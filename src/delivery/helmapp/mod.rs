@@ -14,6 +14,7 @@ pub mod act;
 mod context;
 pub mod decide;
 pub mod drift_cache;
+pub mod helm_runs;
 pub mod observe;
 mod reachability;
 pub mod watched_kinds;

@@ -24,6 +24,9 @@ mod uninstall;
 mod unlock;
 mod window;
 
+#[cfg(test)]
+mod tests;
+
 use apis::helmapp::HelmApp;
 use runtime::Action;
 

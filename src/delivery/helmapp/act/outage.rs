@@ -6,9 +6,6 @@ use apis::helmapp::HelmApp;
 use crate::delivery::helm::HelmError;
 use crate::delivery::helmapp::context::{Context, run_key};
 
-/// What a run the API's outage interrupted says.
-pub const OUTAGE: &str = "helm failed and the API server does not answer: waits for it";
-
 /// After a helm run failed with `error`: whether it was the API server's
 /// outage (`crate::delivery::reachability`) — helm not started for it, or
 /// the API does not answer now — not the release's failure; then `app`

@@ -48,7 +48,8 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
             Outcome::Replan
         }
         Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
-            Outcome::Finished(Action::done(super::outage::OUTAGE))
+            o.run_ended = Some(RunEnded::Outage);
+            Outcome::Replan
         }
         Some(Err(e)) => {
             o.helm_ran = true;

@@ -6,9 +6,8 @@
 
 use apis::helmapp::{CrdPolicy, HelmApp, HistoryResult};
 use record::EventType;
-use runtime::Action;
 
-use super::outcome::{DeliveryError, Outcome, failed, not_ready, refused_run};
+use super::outcome::{DeliveryError, Outcome, refused_run};
 use crate::delivery::helm::post_render::{self, ConfigFile};
 use crate::delivery::helm::{Flags, HelmError, PostRender, Released, Upgrade, values};
 use crate::delivery::helmapp::context::{Context, run_key};
@@ -27,9 +26,11 @@ pub async fn run(
     kind: RunKind,
 ) -> Result<Outcome, DeliveryError> {
     let Some(Inputs::Ready { chart, hash }) = &o.inputs else {
-        return Ok(Outcome::retry(
+        return Ok(not_started(
+            o,
             Reason::ChartUnavailable,
-            "the chart was not looked up",
+            "the chart was not looked up".into(),
+            true,
         ));
     };
     let (chart, hash) = (chart.clone(), hash.clone());
@@ -42,24 +43,14 @@ pub async fn run(
     .await
     {
         Ok(v) => v,
-        Err(e) => {
-            not_ready(ctx, app, o, e.reason, &e.message, true);
-            return Ok(Outcome::Finished(Action::done(format!(
-                "{}: {e}",
-                e.reason.as_str()
-            ))));
-        }
+        Err(e) => return Ok(not_started(o, e.reason, e.message, false)),
     };
     o.redactor = values::Redactor::of(&values);
     warn_if_clamped(ctx, app, o);
     let forced = take_force(ctx, app, o);
     let post_render = match post_render_file(ctx, app) {
         Ok(file) => file,
-        Err(message) => {
-            not_ready(ctx, app, o, Reason::PostRendererInvalid, &message, true);
-            let action = Action::done(format!("PostRendererInvalid: {message}"));
-            return Ok(Outcome::Finished(action));
-        }
+        Err(message) => return Ok(not_started(o, Reason::PostRendererInvalid, message, false)),
     };
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
@@ -81,7 +72,7 @@ pub async fn run(
         super::intent::withdraw(o);
         // helm's and the apiserver's words: redacted like any helm message.
         let message = o.redactor.redact(&message);
-        return Ok(failed(ctx, app, o, Reason::CRDsFailed, &message));
+        return Ok(not_started(o, Reason::CRDsFailed, message, true));
     }
     let started = std::time::Instant::now();
     let Some(result) = ctx.helm.upgrade(&upgrade).await else {
@@ -98,13 +89,24 @@ pub async fn run(
         && super::outage::outage(ctx, app, e).await
     {
         // Not a failure of the release: nothing counted, recorded or said.
-        return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
+        o.run_ended = Some(RunEnded::Outage);
+        return Ok(Outcome::Replan);
     }
     let outcome = ended(ctx, app, o, kind, (&hash, &chart.version), result);
     if let Some(entry) = o.status.history.first_mut() {
         entry.duration = format!("{:.1}s", started.elapsed().as_secs_f64());
     }
     Ok(outcome)
+}
+
+/// helm was not started (`RunEnded::NotStarted`): for the plan.
+fn not_started(o: &mut Observed, reason: Reason, message: String, retry: bool) -> Outcome {
+    o.run_ended = Some(RunEnded::NotStarted {
+        reason,
+        message,
+        retry,
+    });
+    Outcome::Replan
 }
 
 /// Whether `hossted.com/force-at` asks for `--force` now; acted on at

@@ -37,7 +37,8 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
             return Ok(Outcome::Replan);
         }
         Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
-            return Ok(Outcome::Finished(Action::done(super::outage::OUTAGE)));
+            o.run_ended = Some(RunEnded::Outage);
+            return Ok(Outcome::Replan);
         }
         Some(Err(e)) => {
             let message = e.summary(&o.redactor);
@@ -45,10 +46,8 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
                 let refused = o.redactor.redact(&refused);
                 return Ok(refused_run(o, "uninstall", &refused, &message));
             }
-            let reason = Reason::UninstallFailed.as_str();
-            ctx.recorder
-                .event(app, EventType::Warning, reason, &message);
-            return Ok(Outcome::retry(Reason::UninstallFailed, message));
+            o.run_ended = Some(RunEnded::UninstallFailed { message });
+            return Ok(Outcome::Replan);
         }
         Some(Ok(())) => {
             let message = format!("uninstalled {}", o.target.key());

@@ -127,6 +127,21 @@ pub enum RunEnded {
     /// The API refused what helm had to do to the identity it ran as
     /// (`message`: who, what, and how to grant it): nothing is counted.
     Forbidden { message: String },
+    /// helm was not started: what it needs could not be prepared — the
+    /// values, the post-renderer's settings, the chart's CRDs (`reason`
+    /// says which). `retry`: trying again may help (an API write failed),
+    /// else only a change of the HelmApp or its inputs does.
+    NotStarted {
+        reason: Reason,
+        message: String,
+        retry: bool,
+    },
+    /// helm failed and the API server does not answer: not the release's
+    /// failure — the HelmApp is parked until the API is back.
+    Outage,
+    /// `helm uninstall` failed (`message`: redacted) — tried again with
+    /// backoff; the HelmApp keeps its finalizer.
+    UninstallFailed { message: String },
 }
 
 /// Why `dependsOn` holds a release back.

@@ -126,6 +126,9 @@ impl Step {
     }
 }
 
+/// What a run the API's outage interrupted says.
+pub const OUTAGE: &str = "helm failed and the API server does not answer: waits for it";
+
 /// How long to wait for a helm run of ours to let go of a release.
 pub const HELM_HOLDS: Duration = Duration::from_secs(5);
 
@@ -202,6 +205,28 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::HeldByHelm => Step::QuietRecheck {
             after: HELM_HOLDS,
             why: "a helm run holds the release",
+        },
+        // Counted nowhere: no helm ran. An API write that failed is tried
+        // again with backoff; inputs that cannot be prepared wait for a
+        // change.
+        ReleaseState::NotStarted {
+            reason,
+            message,
+            retry: true,
+        } => Step::RecordFailure {
+            reason: *reason,
+            message: message.clone(),
+        },
+        ReleaseState::NotStarted {
+            reason,
+            message,
+            retry: false,
+        } => refuse(*reason, message),
+        // Parked by the reachability gate: its return re-queues.
+        ReleaseState::WaitingForApi => Step::Nothing { why: OUTAGE },
+        ReleaseState::UninstallFailed { message } => Step::RecordFailure {
+            reason: Reason::UninstallFailed,
+            message: message.clone(),
         },
         ReleaseState::Locked { message, remaining } => Step::RecheckLater {
             reason: Reason::ReleaseLocked,
@@ -464,6 +489,18 @@ mod tests {
                 waited: Duration::from_secs(3),
             },
             S::HeldByHelm,
+            S::NotStarted {
+                reason: Reason::CRDsFailed,
+                message: m(),
+                retry: true,
+            },
+            S::NotStarted {
+                reason: Reason::PostRendererInvalid,
+                message: m(),
+                retry: false,
+            },
+            S::WaitingForApi,
+            S::UninstallFailed { message: m() },
             S::Locked {
                 message: m(),
                 remaining: Duration::from_secs(7),
@@ -525,6 +562,9 @@ mod tests {
                 | S::ChartUnavailable { .. }
                 | S::Forbidden { .. }
                 | S::HeldByHelm
+                | S::NotStarted { .. }
+                | S::WaitingForApi
+                | S::UninstallFailed { .. }
                 | S::Locked { .. }
                 | S::Stuck { .. }
                 | S::OwnedByOther { .. }

@@ -66,6 +66,17 @@ pub enum ReleaseState {
     Forbidden { message: String, waited: Duration },
     /// Pending, and a helm run of ours holds it.
     HeldByHelm,
+    /// A helm run of this reconcile could not start (`RunEnded::NotStarted`):
+    /// `retry` when trying again may help.
+    NotStarted {
+        reason: Reason,
+        message: String,
+        retry: bool,
+    },
+    /// A helm run of this reconcile met the API server's outage.
+    WaitingForApi,
+    /// `helm uninstall` of a HelmApp being deleted failed.
+    UninstallFailed { message: String },
     /// Pending with no helm of ours on it since this process leads, for
     /// less than `timeout`: another helm may run on it.
     Locked {

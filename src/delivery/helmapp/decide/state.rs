@@ -53,6 +53,19 @@ fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
             last_succeeded: o.status.revision,
         },
         RunEnded::SlotBusy => ReleaseState::HeldByHelm,
+        RunEnded::NotStarted {
+            reason,
+            message,
+            retry,
+        } => ReleaseState::NotStarted {
+            reason: *reason,
+            message: message.clone(),
+            retry: *retry,
+        },
+        RunEnded::Outage => ReleaseState::WaitingForApi,
+        RunEnded::UninstallFailed { message } => ReleaseState::UninstallFailed {
+            message: message.clone(),
+        },
         // The longer of what the status and this process have seen: a
         // HelmApp being deleted gets no status write.
         RunEnded::Forbidden { message } => ReleaseState::Forbidden {

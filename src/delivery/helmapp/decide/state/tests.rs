@@ -26,7 +26,7 @@ pub(crate) fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
     a
 }
 
-pub(super) fn deleted() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+pub(crate) fn deleted() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
     k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
 }
 
