@@ -131,7 +131,7 @@ async fn chart_of(
         None => Credentials::default(),
         Some(r) => {
             let scope = format!("{ns}/{}", r.name);
-            inputs::credentials(client, app, &r.name, scope)
+            crate::delivery::helmapp::observe::chart::credentials(client, app, &r.name, scope)
                 .await
                 .map_err(|(e, _)| e)?
         }
@@ -162,9 +162,14 @@ async fn git_chart_of(
     let ns = app.metadata.namespace.clone().unwrap_or_default();
     let credentials = match &git.secret_ref {
         None => Credentials::default(),
-        Some(r) => inputs::credentials(client, app, &r.name, format!("{ns}/{}", r.name))
-            .await
-            .map_err(|(e, _)| e)?,
+        Some(r) => crate::delivery::helmapp::observe::chart::credentials(
+            client,
+            app,
+            &r.name,
+            format!("{ns}/{}", r.name),
+        )
+        .await
+        .map_err(|(e, _)| e)?,
     };
     let signers = crate::delivery::helmapp::observe::trust::git_signers(client, app)
         .await

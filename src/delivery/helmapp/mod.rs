@@ -137,13 +137,15 @@ impl HelmApps {
                 observed.newest.as_ref().map(|n| n.revision),
                 observed.missing
             );
-            let step = decide::plan::next(&decided, &app);
+            let step = decide::plan::next(&decided, &observed, &app);
             settled |= step.settles_approval();
             refused = matches!(step, decide::plan::Step::Forbidden { .. });
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
             }
+            // What the plan's report of a run's revision reads.
+            observe::readiness::after_run(ctx, &app, &mut observed);
         }
         if !refused {
             ctx.refused.lock().remove(&context::run_key(&app));

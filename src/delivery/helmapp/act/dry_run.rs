@@ -7,7 +7,7 @@ use apis::helmapp::HelmApp;
 use super::release::{self, Parts};
 use crate::delivery::helm::{GetManifest, Rendered, values};
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::decide::observed::{Inputs, Observed, RunKind};
+use crate::delivery::helmapp::decide::observed::{Inputs, Observed};
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
 /// `(live, next)`: the release's manifest now (empty when it has none)
@@ -50,10 +50,7 @@ async fn run(
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
-    let kind = match o.newest {
-        Some(_) => RunKind::Upgrade,
-        None => RunKind::Install,
-    };
+    let kind = crate::delivery::helmapp::decide::run_flags::previewed_run(o);
     let parts = Parts {
         chart: &chart.path,
         values: &values,

@@ -6,11 +6,16 @@ use runtime::Action;
 use super::outcome::Outcome;
 use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason};
 use crate::delivery::helmapp::decide::observed::{Inputs, Observed};
-use crate::delivery::helmapp::observe::readiness;
+use crate::delivery::helmapp::decide::ready::{NextLook, NotReady};
 
 /// The release is deployed with this configuration: `Ready` once its
 /// workloads are (with `wait`).
-pub fn report(o: &mut Observed, revision: Option<i64>) -> Outcome {
+pub fn report(
+    o: &mut Observed,
+    revision: Option<i64>,
+    not_ready: Option<NotReady>,
+    next_look: NextLook,
+) -> Outcome {
     let hash = o.hash().map(str::to_string);
     // The commit a Git source resolves to now, whether or not it changed
     // the release.
@@ -31,7 +36,12 @@ pub fn report(o: &mut Observed, revision: Option<i64>) -> Outcome {
         status.config_hash = hash;
         status.revision = revision;
     }
-    if let Some((reason, message, again)) = readiness::verdict(o, o.timeout) {
+    if let Some(NotReady {
+        reason,
+        message,
+        again,
+    }) = not_ready
+    {
         conditions::set(&mut o.status, READY, false, reason, &message);
         return Outcome::Finished(Action::requeue_after(again, message));
     }
@@ -44,13 +54,8 @@ pub fn report(o: &mut Observed, revision: Option<i64>) -> Outcome {
         conditions::set(status, READY, true, Reason::UpToDate, message);
         conditions::set(status, RELEASED, true, Reason::UpToDate, message);
     }
-    // Looked at again when an object of a kind no informer watches is due
-    // for its drift look, or the chart's range and newest version are due
-    // to be resolved again — whichever comes first.
-    Outcome::Finished(match (o.drift.poll_after, o.resolve_after) {
-        (Some(d), Some(r)) if r < d => Action::requeue_after(r, "up to date; next resolution"),
-        (Some(d), _) => Action::requeue_after(d, "up to date; next drift look"),
-        (None, Some(r)) => Action::requeue_after(r, "up to date; next resolution"),
-        (None, None) => Action::done("up to date"),
+    Outcome::Finished(match next_look {
+        Some((after, why)) => Action::requeue_after(after, why),
+        None => Action::done("up to date"),
     })
 }

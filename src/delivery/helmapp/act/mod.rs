@@ -63,11 +63,16 @@ pub async fn run(
         Step::Unlock { message } => unlock::run(ctx, app, o, &message).await,
         Step::Uninstall => uninstall::run(ctx, app, o).await,
         Step::RemoveFinalizer => uninstall::let_go(ctx, app).await,
+        Step::LetGoWithNamespace => uninstall::with_namespace(ctx, app, o).await,
         Step::LeaveTampered { message } => uninstall::leave_tampered(ctx, app, &message).await,
         Step::PutBack { objects } => Ok(put_back::run(ctx, app, o, &objects).await),
-        Step::ReportInSync { revision } => {
+        Step::ReportInSync {
+            revision,
+            not_ready,
+            next_look,
+        } => {
             put_back::report(ctx, app, o);
-            Ok(in_sync::report(o, revision))
+            Ok(in_sync::report(o, revision, not_ready, next_look))
         }
         Step::RecheckLater {
             reason,
@@ -101,7 +106,10 @@ pub async fn run(
             revision,
             before,
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
-        Step::ReportReleased { revision } => Ok(released::report(ctx, app, o, revision)),
+        Step::ReportReleased {
+            revision,
+            not_ready,
+        } => Ok(released::report(o, revision, not_ready)),
         Step::RecordFailure { reason, message } => {
             Ok(outcome::failed(ctx, app, o, reason, &message))
         }

@@ -169,8 +169,9 @@ pub fn report(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     conditions::set(status, DRIFTED, true, Reason::DriftDetected, &message);
 }
 
-/// Puts edited fields back, reports the drift left, and reports the
-/// release in sync.
+/// Puts edited fields back; the plan reports what is left (what could not
+/// be put back stays in `o.drift.unrepaired`, no longer drifted to put
+/// back: the release is reported in sync with it listed).
 pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, objects: &[String]) -> Outcome {
     log::info!(
         "{}: fields of its objects were edited: {}",
@@ -178,6 +179,5 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, objects: &[Stri
         objects.join("; ")
     );
     put_back(ctx, app, o).await;
-    report(ctx, app, o);
-    super::in_sync::report(o, None)
+    Outcome::Replan
 }

@@ -2,8 +2,6 @@
 //! counts as done), then the finalizer goes.
 
 use apis::helmapp::{DeletionPropagation, HelmApp};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::Api;
 use record::EventType;
 use runtime::Action;
 
@@ -14,17 +12,23 @@ use crate::delivery::helmapp::decide::conditions::Reason;
 use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 use crate::delivery::names::FINALIZER;
 
-/// Uninstalls `o`'s release as the HelmApp's identity, then lets the
-/// HelmApp go. A target namespace that is gone or terminating takes the
-/// release with it: done, without helm.
-pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outcome, DeliveryError> {
+/// The release goes with its namespace (gone or terminating): said in a
+/// Normal Event, and the HelmApp let go without helm.
+pub async fn with_namespace(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &Observed,
+) -> Result<Outcome, DeliveryError> {
     let (ns, release) = (&o.target.namespace, &o.target.release);
-    if namespace_going(ctx, ns).await? {
-        let message = format!("namespace {ns} is gone or terminating: {release} goes with it");
-        let reason = Reason::UninstallSucceeded.as_str();
-        ctx.recorder.event(app, EventType::Normal, reason, &message);
-        return let_go(ctx, app).await;
-    }
+    let message = format!("namespace {ns} is gone or terminating: {release} goes with it");
+    let reason = Reason::UninstallSucceeded.as_str();
+    ctx.recorder.event(app, EventType::Normal, reason, &message);
+    let_go(ctx, app).await
+}
+
+/// Uninstalls `o`'s release as the HelmApp's identity, then lets the
+/// HelmApp go.
+pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outcome, DeliveryError> {
     // Its values, for scrubbing helm's message (none when they cannot be
     // read any more: the message is then as helm gave it).
     if let Ok(values) = crate::delivery::helmapp::observe::inputs::values(ctx, app, &[]).await {
@@ -76,18 +80,6 @@ pub fn request<'a>(app: &'a HelmApp, o: &'a Observed, as_user: Option<&'a str>) 
         },
         wait: u.wait,
     }
-}
-
-/// Whether namespace `ns` is gone (404) or terminating.
-async fn namespace_going(ctx: &Context, ns: &str) -> Result<bool, DeliveryError> {
-    let api: Api<Namespace> = Api::all(ctx.client.clone());
-    Ok(match runtime::ignore_not_found(api.get(ns).await)? {
-        None => true,
-        Some(n) => {
-            n.metadata.deletion_timestamp.is_some()
-                || n.status.and_then(|s| s.phase).as_deref() == Some("Terminating")
-        }
-    })
 }
 
 /// Removes our finalizer: the HelmApp may go.

@@ -13,6 +13,7 @@ pub mod desired;
 pub mod kstatus;
 pub mod observed;
 pub mod plan;
+pub mod ready;
 pub mod release_state;
 pub mod run_flags;
 pub mod state;

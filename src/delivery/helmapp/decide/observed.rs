@@ -245,6 +245,9 @@ pub struct Observed {
     /// Made from a Hosstedproject that is gone or being deleted (read when
     /// the HelmApp is being deleted): its release stays installed.
     pub project_gone: bool,
+    /// The target namespace is gone or terminating (read when the HelmApp
+    /// is being deleted): the release goes with it, without helm.
+    pub namespace_going: bool,
     /// Why the newest revision is not trusted, if it is not: it differs
     /// from the digest the operator recorded (`super::storage`).
     pub tampered: Option<String>,

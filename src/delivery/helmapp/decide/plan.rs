@@ -7,7 +7,8 @@ use std::time::Duration;
 use apis::helmapp::{DriftMode, HelmApp, OnFailure};
 
 use crate::delivery::helmapp::decide::conditions::Reason;
-use crate::delivery::helmapp::decide::observed::RunKind;
+use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
+use crate::delivery::helmapp::decide::ready::{self, NextLook, NotReady};
 use crate::delivery::helmapp::decide::state::{Change, ReleaseState};
 
 /// One thing to do about a HelmApp's release.
@@ -40,11 +41,19 @@ pub enum Step {
     Uninstall,
     /// Let the HelmApp go without touching the release.
     RemoveFinalizer,
+    /// Let the HelmApp go, its release going with its namespace (a Normal
+    /// Event says so).
+    LetGoWithNamespace,
     /// Let the HelmApp go, leaving a release whose storage was changed by
     /// someone else as it is, with a Warning saying so.
     LeaveTampered { message: String },
-    /// Report readiness of a release in sync.
-    ReportInSync { revision: Option<i64> },
+    /// Report a release in sync: `Ready` unless `not_ready`; looked at
+    /// again after `not_ready`'s wait, else at `next_look`.
+    ReportInSync {
+        revision: Option<i64>,
+        not_ready: Option<NotReady>,
+        next_look: NextLook,
+    },
     /// `Ready=False` with `reason`, and look again after `after` (an Event
     /// when the reason is new).
     RecheckLater {
@@ -88,8 +97,11 @@ pub enum Step {
         before: i64,
     },
     /// Report the revision a run of this reconcile made: done, or with
-    /// `wait`, `Progressing` until its objects are judged.
-    ReportReleased { revision: i64 },
+    /// `wait`, `not_ready` (`Progressing` until its objects are judged).
+    ReportReleased {
+        revision: i64,
+        not_ready: Option<NotReady>,
+    },
     /// A failed install or upgrade to be tried again: `reason` on Ready
     /// and Released, a Warning Event, and act's `Outcome::Retry` (the
     /// one carrier of a retry: the controller backs off).
@@ -160,8 +172,18 @@ fn chart_refused(reason: Reason, message: &str, retry: Option<Duration>) -> Step
     }
 }
 
-/// The next step for a release in `state`.
-pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
+/// A release in sync, reported: its readiness judged from `o`.
+fn in_sync(revision: Option<i64>, o: &Observed) -> Step {
+    Step::ReportInSync {
+        revision,
+        not_ready: ready::verdict(o, o.timeout),
+        next_look: ready::next_look(o),
+    }
+}
+
+/// The next step for a release in `state`; `o` is what it was decided
+/// from (what a report says of readiness is read from it).
+pub fn next(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
     let refuse = |reason, message: &String| Step::RefuseUntilChanged {
         reason,
         message: message.clone(),
@@ -169,6 +191,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
     match state {
         ReleaseState::Deleting { uninstall: true } => Step::Uninstall,
         ReleaseState::Deleting { uninstall: false } => Step::RemoveFinalizer,
+        ReleaseState::GoesWithNamespace => Step::LetGoWithNamespace,
         ReleaseState::Tampered {
             message,
             deleting: true,
@@ -249,9 +272,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::AdoptAsIs { revision } => Step::TakeOver {
             revision: *revision,
         },
-        ReleaseState::InSync { revision } => Step::ReportInSync {
-            revision: *revision,
-        },
+        ReleaseState::InSync { revision } => in_sync(*revision, o),
         ReleaseState::Drifted { objects } if app.spec.drift_mode() != DriftMode::Disabled => {
             Step::Repair {
                 objects: objects.clone(),
@@ -260,7 +281,7 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         ReleaseState::FieldsDrifted { objects } => Step::PutBack {
             objects: objects.clone(),
         },
-        ReleaseState::Drifted { .. } => Step::ReportInSync { revision: None },
+        ReleaseState::Drifted { .. } => in_sync(None, o),
         ReleaseState::BackingOff { remaining } => Step::QuietRecheck {
             after: *remaining,
             why: "backing off after a failed attempt",
@@ -295,6 +316,11 @@ pub fn next(state: &ReleaseState, app: &HelmApp) -> Step {
         },
         ReleaseState::JustReleased { revision, .. } => Step::ReportReleased {
             revision: *revision,
+            not_ready: app
+                .spec
+                .wait
+                .then(|| ready::verdict(o, o.timeout))
+                .flatten(),
         },
         ReleaseState::RunFailed {
             run,
@@ -440,6 +466,7 @@ pub fn after_failure(install: bool, failures: i32, app: &HelmApp) -> AfterFailur
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::delivery::helmapp::decide::state::tests::observed;
 
     fn app(edit: impl FnOnce(&mut HelmApp)) -> HelmApp {
         let mut a: HelmApp = serde_json::from_value(serde_json::json!({
@@ -460,6 +487,7 @@ mod tests {
         let all = vec![
             S::Deleting { uninstall: true },
             S::Deleting { uninstall: false },
+            S::GoesWithNamespace,
             S::Tampered {
                 message: m(),
                 deleting: true,
@@ -554,6 +582,7 @@ mod tests {
         for s in &all {
             match s {
                 S::Deleting { .. }
+                | S::GoesWithNamespace
                 | S::Tampered { .. }
                 | S::Suspended
                 | S::Refused { .. }
@@ -625,7 +654,7 @@ mod tests {
                     | S::Deleting { uninstall: true }
                     | S::Untested { .. }
             );
-            let step = next(&state, &plain);
+            let step = next(&state, &observed(), &plain);
             assert_eq!(touches_the_release(&step), wanted, "{state:?} → {step:?}");
         }
     }
@@ -640,7 +669,7 @@ mod tests {
                 message: "no".into(),
                 waited: Duration::from_secs(waited),
             };
-            match next(&state, &plain) {
+            match next(&state, &observed(), &plain) {
                 Step::Forbidden { after, .. } => after,
                 other => panic!("{other:?}"),
             }
@@ -655,6 +684,7 @@ mod tests {
                 message: "down".into(),
                 retry,
             },
+            &observed(),
             &plain,
         ) {
             Step::RecheckLater { after, .. } => Some(after),
@@ -677,7 +707,7 @@ mod tests {
                 message: "edited".into(),
                 deleting,
             };
-            let step = next(&state, &plain);
+            let step = next(&state, &observed(), &plain);
             assert!(!touches_the_release(&step), "{step:?}");
             match (deleting, step) {
                 // The HelmApp goes, the release stays as it is, said so.
@@ -699,20 +729,20 @@ mod tests {
         let state = ReleaseState::Drifted {
             objects: vec!["Service apps/web".into()],
         };
-        let enabled = next(&state, &app(|_| {}));
+        let enabled = next(&state, &observed(), &app(|_| {}));
         assert!(matches!(enabled, Step::Repair { .. }), "{enabled:?}");
         let disabled = app(|a| {
             a.spec.drift =
                 serde_json::from_value(serde_json::json!({ "mode": "disabled" })).unwrap()
         });
-        assert!(!touches_the_release(&next(&state, &disabled)));
+        assert!(!touches_the_release(&next(&state, &observed(), &disabled)));
     }
 
     #[test]
     fn a_refusal_someone_must_act_on_warns_and_a_chosen_pause_does_not() {
         let plain = app(|_| {});
         for state in every_state() {
-            match next(&state, &plain) {
+            match next(&state, &observed(), &plain) {
                 Step::RefuseUntilChanged { reason, .. } | Step::RecheckLater { reason, .. } => {
                     assert_ne!(reason, Reason::Suspended, "{state:?}")
                 }
@@ -724,7 +754,7 @@ mod tests {
 
     #[test]
     fn a_release_our_helm_holds_is_looked_at_again_saying_nothing() {
-        let step = next(&ReleaseState::HeldByHelm, &app(|_| {}));
+        let step = next(&ReleaseState::HeldByHelm, &observed(), &app(|_| {}));
         assert!(
             matches!(step, Step::QuietRecheck { after, .. } if after == HELM_HOLDS),
             "{step:?}"
@@ -777,13 +807,13 @@ mod tests {
             last_succeeded: 3,
         };
         assert_eq!(
-            next(&failed(RunKind::Install, 1), &plain),
+            next(&failed(RunKind::Install, 1), &observed(), &plain),
             Step::UninstallFailedInstall {
                 message: "helm said no".into()
             }
         );
         assert_eq!(
-            next(&failed(RunKind::Upgrade, 1), &plain),
+            next(&failed(RunKind::Upgrade, 1), &observed(), &plain),
             Step::RecordFailure {
                 reason: Reason::UpgradeFailed,
                 message: "helm said no".into()
@@ -806,7 +836,7 @@ mod tests {
             (RunKind::Repair, 40, Reason::UpgradeFailed),
         ] {
             assert_eq!(
-                next(&failed(run, failures), &retrying),
+                next(&failed(run, failures), &observed(), &retrying),
                 Step::RecordFailure {
                     reason,
                     message: "helm said no; RetryOnFailure: tried again after 5s".into()
@@ -822,7 +852,7 @@ mod tests {
             })
         });
         assert!(matches!(
-            next(&failed(RunKind::Install, 1), &upgrades_only),
+            next(&failed(RunKind::Install, 1), &observed(), &upgrades_only),
             Step::UninstallFailedInstall { .. }
         ));
         assert_eq!(
@@ -831,7 +861,7 @@ mod tests {
             "Flux's default interval"
         );
         assert_eq!(
-            next(&failed(RunKind::Repair, 4), &plain),
+            next(&failed(RunKind::Repair, 4), &observed(), &plain),
             Step::Remediate {
                 remedy: Remedy::RollbackTo(3),
                 run: RunKind::Repair,
@@ -846,7 +876,7 @@ mod tests {
             last_succeeded: 0,
         };
         assert!(matches!(
-            next(&never, &plain),
+            next(&never, &observed(), &plain),
             Step::Remediate {
                 remedy: Remedy::MissingRollbackTarget,
                 ..
@@ -862,7 +892,7 @@ mod tests {
         }
         let uninstall = app(|a| a.spec.remediation.on_failure = OnFailure::Uninstall);
         assert!(matches!(
-            next(&failed(RunKind::Upgrade, 4), &uninstall),
+            next(&failed(RunKind::Upgrade, 4), &observed(), &uninstall),
             Step::Remediate {
                 remedy: Remedy::Uninstall,
                 ..
@@ -870,7 +900,7 @@ mod tests {
         ));
         let none = app(|a| a.spec.remediation.on_failure = OnFailure::None);
         assert!(matches!(
-            next(&failed(RunKind::Upgrade, 4), &none),
+            next(&failed(RunKind::Upgrade, 4), &observed(), &none),
             Step::Remediate {
                 remedy: Remedy::Nothing,
                 ..
@@ -882,7 +912,7 @@ mod tests {
             before: 2,
         };
         assert_eq!(
-            next(&untested, &plain),
+            next(&untested, &observed(), &plain),
             Step::Test {
                 run: RunKind::Upgrade,
                 revision: 3,
@@ -894,8 +924,69 @@ mod tests {
             revision: 1,
         };
         assert_eq!(
-            next(&released, &plain),
-            Step::ReportReleased { revision: 1 }
+            next(&released, &observed(), &plain),
+            Step::ReportReleased {
+                revision: 1,
+                not_ready: None
+            }
         );
+    }
+
+    #[test]
+    fn a_report_carries_the_readiness_the_plan_judged() {
+        let released = ReleaseState::JustReleased {
+            run: RunKind::Install,
+            revision: 1,
+        };
+        let mut waiting = observed();
+        waiting.timeout = Duration::from_secs(300);
+        waiting.pending = vec!["Deployment web".into()];
+        // Without wait, a revision helm made is reported as released.
+        assert!(matches!(
+            next(&released, &waiting, &app(|_| {})),
+            Step::ReportReleased {
+                not_ready: None,
+                ..
+            }
+        ));
+        // With it, Progressing while a workload rolls out.
+        let wait = app(|a| a.spec.wait = true);
+        let Step::ReportReleased {
+            not_ready: Some(not_ready),
+            ..
+        } = next(&released, &waiting, &wait)
+        else {
+            panic!("not judged")
+        };
+        assert_eq!(not_ready.reason, Reason::Progressing);
+        // In sync: an object that failed is said at once, whatever wait.
+        let mut failed = observed();
+        failed.readiness_failed = Some("Pod web-0 CrashLoopBackOff".into());
+        let Step::ReportInSync {
+            not_ready: Some(not_ready),
+            ..
+        } = next(&ReleaseState::InSync { revision: Some(1) }, &failed, &wait)
+        else {
+            panic!("not judged")
+        };
+        assert_eq!(not_ready.reason, Reason::ReadinessFailed);
+    }
+
+    #[test]
+    fn a_release_in_sync_is_looked_at_again_at_the_first_thing_due() {
+        let at = |poll: Option<u64>, resolve: Option<u64>| {
+            let mut o = observed();
+            o.drift.poll_after = poll.map(Duration::from_secs);
+            o.resolve_after = resolve.map(Duration::from_secs);
+            match next(&ReleaseState::InSync { revision: None }, &o, &app(|_| {})) {
+                Step::ReportInSync { next_look, .. } => next_look.map(|(d, _)| d.as_secs()),
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(at(None, None), None);
+        assert_eq!(at(Some(30), None), Some(30));
+        assert_eq!(at(None, Some(60)), Some(60));
+        assert_eq!(at(Some(30), Some(60)), Some(30));
+        assert_eq!(at(Some(90), Some(60)), Some(60));
     }
 }

@@ -32,6 +32,9 @@ pub enum ReleaseState {
     /// The HelmApp is being deleted; `uninstall`: its release is ours and
     /// `uninstallOnDelete` holds.
     Deleting { uninstall: bool },
+    /// Being deleted, its release ours to uninstall, and its target
+    /// namespace gone or terminating: the release goes with it, no helm.
+    GoesWithNamespace,
     /// Helm's storage is not what the operator left there
     /// (`super::storage`): no helm runs on it; `deleting`: the HelmApp is
     /// being deleted and goes without an uninstall.

@@ -12,6 +12,15 @@
 use apis::helmapp::{HelmApp, ServerSideApply, TestFilter};
 
 use crate::delivery::helm::{Flags, ServerSide};
+/// The run a dry run previews: an upgrade of the newest stored revision,
+/// or an install when there is none.
+pub fn previewed_run(o: &Observed) -> RunKind {
+    match o.newest {
+        Some(_) => RunKind::Upgrade,
+        None => RunKind::Install,
+    }
+}
+
 #[cfg(test)]
 use crate::delivery::helmapp::decide::observed::Timeouts;
 use crate::delivery::helmapp::decide::observed::{Observed, RunKind};

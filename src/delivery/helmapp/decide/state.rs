@@ -400,8 +400,10 @@ fn deleting(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
         .newest
         .as_ref()
         .is_some_and(|r| r.owner == o.uid && r.status != HelmStatus::Uninstalled);
-    Some(ReleaseState::Deleting {
-        uninstall: ours && app.spec.uninstall_on_delete && !o.project_gone,
+    let uninstall = ours && app.spec.uninstall_on_delete && !o.project_gone;
+    Some(match uninstall && o.namespace_going {
+        true => ReleaseState::GoesWithNamespace,
+        false => ReleaseState::Deleting { uninstall },
     })
 }
 

@@ -1,17 +1,14 @@
 //! With `wait`: which workloads of the release have not finished rolling
-//! out (read from the caches, never `helm --wait`), which of its objects of
-//! other kinds are not ready (read while it waits), and what that makes of
-//! `Ready`.
-
-use std::time::Duration;
+//! out (read from the caches, never `helm --wait`), and which of its
+//! objects of other kinds are not ready (read while it waits). What that
+//! makes of `Ready` is decided by `decide::ready`.
 
 use apis::helmapp::{HealthCheckExpr, HelmApp};
 use kube::ResourceExt;
 
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::decide::conditions::Reason;
 use crate::delivery::helmapp::decide::kstatus::Readiness;
-use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 use crate::delivery::helmapp::decide::target::Target;
 use crate::delivery::helmapp::observe::drift::check::Object;
 use crate::lean::members::MEMBER_INDEX;
@@ -55,46 +52,24 @@ pub fn pending(ctx: &Context, target: &Target, jobs: bool) -> Vec<String> {
     pending
 }
 
-/// How soon a release waiting on objects that no cache follows is looked
-/// at again.
-const POLL: Duration = Duration::from_secs(5);
-
-/// Not ready while an object failed or `pending` is not empty: a failed
-/// object at once (`ReadinessFailed`, with its message); else
-/// `Progressing` until `timeout` has passed since the last operation, then
-/// `ReadinessTimeout` (reported, not remediated); with when to look again
-/// (a workload's change re-queues sooner; objects read by request are read
-/// again every few seconds while the release waits).
-pub fn verdict(o: &Observed, timeout: Duration) -> Option<(Reason, String, Duration)> {
-    let status = &o.status;
-    if let Some(failed) = &o.readiness_failed {
-        return Some((Reason::ReadinessFailed, failed.clone(), POLL * 2));
-    }
-    if o.pending.is_empty() {
-        return None;
-    }
-    let since = status
-        .history
-        .first()
-        .and_then(|h| chrono::DateTime::parse_from_rfc3339(&h.time).ok())
-        .map(|t| {
-            (o.now - t.with_timezone(&chrono::Utc))
-                .to_std()
-                .unwrap_or_default()
-        })
-        .unwrap_or_default();
-    let (reason, again) = if since >= timeout {
-        (Reason::ReadinessTimeout, Duration::from_secs(300))
-    } else if o.readiness_polled {
-        (Reason::Progressing, (timeout - since).min(POLL))
-    } else {
-        (Reason::Progressing, timeout - since)
+/// After a run of this reconcile released a revision, with `wait`: its
+/// workloads not done yet, and its objects — judged once the next
+/// reconcile lists them — pending, for the plan's report.
+pub fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let (RunEnded::Released { revision, .. } | RunEnded::Tested { revision, .. }) =
+        o.run_ended.as_ref().map_or(&RunEnded::SlotBusy, |e| e)
+    else {
+        return;
     };
-    let message = format!(
-        "waiting for {} to be ready (spec.wait)",
-        o.pending.join(", ")
-    );
-    Some((reason, message, again))
+    if !app.spec.wait {
+        return;
+    }
+    let revision = *revision;
+    let jobs = app.spec.waits_for_jobs(&o.status.last_action);
+    o.pending = pending(ctx, &o.target, jobs);
+    o.pending
+        .push(format!("the objects of revision {revision}"));
+    o.readiness_polled = true;
 }
 
 /// With `wait`, while the release is not Ready: its objects of kinds no

@@ -80,6 +80,7 @@ pub(crate) fn observed() -> Observed {
         run_live: false,
         adoption_refused: None,
         project_gone: false,
+        namespace_going: false,
         busy: false,
         missing: Vec::new(),
         pending: Vec::new(),
@@ -180,6 +181,26 @@ fn deletion_suspension_references_and_inputs_come_first() {
                 ..observed()
             },
             |s| *s == S::Deleting { uninstall: true },
+        ),
+        (
+            "deleting, ours, its namespace going: the release goes with it",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                newest: stored(1, "deployed", UID, HASH),
+                namespace_going: true,
+                ..observed()
+            },
+            |s| *s == S::GoesWithNamespace,
+        ),
+        (
+            "deleting, not ours, its namespace going: let go, untouched",
+            app(|a| a.metadata.deletion_timestamp = Some(deleted())),
+            Observed {
+                newest: stored(1, "deployed", "someone-else", HASH),
+                namespace_going: true,
+                ..observed()
+            },
+            |s| *s == S::Deleting { uninstall: false },
         ),
         (
             "deleting, ours, uninstallOnDelete false: let go",
