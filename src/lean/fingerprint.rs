@@ -17,7 +17,7 @@
 //! JSON. A section's hash is 32 bits; its value's 64.
 //!
 //! ```
-//! use hossted_operator::cached::fingerprint::Fingerprint;
+//! use hossted_operator::lean::fingerprint::Fingerprint;
 //! let a = Fingerprint::of(&serde_json::json!({"spec": {"replicas": 1, "template": {}}}));
 //! let b = Fingerprint::of(&serde_json::json!({"spec": {"replicas": 3, "template": {}}}));
 //! assert_ne!(a, b);

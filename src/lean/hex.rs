@@ -4,7 +4,7 @@
 /// `bytes` as lower-case hex, two characters a byte.
 ///
 /// ```
-/// assert_eq!(hossted_operator::cached::hex::hex(&[0, 0xab, 0x7f]), "00ab7f");
+/// assert_eq!(hossted_operator::lean::hex::hex(&[0, 0xab, 0x7f]), "00ab7f");
 /// ```
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;

@@ -6,7 +6,7 @@
 /// fit an `i64`.
 ///
 /// ```
-/// use hossted_operator::cached::quantity::bytes;
+/// use hossted_operator::lean::quantity::bytes;
 /// assert_eq!(bytes("8Gi"), Some(8 * 1024 * 1024 * 1024));
 /// assert_eq!(bytes("1.5k"), Some(1500));
 /// assert_eq!(bytes("lots"), None);

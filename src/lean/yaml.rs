@@ -16,7 +16,7 @@
 //! manifest).
 //!
 //! ```
-//! use hossted_operator::cached::yaml::{check, Refused};
+//! use hossted_operator::lean::yaml::{check, Refused};
 //! assert!(check("a: &x [1, 2]\nb: *x\n").is_ok());
 //! let bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n\
 //!             b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n\

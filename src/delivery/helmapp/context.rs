@@ -22,7 +22,7 @@ use crate::lean::storage::HelmRelease;
 use crate::lean::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
 
 /// The caches of a release's objects, indexed by release
-/// ([`crate::cached::members::MEMBER_INDEX`]) and keyed `namespace/name`.
+/// ([`crate::lean::members::MEMBER_INDEX`]) and keyed `namespace/name`.
 pub struct Members {
     pub deployments: Store<Deployment>,
     pub statefulsets: Store<StatefulSet>,
@@ -31,11 +31,11 @@ pub struct Members {
     pub services: Store<Service>,
     pub ingresses: Store<Ingress>,
     pub secrets: Store<ReleaseSecret>,
-    /// Kinds watched for drift alone ([`crate::cached::drift_kinds`]).
+    /// Kinds watched for drift alone ([`crate::lean::drift_kinds`]).
     pub drift_only: DriftOnly,
 }
 
-/// The stores of [`crate::cached::drift_kinds`].
+/// The stores of [`crate::lean::drift_kinds`].
 pub struct DriftOnly {
     pub service_accounts: Store<drift_kinds::ServiceAccount>,
     pub autoscalers: Store<drift_kinds::HorizontalPodAutoscaler>,

@@ -1,14 +1,21 @@
 //! The HelmApp controller, in the shape of `k8s.io/sample-controller`:
 //! [`controller`] asks the manager's shared factory for its informers and
 //! registers handlers that only enqueue keys ([`wiring`]); [`HelmApps`]'s
-//! `reconcile` is one list of steps:
+//! `reconcile` is one loop:
 //!
-//! gather → [`observe`] → [`state`] → [`plan`] → [`act`] → write the status
+//! [`observe`] (reads: caches, Helm's storage, the chart) → [`decide`]
+//! (pure: `state`, then `plan`'s next step) → [`act`] (does that step, says
+//! how it ended) → decide again, until a step finishes → write the status
 //! once.
 //!
-//! Deciding is pure (`state`, `plan`: tables of unit tests); doing is one
-//! action per file under `act/` (Flux helm-controller's `internal/reconcile`
-//! splits deciding from doing the same way).
+//! `decide/` is pure and tested as tables; `act/` is one action per file,
+//! tested as a table with helm scripted ([`helm_runs`]). Flux's
+//! helm-controller splits the same way only in part: its
+//! `DetermineReleaseState` reads the cluster itself, where our `decide/`
+//! reads only what `observe/` gathered. Beside the pipeline: [`context`]
+//! (what every part reads and writes through), [`drift_cache`] and
+//! [`watched_kinds`] (what lives as long as the process), [`reachability`]
+//! (no helm while the API server is away).
 
 pub mod act;
 mod context;

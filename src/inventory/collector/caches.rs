@@ -14,7 +14,7 @@ use crate::lean::trivy::VulnerabilityReport;
 use crate::lean::workloads::{ConfigMap, Deployment, ReleaseSecret, StatefulSet};
 
 /// Index of pods, services, PVCs and ingresses by `namespace/<instance
-/// label>` (the one both jobs share: [`crate::cached::members`]).
+/// label>` (the one both jobs share: [`crate::lean::members`]).
 pub use crate::lean::members::{MEMBER_INDEX as RELEASE_INDEX, member_index as release_index};
 
 /// Index of vulnerability reports by `namespace/kind/name/container` of the

@@ -92,7 +92,7 @@ pub struct Released {
     /// `chart.metadata.name` of the release helm printed.
     pub chart_name: String,
     /// The content digest of the release helm printed
-    /// ([`crate::cached::storage::content_digest_of_json`]): what the
+    /// ([`crate::lean::storage::content_digest_of_json`]): what the
     /// revision it stored has, read from our own helm, not the storage.
     pub content: String,
 }

@@ -1,5 +1,5 @@
 //! Act: one file per action, each doing one [`Step`] and saying how it
-//! ended. None decides what comes next: that is `super::plan`'s.
+//! ended. None decides what comes next: that is `decide::plan`'s.
 //!
 //! Every action records what it did in `Observed::status`; the reconcile
 //! writes that status once, whatever the outcome.

@@ -1,5 +1,5 @@
 //! A helm run that failed because the API server does not answer: not a
-//! failure of the release (`crate::delivery::reachability`).
+//! failure of the release (`crate::delivery::helmapp::reachability`).
 
 use apis::helmapp::HelmApp;
 
@@ -7,7 +7,7 @@ use crate::delivery::helm::HelmError;
 use crate::delivery::helmapp::context::{Context, run_key};
 
 /// After a helm run failed with `error`: whether it was the API server's
-/// outage (`crate::delivery::reachability`) — helm not started for it, or
+/// outage (`crate::delivery::helmapp::reachability`) — helm not started for it, or
 /// the API does not answer now — not the release's failure; then `app`
 /// waits for the API, parked (re-queued at once if it is back).
 pub async fn outage(ctx: &Context, app: &HelmApp, error: &HelmError) -> bool {

@@ -1,6 +1,6 @@
 //! What a HelmApp's release is made of, as data: the hash of its
 //! configuration, the durations of its spec, what is wrong with its chart.
-//! Pure — `observation.rs` and `state.rs` depend on it and on no I/O
+//! Pure — `observed.rs` and `state.rs` depend on it and on no I/O
 //! (fetching is `inputs.rs`).
 
 use std::time::Duration;

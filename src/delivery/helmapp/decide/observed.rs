@@ -1,5 +1,5 @@
 //! The plain value a decision about one HelmApp is made from: what
-//! `super::observe` gathered. Data only; `super::state` decides from it.
+//! `observe` gathered. Data only; `super::state` decides from it.
 
 use crate::lean::helm::HelmStatus;
 use std::time::Duration;
@@ -106,7 +106,7 @@ impl RunKind {
 }
 
 /// What a helm run of this reconcile came to, when what follows depends on
-/// it: set by the action (`super::act`), decided on by `super::state`.
+/// it: set by the action (`act`), decided on by `super::state`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RunEnded {
     /// helm made `revision`; `before`: the revision that had succeeded
@@ -249,7 +249,7 @@ pub struct Observed {
     /// is being deleted): the release goes with it, without helm.
     pub namespace_going: bool,
     /// Why the newest revision is not trusted, if it is not: it differs
-    /// from the digest the operator recorded (`super::storage`).
+    /// from the digest the operator recorded (`observe::storage`).
     pub tampered: Option<String>,
     /// An adoption's dry run against the live manifest, once rendered
     /// (`super::act::adopt`): whether taking the release over changes any
@@ -268,12 +268,12 @@ pub struct Observed {
     /// The run intent in the status is this reconcile's own, for a helm
     /// that is about to run or just ended (`super::act::intent::declare`):
     /// what that helm wrote may be recorded by the intent's number
-    /// (`super::storage::record`). `false` as observed: an intent found
+    /// (`observe::storage::record`). `false` as observed: an intent found
     /// in the status is a leftover, proving nothing by itself.
     pub run_live: bool,
     /// Why the operator's own identity may not adopt the release (read
     /// only when it would: `spec.adopt`, a privileged identity, a release
-    /// no live HelmApp owns — `super::adoption`).
+    /// no live HelmApp owns — `observe::adoptable`).
     pub adoption_refused: Option<String>,
     /// The newest revision's owner is another HelmApp that exists and is
     /// not being deleted.
@@ -291,7 +291,7 @@ pub struct Observed {
     /// With `wait`: objects of kinds no cache follows were read (and are
     /// read again while the release waits).
     pub readiness_polled: bool,
-    /// What the drift check found (`super::drift`).
+    /// What the drift check found (`observe::drift`).
     pub drift: DriftFound,
     pub now: chrono::DateTime<chrono::Utc>,
     /// Since when this process reconciles ([`super::context::Context::leading_since`]).

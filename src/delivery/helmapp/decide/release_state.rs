@@ -36,7 +36,7 @@ pub enum ReleaseState {
     /// namespace gone or terminating: the release goes with it, no helm.
     GoesWithNamespace,
     /// Helm's storage is not what the operator left there
-    /// (`super::storage`): no helm runs on it; `deleting`: the HelmApp is
+    /// (`observe::storage`): no helm runs on it; `deleting`: the HelmApp is
     /// being deleted and goes without an uninstall.
     Tampered { message: String, deleting: bool },
     /// `spec.suspend`: no helm operation.

@@ -1,5 +1,5 @@
 //! What `dependsOn` and the CEL expressions of a HelmApp hold it back for
-//! (docs/dependencies.md): read here, decided by `super::state`.
+//! (docs/dependencies.md): read here, decided by `decide::state`.
 //!
 //! A HelmApp or HelmAppSet dependency is Ready by its `Ready` condition. An
 //! object of any other kind is ready, in this order, by its `readyExpr`,

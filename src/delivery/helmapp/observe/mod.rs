@@ -1,6 +1,6 @@
 //! Observe: everything a decision about one HelmApp needs, gathered from
 //! the caches, Helm's storage and the chart source into a plain
-//! [`Observed`] value (`observation.rs`). Nothing here decides; `super::state` does, from this
+//! [`Observed`] value (`decide/observed.rs`). Nothing here decides; `decide::state` does, from this
 //! alone — so what an event handler saw is always re-derived here, and a
 //! restart or a new leader loses nothing.
 

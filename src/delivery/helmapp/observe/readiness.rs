@@ -75,7 +75,7 @@ pub fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
 /// With `wait`, while the release is not Ready: its objects of kinds no
 /// cache follows, and of kinds `healthCheckExprs` names, read one request
 /// each and judged by that kind's expressions, else by
-/// [`super::kstatus`]. Adds the ones not ready to `o.pending` and returns
+/// [`crate::delivery::helmapp::decide::kstatus`]. Adds the ones not ready to `o.pending` and returns
 /// the first one that failed (`Stalled`/`Failed`), with its message.
 /// Until `status.inventory` lists the current revision, that is pending
 /// too (nothing can be judged ready before its objects are known).

@@ -88,7 +88,7 @@ pub async fn refresh_owner(
 /// HelmApp's `keepHistory`): its storage, as read now, is what the
 /// operator trusts from then on — helm reads those entries too. An
 /// adoption as the operator's identity is refused first when the storage
-/// lists foreign objects ([`super::adoption`]); an install over
+/// lists foreign objects ([`super::adoptable`]); an install over
 /// `uninstalled` entries takes nothing of theirs. Returns the fresh read
 /// for the tamper check, or `None` when it was used here.
 pub async fn adopting(
@@ -189,7 +189,7 @@ pub async fn tampered(
 /// status naming it — `pending-*` or `failed` (the operator died while
 /// its helm ran). Its labels and the intent only select it: it is
 /// trusted once this configuration is found to render it
-/// (`super::state`, `super::act::own_run`).
+/// (`decide::state`, `act::own_run`).
 pub fn own_unrecorded(
     o: &Observed,
     entries: &[Arc<HelmRelease>],

@@ -31,7 +31,7 @@ pub struct Newest {
     pub revision: i64,
     /// The owner HelmApp's UID (label; empty: none).
     pub owner: String,
-    /// [`crate::cached::storage::release_digest`] of its payload.
+    /// [`crate::lean::storage::release_digest`] of its payload.
     pub digest: String,
 }
 

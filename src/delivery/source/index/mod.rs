@@ -7,7 +7,7 @@
 //!   lines of a block-style index and parsing just those (`carve.rs`);
 //! - [`read_entries`] (when the index is not in that shape): walked as a
 //!   stream of YAML events (`events.rs`), each counted by the YAML budget
-//!   ([`crate::cached::yaml::Budget`]); only the wanted chart's versions
+//!   ([`crate::lean::yaml::Budget`]); only the wanted chart's versions
 //!   are built, the rest is skipped without a value being made.
 //!
 //! Errors say what was expected and where, never a byte of the index: it
