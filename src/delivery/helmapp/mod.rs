@@ -151,8 +151,7 @@ impl HelmApps {
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
             }
-            // What the plan's report of a run's revision reads.
-            observe::readiness::after_run(ctx, &app, &mut observed);
+            observe::after_step(ctx, &app, &mut observed).await;
         }
         if !refused {
             ctx.refused.lock().remove(&context::run_key(&app));

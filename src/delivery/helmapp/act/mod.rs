@@ -118,10 +118,34 @@ pub async fn run(
             Ok(remediate::after_failed_install(ctx, app, o, &message).await)
         }
         Step::Remediate {
+            remedy, message, ..
+        } => Ok(remediate::retries_exhausted(ctx, app, o, remedy, &message).await),
+        Step::RemedyRefused {
             remedy,
             run,
-            message,
-        } => Ok(remediate::retries_exhausted(ctx, app, o, remedy, run, &message).await),
+            failure,
+            refused,
+        } => Ok(remediate::refused(
+            ctx,
+            app,
+            o,
+            (remedy, run),
+            &failure,
+            &refused,
+        )),
+        Step::RemedySkipped {
+            remedy,
+            run,
+            failure,
+            why,
+        } => Ok(remediate::skipped(
+            ctx,
+            app,
+            o,
+            (remedy, run),
+            &failure,
+            &why,
+        )),
         Step::Nothing { why } => Ok(Outcome::Finished(Action::done(why))),
     }
 }

@@ -13,7 +13,6 @@ use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason, push_history};
 use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
 use crate::delivery::helmapp::decide::plan::Remedy;
-use crate::delivery::helmapp::observe::storage;
 
 /// A failed install: uninstalled (nothing to roll back to), then
 /// `InstallFailed`, retried with backoff.
@@ -24,12 +23,8 @@ pub async fn after_failed_install(
     message: &str,
 ) -> Outcome {
     let hash = o.hash().unwrap_or_default().to_string();
-    match uninstall(ctx, app, o, &hash).await {
-        Remedied::Said(_) => failed(ctx, app, o, Reason::InstallFailed, message),
-        Remedied::StorageTampered(refused) => {
-            tampered_during_run(ctx, app, o, RunKind::Install, message, &refused)
-        }
-    }
+    apply(ctx, app, o, Remedy::Uninstall, &hash).await;
+    failed(ctx, app, o, Reason::InstallFailed, message)
 }
 
 /// Retries spent: `remedy` once, then `RetriesExhausted` until the
@@ -39,47 +34,27 @@ pub async fn retries_exhausted(
     app: &HelmApp,
     o: &mut Observed,
     remedy: Remedy,
-    run: RunKind,
     message: &str,
 ) -> Outcome {
     let hash = o.hash().unwrap_or_default().to_string();
-    let done = match self::run(ctx, app, o, remedy, &hash).await {
-        Remedied::Said(done) => done,
-        Remedied::StorageTampered(refused) => {
-            return tampered_during_run(ctx, app, o, run, message, &refused);
-        }
-    };
-    let message = format!(
-        "upgrade failed {} time(s), the last: {message}; {done}; nothing more runs until the configuration or {} changes",
-        o.status.failures,
-        crate::delivery::names::RECONCILE_AT
-    );
-    let reason = remedy.exhausted_reason();
-    conditions::set(&mut o.status, READY, false, reason, &message);
-    conditions::set(
-        &mut o.status,
-        RELEASED,
-        false,
-        Reason::UpgradeFailed,
-        &message,
-    );
-    ctx.recorder
-        .event(app, EventType::Warning, reason.as_str(), &message);
-    Outcome::Finished(Action::done("retries exhausted"))
+    let done = apply(ctx, app, o, remedy, &hash).await;
+    exhausted(ctx, app, o, remedy, message, &done)
 }
 
-/// The run failed, and Helm's storage changed while it ran: its
-/// remediation did not run (`refused` says why). `Ready` says
-/// `StorageTampered` — what the next check finds too, until someone accepts
-/// the stored state.
-fn tampered_during_run(
+/// `remedy` was not run: Helm's storage changed while the failed run of
+/// `run` ran (`refused` says how). Recorded as refused; `Ready` says
+/// `StorageTampered` — what the next check finds too, until someone
+/// accepts the stored state.
+pub fn refused(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
-    run: RunKind,
+    (remedy, run): (Remedy, RunKind),
     failure: &str,
     refused: &str,
 ) -> Outcome {
+    let hash = o.hash().unwrap_or_default().to_string();
+    record(ctx, app, o, remedy, &hash, HistoryResult::Refused, "");
     // What stops helm first: condition messages are cut at 1 KiB, and
     // helm's own message may be longer.
     let message = format!(
@@ -96,48 +71,53 @@ fn tampered_during_run(
     Outcome::Finished(Action::done(format!("StorageTampered: {refused}")))
 }
 
-/// What a remediation came to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Remedied {
-    /// It ran, was skipped or had nothing to do: what to say.
-    Said(String),
-    /// Helm's storage changed while the failed run ran: no helm runs on it
-    /// (the `StorageTampered` message).
-    StorageTampered(String),
+/// `remedy` was not run: Helm's storage could not be checked after the
+/// failed run of `run` (`why`). Recorded as failed; the failure is then
+/// reported as after the remedy: a failed install retried, or retries
+/// exhausted.
+pub fn skipped(
+    ctx: &Context,
+    app: &HelmApp,
+    o: &mut Observed,
+    (remedy, run): (Remedy, RunKind),
+    failure: &str,
+    why: &str,
+) -> Outcome {
+    let hash = o.hash().unwrap_or_default().to_string();
+    record(ctx, app, o, remedy, &hash, HistoryResult::Failed, why);
+    match run {
+        RunKind::Install => failed(ctx, app, o, Reason::InstallFailed, failure),
+        _ => exhausted(ctx, app, o, remedy, failure, why),
+    }
 }
 
-/// Uninstalls a release whose install failed (nothing to roll back to).
-async fn uninstall(ctx: &Context, app: &HelmApp, o: &mut Observed, hash: &str) -> Remedied {
-    run(ctx, app, o, Remedy::Uninstall, hash).await
-}
-
-/// Applies `remedy`, on storage checked again first: the failed run's
-/// helm ran for a while, and a rollback reads the revision it returns to.
-async fn run(
+/// Retries spent and `remedy` done (`done` says how): `Ready` says so
+/// until the configuration or `hossted.com/reconcile-at` changes.
+fn exhausted(
     ctx: &Context,
     app: &HelmApp,
     o: &mut Observed,
     remedy: Remedy,
-    hash: &str,
-) -> Remedied {
-    // What runs helm reads the storage: checked again first.
-    if matches!(remedy, Remedy::RollbackTo(_) | Remedy::Uninstall) {
-        match storage::changed_during_run(&ctx.client, o).await {
-            Ok(None) => {}
-            Ok(Some(untrusted)) => {
-                record(ctx, app, o, remedy, hash, HistoryResult::Refused, "");
-                let message = untrusted.message(&o.target.key());
-                return Remedied::StorageTampered(format!("{remedy} not run: {message}"));
-            }
-            Err(e) => {
-                let said =
-                    format!("{remedy} skipped: Helm's storage could not be read to check it ({e})");
-                record(ctx, app, o, remedy, hash, HistoryResult::Failed, &said);
-                return Remedied::Said(said);
-            }
-        }
-    }
-    Remedied::Said(apply(ctx, app, o, remedy, hash).await)
+    failure: &str,
+    done: &str,
+) -> Outcome {
+    let message = format!(
+        "upgrade failed {} time(s), the last: {failure}; {done}; nothing more runs until the configuration or {} changes",
+        o.status.failures,
+        crate::delivery::names::RECONCILE_AT
+    );
+    let reason = remedy.exhausted_reason();
+    conditions::set(&mut o.status, READY, false, reason, &message);
+    conditions::set(
+        &mut o.status,
+        RELEASED,
+        false,
+        Reason::UpgradeFailed,
+        &message,
+    );
+    ctx.recorder
+        .event(app, EventType::Warning, reason.as_str(), &message);
+    Outcome::Finished(Action::done("retries exhausted"))
 }
 
 /// Runs `remedy`; says what was done.

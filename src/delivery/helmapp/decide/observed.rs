@@ -144,6 +144,19 @@ pub enum RunEnded {
     UninstallFailed { message: String },
 }
 
+/// Helm's storage read again after a failed run, before a remedy that
+/// runs helm on it (a rollback reads the revision it returns to, an
+/// uninstall the newest's manifest).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StorageRecheck {
+    /// As recorded, with what the failed run left recorded too.
+    Trusted,
+    /// Changed while the run ran: why no helm may run on it.
+    Untrusted(String),
+    /// It could not be read: why.
+    Unreadable(String),
+}
+
 /// Why `dependsOn` holds a release back.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Waiting {
@@ -248,6 +261,9 @@ pub struct Observed {
     /// The target namespace is gone or terminating (read when the HelmApp
     /// is being deleted): the release goes with it, without helm.
     pub namespace_going: bool,
+    /// After a failed run whose remedy runs helm: the storage read again
+    /// (`None`: not read).
+    pub storage_recheck: Option<StorageRecheck>,
     /// Why the newest revision is not trusted, if it is not: it differs
     /// from the digest the operator recorded (`observe::storage`).
     pub tampered: Option<String>,

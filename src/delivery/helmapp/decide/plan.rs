@@ -7,7 +7,7 @@ use std::time::Duration;
 use apis::helmapp::{DriftMode, HelmApp, OnFailure};
 
 use crate::delivery::helmapp::decide::conditions::Reason;
-use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
+use crate::delivery::helmapp::decide::observed::{Observed, RunKind, StorageRecheck};
 use crate::delivery::helmapp::decide::ready::{self, NextLook, NotReady};
 use crate::delivery::helmapp::decide::state::{Change, ReleaseState};
 
@@ -112,6 +112,23 @@ pub enum Step {
     /// The chart's name changed (`from` → `to`): uninstall the release,
     /// then look again — the next plan installs the new chart.
     Reinstall { from: String, to: String },
+    /// A remedy not run: Helm's storage changed while the failed run ran
+    /// (`refused` says how) — recorded as refused, `StorageTampered`.
+    RemedyRefused {
+        remedy: Remedy,
+        run: RunKind,
+        failure: String,
+        refused: String,
+    },
+    /// A remedy not run: Helm's storage could not be checked again after
+    /// the failed run (`why`) — recorded as failed; the failure is then
+    /// reported as if the remedy had run.
+    RemedySkipped {
+        remedy: Remedy,
+        run: RunKind,
+        failure: String,
+        why: String,
+    },
     /// Retries spent: apply `remedy` once, then nothing runs until the
     /// configuration or `hossted.com/reconcile-at` changes.
     Remediate {
@@ -327,7 +344,7 @@ pub fn next(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
             message,
             failures,
             last_succeeded,
-        } => after_run_failed(*run, message, (*failures, *last_succeeded), app),
+        } => after_run_failed(*run, message, (*failures, *last_succeeded), app, o),
     }
 }
 
@@ -338,8 +355,46 @@ fn after_run_failed(
     message: &str,
     (failures, last_succeeded): (i32, i64),
     app: &HelmApp,
+    o: &Observed,
 ) -> Step {
     let message = message.to_string();
+    if let Some(remedy) = remedy_after(run, failures, last_succeeded, app)
+        && remedy.runs_helm()
+    {
+        // The failed run's helm ran for a while: no remedy runs on storage
+        // changed meanwhile, or not read again since.
+        match &o.storage_recheck {
+            Some(StorageRecheck::Trusted) => {}
+            Some(StorageRecheck::Untrusted(why)) => {
+                return Step::RemedyRefused {
+                    remedy,
+                    run,
+                    failure: message,
+                    refused: format!("{remedy} not run: {why}"),
+                };
+            }
+            Some(StorageRecheck::Unreadable(why)) => {
+                return Step::RemedySkipped {
+                    remedy,
+                    run,
+                    failure: message,
+                    why: format!(
+                        "{remedy} skipped: Helm's storage could not be read to check it ({why})"
+                    ),
+                };
+            }
+            None => {
+                return Step::RemedySkipped {
+                    remedy,
+                    run,
+                    failure: message,
+                    why: format!(
+                        "{remedy} skipped: Helm's storage was not read again after the run"
+                    ),
+                };
+            }
+        }
+    }
     match after_failure(run == RunKind::Install, failures, app) {
         AfterFailure::UninstallAndRetry => Step::UninstallFailedInstall { message },
         AfterFailure::Backoff => Step::RecordFailure {
@@ -361,6 +416,22 @@ fn after_run_failed(
             run,
             message,
         },
+    }
+}
+
+/// The remedy a failure of `run` (the `failures`-th, the status's
+/// `last_succeeded` revision the rollback target) gets now, if any: a
+/// failed install's uninstall, or `onFailure`'s once retries are spent.
+pub fn remedy_after(
+    run: RunKind,
+    failures: i32,
+    last_succeeded: i64,
+    app: &HelmApp,
+) -> Option<Remedy> {
+    match after_failure(run == RunKind::Install, failures, app) {
+        AfterFailure::UninstallAndRetry => Some(Remedy::Uninstall),
+        AfterFailure::Remediate(on_failure) => Some(remedy(on_failure, last_succeeded)),
+        AfterFailure::Backoff | AfterFailure::SameActionAfter(_) => None,
     }
 }
 
@@ -391,6 +462,11 @@ impl std::fmt::Display for Remedy {
 }
 
 impl Remedy {
+    /// Whether it runs helm on the release (and so reads its storage).
+    pub fn runs_helm(self) -> bool {
+        matches!(self, Remedy::RollbackTo(_) | Remedy::Uninstall)
+    }
+
     /// What `Ready` says once this remedy was applied and nothing more
     /// runs: `MissingRollbackTarget` when there was nothing to roll back
     /// to (Flux stalls with that reason), else `RetriesExhausted`.
@@ -800,6 +876,10 @@ mod tests {
     #[test]
     fn what_follows_a_run_is_chosen_from_how_it_ended() {
         let plain = app(|_| {});
+        let observed = || Observed {
+            storage_recheck: Some(StorageRecheck::Trusted),
+            ..observed()
+        };
         let failed = |run, failures| ReleaseState::RunFailed {
             run,
             message: "helm said no".into(),
@@ -930,6 +1010,64 @@ mod tests {
                 not_ready: None
             }
         );
+    }
+
+    #[test]
+    fn no_remedy_runs_helm_on_storage_changed_or_unread_since_the_failed_run() {
+        let plain = app(|_| {});
+        let failed = |run, failures, last_succeeded| ReleaseState::RunFailed {
+            run,
+            message: "helm said no".into(),
+            failures,
+            last_succeeded,
+        };
+        let with = |recheck| Observed {
+            storage_recheck: recheck,
+            ..observed()
+        };
+        let changed = Some(StorageRecheck::Untrusted("revision 4 was edited".into()));
+        let unread = Some(StorageRecheck::Unreadable("timed out".into()));
+        // A failed install's uninstall, and a rollback once retries are
+        // spent: both run helm on the storage.
+        for (state, remedy) in [
+            (failed(RunKind::Install, 1, 0), Remedy::Uninstall),
+            (failed(RunKind::Upgrade, 4, 3), Remedy::RollbackTo(3)),
+        ] {
+            assert_eq!(
+                next(&state, &with(changed.clone()), &plain),
+                Step::RemedyRefused {
+                    remedy,
+                    run: match remedy {
+                        Remedy::Uninstall => RunKind::Install,
+                        _ => RunKind::Upgrade,
+                    },
+                    failure: "helm said no".into(),
+                    refused: format!("{remedy} not run: revision 4 was edited"),
+                }
+            );
+            for recheck in [unread.clone(), None] {
+                assert!(
+                    matches!(
+                        next(&state, &with(recheck.clone()), &plain),
+                        Step::RemedySkipped { remedy: r, .. } if r == remedy
+                    ),
+                    "{recheck:?}"
+                );
+            }
+        }
+        // A remedy that runs no helm does not wait for the storage.
+        assert!(matches!(
+            next(&failed(RunKind::Upgrade, 4, 0), &with(None), &plain),
+            Step::Remediate {
+                remedy: Remedy::MissingRollbackTarget,
+                ..
+            }
+        ));
+        // Nor does a failure with retries left.
+        assert!(matches!(
+            next(&failed(RunKind::Upgrade, 1, 3), &with(changed), &plain),
+            Step::RecordFailure { .. }
+        ));
     }
 
     #[test]

@@ -92,6 +92,15 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     Ok(o)
 }
 
+/// Between two steps of one reconcile: what a run of this reconcile
+/// changed that the plan's next step reads — the workloads of a revision
+/// it released (with `wait`), and, after a failed run whose remedy runs
+/// helm, Helm's storage read again.
+pub async fn after_step(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    readiness::after_run(ctx, app, o);
+    release::recheck_after_failure(ctx, app, o).await;
+}
+
 /// What the HelmApp, the caches and this process's memory of its runs say
 /// at once: the observation before any request.
 fn first_look(
@@ -159,6 +168,7 @@ fn first_look(
         adoption_refused: None,
         project_gone: false,
         namespace_going: false,
+        storage_recheck: None,
         missing: Vec::new(),
         pending: Vec::new(),
         readiness_failed: None,

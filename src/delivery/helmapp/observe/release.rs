@@ -14,7 +14,8 @@ use kube::ResourceExt;
 use super::storage;
 use crate::delivery::helmapp::context::{Context, run_key};
 use crate::delivery::helmapp::decide::conditions::{READY, Reason};
-use crate::delivery::helmapp::decide::observed::{Observed, Stored};
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded, StorageRecheck, Stored};
+use crate::delivery::helmapp::decide::plan::remedy_after;
 use crate::delivery::helmapp::decide::target::Target;
 use crate::delivery::names::{HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
 use crate::lean::objects::label;
@@ -284,4 +285,23 @@ pub fn owned_by_live(ctx: &Context, owner: &str, app: &HelmApp) -> bool {
             .list()
             .iter()
             .any(|a| a.uid().as_deref() == Some(owner) && a.metadata.deletion_timestamp.is_none())
+}
+
+/// After a failed run of this reconcile whose remedy runs helm
+/// (`plan::remedy_after`): Helm's storage read again and recorded as after
+/// the run ([`storage::changed_during_run`]) — an edit made while helm ran
+/// is found before the remedy's helm reads it.
+pub async fn recheck_after_failure(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let Some(RunEnded::Failed { run, .. }) = &o.run_ended else {
+        return;
+    };
+    let remedy = remedy_after(*run, o.status.failures, o.status.revision, app);
+    if o.storage_recheck.is_some() || !remedy.is_some_and(|r| r.runs_helm()) {
+        return;
+    }
+    o.storage_recheck = Some(match storage::changed_during_run(&ctx.client, o).await {
+        Ok(None) => StorageRecheck::Trusted,
+        Ok(Some(untrusted)) => StorageRecheck::Untrusted(untrusted.message(&o.target.key())),
+        Err(e) => StorageRecheck::Unreadable(e.to_string()),
+    });
 }
