@@ -63,14 +63,7 @@ pub fn wait(
 /// A forced run (`hossted.com/force-at`) outside the change windows: said
 /// in an Event, as the windows' override.
 pub fn note_forced(ctx: &Context, app: &HelmApp, o: &Observed) {
-    use crate::delivery::helmapp::decide::windows::{Verdict, Windows};
-    let closed = app
-        .spec
-        .change_windows
-        .as_ref()
-        .and_then(|w| Windows::compile(w).ok())
-        .is_some_and(|w| w.at(o.now) != Verdict::Open);
-    if closed {
+    if o.outside_windows {
         ctx.recorder.event(
             app,
             EventType::Normal,

@@ -169,6 +169,16 @@ impl Window {
     }
 }
 
+/// Whether `app`'s change windows are closed at `t` (none, or windows
+/// that do not compile: not closed — the change's state says why).
+pub fn closed_at(app: &apis::helmapp::HelmApp, t: DateTime<Utc>) -> bool {
+    app.spec
+        .change_windows
+        .as_ref()
+        .and_then(|w| Windows::compile(w).ok())
+        .is_some_and(|w| w.at(t) != Verdict::Open)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

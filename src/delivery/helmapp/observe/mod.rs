@@ -119,6 +119,7 @@ fn first_look(
         .as_ref()
         .is_some_and(|r| release::owned_by_live(ctx, &r.owner, app));
     let (timeout, timeout_clamped) = timeout_of(app, ctx.settings.max_helm_timeout);
+    let now = chrono::Utc::now();
     Observed {
         timeouts: crate::delivery::helmapp::decide::observed::Timeouts::of(
             app,
@@ -168,13 +169,14 @@ fn first_look(
         adoption_refused: None,
         project_gone: false,
         namespace_going: false,
+        outside_windows: crate::delivery::helmapp::decide::windows::closed_at(app, now),
         storage_recheck: None,
         missing: Vec::new(),
         pending: Vec::new(),
         readiness_failed: None,
         readiness_polled: false,
         drift: Default::default(),
-        now: chrono::Utc::now(),
+        now,
         leading_since: *ctx.leading_since.get_or_init(chrono::Utc::now),
         status,
         target,

@@ -81,6 +81,7 @@ pub(crate) fn observed() -> Observed {
         adoption_refused: None,
         project_gone: false,
         namespace_going: false,
+        outside_windows: false,
         storage_recheck: None,
         busy: false,
         missing: Vec::new(),
