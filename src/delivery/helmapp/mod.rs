@@ -156,7 +156,7 @@ impl HelmApps {
         if !refused {
             ctx.refused.lock().remove(&context::run_key(&app));
         }
-        if observed.helm_ran {
+        if observed.done.helm_ran {
             act::record_storage(ctx, &app, &mut observed).await;
         }
         if settled && !deleting {
@@ -168,7 +168,7 @@ impl HelmApps {
         }
         match outcome? {
             Outcome::Finished(mut action) => {
-                if observed.helm_ran
+                if observed.done.helm_ran
                     && let Some(soon) = observe::drift::recheck_unverified(&app, &observed)
                 {
                     action.requeue_after = Some(action.requeue_after.map_or(soon, |a| a.min(soon)));

@@ -48,7 +48,7 @@ pub async fn render(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Outcome {
             Rendering::Differs
         }
     };
-    o.adoption_render = Some(found);
+    o.done.adoption_render = Some(found);
     Outcome::Replan
 }
 

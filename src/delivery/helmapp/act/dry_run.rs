@@ -45,7 +45,7 @@ async fn run(
     let (chart, hash) = (chart.clone(), hash.clone());
     let values =
         crate::delivery::helmapp::observe::inputs::values(ctx, app, &chart.values_files).await?;
-    o.redactor = values::Redactor::of(&values);
+    o.done.redactor = values::Redactor::of(&values);
     let post_render = release::post_render_file(ctx, app)?;
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
@@ -72,7 +72,7 @@ async fn run(
     };
     let next = ctx.helm.render(&upgrade).await;
     Ok((
-        live.map_err(|e| e.summary(&o.redactor))?,
-        next.map_err(|e| e.summary(&o.redactor))?,
+        live.map_err(|e| e.summary(&o.done.redactor))?,
+        next.map_err(|e| e.summary(&o.done.redactor))?,
     ))
 }

@@ -63,7 +63,7 @@ pub async fn declare(
         withdraw(o);
         return Err(e.into());
     }
-    o.run_live = true;
+    o.done.run_live = true;
     Ok(())
 }
 
@@ -79,7 +79,7 @@ pub fn printed(o: &mut Observed, revision: i64, content: &str) {
 /// Takes the intent back: helm did not start after all.
 pub fn withdraw(o: &mut Observed) {
     o.status.run_intent = None;
-    o.run_live = false;
+    o.done.run_live = false;
 }
 
 /// Our own `helm test` rewrote the run's revision (its hooks' last runs):

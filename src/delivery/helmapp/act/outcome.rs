@@ -76,7 +76,7 @@ pub fn not_ready(
 /// identity cannot do): recorded as the run's end, for the plan.
 pub fn refused_run(o: &mut Observed, action: &str, refused: &str, helm_message: &str) -> Outcome {
     let message = forbidden_message(o, action, refused, helm_message);
-    o.run_ended = Some(RunEnded::Forbidden { message });
+    o.done.run_ended = Some(RunEnded::Forbidden { message });
     Outcome::Replan
 }
 

@@ -40,7 +40,7 @@ pub async fn render(
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
     let Some((stored, content)) = stored_manifests(ctx, o, revision).await? else {
-        o.own_render = Some(Rendering::Differs);
+        o.done.own_render = Some(Rendering::Differs);
         return Ok(Outcome::Replan);
     };
     let found = match dry_run::next(ctx, app, o).await {
@@ -76,8 +76,8 @@ pub async fn render(
     };
     // The content the proof read: what `record` accepts, and nothing read
     // after it (a Secret flipped back and forth while helm rendered).
-    o.own_proven = (found == Rendering::Same).then_some(content);
-    o.own_render = Some(found);
+    o.done.own_proven = (found == Rendering::Same).then_some(content);
+    o.done.own_render = Some(found);
     Ok(Outcome::Replan)
 }
 
@@ -89,8 +89,8 @@ pub async fn record(
     o: &mut Observed,
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
-    let Some(content) = o.own_proven.take() else {
-        o.own_render = Some(Rendering::Differs);
+    let Some(content) = o.done.own_proven.take() else {
+        o.done.own_render = Some(Rendering::Differs);
         return Ok(Outcome::Replan);
     };
     // One read: the revision must still hold the content the proof read,
@@ -100,7 +100,7 @@ pub async fn record(
         .iter()
         .any(|e| e.version() == revision && e.content.as_deref() == Some(content.as_str()));
     if !same {
-        o.own_render = Some(Rendering::Differs);
+        o.done.own_render = Some(Rendering::Differs);
         return Ok(Outcome::Replan);
     }
     storage::record_proven(o, &entries, revision, &content);

@@ -44,18 +44,18 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
     };
     match ended {
         None => {
-            o.run_ended = Some(RunEnded::SlotBusy);
+            o.done.run_ended = Some(RunEnded::SlotBusy);
             Outcome::Replan
         }
         Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
-            o.run_ended = Some(RunEnded::Outage);
+            o.done.run_ended = Some(RunEnded::Outage);
             Outcome::Replan
         }
         Some(Err(e)) => {
-            o.helm_ran = true;
-            let message = e.summary(&o.redactor);
+            o.done.helm_ran = true;
+            let message = e.summary(&o.done.redactor);
             if let Some(refused) = e.forbidden() {
-                let refused = o.redactor.redact(&refused);
+                let refused = o.done.redactor.redact(&refused);
                 return super::outcome::refused_run(o, "uninstall", &refused, &message);
             }
             record(o, HistoryResult::Failed);
@@ -66,7 +66,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
             super::outcome::failed(ctx, app, o, Reason::UninstallFailed, &message)
         }
         Some(Ok(())) => {
-            o.helm_ran = true;
+            o.done.helm_ran = true;
             record(o, HistoryResult::Succeeded);
             // A new release: nothing of the old one's counts.
             o.status.revision = 0;

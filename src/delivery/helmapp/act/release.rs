@@ -45,7 +45,7 @@ pub async fn run(
         Ok(v) => v,
         Err(e) => return Ok(not_started(o, e.reason, e.message, false)),
     };
-    o.redactor = values::Redactor::of(&values);
+    o.done.redactor = values::Redactor::of(&values);
     warn_if_clamped(ctx, app, o);
     let forced = take_force(ctx, app, o);
     let post_render = match post_render_file(ctx, app) {
@@ -71,13 +71,13 @@ pub async fn run(
     {
         super::intent::withdraw(o);
         // helm's and the apiserver's words: redacted like any helm message.
-        let message = o.redactor.redact(&message);
+        let message = o.done.redactor.redact(&message);
         return Ok(not_started(o, Reason::CRDsFailed, message, true));
     }
     let started = std::time::Instant::now();
     let Some(result) = ctx.helm.upgrade(&upgrade).await else {
         super::intent::withdraw(o);
-        o.run_ended = Some(RunEnded::SlotBusy);
+        o.done.run_ended = Some(RunEnded::SlotBusy);
         return Ok(Outcome::Replan);
     };
     drop(post_render);
@@ -89,7 +89,7 @@ pub async fn run(
         && super::outage::outage(ctx, app, e).await
     {
         // Not a failure of the release: nothing counted, recorded or said.
-        o.run_ended = Some(RunEnded::Outage);
+        o.done.run_ended = Some(RunEnded::Outage);
         return Ok(Outcome::Replan);
     }
     let outcome = ended(ctx, app, o, kind, (&hash, &chart.version), result);
@@ -101,7 +101,7 @@ pub async fn run(
 
 /// helm was not started (`RunEnded::NotStarted`): for the plan.
 fn not_started(o: &mut Observed, reason: Reason, message: String, retry: bool) -> Outcome {
-    o.run_ended = Some(RunEnded::NotStarted {
+    o.done.run_ended = Some(RunEnded::NotStarted {
         reason,
         message,
         retry,
@@ -132,7 +132,7 @@ fn ended(
     result: Result<Released, HelmError>,
 ) -> Outcome {
     let (hash, version) = tried;
-    o.helm_ran = true;
+    o.done.helm_ran = true;
     match result {
         Ok(released) => {
             ctx.produced.lock().insert(run_key(app), released.revision);
@@ -146,7 +146,7 @@ fn ended(
             let before = o.status.revision;
             let revision = released.revision;
             succeeded(ctx, app, o, kind, hash, released);
-            o.run_ended = Some(RunEnded::Released {
+            o.done.run_ended = Some(RunEnded::Released {
                 run: kind,
                 revision,
                 before,
@@ -225,7 +225,7 @@ fn helm_failed(
     version: &str,
     e: HelmError,
 ) -> Outcome {
-    let message = e.summary(&o.redactor);
+    let message = e.summary(&o.done.redactor);
     let Some(refused) = e.forbidden() else {
         let status = &mut o.status;
         status.last_action = kind.action().into();
@@ -239,10 +239,10 @@ fn helm_failed(
             hash,
             HistoryResult::Failed,
         );
-        o.run_ended = Some(RunEnded::Failed { run: kind, message });
+        o.done.run_ended = Some(RunEnded::Failed { run: kind, message });
         return Outcome::Replan;
     };
-    let refused = o.redactor.redact(&refused);
+    let refused = o.done.redactor.redact(&refused);
     let revision = o.status.revision;
     push_history(
         &mut o.status,

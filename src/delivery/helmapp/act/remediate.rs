@@ -172,7 +172,7 @@ async fn apply(
         Some(Ok(())) => (HistoryResult::Succeeded, format!("{remedy} done")),
         Some(Err(e)) => (
             HistoryResult::Failed,
-            format!("{remedy} failed: {}", e.summary(&o.redactor)),
+            format!("{remedy} failed: {}", e.summary(&o.done.redactor)),
         ),
         None => (
             HistoryResult::Failed,

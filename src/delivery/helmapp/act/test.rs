@@ -28,13 +28,13 @@ pub async fn run(
     let counted = match tested(ctx, app, o, revision, &hash).await {
         TestRun::Busy => {
             // Not run, and no failure of the release: nothing counted.
-            o.run_ended = Some(RunEnded::SlotBusy);
+            o.done.run_ended = Some(RunEnded::SlotBusy);
             return Outcome::Replan;
         }
         TestRun::Passed => None,
         TestRun::Failed(message) => Some(message),
     };
-    o.run_ended = Some(match counted {
+    o.done.run_ended = Some(match counted {
         None => RunEnded::Tested { run, revision },
         Some(message) => {
             // A revision whose tests fail is not one to roll back to.
@@ -82,7 +82,7 @@ async fn tested(
                 };
                 match ctx.helm.test(&test).await {
                     Some(Ok(())) => None,
-                    Some(Err(e)) => Some(e.summary(&o.redactor)),
+                    Some(Err(e)) => Some(e.summary(&o.done.redactor)),
                     None => return TestRun::Busy,
                 }
             }

@@ -231,7 +231,7 @@ struct After {
 
 fn after(o: &Observed) -> After {
     After {
-        run_ended: o.run_ended.clone(),
+        run_ended: o.done.run_ended.clone(),
         failures: o.status.failures,
         revision: o.status.revision,
         history: o.status.history.first().map(|h| h.result.clone()),

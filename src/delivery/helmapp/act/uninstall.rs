@@ -32,25 +32,25 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
     // Its values, for scrubbing helm's message (none when they cannot be
     // read any more: the message is then as helm gave it).
     if let Ok(values) = crate::delivery::helmapp::observe::inputs::values(ctx, app, &[]).await {
-        o.redactor = crate::delivery::helm::values::Redactor::of(&values);
+        o.done.redactor = crate::delivery::helm::values::Redactor::of(&values);
     }
     let user = o.identity.user();
     match ctx.helm.uninstall(&request(app, o, user.as_deref())).await {
         None => {
-            o.run_ended = Some(RunEnded::SlotBusy);
+            o.done.run_ended = Some(RunEnded::SlotBusy);
             return Ok(Outcome::Replan);
         }
         Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
-            o.run_ended = Some(RunEnded::Outage);
+            o.done.run_ended = Some(RunEnded::Outage);
             return Ok(Outcome::Replan);
         }
         Some(Err(e)) => {
-            let message = e.summary(&o.redactor);
+            let message = e.summary(&o.done.redactor);
             if let Some(refused) = e.forbidden() {
-                let refused = o.redactor.redact(&refused);
+                let refused = o.done.redactor.redact(&refused);
                 return Ok(refused_run(o, "uninstall", &refused, &message));
             }
-            o.run_ended = Some(RunEnded::UninstallFailed { message });
+            o.done.run_ended = Some(RunEnded::UninstallFailed { message });
             return Ok(Outcome::Replan);
         }
         Some(Ok(())) => {

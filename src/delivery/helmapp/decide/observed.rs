@@ -203,6 +203,38 @@ pub enum Inputs {
     OutOfBounds(String),
 }
 
+/// What the steps of one reconcile did — the action's record, beside
+/// what observe saw: how a helm run ended, whether helm ran, what a render
+/// of ours or of an adoption produced, and the redactor of the values
+/// helm was given. Written by act, read by decide.
+#[derive(Debug, Default)]
+pub struct Done {
+    /// What helm's messages about it are scrubbed of: its values, once an
+    /// action has read them.
+    pub redactor: crate::delivery::helm::values::Redactor,
+    /// What a helm run of this reconcile came to (`None`: none ran yet).
+    pub run_ended: Option<RunEnded>,
+    /// A helm install or upgrade ran in this reconcile: what it and the
+    /// steps after it left in the storage is recorded after the last step.
+    pub helm_ran: bool,
+    /// An adoption's dry run against the live manifest, once rendered
+    /// (`super::act::adopt`): whether taking the release over changes any
+    /// of its objects.
+    pub adoption_render: Option<Rendering>,
+    /// The render of this configuration against the revision
+    /// `Observed::own_unrecorded` names, once made (`act::own_run`).
+    pub own_render: Option<Rendering>,
+    /// The content digest of the revision the render proved ours, as it
+    /// was read for the proof: only that content is recorded.
+    pub own_proven: Option<String>,
+    /// The run intent in the status is this reconcile's own, for a helm
+    /// that is about to run or just ended (`super::act::intent::declare`):
+    /// what that helm wrote may be recorded by the intent's number
+    /// (`observe::storage::record`). `false` as observed: an intent found
+    /// in the status is a leftover, proving nothing by itself.
+    pub run_live: bool,
+}
+
 /// What a decision about one HelmApp needs (see the module docs).
 #[derive(Debug)]
 pub struct Observed {
@@ -211,9 +243,6 @@ pub struct Observed {
     pub uid: String,
     /// Whom every helm action for it runs as (`crate::delivery::tenancy`).
     pub identity: crate::delivery::Identity,
-    /// What helm's messages about it are scrubbed of: its values, once an
-    /// action has read them.
-    pub redactor: crate::delivery::helm::values::Redactor,
     /// The newest status (the one written last, if the lister lags),
     /// with `observedGeneration`, `releaseName` and `targetNamespace` set.
     pub status: HelmAppStatus,
@@ -242,14 +271,9 @@ pub struct Observed {
     pub dependency: Option<Waiting>,
     /// `None`: not gathered, as something above already holds it back.
     pub inputs: Option<Inputs>,
-    /// What a helm run of this reconcile came to (`None`: none ran yet).
-    pub run_ended: Option<RunEnded>,
     /// How long helm's runs for this HelmApp have been refused by RBAC, as
     /// this process saw them (`None`: the last reconcile was not refused).
     pub refused_for: Option<std::time::Duration>,
-    /// A helm install or upgrade ran in this reconcile: what it and the
-    /// steps after it left in the storage is recorded after the last step.
-    pub helm_ran: bool,
     /// The newest revision in Helm's storage.
     pub newest: Option<Stored>,
     /// The revisions helm 4 applied server-side (`apply_method: ssa`): an
@@ -269,26 +293,11 @@ pub struct Observed {
     /// Why the newest revision is not trusted, if it is not: it differs
     /// from the digest the operator recorded (`observe::storage`).
     pub tampered: Option<String>,
-    /// An adoption's dry run against the live manifest, once rendered
-    /// (`super::act::adopt`): whether taking the release over changes any
-    /// of its objects.
-    pub adoption_render: Option<Rendering>,
     /// The newest revision, when it may be one our own helm made and no
     /// status recorded (its operator stopped between helm's end and the
     /// status write): labelled ours, deployed, one past what was recorded.
     /// Trusted only if this configuration renders it ([`Self::own_render`]).
     pub own_unrecorded: Option<i64>,
-    /// That render, once made (`super::act::own_run`).
-    pub own_render: Option<Rendering>,
-    /// The content digest of the revision the render proved ours, as it
-    /// was read for the proof: only that content is recorded.
-    pub own_proven: Option<String>,
-    /// The run intent in the status is this reconcile's own, for a helm
-    /// that is about to run or just ended (`super::act::intent::declare`):
-    /// what that helm wrote may be recorded by the intent's number
-    /// (`observe::storage::record`). `false` as observed: an intent found
-    /// in the status is a leftover, proving nothing by itself.
-    pub run_live: bool,
     /// Why the operator's own identity may not adopt the release (read
     /// only when it would: `spec.adopt`, a privileged identity, a release
     /// no live HelmApp owns — `observe::adoptable`).
@@ -327,6 +336,8 @@ pub struct Observed {
     /// A chart from a repository or registry is resolved again (its range,
     /// its newest version) after this (`spec.interval`); `None`: by path.
     pub resolve_after: Option<Duration>,
+    /// What this reconcile's steps did so far.
+    pub done: Done,
 }
 
 impl Observed {

@@ -20,7 +20,7 @@ mod held;
 /// The state of `app`'s release (see the module docs): after a helm run of
 /// this reconcile, what that run came to; else held to its change windows.
 pub fn decide(o: &Observed, app: &HelmApp) -> ReleaseState {
-    if let Some(ended) = &o.run_ended {
+    if let Some(ended) = &o.done.run_ended {
         return after_run(ended, o, app);
     }
     within_windows(release_state(o, app), o, app)
@@ -182,7 +182,7 @@ fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
             };
         }
         if newest.status == HelmStatus::Deployed && !o.forced() {
-            match o.adoption_render {
+            match o.done.adoption_render {
                 None => return ReleaseState::AdoptionToRender,
                 Some(Rendering::Same) => {
                     return ReleaseState::AdoptAsIs {
@@ -421,14 +421,12 @@ fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     // HelmApp's identity, that acts on nothing it lists — since helm
     // renders no upgrade of a pending release.
     if let Some(revision) = o.own_unrecorded {
-        if let Some(newest) = o
-            .newest
-            .as_ref()
-            .filter(|n| n.revision == revision && n.status.is_pending() && o.own_render.is_none())
-        {
+        if let Some(newest) = o.newest.as_ref().filter(|n| {
+            n.revision == revision && n.status.is_pending() && o.done.own_render.is_none()
+        }) {
             return Some(pending(o, app, newest));
         }
-        match o.own_render {
+        match o.done.own_render {
             // The render needs the chart and the values: their lack is
             // the state until they are had (a restart fetches the chart
             // again), not a verdict on the revision.

@@ -131,7 +131,6 @@ fn first_look(
         resolve_after: resolve_after(app),
         uid: app.uid().unwrap_or_default(),
         identity: ctx.settings.tenancy.identity(app),
-        redactor: Default::default(),
         reconcile_at: annotation(app, RECONCILE_AT),
         force_at: annotation(app, FORCE_AT),
         approve: annotation(app, APPROVE),
@@ -143,13 +142,11 @@ fn first_look(
         chart_name: None,
         dependency: None,
         inputs: None,
-        run_ended: None,
         refused_for: ctx
             .refused
             .lock()
             .get(&run_key(app))
             .map(|(since, _)| since.elapsed()),
-        helm_ran: false,
         busy: ctx.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
         produced: ctx.produced.lock().get(&run_key(app)).copied(),
@@ -161,12 +158,9 @@ fn first_look(
         newest,
         owner_is_live,
         tampered: None,
-        adoption_render: None,
         own_unrecorded: None,
-        own_render: None,
-        own_proven: None,
-        run_live: false,
         adoption_refused: None,
+        done: Default::default(),
         project_gone: false,
         namespace_going: false,
         outside_windows: crate::delivery::helmapp::decide::windows::closed_at(app, now),

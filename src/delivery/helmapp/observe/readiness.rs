@@ -57,7 +57,7 @@ pub fn pending(ctx: &Context, target: &Target, jobs: bool) -> Vec<String> {
 /// reconcile lists them — pending, for the plan's report.
 pub fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let (RunEnded::Released { revision, .. } | RunEnded::Tested { revision, .. }) =
-        o.run_ended.as_ref().map_or(&RunEnded::SlotBusy, |e| e)
+        o.done.run_ended.as_ref().map_or(&RunEnded::SlotBusy, |e| e)
     else {
         return;
     };

@@ -292,7 +292,7 @@ pub fn owned_by_live(ctx: &Context, owner: &str, app: &HelmApp) -> bool {
 /// the run ([`storage::changed_during_run`]) — an edit made while helm ran
 /// is found before the remedy's helm reads it.
 pub async fn recheck_after_failure(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    let Some(RunEnded::Failed { run, .. }) = &o.run_ended else {
+    let Some(RunEnded::Failed { run, .. }) = &o.done.run_ended else {
         return;
     };
     let remedy = remedy_after(*run, o.status.failures, o.status.revision, app);

@@ -214,9 +214,9 @@ pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let intent = o.status.run_intent.take();
     let proving = intent
         .as_ref()
-        .filter(|i| o.run_live || !i.content.is_empty());
+        .filter(|i| o.done.run_live || !i.content.is_empty());
     o.status.storage_digests = recorded_after(entries, &before, proving);
-    o.run_live = false;
+    o.done.run_live = false;
     if proving.is_none()
         && let Some(left) = intent
         && !o

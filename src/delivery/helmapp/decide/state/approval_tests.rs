@@ -58,7 +58,10 @@ fn a_manual_app_runs_only_approved_configurations() {
             }),
             Observed {
                 newest: stored(1, "deployed", "", HASH),
-                adoption_render: Some(Rendering::Differs),
+                done: crate::delivery::helmapp::decide::observed::Done {
+                    adoption_render: Some(Rendering::Differs),
+                    ..Default::default()
+                },
                 ..observed()
             },
             |s| matches!(s, S::AwaitingApproval { .. }),
@@ -71,7 +74,10 @@ fn a_manual_app_runs_only_approved_configurations() {
             }),
             Observed {
                 newest: stored(1, "deployed", "", HASH),
-                adoption_render: Some(Rendering::Same),
+                done: crate::delivery::helmapp::decide::observed::Done {
+                    adoption_render: Some(Rendering::Same),
+                    ..Default::default()
+                },
                 ..observed()
             },
             |s| matches!(s, S::AdoptAsIs { revision: 1 }),

@@ -43,7 +43,6 @@ pub(crate) fn observed() -> Observed {
         },
         uid: UID.into(),
         identity: crate::delivery::Identity::Operator,
-        redactor: Default::default(),
         status: Default::default(),
         reconcile_at: String::new(),
         force_at: String::new(),
@@ -66,19 +65,14 @@ pub(crate) fn observed() -> Observed {
             },
             hash: HASH.into(),
         }),
-        run_ended: None,
         refused_for: None,
-        helm_ran: false,
         newest: None,
         server_side_revisions: Default::default(),
         owner_is_live: false,
         tampered: None,
-        adoption_render: None,
         own_unrecorded: None,
-        own_render: None,
-        own_proven: None,
-        run_live: false,
         adoption_refused: None,
+        done: Default::default(),
         project_gone: false,
         namespace_going: false,
         outside_windows: false,
@@ -504,7 +498,10 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
             app(|a| a.spec.adopt = true),
             Observed {
                 newest: stored(4, "deployed", "gone-uid", HASH),
-                adoption_render: Some(Rendering::Same),
+                done: crate::delivery::helmapp::decide::observed::Done {
+                    adoption_render: Some(Rendering::Same),
+                    ..Default::default()
+                },
                 ..observed()
             },
             |s| *s == S::AdoptAsIs { revision: 4 },
@@ -514,7 +511,10 @@ fn the_release_in_storage_decides_sync_drift_and_ownership() {
             app(|a| a.spec.adopt = true),
             Observed {
                 newest: stored(1, "deployed", "gone-uid", HASH),
-                adoption_render: Some(Rendering::Differs),
+                done: crate::delivery::helmapp::decide::observed::Done {
+                    adoption_render: Some(Rendering::Differs),
+                    ..Default::default()
+                },
                 ..observed()
             },
             |s| {
@@ -990,7 +990,10 @@ fn what_a_run_of_this_reconcile_came_to_decides_before_anything_else() {
     use ReleaseState as S;
     let tested = app(|a| a.spec.test.enable = true);
     let ran = |ended: RunEnded| Observed {
-        run_ended: Some(ended),
+        done: crate::delivery::helmapp::decide::observed::Done {
+            run_ended: Some(ended),
+            ..Default::default()
+        },
         status: HelmAppStatus {
             failures: 2,
             ..Default::default()
@@ -1109,7 +1112,10 @@ fn an_unrecorded_run_of_ours_waits_for_its_inputs_before_its_render() {
             "rendered otherwise: tampered",
             plain.clone(),
             Observed {
-                own_render: Some(Rendering::Differs),
+                done: crate::delivery::helmapp::decide::observed::Done {
+                    own_render: Some(Rendering::Differs),
+                    ..Default::default()
+                },
                 ..unrecorded()
             },
             |s| matches!(s, S::Tampered { .. }),
@@ -1156,7 +1162,10 @@ fn an_unfinished_run_of_ours_is_unlocked_then_proven_by_its_render() {
             "rendered otherwise: tampered, even while deleting",
             app(|a| a.metadata.deletion_timestamp = Some(deleted())),
             Observed {
-                own_render: Some(Rendering::Differs),
+                done: crate::delivery::helmapp::decide::observed::Done {
+                    own_render: Some(Rendering::Differs),
+                    ..Default::default()
+                },
                 ..left("failed")
             },
             |s| matches!(s, S::Tampered { deleting: true, .. }),
@@ -1174,7 +1183,10 @@ fn a_busy_helm_slot_is_looked_at_again_and_counts_nothing() {
         "a helm slot held by another run",
         app(|a| a.spec.test.enable = true),
         Observed {
-            run_ended: Some(RunEnded::SlotBusy),
+            done: crate::delivery::helmapp::decide::observed::Done {
+                run_ended: Some(RunEnded::SlotBusy),
+                ..Default::default()
+            },
             newest: stored(3, "deployed", UID, HASH),
             ..observed()
         },
@@ -1191,9 +1203,12 @@ fn a_refused_run_waits_by_the_longer_of_the_status_and_the_process() {
     use crate::delivery::helmapp::decide::observed::RunEnded;
     use ReleaseState as S;
     let refused = |refused_for: Option<Duration>| Observed {
-        run_ended: Some(RunEnded::Forbidden {
-            message: "no".into(),
-        }),
+        done: crate::delivery::helmapp::decide::observed::Done {
+            run_ended: Some(RunEnded::Forbidden {
+                message: "no".into(),
+            }),
+            ..Default::default()
+        },
         refused_for,
         newest: stored(3, "deployed", UID, HASH),
         ..observed()

@@ -374,7 +374,7 @@ fn a_leftover_intent_records_nothing_of_its_revision_and_stays_until_a_render_pr
     ));
     // The run this reconcile started records its revision by number.
     let mut live = observed_with(status.clone());
-    live.run_live = true;
+    live.done.run_live = true;
     record(&mut live, &left);
     assert_eq!(
         live.status
@@ -385,7 +385,7 @@ fn a_leftover_intent_records_nothing_of_its_revision_and_stays_until_a_render_pr
         [2, 1]
     );
     assert_eq!(live.status.run_intent, None);
-    assert!(!live.run_live, "live for one record only");
+    assert!(!live.done.run_live, "live for one record only");
     // Proven by a render (the content it rendered): recorded.
     let mut proven = observed_with(status);
     record_proven(&mut proven, &left, 2, left[1].content.as_deref().unwrap());
