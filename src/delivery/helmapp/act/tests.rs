@@ -32,6 +32,7 @@ struct ScriptedHelm {
     uninstalls: Answer<Option<Result<(), HelmError>>>,
     rollbacks: Answer<Option<Result<(), HelmError>>>,
     tests: Answer<Option<Result<(), HelmError>>>,
+    crds: Answer<Result<String, HelmError>>,
     /// Each run asked for, by name, in order.
     asked: Mutex<Vec<&'static str>>,
 }
@@ -70,7 +71,8 @@ impl HelmRuns for ScriptedHelm {
         panic!("helm get manifest was not scripted")
     }
     fn show_crds<'a>(&'a self, _: &'a std::path::Path) -> Run<'a, Result<String, HelmError>> {
-        panic!("helm show crds was not scripted")
+        let answer = self.next("show crds", &self.crds);
+        Box::pin(async move { answer })
     }
     fn is_busy(&self, _: &str, _: &str) -> bool {
         false
@@ -227,6 +229,9 @@ struct After {
     history: Option<HistoryResult>,
     /// Ready's reason and status, when the step set it.
     ready: Option<(String, String)>,
+    /// A run intent is in the status: declared for a helm that started
+    /// (withdrawn when it did not).
+    intent: bool,
 }
 
 fn after(o: &Observed) -> After {
@@ -241,6 +246,7 @@ fn after(o: &Observed) -> After {
             .iter()
             .find(|c| c.type_ == READY)
             .map(|c| (c.reason.clone(), c.status.clone())),
+        intent: o.status.run_intent.is_some(),
     }
 }
 
@@ -327,6 +333,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 1,
                 history: Some(HistoryResult::Succeeded),
                 ready: ready(Reason::InstallSucceeded, "True"),
+                intent: true,
             },
             asked: vec!["upgrade"],
         },
@@ -343,6 +350,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: None,
                 ready: None,
+                intent: false,
             },
             asked: vec!["upgrade"],
         },
@@ -362,6 +370,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: Some(HistoryResult::Failed),
                 ready: None,
+                intent: true,
             },
             asked: vec!["upgrade"],
         },
@@ -384,6 +393,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: Some(HistoryResult::Failed),
                 ready: None,
+                intent: true,
             },
             asked: vec!["upgrade"],
         },
@@ -402,6 +412,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: Some(HistoryResult::Forbidden),
                 ready: None,
+                intent: true,
             },
             asked: vec!["upgrade"],
         },
@@ -424,6 +435,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: Some(HistoryResult::Failed),
                 ready: None,
+                intent: true,
             },
             asked: vec!["upgrade"],
         },
@@ -446,6 +458,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: Some(HistoryResult::Failed),
                 ready: None,
+                intent: true,
             },
             asked: vec!["upgrade"],
         },
@@ -468,6 +481,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: Some(HistoryResult::Failed),
                 ready: None,
+                intent: false,
             },
             asked: vec!["upgrade"],
         },
@@ -484,8 +498,30 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: None,
                 ready: None,
+                intent: false,
             },
             asked: vec!["upgrade"],
+        },
+        Row {
+            name: "the chart's CRDs cannot be applied: helm not started, tried again",
+            app: app(|a| a.spec.crds = apis::helmapp::CrdPolicy::CreateReplace),
+            observed: upgraded(),
+            step: Step::Upgrade,
+            helm: script(|h| h.crds.lock().push_back(Err(failed_in("show", "Error: boom")))),
+            ends: Ends::Replan,
+            after: After {
+                run_ended: Some(RunEnded::NotStarted {
+                    reason: Reason::CRDsFailed,
+                    message: "reading the chart's crds/: helm show failed: Error: boom".into(),
+                    retry: true,
+                }),
+                failures: 0,
+                revision: 2,
+                history: None,
+                ready: None,
+                intent: false,
+            },
+            asked: vec!["show crds"],
         },
         Row {
             name: "a post-renderer patch that is none: helm not started",
@@ -509,6 +545,7 @@ async fn an_install_or_upgrade_records_every_end_of_helm_s_run_and_decides_nothi
                 revision: 2,
                 history: None,
                 ready: None,
+                intent: false,
             },
             asked: vec![],
         },
@@ -554,6 +591,7 @@ async fn a_test_run_records_every_end_and_a_busy_slot_is_no_failure() {
                 revision: 3,
                 history: Some(HistoryResult::Succeeded),
                 ready: None,
+                intent: false,
             },
         ),
         row(
@@ -566,6 +604,7 @@ async fn a_test_run_records_every_end_and_a_busy_slot_is_no_failure() {
                 revision: 3,
                 history: None,
                 ready: None,
+                intent: false,
             },
         ),
         row(
@@ -583,6 +622,7 @@ async fn a_test_run_records_every_end_and_a_busy_slot_is_no_failure() {
                 revision: 2,
                 history: Some(HistoryResult::Failed),
                 ready: None,
+                intent: false,
             },
         ),
     ])
@@ -609,6 +649,7 @@ async fn an_uninstall_records_every_end_of_helm_s_run() {
             revision: 2,
             history: None,
             ready: None,
+            intent: false,
         },
         asked: vec!["uninstall"],
     };
@@ -648,6 +689,7 @@ async fn the_steps_that_only_report_set_ready_and_end_as_planned() {
             revision: 2,
             history: None,
             ready,
+            intent: false,
         },
         asked: vec![],
     };

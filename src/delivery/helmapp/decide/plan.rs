@@ -1071,6 +1071,50 @@ mod tests {
     }
 
     #[test]
+    fn a_run_that_never_reached_helm_or_met_an_outage_is_answered_as_planned() {
+        let plain = app(|_| {});
+        let m = || "m".to_string();
+        let at = |state: ReleaseState| next(&state, &observed(), &plain);
+        // An API write that may succeed again: backoff, said.
+        assert_eq!(
+            at(ReleaseState::NotStarted {
+                reason: Reason::CRDsFailed,
+                message: m(),
+                retry: true
+            }),
+            Step::RecordFailure {
+                reason: Reason::CRDsFailed,
+                message: m()
+            }
+        );
+        // Inputs only a change mends: said, nothing retried.
+        assert_eq!(
+            at(ReleaseState::NotStarted {
+                reason: Reason::PostRendererInvalid,
+                message: m(),
+                retry: false
+            }),
+            Step::RefuseUntilChanged {
+                reason: Reason::PostRendererInvalid,
+                message: m()
+            }
+        );
+        // The API away: parked, nothing said or counted.
+        assert_eq!(
+            at(ReleaseState::WaitingForApi),
+            Step::Nothing { why: OUTAGE }
+        );
+        // A failed uninstall: said, backoff.
+        assert_eq!(
+            at(ReleaseState::UninstallFailed { message: m() }),
+            Step::RecordFailure {
+                reason: Reason::UninstallFailed,
+                message: m()
+            }
+        );
+    }
+
+    #[test]
     fn a_report_carries_the_readiness_the_plan_judged() {
         let released = ReleaseState::JustReleased {
             run: RunKind::Install,

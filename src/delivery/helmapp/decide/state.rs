@@ -91,7 +91,9 @@ fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseSt
     let change = match &state {
         ReleaseState::Absent => Change::Install,
         ReleaseState::OutOfSync { .. } | ReleaseState::ChartRenamed { .. } => Change::Upgrade,
-        ReleaseState::Deleting { uninstall: true } => Change::Uninstall,
+        ReleaseState::Deleting { uninstall: true } | ReleaseState::GoesWithNamespace => {
+            Change::Uninstall
+        }
         ReleaseState::Drifted { .. } | ReleaseState::FieldsDrifted { .. } => Change::Repair,
         _ => return state,
     };

@@ -49,7 +49,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     o.tampered = release::tampered(ctx, app, &mut o, &entries, fresh).await?;
     if deleting_now {
         o.project_gone = project_gone(ctx, app).await;
-        o.namespace_going = namespace_going(ctx, &o.target.namespace).await?;
+        o.namespace_going = namespace_going_if_uninstalled(ctx, app, &o).await;
     }
     if app.metadata.deletion_timestamp.is_some()
         || app.spec.suspend
@@ -282,6 +282,30 @@ fn cross_namespace(ctx: &Context, app: &HelmApp, target: &Target) -> Option<Stri
             .refuses_reference(app, ns)
             .map(|why| format!("dependsOn {ns}/{}: {why}", d.name))
     })
+}
+
+/// For a HelmApp being deleted whose release would be uninstalled (ours,
+/// `uninstallOnDelete`, its project not gone, its storage not tampered
+/// with): whether the target namespace is gone or terminating — read only
+/// then, and a read that fails counts as not going (helm's uninstall then
+/// says what it finds), so that no deletion waits on it.
+async fn namespace_going_if_uninstalled(ctx: &Context, app: &HelmApp, o: &Observed) -> bool {
+    let ours = o.newest.as_ref().is_some_and(|r| {
+        r.owner == o.uid && r.status != crate::lean::helm::HelmStatus::Uninstalled
+    });
+    if !(ours && app.spec.uninstall_on_delete && !o.project_gone && o.tampered.is_none()) {
+        return false;
+    }
+    namespace_going(ctx, &o.target.namespace)
+        .await
+        .unwrap_or_else(|e| {
+            log::info!(
+                "{}: cannot read namespace {}: {e}; helm's uninstall runs",
+                o.target.key(),
+                o.target.namespace
+            );
+            false
+        })
 }
 
 /// Whether namespace `ns` is gone or terminating.

@@ -954,6 +954,27 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
             Box::new(waits(Change::Repair)),
         ),
         (
+            "deleted: the uninstall waits",
+            app(|a| {
+                a.spec.change_windows = evening.spec.change_windows.clone();
+                a.metadata.deletion_timestamp = Some(deleted());
+            }),
+            deployed(HASH),
+            Box::new(waits(Change::Uninstall)),
+        ),
+        (
+            "deleted, its namespace going: that waits too (it is the uninstall)",
+            app(|a| {
+                a.spec.change_windows = evening.spec.change_windows.clone();
+                a.metadata.deletion_timestamp = Some(deleted());
+            }),
+            Observed {
+                namespace_going: true,
+                ..deployed(HASH)
+            },
+            Box::new(waits(Change::Uninstall)),
+        ),
+        (
             "objects deleted, repairAnytime: repaired now",
             windowed("0 22 * * 1-5", true),
             Observed {
@@ -1067,6 +1088,40 @@ fn what_a_run_of_this_reconcile_came_to_decides_before_anything_else() {
                     message: "m".into(),
                     failures: 2,
                     last_succeeded: 0,
+                }
+            },
+        ),
+        (
+            "helm not started: its inputs could not be prepared",
+            tested.clone(),
+            ran(RunEnded::NotStarted {
+                reason: Reason::CRDsFailed,
+                message: "m".into(),
+                retry: true,
+            }),
+            |s| {
+                *s == S::NotStarted {
+                    reason: Reason::CRDsFailed,
+                    message: "m".into(),
+                    retry: true,
+                }
+            },
+        ),
+        (
+            "the API server away during the run: waits for it",
+            tested.clone(),
+            ran(RunEnded::Outage),
+            |s| *s == S::WaitingForApi,
+        ),
+        (
+            "a failed uninstall",
+            tested.clone(),
+            ran(RunEnded::UninstallFailed {
+                message: "m".into(),
+            }),
+            |s| {
+                *s == S::UninstallFailed {
+                    message: "m".into(),
                 }
             },
         ),
