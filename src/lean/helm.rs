@@ -227,14 +227,18 @@ pub fn decode_release(data: &[u8]) -> Result<ReleaseSummary, Error> {
 
 /// The rendered manifest of a release payload (helm's storage format).
 pub fn release_manifest(data: &[u8]) -> Result<String, Error> {
+    release_manifest_of_json(&release_json(data)?)
+}
+
+/// [`release_manifest`] of a payload already decoded to JSON.
+pub fn release_manifest_of_json(json: &[u8]) -> Result<String, Error> {
     #[derive(Deserialize)]
     struct Manifest {
         #[serde(default)]
         manifest: String,
     }
-    let json = release_json(data)?;
-    crate::lean::go_keys::check(&json).map_err(Error::Ambiguous)?;
-    let r: Manifest = serde_json::from_slice(&json)?;
+    crate::lean::go_keys::check(json).map_err(Error::Ambiguous)?;
+    let r: Manifest = serde_json::from_slice(json)?;
     Ok(r.manifest)
 }
 

@@ -139,19 +139,25 @@ fn read_entry(raw: RawSecret, list_objects: bool) -> HelmRelease {
 }
 
 /// A storage Secret read afresh from the API (not the cache): always
-/// digested, its objects listed, by the same reading as the cache's.
+/// digested, its objects listed, by the same reading as the cache's; and
+/// its manifest (`None`: none could be read), for drift's record of a
+/// revision helm just made without reading it again.
 #[derive(Clone, Debug)]
-pub struct FreshRelease(pub HelmRelease);
+pub struct FreshRelease(pub HelmRelease, pub Option<String>);
 
 impl<'de> Deserialize<'de> for FreshRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawSecret::deserialize(d)?;
-        let content = secret_entry(&raw.data, "release")
+        let json = secret_entry(&raw.data, "release")
             .and_then(Result::ok)
-            .and_then(|payload| content_digest(&payload));
+            .and_then(|payload| crate::lean::helm::release_json(&payload).ok());
+        let content = json.as_deref().and_then(content_digest_of_json);
+        let manifest = json
+            .as_deref()
+            .and_then(|j| crate::lean::helm::release_manifest_of_json(j).ok());
         let mut entry = read_entry(raw, true);
         entry.content = content;
-        Ok(FreshRelease(entry))
+        Ok(FreshRelease(entry, manifest))
     }
 }
 

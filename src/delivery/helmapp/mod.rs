@@ -316,7 +316,7 @@ fn gate_on_reachability(
     let reachability = reachability.clone();
     helm.set_gate(Arc::new(move || {
         let reachability = reachability.clone();
-        Box::pin(async move { reachability.answers().await })
+        Box::pin(async move { reachability.answers_before_start().await })
     }));
 }
 

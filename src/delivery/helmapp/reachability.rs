@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use parking_lot::Mutex;
@@ -41,7 +41,15 @@ pub struct Reachability {
     gauge: Gauge,
     /// Where parked keys go back to (the controller's queue).
     queue: Arc<RateLimitingQueue<String>>,
+    /// When a write of ours last got the API server's answer (a run's
+    /// intent, written just before its helm starts): a helm starting
+    /// within [`ANSWERED_LATELY`] of it needs no probe of its own.
+    answered: Mutex<Option<Instant>>,
 }
+
+/// How recent an answer stands for the probe before a helm start: the
+/// time a probe's answer is taken to hold anyway (helm starts after it).
+const ANSWERED_LATELY: Duration = Duration::from_secs(2);
 
 impl Reachability {
     pub fn new(
@@ -62,6 +70,7 @@ impl Reachability {
             parked: Mutex::default(),
             gauge,
             queue,
+            answered: Mutex::new(None),
         })
     }
 
@@ -82,6 +91,25 @@ impl Reachability {
         if !parked.iter().any(|k| k == key) {
             parked.push(key.to_string());
         }
+    }
+
+    /// A write of ours was just answered by the API server.
+    pub fn note_answer(&self) {
+        *self.answered.lock() = Some(Instant::now());
+    }
+
+    /// Before a helm starts: whether the API answers — taken from a write
+    /// of ours answered within [`ANSWERED_LATELY`], else asked
+    /// ([`Self::answers`]). After a failed run the API is always asked.
+    pub async fn answers_before_start(self: &Arc<Self>) -> bool {
+        if self.is_down() {
+            return false;
+        }
+        let lately = self
+            .answered
+            .lock()
+            .is_some_and(|at| at.elapsed() < ANSWERED_LATELY);
+        lately || self.answers().await
     }
 
     /// Before a helm run, and after a failed one: whether the API answers

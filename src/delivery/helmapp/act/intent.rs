@@ -57,11 +57,17 @@ pub async fn declare(
     let mut written = ctx.status.current(app);
     written.run_intent = o.status.run_intent.clone();
     written.storage_digests = o.status.storage_digests.clone();
-    if let Err(e) = ctx.status.write(app, &written).await {
+    let answered = ctx.status.write(app, &written).await;
+    if let Err(e) = answered {
         // Not on the server, so no helm starts: nor may the reconcile's
         // last status write put it there.
         withdraw(o);
         return Err(e.into());
+    }
+    if matches!(answered, Ok(runtime::Written::Patched)) {
+        // Answered just now: the helm about to start needs no probe of
+        // its own.
+        ctx.reachability.note_answer();
     }
     o.done.run_live = true;
     Ok(())

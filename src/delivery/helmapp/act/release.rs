@@ -162,8 +162,24 @@ fn ended(
 /// objects of a revision it deployed go in the same status write. Storage
 /// that cannot be read now is recorded by the next reconcile that can.
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    match crate::delivery::helmapp::observe::storage::record_after_action(&ctx.client, o).await {
-        Some(entries) => {
+    match crate::delivery::helmapp::observe::storage::record_after_run(&ctx.client, o).await {
+        Some((entries, newest)) => {
+            // The newest revision's objects, from this read: drift's record
+            // of them reads its Secret no second time.
+            if let Some((secret, manifest)) = newest
+                && let Some(digest) = entries
+                    .iter()
+                    .find(|e| e.metadata.name.as_deref() == Some(secret.as_str()))
+                    .and_then(|e| e.digest_string())
+            {
+                // (A manifest refused here is refused again, saying why,
+                // by the read the record makes.)
+                let ns = &o.target.namespace;
+                let _ = ctx
+                    .drift
+                    .manifests
+                    .remember(ns, &secret, &digest, &manifest);
+            }
             crate::delivery::helmapp::observe::drift::record_deployed(ctx, app, o, &entries).await
         }
         None => {

@@ -76,7 +76,21 @@ impl Manifests {
         let read_digest = crate::lean::storage::release_digest(payload);
         let manifest = crate::lean::helm::release_manifest(payload)
             .map_err(|e| format!("decoding Helm's storage {key}: {e}"))?;
-        let objects = objects_of(&manifest)?;
+        self.remember(namespace, secret, &read_digest, &manifest)
+    }
+
+    /// Keeps the objects of `manifest`, read from the revision stored in
+    /// Secret `namespace/secret` whose payload has `digest` — a storage
+    /// read made anyway (the one after a run) spares [`Self::read`] its
+    /// own.
+    pub fn remember(
+        &self,
+        namespace: &str,
+        secret: &str,
+        digest: &str,
+        manifest: &str,
+    ) -> Result<Objects, String> {
+        let objects = objects_of(manifest)?;
         if let Ok(json) = serde_json::to_string(&objects) {
             let release = match secret.rsplit_once(".v") {
                 Some((release, n)) if n.bytes().all(|b| b.is_ascii_digit()) => release,
@@ -84,8 +98,8 @@ impl Manifests {
             };
             self.keep(Kept {
                 release: format!("{namespace}/{release}"),
-                key,
-                digest: read_digest,
+                key: format!("{namespace}/{secret}"),
+                digest: digest.to_string(),
                 json: json.into(),
             });
         }
@@ -237,5 +251,45 @@ mod tests {
         assert!(m.cached(v1, "first").is_none(), "an earlier revision left");
         assert!(m.cached("apps/sh.helm.release.v1.a.v2", "second").is_some());
         assert_eq!(m.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod remembered_tests {
+    use super::*;
+
+    /// A client whose every request fails the test.
+    fn no_requests() -> Client {
+        let service = tower::service_fn(|req: http::Request<kube::client::Body>| async move {
+            panic!("no request was expected: {} {}", req.method(), req.uri());
+            #[allow(unreachable_code)]
+            Ok::<http::Response<kube::client::Body>, std::convert::Infallible>(http::Response::new(
+                kube::client::Body::empty(),
+            ))
+        });
+        Client::new(service, "default")
+    }
+
+    #[tokio::test]
+    async fn a_manifest_remembered_from_the_storage_read_after_a_run_is_read_without_a_request() {
+        let m = Manifests::default();
+        let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n";
+        m.remember("apps", "sh.helm.release.v1.web.v2", "sha256:aa", manifest)
+            .expect("kept");
+        let objects = m
+            .read(
+                &no_requests(),
+                "apps",
+                "sh.helm.release.v1.web.v2",
+                Some("sha256:aa"),
+            )
+            .await
+            .expect("read from what was kept");
+        assert_eq!(objects[0]["metadata"]["name"], "web");
+        // Another payload under the same name is not this one.
+        assert!(
+            m.cached("apps/sh.helm.release.v1.web.v2", "sha256:bb")
+                .is_none()
+        );
     }
 }

@@ -38,10 +38,21 @@ pub struct Newest {
 /// Every storage entry of `target`'s release (label `owner=helm,name=…`:
 /// what helm itself reads), read from the API now, not the cache.
 pub async fn read(client: &Client, target: &Target) -> Result<Vec<HelmRelease>, kube::Error> {
+    Ok(read_fresh(client, target)
+        .await?
+        .into_iter()
+        .map(|f| f.0)
+        .collect())
+}
+
+/// [`read`], each entry with its manifest.
+async fn read_fresh(client: &Client, target: &Target) -> Result<Vec<FreshRelease>, kube::Error> {
     let api: Api<FreshRelease> = Api::namespaced(client.clone(), &target.namespace);
     let selector = format!("owner=helm,name={}", target.release);
-    let list = api.list(&ListParams::default().labels(&selector)).await?;
-    Ok(list.items.into_iter().map(|f| f.0).collect())
+    Ok(api
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items)
 }
 
 /// The newest release among `entries` ([`newest_of`]), summarised.
@@ -184,10 +195,27 @@ pub fn trust(status: &mut HelmAppStatus, entries: &[HelmRelease]) {
 /// A failed read records nothing and returns `None` (the caller keeps the
 /// action in mind: `Context::interrupted`).
 pub async fn record_after_action(client: &Client, o: &mut Observed) -> Option<Vec<HelmRelease>> {
-    match read(client, &o.target).await {
-        Ok(entries) => {
+    record_after_run(client, o)
+        .await
+        .map(|(entries, _)| entries)
+}
+
+/// [`record_after_action`], with the newest entry's Secret name and
+/// manifest (as read in the same request: what drift records the run's
+/// objects from, read no second time).
+pub async fn record_after_run(
+    client: &Client,
+    o: &mut Observed,
+) -> Option<(Vec<HelmRelease>, Option<(String, String)>)> {
+    match read_fresh(client, &o.target).await {
+        Ok(fresh) => {
+            let newest = fresh
+                .iter()
+                .max_by_key(|f| f.0.version())
+                .and_then(|f| Some((f.0.metadata.name.clone()?, f.1.clone()?)));
+            let entries: Vec<HelmRelease> = fresh.into_iter().map(|f| f.0).collect();
             record(o, &entries);
-            Some(entries)
+            Some((entries, newest))
         }
         Err(e) => {
             log::warn!(
