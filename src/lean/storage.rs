@@ -140,24 +140,20 @@ fn read_entry(raw: RawSecret, list_objects: bool) -> HelmRelease {
 
 /// A storage Secret read afresh from the API (not the cache): always
 /// digested, its objects listed, by the same reading as the cache's; and
-/// its manifest (`None`: none could be read), for drift's record of a
-/// revision helm just made without reading it again.
+/// its payload as stored (compressed: no bigger than the Secret), from
+/// which the caller may decode one revision's manifest — never every
+/// revision's (a planted payload may decompress to 32 MiB).
 #[derive(Clone, Debug)]
-pub struct FreshRelease(pub HelmRelease, pub Option<String>);
+pub struct FreshRelease(pub HelmRelease, pub Option<Vec<u8>>);
 
 impl<'de> Deserialize<'de> for FreshRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawSecret::deserialize(d)?;
-        let json = secret_entry(&raw.data, "release")
-            .and_then(Result::ok)
-            .and_then(|payload| crate::lean::helm::release_json(&payload).ok());
-        let content = json.as_deref().and_then(content_digest_of_json);
-        let manifest = json
-            .as_deref()
-            .and_then(|j| crate::lean::helm::release_manifest_of_json(j).ok());
+        let payload = secret_entry(&raw.data, "release").and_then(Result::ok);
+        let content = payload.as_deref().and_then(content_digest);
         let mut entry = read_entry(raw, true);
         entry.content = content;
-        Ok(FreshRelease(entry, manifest))
+        Ok(FreshRelease(entry, payload))
     }
 }
 

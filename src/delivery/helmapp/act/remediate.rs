@@ -11,8 +11,8 @@ use super::outcome::{Outcome, failed, not_ready};
 use crate::delivery::helm::Rollback;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason, push_history};
+use crate::delivery::helmapp::decide::failure::Remedy;
 use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
-use crate::delivery::helmapp::decide::plan::Remedy;
 
 /// A failed install: uninstalled (nothing to roll back to), then
 /// `InstallFailed`, retried with backoff.

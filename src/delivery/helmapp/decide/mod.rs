@@ -10,6 +10,7 @@
 pub mod conditions;
 pub mod dependencies;
 pub mod desired;
+pub mod failure;
 pub mod kstatus;
 pub mod observed;
 pub mod plan;

@@ -91,9 +91,10 @@ fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseSt
     let change = match &state {
         ReleaseState::Absent => Change::Install,
         ReleaseState::OutOfSync { .. } | ReleaseState::ChartRenamed { .. } => Change::Upgrade,
-        ReleaseState::Deleting { uninstall: true } | ReleaseState::GoesWithNamespace => {
-            Change::Uninstall
-        }
+        // A release going with its namespace is not held: the namespace's
+        // deletion takes its objects whatever the windows say, and a
+        // finalizer kept would keep that namespace terminating.
+        ReleaseState::Deleting { uninstall: true } => Change::Uninstall,
         ReleaseState::Drifted { .. } | ReleaseState::FieldsDrifted { .. } => Change::Repair,
         _ => return state,
     };

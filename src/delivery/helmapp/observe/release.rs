@@ -14,8 +14,8 @@ use kube::ResourceExt;
 use super::storage;
 use crate::delivery::helmapp::context::{Context, run_key};
 use crate::delivery::helmapp::decide::conditions::{READY, Reason};
+use crate::delivery::helmapp::decide::failure::remedy_after;
 use crate::delivery::helmapp::decide::observed::{Observed, RunEnded, StorageRecheck, Stored};
-use crate::delivery::helmapp::decide::plan::remedy_after;
 use crate::delivery::helmapp::decide::target::Target;
 use crate::delivery::names::{HASH_LABEL, RECONCILE_AT, RELEASE_INDEX, UID_LABEL};
 use crate::lean::objects::label;
@@ -288,7 +288,7 @@ pub fn owned_by_live(ctx: &Context, owner: &str, app: &HelmApp) -> bool {
 }
 
 /// After a failed run of this reconcile whose remedy runs helm
-/// (`plan::remedy_after`): Helm's storage read again and recorded as after
+/// (`decide::failure::remedy_after`): Helm's storage read again and recorded as after
 /// the run ([`storage::changed_during_run`]) — an edit made while helm ran
 /// is found before the remedy's helm reads it.
 pub async fn recheck_after_failure(ctx: &Context, app: &HelmApp, o: &mut Observed) {

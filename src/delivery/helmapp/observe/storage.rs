@@ -209,11 +209,15 @@ pub async fn record_after_run(
 ) -> Option<(Vec<HelmRelease>, Option<(String, String)>)> {
     match read_fresh(client, &o.target).await {
         Ok(fresh) => {
-            let newest = fresh
-                .iter()
-                .max_by_key(|f| f.0.version())
-                .and_then(|f| Some((f.0.metadata.name.clone()?, f.1.clone()?)));
-            let entries: Vec<HelmRelease> = fresh.into_iter().map(|f| f.0).collect();
+            let (entries, payloads): (Vec<HelmRelease>, Vec<Option<Vec<u8>>>) =
+                fresh.into_iter().map(|f| (f.0, f.1)).unzip();
+            // The newest revision's manifest alone, decoded once.
+            let newest = newest_of(&entries).and_then(|n| {
+                let at = entries.iter().position(|e| std::ptr::eq(e, n))?;
+                let manifest =
+                    crate::lean::helm::release_manifest(payloads[at].as_deref()?).ok()?;
+                Some((n.metadata.name.clone()?, manifest))
+            });
             record(o, &entries);
             Some((entries, newest))
         }

@@ -963,7 +963,7 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
             Box::new(waits(Change::Uninstall)),
         ),
         (
-            "deleted, its namespace going: that waits too (it is the uninstall)",
+            "deleted, its namespace going: let go at once, nothing left to hold",
             app(|a| {
                 a.spec.change_windows = evening.spec.change_windows.clone();
                 a.metadata.deletion_timestamp = Some(deleted());
@@ -972,7 +972,7 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
                 namespace_going: true,
                 ..deployed(HASH)
             },
-            Box::new(waits(Change::Uninstall)),
+            Box::new(|s: &S| *s == S::GoesWithNamespace),
         ),
         (
             "objects deleted, repairAnytime: repaired now",
