@@ -227,6 +227,7 @@ where
             if let Some(owned) = self.conditions {
                 let (now, before) = (owned.pick(&mut body), owned.pick(&mut previous));
                 if now != before {
+                    log::debug!("status of {}: conditions changed", key_of(obj));
                     returned = self
                         .apply_status(obj, owned, serde_json::json!({ "conditions": now }))
                         .await?;
@@ -236,6 +237,11 @@ where
                 }
             }
             if body != previous {
+                log::debug!(
+                    "status of {}: {} changed",
+                    key_of(obj),
+                    changed_fields(&body, &previous).join(", ")
+                );
                 null_removed(&mut body, &previous);
                 let patch = serde_json::json!({ "status": body });
                 returned = self
@@ -433,6 +439,28 @@ pub fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<Option<T>, 
         Err(e) if is_not_found(&e) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// The top-level fields of `now` that differ from `before` (for the
+/// debug log of a status write: which fields, never their values).
+fn changed_fields(now: &serde_json::Value, before: &serde_json::Value) -> Vec<String> {
+    let (Some(now), before) = (now.as_object(), before.as_object()) else {
+        return vec!["status".into()];
+    };
+    let mut keys: Vec<String> = now
+        .iter()
+        .filter(|(k, v)| before.and_then(|b| b.get(*k)) != Some(*v))
+        .map(|(k, _)| k.clone())
+        .chain(
+            before
+                .into_iter()
+                .flat_map(|b| b.keys())
+                .filter(|k| !now.contains_key(*k))
+                .cloned(),
+        )
+        .collect();
+    keys.sort();
+    keys
 }
 
 #[cfg(test)]
