@@ -8,7 +8,14 @@
 //! latency. The attacks: a release Secret whose manifest is an alias bomb
 //! (the inventory's marker), a HelmApp whose `valuesBase64` is one, an
 //! index that never ends (≥ 200 MiB offered), a chart layer that never
-//! ends (declared 1 KB), 200 idle connections to the probe port. Then a
+//! ends (declared 1 KB), 200 idle connections to the probe port, hostile
+//! signatures and Git servers; then the sources of issue 56: a Git blob one
+//! byte over the chart's bound (16 MiB + 1), tenant B naming tenant A's
+//! private (basic auth) repository and pinned commit without credentials,
+//! `chart.git` with `verify` on an unsigned commit, a `values.schema.json`
+//! whose `$ref` names a server (and whether it was asked), a SOPS values
+//! file with `mac_only_encrypted: true` and a clear value added, and other
+//! bytes served for a chart version another HelmApp verified. Then a
 //! normal HelmApp of another namespace, timed idle and while ten HelmApps
 //! of one namespace fetch from repositories that drip their index.
 //!
@@ -24,7 +31,7 @@ use apis::helmapp::HelmApp;
 use common::{delivery_cluster, proc_field};
 use envtest::{Answer, HostileServer};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -162,6 +169,18 @@ async fn create_app(client: &Client, ns: &str, name: &str, spec: serde_json::Val
         .create(&PostParams::default(), &app)
         .await
         .expect("create helmapp");
+}
+
+/// Creates Secret `ns/name` holding `string_data` (an existing one is
+/// left as it is).
+async fn string_secret(client: &Client, ns: &str, name: &str, string_data: serde_json::Value) {
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name },
+        "stringData": string_data }))
+    .expect("secret");
+    let _ = Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await;
 }
 
 /// Waits (up to `within`) until HelmApp `ns/name`'s Ready (or Released)
@@ -933,6 +952,436 @@ async fn main() {
         outcome: seen.unwrap_or_else(|| "no verdict in 60 s".into()),
     });
 
+    // 16. A Git blob over the chart's bound, refused from its header before
+    //     it is inflated: one byte over MAX_CHART_BYTES (16 MiB + 1 of
+    //     zeros, pushed by git). The issue's 2 GiB zero blob (~2 MB of
+    //     pack) is not made here: 2 GiB on disk, deflated by `git` on
+    //     every fetch, and (unchecked) gitoxide's indexing of a received
+    //     pack inflates each object whole unless `gitoxide.objects.allocLimit`
+    //     is set — this row shows the read's header check only.
+    const _: () = assert!(hossted_operator::delivery::source::git::MAX_CHART_BYTES == 16 << 20);
+    let big = envtest::GitRepo::create(&git_root, "big-blob");
+    big.copy_dir(&tiny, "charts/tiny");
+    std::fs::write(
+        big.work().join("charts/tiny/zeros.bin"),
+        vec![0u8; hossted_operator::delivery::source::git::MAX_CHART_BYTES as usize + 1],
+    )
+    .expect("zeros");
+    big.commit("one byte over the chart's bound");
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    create_app(
+        &client,
+        "attack",
+        "git-big-blob",
+        json!({ "chart": { "git": { "url": format!("{}/{}", git.url(), big.served_name()), "path": "charts/tiny" } } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "git-big-blob",
+        &["ChartInvalid", "SourceUnavailable", "InstallSucceeded"],
+        Duration::from_secs(90),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "Git blob of 16 MiB + 1 zeros, one byte over the chart bound (not 2 GiB: too heavy here)",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: seen.unwrap_or_else(|| "no verdict in 90 s".into()),
+    });
+
+    // 17. A private Git repository behind basic auth: tenant A (its
+    //     credentials, a pinned commit) installs; tenant B names the same
+    //     URL and commit without credentials — B's refusal is measured.
+    let private_root = dir.join("git-private");
+    std::fs::create_dir_all(&private_root).expect("git root");
+    let private = envtest::GitServer::start(&private_root)
+        .await
+        .expect("git server");
+    let private_repo = envtest::GitRepo::create(&private_root, "private");
+    private_repo.copy_dir(&tiny, "charts/tiny");
+    let pinned = private_repo.commit("tiny, private");
+    private.require_basic_auth("tenant-a", "a-pa55word");
+    for ns in ["tenant-a", "tenant-b"] {
+        namespace(&client, ns).await;
+    }
+    string_secret(
+        &client,
+        "tenant-a",
+        "git-auth",
+        json!({ "username": "tenant-a", "password": "a-pa55word" }),
+    )
+    .await;
+    let private_spec = |credentials: bool| {
+        let mut git = json!({ "url": format!("{}/{}", private.url(), private_repo.served_name()),
+                              "path": "charts/tiny", "ref": { "commit": pinned } });
+        if credentials {
+            git["secretRef"] = json!({ "name": "git-auth" });
+        }
+        json!({ "chart": { "git": git } })
+    };
+    create_app(&client, "tenant-a", "private", private_spec(true)).await;
+    let a_seen = reason(
+        &client,
+        "tenant-a",
+        "private",
+        &["InstallSucceeded"],
+        Duration::from_secs(120),
+    )
+    .await;
+    let unauthorized = || {
+        private
+            .requests()
+            .iter()
+            .filter(|r| r.method == "UNAUTHORIZED")
+            .count()
+    };
+    let refused_before = unauthorized();
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    create_app(&client, "tenant-b", "private", private_spec(false)).await;
+    let seen = reason(
+        &client,
+        "tenant-b",
+        "private",
+        &["SourceUnavailable", "InstallSucceeded"],
+        Duration::from_secs(90),
+    )
+    .await;
+    let asked_itself = unauthorized() > refused_before;
+    rows.push(Row {
+        before,
+        attack: "private Git repository (basic auth): B names A's URL and pinned commit without credentials",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "B: {}{}; A: {}",
+            match seen.as_deref() {
+                Some("InstallSucceeded") => {
+                    "**InstallSucceeded (A's commit served to B)**".to_string()
+                }
+                Some(r) => r.to_string(),
+                None => "no verdict in 90 s".to_string(),
+            },
+            if asked_itself {
+                " (its own fetch refused by the server)"
+            } else {
+                " (never asked the server)"
+            },
+            a_seen.unwrap_or_else(|| "not installed in 120 s".into())
+        ),
+    });
+
+    // 18. chart.git with `verify` (mode HEAD) on an unsigned commit. The
+    //     Secret holds an SSH public key (any key: nothing signed the
+    //     commit).
+    let unsigned = envtest::GitRepo::create(&git_root, "unsigned");
+    unsigned.copy_dir(&tiny, "charts/tiny");
+    unsigned.commit("unsigned");
+    string_secret(
+        &client,
+        "attack",
+        "git-keys",
+        json!({ "git.pub": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIE5pEaTheI2KYFLDNwthVMkjvyGN1NtB4R9PlEH7dJcg bench" }),
+    )
+    .await;
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    create_app(
+        &client,
+        "attack",
+        "git-unsigned",
+        json!({ "chart": {
+            "git": { "url": format!("{}/{}", git.url(), unsigned.served_name()), "path": "charts/tiny" },
+            "verify": { "secretRef": { "name": "git-keys" }, "mode": "HEAD" } } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "git-unsigned",
+        &["VerificationFailed", "InstallSucceeded"],
+        Duration::from_secs(90),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "chart.git with verify (mode HEAD) on an unsigned commit",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: match seen {
+            Some(r) if r == "InstallSucceeded" => "**InstallSucceeded (unverified)**".into(),
+            Some(r) => r,
+            None => "no verdict in 90 s".into(),
+        },
+    });
+
+    // 19. A chart whose values.schema.json has `$ref` to the hostile
+    //     server (which would answer with a schema): refused before helm
+    //     sees it, and the server never asked.
+    let schema_chart = dir.join("schema-chart/remote-ref");
+    std::fs::create_dir_all(schema_chart.join("templates")).expect("chart dir");
+    std::fs::write(
+        schema_chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: remote-ref\nversion: 0.1.0\n",
+    )
+    .expect("Chart.yaml");
+    std::fs::write(schema_chart.join("values.yaml"), "greeting: hello\n").expect("values");
+    std::fs::write(
+        schema_chart.join("values.schema.json"),
+        json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "properties": { "greeting": { "$ref": format!("{}/schema/x", hostile.url()) } }
+        })
+        .to_string(),
+    )
+    .expect("schema");
+    std::fs::write(
+        schema_chart.join("templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+    )
+    .expect("template");
+    hostile.answer(
+        "/schema/x",
+        Answer::Bytes(200, br#"{"type":"string"}"#.to_vec()),
+    );
+    let schema_repo = envtest::ChartRepo::start(&cp, &[&schema_chart], None)
+        .await
+        .expect("repo");
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    create_app(
+        &client,
+        "attack",
+        "schema-ref",
+        json!({ "chart": { "repo": schema_repo.url(), "name": "remote-ref" } }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "schema-ref",
+        &["ChartInvalid", "InstallSucceeded"],
+        Duration::from_secs(90),
+    )
+    .await;
+    let schema_asked = hostile
+        .seen()
+        .iter()
+        .any(|s| s.path.starts_with("/schema/"));
+    rows.push(Row {
+        before,
+        attack: "values.schema.json with `$ref` to `http://<hostile server>/schema/x`",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "{}{}",
+            seen.unwrap_or_else(|| "no verdict in 90 s".into()),
+            if schema_asked {
+                " (**the server was asked**)"
+            } else {
+                " (the server saw no request)"
+            }
+        ),
+    });
+
+    // 20. A SOPS values file (Git valuesFiles) sops wrote with
+    //     `mac_only_encrypted: true`, a value added in the clear after:
+    //     refused by default (DecryptionFailed).
+    let age_dir = dir.join("age");
+    std::fs::create_dir_all(&age_dir).expect("age dir");
+    let age = envtest::sops::age_keygen(&age_dir).expect("age-keygen");
+    let mac_only = sops_mac_only(
+        &age_dir,
+        &age.recipient,
+        "password: hunter22\n",
+        &["--encrypted-regex", "^password$"],
+    );
+    let sops_repo = envtest::GitRepo::create(&git_root, "sops");
+    sops_repo.copy_dir(&tiny, "charts/tiny");
+    sops_repo.write(
+        "values/mac-only.yaml",
+        &mac_only.replacen("sops:", "label: added-in-the-clear\nsops:", 1),
+    );
+    sops_repo.commit("a clear value beside a mac_only_encrypted file");
+    string_secret(
+        &client,
+        "attack",
+        "sops-age",
+        json!({ "age.agekey": age.identity }),
+    )
+    .await;
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    create_app(
+        &client,
+        "attack",
+        "sops-mac-only",
+        json!({
+            "chart": { "git": { "url": format!("{}/{}", git.url(), sops_repo.served_name()), "path": "charts/tiny" } },
+            "valuesFiles": ["values/mac-only.yaml"],
+            "decryption": { "provider": "sops", "secretRef": { "name": "sops-age" } }
+        }),
+    )
+    .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "sops-mac-only",
+        &["DecryptionFailed", "InstallSucceeded"],
+        Duration::from_secs(90),
+    )
+    .await;
+    rows.push(Row {
+        before,
+        attack: "SOPS values file with `mac_only_encrypted: true` and a clear value added",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: match seen {
+            Some(r) if r == "InstallSucceeded" => {
+                "**InstallSucceeded (unauthenticated value)**".into()
+            }
+            Some(r) => r,
+            None => "no verdict in 90 s".into(),
+        },
+    });
+
+    // 21. A repository serving other bytes for a chart version: app
+    //     `swap-verified` pinned (chart.digest) the first archive; then
+    //     `swap-other` (a range, the same version) gets a second; the
+    //     first app's next run (a values change) is measured — its own
+    //     verified bytes, or a refusal, never the second's.
+    let swapped = |label: &str| {
+        let chart = dir.join(format!("swapped-{label}/swapped"));
+        std::fs::create_dir_all(chart.join("templates")).expect("chart dir");
+        std::fs::write(
+            chart.join("Chart.yaml"),
+            "apiVersion: v2\nname: swapped\nversion: 0.1.0\n",
+        )
+        .expect("Chart.yaml");
+        std::fs::write(
+            chart.join("templates/cm.yaml"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{{{ .Release.Name }}}}-cm\ndata:\n  bytes: {label}\n  run: {{{{ .Values.run | default \"0\" | quote }}}}\n"),
+        )
+        .expect("template");
+        let out = dir.join(format!("swapped-{label}/out"));
+        std::fs::create_dir_all(&out).expect("out");
+        let packaged = cp
+            .helm()
+            .arg("package")
+            .arg(&chart)
+            .arg("--destination")
+            .arg(&out)
+            .status()
+            .expect("helm package");
+        assert!(packaged.success(), "helm package");
+        std::fs::read(out.join("swapped-0.1.0.tgz")).expect("archive")
+    };
+    let (first, second) = (swapped("first"), swapped("second"));
+    let pin = {
+        use sha2::Digest;
+        format!(
+            "sha256:{}",
+            hossted_operator::lean::hex::hex(&sha2::Sha256::digest(&first))
+        )
+    };
+    let swap_repo = format!("{}/swapped", hostile.url());
+    hostile.answer(
+        "/swapped/index.yaml",
+        Answer::Bytes(
+            200,
+            format!(
+                "apiVersion: v1\nentries:\n  swapped:\n    - version: 0.1.0\n      urls: [\"{swap_repo}/swapped-0.1.0.tgz\"]\n"
+            )
+            .into_bytes(),
+        ),
+    );
+    hostile.answer("/swapped/swapped-0.1.0.tgz", Answer::Bytes(200, first));
+    let swap_spec = |pinned: bool, run: &str| {
+        let mut chart = json!({ "repo": swap_repo, "name": "swapped", "version": "0.x" });
+        if pinned {
+            chart["version"] = json!("0.1.0");
+            chart["digest"] = json!(pin);
+        }
+        json!({ "chart": chart, "values": { "run": run }, "interval": "1h" })
+    };
+    create_app(&client, "attack", "swap-verified", swap_spec(true, "1")).await;
+    let first_seen = reason(
+        &client,
+        "attack",
+        "swap-verified",
+        &["InstallSucceeded"],
+        Duration::from_secs(120),
+    )
+    .await;
+    hostile.answer("/swapped/swapped-0.1.0.tgz", Answer::Bytes(200, second));
+    create_app(&client, "attack", "swap-other", swap_spec(false, "1")).await;
+    let other_seen = reason(
+        &client,
+        "attack",
+        "swap-other",
+        &["InstallSucceeded"],
+        Duration::from_secs(120),
+    )
+    .await;
+    let before = op.mib("VmRSS:");
+    op.reset_peak();
+    let _ = Api::<HelmApp>::namespaced(client.clone(), "attack")
+        .patch(
+            "swap-verified",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({ "spec": { "values": { "run": "2" } } })),
+        )
+        .await;
+    let seen = reason(
+        &client,
+        "attack",
+        "swap-verified",
+        &["UpgradeSucceeded", "VerificationFailed"],
+        Duration::from_secs(90),
+    )
+    .await;
+    let installed = Api::<ConfigMap>::namespaced(client.clone(), "attack")
+        .get("swap-verified-cm")
+        .await
+        .ok()
+        .and_then(|cm| cm.data)
+        .and_then(|d| d.get("bytes").cloned())
+        .unwrap_or_else(|| "none".into());
+    rows.push(Row {
+        before,
+        attack: "other bytes served for a chart version another app verified (chart.digest)",
+        peak: op.mib("VmHWM:"),
+        spent: op.since_mark(),
+        alive: op.alive(),
+        healthz: op.healthz(5).await,
+        outcome: format!(
+            "{}; its release has the {} bytes{} (first install: {}; other app: {})",
+            seen.unwrap_or_else(|| "no verdict in 90 s".into()),
+            installed,
+            if installed == "second" {
+                " (**not the ones it verified**)"
+            } else {
+                ""
+            },
+            first_seen.unwrap_or_else(|| "none in 120 s".into()),
+            other_seen.unwrap_or_else(|| "none in 120 s".into())
+        ),
+    });
+
     // 6. Slow sources of one namespace; a normal app of another, timed.
     let before = op.mib("VmRSS:");
     op.reset_peak();
@@ -1144,6 +1593,31 @@ fn escaping_tree(bare: &Path, chart: &Path, escape: &Path) {
         .expect("tree")
         .detach();
     point_main_at(&repo, bare, tree);
+}
+
+/// `plaintext` encrypted by the assets' `sops` to age `recipient` with
+/// `--mac-only-encrypted` (its MAC covers only the values it encrypts; a
+/// global flag, so before `encrypt`, where `envtest::sops::sops_encrypt`
+/// puts none) and `extra` flags.
+fn sops_mac_only(dir: &Path, recipient: &str, plaintext: &str, extra: &[&str]) -> String {
+    let file = dir.join("mac-only.yaml");
+    std::fs::write(&file, plaintext).expect("plaintext");
+    let sops = envtest::Assets::locate()
+        .binary("sops")
+        .expect("sops (hack/setup-envtest.sh)");
+    let out = Command::new(sops)
+        .args(["--mac-only-encrypted", "encrypt", "--age", recipient])
+        .args(extra)
+        .arg(&file)
+        .output()
+        .expect("sops");
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "sops: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("sops's output")
 }
 
 /// `main` of `bare` at a new commit of `tree`.

@@ -29,6 +29,10 @@ use super::http::{Http, HttpError, without_credentials};
 use super::{Credentials, SourceError, SourceLimits};
 use crate::lean::hex::hex;
 
+/// Bytes of one object of a fetched pack, inflated, at most (and of any one
+/// allocation indexing the pack makes): what the server declares is
+/// refused before it is allocated.
+pub const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
 /// Bytes of packs received for one fetch, at most.
 pub const MAX_PACK_BYTES: u64 = 256 * 1024 * 1024;
 /// Files of a chart directory, at most.
@@ -484,7 +488,20 @@ fn fetch_into(
     at: &Path,
 ) -> Result<String, String> {
     std::fs::create_dir_all(at).map_err(|e| e.to_string())?;
-    let repo = gix::init_bare(at).map_err(|e| format!("a repository to fetch into: {e}"))?;
+    let mut repo = gix::init_bare(at).map_err(|e| format!("a repository to fetch into: {e}"))?;
+    // Indexing the pack inflates each object whole: an object's size comes
+    // from the server (a gibibyte of zeros is a megabyte of pack), so every
+    // allocation it asks for is bounded before it is made.
+    let mut config = repo.config_snapshot_mut();
+    config
+        .set_value(
+            &gix::config::tree::gitoxide::Objects::ALLOC_LIMIT,
+            MAX_OBJECT_BYTES.to_string().as_str(),
+        )
+        .map_err(|e| format!("a repository to fetch into: {e}"))?;
+    config
+        .commit()
+        .map_err(|e| format!("a repository to fetch into: {e}"))?;
     let spec = if refname.len() == 40 && refname.bytes().all(|b| b.is_ascii_hexdigit()) {
         refname.to_string()
     } else {
@@ -701,6 +718,12 @@ fn said(e: impl std::error::Error, budget: &Budget) -> String {
             message = format!("{message}: {text}");
         }
         cause = c.source();
+    }
+    if message.contains("too large to fit in memory") {
+        // gitoxide's word for an allocation over MAX_OBJECT_BYTES.
+        message = format!(
+            "{message} (an object of the repository is over {MAX_OBJECT_BYTES} bytes inflated: keep large files out of a chart's repository)"
+        );
     }
     message
 }

@@ -36,13 +36,13 @@ pub fn check(path: &str, text: &[u8]) -> Result<(), String> {
     }
     let doc: Value = serde_json::from_slice(text)
         .map_err(|e| format!("{path} is not JSON ({})", e.classify_name()))?;
-    let mut todo = vec![&doc];
-    while let Some(v) = todo.pop() {
+    let mut todo = vec![(Place::Schema, &doc)];
+    while let Some((place, v)) = todo.pop() {
         match v {
             Value::Object(map) => {
                 for (k, v) in map {
-                    // Data, not schema: a "$ref" in a default is a value.
-                    if matches!(k.as_str(), "default" | "const" | "enum" | "examples") {
+                    let inner = place.of(k);
+                    if inner == Place::Data {
                         continue;
                     }
                     if let Value::String(s) = v
@@ -53,14 +53,62 @@ pub fn check(path: &str, text: &[u8]) -> Result<(), String> {
                             "{path}: {k} {shown:?} {why}; helm would load it itself, outside the operator's address policy (only references inside the schema, \"#/…\", are allowed)"
                         ));
                     }
-                    todo.push(v);
+                    todo.push((inner, v));
                 }
             }
-            Value::Array(items) => todo.extend(items),
+            Value::Array(items) => todo.extend(items.iter().map(|i| (place, i))),
             _ => {}
         }
     }
     Ok(())
+}
+
+/// Where a JSON value sits in a schema: whether its keys are keywords,
+/// names, or neither known. Only a keyword's own data (`default`, `enum`…)
+/// is left unread: a property or definition *named* `default` is a schema
+/// helm compiles, and a value under a keyword helm does not know is read
+/// whole — a reference in it is refused as anywhere else.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// A schema: its keys are keywords.
+    Schema,
+    /// A map of names to schemas (`properties`, `$defs`…).
+    Names,
+    /// Data a keyword holds, never loaded.
+    Data,
+    /// Under a keyword helm does not know: everything is read.
+    Unknown,
+}
+
+impl Place {
+    /// The place of the value under `key` in a value at `self`.
+    fn of(self, key: &str) -> Place {
+        match self {
+            Place::Names => Place::Schema,
+            Place::Unknown | Place::Data => Place::Unknown,
+            Place::Schema => match key {
+                "default" | "const" | "enum" | "examples" => Place::Data,
+                "properties" | "patternProperties" | "definitions" | "$defs"
+                | "dependentSchemas" | "dependencies" => Place::Names,
+                "allOf"
+                | "anyOf"
+                | "oneOf"
+                | "not"
+                | "if"
+                | "then"
+                | "else"
+                | "items"
+                | "prefixItems"
+                | "additionalItems"
+                | "additionalProperties"
+                | "contains"
+                | "propertyNames"
+                | "unevaluatedItems"
+                | "unevaluatedProperties" => Place::Schema,
+                _ => Place::Unknown,
+            },
+        }
+    }
 }
 
 /// Why the keyword `key` with value `value` is refused, if it is.
@@ -123,6 +171,18 @@ mod tests {
         // default is data.
         let bitnami = br#"{"$schema": "http://json-schema.org/schema#", "properties": {"a": {"default": {"$ref": "http://x"}}}}"#;
         assert_eq!(check("values.schema.json", bitnami), Ok(()));
+        // A schema *named* like a data keyword is still a schema helm
+        // compiles; a keyword helm does not know is read whole.
+        for named in [
+            r#"{"properties": {"default": {"$ref": "http://169.254.169.254/"}}}"#,
+            r##"{"definitions": {"enum": {"$ref": "http://x/"}}, "$ref": "#/definitions/enum"}"##,
+            r#"{"$defs": {"examples": {"items": {"$ref": "http://x/"}}}}"#,
+            r#"{"patternProperties": {"const": {"allOf": [{"$ref": "http://x/"}]}}}"#,
+            r#"{"x-unknown": {"default": {"$ref": "http://x/"}}}"#,
+        ] {
+            let e = check("values.schema.json", named.as_bytes()).unwrap_err();
+            assert!(e.starts_with("values.schema.json: $ref"), "{named}: {e}");
+        }
         let doubled = br#"{"$schema": "https://http://json-schema.org/draft-07/schema"}"#;
         assert!(check("values.schema.json", doubled).is_err());
         assert!(is_schema("charts/db/values.schema.json") && is_schema("values.schema.json"));

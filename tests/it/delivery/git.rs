@@ -70,6 +70,13 @@ async fn a_chart_from_git_upgrades_on_a_change_to_it_and_not_on_a_commit_elsewhe
     let status = app.status.unwrap();
     assert_eq!(status.source.unwrap().revision, first);
     assert_eq!(status.chart_version, "0.1.0");
+    // A Git chart has no name in its spec: the status has its own, from
+    // its Chart.yaml — what the CHART column and the web view show.
+    assert_eq!(status.chart_name, "tiny");
+    assert_eq!(
+        hossted_operator::ui::state::chart_label(&get(&f, "fromgit").await.unwrap()),
+        "tiny"
+    );
     let cm: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
     assert!(cm.get_opt("fromgit-tiny").await.unwrap().is_some());
 
@@ -286,7 +293,11 @@ async fn sops_values_decrypt_with_the_key_and_a_wrong_key_or_tampering_is_refuse
     let app = |file: &str, secret: Option<&str>| {
         let mut spec = json!({ "chart": { "git": git }, "valuesFiles": [file] });
         if let Some(secret) = secret {
-            spec["decryption"] = json!({ "provider": "sops", "secretRef": { "name": secret } });
+            // The clear note's key is outside sops's MAC: accepted only
+            // with the opt-in (docs/sources.md).
+            spec["decryption"] = json!({
+                "provider": "sops", "secretRef": { "name": secret }, "allowUnauthenticated": true
+            });
         }
         spec
     };
@@ -319,7 +330,9 @@ async fn sops_values_decrypt_with_the_key_and_a_wrong_key_or_tampering_is_refuse
         json!({
             "chart": { "git": git },
             "valuesFrom": [{ "kind": "ConfigMap", "name": "sealed-values" }],
-            "decryption": { "provider": "sops", "secretRef": { "name": "sops-age" } }
+            "decryption": {
+                "provider": "sops", "secretRef": { "name": "sops-age" }, "allowUnauthenticated": true
+            }
         }),
     )
     .await;
@@ -938,5 +951,242 @@ async fn kubectl_hossted_diff_renders_a_git_chart_as_the_operator_reads_it() {
     assert!(
         err.contains("values.schema.json") && err.contains(remote),
         "{out}{err}"
+    );
+}
+
+/// `plaintext` encrypted by the assets' `sops` with `--mac-only-encrypted`
+/// (its MAC covers only the values it encrypts): a global flag, so before
+/// `encrypt`, where [`envtest::sops::sops_encrypt`] puts no flag.
+fn sops_mac_only(
+    dir: &std::path::Path,
+    recipient: &str,
+    plaintext: &str,
+    extra: &[&str],
+) -> String {
+    let file = dir.join("mac-only.yaml");
+    std::fs::write(&file, plaintext).unwrap();
+    let sops = envtest::Assets::locate().binary("sops").unwrap();
+    let out = std::process::Command::new(sops)
+        .args(["--mac-only-encrypted", "encrypt", "--age", recipient])
+        .args(extra)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        out.status.success(),
+        "sops: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Issue 56, test 7: SOPS files the real `sops` wrote, changed after
+/// encryption by someone without the key where the MAC does not look — a
+/// value added in the clear under `mac_only_encrypted`, a
+/// `securityContext: null` (sops hashes nothing for null), a file whose
+/// `unencrypted_suffix` leaves a value in the clear (its key is outside the
+/// MAC) — are refused (`DecryptionFailed`, no helm run) until the HelmApp
+/// sets `decryption.allowUnauthenticated: true`; then each installs as
+/// sops decrypts it. A file sops encrypted whole installs without it.
+#[tokio::test]
+async fn sops_values_outside_the_mac_are_refused_until_the_app_accepts_them() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (server, repo) = served(&f).await;
+    let keys_dir = f.cp.dir().join("age");
+    std::fs::create_dir_all(&keys_dir).unwrap();
+    let key = envtest::sops::age_keygen(&keys_dir).unwrap();
+
+    // mac_only_encrypted: only `password` is encrypted, and only it is in
+    // the MAC; a clear `label` is added after.
+    let mac_only = sops_mac_only(
+        &keys_dir,
+        &key.recipient,
+        "password: hunter22\n",
+        &["--encrypted-regex", "^password$"],
+    );
+    assert!(mac_only.contains("mac_only_encrypted: true"), "{mac_only}");
+    repo.write(
+        "values/mac-only.yaml",
+        &mac_only.replacen("sops:", "label: added-in-the-clear\nsops:", 1),
+    );
+    // Encrypted whole (sops's default): it passes as it is; a null value
+    // added after is outside the MAC.
+    let whole =
+        envtest::sops::sops_encrypt(&keys_dir, &key.recipient, "label: sealed-whole\n", &[])
+            .unwrap();
+    repo.write("values/whole.yaml", &whole);
+    repo.write(
+        "values/null-added.yaml",
+        &whole.replacen("sops:", "securityContext: null\nsops:", 1),
+    );
+    // A value the unencrypted_suffix leaves in the clear.
+    let suffixed = envtest::sops::sops_encrypt(
+        &keys_dir,
+        &key.recipient,
+        "label: sealed-suffixed\nnote_unencrypted: clear\n",
+        &["--unencrypted-suffix", "_unencrypted"],
+    )
+    .unwrap();
+    assert!(
+        suffixed.contains("note_unencrypted: clear"),
+        "left in the clear"
+    );
+    repo.write("values/suffixed.yaml", &suffixed);
+    repo.commit("sops files with values outside their MAC");
+    f.secret(NS, "sops-age", &[("age.agekey", key.identity.as_str())])
+        .await;
+
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    let git = json!({ "url": url(&server, &repo), "path": "charts/tiny" });
+    let spec = |file: &str| {
+        json!({
+            "chart": { "git": git },
+            "valuesFiles": [file],
+            "decryption": { "provider": "sops", "secretRef": { "name": "sops-age" } }
+        })
+    };
+    // (HelmApp, file, what the refusal names, the label once accepted)
+    let outside = [
+        (
+            "maconly",
+            "values/mac-only.yaml",
+            "mac_only_encrypted",
+            "added-in-the-clear",
+        ),
+        (
+            "nulladded",
+            "values/null-added.yaml",
+            "securityContext",
+            "sealed-whole",
+        ),
+        (
+            "suffixed",
+            "values/suffixed.yaml",
+            "note_unencrypted",
+            "sealed-suffixed",
+        ),
+    ];
+    apply(&f, "whole", spec("values/whole.yaml")).await;
+    for (name, file, ..) in outside {
+        apply(&f, name, spec(file)).await;
+    }
+    let cms: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
+    let label_of = |name: &str| {
+        let cms = cms.clone();
+        let name = format!("{name}-tiny");
+        async move {
+            let cm = cms.get(&name).await.unwrap();
+            cm.labels().get("extra").cloned().unwrap_or_default()
+        }
+    };
+    ready(&f, "whole", "InstallSucceeded", 1).await;
+    assert_eq!(label_of("whole").await, "sealed-whole");
+
+    for (name, _, named, _) in outside {
+        let app = with_reason(&f, name, "DecryptionFailed").await;
+        let status = app.status.expect("a status");
+        let condition = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("a Ready condition");
+        assert_eq!(condition.status, "False", "{name}");
+        assert!(
+            condition.message.contains(named),
+            "{name}: names {named}: {}",
+            condition.message
+        );
+        assert!(
+            condition.message.contains("allowUnauthenticated"),
+            "{name}: says what to set: {}",
+            condition.message
+        );
+        an_event(&f, NS, name, "DecryptionFailed").await;
+        assert!(revisions(&f, name).await.is_empty(), "{name}: no release");
+        assert_eq!(
+            runs_of(&log, name),
+            0,
+            "{name}: helm never ran: {:?}",
+            runs_in(&log)
+        );
+    }
+
+    // Opted in: each installs, as sops itself decrypts it.
+    for (name, _, _, label) in outside {
+        patch(
+            &f,
+            name,
+            json!({ "spec": { "decryption": { "allowUnauthenticated": true } } }),
+        )
+        .await;
+        let app = ready(&f, name, "InstallSucceeded", 1).await;
+        assert!(is_ready(&app), "{name}");
+        assert_eq!(runs_of(&log, name), 1, "{name}: {:?}", runs_in(&log));
+        assert_eq!(label_of(name).await, label, "{name}");
+    }
+    operator.stop().await;
+}
+
+/// The peak resident memory of this process, in MiB.
+fn peak_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb / 1024.0
+}
+
+/// Issue 56: a blob of 1 GiB of zeros is about a megabyte of pack; no
+/// allocation of the fetch may be larger than `MAX_OBJECT_BYTES`, so it is
+/// refused before it is inflated.
+#[tokio::test]
+async fn a_blob_that_inflates_past_the_bound_is_refused_before_it_is_inflated() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let (server, repo) = served(&f).await;
+    let zeros = repo.work().join("charts/tiny/zeros.bin");
+    std::fs::File::create(&zeros)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    repo.commit("a gibibyte of zeros");
+    let _operator = f.start_delivery().await;
+    let before = peak_mib();
+    apply(
+        &f,
+        "zeros",
+        json!({ "chart": { "git": { "url": url(&server, &repo), "path": "charts/tiny" } } }),
+    )
+    .await;
+    let app = envtest::eventually("zeros gets a verdict", 120, || async {
+        let app = get(&f, "zeros").await?;
+        let reason = app
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .reason
+            .clone();
+        (reason != "Progressing").then_some(app)
+    })
+    .await;
+    let grown = peak_mib() - before;
+    let ready = app.status.unwrap().conditions;
+    let ready = ready.iter().find(|c| c.type_ == "Ready").unwrap();
+    // Refused by the fetch, before the pack's objects are indexed (it was
+    // ChartInvalid by the blob's header, after 1,041 MiB were inflated).
+    assert_eq!(ready.reason, "SourceUnavailable", "{}", ready.message);
+    assert!(
+        grown < 256.0,
+        "the operator's peak memory grew by {grown:.1} MiB"
     );
 }

@@ -463,17 +463,50 @@ async fn a_release_name_stored_before_the_crd_checked_it_never_reaches_helm() {
     operator.stop().await;
 }
 
+/// A server on `ip` that answers every request with a small schema and
+/// records its request line. `ip` is a loopback address other than the
+/// chart repositories' 127.0.0.1, so that the operator's address policy
+/// can deny it alone.
+fn recorder_on(ip: &str) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use std::io::{BufRead, Write};
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(&stream).read_line(&mut line);
+            record.lock().unwrap().push(line.trim_end().to_string());
+            let body = r#"{"type":"string"}"#;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
 /// Issue 56, test 5: a chart whose `values.schema.json` names a document on
 /// a server (`$ref: http://…`) is refused before helm sees it
 /// (`ChartInvalid`, naming the file and the reference) and the server is
-/// never asked; the same chart whose `$ref` stays in the document installs.
+/// never asked — a `$ref` under a property *named* `default` too (a
+/// schema helm compiles, not the `default` keyword's data); the same chart
+/// whose `$ref` stays in the document installs. The server listens on an
+/// address the operator's `--deny-chart-source-cidrs` lists: the schema
+/// check is what keeps helm from reaching where the operator may not.
 #[tokio::test]
 async fn a_schema_naming_a_remote_document_is_refused_and_that_server_never_asked() {
+    use hossted_operator::delivery::source::address::{AddressPolicy, DEFAULT_DENIED};
+    const DENIED: &str = "127.0.0.2";
     let f = Fixture::new().await;
     f.namespace(NS).await;
-    let recorder = HostileServer::start().await.unwrap();
-    let remote = format!("{}/definitions.json", recorder.url());
-    let chart = |name: &str, reference: &str| {
+    let (recorder, seen) = recorder_on(DENIED);
+    let remote = format!("{recorder}/definitions.json");
+    let under_default = format!("{recorder}/x");
+    let chart = |name: &str, schema: serde_json::Value| {
         let dir = f.cp.dir().join(format!("schema-charts/{name}"));
         std::fs::create_dir_all(dir.join("templates")).unwrap();
         std::fs::write(
@@ -482,11 +515,6 @@ async fn a_schema_naming_a_remote_document_is_refused_and_that_server_never_aske
         )
         .unwrap();
         std::fs::write(dir.join("values.yaml"), "greeting: hello\n").unwrap();
-        let schema = json!({
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "definitions": { "greeting": { "type": "string" } },
-            "properties": { "greeting": { "$ref": reference } }
-        });
         std::fs::write(dir.join("values.schema.json"), schema.to_string()).unwrap();
         std::fs::write(
             dir.join("templates/cm.yaml"),
@@ -495,16 +523,34 @@ async fn a_schema_naming_a_remote_document_is_refused_and_that_server_never_aske
         .unwrap();
         dir
     };
-    let (remote_chart, local_chart) = (
-        chart("remote-ref", &remote),
-        chart("local-ref", "#/definitions/greeting"),
+    let greeting = |reference: &str| {
+        json!({
+            "$schema": "http://json-schema.org/draft-07/schema#",
+            "definitions": { "greeting": { "type": "string" } },
+            "properties": { "greeting": { "$ref": reference } }
+        })
+    };
+    let (remote_chart, local_chart, default_chart) = (
+        chart("remote-ref", greeting(&remote)),
+        chart("local-ref", greeting("#/definitions/greeting")),
+        chart(
+            "default-ref",
+            json!({ "properties": { "default": { "$ref": under_default } } }),
+        ),
     );
-    let repo = envtest::ChartRepo::start(&f.cp, &[&remote_chart, &local_chart], None)
-        .await
-        .unwrap();
+    let repo =
+        envtest::ChartRepo::start(&f.cp, &[&remote_chart, &local_chart, &default_chart], None)
+            .await
+            .unwrap();
     let (wrapper, log) = counting_helm(&f);
     let operator = f
-        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .start_delivery_with(|s| {
+            s.helm.binary = wrapper.clone();
+            // As `--deny-chart-source-cidrs`: the default list and the
+            // recorder's address (the repository, on 127.0.0.1, is allowed).
+            s.sources.policy =
+                AddressPolicy::parse(&format!("{DEFAULT_DENIED},{DENIED}/32")).unwrap();
+        })
         .await;
     apply(
         &f,
@@ -514,25 +560,46 @@ async fn a_schema_naming_a_remote_document_is_refused_and_that_server_never_aske
     .await;
     apply(
         &f,
+        "named-default",
+        json!({ "chart": { "repo": repo.url(), "name": "default-ref" } }),
+    )
+    .await;
+    apply(
+        &f,
         "local",
         json!({ "chart": { "repo": repo.url(), "name": "local-ref" } }),
     )
     .await;
+    // The operator itself goes nowhere near the recorder.
+    apply(
+        &f,
+        "denied",
+        json!({ "chart": { "repo": recorder, "name": "tiny" } }),
+    )
+    .await;
     ready(&f, "local", "InstallSucceeded", 1).await;
-    let message = refused_with(&f, "remote", "ChartInvalid").await;
+    let message = refused_with(&f, "denied", "ChartSourceRefused").await;
+    assert!(message.contains("--deny-chart-source-cidrs"), "{message}");
+    for (name, reference) in [("remote", &remote), ("named-default", &under_default)] {
+        let message = refused_with(&f, name, "ChartInvalid").await;
+        assert!(
+            message.contains("values.schema.json"),
+            "{name}: names the file: {message}"
+        );
+        assert!(
+            message.contains(reference.as_str()),
+            "{name}: names the reference: {message}"
+        );
+        an_event(&f, NS, name, "ChartInvalid").await;
+        assert!(
+            !helm_calls(&log).iter().any(|c| c.on(name)),
+            "{name}: helm never saw the chart"
+        );
+    }
+    let asked = seen.lock().unwrap().clone();
     assert!(
-        message.contains("values.schema.json"),
-        "names the file: {message}"
-    );
-    assert!(message.contains(&remote), "names the reference: {message}");
-    an_event(&f, NS, "remote", "ChartInvalid").await;
-    assert!(
-        !helm_calls(&log).iter().any(|c| c.on("remote")),
-        "helm never saw the chart"
-    );
-    assert!(
-        recorder.seen().is_empty(),
-        "the schema's server was never asked"
+        asked.is_empty(),
+        "the schema's server was never asked: {asked:?}"
     );
     operator.stop().await;
 }

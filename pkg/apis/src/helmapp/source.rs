@@ -108,11 +108,12 @@ pub struct Decryption {
     /// A Secret of the HelmApp's namespace: every key ending in
     /// `.agekey` holds age identities (`AGE-SECRET-KEY-1…` lines).
     pub secret_ref: LocalObjectReference,
-    /// Accept a file whose MAC leaves values out — `mac_only_encrypted`,
-    /// or null or empty values (`null`, `""`, `{}`, `[]`), which sops does
-    /// not authenticate — as sops itself does. Off: such a file is refused
-    /// (`DecryptionFailed`, naming the path), since anyone who can write
-    /// the file could add those values without the key.
+    /// Accept a file whose MAC leaves something out — `mac_only_encrypted`,
+    /// null or empty values (`null`, `""`, `{}`, `[]`), or a value left in
+    /// the clear (by `unencrypted_suffix`, `encrypted_regex`…, whose key
+    /// sops does not authenticate) — as sops itself does. Off: such a file
+    /// is refused (`DecryptionFailed`, naming the path), since anyone who
+    /// can write the file could add or rename those values without the key.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_unauthenticated: bool,
 }

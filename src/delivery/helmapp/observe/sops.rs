@@ -113,6 +113,11 @@ pub fn decrypt(text: &str, keys: &Keys, policy: Unauthenticated) -> Result<Value
         mac_only_encrypted,
         outside_mac: None,
     };
+    if mac_only_encrypted {
+        // sops starts such a MAC from sha256("sops"), so that it never
+        // equals the MAC of the same values without the setting.
+        walk.mac.update(sha2::Sha256::digest(b"sops"));
+    }
     let Yaml::Hash(top) = &doc else {
         return Err(malformed("it is not a mapping"));
     };
@@ -310,7 +315,13 @@ impl Walk<'_> {
                     why: "it is in the clear where SOPS encrypts".into(),
                 });
             }
-            other => plain(other),
+            other => {
+                // sops's MAC hashes values, never keys, and only encrypted
+                // values are bound to their path: a value in the clear can
+                // be moved under another key without the key.
+                self.outside(path, "in the clear, so its key is outside the MAC");
+                plain(other)
+            }
         };
         if encrypted || !self.mac_only_encrypted {
             let bytes = mac_bytes(&value);
@@ -543,6 +554,33 @@ mod tests {
                 "{empty}"
             );
         }
+        // Values an unencrypted_suffix or an encrypted_regex leaves in the
+        // clear: their keys are outside the MAC.
+        let (clear, key) = encrypted(PLAIN, &[]);
+        let keys_clear = Keys::parse([key.identity.as_str()]).unwrap();
+        assert!(matches!(
+            decrypt(&clear, &keys_clear, Unauthenticated::Refused),
+            Err(SopsError::Unauthenticated { path, .. }) if path == "plain_unencrypted"
+        ));
+        let moved = clear.replace(
+            "plain_unencrypted: visible",
+            "hostNetwork_unencrypted: visible",
+        );
+        assert!(
+            decrypt(&moved, &keys_clear, Unauthenticated::Accepted).is_ok(),
+            "sops itself accepts a clear value under another key"
+        );
+        let (regex, key) = encrypted(
+            "password: hunter22
+replicas: 2
+",
+            &["--encrypted-regex", "^password$"],
+        );
+        let keys_regex = Keys::parse([key.identity.as_str()]).unwrap();
+        assert!(matches!(
+            decrypt(&regex, &keys_regex, Unauthenticated::Refused),
+            Err(SopsError::Unauthenticated { path, .. }) if path == "replicas"
+        ));
         // mac_only_encrypted (this sops sets it from .sops.yaml only): the
         // metadata alone refuses the file, before its MAC is read.
         let mac_only = text.replacen("sops:", "sops:\n    mac_only_encrypted: true", 1);
