@@ -227,9 +227,10 @@ impl Helm<'_> {
             .args([
                 "get",
                 "manifest",
-                &self.target.release,
                 "-n",
                 &self.target.namespace,
+                "--",
+                &self.target.release,
             ])
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;
@@ -251,11 +252,12 @@ impl Helm<'_> {
             .args([
                 "get",
                 "values",
-                &self.target.release,
                 "-n",
                 &self.target.namespace,
                 "-o",
                 "json",
+                "--",
+                &self.target.release,
             ])
             .output()
             .map_err(|e| format!("cannot run {}: {e}", self.binary.display()))?;

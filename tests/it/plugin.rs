@@ -249,3 +249,156 @@ async fn kubectl_hossted_approve_runs_the_pending_change_and_only_that_one() {
     assert!(!ok, "nothing waits any more");
     assert!(err.contains("nothing waits for approval"), "{err}");
 }
+
+#[tokio::test]
+async fn an_old_and_a_new_values_from_secret_value_awaiting_approval_appear_nowhere() {
+    // Issue 57: the live side of the diff showed the Secret's old value
+    // (the redactor knew the current inputs only).
+    const OLD: &str = "old-sekrit-greeting-4711";
+    const NEW: &str = "new-sekrit-greeting-0815";
+    let f = Fixture::new().await;
+    f.namespace("apps").await;
+    let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
+    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
+        .await
+        .unwrap();
+    let operator = f.start_delivery().await;
+    let dir = plugin_dir(&f);
+    f.secret("apps", "greeting", &[("value", OLD)]).await;
+    apply_helmapp(
+        &f,
+        "apps",
+        "held",
+        json!({ "chart": { "repo": repo.url(), "name": "tiny", "version": "0.1.0" },
+                "valuesFrom": [{ "kind": "Secret", "name": "greeting", "key": "value",
+                                 "targetPath": "greeting" }] }),
+    )
+    .await;
+    let installed = helmapp_ready(&f, "apps", "held", "InstallSucceeded", 1).await;
+    let installed_hash = installed.status.unwrap().config_hash;
+    let rendered = || async {
+        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(f.cp.client(), "apps")
+            .get("held-tiny")
+            .await
+            .unwrap()
+            .data
+            .unwrap_or_default()["greeting"]
+            .clone()
+    };
+    assert_eq!(
+        rendered().await,
+        OLD,
+        "the chart renders the Secret's value"
+    );
+
+    // Approval manual, seen by the operator (nothing waits: Approved=True),
+    // then the Secret changed: a pending change, nothing run.
+    patch_helmapp(
+        &f,
+        "apps",
+        "held",
+        json!({ "spec": { "approval": "manual" } }),
+    )
+    .await;
+    envtest::eventually("held approved as it runs", 60, || async {
+        let app = get_helmapp(&f, "apps", "held").await?;
+        app.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Approved" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+    kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(f.cp.client(), "apps")
+        .patch(
+            "greeting",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&json!({ "stringData": { "value": NEW } })),
+        )
+        .await
+        .unwrap();
+    let pending = envtest::eventually("the new value awaiting approval", 60, || async {
+        let app = get_helmapp(&f, "apps", "held").await?;
+        let p = app.status?.pending_change?;
+        (p.config_hash != installed_hash).then_some(p)
+    })
+    .await;
+    assert!(
+        pending
+            .objects
+            .changed
+            .iter()
+            .any(|o| o == "ConfigMap held-tiny"),
+        "{pending:?}"
+    );
+    helmapp_with_reason(&f, "apps", "held", "AwaitingApproval").await;
+    assert_eq!(rendered().await, OLD, "nothing ran");
+    let hidden = |what: &str, text: &str| {
+        for value in [OLD, NEW, "sekrit"] {
+            assert!(!text.contains(value), "{value} in {what}: {text}");
+        }
+    };
+
+    // (a) kubectl hossted diff: the ConfigMap's line changed, both sides
+    // masked.
+    let helm = f.cp.helm_binary();
+    let (ok, out, err) = kubectl_hossted(
+        &f,
+        &dir,
+        &[
+            "diff",
+            "-n",
+            "apps",
+            "held",
+            "--helm-binary",
+            helm.to_str().unwrap(),
+        ],
+    )
+    .await;
+    assert!(!ok, "a difference: exit 1: {out}{err}");
+    assert!(
+        out.contains("+++ apps/held next: ConfigMap held-tiny"),
+        "{out}{err}"
+    );
+    assert!(
+        out.contains("-  greeting: ") && out.contains("+  greeting: "),
+        "the changed line is shown on both sides: {out}"
+    );
+    assert!(out.contains("[redacted]"), "{out}");
+    hidden("kubectl hossted diff", &format!("{out}{err}"));
+
+    // (b) The status (and the Events about the app).
+    let app = get_helmapp(&f, "apps", "held").await.unwrap();
+    let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(f.cp.client(), "apps")
+        .list(&kube::api::ListParams::default().fields("involvedObject.name=held"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| e.message.unwrap_or_default())
+        .collect::<Vec<_>>();
+    hidden(
+        "the status and Events",
+        &format!(
+            "{}\n{events:?}",
+            serde_json::to_string(&app.status).unwrap()
+        ),
+    );
+
+    // (c) The web view's pending-change page, its diff rendered.
+    let ui = crate::ui::start_ui(f.cp.kubeconfig_path(), &helm, &[]).await;
+    let cookie = crate::ui::sign_in(&ui).await;
+    let url = format!("{}/app/apps/held/pending", ui.origin);
+    let page = envtest::eventually("the pending-change page with its diff", 60, || async {
+        let a = crate::ui::exchange("GET", &url, Some(&cookie), None).await;
+        (a.status == 200
+            && a.body
+                .contains(&format!("data-pending-hash=\"{}\"", pending.config_hash))
+            && a.body.contains("aria-label=\"Unified diff\""))
+        .then_some(a.body)
+    })
+    .await;
+    assert!(page.contains("[redacted]"), "{page}");
+    hidden("the pending-change page", &page);
+    operator.stop().await;
+}

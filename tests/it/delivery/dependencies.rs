@@ -3,6 +3,8 @@
 //! makes (Gadget, `example.hossted.com/v1`, whose status nothing but the
 //! test writes).
 
+use std::time::Duration;
+
 use kube::core::{ApiResource, DynamicObject, GroupVersionKind};
 
 use super::*;
@@ -346,4 +348,98 @@ async fn a_ready_expr_on_a_helmapp_dependency_decides_instead_of_its_ready_condi
     ready(&f, "db", "UpgradeSucceeded", 2).await;
     ready(&f, "api", "InstallSucceeded", 1).await;
     operator.stop().await;
+}
+
+/// CPU time (user + system, in seconds) process `pid` has used so far,
+/// every thread of it counted, its children not: fields 14 and 15 of
+/// `/proc/<pid>/stat`, in clock ticks.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // After the command name (in parentheses, perhaps with spaces in it)
+    // come fields 3 (state) onward.
+    let (_, rest) = stat.rsplit_once(") ").unwrap();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf(3) only reads a system constant.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    ticks as f64 / per_second as f64
+}
+
+#[tokio::test]
+async fn a_quadratic_ready_expr_is_refused_by_its_cost_and_leaves_the_operator_idle() {
+    // Issue 57: `in` is linear in the list, so this is 4×10⁸ comparisons;
+    // charged one step per node it passed the estimate, was given up at
+    // its deadline while its thread ran on, and each backoff poll started
+    // another (~8.7 CPU-s a minute).
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    gadget_crd(&f).await;
+    let items: Vec<i64> = (0..20_000).collect();
+    gadget(
+        &f,
+        "huge",
+        json!({ "values": { "a": items } }),
+        json!({ "phase": "Running" }),
+    )
+    .await;
+    // The binary, not the in-process operator: its CPU time is its own,
+    // not this test binary's (other tests run in it at the same time).
+    let operator = super::windows::OperatorProcess::start(&f, &f.cp.helm_binary(), 0);
+    let mut quadratic = on_gadget("huge");
+    quadratic["readyExpr"] = json!("dep.spec.values.a.all(x, x in dep.spec.values.a)");
+    apply(
+        &f,
+        "quadratic",
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [quadratic] }),
+    )
+    .await;
+    // Created at the same time, depending on nothing.
+    apply(&f, "bystander", json!({ "chart": { "path": "tiny" } })).await;
+
+    let refused = eventually("quadratic: ExpressionCostExceeded", 60, || async {
+        let app = get(&f, "quadratic").await?;
+        let c = app
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (c.reason == "ExpressionCostExceeded").then_some(c)
+    })
+    .await;
+    assert_eq!(refused.status, "False");
+    assert!(
+        refused.message.starts_with("dependsOn[0].readyExpr: "),
+        "names the expression: {}",
+        refused.message
+    );
+    // Refused by its bound before it ran — not given up at the deadline
+    // ("took longer than 500ms") with its thread running on.
+    assert!(
+        refused.message.contains("over the limit of 1000000"),
+        "{}",
+        refused.message
+    );
+    let other = ready(&f, "bystander", "InstallSucceeded", 1).await;
+    assert!(is_ready(&other), "{:?}", other.status);
+
+    // Back to idle: 10 s after the refusal (backoff polls of the dependent
+    // among them) cost next to nothing.
+    let before = cpu_seconds(operator.pid());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let spent = cpu_seconds(operator.pid()) - before;
+    assert!(
+        spent < 2.0,
+        "the operator spent {spent:.2} CPU-s in the 10 s after the refusal"
+    );
+    assert_eq!(
+        ready_reason(&get(&f, "quadratic").await.unwrap()).0,
+        "ExpressionCostExceeded"
+    );
+    assert!(
+        revisions(&f, "quadratic").await.is_empty(),
+        "quadratic installed"
+    );
 }

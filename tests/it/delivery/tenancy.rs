@@ -887,5 +887,29 @@ async fn another_namespaces_helmapp_dependency_is_read_as_the_apps_identity() {
         missing.replace("team-b/nothing", "X"),
         "a dependency its identity may not read reads as a missing one"
     );
+    // The same for an object of any kind in the other namespace: one that
+    // is there but may not be read, and one that is not there.
+    let cms: Api<ConfigMap> = Api::namespaced(f.cp.client(), OTHER);
+    let settings: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "settings" }, "data": { "password": "hunter22" }
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &settings).await.unwrap();
+    let on_object = |target: &str| {
+        json!({ "chart": { "path": "tiny" }, "dependsOn": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": target, "namespace": OTHER,
+            "readyExpr": "dep.data.password == 'hunter22'"
+        }] })
+    };
+    apply_helmapp(&f, TENANT, "cm-probe", on_object("settings")).await;
+    apply_helmapp(&f, TENANT, "cm-ghost", on_object("nothing")).await;
+    let forbidden =
+        message(helmapp_with_reason(&f, TENANT, "cm-probe", "DependencyNotFound").await);
+    let missing = message(helmapp_with_reason(&f, TENANT, "cm-ghost", "DependencyNotFound").await);
+    assert_eq!(
+        forbidden.replace("team-b/settings", "X"),
+        missing.replace("team-b/nothing", "X"),
+        "an object its identity may not read reads as a missing one"
+    );
     operator.stop().await;
 }

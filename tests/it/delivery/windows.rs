@@ -3,6 +3,10 @@
 //! `status.nextWindow` — with no helm run, then runs once the window opens,
 //! woken by a timer (nothing else changes); `force-at` runs at once.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use chrono::{SecondsFormat, Timelike, Utc};
 
 use super::*;
@@ -190,4 +194,197 @@ async fn a_deny_window_inside_an_allow_window_wins_until_it_ends() {
         "ran at {ran_at}, the deny window ended at {denied_until}"
     );
     operator.stop().await;
+}
+
+/// The operator binary running delivery alone (every namespace
+/// privileged), killed when dropped: a process of its own, so its CPU time
+/// (`/proc/<pid>/stat`) and its `/healthz` are its own — not this test's,
+/// whose runtime an in-process operator would share.
+pub(super) struct OperatorProcess {
+    child: std::process::Child,
+}
+
+impl OperatorProcess {
+    /// Started with `helm`, `/healthz` served on `127.0.0.1:probe_port`
+    /// (0: not served), its log in `operator.log` of the test's directory.
+    pub(super) fn start(f: &Fixture, helm: &std::path::Path, probe_port: u16) -> Self {
+        let log = std::fs::File::create(f.cp.dir().join("operator.log")).unwrap();
+        let probes = match probe_port {
+            0 => "0".to_string(),
+            port => format!("127.0.0.1:{port}"),
+        };
+        let child = f
+            .operator_command(f.cp.kubeconfig_path())
+            .args([
+                "run",
+                "--controllers",
+                "delivery",
+                "--privileged-namespaces=*",
+            ])
+            .args([
+                "--metrics-bind-address",
+                "0",
+                "--health-probe-bind-address",
+                probes.as_str(),
+            ])
+            .arg("--helm-binary")
+            .arg(helm)
+            .arg("--work-dir")
+            .arg(f.cp.dir().join("operator-work"))
+            .arg("--chart-path-root")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/charts"))
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        OperatorProcess { child }
+    }
+
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET url`'s status, or `None` when nothing answered within 5 s (a
+/// blocking client on a blocking thread, timed by itself: this test's
+/// runtime being busy does not make a probe fail).
+async fn probe(url: &str) -> Option<u16> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(5)))
+            .build()
+            .into();
+        agent.get(&url).call().ok().map(|r| r.status().as_u16())
+    })
+    .await
+    .ok()?
+}
+
+/// 20 windows `* * * * * *` (every second, open for a second): alone,
+/// always open.
+fn every_second() -> Vec<serde_json::Value> {
+    (0..20)
+        .map(|_| json!({ "schedule": "* * * * * *", "duration": "1s" }))
+        .collect()
+}
+
+/// 20 deny windows of 744h opening at `from`, `from` − 1 s, … `from` − 19 s
+/// (yearly): together denied until `from` + 744h.
+fn month_long_denials(from: chrono::DateTime<Utc>) -> Vec<serde_json::Value> {
+    (0..20)
+        .map(|i| {
+            let opens = from - chrono::Duration::seconds(i);
+            json!({ "schedule": cron_at(opens), "duration": "744h" })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_second_allowed_beside_month_long_denials_gets_its_verdict_while_healthz_answers() {
+    // Issue 57: windows stepped second by second on an async worker. The
+    // operator is the binary (two async workers, as in a pod), so a
+    // worker it blocks is one its own /healthz would be missing.
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let (wrapper, log) = counting_helm(&f);
+    let port = free_port();
+    let _operator = OperatorProcess::start(&f, &wrapper, port);
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    eventually("the operator's /healthz", 60, || async {
+        (probe(&healthz).await == Some(200)).then_some(())
+    })
+    .await;
+    // Probed every 100 ms from before the HelmApps exist until after
+    // every verdict.
+    let stop = Arc::new(AtomicBool::new(false));
+    let prober = tokio::spawn({
+        let (url, stop) = (healthz.clone(), stop.clone());
+        async move {
+            let mut answers = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                answers.push(probe(&url).await);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            answers
+        }
+    });
+
+    // Denied from now for 744h, allowed every second: closed until the
+    // denials end. Four of them, so that more than one async worker would
+    // be stepping at once.
+    let denied_from = Utc::now().with_nanosecond(0).unwrap();
+    let closed = json!({ "allow": every_second(), "deny": month_long_denials(denied_from) });
+    let closed_apps: Vec<String> = (0..4).map(|i| format!("windowed-{i}")).collect();
+    for name in &closed_apps {
+        apply(
+            &f,
+            name,
+            json!({ "chart": { "path": "tiny" }, "changeWindows": closed }),
+        )
+        .await;
+    }
+    // The same windows, the denials over an hour ago: open, it installs.
+    let ended = json!({ "allow": every_second(),
+        "deny": month_long_denials(denied_from - chrono::Duration::hours(745)) });
+    apply(
+        &f,
+        "open",
+        json!({ "chart": { "path": "tiny" }, "changeWindows": ended }),
+    )
+    .await;
+
+    let opens =
+        (denied_from + chrono::Duration::hours(744)).to_rfc3339_opts(SecondsFormat::Secs, true);
+    for name in &closed_apps {
+        let waiting = envtest::eventually(&format!("{name} waits for its window"), 60, || async {
+            let app = get(&f, name).await?;
+            (released_condition(&app) == ("False".into(), "OutsideChangeWindow".into()))
+                .then_some(app)
+        })
+        .await;
+        assert_eq!(
+            waiting.status.unwrap().next_window,
+            opens,
+            "{name}: the end of the denials is when changes may run"
+        );
+    }
+    ready(&f, "open", "InstallSucceeded", 1).await;
+    // A few seconds more: the windows' timers and rechecks.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    let answers = prober.await.unwrap();
+
+    assert!(
+        answers.len() >= 10,
+        "only {} probes were made",
+        answers.len()
+    );
+    let missed: Vec<(usize, Option<u16>)> = answers
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(_, a)| *a != Some(200))
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "/healthz did not answer 200 to probes (index, answer) {missed:?} of {}",
+        answers.len()
+    );
+    for name in &closed_apps {
+        assert!(
+            !helm_calls(&log).iter().any(|c| c.on(name)),
+            "{name}: a helm run inside the denials"
+        );
+        assert!(revisions(&f, name).await.is_empty(), "{name} installed");
+    }
 }

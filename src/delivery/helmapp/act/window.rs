@@ -63,7 +63,7 @@ pub fn wait(
 /// A forced run (`hossted.com/force-at`) outside the change windows: said
 /// in an Event, as the windows' override.
 pub fn note_forced(ctx: &Context, app: &HelmApp, o: &Observed) {
-    if o.outside_windows {
+    if o.windows.closed() {
         ctx.recorder.event(
             app,
             EventType::Normal,

@@ -285,8 +285,8 @@ pub struct Observed {
     /// The target namespace is gone or terminating (read when the HelmApp
     /// is being deleted): the release goes with it, without helm.
     pub namespace_going: bool,
-    /// `spec.changeWindows` are closed now (`now`).
-    pub outside_windows: bool,
+    /// What `spec.changeWindows` say at `now`.
+    pub windows: crate::delivery::helmapp::decide::windows::Seen,
     /// After a failed run whose remedy runs helm: the storage read again
     /// (`None`: not read).
     pub storage_recheck: Option<StorageRecheck>,

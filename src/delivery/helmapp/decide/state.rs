@@ -23,7 +23,7 @@ pub fn decide(o: &Observed, app: &HelmApp) -> ReleaseState {
     if let Some(ended) = &o.done.run_ended {
         return after_run(ended, o, app);
     }
-    within_windows(release_state(o, app), o, app)
+    within_windows(release_state(o, app), o)
 }
 
 /// What follows a helm run of this reconcile: its tests, its report, or
@@ -83,11 +83,11 @@ const NO_WINDOW_RECHECK: Duration = Duration::from_secs(3600);
 /// instead (docs/change-windows.md). `hossted.com/force-at` overrides;
 /// drift repair goes ahead with `repairAnytime`; a deletion whose windows
 /// cannot be read goes ahead.
-fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseState {
-    use crate::delivery::helmapp::decide::windows::{Verdict, Windows};
-    let Some(spec) = &app.spec.change_windows else {
+fn within_windows(state: ReleaseState, o: &Observed) -> ReleaseState {
+    use crate::delivery::helmapp::decide::windows::{Seen, Verdict};
+    if o.windows == Seen::Unset {
         return state;
-    };
+    }
     let change = match &state {
         ReleaseState::Absent => Change::Install,
         ReleaseState::OutOfSync { .. } | ReleaseState::ChartRenamed { .. } => Change::Upgrade,
@@ -101,20 +101,24 @@ fn within_windows(state: ReleaseState, o: &Observed, app: &HelmApp) -> ReleaseSt
     if o.forced() && change != Change::Uninstall {
         return state;
     }
-    let windows = match Windows::compile(spec) {
-        Ok(w) => w,
-        Err(_) if change == Change::Uninstall => return state,
-        Err(message) => {
+    let (repair_anytime, verdict) = match &o.windows {
+        Seen::Unset => return state,
+        Seen::Invalid(_) if change == Change::Uninstall => return state,
+        Seen::Invalid(message) => {
             return ReleaseState::Refused {
                 reason: Reason::InvalidChangeWindow,
-                message,
+                message: message.clone(),
             };
         }
+        Seen::Read {
+            repair_anytime,
+            verdict,
+        } => (*repair_anytime, *verdict),
     };
-    if change == Change::Repair && windows.repair_anytime {
+    if change == Change::Repair && repair_anytime {
         return state;
     }
-    match windows.at(o.now) {
+    match verdict {
         Verdict::Open => state,
         Verdict::Closed { opens } => ReleaseState::OutsideWindow {
             change,

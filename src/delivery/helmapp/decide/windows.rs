@@ -169,14 +169,46 @@ impl Window {
     }
 }
 
-/// Whether `app`'s change windows are closed at `t` (none, or windows
-/// that do not compile: not closed — the change's state says why).
-pub fn closed_at(app: &apis::helmapp::HelmApp, t: DateTime<Utc>) -> bool {
-    app.spec
-        .change_windows
-        .as_ref()
-        .and_then(|w| Windows::compile(w).ok())
-        .is_some_and(|w| w.at(t) != Verdict::Open)
+/// What `spec.changeWindows` say at a time: read by observe off the async
+/// workers (the jumps are bounded, yet a schedule's search is CPU work a
+/// tenant writes), then decided on by state.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Seen {
+    /// No `spec.changeWindows`.
+    #[default]
+    Unset,
+    /// They do not compile: the field that is wrong and why.
+    Invalid(String),
+    Read {
+        repair_anytime: bool,
+        verdict: Verdict,
+    },
+}
+
+impl Seen {
+    /// Whether the windows are closed (none, or windows that do not
+    /// compile: not closed — the change's state says why).
+    pub fn closed(&self) -> bool {
+        matches!(
+            self,
+            Seen::Read {
+                verdict: Verdict::Closed { .. },
+                ..
+            }
+        )
+    }
+}
+
+/// What `windows` say at `t`.
+pub fn look(windows: Option<&ChangeWindows>, t: DateTime<Utc>) -> Seen {
+    match windows.map(Windows::compile) {
+        None => Seen::Unset,
+        Some(Err(message)) => Seen::Invalid(message),
+        Some(Ok(w)) => Seen::Read {
+            repair_anytime: w.repair_anytime,
+            verdict: w.at(t),
+        },
+    }
 }
 
 #[cfg(test)]

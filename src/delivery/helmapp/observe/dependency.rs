@@ -293,6 +293,13 @@ async fn read(
             Reason::DependencyNotReady,
             format!("dependsOn {what}: its kind is being listed"),
         ),
+        // In another namespace, a refusal reads as absent — the one rule
+        // for reading another namespace (see `as_identity`); in its own,
+        // the tenant is told what Role it lacks.
+        Found::Forbidden(_) if app.namespace().as_deref() != Some(ns) => waiting(
+            Reason::DependencyNotFound,
+            format!("dependsOn {what} does not exist; installed once it does and is ready"),
+        ),
         Found::Forbidden(message) => waiting(
             Reason::Forbidden,
             format!(
@@ -342,10 +349,10 @@ async fn judge(
 
 /// The reason for an expression that could not be used.
 pub fn expression_reason(e: &ExprError) -> Reason {
-    if e.is_bound() {
-        Reason::ExpressionCostExceeded
-    } else {
-        Reason::InvalidExpression
+    match e {
+        ExprError::Busy { .. } => Reason::DependencyNotReady,
+        e if e.is_bound() => Reason::ExpressionCostExceeded,
+        _ => Reason::InvalidExpression,
     }
 }
 

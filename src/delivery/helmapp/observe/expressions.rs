@@ -70,6 +70,10 @@ pub enum ExprError {
     },
     #[error("{field}: took longer than {deadline:?}: given up")]
     Deadline { field: String, deadline: Duration },
+    /// Every slot was taken for all of [`DEADLINE`]: others' expressions,
+    /// not this one — it is tried again, never called too costly.
+    #[error("{field}: not evaluated yet: every evaluation slot is busy; tried again shortly")]
+    Busy { field: String },
     #[error("{field}: evaluation failed: {message}")]
     Runtime { field: String, message: String },
     #[error("{field}: evaluates to {got}, where a bool is needed")]
@@ -138,13 +142,15 @@ pub async fn evaluate(
     // At most RUNNING evaluations at once, each holding its permit until
     // its thread really ends: one given up on at the deadline still counts,
     // so retries never pile threads up.
+    // Waiting for a slot is not this expression's cost: a tenant whose
+    // expressions keep the slots busy must not get another's refused.
     let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, RUNNING.clone().acquire_owned()).await
     else {
-        return Err(ExprError::Deadline {
+        return Err(ExprError::Busy {
             field: field.to_string(),
-            deadline: DEADLINE,
         });
     };
+    let deadline = tokio::time::Instant::now() + DEADLINE;
     let run = tokio::task::spawn_blocking(move || {
         let _permit = permit;
         run(&name, &program, variables)

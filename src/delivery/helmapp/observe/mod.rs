@@ -26,6 +26,7 @@ use crate::delivery::helmapp::decide::desired::config_hash;
 use crate::delivery::helmapp::decide::observed::{Inputs, Observed, Stored, timeout_of};
 use crate::delivery::helmapp::decide::state;
 use crate::delivery::helmapp::decide::target::Target;
+use crate::delivery::helmapp::decide::windows;
 use crate::delivery::names::{APPROVE, FORCE_AT, RECONCILE_AT, UID_LABEL};
 use crate::lean::objects::label;
 use crate::lean::storage::newest_of;
@@ -38,6 +39,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     let entries = release::storage_entries(ctx, &target);
     let entry = newest_of(&entries).cloned();
     let mut o = first_look(ctx, app, target, &entries);
+    o.windows = windows(app, o.now).await;
     let deleting_now = app.metadata.deletion_timestamp.is_some();
     let fresh = if deleting_now || o.newest.as_ref().is_some_and(|n| n.owner != o.uid) {
         release::refresh_owner(ctx, app, &mut o).await
@@ -163,7 +165,7 @@ fn first_look(
         done: Default::default(),
         project_gone: false,
         namespace_going: false,
-        outside_windows: crate::delivery::helmapp::decide::windows::closed_at(app, now),
+        windows: Default::default(),
         storage_recheck: None,
         missing: Vec::new(),
         pending: Vec::new(),
@@ -175,6 +177,18 @@ fn first_look(
         status,
         target,
     }
+}
+
+/// What `app`'s change windows say at `now`, read on a blocking thread:
+/// the schedules' search is bounded, but it is CPU a tenant's spec asks
+/// for, never an async worker's time.
+async fn windows(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> windows::Seen {
+    let Some(spec) = app.spec.change_windows.clone() else {
+        return windows::Seen::Unset;
+    };
+    tokio::task::spawn_blocking(move || windows::look(Some(&spec), now))
+        .await
+        .unwrap_or_else(|e| windows::Seen::Invalid(format!("changeWindows: not read ({e})")))
 }
 
 /// `spec.interval` for a chart of a repository, a registry or Git, or

@@ -11,6 +11,7 @@ use crate::delivery::helmapp::decide::kstatus::Readiness;
 use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 use crate::delivery::helmapp::decide::target::Target;
 use crate::delivery::helmapp::observe::drift::check::Object;
+use crate::delivery::helmapp::observe::expressions::ExprError;
 use crate::lean::members::MEMBER_INDEX;
 
 /// The Deployments, StatefulSets, DaemonSets and Jobs (unless `jobs` is
@@ -141,7 +142,11 @@ async fn judge(check: Option<&HealthCheckExpr>, live: serde_json::Value) -> Read
     match check {
         Some(check) => crate::delivery::helmapp::observe::dependency::health(check, live)
             .await
-            .unwrap_or_else(|e| Readiness::Failed(e.to_string())),
+            .unwrap_or_else(|e| match e {
+                // Others' expressions held the slots: not judged yet.
+                ExprError::Busy { .. } => Readiness::Pending(e.to_string()),
+                e => Readiness::Failed(e.to_string()),
+            }),
         None => crate::delivery::helmapp::decide::kstatus::readiness(&live),
     }
 }

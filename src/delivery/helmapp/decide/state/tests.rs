@@ -75,7 +75,7 @@ pub(crate) fn observed() -> Observed {
         done: Default::default(),
         project_gone: false,
         namespace_going: false,
-        outside_windows: false,
+        windows: Default::default(),
         storage_recheck: None,
         busy: false,
         missing: Vec::new(),
@@ -155,6 +155,10 @@ pub(super) fn check(rows: Vec<Row>) {
         // As observe sets it: the app's own timeout, with no bound.
         observed.timeout =
             crate::delivery::helmapp::decide::observed::timeout_of(&app, Duration::MAX).0;
+        observed.windows = crate::delivery::helmapp::decide::windows::look(
+            app.spec.change_windows.as_ref(),
+            observed.now,
+        );
         let got = decide(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
     }
@@ -999,7 +1003,12 @@ fn outside_the_change_windows_changes_wait_and_the_rest_goes_on() {
             }),
         ),
     ];
-    for (rule, app, observed, expected) in rows {
+    for (rule, app, mut observed, expected) in rows {
+        // As observe reads them.
+        observed.windows = crate::delivery::helmapp::decide::windows::look(
+            app.spec.change_windows.as_ref(),
+            observed.now,
+        );
         let got = decide(&observed, &app);
         assert!(expected(&got), "{rule}: got {got:?}");
     }
