@@ -164,7 +164,10 @@ pub const FIELDS: &[(&str, Fate)] = &[
         "install.remediation.ignoreTestFailures",
         Mapped("test.ignoreFailures"),
     ),
-    ("install.remediation.remediateLastFailure", Ignored),
+    (
+        "install.remediation.remediateLastFailure",
+        Mapped("remediation.onFailure"),
+    ),
     ("install.remediation.retries", Mapped("remediation.retries")),
     (
         "install.replace",
@@ -196,7 +199,12 @@ pub const FIELDS: &[(&str, Fate)] = &[
         Dropped("releases go to the operator's own cluster only"),
     ),
     ("maxHistory", Mapped("maxHistory")),
-    ("persistentClient", Ignored),
+    (
+        "persistentClient",
+        Dropped(
+            "Flux's switch for keeping its in-process Kubernetes client between helm actions; the operator runs each helm action as a process of its own, so there is no client to keep",
+        ),
+    ),
     ("postRenderStrategy", Mapped("postRenderStrategy")),
     ("postRenderers", Container),
     ("postRenderers[].kustomize", Container),
@@ -312,7 +320,10 @@ pub const FIELDS: &[(&str, Fate)] = &[
         "upgrade.remediation.ignoreTestFailures",
         Mapped("test.ignoreFailures"),
     ),
-    ("upgrade.remediation.remediateLastFailure", Ignored),
+    (
+        "upgrade.remediation.remediateLastFailure",
+        Mapped("remediation.onFailure"),
+    ),
     ("upgrade.remediation.retries", Mapped("remediation.retries")),
     (
         "upgrade.remediation.strategy",

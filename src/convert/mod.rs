@@ -652,8 +652,22 @@ impl To<'_> {
         if let Some(r) = retries {
             self.set("remediation.retries", r.clone());
         }
-        if let Some(s) = spec.pointer("/upgrade/remediation/strategy") {
+        let strategy = spec.pointer("/upgrade/remediation/strategy");
+        if let Some(s) = strategy {
             self.set("remediation.onFailure", s.clone());
+        }
+        // Flux's remediateLastFailure: whether the failure left once the
+        // retries are spent is remediated — ours is onFailure, which acts
+        // exactly then (false: the release stays as helm left it).
+        let last = spec
+            .pointer("/upgrade/remediation/remediateLastFailure")
+            .or(spec.pointer("/install/remediation/remediateLastFailure"));
+        match last.and_then(Value::as_bool) {
+            Some(false) => self.set("remediation.onFailure", json!("none")),
+            Some(true) if strategy.is_none() => {
+                self.set("remediation.onFailure", json!("rollback"))
+            }
+            _ => {}
         }
         let ignore = ["install", "upgrade"].iter().any(|a| {
             spec.pointer(&format!("/{a}/remediation/ignoreTestFailures")) == Some(&json!(true))

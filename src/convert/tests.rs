@@ -342,6 +342,25 @@ spec:
                 "valuesFrom": [{ "kind": "ConfigMap", "name": "redis-values" }],
                 "remediation": { "retries": 4, "onFailure": "rollback" } }),
         ),
+        (
+            "remediateLastFailure: false leaves the last failure as helm left it",
+            r#"
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: charts, namespace: apps }
+spec: { url: https://charts.example.com }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: web, namespace: apps }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: charts } } }
+  upgrade: { remediation: { retries: 2, strategy: rollback, remediateLastFailure: false } }
+"#,
+            json!({ "adopt": true, "chart": { "repo": "https://charts.example.com", "name": "web" },
+                "wait": true, "rollback": { "wait": true }, "uninstall": { "wait": true },
+                "remediation": { "retries": 2, "onFailure": "none" } }),
+        ),
     ];
     for (what, yaml, want) in cases {
         let converted = convert(&docs(yaml));

@@ -166,12 +166,8 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
     let status = app.status.as_ref();
     let (ready, reason, _) = super::ask::ready_of(app);
     let version = status.map(|s| s.chart_version.as_str()).unwrap_or_default();
-    let chart = &app.spec.chart;
-    let name = if chart.name.is_empty() {
-        chart.path.rsplit('/').next().unwrap_or_default()
-    } else {
-        chart.name.as_str()
-    };
+    // The chart's own name (status.chartName), else what the spec says.
+    let name = crate::ui::state::chart_label(app);
     Row {
         namespace: app.namespace().unwrap_or_default(),
         name: app.name_any(),

@@ -420,8 +420,9 @@ async fn a_post_renderer_and_common_metadata_are_live_and_stored_and_a_patch_cha
     operator.stop().await;
 }
 
-/// Sets the phase of each `helm test` pod (`<release>-test`) in [`NS`] as
-/// `phases` says for its release, as a kubelet would.
+/// Sets the phase of each `helm test` pod (`<release>-test`, and the
+/// chart's second test `<release>-smoke`) in [`NS`] as `phases` says for
+/// its release, as a kubelet would.
 fn test_pods(
     f: &Fixture,
     phases: Arc<parking_lot::Mutex<BTreeMap<String, String>>>,
@@ -433,7 +434,10 @@ fn test_pods(
             if let Ok(list) = pods.list(&ListParams::default()).await {
                 for p in list.items {
                     let name = p.metadata.name.clone().unwrap_or_default();
-                    let Some(release) = name.strip_suffix("-test") else {
+                    let Some(release) = name
+                        .strip_suffix("-test")
+                        .or_else(|| name.strip_suffix("-smoke"))
+                    else {
                         continue;
                     };
                     let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
@@ -587,23 +591,82 @@ async fn the_flux_port_example_installs_as_written() {
     operator.stop().await;
 }
 
-/// Issue 52: each action's own timeout over `spec.timeout` — an upgrade
-/// whose pre-upgrade hook never ends (no kubelet runs its Pod) fails at
-/// `upgrade.timeout`, while the install ran with `install.timeout`.
+/// A kubelet for the hook Pods of `release` (`<release>-hook`, the
+/// pre-install hook, and `<release>-upgrade-hook`, the pre-upgrade one)
+/// whose container sleeps `sleep`: each Pod succeeds `sleep` after it was
+/// first seen. A Pod helm makes again (a retry: a new uid) sleeps anew.
+fn sleeping_hooks(f: &Fixture, release: &str, sleep: Duration) -> tokio::task::JoinHandle<()> {
+    let client = f.cp.client();
+    let hooks = [format!("{release}-hook"), format!("{release}-upgrade-hook")];
+    tokio::spawn(async move {
+        let pods: Api<Pod> = Api::namespaced(client, NS);
+        let mut seen: BTreeMap<String, std::time::Instant> = BTreeMap::new();
+        loop {
+            if let Ok(list) = pods.list(&ListParams::default()).await {
+                for p in list.items {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    if !hooks.contains(&name) {
+                        continue;
+                    }
+                    let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+                    if phase == "Succeeded" || phase == "Failed" {
+                        continue;
+                    }
+                    let uid = p.metadata.uid.clone().unwrap_or_default();
+                    let since = *seen.entry(uid).or_insert_with(std::time::Instant::now);
+                    if since.elapsed() >= sleep {
+                        let body = json!({ "status": { "phase": "Succeeded" } });
+                        let _ = pods
+                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                            .await;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+}
+
+/// `12.3s` (a history entry's `duration`) in seconds.
+fn seconds(duration: &str) -> f64 {
+    duration
+        .strip_suffix('s')
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not a duration in seconds: {duration:?}"))
+}
+
+/// Issue 52: each action's own timeout over `spec.timeout` (ten minutes
+/// here). The chart's hooks sleep 20 s (no kubelet runs them: one here
+/// makes each hook Pod succeed 20 s after it appears). The install, with
+/// `install.timeout: 1m`, waits its pre-install hook out and succeeds; the
+/// upgrade, with `upgrade.timeout: 5s`, fails at its own timeout — before
+/// its pre-upgrade hook could have finished, so under the install's
+/// timeout (or `spec.timeout`) it would have succeeded.
 #[tokio::test]
 async fn an_upgrade_fails_at_its_own_timeout_and_the_install_had_its_own() {
+    const HOOK_SLEEPS: Duration = Duration::from_secs(20);
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let (wrapper, log) = counting_helm(&f);
     let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
+    let kubelet = sleeping_hooks(&f, "timed", HOOK_SLEEPS);
     apply(
         &f,
         "timed",
-        json!({ "chart": { "path": "tiny" }, "timeout": "10m",
-                "install": { "timeout": "2m" }, "upgrade": { "timeout": "5s" } }),
+        json!({ "chart": { "path": "tiny" }, "values": { "hook": true }, "timeout": "10m",
+                "install": { "timeout": "1m" }, "upgrade": { "timeout": "5s" } }),
     )
     .await;
-    ready(&f, "timed", "InstallSucceeded", 1).await;
+    let installed = ready(&f, "timed", "InstallSucceeded", 1).await;
+    let history = installed.status.unwrap().history;
+    let install = history.iter().find(|h| h.action == "install").unwrap();
+    // The install waited for its hook's 20 s, within its own minute.
+    let ran = seconds(&install.duration);
+    assert!(
+        (HOOK_SLEEPS.as_secs_f64()..60.0).contains(&ran),
+        "{install:?}"
+    );
+
     patch(
         &f,
         "timed",
@@ -612,11 +675,22 @@ async fn an_upgrade_fails_at_its_own_timeout_and_the_install_had_its_own() {
     .await;
     let failed = ready(&f, "timed", "UpgradeFailed", 1).await;
     let history = failed.status.unwrap().history;
-    let upgrade = history.iter().find(|h| h.action == "upgrade").unwrap();
+    // The first upgrade (the history is newest first; retries follow it).
+    let upgrade = history
+        .iter()
+        .rev()
+        .find(|h| h.action == "upgrade")
+        .unwrap();
     assert_eq!(upgrade.result, "failed");
-    // helm gave up at its timeout, not at spec.timeout's ten minutes.
-    let seconds: f64 = upgrade.duration.trim_end_matches('s').parse().unwrap();
-    assert!(seconds < 60.0, "{upgrade:?}");
+    // helm gave up at upgrade.timeout: not before it, and before the
+    // hook's 20 s were up — a causal bound (with the install's minute or
+    // spec.timeout's ten the hook would have ended and the upgrade
+    // succeeded), not a measure of speed.
+    let ran = seconds(&upgrade.duration);
+    assert!(
+        (5.0..HOOK_SLEEPS.as_secs_f64()).contains(&ran),
+        "{upgrade:?}"
+    );
     let runs = runs_of(&log, "timed");
     let timeouts: Vec<&str> = runs
         .iter()
@@ -624,26 +698,29 @@ async fn an_upgrade_fails_at_its_own_timeout_and_the_install_had_its_own() {
         .filter_map(|r| value_of(r, "--timeout"))
         .collect();
     // The install with its own, each upgrade (retries too) with its own.
-    assert_eq!(timeouts.first(), Some(&"120s"), "{runs:?}");
+    assert_eq!(timeouts.first(), Some(&"60s"), "{runs:?}");
     assert!(
         timeouts.len() > 1 && timeouts[1..].iter().all(|t| *t == "5s"),
         "{runs:?}"
     );
+    kubelet.abort();
     operator.stop().await;
 }
 
-/// Issue 52: `test.filters` runs only what they let through — the
-/// excluded test hook is never created, the other one runs.
+/// Issue 52: `test.filters` runs only what they let through. Excluding:
+/// the excluded test hook is never created, the other one runs. Including
+/// (a `name` without `exclude`): the named test alone runs, the other is
+/// never created.
 #[tokio::test]
-async fn test_filters_leave_the_excluded_test_out() {
+async fn test_filters_run_the_named_test_alone_or_leave_the_excluded_one_out() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let (wrapper, log) = counting_helm(&f);
     let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
-    let phases = Arc::new(parking_lot::Mutex::new(BTreeMap::from([(
-        "filtered".to_string(),
-        "Succeeded".to_string(),
-    )])));
+    let phases = Arc::new(parking_lot::Mutex::new(BTreeMap::from([
+        ("filtered".to_string(), "Succeeded".to_string()),
+        ("chosen".to_string(), "Succeeded".to_string()),
+    ])));
     let kubelet = test_pods(&f, phases);
     apply(
         &f,
@@ -652,13 +729,22 @@ async fn test_filters_leave_the_excluded_test_out() {
                 "test": { "enable": true, "filters": [{ "name": "filtered-smoke", "exclude": true }] } }),
     )
     .await;
+    apply(
+        &f,
+        "chosen",
+        json!({ "chart": { "path": "tiny" }, "values": { "smokeTest": true },
+                "test": { "enable": true, "filters": [{ "name": "chosen-smoke" }] } }),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(f.cp.client(), NS);
+
+    // Excluding.
     let app = ready(&f, "filtered", "InstallSucceeded", 1).await;
     let history = app.status.unwrap().history;
     assert_eq!(
         (history[0].action.as_str(), history[0].result.as_str()),
         ("test", "succeeded")
     );
-    let pods: Api<Pod> = Api::namespaced(f.cp.client(), NS);
     assert!(
         pods.get_opt("filtered-test").await.unwrap().is_some(),
         "the test ran"
@@ -672,6 +758,32 @@ async fn test_filters_leave_the_excluded_test_out() {
         .find(|r| r[0] == "test")
         .unwrap();
     assert_eq!(value_of(&test, "--filter"), Some("!name=filtered-smoke"));
+
+    // Including: the named test alone.
+    let app = ready(&f, "chosen", "InstallSucceeded", 1).await;
+    let history = app.status.unwrap().history;
+    assert_eq!(
+        (history[0].action.as_str(), history[0].result.as_str()),
+        ("test", "succeeded")
+    );
+    assert!(
+        pods.get_opt("chosen-smoke").await.unwrap().is_some(),
+        "the named test ran"
+    );
+    assert!(
+        pods.get_opt("chosen-test").await.unwrap().is_none(),
+        "the test not named was never created"
+    );
+    let test = runs_of(&log, "chosen")
+        .into_iter()
+        .find(|r| r[0] == "test")
+        .unwrap();
+    assert_eq!(value_of(&test, "--filter"), Some("name=chosen-smoke"));
+    assert_eq!(
+        test.iter().filter(|w| *w == "--filter").count(),
+        1,
+        "{test:?}"
+    );
     kubelet.abort();
     operator.stop().await;
 }

@@ -132,10 +132,14 @@ async fn a_converted_helmrelease_adopts_flux_s_release_without_a_new_revision() 
 
 /// Issue 52: a HelmRelease using the fields that convert since (drift
 /// ignore targets by group, version and selectors; `postRenderStrategy`;
-/// a patch target by label; `valuesFrom[].literal`; the strategies, the
-/// per-action timeouts and test filters; inline values over valuesFrom)
-/// converts with none of them noted as lost, installs, and each does what
-/// Flux's does; the generated table lists each as converted.
+/// a patch target by label; `valuesFrom[].literal`; the strategies, every
+/// per-action timeout and test filters; `disableWaitForJobs` of install,
+/// upgrade and rollback, `disableWait` of rollback and uninstall;
+/// `upgrade.chartNameChangeStrategy`; `chart.spec.verify` by cosign, the
+/// chart really signed; inline values over valuesFrom) converts with none
+/// of them noted as lost, each where the HelmApp has it, installs, and
+/// each does what Flux's does; the generated table lists each as
+/// converted.
 #[tokio::test]
 async fn a_helmrelease_using_every_newly_converted_field_installs_as_converted() {
     let f = Fixture::new().await;
@@ -146,10 +150,20 @@ async fn a_helmrelease_using_every_newly_converted_field_installs_as_converted()
     }))
     .unwrap();
     raw.create(&PostParams::default(), &cm).await.unwrap();
+    // The chart in an OCI registry, signed with a cosign key: what
+    // `chart.spec.verify` asks for.
     let charts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = envtest::ChartRepo::start(&f.cp, &[&charts.join("tiny")], None)
-        .await
+    let registry = envtest::OciRegistry::start(&f.cp, false).await.unwrap();
+    let (oci, digest) = registry
+        .push_with_digest(&f.cp, &charts.join("tiny"))
         .unwrap();
+    let keys = f.cp.dir().join("cosign-every");
+    std::fs::create_dir_all(&keys).unwrap();
+    envtest::signing::cosign(&f.cp, &keys, &["generate-key-pair"]).unwrap();
+    envtest::signing::cosign_sign(&f.cp, &keys, &oci, &digest, &["--key", "cosign.key"]).unwrap();
+    let public = std::fs::read_to_string(keys.join("cosign.pub")).unwrap();
+    f.secret(NS, "cosign-pub", &[("cosign.pub", public.as_str())])
+        .await;
     let flux = f.cp.dir().join("flux-every.yaml");
     std::fs::write(
         &flux,
@@ -157,14 +171,19 @@ async fn a_helmrelease_using_every_newly_converted_field_installs_as_converted()
             r#"apiVersion: source.toolkit.fluxcd.io/v1
 kind: HelmRepository
 metadata: {{ name: charts, namespace: {NS} }}
-spec: {{ url: {url} }}
+spec: {{ type: oci, url: "oci://{host}/charts", insecure: true }}
 ---
 apiVersion: helm.toolkit.fluxcd.io/v2
 kind: HelmRelease
 metadata: {{ name: every, namespace: {NS} }}
 spec:
   interval: 5m
-  chart: {{ spec: {{ chart: tiny, version: 0.1.0, sourceRef: {{ kind: HelmRepository, name: charts }} }} }}
+  chart:
+    spec:
+      chart: tiny
+      version: 0.1.0
+      sourceRef: {{ kind: HelmRepository, name: charts }}
+      verify: {{ provider: cosign, secretRef: {{ name: cosign-pub }} }}
   values: {{ hookConfigMap: true, label: tuned }}
   valuesFrom:
     - {{ kind: ConfigMap, name: raw, valuesKey: greeting, targetPath: greeting, literal: true }}
@@ -180,11 +199,17 @@ spec:
     ignore:
       - paths: [/data]
         target: {{ group: "^$", version: v1, kind: ConfigMap, labelSelector: "extra=tuned", annotationSelector: "!absent" }}
-  install: {{ timeout: 2m, strategy: {{ name: RetryOnFailure, retryInterval: 30s }} }}
-  upgrade: {{ timeout: 3m, strategy: {{ name: RetryOnFailure, retryInterval: 30s }} }}
-  test: {{ enable: false, filters: [{{ name: every-smoke, exclude: true }}] }}
+  install: {{ timeout: 2m, disableWaitForJobs: true, strategy: {{ name: RetryOnFailure, retryInterval: 30s }} }}
+  upgrade:
+    timeout: 3m
+    disableWaitForJobs: true
+    chartNameChangeStrategy: InPlaceUpdate
+    strategy: {{ name: RetryOnFailure, retryInterval: 30s }}
+  rollback: {{ timeout: 4m, disableWait: true, disableWaitForJobs: true }}
+  uninstall: {{ timeout: 1m, disableWait: true }}
+  test: {{ enable: false, timeout: 2m, filters: [{{ name: every-smoke, exclude: true }}] }}
 "#,
-            url = repo.url()
+            host = registry.host()
         ),
     )
     .unwrap();
@@ -199,6 +224,32 @@ spec:
         "nothing noted as lost: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Each field where the HelmApp has it (read from what convert wrote:
+    // a `false` here is the converter's, not a default).
+    let app: serde_json::Value =
+        serde_yaml_ng::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let spec = &app["spec"];
+    for (at, want) in [
+        ("/chart/oci", json!(oci)),
+        (
+            "/chart/verify",
+            json!({ "provider": "cosign", "secretRef": { "name": "cosign-pub" } }),
+        ),
+        ("/install/timeout", json!("2m")),
+        ("/upgrade/timeout", json!("3m")),
+        ("/rollback/timeout", json!("4m")),
+        ("/uninstall/timeout", json!("1m")),
+        ("/test/timeout", json!("2m")),
+        ("/install/disableWaitForJobs", json!(true)),
+        ("/upgrade/disableWaitForJobs", json!(true)),
+        ("/rollback/disableWaitForJobs", json!(true)),
+        ("/wait", json!(true)),
+        ("/rollback/wait", json!(false)),
+        ("/uninstall/wait", json!(false)),
+        ("/upgrade/chartNameChangeStrategy", json!("InPlaceUpdate")),
+    ] {
+        assert_eq!(spec.pointer(at), Some(&want), "{at}: {spec}");
+    }
     let converted = f.cp.dir().join("every.yaml");
     std::fs::write(&converted, &out.stdout).unwrap();
 
@@ -206,14 +257,31 @@ spec:
     f.kubectl(&["apply", "-f", converted.to_str().unwrap()]);
     // (Converted, it waits as Flux does: `Ready` once its objects are; the
     // history says what ran.)
-    eventually("installed and ready", 120, || async {
+    let installed = eventually("installed and ready", 120, || async {
         let app = get(&f, "every").await?;
         let st = app.status.as_ref()?;
         let last = st.history.first()?;
         let installed = last.action == "install" && last.result == "succeeded";
-        (is_ready(&app) && st.revision == 1 && installed).then_some(())
+        (is_ready(&app) && st.revision == 1 && installed).then_some(app.clone())
     })
     .await;
+    // `chart.spec.verify`: the chart installed was the one the key signed.
+    let verification = installed
+        .status
+        .unwrap()
+        .verification
+        .expect("status.verification");
+    assert_eq!(
+        (verification.provider.as_str(), verification.digest.as_str()),
+        ("cosign", digest.as_str())
+    );
+    assert!(
+        verification
+            .signer
+            .starts_with(&format!("key {NS}/cosign-pub/cosign.pub")),
+        "{}",
+        verification.signer
+    );
     let live = raw.get("every-tiny").await.unwrap();
     assert_eq!(
         live.metadata.labels.as_ref().unwrap()["extra"],
@@ -254,16 +322,32 @@ spec:
     )
     .unwrap();
     for field in [
+        "chart.spec.verify.provider",
+        "chart.spec.verify.secretRef",
         "driftDetection.ignore[].target.group",
         "driftDetection.ignore[].target.version",
         "driftDetection.ignore[].target.labelSelector",
         "driftDetection.ignore[].target.annotationSelector",
         "postRenderStrategy",
         "valuesFrom[].literal",
+        "valuesFrom[].targetPath",
         "install.strategy.name",
+        "install.strategy.retryInterval",
+        "upgrade.strategy.name",
         "upgrade.strategy.retryInterval",
+        "install.timeout",
         "upgrade.timeout",
+        "rollback.timeout",
+        "uninstall.timeout",
+        "test.timeout",
+        "install.disableWaitForJobs",
+        "upgrade.disableWaitForJobs",
+        "rollback.disableWaitForJobs",
+        "rollback.disableWait",
+        "uninstall.disableWait",
+        "upgrade.chartNameChangeStrategy",
         "test.filters[].name",
+        "test.filters[].exclude",
     ] {
         let row = table
             .lines()

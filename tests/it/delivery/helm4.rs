@@ -5,6 +5,8 @@
 
 use super::*;
 use hossted_operator::lean::helm::release_json;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v1::ScaleSpec;
 
 async fn live_configmap(f: &Fixture, name: &str) -> ConfigMap {
     Api::<ConfigMap>::namespaced(f.cp.client(), NS)
@@ -259,5 +261,163 @@ async fn a_field_another_manager_took_is_taken_back_by_the_upgrade_unless_told_n
     assert!(ready_message.contains(".data.greeting"), "{ready_message}");
     let cm = live_configmap(&f, "taken-tiny").await;
     assert_eq!(cm.data.as_ref().unwrap()["greeting"], "by hand again");
+    operator.stop().await;
+}
+
+/// The field manager standing in for the HorizontalPodAutoscaler.
+const HPA: &str = "hpa-like";
+
+/// Scales Deployment `name` to `replicas` as the HPA controller does: an
+/// update through its `scale` subresource, under a field manager of its
+/// own.
+async fn scale_as_hpa(f: &Fixture, name: &str, replicas: i32) {
+    let deployments: Api<Deployment> = Api::namespaced(f.cp.client(), NS);
+    let mut scale = deployments.get_scale(name).await.unwrap();
+    scale.spec = Some(ScaleSpec {
+        replicas: Some(replicas),
+    });
+    deployments
+        .replace_scale(
+            name,
+            &PostParams {
+                field_manager: Some(HPA.into()),
+                ..Default::default()
+            },
+            &scale,
+        )
+        .await
+        .unwrap();
+}
+
+async fn live_deployment(f: &Fixture, name: &str) -> Deployment {
+    Api::<Deployment>::namespaced(f.cp.client(), NS)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+fn replicas(d: &Deployment) -> Option<i32> {
+    d.spec.as_ref().and_then(|s| s.replicas)
+}
+
+fn image(d: &Deployment) -> Option<String> {
+    d.spec.as_ref()?.template.spec.as_ref()?.containers[0]
+        .image
+        .clone()
+}
+
+/// Who manages `spec.replicas` of `d`.
+fn replicas_managers(d: &Deployment) -> Vec<String> {
+    d.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|v| v.0.pointer("/f:spec/f:replicas").is_some())
+        })
+        .map(|m| m.manager.clone().unwrap_or_default())
+        .collect()
+}
+
+/// A `helm upgrade --dry-run=…` (a render, not a run).
+fn dry_run(call: &HelmCall) -> bool {
+    call.words.iter().any(|w| w.starts_with("--dry-run"))
+}
+
+/// Issue 52, HPA-owned `replicas`: the chart (`deploy`) sets
+/// `spec.replicas: 1`; another manager scales the Deployment to 5 through
+/// its `scale` subresource, as an HPA does. As docs/helm.md says: with the
+/// default (`forceConflicts: true`) a values upgrade succeeds and resets
+/// replicas to the chart's number, `helm` their only manager; with
+/// `upgrade.forceConflicts: false` the upgrade fails (`UpgradeFailed`) on
+/// the conflict, naming `.spec.replicas` and its manager, and the
+/// replicas stay the HPA's.
+#[tokio::test]
+async fn an_hpa_s_replicas_are_reset_by_the_upgrade_unless_told_not_to_force() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f.start_delivery_with(|s| s.helm.binary = wrapper).await;
+    let spec = |tag: &str, force: bool| {
+        json!({ "spec": {
+            "chart": { "path": "deploy" },
+            "drift": { "mode": "disabled" },
+            "values": { "image": format!("registry.example.com/app:{tag}") },
+            "upgrade": { "forceConflicts": force }
+        } })
+    };
+    apply(&f, "scaled", spec("1.0.0", true)["spec"].clone()).await;
+    ready(&f, "scaled", "InstallSucceeded", 1).await;
+    assert_eq!(replicas(&live_deployment(&f, "scaled").await), Some(1));
+    scale_as_hpa(&f, "scaled", 5).await;
+    let scaled = live_deployment(&f, "scaled").await;
+    assert_eq!(replicas(&scaled), Some(5));
+    assert_eq!(
+        replicas_managers(&scaled),
+        [HPA],
+        "{:?}",
+        scaled.metadata.managed_fields
+    );
+
+    // The default: the upgrade takes replicas back to the chart's.
+    patch(&f, "scaled", spec("1.0.1", true)).await;
+    ready(&f, "scaled", "UpgradeSucceeded", 2).await;
+    let upgraded = live_deployment(&f, "scaled").await;
+    assert_eq!(replicas(&upgraded), Some(1), "the chart's replicas again");
+    assert_eq!(
+        image(&upgraded).as_deref(),
+        Some("registry.example.com/app:1.0.1")
+    );
+    assert_eq!(
+        replicas_managers(&upgraded),
+        ["helm"],
+        "{:?}",
+        upgraded.metadata.managed_fields
+    );
+    let upgrade = helm_calls(&log)
+        .into_iter()
+        .rfind(|c| c.subcommand == "upgrade" && c.on("scaled") && !dry_run(c))
+        .unwrap();
+    for flag in ["--server-side=true", "--force-conflicts"] {
+        assert!(
+            upgrade.words.iter().any(|w| w == flag),
+            "{flag}: {upgrade:?}"
+        );
+    }
+
+    // forceConflicts: false — the HPA scales again and the next upgrade
+    // fails on the conflict; its replicas stay.
+    scale_as_hpa(&f, "scaled", 5).await;
+    patch(&f, "scaled", spec("1.0.2", false)).await;
+    let failed = ready(&f, "scaled", "UpgradeFailed", 2).await;
+    let kept = live_deployment(&f, "scaled").await;
+    assert_eq!(replicas(&kept), Some(5), "the HPA's replicas stay");
+    assert_eq!(
+        image(&kept).as_deref(),
+        Some("registry.example.com/app:1.0.1"),
+        "nothing of the failed upgrade applied"
+    );
+    let ready_message = failed
+        .status
+        .unwrap()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .unwrap()
+        .message;
+    assert!(
+        ready_message.contains(".spec.replicas") && ready_message.contains(HPA),
+        "the field and its manager named: {ready_message}"
+    );
+    let upgrade = helm_calls(&log)
+        .into_iter()
+        .rfind(|c| c.subcommand == "upgrade" && c.on("scaled") && !dry_run(c))
+        .unwrap();
+    assert!(
+        !upgrade.words.iter().any(|w| w == "--force-conflicts"),
+        "{upgrade:?}"
+    );
     operator.stop().await;
 }

@@ -37,7 +37,7 @@ pub use windows::*;
     status = "HelmAppStatus",
     printcolumn = r#"{"name":"Release","type":"string","jsonPath":".status.releaseName"}"#,
     printcolumn = r#"{"name":"Namespace","type":"string","jsonPath":".status.targetNamespace"}"#,
-    printcolumn = r#"{"name":"Chart","type":"string","jsonPath":".spec.chart.name"}"#,
+    printcolumn = r#"{"name":"Chart","type":"string","jsonPath":".status.chartName"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".status.chartVersion"}"#,
     printcolumn = r#"{"name":"Latest","type":"string","jsonPath":".status.latestAvailable"}"#,
     printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.revision"}"#,

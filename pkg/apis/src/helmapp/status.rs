@@ -29,10 +29,12 @@ pub struct HelmAppStatus {
     /// The resolved chart version.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_version: String,
-    /// The chart's name as the operator's own last install or upgrade made
-    /// the release (helm's output, never the storage); empty after a
-    /// rollback or an adoption. What `upgrade.chartNameChangeStrategy`
-    /// compares with.
+    /// The chart's own name (its Chart.yaml's) as the operator's own last
+    /// install or upgrade made the release (helm's output, never the
+    /// storage); empty after a rollback or an adoption, until the next.
+    /// The CHART column, the Ready message, `kubectl hossted get` and the
+    /// web view show it (an OCI or Git chart has no name in the spec), and
+    /// `upgrade.chartNameChangeStrategy` compares with it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub chart_name: String,
     /// Where the chart last installed or upgraded came from, when it is

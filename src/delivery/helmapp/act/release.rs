@@ -323,12 +323,17 @@ fn succeeded(
         RunKind::Upgrade => Reason::UpgradeSucceeded,
         RunKind::Repair => Reason::DriftRepaired,
     };
+    // The chart's own name (its Chart.yaml, as helm stored it): an OCI
+    // or Git chart has none in the spec.
+    let chart = match released.chart_name.as_str() {
+        "" => app.spec.chart.name.as_str(),
+        name => name,
+    };
     let message = format!(
-        "{} of {} succeeded: revision {}, chart {} {}",
+        "{} of {} succeeded: revision {}, chart {chart} {}",
         kind.action(),
         o.target.key(),
         released.revision,
-        app.spec.chart.name,
         released.chart_version
     );
     if let Some(Inputs::Ready { chart, .. }) = &o.inputs {
