@@ -80,10 +80,14 @@ async fn incomplete(client: &kube::Client, i: usize, value: &str) -> Option<Stri
         return Some("not Ready at its last generation".into());
     }
     let release = name(i);
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), NS)
+    // A read that fails is no evidence of completeness.
+    let cm = match Api::<ConfigMap>::namespaced(client.clone(), NS)
         .get_opt(&format!("{release}-env"))
         .await
-        .ok()?;
+    {
+        Ok(cm) => cm,
+        Err(e) => return Some(format!("ConfigMap cannot be read: {e}")),
+    };
     match cm
         .and_then(|c| c.data)
         .and_then(|d| d.get("LOG_LEVEL").cloned())
@@ -92,11 +96,13 @@ async fn incomplete(client: &kube::Client, i: usize, value: &str) -> Option<Stri
         Some(v) if v != value => return Some(format!("LOG_LEVEL {v}, want {value}")),
         Some(_) => {}
     }
-    let svc = Api::<Service>::namespaced(client.clone(), NS)
+    match Api::<Service>::namespaced(client.clone(), NS)
         .get_opt(&format!("{release}-app"))
         .await
-        .ok()?;
-    svc.is_none().then(|| "Service missing".into())
+    {
+        Ok(svc) => svc.is_none().then(|| "Service missing".into()),
+        Err(e) => Some(format!("Service cannot be read: {e}")),
+    }
 }
 
 /// Least-squares slope of `(minute, MiB)` points, in MiB per hour.

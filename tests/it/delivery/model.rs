@@ -242,25 +242,27 @@ async fn mismatch(f: &Fixture, model: &Model) -> Option<String> {
     if status.chart_version != model.version {
         return Some(format!("chartVersion {}", status.chart_version));
     }
+    // A read that fails is no evidence of convergence: it is a mismatch
+    // (the next look reads again).
     let services: Api<Service> = Api::namespaced(f.cp.client(), NS);
-    if services.get_opt("hunted-app").await.ok()?.is_none() {
-        return Some("the Service is missing".into());
+    match services.get_opt("hunted-app").await {
+        Ok(Some(_)) => {}
+        Ok(None) => return Some("the Service is missing".into()),
+        Err(e) => return Some(format!("the Service could not be read: {e}")),
     }
     let deployments: Api<Deployment> = Api::namespaced(f.cp.client(), NS);
-    let replicas = deployments
-        .get_opt("hunted-app")
-        .await
-        .ok()?
-        .and_then(|d| d.spec?.replicas);
+    let replicas = match deployments.get_opt("hunted-app").await {
+        Ok(d) => d.and_then(|d| d.spec?.replicas),
+        Err(e) => return Some(format!("the Deployment could not be read: {e}")),
+    };
     if replicas != Some(1) {
         return Some(format!("Deployment replicas {replicas:?}"));
     }
     let configmaps: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
-    let data = configmaps
-        .get_opt("hunted-env")
-        .await
-        .ok()?
-        .and_then(|c| c.data);
+    let data = match configmaps.get_opt("hunted-env").await {
+        Ok(c) => c.and_then(|c| c.data),
+        Err(e) => return Some(format!("the ConfigMap could not be read: {e}")),
+    };
     let want: BTreeMap<String, String> = [
         ("chart", model.version.to_string()),
         ("greeting", model.greeting.clone()),
