@@ -166,7 +166,9 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ),
     (
         "install.remediation.remediateLastFailure",
-        Mapped("remediation.onFailure"),
+        Dropped(
+            "a failed install is always uninstalled before it is tried again; remediateLastFailure applies to upgrades (onFailure)",
+        ),
     ),
     ("install.remediation.retries", Mapped("remediation.retries")),
     (

@@ -659,9 +659,9 @@ impl To<'_> {
         // Flux's remediateLastFailure: whether the failure left once the
         // retries are spent is remediated — ours is onFailure, which acts
         // exactly then (false: the release stays as helm left it).
-        let last = spec
-            .pointer("/upgrade/remediation/remediateLastFailure")
-            .or(spec.pointer("/install/remediation/remediateLastFailure"));
+        // onFailure acts after a failed upgrade: the upgrade's setting (the
+        // install's remedy is always an uninstall and a retry).
+        let last = spec.pointer("/upgrade/remediation/remediateLastFailure");
         match last.and_then(Value::as_bool) {
             Some(false) => self.set("remediation.onFailure", json!("none")),
             Some(true) if strategy.is_none() => {

@@ -177,7 +177,10 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
             .map(|s| s.revision)
             .filter(|r| *r > 0)
             .map_or("-".into(), |r| r.to_string()),
-        chart: format!("{name}@{}", if version.is_empty() { "-" } else { version }),
+        chart: printable(&format!(
+            "{name}@{}",
+            if version.is_empty() { "-" } else { version }
+        )),
         drift: status.map_or("-".into(), |s| s.drift.len().to_string()),
         update: status
             .filter(|s| crate::delivery::helmapp::observe::updates::newer(s))
@@ -211,6 +214,15 @@ fn age(
         return "-".into();
     };
     crate::duration::short(now.timestamp() - created.0.as_second())
+}
+
+/// `s` with its control characters (C0, DEL, C1) shown as `?`: a chart's
+/// OCI reference or Git path is the tenant's text, and an escape sequence
+/// in it would speak to the terminal of whoever lists the apps.
+fn printable(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {

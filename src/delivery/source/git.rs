@@ -32,7 +32,7 @@ use crate::lean::hex::hex;
 /// Bytes of one object of a fetched pack, inflated, at most (and of any one
 /// allocation indexing the pack makes): what the server declares is
 /// refused before it is allocated.
-pub const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
+pub const MAX_OBJECT_BYTES: u64 = MAX_CHART_BYTES;
 /// Bytes of packs received for one fetch, at most.
 pub const MAX_PACK_BYTES: u64 = 256 * 1024 * 1024;
 /// Files of a chart directory, at most.
@@ -515,13 +515,32 @@ fn fetch_into(
     let transport = transport(source, link, budget)?;
     let depth = std::num::NonZeroU32::new(1).expect("1 is not 0");
     let interrupt = AtomicBool::new(false);
-    let outcome = remote
-        .to_connection_with_transport(transport)
-        .prepare_fetch(gix::progress::Discard, Default::default())
-        .map_err(|e| said(e, budget))?
-        .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
-        .receive(gix::progress::Discard, &interrupt)
-        .map_err(|e| said(e, budget))?;
+    let ended = AtomicBool::new(false);
+    // The pack's deltas are resolved after its last byte arrived, where the
+    // reader's deadline no longer looks: gitoxide is interrupted at it.
+    let outcome = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !ended.load(Ordering::Relaxed) {
+                if Instant::now() >= budget.deadline {
+                    interrupt.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        let outcome = remote
+            .to_connection_with_transport(transport)
+            .prepare_fetch(gix::progress::Discard, Default::default())
+            .map_err(|e| said(e, budget))
+            .and_then(|prepared| {
+                prepared
+                    .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
+                    .receive(gix::progress::Discard, &interrupt)
+                    .map_err(|e| said(e, budget))
+            });
+        ended.store(true, Ordering::Relaxed);
+        outcome
+    })?;
     let mapping = outcome
         .ref_map
         .mappings

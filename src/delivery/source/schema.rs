@@ -36,79 +36,31 @@ pub fn check(path: &str, text: &[u8]) -> Result<(), String> {
     }
     let doc: Value = serde_json::from_slice(text)
         .map_err(|e| format!("{path} is not JSON ({})", e.classify_name()))?;
-    let mut todo = vec![(Place::Schema, &doc)];
-    while let Some((place, v)) = todo.pop() {
+    // Every object of the file is read, data included: a local pointer
+    // (`"$ref": "#/default"`) makes helm's validator compile whatever it
+    // points at — a keyword's data, a property named `default` — as a
+    // schema, so no part of the document is out of its reach.
+    let mut todo = vec![&doc];
+    while let Some(v) = todo.pop() {
         match v {
             Value::Object(map) => {
                 for (k, v) in map {
-                    let inner = place.of(k);
-                    if inner == Place::Data {
-                        continue;
-                    }
                     if let Value::String(s) = v
                         && let Some(why) = refused(k, s)
                     {
                         let shown: String = s.chars().take(200).collect();
                         return Err(format!(
-                            "{path}: {k} {shown:?} {why}; helm would load it itself, outside the operator's address policy (only references inside the schema, \"#/…\", are allowed)"
+                            "{path}: {k} {shown:?} {why}; helm would load it itself, outside the operator's address policy (only references inside the schema, \"#/…\", are allowed, anywhere in the file)"
                         ));
                     }
-                    todo.push((inner, v));
+                    todo.push(v);
                 }
             }
-            Value::Array(items) => todo.extend(items.iter().map(|i| (place, i))),
+            Value::Array(items) => todo.extend(items),
             _ => {}
         }
     }
     Ok(())
-}
-
-/// Where a JSON value sits in a schema: whether its keys are keywords,
-/// names, or neither known. Only a keyword's own data (`default`, `enum`…)
-/// is left unread: a property or definition *named* `default` is a schema
-/// helm compiles, and a value under a keyword helm does not know is read
-/// whole — a reference in it is refused as anywhere else.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Place {
-    /// A schema: its keys are keywords.
-    Schema,
-    /// A map of names to schemas (`properties`, `$defs`…).
-    Names,
-    /// Data a keyword holds, never loaded.
-    Data,
-    /// Under a keyword helm does not know: everything is read.
-    Unknown,
-}
-
-impl Place {
-    /// The place of the value under `key` in a value at `self`.
-    fn of(self, key: &str) -> Place {
-        match self {
-            Place::Names => Place::Schema,
-            Place::Unknown | Place::Data => Place::Unknown,
-            Place::Schema => match key {
-                "default" | "const" | "enum" | "examples" => Place::Data,
-                "properties" | "patternProperties" | "definitions" | "$defs"
-                | "dependentSchemas" | "dependencies" => Place::Names,
-                "allOf"
-                | "anyOf"
-                | "oneOf"
-                | "not"
-                | "if"
-                | "then"
-                | "else"
-                | "items"
-                | "prefixItems"
-                | "additionalItems"
-                | "additionalProperties"
-                | "contains"
-                | "propertyNames"
-                | "unevaluatedItems"
-                | "unevaluatedProperties" => Place::Schema,
-                _ => Place::Unknown,
-            },
-        }
-    }
 }
 
 /// Why the keyword `key` with value `value` is refused, if it is.
@@ -167,12 +119,22 @@ mod tests {
             assert!(e.starts_with("charts/sub/values.schema.json: $"), "{e}");
         }
         assert!(check("values.schema.json", b"{not json").is_err());
-        // Bitnami's charts name the unversioned meta-schema; a string in a
-        // default is data.
-        let bitnami = br#"{"$schema": "http://json-schema.org/schema#", "properties": {"a": {"default": {"$ref": "http://x"}}}}"#;
+        // Bitnami's charts name the unversioned meta-schema.
+        let bitnami = br#"{"$schema": "http://json-schema.org/schema#", "properties": {"a": {"default": "$ref"}}}"#;
         assert_eq!(check("values.schema.json", bitnami), Ok(()));
-        // A schema *named* like a data keyword is still a schema helm
-        // compiles; a keyword helm does not know is read whole.
+        // A keyword's data is a schema too once a local pointer names it.
+        for pointed in [
+            r##"{"default": {"$ref": "http://169.254.169.254/"}, "$ref": "#/default"}"##,
+            r##"{"enum": [{"$ref": "http://x/"}], "$ref": "#/enum/0"}"##,
+            r##"{"properties": {"a": {"examples": [{"$schema": "http://x/"}]}}}"##,
+        ] {
+            assert!(
+                check("values.schema.json", pointed.as_bytes()).is_err(),
+                "{pointed}"
+            );
+        }
+        // A schema *named* like a data keyword, or under a keyword helm does
+        // not know.
         for named in [
             r#"{"properties": {"default": {"$ref": "http://169.254.169.254/"}}}"#,
             r##"{"definitions": {"enum": {"$ref": "http://x/"}}, "$ref": "#/definitions/enum"}"##,

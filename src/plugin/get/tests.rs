@@ -89,3 +89,19 @@ fn a_set_is_a_tree_in_its_order_and_the_other_apps_follow() {
     let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
     assert_eq!(row[7], "window:2026-12-01T21:00:00Z", "{out}");
 }
+
+#[test]
+fn the_chart_is_named_by_its_status_and_a_tenants_escape_never_reaches_the_terminal() {
+    let mut named = app("named", None, "True", "InstallSucceeded", 1);
+    named.spec.chart =
+        serde_json::from_value(json!({ "oci": "oci://r.example.com/charts/x" })).unwrap();
+    named.status.as_mut().unwrap().chart_name = "podinfo".into();
+    assert_eq!(app_row(&named, now()).chart, "podinfo@0.1.0");
+
+    let mut hostile = app("hostile", None, "True", "InstallSucceeded", 1);
+    hostile.spec.chart =
+        serde_json::from_value(json!({ "oci": "oci://r.example.com/\u{1b}]52;c;aGk=\u{7}" }))
+            .unwrap();
+    let row = app_row(&hostile, now());
+    assert!(!row.chart.chars().any(char::is_control), "{:?}", row.chart);
+}

@@ -18,6 +18,10 @@ use crate::delivery::helmapp::decide::observed::{Inputs, Observed, RunEnded, Run
 use crate::delivery::helmapp::decide::run_flags;
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
+/// The longest chart name kept in the status and shown (a Kubernetes
+/// object name's bound; helm's own rule is looser).
+const MAX_CHART_NAME: usize = 253;
+
 /// Runs helm for `app` (see the module docs).
 pub async fn run(
     ctx: &Context,
@@ -327,6 +331,7 @@ fn succeeded(
     // or Git chart has none in the spec.
     let chart = match released.chart_name.as_str() {
         "" => app.spec.chart.name.as_str(),
+        name if name.len() > MAX_CHART_NAME => "(a name too long to show)",
         name => name,
     };
     let message = format!(
@@ -346,7 +351,12 @@ fn succeeded(
     let status = &mut o.status;
     status.revision = released.revision;
     status.chart_version = released.chart_version.clone();
-    status.chart_name = released.chart_name.clone();
+    // A chart's author writes its name: one too long to be a name is not
+    // kept (unknown, as after a rollback) — never a status too big to write.
+    status.chart_name = Some(&released.chart_name)
+        .filter(|n| n.len() <= MAX_CHART_NAME)
+        .cloned()
+        .unwrap_or_default();
     status.app_version = released.app_version;
     status.config_hash = hash.to_string();
     status.last_action = kind.action().into();

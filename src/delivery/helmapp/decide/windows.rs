@@ -130,6 +130,21 @@ impl Window {
                 w.schedule
             )
         })?;
+        // A schedule that never fires (`0 0 31 2 *`) would make each of the
+        // verdict's lookups search to the calendar's end: refused here,
+        // once. Four years and a day hold every schedule that fires at all
+        // (29 February).
+        let reference = chrono::DateTime::<Utc>::from_timestamp(1_704_067_200, 0) // 2024-01-01
+            .unwrap_or_default();
+        let fires = schedule
+            .find_next_occurrence(&reference, false)
+            .is_ok_and(|next| next - reference <= chrono::Duration::days(4 * 366));
+        if !fires {
+            return Err(format!(
+                "{field}.schedule {:?} never opens (no date matches it)",
+                w.schedule
+            ));
+        }
         let duration =
             crate::duration::parse(&w.duration).map_err(|e| format!("{field}.duration: {e}"))?;
         if duration.is_zero() || duration > MAX_DURATION {
@@ -338,5 +353,24 @@ mod tests {
         assert!(bad("", "0 25 * * *", "1h").starts_with("changeWindows.allow[0].schedule"));
         assert!(bad("", "0 22 * * *", "745h").starts_with("changeWindows.allow[0].duration"));
         assert!(bad("", "0 22 * * *", "soon").starts_with("changeWindows.allow[0].duration"));
+        // A schedule no date matches: refused once, never searched for at
+        // each verdict.
+        for never in ["0 0 31 2 *", "0 0 31 4 *", "0 0 30 2 *"] {
+            assert!(
+                bad("", never, "1h").starts_with("changeWindows.allow[0].schedule"),
+                "{never}"
+            );
+        }
+        // 29 February fires every four years: a window.
+        assert!(
+            Windows::compile(&ChangeWindows {
+                allow: vec![ChangeWindow {
+                    schedule: "0 0 29 2 *".into(),
+                    duration: "1h".into(),
+                }],
+                ..Default::default()
+            })
+            .is_ok()
+        );
     }
 }

@@ -88,6 +88,10 @@ pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<St
     }
     let user = o.identity.user();
     let mut failed = None;
+    // Once the expression slots were busy with others' work, the rest of
+    // this app's expressions wait for the next look rather than each
+    // waiting its turn: a reconcile worker is never held by the queue.
+    let mut slots_busy = false;
     let none = serde_json::Value::Null;
     let checks = &app.spec.health_check_exprs;
     let jobs = app.spec.waits_for_jobs(&o.status.last_action);
@@ -117,11 +121,19 @@ pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<St
             as_user: user.as_deref(),
         };
         let name = format!("{} {}", entry.kind, entry.name);
+        if slots_busy && check.is_some() {
+            o.pending.push(name);
+            continue;
+        }
         match ctx.drift.read(&ctx.client, &object).await {
             Ok(Some(live)) => match judge(check, live).await {
-                Readiness::Ready => {}
-                Readiness::Pending(_) => o.pending.push(name),
-                Readiness::Failed(why) => {
+                Judged::Busy => {
+                    slots_busy = true;
+                    o.pending.push(name);
+                }
+                Judged::Is(Readiness::Ready) => {}
+                Judged::Is(Readiness::Pending(_)) => o.pending.push(name),
+                Judged::Is(Readiness::Failed(why)) => {
                     failed.get_or_insert(format!("{name} failed: {why}"));
                 }
             },
@@ -138,15 +150,23 @@ pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<St
 
 /// `live` judged by its kind's `healthCheckExprs` entry, else by kstatus.
 /// An expression that cannot be evaluated fails the object, saying why.
-async fn judge(check: Option<&HealthCheckExpr>, live: serde_json::Value) -> Readiness {
+async fn judge(check: Option<&HealthCheckExpr>, live: serde_json::Value) -> Judged {
     match check {
-        Some(check) => crate::delivery::helmapp::observe::dependency::health(check, live)
-            .await
-            .unwrap_or_else(|e| match e {
+        Some(check) => {
+            match crate::delivery::helmapp::observe::dependency::health(check, live).await {
+                Ok(readiness) => Judged::Is(readiness),
                 // Others' expressions held the slots: not judged yet.
-                ExprError::Busy { .. } => Readiness::Pending(e.to_string()),
-                e => Readiness::Failed(e.to_string()),
-            }),
-        None => crate::delivery::helmapp::decide::kstatus::readiness(&live),
+                Err(ExprError::Busy { .. }) => Judged::Busy,
+                Err(e) => Judged::Is(Readiness::Failed(e.to_string())),
+            }
+        }
+        None => Judged::Is(crate::delivery::helmapp::decide::kstatus::readiness(&live)),
     }
+}
+
+/// What [`judge`] came to.
+enum Judged {
+    Is(Readiness),
+    /// No expression slot was free: not judged.
+    Busy,
 }

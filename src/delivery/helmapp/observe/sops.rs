@@ -129,6 +129,7 @@ pub fn decrypt(text: &str, keys: &Keys, policy: Unauthenticated) -> Result<Value
             continue;
         }
         path.push(name.clone());
+        walk.joined(&name, &path);
         let value = walk.node(v, &mut path)?;
         path.pop();
         out.insert(name, value);
@@ -277,6 +278,7 @@ impl Walk<'_> {
                 for (k, v) in h {
                     let name = key_text(k)?;
                     path.push(name.clone());
+                    self.joined(&name, path);
                     let value = self.node(v, path)?;
                     path.pop();
                     out.insert(name, value);
@@ -332,6 +334,18 @@ impl Walk<'_> {
             self.mac.update(bytes);
         }
         Ok(value)
+    }
+
+    /// A key holding `:`: sops binds an encrypted value to its path joined
+    /// with `:`, so `a: {b: …}` and `"a:b": …` read the same to it — the
+    /// one could be made the other without the key.
+    fn joined(&mut self, name: &str, path: &[String]) {
+        if name.contains(':') {
+            self.outside(
+                path,
+                "a key holding ':', which sops cannot tell from a nested one",
+            );
+        }
     }
 
     fn outside(&mut self, path: &[String], why: &'static str) {
@@ -556,7 +570,7 @@ mod tests {
         }
         // Values an unencrypted_suffix or an encrypted_regex leaves in the
         // clear: their keys are outside the MAC.
-        let (clear, key) = encrypted(PLAIN, &[]);
+        let (clear, key) = encrypted("password: hunter22\nplain_unencrypted: visible\n", &[]);
         let keys_clear = Keys::parse([key.identity.as_str()]).unwrap();
         assert!(matches!(
             decrypt(&clear, &keys_clear, Unauthenticated::Refused),
@@ -580,6 +594,20 @@ replicas: 2
         assert!(matches!(
             decrypt(&regex, &keys_regex, Unauthenticated::Refused),
             Err(SopsError::Unauthenticated { path, .. }) if path == "replicas"
+        ));
+        // A nested key joined with ':' decrypts the same (its additional
+        // data is the same path): refused unless accepted.
+        let (nested, key) = encrypted("db:\n  password: hunter22\n", &[]);
+        let keys_nested = Keys::parse([key.identity.as_str()]).unwrap();
+        let joined = nested.replacen("db:\n    password:", "\"db:password\":", 1);
+        assert_ne!(joined, nested, "the nested key was found");
+        assert!(
+            decrypt(&joined, &keys_nested, Unauthenticated::Accepted).is_ok(),
+            "sops itself accepts it"
+        );
+        assert!(matches!(
+            decrypt(&joined, &keys_nested, Unauthenticated::Refused),
+            Err(SopsError::Unauthenticated { path, .. }) if path == "db:password"
         ));
         // mac_only_encrypted (this sops sets it from .sops.yaml only): the
         // metadata alone refuses the file, before its MAC is read.
