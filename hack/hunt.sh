@@ -6,6 +6,8 @@
 #
 #   hack/hunt.sh                 # 200 seeds
 #   HUNT_SEEDS=20 hack/hunt.sh   # fewer
+#   HUNT_FIRST_SEED=1060 HUNT_SEEDS=20 hack/hunt.sh
+#                                # seeds 1060…1079 (not yet run)
 #   HUNT_RUST_LOG=info,cache=trace HUNT_SEED=1006 cargo test --test it -- delivery::model::random --nocapture
 #                                # one seed, the operator logging each watch event
 set -euo pipefail

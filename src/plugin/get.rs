@@ -167,7 +167,7 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
     let (ready, reason, _) = super::ask::ready_of(app);
     let version = status.map(|s| s.chart_version.as_str()).unwrap_or_default();
     // The chart's own name (status.chartName), else what the spec says.
-    let name = crate::ui::state::chart_label(app);
+    let name = app.chart_label();
     Row {
         namespace: app.namespace().unwrap_or_default(),
         name: app.name_any(),

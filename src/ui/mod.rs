@@ -18,7 +18,7 @@ mod pages;
 mod remedies;
 mod server;
 mod session;
-pub mod state;
+mod state;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

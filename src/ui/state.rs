@@ -118,33 +118,9 @@ pub fn update_of(app: &HelmApp) -> Option<&str> {
     crate::delivery::helmapp::observe::updates::newer(s).then_some(s.latest_available.as_str())
 }
 
-/// What the chart is called on a page: its own name as the last install
-/// or upgrade made the release (`status.chartName`, from its Chart.yaml),
-/// else the spec's name, else the last part of its OCI reference, Git path
-/// or local path.
+/// What the chart is called on a page ([`HelmApp::chart_label`]).
 pub fn chart_label(app: &HelmApp) -> &str {
-    if let Some(name) = app
-        .status
-        .as_ref()
-        .map(|s| s.chart_name.as_str())
-        .filter(|n| !n.is_empty())
-    {
-        return name;
-    }
-    let c = &app.spec.chart;
-    fn last(s: &str) -> Option<&str> {
-        s.trim_end_matches('/')
-            .rsplit('/')
-            .next()
-            .filter(|p| !p.is_empty())
-    }
-    if !c.name.is_empty() {
-        return &c.name;
-    }
-    last(&c.oci)
-        .or_else(|| c.git.as_ref().and_then(|g| last(&g.path)))
-        .or_else(|| last(&c.path))
-        .unwrap_or("-")
+    app.chart_label()
 }
 
 #[cfg(test)]

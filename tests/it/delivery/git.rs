@@ -73,10 +73,7 @@ async fn a_chart_from_git_upgrades_on_a_change_to_it_and_not_on_a_commit_elsewhe
     // A Git chart has no name in its spec: the status has its own, from
     // its Chart.yaml — what the CHART column and the web view show.
     assert_eq!(status.chart_name, "tiny");
-    assert_eq!(
-        hossted_operator::ui::state::chart_label(&get(&f, "fromgit").await.unwrap()),
-        "tiny"
-    );
+    assert_eq!(get(&f, "fromgit").await.unwrap().chart_label(), "tiny");
     let cm: Api<ConfigMap> = Api::namespaced(f.cp.client(), NS);
     assert!(cm.get_opt("fromgit-tiny").await.unwrap().is_some());
 

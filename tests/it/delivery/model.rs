@@ -827,7 +827,8 @@ fn seeds() -> Vec<u64> {
         return vec![seed];
     }
     if let Some(n) = var("HUNT_SEEDS") {
-        return (1000..1000 + n).collect();
+        let first = var("HUNT_FIRST_SEED").unwrap_or(1000);
+        return (first..first + n).collect();
     }
     SEEDS.to_vec()
 }

@@ -226,6 +226,38 @@ pub struct HelmAppSpec {
     pub post_render_strategy: PostRenderStrategy,
 }
 
+impl HelmApp {
+    /// What the chart is called where a person reads it (the CHART column
+    /// of `kubectl hossted get`, the web view): its own name as the last
+    /// install or upgrade made the release (`status.chartName`, from its
+    /// Chart.yaml), else the spec's name, else the last part of its OCI
+    /// reference, Git path or local path.
+    pub fn chart_label(&self) -> &str {
+        if let Some(name) = self
+            .status
+            .as_ref()
+            .map(|s| s.chart_name.as_str())
+            .filter(|n| !n.is_empty())
+        {
+            return name;
+        }
+        let c = &self.spec.chart;
+        fn last(s: &str) -> Option<&str> {
+            s.trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .filter(|p| !p.is_empty())
+        }
+        if !c.name.is_empty() {
+            return &c.name;
+        }
+        last(&c.oci)
+            .or_else(|| c.git.as_ref().and_then(|g| last(&g.path)))
+            .or_else(|| last(&c.path))
+            .unwrap_or("-")
+    }
+}
+
 impl HelmAppSpec {
     /// Whether `wait` waits for the release's Jobs, after a run whose
     /// action was `last_action` (`status.lastAction`): an install's
