@@ -157,8 +157,19 @@ fn malformed(what: &str) -> SopsError {
 
 fn load(text: &str) -> Result<Yaml, SopsError> {
     crate::lean::yaml::check(text).map_err(|e| SopsError::Malformed(e.to_string()))?;
+    // The parser's own words may quote the file (a duplicated key names
+    // the key): only where, and what kind of fault, are said.
     let mut docs = YamlLoader::load_from_str(text).map_err(|e| {
-        SopsError::Malformed(format!("YAML at line {}: {}", e.marker().line(), e.info()))
+        let what = if e.info().contains("duplicated key") {
+            "a key appears twice in one mapping"
+        } else {
+            "not valid YAML"
+        };
+        SopsError::Malformed(format!(
+            "YAML at line {}, column {}: {what}",
+            e.marker().line(),
+            e.marker().col() + 1
+        ))
     })?;
     if docs.len() != 1 {
         return Err(malformed("one document is expected"));
@@ -616,6 +627,21 @@ replicas: 2
             decrypt(&mac_only, &keys, Unauthenticated::Refused),
             Err(SopsError::Unauthenticated { path, .. }) if path == "sops.mac_only_encrypted"
         ));
+    }
+
+    #[test]
+    fn a_yaml_error_never_quotes_the_file() {
+        // Found by hack/fuzz.sh: the parser's message for a duplicated key
+        // names the key.
+        let (_, key) = encrypted("a: b\n", &[]);
+        let keys = Keys::parse([key.identity.as_str()]).unwrap();
+        let text = "hunter22 key: 1\nhunter22 key: 2\n";
+        let Err(SopsError::Malformed(message)) = decrypt(text, &keys, Unauthenticated::Refused)
+        else {
+            panic!("a duplicated key was read");
+        };
+        assert!(!message.contains("hunter22"), "{message}");
+        assert!(message.contains("line 2"), "{message}");
     }
 
     #[test]
