@@ -216,12 +216,25 @@ fn age(
     crate::duration::short(now.timestamp() - created.0.as_second())
 }
 
-/// `s` with its control characters (C0, DEL, C1) shown as `?`: a chart's
-/// OCI reference or Git path is the tenant's text, and an escape sequence
-/// in it would speak to the terminal of whoever lists the apps.
+/// `s` with its control characters (C0, DEL, C1) and the invisible ones
+/// that reorder or hide text (bidi controls, zero-width marks) shown as
+/// `?`: a chart's OCI reference or Git path is the tenant's text, and an
+/// escape sequence in it would speak to the terminal of whoever lists the
+/// apps, a bidi control would make the column lie.
 fn printable(s: &str) -> String {
+    let invisible = |c: char| {
+        matches!(c,
+            '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    };
     s.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| {
+            if c.is_control() || invisible(c) {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 

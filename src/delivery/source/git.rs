@@ -32,7 +32,7 @@ use crate::lean::hex::hex;
 /// Bytes of one object of a fetched pack, inflated, at most (and of any one
 /// allocation indexing the pack makes): what the server declares is
 /// refused before it is allocated.
-pub const MAX_OBJECT_BYTES: u64 = MAX_CHART_BYTES;
+pub const MAX_OBJECT_BYTES: u64 = 2 * MAX_CHART_BYTES;
 /// Bytes of packs received for one fetch, at most.
 pub const MAX_PACK_BYTES: u64 = 256 * 1024 * 1024;
 /// Files of a chart directory, at most.
@@ -528,7 +528,15 @@ fn fetch_into(
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
         });
-        let outcome = remote
+        // Set however the fetch ends (a panic too): the watchdog stops.
+        struct Ended<'a>(&'a AtomicBool);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let _ended = Ended(&ended);
+        remote
             .to_connection_with_transport(transport)
             .prepare_fetch(gix::progress::Discard, Default::default())
             .map_err(|e| said(e, budget))
@@ -537,9 +545,7 @@ fn fetch_into(
                     .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
                     .receive(gix::progress::Discard, &interrupt)
                     .map_err(|e| said(e, budget))
-            });
-        ended.store(true, Ordering::Relaxed);
-        outcome
+            })
     })?;
     let mapping = outcome
         .ref_map
@@ -738,8 +744,14 @@ fn said(e: impl std::error::Error, budget: &Budget) -> String {
         }
         cause = c.source();
     }
-    if message.contains("too large to fit in memory") {
-        // gitoxide's word for an allocation over MAX_OBJECT_BYTES.
+    // gitoxide's words for an allocation over MAX_OBJECT_BYTES: one
+    // object, or the table of the pack's objects (64 bytes each).
+    if message.contains("delta tree is too large") {
+        message = format!(
+            "{message} (the commit holds more than {} objects: fetch a smaller repository)",
+            MAX_OBJECT_BYTES / 64
+        );
+    } else if message.contains("too large to fit in memory") {
         message = format!(
             "{message} (an object of the repository is over {MAX_OBJECT_BYTES} bytes inflated: keep large files out of a chart's repository)"
         );

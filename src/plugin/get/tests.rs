@@ -104,4 +104,8 @@ fn the_chart_is_named_by_its_status_and_a_tenants_escape_never_reaches_the_termi
             .unwrap();
     let row = app_row(&hostile, now());
     assert!(!row.chart.chars().any(char::is_control), "{:?}", row.chart);
+    let mut reordered = app("reordered", None, "True", "InstallSucceeded", 1);
+    reordered.spec.chart =
+        serde_json::from_value(json!({ "oci": "oci://r.example.com/x\u{202E}gpj" })).unwrap();
+    assert_eq!(app_row(&reordered, now()).chart, "x?gpj@0.1.0");
 }

@@ -132,13 +132,21 @@ impl Window {
         })?;
         // A schedule that never fires (`0 0 31 2 *`) would make each of the
         // verdict's lookups search to the calendar's end: refused here,
-        // once. Four years and a day hold every schedule that fires at all
-        // (29 February).
+        // once. The Gregorian calendar repeats every 400 years, so one that
+        // fires at all fires within them (a Monday 29 February: 28 years);
+        // a year field (croner's seventh) could stop firing later, and the
+        // docs promise five or six fields.
+        if w.schedule.split_whitespace().count() > 6 {
+            return Err(format!(
+                "{field}.schedule {:?} has a year field: five or six fields (seconds first) are read",
+                w.schedule
+            ));
+        }
         let reference = chrono::DateTime::<Utc>::from_timestamp(1_704_067_200, 0) // 2024-01-01
             .unwrap_or_default();
         let fires = schedule
             .find_next_occurrence(&reference, false)
-            .is_ok_and(|next| next - reference <= chrono::Duration::days(4 * 366));
+            .is_ok_and(|next| next - reference <= chrono::Duration::days(400 * 366));
         if !fires {
             return Err(format!(
                 "{field}.schedule {:?} never opens (no date matches it)",
@@ -361,16 +369,21 @@ mod tests {
                 "{never}"
             );
         }
-        // 29 February fires every four years: a window.
-        assert!(
-            Windows::compile(&ChangeWindows {
-                allow: vec![ChangeWindow {
-                    schedule: "0 0 29 2 *".into(),
-                    duration: "1h".into(),
-                }],
-                ..Default::default()
-            })
-            .is_ok()
-        );
+        // 29 February fires every four years, a Monday 29 February every
+        // 28: windows.
+        for rare in ["0 0 29 2 *", "0 0 29 2 +1"] {
+            assert!(
+                Windows::compile(&ChangeWindows {
+                    allow: vec![ChangeWindow {
+                        schedule: rare.into(),
+                        duration: "1h".into(),
+                    }],
+                    ..Default::default()
+                })
+                .is_ok(),
+                "{rare}"
+            );
+        }
+        assert!(bad("", "0 0 0 1 1 * 2030", "1h").starts_with("changeWindows.allow[0].schedule"));
     }
 }

@@ -90,7 +90,14 @@ pub fn is_encrypted(text: &str) -> bool {
     if !text.contains("sops") || !text.contains("mac") {
         return false;
     }
-    load(text).is_ok_and(|doc| sops_section(&doc).is_some_and(|s| !s["mac"].is_badvalue()))
+    match load(text) {
+        Ok(doc) => sops_section(&doc).is_some_and(|s| !s["mac"].is_badvalue()),
+        // One this parser refuses (a key twice: `password: plaintext` added
+        // below its encrypted self) may still read as values to another
+        // that lets the last key win: with a top-level `sops:` it is SOPS,
+        // so decrypting it refuses it — never plain values past the MAC.
+        Err(_) => text.lines().any(|l| l.starts_with("sops:")),
+    }
 }
 
 /// The decrypted document of SOPS `text`, its MAC checked.
@@ -627,6 +634,22 @@ replicas: 2
             decrypt(&mac_only, &keys, Unauthenticated::Refused),
             Err(SopsError::Unauthenticated { path, .. }) if path == "sops.mac_only_encrypted"
         ));
+    }
+
+    #[test]
+    fn a_plaintext_key_added_twice_is_refused_never_read_as_values() {
+        // Found by the attacker's read: yaml-rust2 refuses a key twice,
+        // serde's YAML takes the last; a SOPS file whose encrypted value
+        // is shadowed by a plaintext one must not become plain values.
+        let (text, key) = encrypted("password: hunter22\n", &[]);
+        let keys = Keys::parse([key.identity.as_str()]).unwrap();
+        let shadowed = text.replacen("sops:", "password: planted\nsops:", 1);
+        assert!(is_encrypted(&shadowed), "read as plain values");
+        assert!(matches!(
+            decrypt(&shadowed, &keys, Unauthenticated::Accepted),
+            Err(SopsError::Malformed(_))
+        ));
+        assert!(!is_encrypted("password: a\npassword: b\n# sops and mac\n"));
     }
 
     #[test]
