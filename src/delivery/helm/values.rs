@@ -35,8 +35,16 @@ pub fn parse_document(text: &str) -> Result<Value, String> {
         return Ok(Value::Object(Map::new()));
     }
     crate::lean::yaml::check(text).map_err(|e| format!("refused: {e}"))?;
-    let v: Value =
-        serde_yaml_ng::from_str(text).map_err(|e| format!("not a YAML document: {e}"))?;
+    // The parser's words may quote the document (`invalid value: string
+    // "…"`), and it may be a Secret's: only where is said.
+    let v: Value = serde_yaml_ng::from_str(text).map_err(|e| match e.location() {
+        Some(at) => format!(
+            "not a YAML document (line {}, column {})",
+            at.line(),
+            at.column()
+        ),
+        None => "not a YAML document".to_string(),
+    })?;
     match v {
         Value::Object(_) => Ok(v),
         Value::Null => Ok(Value::Object(Map::new())),
@@ -536,6 +544,9 @@ mod tests {
         );
         assert!(parse_document("- a\n- b\n").is_err());
         assert!(parse_document("a: [").is_err());
+        // An error never quotes the document (it may be a Secret's).
+        let e = parse_document("key: !!int s3cr3t\n").unwrap_err();
+        assert!(!e.contains("s3cr3t"), "{e}");
     }
 
     #[test]
