@@ -54,6 +54,11 @@ pub struct DeliveryArgs {
     /// clamped to it, with a Warning.
     #[arg(long, default_value = "30m", value_parser = crate::duration::parse)]
     max_helm_timeout: Duration,
+    /// Remote clusters (HelmApps' spec.kubeConfig) served at once, each with
+    /// its own client and informers; a HelmApp naming one more waits as
+    /// ClusterLimitReached.
+    #[arg(long, default_value_t = 100)]
+    max_remote_clusters: usize,
     /// Where the webhook receiver listens (POST /hooks/chart-pushed,
     /// /hooks/reconcile); "0": off.
     #[arg(long, default_value = "0")]
@@ -125,6 +130,7 @@ impl DeliveryArgs {
                 policy,
             },
             max_helm_timeout: self.max_helm_timeout,
+            max_remote_clusters: self.max_remote_clusters,
             webhook,
         })
     }

@@ -189,16 +189,18 @@ pub const FIELDS: &[(&str, Fate)] = &[
     ("kubeConfig.configMapRef", Container),
     (
         "kubeConfig.configMapRef.name",
-        Dropped("releases go to the operator's own cluster only"),
+        Dropped(
+            "workload identity (configMapRef) is not supported: put a kubeconfig with inline credentials in a Secret and name it in kubeConfig.secretRef",
+        ),
     ),
     ("kubeConfig.secretRef", Container),
     (
         "kubeConfig.secretRef.key",
-        Dropped("releases go to the operator's own cluster only"),
+        Mapped("kubeConfig.secretRef.key"),
     ),
     (
         "kubeConfig.secretRef.name",
-        Dropped("releases go to the operator's own cluster only"),
+        Mapped("kubeConfig.secretRef.name"),
     ),
     ("maxHistory", Mapped("maxHistory")),
     (

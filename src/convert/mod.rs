@@ -555,12 +555,36 @@ impl To<'_> {
         ] {
             self.copy(spec, from, to);
         }
+        self.kube_config(spec);
         self.interval_and_timeout(spec);
         self.strategies(spec);
         self.waiting(spec);
         self.crds(spec);
         self.remediation(spec);
         self.lists(spec);
+    }
+
+    /// `kubeConfig.secretRef` as it is: the same Secret and key (Flux's
+    /// key defaults to `value`, then `value.yaml`, as the HelmApp's does),
+    /// so the release goes to the same remote cluster
+    /// (docs/remote-clusters.md). `configMapRef` (workload identity) is
+    /// noted by the field table.
+    fn kube_config(&mut self, spec: &Value) {
+        let Some(secret) = spec.pointer("/kubeConfig/secretRef") else {
+            return;
+        };
+        let Some(name) = secret["name"].as_str().filter(|n| !n.is_empty()) else {
+            self.note(
+                "kubeConfig.secretRef",
+                "no Secret name: set spec.kubeConfig.secretRef by hand",
+            );
+            return;
+        };
+        let mut to = json!({ "name": name });
+        if let Some(key) = secret["key"].as_str().filter(|k| !k.is_empty()) {
+            to["key"] = json!(key);
+        }
+        self.set("kubeConfig.secretRef", to);
     }
 
     fn interval_and_timeout(&mut self, spec: &Value) {

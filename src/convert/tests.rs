@@ -584,6 +584,81 @@ spec:
     );
 }
 
+/// A kubeconfig Secret names the same remote cluster as it did for Flux:
+/// its name and key as they are (both default the key alike). Workload
+/// identity (`configMapRef`) has no counterpart, and is said.
+#[test]
+fn a_kubeconfig_secret_converts_as_it_is_and_workload_identity_is_said() {
+    let converted = convert(&docs(
+        r#"
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: remote, namespace: apps }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: repo } } }
+  serviceAccountName: deployer
+  kubeConfig: { secretRef: { name: prod-kubeconfig, key: value.yaml } }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: default-key, namespace: apps }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: repo } } }
+  kubeConfig: { secretRef: { name: staging-kubeconfig } }
+---
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata: { name: workload, namespace: apps }
+spec:
+  chart: { spec: { chart: web, sourceRef: { kind: HelmRepository, name: repo } } }
+  kubeConfig: { configMapRef: { name: gke-fleet } }
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata: { name: repo, namespace: apps }
+spec: { url: https://charts.example.com }
+"#,
+    ));
+    let spec = |name: &str| {
+        converted
+            .apps
+            .iter()
+            .find(|a| a["metadata"]["name"] == name)
+            .map(|a| a["spec"].clone())
+            .unwrap()
+    };
+    let remote = spec("remote");
+    assert_eq!(
+        remote["kubeConfig"],
+        json!({ "secretRef": { "name": "prod-kubeconfig", "key": "value.yaml" } })
+    );
+    // Impersonated in the remote cluster, as Flux does.
+    assert_eq!(remote["serviceAccountName"], "deployer");
+    // The HelmApp's own type reads it.
+    let typed: apis::helmapp::KubeConfigReference =
+        serde_json::from_value(remote["kubeConfig"].clone()).expect("a kubeConfig");
+    assert_eq!(typed.secret_ref.name, "prod-kubeconfig");
+    assert_eq!(typed.secret_ref.key, "value.yaml");
+    // No key: none written, and both default it to `value`, then
+    // `value.yaml`.
+    assert_eq!(
+        spec("default-key")["kubeConfig"],
+        json!({ "secretRef": { "name": "staging-kubeconfig" } })
+    );
+    // Workload identity: nothing set — the release would otherwise go to
+    // the operator's own cluster unsaid — and the reason given.
+    assert!(spec("workload").get("kubeConfig").is_none());
+    let notes: Vec<String> = converted.notes.iter().map(|n| n.to_string()).collect();
+    assert_eq!(
+        notes,
+        [
+            "HelmRelease apps/workload: spec.kubeConfig.configMapRef.name not converted: \
+          workload identity (configMapRef) is not supported: put a kubeconfig with inline \
+          credentials in a Secret and name it in kubeConfig.secretRef"
+        ]
+    );
+}
+
 #[test]
 fn input_that_is_not_yaml_is_refused() {
     assert!(read_documents("a: [1, 2\n").is_err());

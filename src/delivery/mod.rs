@@ -24,6 +24,7 @@ pub mod names;
 pub mod project;
 pub mod pushed;
 pub mod reason;
+pub mod remote;
 pub mod selector;
 mod settings;
 pub mod shard;

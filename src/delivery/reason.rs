@@ -31,6 +31,9 @@ pub enum Reason {
     ReleaseNotOwned,
     RetriesExhausted,
     MissingRollbackTarget,
+    InvalidKubeConfig,
+    ClusterUnreachable,
+    ClusterLimitReached,
     StorageTampered,
     InvalidRelease,
     AdoptionRefused,
@@ -82,7 +85,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason (docs/delivery.md documents each).
-    pub const ALL: [Reason; 67] = [
+    pub const ALL: [Reason; 70] = [
         Reason::Suspended,
         Reason::CrossNamespaceRef,
         Reason::DependencyCycle,
@@ -108,6 +111,9 @@ impl Reason {
         Reason::ReleaseNotOwned,
         Reason::RetriesExhausted,
         Reason::MissingRollbackTarget,
+        Reason::InvalidKubeConfig,
+        Reason::ClusterUnreachable,
+        Reason::ClusterLimitReached,
         Reason::StorageTampered,
         Reason::InvalidRelease,
         Reason::AdoptionRefused,
@@ -188,6 +194,9 @@ impl Reason {
             ReleaseNotOwned => "ReleaseNotOwned",
             RetriesExhausted => "RetriesExhausted",
             MissingRollbackTarget => "MissingRollbackTarget",
+            InvalidKubeConfig => "InvalidKubeConfig",
+            ClusterUnreachable => "ClusterUnreachable",
+            ClusterLimitReached => "ClusterLimitReached",
             StorageTampered => "StorageTampered",
             InvalidRelease => "InvalidRelease",
             AdoptionRefused => "AdoptionRefused",

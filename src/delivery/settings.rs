@@ -27,6 +27,8 @@ pub struct Settings {
     /// Longest `spec.timeout` honoured (`--max-helm-timeout`); a longer one
     /// is clamped with a Warning.
     pub max_helm_timeout: Duration,
+    /// Remote clusters served at once (`--max-remote-clusters`).
+    pub max_remote_clusters: usize,
     /// The webhook receiver (`--webhook-bind-address`; `None`: off).
     pub webhook: Option<super::webhook::WebhookConfig>,
 }

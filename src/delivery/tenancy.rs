@@ -51,6 +51,25 @@ pub enum Identity {
     Operator,
     /// Impersonated: `system:serviceaccount:<namespace>:<name>`.
     ServiceAccount { namespace: String, name: String },
+    /// A remote cluster's kubeconfig's own identity, not impersonated
+    /// (a HelmApp with `kubeConfig` and no `serviceAccountName`;
+    /// docs/remote-clusters.md).
+    Kubeconfig,
+}
+
+/// Whom a HelmApp with `kubeConfig` runs helm as in its remote cluster
+/// (Flux's semantics): its `serviceAccountName` of its own namespace,
+/// impersonated there; else the kubeconfig's own identity. The operator's
+/// privileges never reach a remote cluster: its credentials are the
+/// tenant's.
+pub fn remote_identity(app: &HelmApp) -> Identity {
+    match app.spec.service_account_name.as_str() {
+        "" => Identity::Kubeconfig,
+        name => Identity::ServiceAccount {
+            namespace: app.namespace().unwrap_or_default(),
+            name: name.to_string(),
+        },
+    }
 }
 
 /// The ServiceAccount name when the flag is not given. Not `default`:
@@ -62,7 +81,7 @@ impl Identity {
     /// `None` for the operator itself.
     pub fn user(&self) -> Option<String> {
         match self {
-            Identity::Operator => None,
+            Identity::Operator | Identity::Kubeconfig => None,
             Identity::ServiceAccount { namespace, name } => {
                 Some(format!("system:serviceaccount:{namespace}:{name}"))
             }
@@ -74,6 +93,7 @@ impl std::fmt::Display for Identity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Identity::Operator => f.write_str("the operator"),
+            Identity::Kubeconfig => f.write_str("the kubeconfig's identity"),
             Identity::ServiceAccount { namespace, name } => {
                 write!(f, "ServiceAccount {namespace}/{name}")
             }

@@ -1,9 +1,10 @@
 //! `kubectl hossted get`: HelmAppSets with their apps as a tree (in the
 //! set's order), then the apps of no set; READY, STATUS (the Ready
-//! reason), REVISION, CHART@VERSION, DRIFT (objects drifted), UPDATE (a
-//! newer version the chart's source offers), WAITING (what its next change
-//! waits for: `dependency`, `approval`, or `window:<opening>`), AGE. Colour only on a
-//! terminal.
+//! reason), REVISION, CHART@VERSION, CLUSTER (where the release goes: its
+//! kubeconfig Secret's name, or `in-cluster`), DRIFT (objects drifted),
+//! UPDATE (a newer version the chart's source offers), WAITING (what its
+//! next change waits for: `dependency`, `approval`, or
+//! `window:<opening>`), AGE. Colour only on a terminal.
 
 use std::io::IsTerminal;
 
@@ -77,6 +78,7 @@ struct Row {
     status: String,
     revision: String,
     chart: String,
+    cluster: String,
     drift: String,
     update: String,
     waiting: String,
@@ -152,6 +154,8 @@ fn set_row(set: &HelmAppSet, now: chrono::DateTime<chrono::Utc>) -> Row {
         status: ready.map_or("-".into(), |c| c.reason.clone()),
         revision: "-".into(),
         chart: format!("{} apps", set.spec.apps.len()),
+        // Each app names its own.
+        cluster: "-".into(),
         drift: "-".into(),
         update: "-".into(),
         waiting: match ready.map(|c| c.reason.as_str()) {
@@ -181,6 +185,7 @@ fn app_row(app: &HelmApp, now: chrono::DateTime<chrono::Utc>) -> Row {
             "{name}@{}",
             if version.is_empty() { "-" } else { version }
         )),
+        cluster: cluster_label(app),
         drift: status.map_or("-".into(), |s| s.drift.len().to_string()),
         update: status
             .filter(|s| crate::delivery::helmapp::observe::updates::newer(s))
@@ -205,6 +210,34 @@ fn waiting(app: &HelmApp, ready_reason: &str) -> String {
     }
 }
 
+/// The most characters the CLUSTER column shows of a name.
+const CLUSTER_WIDTH: usize = 63;
+
+/// Where `app`'s release goes: the name of its kubeconfig Secret
+/// (`spec.kubeConfig.secretRef.name`, docs/remote-clusters.md), or
+/// `in-cluster`. The tenant's text, so made [`printable`], and at most
+/// [`CLUSTER_WIDTH`] characters (a longer name cut, ending in `…`). The
+/// web view shows the same.
+pub(crate) fn cluster_label(app: &HelmApp) -> String {
+    let Some(remote) = app.spec.kube_config.as_ref() else {
+        return "in-cluster".into();
+    };
+    match remote.secret_ref.name.as_str() {
+        "" => "-".into(),
+        name => bounded(&printable(name), CLUSTER_WIDTH),
+    }
+}
+
+/// `s` cut to `width` characters, the last one `…` when cut.
+fn bounded(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut cut: String = s.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// kubectl's way: `45s`, `12m`, `5h`, `3d`.
 fn age(
     created: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
@@ -218,9 +251,10 @@ fn age(
 
 /// `s` with its control characters (C0, DEL, C1) and the invisible ones
 /// that reorder or hide text (bidi controls, zero-width marks) shown as
-/// `?`: a chart's OCI reference or Git path is the tenant's text, and an
-/// escape sequence in it would speak to the terminal of whoever lists the
-/// apps, a bidi control would make the column lie.
+/// `?`: a chart's OCI reference or Git path, or a kubeconfig Secret's
+/// name, is the tenant's text, and an escape sequence in it would speak to
+/// the terminal of whoever lists the apps, a bidi control would make the
+/// column lie.
 fn printable(s: &str) -> String {
     let invisible = |c: char| {
         matches!(c,
@@ -246,6 +280,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         status: "STATUS".into(),
         revision: "REVISION".into(),
         chart: "CHART@VERSION".into(),
+        cluster: "CLUSTER".into(),
         drift: "DRIFT".into(),
         update: "UPDATE".into(),
         waiting: "WAITING".into(),
@@ -260,6 +295,7 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         width(|r| &r.status),
         width(|r| &r.revision),
         width(|r| &r.chart),
+        width(|r| &r.cluster),
         width(|r| &r.drift),
         width(|r| &r.update),
         width(|r| &r.waiting),
@@ -282,9 +318,10 @@ fn render(rows: &[Row], all_namespaces: bool, colour: bool) -> String {
         out.push_str(&pad(&r.status, widths[3]));
         out.push_str(&pad(&r.revision, widths[4]));
         out.push_str(&pad(&r.chart, widths[5]));
-        out.push_str(&pad(&r.drift, widths[6]));
-        out.push_str(&pad(&r.update, widths[7]));
-        out.push_str(&pad(&r.waiting, widths[8]));
+        out.push_str(&pad(&r.cluster, widths[6]));
+        out.push_str(&pad(&r.drift, widths[7]));
+        out.push_str(&pad(&r.update, widths[8]));
+        out.push_str(&pad(&r.waiting, widths[9]));
         out.push_str(&r.age);
         out.push('\n');
     }

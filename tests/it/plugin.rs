@@ -62,6 +62,7 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
             "STATUS",
             "REVISION",
             "CHART@VERSION",
+            "CLUSTER",
             "DRIFT",
             "UPDATE",
             "WAITING",
@@ -69,8 +70,16 @@ async fn kubectl_hossted_lists_apps_and_asks_the_operator_to_act_now() {
         ]
     );
     assert_eq!(
-        &rows[1][..6],
-        ["web", "True", "InstallSucceeded", "1", "tiny@0.1.0", "0"]
+        &rows[1][..7],
+        [
+            "web",
+            "True",
+            "InstallSucceeded",
+            "1",
+            "tiny@0.1.0",
+            "in-cluster",
+            "0"
+        ]
     );
 
     // A HelmApp 200 levels deep (its managedFields as deep) is listed with

@@ -71,6 +71,80 @@ pub struct Helm {
 /// a helm that cannot reach it only fails, and costs a process).
 pub type Gate = Arc<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
 
+/// The cluster a helm run acts on.
+#[derive(Clone, Copy)]
+pub enum On<'a> {
+    /// The operator's own (`HelmConfig::kubeconfig`, or in-cluster).
+    Own,
+    /// A remote cluster of a HelmApp's `kubeConfig` (docs/remote-clusters.md).
+    Remote(&'a RemoteRun),
+}
+
+impl On<'_> {
+    /// The key of the release lock and of the last ends: a release of the
+    /// same name in another cluster is another release.
+    fn release_key(&self, namespace: &str, release: &str) -> String {
+        match self {
+            On::Own => format!("{namespace}/{release}"),
+            On::Remote(remote) => format!("remote:{}|{namespace}/{release}", remote.id),
+        }
+    }
+}
+
+/// How a run reaches a remote cluster.
+pub struct RemoteRun {
+    /// The cluster's id (the start of its kubeconfig's digest).
+    pub id: String,
+    /// The kubeconfig helm is given: one cluster, inline credentials
+    /// (`crate::delivery::remote::kubeconfig`). Written to a file of its
+    /// own for each run, mode 0600, removed when the run ends — never in
+    /// argv, the environment or a log.
+    pub kubeconfig: String,
+    /// Whether that cluster's API server answers (no helm starts if not).
+    pub gate: Gate,
+}
+
+impl std::fmt::Debug for RemoteRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteRun")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A remote run's kubeconfig file: created new (never through a link),
+/// readable by the operator alone, removed on drop.
+struct RunKubeconfig {
+    path: PathBuf,
+}
+
+impl RunKubeconfig {
+    fn write(work_dir: &std::path::Path, content: &str) -> std::io::Result<Self> {
+        use std::io::Write;
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let dir = work_dir.join("kubeconfigs");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        let path = dir.join(format!("{}.yaml", uuid::Uuid::new_v4()));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        let file_guard = RunKubeconfig { path };
+        file.write_all(content.as_bytes())?;
+        Ok(file_guard)
+    }
+}
+
+impl Drop for RunKubeconfig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// The cores this process may use, shared among the helm processes that may
 /// run at once (at least one each). Go sizes its scheduler and collector by
 /// the cores it sees: `max_concurrent` helm processes each sized for all of
@@ -140,18 +214,21 @@ impl Helm {
     /// be written — the API server went away) is held by no helm.
     pub fn last_ended(
         &self,
+        on: On<'_>,
         namespace: &str,
         release: &str,
     ) -> Option<chrono::DateTime<chrono::Utc>> {
         self.ended
             .lock()
-            .get(&format!("{namespace}/{release}"))
+            .get(&on.release_key(namespace, release))
             .copied()
     }
 
     /// Whether a helm process of ours runs on `namespace/release` now.
-    pub fn is_busy(&self, namespace: &str, release: &str) -> bool {
-        self.busy.lock().contains(&format!("{namespace}/{release}"))
+    pub fn is_busy(&self, on: On<'_>, namespace: &str, release: &str) -> bool {
+        self.busy
+            .lock()
+            .contains(&on.release_key(namespace, release))
     }
 
     /// Kills every running helm process group (the lease is lost, or the
@@ -188,19 +265,34 @@ impl Helm {
     /// `helm upgrade --install`, waiting for a slot and the release's lock.
     /// `None`: another run holds the release (retry later).
     pub async fn upgrade(&self, u: &Upgrade<'_>) -> Option<Result<Released, HelmError>> {
+        self.upgrade_on(u, On::Own).await
+    }
+
+    /// [`Self::upgrade`] on the cluster `on` names.
+    pub async fn upgrade_on(
+        &self,
+        u: &Upgrade<'_>,
+        on: On<'_>,
+    ) -> Option<Result<Released, HelmError>> {
         if let Err(e) = named("upgrade", u.namespace, u.release) {
             return Some(Err(e));
         }
-        let _busy = self.lock(u.namespace, u.release)?;
+        let _busy = self.lock(on, u.namespace, u.release)?;
         let _slot = self.slot().await?;
         if let Err(e) = self.post_renderer_ready(u) {
             return Some(Err(e));
         }
         let values = serde_json::to_string(u.values).unwrap_or_else(|_| "{}".into());
         Some(
-            self.run("upgrade", u.args(self.config.cli), Some(values), u.timeout)
-                .await
-                .and_then(|out| parse_release("upgrade", &out)),
+            self.run(
+                "upgrade",
+                u.args(self.config.cli),
+                Some(values),
+                u.timeout,
+                on,
+            )
+            .await
+            .and_then(|out| parse_release("upgrade", &out)),
         )
     }
 
@@ -208,13 +300,22 @@ impl Helm {
     /// counts as done (helm says so by its exit status, not by a message to
     /// read). `None`: another run holds the release.
     pub async fn uninstall(&self, u: &Uninstall<'_>) -> Option<Result<(), HelmError>> {
+        self.uninstall_on(u, On::Own).await
+    }
+
+    /// [`Self::uninstall`] on the cluster `on` names.
+    pub async fn uninstall_on(
+        &self,
+        u: &Uninstall<'_>,
+        on: On<'_>,
+    ) -> Option<Result<(), HelmError>> {
         if let Err(e) = named("uninstall", u.namespace, u.release) {
             return Some(Err(e));
         }
-        let _busy = self.lock(u.namespace, u.release)?;
+        let _busy = self.lock(on, u.namespace, u.release)?;
         let _slot = self.slot().await?;
         Some(
-            self.run("uninstall", u.args(), None, u.timeout)
+            self.run("uninstall", u.args(), None, u.timeout, on)
                 .await
                 .map(|_| ()),
         )
@@ -223,13 +324,18 @@ impl Helm {
     /// `helm rollback` (to the last revision that succeeded: the one before
     /// may be a failed one). `None`: another run holds the release.
     pub async fn rollback(&self, r: &Rollback<'_>) -> Option<Result<(), HelmError>> {
+        self.rollback_on(r, On::Own).await
+    }
+
+    /// [`Self::rollback`] on the cluster `on` names.
+    pub async fn rollback_on(&self, r: &Rollback<'_>, on: On<'_>) -> Option<Result<(), HelmError>> {
         if let Err(e) = named("rollback", r.namespace, r.release) {
             return Some(Err(e));
         }
-        let _busy = self.lock(r.namespace, r.release)?;
+        let _busy = self.lock(on, r.namespace, r.release)?;
         let _slot = self.slot().await?;
         Some(
-            self.run("rollback", r.args(self.config.cli), None, r.timeout)
+            self.run("rollback", r.args(self.config.cli), None, r.timeout, on)
                 .await
                 .map(|_| ()),
         )
@@ -238,13 +344,18 @@ impl Helm {
     /// `helm test`: the chart's test hooks run and must succeed. `None`:
     /// another run holds the release.
     pub async fn test(&self, t: &Test<'_>) -> Option<Result<(), HelmError>> {
+        self.test_on(t, On::Own).await
+    }
+
+    /// [`Self::test`] on the cluster `on` names.
+    pub async fn test_on(&self, t: &Test<'_>, on: On<'_>) -> Option<Result<(), HelmError>> {
         if let Err(e) = named("test", t.namespace, t.release) {
             return Some(Err(e));
         }
-        let _busy = self.lock(t.namespace, t.release)?;
+        let _busy = self.lock(on, t.namespace, t.release)?;
         let _slot = self.slot().await?;
         Some(
-            self.run("test", t.args(), None, t.timeout)
+            self.run("test", t.args(), None, t.timeout, on)
                 .await
                 .map(|_| ()),
         )
@@ -254,6 +365,11 @@ impl Helm {
     /// (post-rendered). Holds a slot but not the release: it changes
     /// nothing.
     pub async fn render(&self, u: &Upgrade<'_>) -> Result<Rendered, HelmError> {
+        self.render_on(u, On::Own).await
+    }
+
+    /// [`Self::render`] on the cluster `on` names.
+    pub async fn render_on(&self, u: &Upgrade<'_>, on: On<'_>) -> Result<Rendered, HelmError> {
         named("render", u.namespace, u.release)?;
         let _slot = self.slot().await.ok_or_else(|| closed("render"))?;
         self.post_renderer_ready(u)?;
@@ -264,6 +380,7 @@ impl Helm {
                 u.dry_run_args(self.config.cli),
                 Some(values),
                 u.timeout,
+                on,
             )
             .await?;
         manifest_of("render", &out)
@@ -271,10 +388,15 @@ impl Helm {
 
     /// The manifest of the release's newest revision (empty: no release).
     pub async fn manifest(&self, g: &GetManifest<'_>) -> Result<String, HelmError> {
+        self.manifest_on(g, On::Own).await
+    }
+
+    /// [`Self::manifest`] on the cluster `on` names.
+    pub async fn manifest_on(&self, g: &GetManifest<'_>, on: On<'_>) -> Result<String, HelmError> {
         named("get", g.namespace, g.release)?;
         let _slot = self.slot().await.ok_or_else(|| closed("get"))?;
         match self
-            .run("get", g.args(), None, Duration::from_secs(60))
+            .run("get", g.args(), None, Duration::from_secs(60), on)
             .await
         {
             Err(HelmError::Failed { stderr, .. }) if output::says_release_not_found(&stderr) => {
@@ -294,7 +416,8 @@ impl Helm {
             "--".into(),
             chart.display().to_string(),
         ];
-        self.run("show", args, None, Duration::from_secs(60)).await
+        self.run("show", args, None, Duration::from_secs(60), On::Own)
+            .await
     }
 
     /// helm 4's post-renderer plugin written afresh when `u` names it
@@ -313,8 +436,8 @@ impl Helm {
         }
     }
 
-    fn lock(&self, namespace: &str, release: &str) -> Option<Busy<'_>> {
-        let key = format!("{namespace}/{release}");
+    fn lock(&self, on: On<'_>, namespace: &str, release: &str) -> Option<Busy<'_>> {
+        let key = on.release_key(namespace, release);
         self.busy
             .lock()
             .insert(key.clone())
@@ -366,14 +489,34 @@ impl Helm {
         mut args: Vec<String>,
         stdin: Option<String>,
         timeout: Duration,
+        on: On<'_>,
     ) -> Result<String, HelmError> {
+        let gate = match on {
+            On::Own => self.gate.get(),
+            On::Remote(remote) => Some(&remote.gate),
+        };
         if action != "show"
-            && let Some(gate) = self.gate.get()
+            && let Some(gate) = gate
             && !gate().await
         {
             return Err(HelmError::Unreachable { action });
         }
-        if let Some(k) = self.config.kubeconfig.as_ref().filter(|_| action != "show") {
+        // Removed when the run ends, however it ends.
+        let _kubeconfig_file;
+        let kubeconfig = match on {
+            On::Own => self.config.kubeconfig.clone(),
+            On::Remote(remote) => {
+                let file = RunKubeconfig::write(&self.config.work_dir, &remote.kubeconfig)
+                    .map_err(|source| HelmError::Spawn {
+                        binary: self.config.binary.display().to_string(),
+                        source,
+                    })?;
+                let path = file.path.clone();
+                _kubeconfig_file = file;
+                Some(path)
+            }
+        };
+        if let Some(k) = kubeconfig.as_ref().filter(|_| action != "show") {
             // A flag: before the `--` that starts the names.
             let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
             args.splice(at..at, ["--kubeconfig".into(), k.display().to_string()]);

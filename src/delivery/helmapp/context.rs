@@ -12,53 +12,27 @@ use record::EventRecorder;
 use runtime::RateLimitingQueue;
 use runtime::StatusWriter;
 
-use crate::delivery::helmapp::helm_runs::HelmRuns;
+use crate::delivery::helmapp::cluster::Cluster;
+use crate::delivery::helmapp::decide::observed::Observed;
 use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
 use crate::lean::digests::{ConfigMapDigests, SecretDigests};
-use crate::lean::drift_kinds;
-use crate::lean::kinds::{Ingress, Service};
-use crate::lean::storage::HelmRelease;
-use crate::lean::workloads::{DaemonSet, Deployment, Job, ReleaseSecret, StatefulSet};
-
-/// The caches of a release's objects, indexed by release
-/// ([`crate::lean::members::MEMBER_INDEX`]) and keyed `namespace/name`.
-pub struct Members {
-    pub deployments: Store<Deployment>,
-    pub statefulsets: Store<StatefulSet>,
-    pub daemonsets: Store<DaemonSet>,
-    pub jobs: Store<Job>,
-    pub services: Store<Service>,
-    pub ingresses: Store<Ingress>,
-    pub secrets: Store<ReleaseSecret>,
-    /// Kinds watched for drift alone ([`crate::lean::drift_kinds`]).
-    pub drift_only: DriftOnly,
-}
-
-/// The stores of [`crate::lean::drift_kinds`].
-pub struct DriftOnly {
-    pub service_accounts: Store<drift_kinds::ServiceAccount>,
-    pub autoscalers: Store<drift_kinds::HorizontalPodAutoscaler>,
-    pub disruption_budgets: Store<drift_kinds::PodDisruptionBudget>,
-    pub roles: Store<drift_kinds::Role>,
-    pub role_bindings: Store<drift_kinds::RoleBinding>,
-    pub network_policies: Store<drift_kinds::NetworkPolicy>,
-}
 
 /// See the module docs.
 pub struct Context {
+    /// The operator's own cluster's client: HelmApps, their status, the
+    /// Secrets and ConfigMaps they name.
     pub client: Client,
     pub apps: Store<HelmApp>,
     /// HelmAppSets, for `dependsOn` of kind HelmAppSet.
     pub sets: Store<HelmAppSet>,
-    /// Helm's release storage.
-    pub releases: Store<HelmRelease>,
-    pub members: Members,
+    /// Where releases go when no `kubeConfig` is named.
+    pub own: Arc<Cluster>,
+    /// The remote clusters HelmApps name (`spec.kubeConfig`).
+    pub remotes: Arc<crate::delivery::helmapp::remote::RemoteClusters>,
     /// Digests of the Secrets and ConfigMaps `valuesFrom` may name.
     pub secrets: Store<SecretDigests>,
     pub configmaps: Store<ConfigMapDigests>,
-    /// helm's runs: the runner, or a scripted stand-in in unit tests.
-    pub helm: Arc<dyn HelmRuns>,
     /// Chart fetching, shared with the other delivery controllers.
     pub sources: Arc<Sources>,
     /// The controller's queue: a background chart fetch re-queues its
@@ -67,12 +41,8 @@ pub struct Context {
     pub status: StatusWriter<HelmApp, HelmAppStatus>,
     pub recorder: EventRecorder,
     pub settings: Settings,
-    /// Discovery, recent manifests and polling, for drift.
-    pub drift: crate::delivery::helmapp::drift_cache::DriftCache,
     /// The kinds `dependsOn` names beyond HelmApps: their informers.
     pub watched: Arc<crate::delivery::helmapp::watched_kinds::WatchedKinds>,
-    /// Whether the API answers: no helm starts while it does not.
-    pub reachability: Arc<crate::delivery::helmapp::reachability::Reachability>,
     /// When this process began reconciling — it leads from then on (a
     /// process that loses the lease exits): a helm that left a release
     /// pending before then ran in an operator that is gone, and its helm
@@ -124,6 +94,19 @@ impl Context {
         self.produced.lock().retain(|k, _| !mine(k));
         self.interrupted.lock().retain(|k| !mine(k));
         self.refused.lock().retain(|k, _| !mine(k));
+    }
+
+    /// The cluster `o` was observed in: its release's.
+    pub fn on(&self, o: &Observed) -> Arc<Cluster> {
+        // `Cluster` is the one kind of `ReleaseCluster`.
+        o.cluster
+            .clone()
+            .and_then(|c| {
+                (c as Arc<dyn std::any::Any + Send + Sync>)
+                    .downcast::<Cluster>()
+                    .ok()
+            })
+            .unwrap_or_else(|| self.own.clone())
     }
 
     /// The HelmApp API of `app`'s namespace.

@@ -18,12 +18,15 @@
 //! (no helm while the API server is away).
 
 pub mod act;
+pub mod cluster;
+mod cluster_informers;
 mod context;
 pub mod decide;
 pub mod drift_cache;
 pub mod helm_runs;
 pub mod observe;
 mod reachability;
+pub mod remote;
 pub mod watched_kinds;
 mod wiring;
 
@@ -32,7 +35,7 @@ use std::time::Duration;
 
 use apis::helmapp::HelmApp;
 use apis::helmappset::HelmAppSet;
-use cache::{Event, HandlerFn, IndexFn, InformerOptions, SharedInformerFactory};
+use cache::{Event, HandlerFn, IndexFn, InformerOptions};
 use kube::ResourceExt;
 use runtime::{Action, Controller, Manager, Reconciler, StatusWriter};
 
@@ -45,15 +48,11 @@ pub use crate::delivery::pushed::PushTrigger;
 use crate::delivery::settings::Settings;
 use crate::delivery::source::fetch::Sources;
 use crate::lean::digests::{ConfigMapDigests, SecretDigests};
-use crate::lean::drift_kinds;
-use crate::lean::fingerprint::Fingerprinted;
-use crate::lean::members::member_informer;
-use crate::lean::objects::Labelled;
 use crate::lean::storage::HelmRelease;
 use crate::lean::storage::helm_storage_options;
-use crate::lean::workloads::ReleaseSecret;
 pub use act::{DeliveryError, Outcome};
-pub use context::{Context, Members};
+pub use cluster::Members;
+pub use context::Context;
 pub use decide::target::Target;
 
 /// The most steps one reconcile takes: unlock, record or render a run of
@@ -83,10 +82,10 @@ impl Reconciler for HelmApps {
     async fn reconcile(&self, key: &str) -> Result<Action, DeliveryError> {
         let ctx = &self.ctx;
         ctx.leading_since.get_or_init(chrono::Utc::now);
-        if ctx.reachability.is_down() {
+        if ctx.own.reachability.is_down() {
             // Nothing can be read or written, and a helm would fail to
             // connect: the key waits for the probe, spending no retry.
-            ctx.reachability.park(key);
+            ctx.own.reachability.park(key);
             return Ok(Action::done("the API server does not answer: waits"));
         }
         match self.sync(key).await {
@@ -95,11 +94,22 @@ impl Reconciler for HelmApps {
             // limiter's pace through the outage.
             Err(DeliveryError::Kube(e))
                 if crate::delivery::helmapp::reachability::unanswered(&e)
-                    && !ctx.reachability.answers().await =>
+                    && !ctx.own.reachability.answers().await =>
             {
                 log::debug!("{key}: the API server does not answer ({e}): waits");
-                ctx.reachability.park(key);
+                ctx.own.reachability.park(key);
                 Ok(Action::done("the API server does not answer: waits"))
+            }
+            // Its remote cluster's (docs/remote-clusters.md): it waits for
+            // that one.
+            Err(DeliveryError::Kube(e))
+                if crate::delivery::helmapp::reachability::unanswered(&e)
+                    && let Some(remote) = ctx.remotes.last_of(key)
+                    && !remote.reachability.answers().await =>
+            {
+                log::debug!("{key}: its remote cluster does not answer ({e}): waits");
+                remote.reachability.park(key);
+                Ok(Action::done("the remote cluster does not answer: waits"))
             }
             result => result,
         }
@@ -111,7 +121,11 @@ impl HelmApps {
     async fn sync(&self, key: &str) -> Result<Action, DeliveryError> {
         let ctx = &self.ctx;
         let Some(app) = ctx.apps.get(key) else {
-            ctx.drift.forget(key);
+            ctx.own.drift.forget(key);
+            if let Some(remote) = ctx.remotes.last_of(key) {
+                remote.drift.forget(key);
+            }
+            ctx.remotes.forget(key);
             ctx.forget_runs(key);
             ctx.watched.retain();
             return Ok(Action::done("gone"));
@@ -197,28 +211,51 @@ pub fn controller(
     index_helmapps(&apps.store());
     let metrics = HelmMetrics::register(manager, apps.store());
     let drift = drift_cache::DriftCache::new(metrics.clone());
-    let helm = Arc::new(Helm::new(settings.helm.clone(), metrics));
+    let helm = Arc::new(Helm::new(settings.helm.clone(), metrics.clone()));
     let sets = factory.optional_informer::<HelmAppSet>(settings.shard.helmappsets());
     let releases = factory.informer::<HelmRelease>(helm_storage_options());
     releases
         .store()
-        .ensure_index(RELEASE_INDEX, release_by_name());
+        .ensure_index(RELEASE_INDEX, cluster_informers::release_by_name());
     // Everything but Helm's own storage, as digests (never the content).
     let secrets =
         factory.informer::<SecretDigests>(InformerOptions::default().labels("owner!=helm"));
     let configmaps =
         factory.informer::<ConfigMapDigests>(InformerOptions::default().labels("owner!=helm"));
-    let members = member_informers(factory);
+    let members = cluster_informers::member_informers(factory);
     let queue = Controller::<HelmApps>::new_queue(manager, "helmapp", Duration::from_secs(300));
-    let ctx = Context {
+    let reachability = crate::delivery::helmapp::reachability::Reachability::new(
+        manager.client(),
+        manager,
+        queue.clone(),
+    );
+    let own = Arc::new(cluster::Cluster {
+        remote: None,
         client: manager.client(),
-        apps: apps.store(),
-        sets: sets.store(),
         releases: releases.store(),
         members: members.stores(),
         secrets: secrets.store(),
         configmaps: configmaps.store(),
+        drift,
+        reachability: reachability.clone(),
         helm: helm.clone(),
+    });
+    let remotes = Arc::new(remote::RemoteClusters::new(remote::Shared {
+        helm: helm.clone(),
+        metrics: metrics.clone(),
+        queue: queue.clone(),
+        apps: apps.store(),
+        policy: settings.sources.policy.clone(),
+        max: settings.max_remote_clusters,
+    }));
+    let ctx = Context {
+        client: manager.client(),
+        apps: apps.store(),
+        sets: sets.store(),
+        own,
+        remotes,
+        secrets: secrets.store(),
+        configmaps: configmaps.store(),
         sources,
         queue: queue.clone(),
         status: {
@@ -228,20 +265,14 @@ pub fn controller(
         },
         recorder: manager.recorder(),
         settings: settings.clone(),
-        drift,
         watched: watched_kinds(manager, apps.store(), queue.clone()),
-        reachability: crate::delivery::helmapp::reachability::Reachability::new(
-            manager.client(),
-            manager,
-            queue.clone(),
-        ),
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),
         produced: Default::default(),
         interrupted: Default::default(),
         refused: Default::default(),
     };
-    gate_on_reachability(&helm, &ctx.reachability);
+    gate_on_reachability(&helm, &reachability);
     let controller = Controller::with_queue(manager, "helmapp", HelmApps { ctx }, queue)
         .workers(settings.workers)
         .resync_every(settings.resync, &apps);
@@ -249,6 +280,7 @@ pub fn controller(
     let to = wiring::Handlers {
         queue: controller.queue(),
         apps: apps.store(),
+        vias: None,
     };
     wire(&to, &apps, &releases, &sets, &secrets, &configmaps);
     members.wire(&to);
@@ -268,23 +300,20 @@ fn wire(
     let h = to.clone();
     apps.add_event_handler(HandlerFn(move |e: &Event<HelmApp>| h.on_helmapp(e)));
     let h = to.clone();
-    releases.add_event_handler(HandlerFn(move |e: &Event<HelmRelease>| h.on_storage(e)));
-    let h = to.clone();
     sets.add_event_handler(HandlerFn(move |e: &Event<HelmAppSet>| h.on_dependency(e)));
     let h = to.clone();
     secrets.add_event_handler(HandlerFn(move |e: &Event<SecretDigests>| {
         if let Some(o) = e.changed() {
             h.on_values_source("Secret", &o.metadata);
         }
-        h.on_member_data(e);
     }));
     let h = to.clone();
     configmaps.add_event_handler(HandlerFn(move |e: &Event<ConfigMapDigests>| {
         if let Some(o) = e.changed() {
             h.on_values_source("ConfigMap", &o.metadata);
         }
-        h.on_member_data(e);
     }));
+    cluster_informers::wire_cluster(to, releases, secrets, configmaps);
 }
 
 /// The informers of the kinds `dependsOn` names, with their gauge and
@@ -325,10 +354,18 @@ fn gate_on_reachability(
 fn index_helmapps(apps: &cache::Store<HelmApp>) {
     let refs: IndexFn<HelmApp> = Arc::new(|a: &HelmApp| {
         let ns = a.namespace().unwrap_or_default();
+        // The kubeconfig's Secret too: a change to it resolves the cluster
+        // again (docs/remote-clusters.md).
         a.spec
             .values_from
             .iter()
             .map(|r| format!("{}/{ns}/{}", r.kind, r.name))
+            .chain(
+                a.spec
+                    .kube_config
+                    .iter()
+                    .map(|k| format!("Secret/{ns}/{}", k.secret_ref.name)),
+            )
             .collect()
     });
     let deps: IndexFn<HelmApp> = Arc::new(|a: &HelmApp| {
@@ -343,119 +380,6 @@ fn index_helmapps(apps: &cache::Store<HelmApp>) {
     apps.add_index(VALUES_FROM_INDEX, refs);
     apps.add_index(
         TARGET_INDEX,
-        Arc::new(|a: &HelmApp| vec![Target::of(a).key()]),
+        Arc::new(|a: &HelmApp| vec![Target::of(a).index_key()]),
     );
-}
-
-/// Release storage by `namespace/release name`.
-fn release_by_name() -> IndexFn<HelmRelease> {
-    Arc::new(|r: &HelmRelease| {
-        let ns = r.metadata.namespace.as_deref().unwrap_or_default();
-        match r.release_name() {
-            "" => Vec::new(),
-            name => vec![format!("{ns}/{name}")],
-        }
-    })
-}
-
-/// The informers of a release's objects (shared with the inventory: same
-/// options, one watch each).
-struct MemberInformers {
-    deployments: Arc<cache::SharedInformer<crate::lean::workloads::Deployment>>,
-    statefulsets: Arc<cache::SharedInformer<crate::lean::workloads::StatefulSet>>,
-    daemonsets: Arc<cache::SharedInformer<crate::lean::workloads::DaemonSet>>,
-    jobs: Arc<cache::SharedInformer<crate::lean::workloads::Job>>,
-    services: Arc<cache::SharedInformer<crate::lean::kinds::Service>>,
-    ingresses: Arc<cache::SharedInformer<crate::lean::kinds::Ingress>>,
-    secrets: Arc<cache::SharedInformer<crate::lean::workloads::ReleaseSecret>>,
-    service_accounts: Arc<cache::SharedInformer<drift_kinds::ServiceAccount>>,
-    autoscalers: Arc<cache::SharedInformer<drift_kinds::HorizontalPodAutoscaler>>,
-    disruption_budgets: Arc<cache::SharedInformer<drift_kinds::PodDisruptionBudget>>,
-    roles: Arc<cache::SharedInformer<drift_kinds::Role>>,
-    role_bindings: Arc<cache::SharedInformer<drift_kinds::RoleBinding>>,
-    network_policies: Arc<cache::SharedInformer<drift_kinds::NetworkPolicy>>,
-}
-
-fn member_informers(factory: &SharedInformerFactory) -> MemberInformers {
-    MemberInformers {
-        deployments: member_informer(factory),
-        statefulsets: member_informer(factory),
-        daemonsets: member_informer(factory),
-        jobs: member_informer(factory),
-        services: member_informer(factory),
-        ingresses: member_informer(factory),
-        secrets: member_informer(factory),
-        service_accounts: member_informer(factory),
-        autoscalers: member_informer(factory),
-        disruption_budgets: member_informer(factory),
-        roles: member_informer(factory),
-        role_bindings: member_informer(factory),
-        network_policies: member_informer(factory),
-    }
-}
-
-impl MemberInformers {
-    fn stores(&self) -> Members {
-        Members {
-            deployments: self.deployments.store(),
-            statefulsets: self.statefulsets.store(),
-            daemonsets: self.daemonsets.store(),
-            jobs: self.jobs.store(),
-            services: self.services.store(),
-            ingresses: self.ingresses.store(),
-            secrets: self.secrets.store(),
-            drift_only: context::DriftOnly {
-                service_accounts: self.service_accounts.store(),
-                autoscalers: self.autoscalers.store(),
-                disruption_budgets: self.disruption_budgets.store(),
-                roles: self.roles.store(),
-                role_bindings: self.role_bindings.store(),
-                network_policies: self.network_policies.store(),
-            },
-        }
-    }
-
-    /// Workloads' changes (their rollout, for `wait`), deletions of any
-    /// member, and changes of a member's sections (drift) enqueue the
-    /// release's HelmApps.
-    fn wire(&self, to: &wiring::Handlers) {
-        fn on<K: cache::Object + Fingerprinted + Labelled>(
-            informer: &Arc<cache::SharedInformer<K>>,
-            to: &wiring::Handlers,
-            rollout: bool,
-        ) {
-            let to = to.clone();
-            informer.add_event_handler(HandlerFn(move |e: &Event<K>| match e {
-                Event::Delete(o) => to.on_release_object(o.lean_meta(), false),
-                Event::Update { old, new } if old.fingerprint() != new.fingerprint() => {
-                    to.on_release_object(new.lean_meta(), false)
-                }
-                _ if rollout => {
-                    if let Some(o) = e.changed() {
-                        to.on_release_object(o.lean_meta(), true);
-                    }
-                }
-                _ => {}
-            }));
-        }
-        on(&self.deployments, to, true);
-        on(&self.statefulsets, to, true);
-        on(&self.daemonsets, to, true);
-        on(&self.jobs, to, true);
-        on(&self.services, to, false);
-        on(&self.ingresses, to, false);
-        on(&self.service_accounts, to, false);
-        on(&self.autoscalers, to, false);
-        on(&self.disruption_budgets, to, false);
-        on(&self.roles, to, false);
-        on(&self.role_bindings, to, false);
-        on(&self.network_policies, to, false);
-        let to = to.clone();
-        self.secrets
-            .add_event_handler(HandlerFn(move |e: &Event<ReleaseSecret>| {
-                if let Event::Delete(o) = e {
-                    to.on_release_object(&o.metadata, false);
-                }
-            }));
-    }
 }

@@ -74,6 +74,22 @@ impl Reachability {
         })
     }
 
+    /// A remote cluster's (docs/remote-clusters.md): like [`Self::new`],
+    /// its gauge in no registry — `hossted_api_reachable` is the operator's
+    /// own API server's.
+    pub fn unregistered(client: Client, queue: Arc<RateLimitingQueue<String>>) -> Arc<Self> {
+        let gauge = Gauge::default();
+        gauge.set(1);
+        Arc::new(Reachability {
+            client,
+            down: AtomicBool::new(false),
+            parked: Mutex::default(),
+            gauge,
+            queue,
+            answered: Mutex::new(None),
+        })
+    }
+
     /// Whether the API is taken to be down (no helm may start).
     pub fn is_down(&self) -> bool {
         self.down.load(SeqCst)

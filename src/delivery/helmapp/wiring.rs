@@ -24,7 +24,14 @@ use crate::lean::storage::HelmRelease;
 pub struct Handlers {
     pub queue: Arc<RateLimitingQueue<String>>,
     pub apps: Store<HelmApp>,
+    /// A remote cluster's handlers: the HelmApps that name it, by key, with
+    /// their `Target::via` — a release object of that cluster concerns only
+    /// them. `None`: the operator's own cluster.
+    pub vias: Option<Vias>,
 }
+
+/// A remote cluster's users: HelmApp key → `Target::via`.
+pub type Vias = Arc<parking_lot::Mutex<std::collections::HashMap<String, String>>>;
 
 impl Handlers {
     /// Enqueues every HelmApp that `index` files under `value`, or only
@@ -71,7 +78,7 @@ impl Handlers {
             // waited as `ReleaseOwnedByOther`, or a HelmApp moved to the
             // operator's namespace): the other HelmApps of that release
             // look again.
-            let release = crate::delivery::helmapp::decide::target::Target::of(gone).key();
+            let release = crate::delivery::helmapp::decide::target::Target::of(gone).index_key();
             self.through(TARGET_INDEX, &release, |a| a.uid() != gone.uid());
         }
     }
@@ -107,6 +114,18 @@ impl Handlers {
         self.through(VALUES_FROM_INDEX, &key, |_| true);
     }
 
+    /// Enqueues the HelmApps whose release in this handler's cluster is
+    /// `release` (`namespace/name`), or only those `only` accepts.
+    fn through_target(&self, release: &str, only: impl Fn(&HelmApp) -> bool) {
+        let Some(vias) = &self.vias else {
+            return self.through(TARGET_INDEX, release, only);
+        };
+        let distinct: std::collections::BTreeSet<String> = vias.lock().values().cloned().collect();
+        for via in distinct {
+            self.through(TARGET_INDEX, &format!("{via}{release}"), &only);
+        }
+    }
+
     /// An object of a release was deleted, or a workload's rollout moved
     /// (`rollout_only`: then only the HelmApps that `wait`). The release
     /// is the one helm's annotations name (helm puts them on every object
@@ -128,7 +147,7 @@ impl Handlers {
                 ),
             },
         };
-        self.through(TARGET_INDEX, &key, |a| !rollout_only || a.spec.wait);
+        self.through_target(&key, |a| !rollout_only || a.spec.wait);
     }
 }
 
@@ -162,7 +181,7 @@ impl Handlers {
             entry.metadata.namespace.as_deref().unwrap_or_default(),
             entry.release_name()
         );
-        self.through(TARGET_INDEX, &key, |_| true);
+        self.through_target(&key, |_| true);
     }
 }
 

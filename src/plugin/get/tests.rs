@@ -61,22 +61,22 @@ fn a_set_is_a_tree_in_its_order_and_the_other_apps_follow() {
         .collect();
     assert_eq!(
         lines[0],
-        "NAME READY STATUS REVISION CHART@VERSION DRIFT UPDATE WAITING AGE"
+        "NAME READY STATUS REVISION CHART@VERSION CLUSTER DRIFT UPDATE WAITING AGE"
     );
     assert_eq!(
         lines[1],
-        "stack (set) 1/2 DependencyNotReady - 2 apps - - dependency 2d"
+        "stack (set) 1/2 DependencyNotReady - 2 apps - - - dependency 2d"
     );
     assert_eq!(
-        lines[2], "├─ stack-web False DependencyNotReady - tiny@0.1.0 1 - dependency 5m",
+        lines[2], "├─ stack-web False DependencyNotReady - tiny@0.1.0 in-cluster 1 - dependency 5m",
         "the set's order, not the names'"
     );
     assert_eq!(
         lines[3],
-        "└─ stack-db True InstallSucceeded 1 tiny@0.1.0 1 - - 5m"
+        "└─ stack-db True InstallSucceeded 1 tiny@0.1.0 in-cluster 1 - - 5m"
     );
     assert_eq!(
-        lines[4], "solo True UpToDate 3 tiny@0.1.0 1 0.2.0 - 5m",
+        lines[4], "solo True UpToDate 3 tiny@0.1.0 in-cluster 1 0.2.0 - 5m",
         "a newer version offered"
     );
     assert!(!out.contains('\x1b'), "no colour off a terminal");
@@ -87,7 +87,7 @@ fn a_set_is_a_tree_in_its_order_and_the_other_apps_follow() {
     later.status.as_mut().unwrap().next_window = "2026-12-01T21:00:00Z".into();
     let out = table(&[], &[later], false, now(), false);
     let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
-    assert_eq!(row[7], "window:2026-12-01T21:00:00Z", "{out}");
+    assert_eq!(row[8], "window:2026-12-01T21:00:00Z", "{out}");
 }
 
 #[test]
@@ -108,4 +108,29 @@ fn the_chart_is_named_by_its_status_and_a_tenants_escape_never_reaches_the_termi
     reordered.spec.chart =
         serde_json::from_value(json!({ "oci": "oci://r.example.com/x\u{202E}gpj" })).unwrap();
     assert_eq!(app_row(&reordered, now()).chart, "x?gpj@0.1.0");
+}
+
+#[test]
+fn a_remote_release_shows_its_kubeconfig_secret_printable_and_bounded() {
+    let remote = |secret: &str| {
+        let mut a = app("remote", None, "True", "UpToDate", 2);
+        a.spec.kube_config =
+            Some(serde_json::from_value(json!({ "secretRef": { "name": secret } })).unwrap());
+        a
+    };
+    assert_eq!(app_row(&remote("prod-eu"), now()).cluster, "prod-eu");
+    let out = table(&[], &[remote("prod-eu")], false, now(), false);
+    let row: Vec<&str> = out.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[5], "prod-eu", "{out}");
+    // The operator's own cluster.
+    let local = app("local", None, "True", "UpToDate", 1);
+    assert_eq!(app_row(&local, now()).cluster, "in-cluster");
+
+    // A name stored before the CRD checked it is the tenant's text: no
+    // escape sequence or bidi control reaches the terminal, and it is cut.
+    let hostile = app_row(&remote("\u{1b}]52;c;aGk=\u{7}x\u{202E}y"), now()).cluster;
+    assert_eq!(hostile, "?]52;c;aGk=?x?y");
+    let long = app_row(&remote(&"a".repeat(300)), now()).cluster;
+    assert_eq!(long.chars().count(), CLUSTER_WIDTH, "{long}");
+    assert!(long.ends_with('…'), "{long}");
 }

@@ -30,12 +30,16 @@ pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: Now) -> Markup {
     let none = HelmAppStatus::default();
     let status = app.status.as_ref().unwrap_or(&none);
     let state = state_of(app);
+    // The kubeconfig Secret's name (the tenant's text: printable, bounded,
+    // escaped as every value), or `in-cluster`; as `kubectl hossted get`.
+    let cluster = crate::plugin::get::cluster_label(app);
     html! {
         h1 { "HelmApp " (ns) "/" (name) " " (badge(state)) }
         p.summary {
             "Chart " strong { (crate::ui::state::chart_label(app)) } " " (status.chart_version)
             " · revision " (status.revision)
             " · release " code { (status.target_namespace) "/" (status.release_name) }
+            " · cluster " code data-cluster=(cluster) { (cluster) }
             @if let Some(v) = update_of(app) { " · " span data-update=(v) { "update available: " strong { (v) } } }
         }
         div.actions role="group" aria-label="Actions" {
@@ -206,4 +210,44 @@ fn event_age(e: &Event, now: chrono::DateTime<chrono::Utc>) -> String {
         .or_else(|| e.event_time.as_ref().map(|t| t.0.to_string()))
         .unwrap_or_default();
     super::age(&t, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apis::helmapp::{HelmAppSpec, KubeConfigReference, KubeConfigSecretRef};
+
+    fn page(app: &HelmApp) -> String {
+        let d = Details {
+            events: Ok(Vec::new()),
+            inventory: Vec::new(),
+            drift: Vec::new(),
+            values: Ok(String::new()),
+        };
+        main(app, &d, "csrf", chrono::Utc::now()).into_string()
+    }
+
+    #[test]
+    fn the_cluster_a_release_goes_to_is_shown_escaped() {
+        let mut app = HelmApp::new("web", HelmAppSpec::default());
+        assert!(
+            page(&app).contains(" · cluster <code data-cluster=\"in-cluster\">in-cluster</code>"),
+            "{}",
+            page(&app)
+        );
+        app.spec.kube_config = Some(KubeConfigReference {
+            secret_ref: KubeConfigSecretRef {
+                name: "<b>prod</b>\u{202E}".into(),
+                key: String::new(),
+            },
+        });
+        let html = page(&app);
+        assert!(
+            html.contains(
+                " · cluster <code data-cluster=\"&lt;b&gt;prod&lt;/b&gt;?\">&lt;b&gt;prod&lt;/b&gt;?</code>"
+            ),
+            "{html}"
+        );
+        assert!(!html.contains("<b>prod"), "{html}");
+    }
 }

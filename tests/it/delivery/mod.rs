@@ -16,6 +16,7 @@ mod lifecycle;
 mod model;
 mod processes;
 mod readiness;
+mod remote;
 mod shards;
 mod sources;
 mod storage_trust;

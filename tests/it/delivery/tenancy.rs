@@ -728,7 +728,8 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
         }
     }
 
-    // And for Git credentials, and the age keys values are decrypted with.
+    // And for Git credentials, the age keys values are decrypted with, and
+    // a remote cluster's kubeconfig (its credentials would be lent).
     for (spec, secret) in [
         (
             json!({ "chart": { "git": { "url": "https://git.example/c.git",
@@ -745,6 +746,11 @@ async fn an_author_may_reference_only_the_secrets_they_may_read_themselves() {
             json!({ "chart": { "path": "tiny" },
                 "decryption": { "provider": "sops", "secretRef": { "name": "sops-age" } } }),
             "sops-age",
+        ),
+        (
+            json!({ "chart": { "path": "tiny" },
+                "kubeConfig": { "secretRef": { "name": "remote-kubeconfig" } } }),
+            "remote-kubeconfig",
         ),
     ] {
         let app: HelmApp = serde_json::from_value(json!({

@@ -295,6 +295,7 @@ impl Fixture {
             // allows; 169.254/16 stays refused.
             sources: delivery::SourceLimits::default(),
             max_helm_timeout: Duration::from_secs(1800),
+            max_remote_clusters: 100,
             webhook: None,
         }
     }

@@ -71,6 +71,11 @@ pub struct HelmAppSpec {
         regex(pattern = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$")
     )]
     pub service_account_name: String,
+    /// The release goes to the cluster this kubeconfig names instead of
+    /// the operator's own (Flux's `kubeConfig`; docs/remote-clusters.md).
+    /// `serviceAccountName` is then impersonated in that cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<KubeConfigReference>,
     pub chart: ChartSource,
     /// Inline values (any YAML object, at most 64 levels deep).
     #[serde(
@@ -443,4 +448,27 @@ fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         "type": "object",
         "x-kubernetes-preserve-unknown-fields": true
     })
+}
+
+/// A remote cluster's kubeconfig (docs/remote-clusters.md).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigReference {
+    pub secret_ref: KubeConfigSecretRef,
+}
+
+/// A key of a Secret in the HelmApp's namespace, read as the HelmApp's
+/// identity.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigSecretRef {
+    #[schemars(
+        length(min = 1, max = 253),
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
+    pub name: String,
+    /// The key holding the kubeconfig (empty: `value`, then `value.yaml`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 253), regex(pattern = r"^([-._a-zA-Z0-9]+)?$"))]
+    pub key: String,
 }

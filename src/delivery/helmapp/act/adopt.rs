@@ -74,7 +74,8 @@ pub async fn take_over(
         .list(&ListParams::default().labels(&selector))
         .map_err(DeliveryError::Request)?;
     impersonate(&mut list, user.as_deref()).map_err(DeliveryError::Impersonation)?;
-    let secrets: ObjectList<Secret> = ctx.client.request(list).await?;
+    let cluster = ctx.on(o);
+    let secrets: ObjectList<Secret> = cluster.client.request(list).await?;
     for secret in &secrets.items {
         let labels = secret.metadata.labels.clone().unwrap_or_default();
         let mut wanted = json!({ UID_LABEL: o.uid });
@@ -87,7 +88,7 @@ pub async fn take_over(
             .patch(&name, &PatchParams::default(), &body)
             .map_err(DeliveryError::Request)?;
         impersonate(&mut patch, user.as_deref()).map_err(DeliveryError::Impersonation)?;
-        let _: Secret = ctx.client.request(patch).await?;
+        let _: Secret = cluster.client.request(patch).await?;
     }
     if let Some(newest) = o.newest.as_mut() {
         newest.owner = o.uid.clone();

@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use kube::core::Request;
 use serde_json::Value;
 
-use super::super::context::Context;
+use super::super::cluster::Cluster;
 use super::outcome::DeliveryError;
 
 /// The field manager of the operator's own applies.
@@ -22,11 +22,11 @@ pub const FIELD_MANAGER: &str = "hossted-operator";
 /// Applies every CustomResourceDefinition of the chart at `chart`;
 /// returns their names. `Err` carries a message for the condition.
 pub async fn replace_crds(
-    ctx: &Context,
+    cluster: &Cluster,
     chart: &std::path::Path,
     as_user: Option<&str>,
 ) -> Result<Vec<String>, String> {
-    let text = ctx
+    let text = cluster
         .helm
         .show_crds(chart)
         .await
@@ -38,7 +38,7 @@ pub async fn replace_crds(
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        apply_crd(ctx, &name, &crd, as_user)
+        apply_crd(cluster, &name, &crd, as_user)
             .await
             .map_err(|e| format!("applying CustomResourceDefinition {name}: {e}"))?;
         applied.push(name);
@@ -47,7 +47,7 @@ pub async fn replace_crds(
 }
 
 async fn apply_crd(
-    ctx: &Context,
+    cluster: &Cluster,
     name: &str,
     crd: &Value,
     as_user: Option<&str>,
@@ -57,7 +57,7 @@ async fn apply_crd(
         .patch(name, &params, &Patch::Apply(crd))?;
     crate::delivery::tenancy::impersonate(&mut request, as_user)
         .map_err(DeliveryError::Impersonation)?;
-    ctx.client.request::<Value>(request).await?;
+    cluster.client.request::<Value>(request).await?;
     Ok(())
 }
 

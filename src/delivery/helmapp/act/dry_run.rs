@@ -67,10 +67,10 @@ async fn run(
         as_user: upgrade.as_user,
     };
     let live = match live {
-        true => ctx.helm.manifest(&get).await,
+        true => ctx.on(o).helm.manifest(&get).await,
         false => Ok(String::new()),
     };
-    let next = ctx.helm.render(&upgrade).await;
+    let next = ctx.on(o).helm.render(&upgrade).await;
     Ok((
         live.map_err(|e| e.summary(&o.done.redactor))?,
         next.map_err(|e| e.summary(&o.done.redactor))?,

@@ -27,7 +27,7 @@ pub async fn declare(
         // recorded before its intent is replaced. Its own revision is
         // recorded only when proven by a render (`super::own_run`): the
         // storage check before this step found nothing unproven.
-        let entries = storage::read(&ctx.client, &o.target).await?;
+        let entries = storage::read(&ctx.on(o).client, &o.target).await?;
         storage::record(o, &entries);
     }
     // Helm writes the newest revision it finds, plus one; the storage was
@@ -67,7 +67,7 @@ pub async fn declare(
     if matches!(answered, Ok(runtime::Written::Patched)) {
         // Answered just now: the helm about to start needs no probe of
         // its own.
-        ctx.reachability.note_answer();
+        ctx.on(o).reachability.note_answer();
     }
     o.done.run_live = true;
     Ok(())

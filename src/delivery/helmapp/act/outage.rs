@@ -10,9 +10,14 @@ use crate::delivery::helmapp::context::{Context, run_key};
 /// outage (`crate::delivery::helmapp::reachability`) — helm not started for it, or
 /// the API does not answer now — not the release's failure; then `app`
 /// waits for the API, parked (re-queued at once if it is back).
-pub async fn outage(ctx: &Context, app: &HelmApp, error: &HelmError) -> bool {
+use crate::delivery::helmapp::decide::observed::Observed;
+
+pub async fn outage(ctx: &Context, app: &HelmApp, o: &Observed, error: &HelmError) -> bool {
     let unstarted = matches!(error, HelmError::Unreachable { .. });
-    if !unstarted && ctx.reachability.answers().await {
+    // The API server of the release's cluster: the operator's own, or the
+    // remote one helm ran on.
+    let reachability = ctx.on(o).reachability.clone();
+    if !unstarted && reachability.answers().await {
         return false;
     }
     if !unstarted {
@@ -20,6 +25,6 @@ pub async fn outage(ctx: &Context, app: &HelmApp, error: &HelmError) -> bool {
         ctx.interrupted.lock().insert(run_key(app));
     }
     let key = cache::object_key(app);
-    ctx.reachability.park(&key);
+    reachability.park(&key);
     true
 }

@@ -84,6 +84,9 @@ pub fn refused_run(o: &mut Observed, action: &str, refused: &str, helm_message: 
 fn forbidden_message(o: &Observed, action: &str, refused: &str, helm_message: &str) -> String {
     let hint = match o.identity {
         crate::delivery::Identity::Operator => "grant it to the operator's ServiceAccount",
+        crate::delivery::Identity::Kubeconfig => {
+            "grant it in the remote cluster to the identity of the kubeConfig's credentials, or name a serviceAccountName there"
+        }
         crate::delivery::Identity::ServiceAccount { .. } => {
             "grant it with a Role bound to that ServiceAccount, or name another in serviceAccountName"
         }

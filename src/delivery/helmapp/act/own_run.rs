@@ -95,7 +95,7 @@ pub async fn record(
     };
     // One read: the revision must still hold the content the proof read,
     // and whatever else is there is checked again before anything runs.
-    let entries = storage::read(&ctx.client, &o.target).await?;
+    let entries = storage::read(&ctx.on(o).client, &o.target).await?;
     let same = entries
         .iter()
         .any(|e| e.version() == revision && e.content.as_deref() == Some(content.as_str()));
@@ -199,7 +199,7 @@ async fn stored_manifests(
     revision: i64,
 ) -> Result<Option<(Vec<String>, String)>, DeliveryError> {
     let name = format!("sh.helm.release.v1.{}.v{revision}", o.target.release);
-    let secret = Api::<Secret>::namespaced(ctx.client.clone(), &o.target.namespace)
+    let secret = Api::<Secret>::namespaced(ctx.on(o).client.clone(), &o.target.namespace)
         .get_opt(&name)
         .await?;
     let Some(payload) = secret

@@ -25,6 +25,7 @@ const REPAIRED: &str = "edited fields of the release's objects are put back (spe
 pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let user = o.identity.user();
     let drifted = std::mem::take(&mut o.drift.drifted);
+    let cluster = ctx.on(o);
     for d in drifted {
         let ignored: Vec<&str> = d.ignored.iter().map(String::as_str).collect();
         let object = Object {
@@ -35,9 +36,9 @@ pub async fn put_back(ctx: &Context, app: &HelmApp, o: &mut Observed) {
             desired: &d.desired,
             as_user: user.as_deref(),
         };
-        match ctx
+        match cluster
             .drift
-            .put_back(&ctx.client, &object, &ignored, d.live.as_ref())
+            .put_back(&cluster.client, &object, &ignored, d.live.as_ref())
             .await
         {
             Ok((changed, digest)) => {

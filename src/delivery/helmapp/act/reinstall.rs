@@ -29,7 +29,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
         wait: true,
         ..super::uninstall::request(app, o, user.as_deref())
     };
-    let ended = ctx.helm.uninstall(&request).await;
+    let ended = ctx.on(o).helm.uninstall(&request).await;
     let hash = o.hash().unwrap_or_default().to_string();
     let (version, revision) = (o.status.chart_version.clone(), o.status.revision);
     let record = |o: &mut Observed, result| {
@@ -47,7 +47,7 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed, from: &str, to:
             o.done.run_ended = Some(RunEnded::SlotBusy);
             Outcome::Replan
         }
-        Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
+        Some(Err(e)) if super::outage::outage(ctx, app, o, &e).await => {
             o.done.run_ended = Some(RunEnded::Outage);
             Outcome::Replan
         }

@@ -71,7 +71,8 @@ pub async fn run(
     super::intent::declare(ctx, app, o, kind.action()).await?;
     let upgrade = request(ctx, app, o, parts);
     if app.spec.crds == CrdPolicy::CreateReplace
-        && let Err(message) = super::crds::replace_crds(ctx, &chart.path, upgrade.as_user).await
+        && let Err(message) =
+            super::crds::replace_crds(&ctx.on(o), &chart.path, upgrade.as_user).await
     {
         super::intent::withdraw(o);
         // helm's and the apiserver's words: redacted like any helm message.
@@ -79,7 +80,7 @@ pub async fn run(
         return Ok(not_started(o, Reason::CRDsFailed, message, true));
     }
     let started = std::time::Instant::now();
-    let Some(result) = ctx.helm.upgrade(&upgrade).await else {
+    let Some(result) = ctx.on(o).helm.upgrade(&upgrade).await else {
         super::intent::withdraw(o);
         o.done.run_ended = Some(RunEnded::SlotBusy);
         return Ok(Outcome::Replan);
@@ -90,7 +91,7 @@ pub async fn run(
         super::intent::withdraw(o);
     }
     if let Err(e) = &result
-        && super::outage::outage(ctx, app, e).await
+        && super::outage::outage(ctx, app, o, e).await
     {
         // Not a failure of the release: nothing counted, recorded or said.
         o.done.run_ended = Some(RunEnded::Outage);
@@ -166,7 +167,7 @@ fn ended(
 /// objects of a revision it deployed go in the same status write. Storage
 /// that cannot be read now is recorded by the next reconcile that can.
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    match crate::delivery::helmapp::observe::storage::record_after_run(&ctx.client, o).await {
+    match crate::delivery::helmapp::observe::storage::record_after_run(&ctx.on(o).client, o).await {
         Some((entries, newest)) => {
             // The newest revision's objects, from this read: drift's record
             // of them reads its Secret no second time.
@@ -180,6 +181,7 @@ pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
                 // by the read the record makes.)
                 let ns = &o.target.namespace;
                 let _ = ctx
+                    .on(o)
                     .drift
                     .manifests
                     .remember(ns, &secret, &digest, &manifest);

@@ -149,7 +149,7 @@ async fn apply(
                 wait: app.spec.rollback.wait,
                 wait_for_jobs: !app.spec.rollback.disable_wait_for_jobs,
             };
-            let ran = ctx.helm.rollback(&rollback).await;
+            let ran = ctx.on(o).helm.rollback(&rollback).await;
             if ran.is_none() {
                 super::intent::withdraw(o);
             }
@@ -157,7 +157,8 @@ async fn apply(
         }
         Remedy::MissingRollbackTarget => return "no rollback: no revision ever succeeded".into(),
         Remedy::Uninstall => {
-            ctx.helm
+            ctx.on(o)
+                .helm
                 .uninstall(&super::uninstall::request(app, o, as_user))
                 .await
         }

@@ -80,7 +80,7 @@ async fn tested(
                     timeout: o.timeouts.test,
                     filters: &filters,
                 };
-                match ctx.helm.test(&test).await {
+                match ctx.on(o).helm.test(&test).await {
                     Some(Ok(())) => None,
                     Some(Err(e)) => Some(e.summary(&o.done.redactor)),
                     None => return TestRun::Busy,

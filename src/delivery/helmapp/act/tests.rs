@@ -15,7 +15,8 @@ use super::{Outcome, run};
 use crate::delivery::helm::{
     GetManifest, HelmError, Released, Rendered, Rollback, Test, Uninstall, Upgrade,
 };
-use crate::delivery::helmapp::context::{Context, DriftOnly, Members};
+use crate::delivery::helmapp::cluster::{DriftOnly, Members};
+use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::conditions::{READY, Reason};
 use crate::delivery::helmapp::decide::observed::{Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::decide::plan::Step;
@@ -145,10 +146,16 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
         Duration::from_secs(1),
     );
     let metrics = crate::delivery::metrics::HelmMetrics::register(&manager, apps.clone());
-    Context {
+    let secrets = cache::Store::new();
+    let configmaps = cache::Store::new();
+    let reachability = crate::delivery::helmapp::reachability::Reachability::new(
+        client.clone(),
+        &manager,
+        queue.clone(),
+    );
+    let own = Arc::new(crate::delivery::helmapp::cluster::Cluster {
+        remote: None,
         client: client.clone(),
-        apps: apps.clone(),
-        sets: cache::Store::new(),
         releases: cache::Store::new(),
         members: Members {
             deployments: cache::Store::new(),
@@ -167,9 +174,33 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
                 network_policies: cache::Store::new(),
             },
         },
-        secrets: cache::Store::new(),
-        configmaps: cache::Store::new(),
-        helm,
+        secrets: secrets.clone(),
+        configmaps: configmaps.clone(),
+        drift: crate::delivery::helmapp::drift_cache::DriftCache::new(metrics.clone()),
+        reachability,
+        helm: helm.clone(),
+    });
+    let remotes = Arc::new(crate::delivery::helmapp::remote::RemoteClusters::new(
+        crate::delivery::helmapp::remote::Shared {
+            helm: Arc::new(crate::delivery::helm::Helm::new(
+                settings.helm.clone(),
+                metrics.clone(),
+            )),
+            metrics,
+            queue: queue.clone(),
+            apps: apps.clone(),
+            policy: settings.sources.policy.clone(),
+            max: settings.max_remote_clusters,
+        },
+    ));
+    Context {
+        client: client.clone(),
+        apps: apps.clone(),
+        sets: cache::Store::new(),
+        own,
+        remotes,
+        secrets,
+        configmaps,
         sources: Arc::new(crate::delivery::source::fetch::Sources::new(
             &work,
             settings.sources.clone(),
@@ -177,15 +208,11 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
         queue: queue.clone(),
         status: runtime::StatusWriter::new(client.clone(), |a: &HelmApp| a.status.clone()),
         recorder: manager.recorder(),
-        drift: crate::delivery::helmapp::drift_cache::DriftCache::new(metrics),
         watched: Arc::new(crate::delivery::helmapp::watched_kinds::WatchedKinds::new(
             client.clone(),
             apps,
             queue.clone(),
         )),
-        reachability: crate::delivery::helmapp::reachability::Reachability::new(
-            client, &manager, queue,
-        ),
         settings,
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),

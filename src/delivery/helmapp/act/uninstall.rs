@@ -35,12 +35,17 @@ pub async fn run(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Result<Outco
         o.done.redactor = crate::delivery::helm::values::Redactor::of(&values);
     }
     let user = o.identity.user();
-    match ctx.helm.uninstall(&request(app, o, user.as_deref())).await {
+    match ctx
+        .on(o)
+        .helm
+        .uninstall(&request(app, o, user.as_deref()))
+        .await
+    {
         None => {
             o.done.run_ended = Some(RunEnded::SlotBusy);
             return Ok(Outcome::Replan);
         }
-        Some(Err(e)) if super::outage::outage(ctx, app, &e).await => {
+        Some(Err(e)) if super::outage::outage(ctx, app, o, &e).await => {
             o.done.run_ended = Some(RunEnded::Outage);
             return Ok(Outcome::Replan);
         }

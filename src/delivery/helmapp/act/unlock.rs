@@ -24,11 +24,19 @@ pub async fn run(
     o: &mut Observed,
     message: &str,
 ) -> Result<Outcome, DeliveryError> {
+    let cluster = ctx.on(o);
     let Some(newest) = o.newest.as_mut() else {
         return Ok(Outcome::Replan);
     };
     let user = o.identity.user();
-    if !mark_failed(ctx, &o.target.namespace, &newest.secret, user.as_deref()).await? {
+    if !mark_failed(
+        &cluster,
+        &o.target.namespace,
+        &newest.secret,
+        user.as_deref(),
+    )
+    .await?
+    {
         // The cache was behind: no longer pending. Decided again on it.
         return Ok(Outcome::Replan);
     }
@@ -52,7 +60,7 @@ pub async fn run(
         HistoryResult::Succeeded,
     );
     status.last_action = "unlock".into();
-    if crate::delivery::helmapp::observe::storage::record_after_action(&ctx.client, o)
+    if crate::delivery::helmapp::observe::storage::record_after_action(&ctx.on(o).client, o)
         .await
         .is_none()
     {
@@ -66,7 +74,7 @@ pub async fn run(
 /// helm would) — if the fresh read still says `pending-*` (`false`: it
 /// does not, nothing written).
 async fn mark_failed(
-    ctx: &Context,
+    cluster: &crate::delivery::helmapp::cluster::Cluster,
     ns: &str,
     name: &str,
     as_user: Option<&str>,
@@ -76,7 +84,7 @@ async fn mark_failed(
         .get(name, &GetParams::default())
         .map_err(DeliveryError::Request)?;
     impersonate(&mut get, as_user).map_err(DeliveryError::Impersonation)?;
-    let mut secret: Secret = ctx.client.request(get).await?;
+    let mut secret: Secret = cluster.client.request(get).await?;
     let data = secret.data.get_or_insert_with(Default::default);
     let raw = data.get("release").map(|b| b.0.clone()).ok_or_else(|| {
         DeliveryError::UnreadableRelease {
@@ -115,6 +123,6 @@ async fn mark_failed(
         .replace(name, &PostParams::default(), body)
         .map_err(DeliveryError::Request)?;
     impersonate(&mut replace, as_user).map_err(DeliveryError::Impersonation)?;
-    let _: Secret = ctx.client.request(replace).await?;
+    let _: Secret = cluster.client.request(replace).await?;
     Ok(true)
 }

@@ -235,10 +235,22 @@ pub struct Done {
     pub run_live: bool,
 }
 
+/// The cluster a release was read in, as a decision sees it: only that
+/// it is one. `observe` puts the cluster there and `act` reaches it
+/// through `Context::on`; nothing here may look inside (decide stays
+/// pure: it holds no client).
+pub trait ReleaseCluster: std::fmt::Debug + std::any::Any + Send + Sync {}
+
 /// What a decision about one HelmApp needs (see the module docs).
 #[derive(Debug)]
 pub struct Observed {
     pub target: Target,
+    /// Where the release lives (`None`: the operator's own cluster).
+    pub cluster: Option<std::sync::Arc<dyn ReleaseCluster>>,
+    /// Why the release's cluster cannot be used now, if it cannot (its
+    /// `kubeConfig` is refused, it does not answer, too many clusters):
+    /// nothing of the release was read.
+    pub cluster_problem: Option<Waiting>,
     /// The HelmApp's UID.
     pub uid: String,
     /// Whom every helm action for it runs as (`crate::delivery::tenancy`).

@@ -45,8 +45,9 @@ pub enum ReleaseState {
     /// when it changes): a refused reference, a dependency, invalid values.
     Refused { reason: Reason, message: String },
     /// Waits for a dependency read by request (its kind is not watched, it
-    /// may not be read, its expression failed): looked at again after
-    /// `after`.
+    /// may not be read, its expression failed), or for a remote cluster
+    /// (its caches fill, a place under `--max-remote-clusters`): looked at
+    /// again after `after`.
     DependencyPolled {
         reason: Reason,
         message: String,

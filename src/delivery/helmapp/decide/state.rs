@@ -13,7 +13,7 @@ use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason
 use crate::delivery::helmapp::decide::observed::{Inputs, Observed, Rendering, RunEnded, Stored};
 
 pub use crate::delivery::helmapp::decide::release_state::{Change, OutOfSyncCause, ReleaseState};
-pub use held::{held_back, poll_after};
+pub use held::{cluster_unavailable, held_back, poll_after};
 
 mod held;
 
@@ -132,7 +132,8 @@ fn within_windows(state: ReleaseState, o: &Observed) -> ReleaseState {
 
 /// The state of `app`'s release, its change windows aside.
 fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
-    if let Some(state) = tampered(o, app)
+    if let Some(state) = cluster_unavailable(o)
+        .or_else(|| tampered(o, app))
         .or_else(|| deleting(o, app))
         .or_else(|| held_back(o, app))
     {

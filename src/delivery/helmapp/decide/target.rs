@@ -8,6 +8,11 @@ use kube::ResourceExt;
 pub struct Target {
     pub release: String,
     pub namespace: String,
+    /// The cluster, as the spec names it: empty for the operator's own,
+    /// else `kubeconfig:<namespace>/<secret>/<key>|` — the prefix of the
+    /// target index's key, so that a release of the same name in another
+    /// cluster is another release.
+    pub via: String,
 }
 
 impl Target {
@@ -26,11 +31,24 @@ impl Target {
             } else {
                 spec.target_namespace.clone()
             },
+            via: spec.kube_config.as_ref().map_or_else(String::new, |k| {
+                format!(
+                    "kubeconfig:{}/{}/{}|",
+                    app.namespace().unwrap_or_default(),
+                    k.secret_ref.name,
+                    k.secret_ref.key
+                )
+            }),
         }
     }
 
-    /// `namespace/release`: the key of the target index and of helm's
-    /// release lock.
+    /// The target index's key: [`Self::via`] then [`Self::key`].
+    pub fn index_key(&self) -> String {
+        format!("{}{}", self.via, self.key())
+    }
+
+    /// `namespace/release`: the release in its cluster (helm's storage
+    /// index, the release lock, messages).
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.release)
     }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::networking::v1::Ingress;
 use kube::Api;
 
-use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::decide::target::Target;
 use crate::lean::manifest::ManifestObject;
 use crate::lean::storage::HelmRelease;
@@ -15,7 +15,11 @@ use crate::lean::storage::HelmRelease;
 /// Objects of `entry` (the release's newest revision, ours) that are not
 /// in the caches and, asked of the API, are really gone (a cache may not
 /// have seen an object helm has just created).
-pub async fn missing_objects(ctx: &Context, target: &Target, entry: &HelmRelease) -> Vec<String> {
+pub async fn missing_objects(
+    cluster: &Cluster,
+    target: &Target,
+    entry: &HelmRelease,
+) -> Vec<String> {
     let Ok(release) = entry.release.as_ref() else {
         return Vec::new();
     };
@@ -26,16 +30,16 @@ pub async fn missing_objects(ctx: &Context, target: &Target, entry: &HelmRelease
         } else {
             object.namespace.as_str()
         };
-        if !cached(ctx, object, ns) && absent(ctx, object, ns).await {
+        if !cached(cluster, object, ns) && absent(cluster, object, ns).await {
             gone.push(format!("{} {ns}/{}", object.kind, object.name));
         }
     }
     gone
 }
 
-pub fn cached(ctx: &Context, object: &ManifestObject, ns: &str) -> bool {
+pub fn cached(cluster: &Cluster, object: &ManifestObject, ns: &str) -> bool {
     let key = format!("{ns}/{}", object.name);
-    let m = &ctx.members;
+    let m = &cluster.members;
     match object.kind.as_str() {
         "Deployment" => m.deployments.get(&key).is_some(),
         "StatefulSet" => m.statefulsets.get(&key).is_some(),
@@ -48,24 +52,24 @@ pub fn cached(ctx: &Context, object: &ManifestObject, ns: &str) -> bool {
 
 /// Whether the API says `object` does not exist (an error says nothing:
 /// not absent).
-pub async fn absent(ctx: &Context, object: &ManifestObject, ns: &str) -> bool {
-    async fn gone<K>(ctx: &Context, ns: &str, name: &str) -> bool
+pub async fn absent(cluster: &Cluster, object: &ManifestObject, ns: &str) -> bool {
+    async fn gone<K>(cluster: &Cluster, ns: &str, name: &str) -> bool
     where
         K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
             + std::fmt::Debug
             + serde::de::DeserializeOwned,
     {
-        let api: Api<K> = Api::namespaced(ctx.client.clone(), ns);
+        let api: Api<K> = Api::namespaced(cluster.client.clone(), ns);
         matches!(api.get_metadata_opt(name).await, Ok(None))
     }
     let name = object.name.as_str();
     match object.kind.as_str() {
-        "Deployment" => gone::<Deployment>(ctx, ns, name).await,
-        "StatefulSet" => gone::<StatefulSet>(ctx, ns, name).await,
-        "Service" => gone::<Service>(ctx, ns, name).await,
-        "Ingress" => gone::<Ingress>(ctx, ns, name).await,
-        "Secret" => gone::<Secret>(ctx, ns, name).await,
+        "Deployment" => gone::<Deployment>(cluster, ns, name).await,
+        "StatefulSet" => gone::<StatefulSet>(cluster, ns, name).await,
+        "Service" => gone::<Service>(cluster, ns, name).await,
+        "Ingress" => gone::<Ingress>(cluster, ns, name).await,
+        "Secret" => gone::<Secret>(cluster, ns, name).await,
         _ => false,
     }
 }

@@ -21,9 +21,13 @@ pub mod updates;
 use apis::helmapp::{DriftMode, HelmApp};
 use kube::{Api, ResourceExt};
 
+use super::cluster::Cluster;
 use super::context::{Context, run_key};
+use super::remote::Resolved;
 use crate::delivery::helmapp::decide::desired::config_hash;
-use crate::delivery::helmapp::decide::observed::{Inputs, Observed, Stored, timeout_of};
+use crate::delivery::helmapp::decide::observed::{
+    Inputs, Observed, ReleaseCluster, Stored, timeout_of,
+};
 use crate::delivery::helmapp::decide::state;
 use crate::delivery::helmapp::decide::target::Target;
 use crate::delivery::helmapp::decide::windows;
@@ -36,9 +40,25 @@ use crate::lean::storage::newest_of;
 /// nothing is decided on a guess.
 pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Error> {
     let target = Target::of(app);
-    let entries = release::storage_entries(ctx, &target);
+    let as_user = ctx.settings.tenancy.identity(app).user();
+    let cluster = match ctx
+        .remotes
+        .resolve(&ctx.client, app, as_user.as_deref())
+        .await?
+    {
+        Resolved::Own => None,
+        Resolved::Remote(cluster) => Some(cluster),
+        Resolved::Unavailable(problem) => {
+            // Nothing of the release can be read: it is held back as it is.
+            let mut o = first_look(ctx, app, target, &ctx.own, None, &[]);
+            o.cluster_problem = Some(problem);
+            return Ok(o);
+        }
+    };
+    let on = cluster.clone().unwrap_or_else(|| ctx.own.clone());
+    let entries = release::storage_entries(&on, &target);
     let entry = newest_of(&entries).cloned();
-    let mut o = first_look(ctx, app, target, &entries);
+    let mut o = first_look(ctx, app, target, &on, cluster, &entries);
     o.windows = windows(app, o.now).await;
     let deleting_now = app.metadata.deletion_timestamp.is_some();
     let fresh = if deleting_now || o.newest.as_ref().is_some_and(|n| n.owner != o.uid) {
@@ -72,14 +92,14 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     o.chart_name = chart_name_if_changed(app, &o).await;
     if app.spec.wait {
         let jobs = app.spec.waits_for_jobs(&o.status.last_action);
-        o.pending = readiness::pending(ctx, &o.target, jobs);
+        o.pending = readiness::pending(&on, &o.target, jobs);
     }
     if app.spec.drift_mode() != DriftMode::Disabled
         && !o.busy
         && o.tampered.is_none()
         && let Some(entry) = entry.filter(|e| label(&e.metadata, UID_LABEL) == o.uid)
     {
-        o.missing = missing::missing_objects(ctx, &o.target, &entry).await;
+        o.missing = missing::missing_objects(&on, &o.target, &entry).await;
     }
     crate::delivery::helmapp::observe::drift::observe(ctx, app, &mut o).await;
     if app.spec.wait
@@ -109,6 +129,8 @@ fn first_look(
     ctx: &Context,
     app: &HelmApp,
     target: Target,
+    on: &Cluster,
+    cluster: Option<std::sync::Arc<Cluster>>,
     entries: &[std::sync::Arc<crate::lean::storage::HelmRelease>],
 ) -> Observed {
     let mut status = ctx.status.current(app);
@@ -132,7 +154,10 @@ fn first_look(
         timeout_clamped,
         resolve_after: resolve_after(app),
         uid: app.uid().unwrap_or_default(),
-        identity: ctx.settings.tenancy.identity(app),
+        identity: match on.remote {
+            None => ctx.settings.tenancy.identity(app),
+            Some(_) => crate::delivery::tenancy::remote_identity(app),
+        },
         reconcile_at: annotation(app, RECONCILE_AT),
         force_at: annotation(app, FORCE_AT),
         approve: annotation(app, APPROVE),
@@ -149,8 +174,8 @@ fn first_look(
             .lock()
             .get(&run_key(app))
             .map(|(since, _)| since.elapsed()),
-        busy: ctx.helm.is_busy(&target.namespace, &target.release),
-        our_helm_ended: ctx.helm.last_ended(&target.namespace, &target.release),
+        busy: on.helm.is_busy(&target.namespace, &target.release),
+        our_helm_ended: on.helm.last_ended(&target.namespace, &target.release),
         produced: ctx.produced.lock().get(&run_key(app)).copied(),
         server_side_revisions: entries
             .iter()
@@ -176,6 +201,8 @@ fn first_look(
         leading_since: *ctx.leading_since.get_or_init(chrono::Utc::now),
         status,
         target,
+        cluster: cluster.map(|c| c as std::sync::Arc<dyn ReleaseCluster>),
+        cluster_problem: None,
     }
 }
 
@@ -310,7 +337,7 @@ async fn namespace_going_if_uninstalled(ctx: &Context, app: &HelmApp, o: &Observ
     if !(ours && app.spec.uninstall_on_delete && !o.project_gone && o.tampered.is_none()) {
         return false;
     }
-    namespace_going(ctx, &o.target.namespace)
+    namespace_going(&ctx.on(o).client, &o.target.namespace)
         .await
         .unwrap_or_else(|e| {
             log::info!(
@@ -323,8 +350,8 @@ async fn namespace_going_if_uninstalled(ctx: &Context, app: &HelmApp, o: &Observ
 }
 
 /// Whether namespace `ns` is gone or terminating.
-async fn namespace_going(ctx: &Context, ns: &str) -> Result<bool, kube::Error> {
-    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
+async fn namespace_going(client: &kube::Client, ns: &str) -> Result<bool, kube::Error> {
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     Ok(match runtime::ignore_not_found(api.get(ns).await)? {
         None => true,
         Some(n) => {

@@ -6,6 +6,7 @@
 use apis::helmapp::{HealthCheckExpr, HelmApp};
 use kube::ResourceExt;
 
+use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::kstatus::Readiness;
 use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
@@ -17,9 +18,9 @@ use crate::lean::members::MEMBER_INDEX;
 /// The Deployments, StatefulSets, DaemonSets and Jobs (unless `jobs` is
 /// false: `disableWaitForJobs`) of the release that are not done yet,
 /// sorted (`Kind name`).
-pub fn pending(ctx: &Context, target: &Target, jobs: bool) -> Vec<String> {
+pub fn pending(cluster: &Cluster, target: &Target, jobs: bool) -> Vec<String> {
     let key = target.key();
-    let m = &ctx.members;
+    let m = &cluster.members;
     let mut pending: Vec<String> = m
         .deployments
         .by_index(MEMBER_INDEX, &key)
@@ -67,7 +68,7 @@ pub fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     let revision = *revision;
     let jobs = app.spec.waits_for_jobs(&o.status.last_action);
-    o.pending = pending(ctx, &o.target, jobs);
+    o.pending = pending(&ctx.on(o), &o.target, jobs);
     o.pending
         .push(format!("the objects of revision {revision}"));
     o.readiness_polled = true;
@@ -125,7 +126,7 @@ pub async fn others(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Option<St
             o.pending.push(name);
             continue;
         }
-        match ctx.drift.read(&ctx.client, &object).await {
+        match ctx.on(o).drift.read(&ctx.on(o).client, &object).await {
             Ok(Some(live)) => match judge(check, live).await {
                 Judged::Busy => {
                     slots_busy = true;

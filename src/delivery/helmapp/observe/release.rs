@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 
 use super::storage;
+use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::context::{Context, run_key};
 use crate::delivery::helmapp::decide::conditions::{READY, Reason};
 use crate::delivery::helmapp::decide::failure::remedy_after;
@@ -36,7 +37,11 @@ pub async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     // (Recorded with the intent as a leftover: its revision, unread since
     // helm ended, is proven by a render like any other — an outage is no
     // reason to take a tenant's word for it.)
-    if interrupted && storage::record_after_action(&ctx.client, o).await.is_some() {
+    if interrupted
+        && storage::record_after_action(&ctx.on(o).client, o)
+            .await
+            .is_some()
+    {
         log::info!(
             "{}: recorded what our helm run, cut off by the API server's outage, left in Helm's storage",
             o.target.key()
@@ -45,7 +50,7 @@ pub async fn own_revision(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     let made = ctx.made.lock().get(&key).cloned();
     if let Some(made) = made
-        && storage::record_own_revision(&ctx.client, o, made).await
+        && storage::record_own_revision(&ctx.on(o).client, o, made).await
     {
         ctx.made.lock().remove(&key);
     }
@@ -60,7 +65,7 @@ pub async fn refresh_owner(
     app: &HelmApp,
     o: &mut Observed,
 ) -> Option<Vec<HelmRelease>> {
-    let read = match storage::read(&ctx.client, &o.target).await {
+    let read = match storage::read(&ctx.on(o).client, &o.target).await {
         Ok(entries) => {
             let fresh = storage::newest(&entries);
             match (o.newest.as_mut(), fresh.as_ref()) {
@@ -114,15 +119,17 @@ pub async fn adopting(
         return None;
     };
     if !installs_over && o.identity == crate::delivery::Identity::Operator {
-        o.adoption_refused =
-            match crate::delivery::helmapp::observe::adoptable::refused(&ctx.client, &o.target)
-                .await
-            {
-                Ok(refused) => refused,
-                Err(e) => Some(format!(
-                    "Helm's storage could not be read ({e}); trying again"
-                )),
-            };
+        o.adoption_refused = match crate::delivery::helmapp::observe::adoptable::refused(
+            &ctx.on(o).client,
+            &o.target,
+        )
+        .await
+        {
+            Ok(refused) => refused,
+            Err(e) => Some(format!(
+                "Helm's storage could not be read ({e}); trying again"
+            )),
+        };
     }
     if o.adoption_refused.is_none() {
         storage::trust(&mut o.status, &entries);
@@ -149,13 +156,14 @@ pub async fn tampered(
 ) -> Result<Option<String>, kube::Error> {
     warn_invalid(ctx, app, entries);
     let operator_made = ctx.settings.tenancy.operator_made(app);
-    let untrusted = match storage::check(&ctx.client, o, entries, fresh, operator_made).await? {
-        None => return Ok(None),
-        Some(u) => {
-            o.own_unrecorded = own_unrecorded(o, entries, &u);
-            u.message(&o.target.key())
-        }
-    };
+    let untrusted =
+        match storage::check(&ctx.on(o).client, o, entries, fresh, operator_made).await? {
+            None => return Ok(None),
+            Some(u) => {
+                o.own_unrecorded = own_unrecorded(o, entries, &u);
+                u.message(&o.target.key())
+            }
+        };
     let reported = crate::delivery::helmapp::decide::conditions::has(
         &o.status,
         READY,
@@ -163,7 +171,7 @@ pub async fn tampered(
         Reason::StorageTampered,
     );
     if reported && o.reconcile_at != o.status.last_handled_reconcile_at {
-        match storage::read(&ctx.client, &o.target).await {
+        match storage::read(&ctx.on(o).client, &o.target).await {
             Ok(fresh) => {
                 log::info!(
                     "{}: Helm's storage accepted as it is ({} set to {:?})",
@@ -253,8 +261,8 @@ pub fn warn_invalid(ctx: &Context, app: &HelmApp, entries: &[Arc<HelmRelease>]) 
 }
 
 /// Every cached storage entry of `target`'s release, releases or not.
-pub fn storage_entries(ctx: &Context, target: &Target) -> Vec<Arc<HelmRelease>> {
-    ctx.releases.by_index(RELEASE_INDEX, &target.key())
+pub fn storage_entries(cluster: &Cluster, target: &Target) -> Vec<Arc<HelmRelease>> {
+    cluster.releases.by_index(RELEASE_INDEX, &target.key())
 }
 
 impl Stored {
@@ -299,9 +307,11 @@ pub async fn recheck_after_failure(ctx: &Context, app: &HelmApp, o: &mut Observe
     if o.storage_recheck.is_some() || !remedy.is_some_and(|r| r.runs_helm()) {
         return;
     }
-    o.storage_recheck = Some(match storage::changed_during_run(&ctx.client, o).await {
-        Ok(None) => StorageRecheck::Trusted,
-        Ok(Some(untrusted)) => StorageRecheck::Untrusted(untrusted.message(&o.target.key())),
-        Err(e) => StorageRecheck::Unreadable(e.to_string()),
-    });
+    o.storage_recheck = Some(
+        match storage::changed_during_run(&ctx.on(o).client, o).await {
+            Ok(None) => StorageRecheck::Trusted,
+            Ok(Some(untrusted)) => StorageRecheck::Untrusted(untrusted.message(&o.target.key())),
+            Err(e) => StorageRecheck::Unreadable(e.to_string()),
+        },
+    );
 }

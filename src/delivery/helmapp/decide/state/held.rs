@@ -7,14 +7,17 @@ use std::time::Duration;
 use apis::helmapp::HelmApp;
 
 use crate::delivery::helmapp::decide::conditions::{READY, Reason};
-use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::decide::observed::{Observed, Waiting};
 use crate::delivery::helmapp::decide::release_state::ReleaseState;
 
 /// What holds the release back before any input is gathered: suspension,
-/// a refused target namespace, `dependsOn`.
+/// its cluster, a refused target namespace, `dependsOn`.
 pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     if app.spec.suspend {
         return Some(ReleaseState::Suspended);
+    }
+    if let Some(state) = cluster_unavailable(o) {
+        return Some(state);
     }
     if let Some(message) = &o.invalid_name {
         return Some(ReleaseState::Refused {
@@ -41,7 +44,21 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
         });
     }
     let waiting = o.dependency.as_ref()?;
-    Some(if waiting.polled {
+    Some(waiting_state(o, waiting))
+}
+
+/// The release's cluster cannot be used (`kubeConfig`): nothing of the
+/// release was read, so nothing may be decided about it — not even by a
+/// deletion, which waits for the cluster (docs/remote-clusters.md).
+pub fn cluster_unavailable(o: &Observed) -> Option<ReleaseState> {
+    let waiting = o.cluster_problem.as_ref()?;
+    Some(waiting_state(o, waiting))
+}
+
+/// The state of a release that waits for `waiting`: looked at again after
+/// a while when `polled`, else when something it watches changes.
+fn waiting_state(o: &Observed, waiting: &Waiting) -> ReleaseState {
+    if waiting.polled {
         ReleaseState::DependencyPolled {
             reason: waiting.reason,
             message: waiting.message.clone(),
@@ -52,7 +69,7 @@ pub fn held_back(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
             reason: waiting.reason,
             message: waiting.message.clone(),
         }
-    })
+    }
 }
 
 /// How long `Ready` has said `reason`.

@@ -40,7 +40,10 @@ pub(crate) fn observed() -> Observed {
         target: Target {
             release: "web".into(),
             namespace: "apps".into(),
+            via: String::new(),
         },
+        cluster: None,
+        cluster_problem: None,
         uid: UID.into(),
         identity: crate::delivery::Identity::Operator,
         status: Default::default(),

@@ -26,6 +26,7 @@ use std::time::Duration;
 use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
 use serde_json::Value;
 
+use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::observed::{Drifted, Observed, Stored};
 use crate::lean::fingerprint::{Fingerprint, Fingerprinted};
@@ -43,6 +44,7 @@ const MAX_CHECKS: usize = 20;
 /// manifest may name any object of any namespace, and neither its list
 /// nor what is read of those objects may reach the status.
 pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let cluster = &ctx.on(o);
     let Some(newest) = o.newest.clone() else {
         return;
     };
@@ -53,7 +55,7 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     {
         return;
     }
-    let Some(new_revision) = refresh_inventory(ctx, o, &newest).await else {
+    let Some(new_revision) = refresh_inventory(cluster, o, &newest).await else {
         return;
     };
     if app.spec.drift_mode() == DriftMode::Disabled {
@@ -81,13 +83,13 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     // once per revision into the cache, is needed before the suspects.
     let mut objects = None;
     if rules.need_manifest() {
-        objects = Some(match manifest_of(ctx, o, &newest).await {
+        objects = Some(match manifest_of(cluster, o, &newest).await {
             Some(objects) => objects,
             None => return,
         });
     }
     let (suspects, unwatched) = suspects(
-        ctx,
+        cluster,
         app,
         o,
         &rules,
@@ -101,7 +103,10 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         true => crate::delivery::helmapp::drift_cache::poll::Start::Now,
         false => crate::delivery::helmapp::drift_cache::poll::Start::Resume,
     };
-    let (polled, after) = ctx.drift.polls.due(&app_key, &unwatched, interval, start);
+    let (polled, after) = cluster
+        .drift
+        .polls
+        .due(&app_key, &unwatched, interval, start);
     o.drift.poll_after = after;
     let mut todo = suspects;
     if let Some(i) = polled {
@@ -117,28 +122,28 @@ pub async fn observe(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     let objects = match objects {
         Some(objects) => objects,
-        None => match manifest_of(ctx, o, &newest).await {
+        None => match manifest_of(cluster, o, &newest).await {
             Some(objects) => objects,
             None => return,
         },
     };
     for (i, recheck) in todo.into_iter().take(MAX_CHECKS) {
-        check_one(ctx, app, o, &rules, &objects, i, recheck).await;
+        check_one(cluster, app, o, &rules, &objects, i, recheck).await;
     }
 }
 
 /// The objects of `newest`'s manifest (cached per revision); `None`:
 /// unreadable, logged.
 async fn manifest_of(
-    ctx: &Context,
+    cluster: &Cluster,
     o: &Observed,
     newest: &Stored,
 ) -> Option<crate::delivery::helmapp::drift_cache::manifest::Objects> {
-    match ctx
+    match cluster
         .drift
         .manifests
         .read(
-            &ctx.client,
+            &cluster.client,
             &o.target.namespace,
             &newest.secret,
             newest.payload_digest(),
@@ -156,11 +161,11 @@ async fn manifest_of(
 /// `status.inventory` brought to `newest`'s objects if it lists another
 /// revision's: `Some(true)` when it did so now, `Some(false)` when it was
 /// already, `None` when the objects could not be listed (logged).
-async fn refresh_inventory(ctx: &Context, o: &mut Observed, newest: &Stored) -> Option<bool> {
+async fn refresh_inventory(cluster: &Cluster, o: &mut Observed, newest: &Stored) -> Option<bool> {
     if o.status.inventory_revision == newest.revision {
         return Some(false);
     }
-    match inventory(ctx, o, &newest.secret, newest.payload_digest()).await {
+    match inventory(cluster, o, &newest.secret, newest.payload_digest()).await {
         Ok(entries) => {
             o.status.inventory = entries;
             o.status.inventory_revision = newest.revision;
@@ -186,6 +191,7 @@ pub async fn record_deployed(
     o: &mut Observed,
     entries: &[crate::lean::storage::HelmRelease],
 ) {
+    let cluster = &ctx.on(o);
     let Some(newest) = crate::lean::storage::newest_of(entries) else {
         return;
     };
@@ -200,7 +206,14 @@ pub async fn record_deployed(
         && let Some(secret) = &newest.metadata.name
     {
         let digest = newest.digest_string();
-        record_revision(ctx, app, o, (secret, digest.as_deref()), newest.version()).await;
+        record_revision(
+            cluster,
+            app,
+            o,
+            (secret, digest.as_deref()),
+            newest.version(),
+        )
+        .await;
     }
 }
 
@@ -212,13 +225,13 @@ pub async fn record_deployed(
 /// reconcile); an inventory that cannot be listed is left to the next
 /// reconcile's [`observe`].
 async fn record_revision(
-    ctx: &Context,
+    cluster: &Cluster,
     app: &HelmApp,
     o: &mut Observed,
     (secret, digest): (&str, Option<&str>),
     revision: i64,
 ) {
-    let mut entries = match inventory(ctx, o, secret, digest).await {
+    let mut entries = match inventory(cluster, o, secret, digest).await {
         Ok(entries) => entries,
         Err(e) => {
             log::warn!(
@@ -234,10 +247,10 @@ async fn record_revision(
         // apply and this read: an object that differs from its manifest
         // keeps no digest and is checked by the next reconcile. Without
         // the manifest, nothing is recorded: everything is checked.
-        let manifest = ctx
+        let manifest = cluster
             .drift
             .manifests
-            .read(&ctx.client, &o.target.namespace, secret, digest)
+            .read(&cluster.client, &o.target.namespace, secret, digest)
             .await
             .ok();
         let user = o.identity.user();
@@ -245,7 +258,7 @@ async fn record_revision(
         // over borrowed entries is not provably `Send` to the compiler.
         let reads: Vec<_> = entries
             .iter()
-            .map(|entry| read_live(ctx, entry, user.as_deref()))
+            .map(|entry| read_live(cluster, entry, user.as_deref()))
             .collect();
         let live: Vec<_> = futures::stream::iter(reads)
             .buffered(READS_AT_ONCE)
@@ -281,7 +294,7 @@ async fn record_revision(
     o.status.inventory = entries;
     o.status.inventory_revision = revision;
     o.status.drift.clear();
-    ctx.drift.polls.forget(&cache::object_key(app));
+    cluster.drift.polls.forget(&cache::object_key(app));
 }
 
 /// Whether `live` holds what the manifest (`objects`) sets for `entry`,
@@ -319,7 +332,7 @@ fn document<'v>(
 
 /// The object of `entry` as the API has it now, read as `user`.
 async fn read_live(
-    ctx: &Context,
+    cluster: &Cluster,
     entry: &InventoryEntry,
     user: Option<&str>,
 ) -> Result<Option<Value>, String> {
@@ -331,7 +344,7 @@ async fn read_live(
         desired: &Value::Null,
         as_user: user,
     };
-    ctx.drift.read(&ctx.client, &object).await
+    cluster.drift.read(&cluster.client, &object).await
 }
 
 /// Objects read at once by [`record_revision`].
@@ -352,7 +365,7 @@ enum Recheck {
 /// (helm has just applied them); one without a digest otherwise is
 /// checked.
 fn suspects(
-    ctx: &Context,
+    cluster: &Cluster,
     app: &HelmApp,
     o: &mut Observed,
     rules: &rules::Rules,
@@ -363,7 +376,7 @@ fn suspects(
     let (mut suspects, mut unwatched) = (Vec::new(), Vec::new());
     for i in 0..o.status.inventory.len() {
         let entry = &o.status.inventory[i];
-        let fingerprint = match cached(ctx, entry) {
+        let fingerprint = match cached(cluster, entry) {
             Cached::Live(f) => f,
             // Gone, or not in the cache (yet, or at all: an object without
             // helm's label): one read says which, and compares it with the
@@ -403,7 +416,7 @@ fn suspects(
 
 /// Checks inventory entry `i` and records what was found.
 async fn check_one(
-    ctx: &Context,
+    cluster: &Cluster,
     app: &HelmApp,
     o: &mut Observed,
     rules: &rules::Rules<'_>,
@@ -444,9 +457,9 @@ async fn check_one(
     // Reported drift is confirmed by a dry run; drift that is put back is
     // confirmed by the put-back.
     let confirm = app.spec.drift_mode() != DriftMode::Enabled;
-    let found = ctx
+    let found = cluster
         .drift
-        .check(&ctx.client, &object, &ignored_refs, previous, confirm)
+        .check(&cluster.client, &object, &ignored_refs, previous, confirm)
         .await;
     match found {
         Ok(check::Found::Clean { digest }) | Ok(check::Found::Disabled { digest }) => {
@@ -513,7 +526,7 @@ enum Cached {
     NotWatched,
 }
 
-fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
+fn cached(cluster: &Cluster, entry: &InventoryEntry) -> Cached {
     // A kind cached by helm's label: an object with a digest recorded was
     // seen, so its absence is read (gone, or never labelled) — never left
     // to the slow poll of unwatched kinds.
@@ -527,7 +540,7 @@ fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
         found.map(|o| o.fingerprint().clone())
     }
     let key = format!("{}/{}", entry.namespace, entry.name);
-    let m = &ctx.members;
+    let m = &cluster.members;
     match (entry.api_version.as_str(), entry.kind.as_str()) {
         ("apps/v1", "Deployment") => of(fp(m.deployments.get(&key)), false),
         ("apps/v1", "StatefulSet") => of(fp(m.statefulsets.get(&key)), false),
@@ -549,8 +562,8 @@ fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
         ("networking.k8s.io/v1", "NetworkPolicy") => {
             of(fp(m.drift_only.network_policies.get(&key)), false)
         }
-        ("v1", "Secret") => of(fp(ctx.secrets.get(&key)), true),
-        ("v1", "ConfigMap") => of(fp(ctx.configmaps.get(&key)), true),
+        ("v1", "Secret") => of(fp(cluster.secrets.get(&key)), true),
+        ("v1", "ConfigMap") => of(fp(cluster.configmaps.get(&key)), true),
         _ => Cached::NotWatched,
     }
 }
@@ -559,15 +572,15 @@ fn cached(ctx: &Context, entry: &InventoryEntry) -> Cached {
 /// (namespaced kinds get the release's namespace when the manifest names
 /// none; digests are recorded on first sight).
 async fn inventory(
-    ctx: &Context,
+    cluster: &Cluster,
     o: &Observed,
     secret: &str,
     digest: Option<&str>,
 ) -> Result<Vec<InventoryEntry>, String> {
-    let objects = ctx
+    let objects = cluster
         .drift
         .manifests
-        .read(&ctx.client, &o.target.namespace, secret, digest)
+        .read(&cluster.client, &o.target.namespace, secret, digest)
         .await?;
     let mut entries = Vec::new();
     for object in objects.iter() {
@@ -582,10 +595,10 @@ async fn inventory(
         if name.is_empty() {
             continue;
         }
-        let namespaced = match ctx
+        let namespaced = match cluster
             .drift
             .resources
-            .lookup(&ctx.client, &api_version, &kind)
+            .lookup(&cluster.client, &api_version, &kind)
             .await
         {
             Ok(Some(r)) => r.namespaced,
