@@ -72,13 +72,14 @@ impl<K> InformerOptions<K> {
     fn fingerprint(&self) -> String {
         let lw = &self.list_watch;
         format!(
-            "transform={:?} resync={:?} page_size={} watch_timeout={:?} initial_backoff={:?} progress_timeout={:?}",
+            "transform={:?} resync={:?} page_size={} watch_timeout={:?} initial_backoff={:?} progress_timeout={:?} max_objects={:?}",
             self.transform.as_ref().map(|(name, _)| *name),
             self.resync,
             lw.page_size,
             lw.watch_timeout,
             lw.initial_backoff,
             lw.progress_timeout,
+            lw.max_objects,
         )
     }
 }
@@ -232,6 +233,13 @@ pub struct SharedInformerFactory {
     /// Given to every informer, present and future (see
     /// [`Self::on_refused`]).
     on_refused: Mutex<Option<crate::informer::RefusalHook>>,
+    /// The [`ListWatchConfig::max_objects`] of every informer created
+    /// since [`Self::bound_objects`] whose options set none; `None`
+    /// before (unbounded).
+    max_objects: Mutex<Option<usize>>,
+    /// The [`ListWatchConfig::list_slots`] of every informer created since
+    /// [`Self::bound_objects`] whose options set none.
+    list_slots: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
 }
 
 mod optional;
@@ -246,7 +254,48 @@ impl SharedInformerFactory {
             conflicts: Mutex::new(Vec::new()),
             runtime: Arc::default(),
             on_refused: Mutex::new(None),
+            max_objects: Mutex::new(None),
+            list_slots: Mutex::new(None),
         }
+    }
+
+    /// Bounds every informer this factory creates from now on to `max`
+    /// objects (those whose options set no
+    /// [`ListWatchConfig::max_objects`]; see there what the bound does).
+    /// For the factory of a remote cluster: its API server is the
+    /// tenant's (the tenant's kubeconfig names it), and one that answers a
+    /// LIST with pages without end, or a watch with additions without end,
+    /// must not grow the operator's memory until it dies, taking every
+    /// other tenant's work with it (docs/remote-clusters.md). The
+    /// operator's own cluster stays unbounded.
+    ///
+    /// Their LISTs run one at a time, too: a LIST under way holds its pages
+    /// in memory until it completes (or is refused), so a lying server
+    /// costs one LIST's worth of memory, not one per informer.
+    ///
+    /// Call it before requesting informers: those already created keep
+    /// the bound they were created with.
+    pub fn bound_objects(&self, max: usize) {
+        let existing = self.informers.lock().len();
+        if existing > 0 {
+            log::warn!(
+                "informers bounded to {max} objects after {existing} were requested: those keep the bound they were created with"
+            );
+        }
+        *self.max_objects.lock() = Some(max);
+        *self.list_slots.lock() = Some(Arc::new(tokio::sync::Semaphore::new(1)));
+    }
+
+    /// `opts` with the factory's bound ([`Self::bound_objects`]) unless
+    /// they set one.
+    fn bounded<K>(&self, mut opts: InformerOptions<K>) -> InformerOptions<K> {
+        if opts.list_watch.max_objects.is_none() {
+            opts.list_watch.max_objects = *self.max_objects.lock();
+        }
+        if opts.list_watch.list_slots.is_none() {
+            opts.list_watch.list_slots = self.list_slots.lock().clone();
+        }
+        opts
     }
 
     /// Calls `hook` for each object version any informer of this factory
@@ -320,6 +369,7 @@ impl SharedInformerFactory {
     where
         K: Object,
     {
+        let opts = self.bounded(opts);
         let key = InformerKey {
             type_id: TypeId::of::<K>(),
             namespace: namespace.map(str::to_string),
@@ -467,5 +517,56 @@ impl SharedInformerFactory {
 impl Drop for SharedInformerFactory {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    /// A client of a server never reached: no informer here is started.
+    fn client() -> Client {
+        Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap()
+    }
+
+    fn bounded_to(max_objects: Option<usize>) -> InformerOptions<ConfigMap> {
+        InformerOptions {
+            list_watch: ListWatchConfig {
+                max_objects,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn conflicts(factory: &SharedInformerFactory) -> usize {
+        factory.conflicts.lock().len()
+    }
+
+    #[tokio::test]
+    async fn a_bounded_factory_bounds_the_informers_it_creates_unless_their_options_say() {
+        let unbounded = SharedInformerFactory::new(client(), None);
+        unbounded.informer::<ConfigMap>(InformerOptions::default());
+        unbounded.informer::<ConfigMap>(bounded_to(None));
+        assert_eq!(conflicts(&unbounded), 0, "no bound unless asked for");
+        unbounded.informer::<ConfigMap>(bounded_to(Some(20)));
+        assert_eq!(conflicts(&unbounded), 1, "the bound is one of the options");
+
+        let bounded = SharedInformerFactory::new(client(), None);
+        bounded.bound_objects(20);
+        bounded.informer::<ConfigMap>(InformerOptions::default());
+        bounded.informer::<ConfigMap>(bounded_to(Some(20)));
+        assert_eq!(conflicts(&bounded), 0, "the factory's bound was applied");
+        bounded.informer::<ConfigMap>(bounded_to(Some(30)));
+        assert_eq!(conflicts(&bounded), 1);
+
+        // Options that set a bound keep it: a request without one (the
+        // factory's 20) then differs.
+        bounded.informer::<ConfigMap>(bounded_to(Some(30)).labels("a=b"));
+        bounded.informer::<ConfigMap>(bounded_to(Some(30)).labels("a=b"));
+        assert_eq!(conflicts(&bounded), 1);
+        bounded.informer::<ConfigMap>(InformerOptions::default().labels("a=b"));
+        assert_eq!(conflicts(&bounded), 2);
     }
 }

@@ -452,6 +452,14 @@ where
             hook(&self.api_version, &self.kind, refusal);
         }
     }
+
+    fn len(&self) -> usize {
+        self.store.len()
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.store.get(key).is_some()
+    }
 }
 
 #[cfg(test)]

@@ -13,8 +13,14 @@
 //!   │  Backoff    │
 //!   └─────────────┘  800 ms doubling to 30 s, jittered; reset by a success
 //! ```
+//!
+//! With [`ListWatchConfig::max_objects`], a LIST that brings more objects
+//! and a watch that would store one more end in the backoff too (the watch
+//! then relists), on a backoff of their own that no success in between
+//! resets: an API server that keeps lying is asked less and less often.
 
-use std::fmt::Debug;
+use std::fmt::{self, Debug};
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
@@ -24,10 +30,15 @@ use kube::api::{ListParams, WatchEvent, WatchParams};
 use kube::core::Request;
 use kube::{Api, Resource};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
+    Visitor,
+};
+use tokio::time::Instant;
 
 use crate::backoff::Backoff;
 use crate::decoded::{Decoded, Refusal};
+use crate::object_key;
 
 /// What a reflector reports, before any transform.
 pub(crate) trait Sink<K>: Send + Sync {
@@ -43,18 +54,159 @@ pub(crate) trait Sink<K>: Send + Sync {
     fn delete_key(&self, key: &str);
     /// An object (a version of it) did not decode and was skipped.
     fn refused(&self, refusal: &Refusal);
+    /// How many objects the sink holds. O(1): read for every object a
+    /// watch adds while [`ListWatchConfig::max_objects`] is set.
+    fn len(&self) -> usize;
+    /// Whether the sink holds an object under `key` (`namespace/name`).
+    fn contains(&self, key: &str) -> bool;
 }
 
-/// One LIST page, each object decoded on its own ([`Decoded`]). Not
-/// kube's `ObjectList`: its flattened fields make serde buffer the whole
-/// page, recursively, before any item is read.
-#[derive(Deserialize)]
-#[serde(bound = "K: DeserializeOwned")]
+/// One LIST page, each object decoded on its own ([`Decoded`]), and at
+/// most `room` of them ([`Page::read`]): a server that ignores `limit`
+/// cannot make one page decode into more objects than the informer's
+/// bound. Not kube's `ObjectList`: its flattened fields make serde buffer
+/// the whole page, recursively, before any item is read.
 struct Page<K> {
-    #[serde(default)]
     metadata: ListMeta,
-    #[serde(default)]
+    /// Invariant: at most the `room` the page was read with.
     items: Vec<Decoded<K>>,
+    /// The page had more than `room` items; those past it were skipped
+    /// without being decoded.
+    overflowed: bool,
+}
+
+impl<K: DeserializeOwned> Page<K> {
+    /// `text` (a LIST response) as a page of at most `room` objects.
+    fn read(text: &str, room: usize) -> Result<Self, serde_json::Error> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let page = PageSeed::<K>::new(room).deserialize(&mut de)?;
+        de.end()?;
+        Ok(page)
+    }
+}
+
+/// The fields of a LIST page the reflector reads.
+#[derive(Deserialize)]
+#[serde(field_identifier, rename_all = "lowercase")]
+enum PageField {
+    Metadata,
+    Items,
+    #[serde(other)]
+    Other,
+}
+
+/// Reads a [`Page`] (a JSON object) of at most `room` objects.
+struct PageSeed<K> {
+    room: usize,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> PageSeed<K> {
+    fn new(room: usize) -> Self {
+        PageSeed {
+            room,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for PageSeed<K> {
+    type Value = Page<K>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Page<K>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for PageSeed<K> {
+    type Value = Page<K>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a LIST page")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Page<K>, A::Error> {
+        let mut page = Page {
+            metadata: ListMeta::default(),
+            items: Vec::new(),
+            overflowed: false,
+        };
+        while let Some(field) = map.next_key::<PageField>()? {
+            match field {
+                PageField::Metadata => {
+                    page.metadata = map.next_value::<Option<ListMeta>>()?.unwrap_or_default();
+                }
+                PageField::Items => {
+                    (page.items, page.overflowed) =
+                        map.next_value_seed(ItemsSeed::<K>::new(self.room))?;
+                }
+                PageField::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(page)
+    }
+}
+
+/// Reads a page's `items` (`null`: none): at most `room` decoded, the
+/// rest skipped; whether there was a rest.
+struct ItemsSeed<K> {
+    room: usize,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> ItemsSeed<K> {
+    fn new(room: usize) -> Self {
+        ItemsSeed {
+            room,
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<'de, K: DeserializeOwned> DeserializeSeed<'de> for ItemsSeed<K> {
+    type Value = (Vec<Decoded<K>>, bool);
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<K> {
+    type Value = (Vec<Decoded<K>>, bool);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of objects")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok((Vec::new(), false))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok((Vec::new(), false))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_seq(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        // Not the size the server announces: it may lie.
+        let mut items = Vec::new();
+        while items.len() < self.room {
+            match seq.next_element::<Decoded<K>>()? {
+                Some(item) => items.push(item),
+                None => return Ok((items, false)),
+            }
+        }
+        let mut overflowed = false;
+        while seq.next_element::<IgnoredAny>()?.is_some() {
+            overflowed = true;
+        }
+        Ok((items, overflowed))
+    }
 }
 
 /// Which objects a reflector mirrors, and how it pages and watches.
@@ -78,6 +230,21 @@ pub struct ListWatchConfig {
     /// them, and the cache would go stale without a sign. The apiserver sends
     /// a bookmark about once a minute on an idle watch.
     pub progress_timeout: Duration,
+    /// At most this many objects in the cache (`None`: no bound). A LIST
+    /// that brings more (counting those that do not decode) is refused
+    /// whole — the cache keeps what it held — and a watch event that would
+    /// store one more ends the watch; both back off, then list again. For
+    /// a cluster whose API server is not ours to trust
+    /// (docs/remote-clusters.md): it could answer a LIST with pages
+    /// without end, or a watch with additions without end, and grow the
+    /// operator's memory until it dies.
+    pub max_objects: Option<usize>,
+    /// LISTs of the reflectors sharing these slots run at most as many at
+    /// once as it has permits (`None`: no such bound). With
+    /// [`Self::max_objects`], the memory a lying API server can make the
+    /// informers of one factory hold in LISTs under way is one LIST's
+    /// worth per permit, not one per informer.
+    pub list_slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }
 
 impl Default for ListWatchConfig {
@@ -90,6 +257,8 @@ impl Default for ListWatchConfig {
             watch_timeout: Duration::from_secs(290),
             initial_backoff: Duration::from_millis(800),
             progress_timeout: Duration::from_secs(180),
+            max_objects: None,
+            list_slots: None,
         }
     }
 }
@@ -113,12 +282,60 @@ pub struct ReflectorStats {
     /// Object versions that did not decode and were skipped (each
     /// reported to the sink; the LIST or watch went on).
     pub refused: AtomicU64,
+    /// LISTs and watches given up for bringing more objects than
+    /// [`ListWatchConfig::max_objects`] (also counted in `errors`).
+    pub too_many: AtomicU64,
 }
 
 enum State {
     List,
-    Watch { rv: String },
-    Backoff { then_rv: Option<String> },
+    Watch {
+        rv: String,
+    },
+    /// Waits `delay`, then watches from `then_rv`, or lists when `None`.
+    Backoff {
+        then_rv: Option<String>,
+        delay: Duration,
+    },
+}
+
+/// The longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// After this long without a refusal for [`ListWatchConfig::max_objects`],
+/// the refusals' backoff starts over.
+const REFUSALS_FORGOTTEN_AFTER: Duration = Duration::from_secs(300);
+
+/// The backoff after refusals for [`ListWatchConfig::max_objects`]. Apart
+/// from the error backoff, which the honest LIST before a lying watch (and
+/// the watch's own events) would reset at every round: a server that keeps
+/// lying is asked less and less often, up to [`MAX_BACKOFF`] apart.
+struct Refusals {
+    backoff: Backoff,
+    /// When the last refusal was met. Invariant: `None` until the first.
+    last: Option<Instant>,
+}
+
+impl Refusals {
+    fn new(initial: Duration) -> Self {
+        Refusals {
+            backoff: Backoff::new(initial, MAX_BACKOFF),
+            last: None,
+        }
+    }
+
+    /// The wait after a refusal met now.
+    fn next_delay(&mut self) -> Duration {
+        let now = Instant::now();
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) > REFUSALS_FORGOTTEN_AFTER)
+        {
+            self.backoff.reset();
+        }
+        self.last = Some(now);
+        self.backoff.next_delay()
+    }
 }
 
 /// Why a LIST did not complete.
@@ -128,6 +345,9 @@ pub(crate) enum ListError {
     Api(#[from] kube::Error),
     #[error("no answer within {0:?}: the connection looks dead")]
     Stalled(Duration),
+    /// More objects (decoded or refused) than [`ListWatchConfig::max_objects`].
+    #[error("more than {0} objects: refused (this cluster's informers are bounded)")]
+    TooMany(usize),
 }
 
 enum WatchEnd {
@@ -137,6 +357,9 @@ enum WatchEnd {
     Gone,
     /// A failure; resume from this rv after a backoff.
     Failed(String, String),
+    /// An event would have made the sink hold more than this many objects
+    /// ([`ListWatchConfig::max_objects`]): relist after a backoff.
+    TooMany(usize),
 }
 
 pub(crate) struct Reflector<K: Resource> {
@@ -151,7 +374,8 @@ where
 {
     /// Runs until the task is aborted.
     pub async fn run(self, sink: &dyn Sink<K>, stats: &ReflectorStats) {
-        let mut backoff = Backoff::new(self.config.initial_backoff, Duration::from_secs(30));
+        let mut backoff = Backoff::new(self.config.initial_backoff, MAX_BACKOFF);
+        let mut refusals = Refusals::new(self.config.initial_backoff);
         let mut state = State::List;
         loop {
             state = match state {
@@ -165,7 +389,14 @@ where
                     Err(e) => {
                         stats.errors.fetch_add(1, Relaxed);
                         log::warn!("{}: list failed, will retry: {e}", self.kind);
-                        State::Backoff { then_rv: None }
+                        let delay = match e {
+                            ListError::TooMany(_) => refusals.next_delay(),
+                            ListError::Api(_) | ListError::Stalled(_) => backoff.next_delay(),
+                        };
+                        State::Backoff {
+                            then_rv: None,
+                            delay,
+                        }
                     }
                 },
                 State::Watch { rv } => {
@@ -189,12 +420,26 @@ where
                                 "{}: watch failed, will resume from rv {rv}: {e}",
                                 self.kind
                             );
-                            State::Backoff { then_rv: Some(rv) }
+                            State::Backoff {
+                                then_rv: Some(rv),
+                                delay: backoff.next_delay(),
+                            }
+                        }
+                        WatchEnd::TooMany(max) => {
+                            stats.errors.fetch_add(1, Relaxed);
+                            log::warn!(
+                                "{}: the watch would make the cache hold more than {max} objects: refused (this cluster's informers are bounded); listing again after a backoff",
+                                self.kind
+                            );
+                            State::Backoff {
+                                then_rv: None,
+                                delay: refusals.next_delay(),
+                            }
                         }
                     }
                 }
-                State::Backoff { then_rv } => {
-                    tokio::time::sleep(backoff.next_delay()).await;
+                State::Backoff { then_rv, delay } => {
+                    tokio::time::sleep(delay).await;
                     match then_rv {
                         Some(rv) => State::Watch { rv },
                         None => State::List,
@@ -209,13 +454,15 @@ where
         Request::new(self.api.resource_url())
     }
 
-    /// One LIST page, its objects decoded one by one.
-    async fn list_page(&self, params: &ListParams) -> Result<Page<K>, kube::Error> {
+    /// One LIST page, its objects decoded one by one, at most `room` of
+    /// them (see [`Page`]).
+    async fn list_page(&self, params: &ListParams, room: usize) -> Result<Page<K>, kube::Error> {
         let req = self
             .request()
             .list(params)
             .map_err(kube::Error::BuildRequest)?;
-        self.api.clone().into_client().request(req).await
+        let text = self.api.clone().into_client().request_text(req).await?;
+        Page::read(&text, room).map_err(kube::Error::SerdeError)
     }
 
     /// An object that did not decode: counted, and reported to the sink.
@@ -226,30 +473,49 @@ where
 
     /// A complete, paginated LIST: the objects, the keys of those that did
     /// not decode (reported to the sink), and the list's resourceVersion.
-    /// An expired continue token (410) restarts the list from the first page.
+    ///
+    /// An expired continue token (410) restarts the list from the first
+    /// page, once: a second is an error (a backoff, then a new LIST) — a
+    /// server that expires every token would otherwise be asked again and
+    /// again without a pause. More objects than
+    /// [`ListWatchConfig::max_objects`] end the list with
+    /// [`ListError::TooMany`], before any object past the bound is decoded;
+    /// what was listed so far is dropped.
     async fn list(
         &self,
         sink: &dyn Sink<K>,
         stats: &ReflectorStats,
     ) -> Result<(Vec<K>, Vec<String>, String), ListError> {
+        // Held until the LIST is done (or given up): its pages are in memory.
+        let _slot = match &self.config.list_slots {
+            Some(slots) => slots.clone().acquire_owned().await.ok(),
+            None => None,
+        };
         stats.lists.fetch_add(1, Relaxed);
+        let max = self.config.max_objects.unwrap_or(usize::MAX);
         let mut objs = Vec::new();
         let mut refused = Vec::new();
+        let mut restarted = false;
         let mut params = ListParams::default().limit(self.config.page_size);
         params.label_selector = self.config.label_selector.clone();
         params.field_selector = self.config.field_selector.clone();
         loop {
             stats.list_pages.fetch_add(1, Relaxed);
-            let page = match self.within_progress_timeout(self.list_page(&params)).await {
+            let room = max.saturating_sub(objs.len() + refused.len());
+            let page = match self
+                .within_progress_timeout(self.list_page(&params, room))
+                .await
+            {
                 None => {
                     stats.stalls.fetch_add(1, Relaxed);
                     return Err(ListError::Stalled(self.config.progress_timeout));
                 }
                 Some(Ok(page)) => page,
                 Some(Err(kube::Error::Api(s)))
-                    if s.code == 410 && params.continue_token.is_some() =>
+                    if s.code == 410 && params.continue_token.is_some() && !restarted =>
                 {
                     log::info!("{}: list continue token expired, listing again", self.kind);
+                    restarted = true;
                     objs.clear();
                     refused.clear();
                     params.continue_token = None;
@@ -257,6 +523,10 @@ where
                 }
                 Some(Err(e)) => return Err(ListError::Api(e)),
             };
+            if page.overflowed {
+                stats.too_many.fetch_add(1, Relaxed);
+                return Err(ListError::TooMany(max));
+            }
             for item in page.items {
                 match item {
                     Decoded::Object(o) => objs.push(o),
@@ -274,6 +544,13 @@ where
                 }
             }
         }
+    }
+
+    /// `Some(max)` when storing `obj` would make the sink hold more than
+    /// [`ListWatchConfig::max_objects`]: a new key while the sink is full.
+    fn over_bound(&self, sink: &dyn Sink<K>, obj: &K) -> Option<usize> {
+        let max = self.config.max_objects?;
+        (sink.len() >= max && !sink.contains(&object_key(obj))).then_some(max)
     }
 
     /// `None` when `f` made no progress within the progress timeout.
@@ -367,7 +644,13 @@ where
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
                             last_rv = obj.resource_version().unwrap_or(last_rv);
                             match obj {
-                                Decoded::Object(obj) => sink.upsert(obj),
+                                Decoded::Object(obj) => {
+                                    if let Some(max) = self.over_bound(sink, &obj) {
+                                        stats.too_many.fetch_add(1, Relaxed);
+                                        return WatchEnd::TooMany(max);
+                                    }
+                                    sink.upsert(obj)
+                                }
                                 // The cache keeps the version it last read.
                                 Decoded::Refused(r) => self.refuse(sink, stats, &r),
                             }
@@ -398,3 +681,6 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -247,6 +247,15 @@ pub fn controller(
         apps: apps.store(),
         policy: settings.sources.policy.clone(),
         max: settings.max_remote_clusters,
+        running: {
+            let gauge = prometheus_client::metrics::gauge::Gauge::default();
+            manager.metrics().register(
+                "remote_clusters",
+                "Remote clusters (HelmApps' kubeConfig) served now, each with its own client and informers",
+                gauge.clone(),
+            );
+            gauge
+        },
     }));
     let ctx = Context {
         client: manager.client(),

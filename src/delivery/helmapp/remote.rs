@@ -65,6 +65,8 @@ pub struct Shared {
     pub policy: AddressPolicy,
     /// `--max-remote-clusters`.
     pub max: usize,
+    /// `hossted_remote_clusters`: how many run now.
+    pub running: prometheus_client::metrics::gauge::Gauge,
 }
 
 /// See the module docs.
@@ -236,6 +238,7 @@ impl RemoteClusters {
         running.via.lock().insert(key.to_string(), via.to_string());
         let cluster = running.cluster.clone();
         clusters.insert(id.to_string(), running);
+        self.shared.running.set(clusters.len() as i64);
         drop(clusters);
         self.now_uses(key, id);
         Ok(cluster)
@@ -246,6 +249,8 @@ impl RemoteClusters {
     /// its users' target keys.
     fn running_cluster(&self, id: &str, client: Client, access: &RemoteAccess) -> Running {
         let factory = Arc::new(SharedInformerFactory::new(client.clone(), None));
+        // Before any informer is asked for: each is bounded.
+        factory.bound_objects(MAX_REMOTE_OBJECTS);
         let releases = factory.informer::<HelmRelease>(helm_storage_options());
         releases
             .store()
@@ -350,13 +355,28 @@ impl RemoteClusters {
         }
         drop(via);
         if let Some(running) = clusters.remove(id) {
+            self.shared.running.set(clusters.len() as i64);
             running.factory.shutdown();
             log::info!("remote cluster {id}: no HelmApp names it; stopped");
         }
     }
 }
 
-/// The client of a remote cluster: its kubeconfig, as kube reads it.
+/// The most bytes one answer of a remote API server may carry — a LIST
+/// page (500 objects) or a whole watch: its server is the tenant's, and an
+/// endless answer would be read into the operator's memory. A watch cut
+/// off resumes from its last resourceVersion.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// The most objects one informer of a remote cluster holds: its API
+/// server is the tenant's, and one that lists or watches without end would
+/// fill the operator's memory. A cluster with more of one kind (Secrets,
+/// say) than this is not served: its caches never fill, and its HelmApps
+/// say `ClusterUnreachable` naming the kind.
+pub const MAX_REMOTE_OBJECTS: usize = 20_000;
+
+/// The client of a remote cluster: its kubeconfig, as kube reads it, each
+/// answer bounded by [`MAX_ANSWER_BYTES`].
 async fn client_of(access: &RemoteAccess) -> Result<Client, String> {
     let mut config = kube::Config::from_custom_kubeconfig(
         access.kubeconfig(),
@@ -367,7 +387,14 @@ async fn client_of(access: &RemoteAccess) -> Result<Client, String> {
     // A remote cluster that does not answer is told quickly, and parks only
     // its own HelmApps.
     config.connect_timeout = Some(Duration::from_secs(5));
-    Client::try_from(config).map_err(|e| format!("kubeConfig: no client can be made ({e})"))
+    let bounded =
+        tower::util::MapResponseLayer::new(|answer: http::Response<Box<kube::client::DynBody>>| {
+            answer.map(|body| http_body_util::Limited::new(body, MAX_ANSWER_BYTES))
+        });
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| format!("kubeConfig: no client can be made ({e})"))?
+        .with_layer(&bounded)
+        .build())
 }
 
 /// The kubeconfig `reference` names, read as `as_user` and parsed. The

@@ -881,3 +881,271 @@ async fn a_kubeconfig_that_runs_a_program_or_reads_a_file_is_refused() {
     );
     operator.stop().await;
 }
+
+// A hostile remote API server: the tenant's cluster attacks the operator
+// through the answers of its LISTs. What the operator holds of one is
+// bounded, the HelmApp naming it is parked, and the others go on.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use envtest::HostileApiServer;
+use envtest::hostile_apiserver::Mode;
+use hossted_operator::delivery::helmapp::remote::{MAX_ANSWER_BYTES, MAX_REMOTE_OBJECTS};
+
+/// The Secret in A's [`NS`] holding the hostile API server's kubeconfig.
+const HOSTILE: &str = "hostile-cluster";
+
+/// How far the test process's memory (the operator runs in it) may grow
+/// while a hostile API server attacks.
+const ATTACK_BOUND_MIB: f64 = 256.0;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Field `field` (`VmHWM`, `VmRSS`) of this process's `/proc/self/status`,
+/// in kB.
+fn status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// How far this process's memory grew since [`Growth::start`]: the
+/// kernel's high-water mark (`VmHWM`, read as git.rs's `peak_mib` reads
+/// it) and the resident size (`VmRSS`) sampled every 100 ms. The mark is
+/// not reset (`/proc/self/clear_refs`): the tests of this binary run in
+/// one process, and a reset would skew a peak another test is measuring.
+/// Unreset, it hides growth below a peak an earlier test left — which the
+/// sampled resident size shows.
+struct Growth {
+    hwm_before: u64,
+    rss_before: u64,
+    rss_max: Arc<AtomicU64>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl Growth {
+    fn start() -> Growth {
+        let rss_before = status_kb("VmRSS");
+        let rss_max = Arc::new(AtomicU64::new(rss_before));
+        let sampler = tokio::spawn({
+            let rss_max = rss_max.clone();
+            async move {
+                loop {
+                    rss_max.fetch_max(status_kb("VmRSS"), Relaxed);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        });
+        Growth {
+            hwm_before: status_kb("VmHWM"),
+            rss_before,
+            rss_max,
+            sampler,
+        }
+    }
+
+    /// (peak growth, largest resident growth sampled) so far, in MiB.
+    fn so_far(&self) -> (f64, f64) {
+        let mib = |kb: u64| kb as f64 / 1024.0;
+        let rss = self.rss_max.load(Relaxed).max(status_kb("VmRSS"));
+        (
+            mib(status_kb("VmHWM").saturating_sub(self.hwm_before)),
+            mib(rss.saturating_sub(self.rss_before)),
+        )
+    }
+}
+
+impl Drop for Growth {
+    fn drop(&mut self) {
+        self.sampler.abort();
+    }
+}
+
+/// A hostile API server in `mode` attacks an operator that also serves
+/// local HelmApps: HelmApp `hostile`'s kubeConfig names the server (token
+/// auth, the server's CA inline). Checks what both attacks must leave
+/// true — `hostile` parked (Ready=False, `ClusterUnreachable`) and nothing
+/// of it released in A; `local` installed meanwhile, and `local-later`
+/// after 20 s more of the attack; the server asked for LISTs (the attack
+/// was made); the test process's memory grown by less than
+/// [`ATTACK_BOUND_MIB`] — then runs `check` on the server (before the
+/// operator stops: stopping ends every connection) and stops the operator.
+/// `until`: what the attack must have shown before the checks (looked at
+/// for up to two minutes after its 20 s).
+async fn attack_of(
+    mode: Mode,
+    until: impl Fn(&HostileApiServer) -> bool,
+    check: impl FnOnce(&HostileApiServer),
+) {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let server = HostileApiServer::start(mode)
+        .await
+        .expect("the hostile API server");
+    let kubeconfig = server.kubeconfig("tenant-token");
+    f.secret(NS, HOSTILE, &[("value", kubeconfig.as_str())])
+        .await;
+    let operator = f.start_delivery().await;
+    let growth = Growth::start();
+    apply(
+        &f,
+        "hostile",
+        json!({ "chart": { "path": "reach" }, "kubeConfig": kube_config(HOSTILE, None) }),
+    )
+    .await;
+    apply(&f, "local", json!({ "chart": { "path": "reach" } })).await;
+
+    let parked = with_reason(&f, "hostile", "ClusterUnreachable").await;
+    assert_eq!(condition(&parked, "Ready").unwrap().0, "False", "hostile");
+    ready(&f, "local", "InstallSucceeded", 1).await;
+    // The attack goes on: the cluster is looked at again, its informers
+    // retry their LISTs.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    apply(&f, "local-later", json!({ "chart": { "path": "reach" } })).await;
+    ready(&f, "local-later", "InstallSucceeded", 1).await;
+    let parked = with_reason(&f, "hostile", "ClusterUnreachable").await;
+    assert_eq!(
+        condition(&parked, "Ready").unwrap().0,
+        "False",
+        "hostile, after the attack"
+    );
+    assert!(
+        revisions(&f, "hostile").await.is_empty(),
+        "hostile released in A"
+    );
+
+    eventually("the attack to show what it is checked for", 120, || {
+        let shown = until(&server);
+        async move { shown.then_some(()) }
+    })
+    .await;
+    let (peak, resident) = growth.so_far();
+    let seen = server.seen();
+    let lists = seen.iter().filter(|r| r.is_list()).count();
+    eprintln!(
+        "{mode:?}: peak +{peak:.1} MiB, resident +{resident:.1} MiB; {lists} LIST requests of {} seen; {:.1} MiB of LIST bodies sent",
+        seen.len(),
+        server.sent_bytes() as f64 / MIB
+    );
+    assert!(
+        lists > 0,
+        "the hostile API server saw no LIST: {:?}",
+        &seen[..seen.len().min(20)]
+    );
+    assert!(
+        peak < ATTACK_BOUND_MIB && resident < ATTACK_BOUND_MIB,
+        "the test process's memory under a hostile API server's {mode:?} grew past {ATTACK_BOUND_MIB} MiB: peak +{peak:.1} MiB, resident +{resident:.1} MiB"
+    );
+    check(&server);
+    operator.stop().await;
+}
+
+/// A tenant's API server whose every LIST answer has no end — 200,
+/// chunked, `{"kind":"SecretList",…,"items":[` (the kind of the
+/// collection asked) and then objects of ~1 KiB for ever, written as fast
+/// as the operator reads — is cut off: the operator goes away from such
+/// answers, none read past `MAX_ANSWER_BYTES` (the server counts what it
+/// wrote; what socket buffers hold aside), and it did read into them (the
+/// cut, not a refusal up front, is what is proven). The HelmApp naming
+/// that cluster is parked `ClusterUnreachable`, local HelmApps install
+/// meanwhile and after 20 s more of the attack, and the test process's
+/// memory grows by less than 256 MiB.
+#[tokio::test]
+async fn a_remote_server_that_answers_without_end_is_cut_off() {
+    attack_of(Mode::EndlessBody, |_| true, |server| {
+        let cut = server.cut_answers();
+        let largest = cut.iter().copied().max().unwrap_or(0);
+        eprintln!(
+            "EndlessBody: {} answers cut off, the largest after {:.1} MiB",
+            cut.len(),
+            largest as f64 / MIB
+        );
+        assert!(
+            server.sent_bytes() as f64 >= MIB,
+            "the operator read {} bytes of the endless answers: the attack was not made",
+            server.sent_bytes()
+        );
+        assert!(
+            !cut.is_empty(),
+            "no endless answer was cut off while the operator ran"
+        );
+        // Beyond what the operator read: what the sockets' buffers and TLS
+        // held when it went away.
+        let slack = 16 * 1024 * 1024;
+        assert!(
+            largest <= (MAX_ANSWER_BYTES + slack) as u64,
+            "one answer of the hostile API server was read past MAX_ANSWER_BYTES ({} MiB): {:.1} MiB written before the operator went away",
+            MAX_ANSWER_BYTES >> 20,
+            largest as f64 / MIB
+        );
+    })
+    .await;
+}
+
+/// A tenant's API server whose every LIST goes on without end — each page
+/// a valid list of `limit` small objects of the kind asked, carrying the
+/// labels asked (`owner=helm` for Helm's storage, none of `owner` for
+/// `owner!=helm`), with a fresh `continue` token — is refused: the
+/// operator pages (asks with the tokens), no LIST of it goes past
+/// `MAX_REMOTE_OBJECTS` objects by more than one page (500), the LISTs do
+/// reach that bound (it, not something else, is what refused them), and a
+/// refused LIST is tried again from its first page. The HelmApp naming
+/// that cluster is parked `ClusterUnreachable`, local HelmApps install
+/// meanwhile and after 20 s more of the attack, and the test process's
+/// memory grows by less than 256 MiB.
+#[tokio::test]
+async fn a_remote_server_that_pages_without_end_is_refused() {
+    attack_of(Mode::EndlessPages, |server| lists_started_most(server) >= 2, |server| {
+        let seen = server.seen();
+        let pages: Vec<_> = seen.iter().filter(|r| r.is_list()).collect();
+        let continued = pages
+            .iter()
+            .filter(|r| r.param("continue").is_some())
+            .count();
+        // (path, labelSelector) → the LISTs of it started (first pages).
+        let mut started: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for r in pages.iter().filter(|r| r.param("continue").is_none()) {
+            let selector = r.param("labelSelector").unwrap_or_default().to_string();
+            *started.entry((r.path.clone(), selector)).or_default() += 1;
+        }
+        let retried = lists_started_most(server);
+        let deepest = server.deepest_list();
+        eprintln!(
+            "EndlessPages: {} pages, {continued} of them continued; the deepest LIST {deepest} objects; at most {retried} LISTs of one collection started",
+            pages.len()
+        );
+        assert!(continued > 0, "the operator never asked for a next page");
+        assert!(
+            deepest <= MAX_REMOTE_OBJECTS + 500,
+            "one LIST of the hostile API server was paged past MAX_REMOTE_OBJECTS ({MAX_REMOTE_OBJECTS}) + one page (500): {deepest} objects"
+        );
+        assert!(
+            deepest >= MAX_REMOTE_OBJECTS,
+            "no LIST reached MAX_REMOTE_OBJECTS ({MAX_REMOTE_OBJECTS}): the deepest ended at {deepest} objects"
+        );
+        assert!(
+            retried >= 2,
+            "no refused LIST was tried again: {started:?}"
+        );
+    })
+    .await;
+}
+
+/// The most LISTs (first pages) of one collection and selector `server`
+/// saw started: 2 or more, a refused LIST was tried again.
+fn lists_started_most(server: &HostileApiServer) -> usize {
+    let mut started: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for r in server
+        .seen()
+        .iter()
+        .filter(|r| r.is_list() && r.param("continue").is_none())
+    {
+        let selector = r.param("labelSelector").unwrap_or_default().to_string();
+        *started.entry((r.path.clone(), selector)).or_default() += 1;
+    }
+    started.values().copied().max().unwrap_or(0)
+}

@@ -53,3 +53,42 @@ impl Target {
         format!("{}/{}", self.namespace, self.release)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apis::helmapp::{KubeConfigReference, KubeConfigSecretRef};
+
+    fn app(ns: &str, kubeconfig: Option<(&str, &str)>) -> HelmApp {
+        let mut a = HelmApp::new("web", Default::default());
+        a.metadata.namespace = Some(ns.into());
+        a.spec.kube_config = kubeconfig.map(|(name, key)| KubeConfigReference {
+            secret_ref: KubeConfigSecretRef {
+                name: name.into(),
+                key: key.into(),
+            },
+        });
+        a
+    }
+
+    #[test]
+    fn a_release_in_another_cluster_is_another_release_in_the_index_only() {
+        let local = Target::of(&app("team-a", None));
+        let remote = Target::of(&app("team-a", Some(("prod", ""))));
+        let other_key = Target::of(&app("team-a", Some(("prod", "value.yaml"))));
+        let other_ns = Target::of(&app("team-b", Some(("prod", ""))));
+        // The same release in its own cluster: helm's name and the storage
+        // index are the same...
+        assert_eq!(local.key(), remote.key());
+        // ...but the target index tells each cluster apart, by the Secret
+        // and key that name it and the HelmApp's namespace it is read in.
+        let keys = [&local, &remote, &other_key, &other_ns].map(|t| t.index_key());
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(local.index_key(), "team-a/web");
+        assert!(local.via.is_empty());
+    }
+}

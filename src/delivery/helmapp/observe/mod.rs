@@ -313,7 +313,12 @@ async fn chart_name_if_changed(app: &HelmApp, o: &Observed) -> Option<String> {
 /// message reveals nothing of them.
 fn cross_namespace(ctx: &Context, app: &HelmApp, target: &Target) -> Option<String> {
     let tenancy = &ctx.settings.tenancy;
-    if let Some(why) = tenancy.refuses_reference(app, &target.namespace) {
+    // A remote release's namespace is the remote cluster's: there the
+    // kubeConfig's credentials (or the ServiceAccount they impersonate)
+    // meet that cluster's RBAC, not this cluster's tenancy.
+    if target.via.is_empty()
+        && let Some(why) = tenancy.refuses_reference(app, &target.namespace)
+    {
         return Some(format!("targetNamespace {}: {why}", target.namespace));
     }
     let own_ns = app.namespace().unwrap_or_default();
