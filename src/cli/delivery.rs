@@ -59,6 +59,10 @@ pub struct DeliveryArgs {
     /// ClusterLimitReached.
     #[arg(long, default_value_t = 100)]
     max_remote_clusters: usize,
+    /// Of those, how many one namespace outside --privileged-namespaces may
+    /// start: one tenant cannot take every place (ClusterLimitReached).
+    #[arg(long, default_value_t = 10)]
+    max_remote_clusters_per_namespace: usize,
     /// Where the webhook receiver listens (POST /hooks/chart-pushed,
     /// /hooks/reconcile); "0": off.
     #[arg(long, default_value = "0")]
@@ -131,6 +135,7 @@ impl DeliveryArgs {
             },
             max_helm_timeout: self.max_helm_timeout,
             max_remote_clusters: self.max_remote_clusters,
+            max_remote_clusters_per_namespace: self.max_remote_clusters_per_namespace,
             webhook,
         })
     }

@@ -29,6 +29,9 @@ pub struct Settings {
     pub max_helm_timeout: Duration,
     /// Remote clusters served at once (`--max-remote-clusters`).
     pub max_remote_clusters: usize,
+    /// Of those, started by one unprivileged namespace's HelmApps
+    /// (`--max-remote-clusters-per-namespace`).
+    pub max_remote_clusters_per_namespace: usize,
     /// The webhook receiver (`--webhook-bind-address`; `None`: off).
     pub webhook: Option<super::webhook::WebhookConfig>,
 }

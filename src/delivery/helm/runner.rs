@@ -119,14 +119,32 @@ struct RunKubeconfig {
 }
 
 impl RunKubeconfig {
+    /// Where they are written: the work directory's `kubeconfigs/`.
+    fn dir(work_dir: &std::path::Path) -> PathBuf {
+        work_dir.join("kubeconfigs")
+    }
+
+    /// Removes what a process killed mid-run left (a kill skips `Drop`):
+    /// at start, before any run.
+    fn sweep(work_dir: &std::path::Path) {
+        let dir = Self::dir(work_dir);
+        if dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            log::warn!("{}: not removed ({e}): remove it by hand", dir.display());
+        }
+    }
+
     fn write(work_dir: &std::path::Path, content: &str) -> std::io::Result<Self> {
         use std::io::Write;
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        let dir = work_dir.join("kubeconfigs");
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+        let dir = Self::dir(work_dir);
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
+        // Whoever made it first, it is the operator's alone.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
         let path = dir.join(format!("{}.yaml", uuid::Uuid::new_v4()));
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -180,6 +198,7 @@ impl Drop for Busy<'_> {
 
 impl Helm {
     pub fn new(config: HelmConfig, metrics: crate::delivery::metrics::HelmMetrics) -> Self {
+        RunKubeconfig::sweep(&config.work_dir);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let child_procs = child_max_procs(cores, config.max_concurrent);
         Helm {
@@ -447,12 +466,16 @@ impl Helm {
     /// helm with `args`: its homes in the work directory, its own process
     /// group, and what it needs of the environment and nothing else of the
     /// operator's (the API token among it).
-    fn command(&self, args: &[String], stdin: bool) -> tokio::process::Command {
+    fn command(&self, args: &[String], stdin: bool, on: On<'_>) -> tokio::process::Command {
         let home = &self.config.work_dir;
         let mut cmd = tokio::process::Command::new(&self.config.binary);
+        let remote = matches!(on, On::Remote(_));
         cmd.args(args)
             .env_clear()
-            .envs(std::env::vars().filter(|(k, _)| helm_needs(k)))
+            .envs(
+                std::env::vars()
+                    .filter(|(k, _)| helm_needs(k) && !(remote && reaches_a_cluster(k))),
+            )
             .env("HELM_CACHE_HOME", home.join("helm/cache"))
             .env("HELM_CONFIG_HOME", home.join("helm/config"))
             .env("HELM_DATA_HOME", home.join("helm/data"))
@@ -522,7 +545,7 @@ impl Helm {
             args.splice(at..at, ["--kubeconfig".into(), k.display().to_string()]);
         }
         let mut child = self
-            .command(&args, stdin.is_some())
+            .command(&args, stdin.is_some(), on)
             .spawn()
             .map_err(|source| HelmError::Spawn {
                 binary: self.config.binary.display().to_string(),
@@ -609,6 +632,14 @@ fn helm_needs(name: &str) -> bool {
     // many threads each may run at once).
         | "GOGC" | "GOMEMLIMIT" | "GOMAXPROCS"
     ) || name.starts_with("HELM_")
+}
+
+/// Whether helm reads `name` to choose a cluster or an identity: never
+/// given to a run on a remote cluster, whose kubeconfig alone says both —
+/// an admin's `HELM_KUBETOKEN` or the pod's in-cluster address must not
+/// send a tenant's remote run to the operator's own cluster.
+fn reaches_a_cluster(name: &str) -> bool {
+    name.starts_with("HELM_KUBE") || name.starts_with("KUBERNETES_SERVICE_") || name == "KUBECONFIG"
 }
 
 #[cfg(test)]

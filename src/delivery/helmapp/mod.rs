@@ -27,6 +27,7 @@ pub mod helm_runs;
 pub mod observe;
 mod reachability;
 pub mod remote;
+mod remote_client;
 pub mod watched_kinds;
 mod wiring;
 
@@ -247,6 +248,7 @@ pub fn controller(
         apps: apps.store(),
         policy: settings.sources.policy.clone(),
         max: settings.max_remote_clusters,
+        max_per_namespace: settings.max_remote_clusters_per_namespace,
         running: {
             let gauge = prometheus_client::metrics::gauge::Gauge::default();
             manager.metrics().register(

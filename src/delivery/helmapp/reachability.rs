@@ -153,6 +153,11 @@ impl Reachability {
         let mut wait = PROBE_FIRST;
         loop {
             tokio::time::sleep(wait).await;
+            // Held by this probe alone: its (remote) cluster was let go —
+            // nobody waits for it any more.
+            if Arc::strong_count(&self) == 1 {
+                return;
+            }
             if reachable(&self.client).await {
                 break;
             }

@@ -30,6 +30,7 @@ use crate::delivery::helmapp::decide::observed::Waiting;
 use crate::delivery::helmapp::drift_cache::DriftCache;
 use crate::delivery::helmapp::helm_runs::RemoteHelm;
 use crate::delivery::helmapp::reachability::Reachability;
+pub use crate::delivery::helmapp::remote_client::{ANSWER_DEADLINE, MAX_ANSWER_BYTES};
 use crate::delivery::metrics::HelmMetrics;
 use crate::delivery::names::RELEASE_INDEX;
 use crate::delivery::reason::Reason;
@@ -65,6 +66,9 @@ pub struct Shared {
     pub policy: AddressPolicy,
     /// `--max-remote-clusters`.
     pub max: usize,
+    /// `--max-remote-clusters-per-namespace` (privileged namespaces are
+    /// bounded by `max` alone).
+    pub max_per_namespace: usize,
     /// `hossted_remote_clusters`: how many run now.
     pub running: prometheus_client::metrics::gauge::Gauge,
 }
@@ -88,6 +92,10 @@ struct Running {
     /// Its users' keys and their `Target::via` (what the target index
     /// files their release under): shared with its event handlers.
     via: super::wiring::Vias,
+    /// The namespace of the HelmApp that started it, when that namespace
+    /// is bounded (`--max-remote-clusters-per-namespace`): it counts there
+    /// while it runs.
+    started_from: Option<String>,
 }
 
 impl RemoteClusters {
@@ -113,6 +121,7 @@ impl RemoteClusters {
         client: &Client,
         app: &HelmApp,
         as_user: Option<&str>,
+        privileged: bool,
     ) -> Result<Resolved, kube::Error> {
         let key = cache::object_key(app);
         let Some(reference) = app.spec.kube_config.as_ref() else {
@@ -141,7 +150,16 @@ impl RemoteClusters {
         let via = super::decide::target::Target::of(app).via;
         let cluster = match self.join(&key, &id, &via) {
             Some(cluster) => cluster,
-            None => match self.start(&key, &id, &via, &access).await {
+            None => match self
+                .start(
+                    &key,
+                    &id,
+                    &via,
+                    &access,
+                    bounded_in(app, privileged).as_deref(),
+                )
+                .await
+            {
                 Ok(cluster) => cluster,
                 Err(problem) => return Ok(Resolved::Unavailable(problem)),
             },
@@ -195,16 +213,11 @@ impl RemoteClusters {
         id: &str,
         via: &str,
         access: &RemoteAccess,
+        bounded_in: Option<&str>,
     ) -> Result<Arc<Cluster>, Waiting> {
-        if self.running() >= self.shared.max {
+        if let Some(full) = self.full(bounded_in) {
             self.leave(key);
-            return Err(Waiting::polled(
-                Reason::ClusterLimitReached,
-                format!(
-                    "{} remote clusters run already (--max-remote-clusters): this one starts when another is no longer named",
-                    self.shared.max
-                ),
-            ));
+            return Err(full);
         }
         let invalid = |message: String| Waiting::until_changed(Reason::InvalidKubeConfig, message);
         let checked = access.clone();
@@ -217,8 +230,11 @@ impl RemoteClusters {
                 ))
             })?
             .map_err(|e| invalid(format!("kubeConfig: {e}")))?;
-        let client = client_of(access).await.map_err(invalid)?;
-        let running = self.running_cluster(id, client, access);
+        let client = super::remote_client::client_of(access)
+            .await
+            .map_err(invalid)?;
+        let mut running = self.running_cluster(id, client, access);
+        running.started_from = bounded_in.map(str::to_string);
         let mut clusters = self.clusters.lock();
         // Another reconcile may have started it meanwhile: one runs.
         if let Some(other) = clusters.get(id) {
@@ -228,6 +244,13 @@ impl RemoteClusters {
             drop(clusters);
             self.now_uses(key, id);
             return Ok(cluster);
+        }
+        // Checked again under the lock: others may have started meanwhile.
+        if let Some(full) = Self::full_of(&clusters, &self.shared, bounded_in) {
+            drop(clusters);
+            running.factory.shutdown();
+            self.leave(key);
+            return Err(full);
         }
         if let Err(e) = running.factory.start() {
             return Err(invalid(format!(
@@ -242,6 +265,42 @@ impl RemoteClusters {
         drop(clusters);
         self.now_uses(key, id);
         Ok(cluster)
+    }
+
+    /// Why no other cluster may start now for a HelmApp of namespace
+    /// `bounded_in` (`None`: a privileged namespace, bounded by the total
+    /// alone), if none may.
+    fn full(&self, bounded_in: Option<&str>) -> Option<Waiting> {
+        Self::full_of(&self.clusters.lock(), &self.shared, bounded_in)
+    }
+
+    fn full_of(
+        clusters: &HashMap<String, Running>,
+        shared: &Shared,
+        bounded_in: Option<&str>,
+    ) -> Option<Waiting> {
+        if clusters.len() >= shared.max {
+            return Some(Waiting::polled(
+                Reason::ClusterLimitReached,
+                format!(
+                    "{} remote clusters run already (--max-remote-clusters): this one starts when another is no longer named",
+                    shared.max
+                ),
+            ));
+        }
+        let ns = bounded_in?;
+        let own = clusters
+            .values()
+            .filter(|r| r.started_from.as_deref() == Some(ns))
+            .count();
+        (own >= shared.max_per_namespace).then(|| {
+            Waiting::polled(
+                Reason::ClusterLimitReached,
+                format!(
+                    "HelmApps of namespace {ns} started {own} remote clusters already (--max-remote-clusters-per-namespace): this one starts when one of those is no longer named"
+                ),
+            )
+        })
     }
 
     /// A new cluster's parts: informers of the same kinds and selectors as
@@ -299,6 +358,7 @@ impl RemoteClusters {
             cluster,
             factory,
             via,
+            started_from: None,
         }
     }
 
@@ -362,12 +422,6 @@ impl RemoteClusters {
     }
 }
 
-/// The most bytes one answer of a remote API server may carry — a LIST
-/// page (500 objects) or a whole watch: its server is the tenant's, and an
-/// endless answer would be read into the operator's memory. A watch cut
-/// off resumes from its last resourceVersion.
-pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
-
 /// The most objects one informer of a remote cluster holds: its API
 /// server is the tenant's, and one that lists or watches without end would
 /// fill the operator's memory. A cluster with more of one kind (Secrets,
@@ -375,26 +429,10 @@ pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 /// say `ClusterUnreachable` naming the kind.
 pub const MAX_REMOTE_OBJECTS: usize = 20_000;
 
-/// The client of a remote cluster: its kubeconfig, as kube reads it, each
-/// answer bounded by [`MAX_ANSWER_BYTES`].
-async fn client_of(access: &RemoteAccess) -> Result<Client, String> {
-    let mut config = kube::Config::from_custom_kubeconfig(
-        access.kubeconfig(),
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .map_err(|e| format!("kubeConfig: not usable ({e})"))?;
-    // A remote cluster that does not answer is told quickly, and parks only
-    // its own HelmApps.
-    config.connect_timeout = Some(Duration::from_secs(5));
-    let bounded =
-        tower::util::MapResponseLayer::new(|answer: http::Response<Box<kube::client::DynBody>>| {
-            answer.map(|body| http_body_util::Limited::new(body, MAX_ANSWER_BYTES))
-        });
-    Ok(kube::client::ClientBuilder::try_from(config)
-        .map_err(|e| format!("kubeConfig: no client can be made ({e})"))?
-        .with_layer(&bounded)
-        .build())
+/// The namespace whose quota a new cluster of `app` counts against
+/// (`None`: a privileged one, bounded by the total alone).
+fn bounded_in(app: &HelmApp, privileged: bool) -> Option<String> {
+    (!privileged).then(|| app.namespace().unwrap_or_default())
 }
 
 /// The kubeconfig `reference` names, read as `as_user` and parsed. The

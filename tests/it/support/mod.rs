@@ -296,6 +296,7 @@ impl Fixture {
             sources: delivery::SourceLimits::default(),
             max_helm_timeout: Duration::from_secs(1800),
             max_remote_clusters: 100,
+            max_remote_clusters_per_namespace: 10,
             webhook: None,
         }
     }

@@ -191,6 +191,7 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
             apps: apps.clone(),
             policy: settings.sources.policy.clone(),
             max: settings.max_remote_clusters,
+            max_per_namespace: settings.max_remote_clusters_per_namespace,
             running: Default::default(),
         },
     ));

@@ -132,7 +132,13 @@ fn within_windows(state: ReleaseState, o: &Observed) -> ReleaseState {
 
 /// The state of `app`'s release, its change windows aside.
 fn release_state(o: &Observed, app: &HelmApp) -> ReleaseState {
+    // A deletion that uninstalls nothing needs no cluster; a suspended app
+    // says so first (`held_back`).
+    let deleting_now = app.metadata.deletion_timestamp.is_some();
+    let lets_go = deleting_now && !app.spec.uninstall_on_delete;
+    let suspended = !deleting_now && app.spec.suspend;
     if let Some(state) = cluster_unavailable(o)
+        .filter(|_| !lets_go && !suspended)
         .or_else(|| tampered(o, app))
         .or_else(|| deleting(o, app))
         .or_else(|| held_back(o, app))

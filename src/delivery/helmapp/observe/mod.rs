@@ -41,11 +41,15 @@ use crate::lean::storage::newest_of;
 pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Error> {
     let target = Target::of(app);
     let as_user = ctx.settings.tenancy.identity(app).user();
-    let cluster = match ctx
+    let privileged = ctx
+        .settings
+        .tenancy
+        .is_privileged(&app.namespace().unwrap_or_default());
+    let resolved = ctx
         .remotes
-        .resolve(&ctx.client, app, as_user.as_deref())
-        .await?
-    {
+        .resolve(&ctx.client, app, as_user.as_deref(), privileged)
+        .await?;
+    let cluster = match resolved {
         Resolved::Own => None,
         Resolved::Remote(cluster) => Some(cluster),
         Resolved::Unavailable(problem) => {

@@ -1379,3 +1379,53 @@ fn a_renamed_chart_is_reinstalled_unless_in_place_is_asked() {
         ReleaseState::AwaitingApproval { .. }
     ));
 }
+
+/// A release whose cluster cannot be used (`kubeConfig` refused, its API
+/// server silent, no place for one more cluster) was not read: nothing is
+/// decided about it, a deletion that would uninstall included — that waits
+/// for the cluster; a deletion that uninstalls nothing lets go.
+#[test]
+fn a_release_whose_cluster_cannot_be_used_is_held_deletion_included() {
+    use ReleaseState as S;
+    let unreachable = || Observed {
+        cluster_problem: Some(Waiting::until_changed(
+            Reason::ClusterUnreachable,
+            "the remote cluster's API server does not answer".into(),
+        )),
+        ..observed()
+    };
+    let held =
+        |s: &S| matches!(s, S::Refused { reason, .. } if *reason == Reason::ClusterUnreachable);
+    let deleting = |uninstall: bool| {
+        app(move |a| {
+            a.metadata.deletion_timestamp = Some(deleted());
+            a.spec.uninstall_on_delete = uninstall;
+        })
+    };
+    assert!(held(&decide(&unreachable(), &app(|_| {}))), "install");
+    assert!(held(&decide(&unreachable(), &deleting(true))), "uninstall");
+    assert_eq!(
+        decide(&unreachable(), &deleting(false)),
+        S::Deleting { uninstall: false },
+        "a deletion that uninstalls nothing"
+    );
+    let polled = Observed {
+        cluster_problem: Some(Waiting::polled(
+            Reason::ClusterLimitReached,
+            "100 remote clusters run already".into(),
+        )),
+        ..observed()
+    };
+    assert!(matches!(
+        decide(&polled, &app(|_| {})),
+        S::DependencyPolled {
+            reason: Reason::ClusterLimitReached,
+            ..
+        }
+    ));
+    // Suspension still says more than the cluster.
+    assert_eq!(
+        decide(&unreachable(), &app(|a| a.spec.suspend = true)),
+        S::Suspended
+    );
+}

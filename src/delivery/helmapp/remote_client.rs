@@ -1,0 +1,188 @@
+//! A remote cluster's client (docs/remote-clusters.md): its kubeconfig as
+//! kube reads it, and every answer of its API server bounded — the server
+//! is the tenant's, and an answer without end, or one that never comes,
+//! must cost neither the operator's memory nor its workers (which every
+//! tenant shares).
+//!
+//! - size: at most [`MAX_ANSWER_BYTES`] per answer, a watch's included (a
+//!   watch cut there resumes from its last resourceVersion);
+//! - time: at most [`ANSWER_DEADLINE`] from the request to the last byte,
+//!   watches excepted (they last by design; a silent one is ended by the
+//!   reflector's progress timeout).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+use kube::Client;
+
+use crate::delivery::remote::kubeconfig::RemoteAccess;
+
+/// The most bytes one answer of a remote API server may carry — a LIST
+/// page (500 objects) or a whole watch.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// The longest one answer of a remote API server may take, head to last
+/// byte, a watch excepted: a reconcile awaits it while it holds one of the
+/// workers every tenant shares.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The client of a remote cluster: its kubeconfig, as kube reads it, each
+/// answer bounded (see the module docs).
+pub async fn client_of(access: &RemoteAccess) -> Result<Client, String> {
+    let mut config = kube::Config::from_custom_kubeconfig(
+        access.kubeconfig(),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| format!("kubeConfig: not usable ({e})"))?;
+    // A remote cluster that does not answer is told quickly, and parks only
+    // its own HelmApps.
+    config.connect_timeout = Some(Duration::from_secs(5));
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| format!("kubeConfig: no client can be made ({e})"))?
+        .with_layer(&BoundedLayer)
+        .build())
+}
+
+/// Makes every answer of the service it wraps a [`BoundedBody`].
+struct BoundedLayer;
+
+impl<S> tower::Layer<S> for BoundedLayer {
+    type Service = Bounded<S>;
+
+    fn layer(&self, inner: S) -> Bounded<S> {
+        Bounded { inner }
+    }
+}
+
+/// See [`BoundedLayer`].
+struct Bounded<S> {
+    inner: S,
+}
+
+impl<S, B> tower::Service<http::Request<kube::client::Body>> for Bounded<S>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = http::Response<BoundedBody<B>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let deadline =
+            (!is_watch(request.uri())).then(|| tokio::time::Instant::now() + ANSWER_DEADLINE);
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = match deadline {
+                Some(at) => tokio::time::timeout_at(at, answer)
+                    .await
+                    .map_err(|_| late())?
+                    .map_err(Into::into)?,
+                None => answer.await.map_err(Into::into)?,
+            };
+            Ok(response.map(|body| BoundedBody {
+                inner: Box::pin(http_body_util::Limited::new(body, MAX_ANSWER_BYTES)),
+                deadline: deadline.map(|at| Box::pin(tokio::time::sleep_until(at))),
+            }))
+        })
+    }
+}
+
+/// Whether `uri` asks for a watch (`watch=true` or `watch=1`).
+fn is_watch(uri: &http::Uri) -> bool {
+    uri.query().is_some_and(|q| {
+        q.split('&')
+            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
+    })
+}
+
+fn late() -> BoxError {
+    format!(
+        "the remote API server's answer took longer than {}s",
+        ANSWER_DEADLINE.as_secs()
+    )
+    .into()
+}
+
+/// An answer's body: at most [`MAX_ANSWER_BYTES`], and done by its
+/// deadline (`None`: a watch).
+struct BoundedBody<B> {
+    inner: Pin<Box<http_body_util::Limited<B>>>,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<B> Body for BoundedBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(deadline) = self.deadline.as_mut()
+            && deadline.as_mut().poll(cx).is_ready()
+        {
+            return Poll::Ready(Some(Err(late())));
+        }
+        self.inner.as_mut().poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_is_told_by_its_query_alone() {
+        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
+        assert!(is_watch(&uri(
+            "/api/v1/secrets?watch=true&resourceVersion=1"
+        )));
+        assert!(is_watch(&uri("/api/v1/secrets?resourceVersion=1&watch=1")));
+        assert!(!is_watch(&uri("/api/v1/secrets?limit=500")));
+        assert!(!is_watch(&uri("/api/v1/namespaces/watch=true/secrets")));
+        assert!(!is_watch(&uri("/api/v1/secrets?allowWatchBookmarks=true")));
+    }
+
+    /// A body that never sends a byte ends, with an error, at its deadline
+    /// (a short one here: the deadline is the body's to keep, whatever it is).
+    #[tokio::test]
+    async fn an_answer_that_never_ends_is_cut_at_its_deadline() {
+        use http_body_util::BodyExt;
+        let silent = http_body_util::StreamBody::new(futures::stream::pending::<
+            Result<Frame<Bytes>, std::convert::Infallible>,
+        >());
+        let body = BoundedBody {
+            inner: Box::pin(http_body_util::Limited::new(silent, MAX_ANSWER_BYTES)),
+            deadline: Some(Box::pin(tokio::time::sleep(Duration::from_millis(50)))),
+        };
+        let read = body.collect().await;
+        assert_eq!(read.err().map(|e| e.to_string()), Some(late().to_string()));
+    }
+}
