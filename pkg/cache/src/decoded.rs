@@ -77,6 +77,75 @@ impl<K> Decoded<K> {
     }
 }
 
+impl<K: kube::Resource> Decoded<K> {
+    /// Refused when its metadata is past what Kubernetes allows any
+    /// object (a name over 253 bytes, a label value over 63…): no API
+    /// server sends such an object, and a lying one must not fill the
+    /// cache with names of a megabyte each, which the object-count bound
+    /// alone would let it do.
+    pub(crate) fn within_api_limits(self) -> Self {
+        let Decoded::Object(o) = &self else {
+            return self;
+        };
+        let Some(why) = past_api_limits(o.meta()) else {
+            return self;
+        };
+        let meta = o.meta();
+        let cut = |s: &Option<String>| {
+            s.as_ref()
+                .map(|s| s.chars().take(MAX_NAME).collect::<String>())
+        };
+        Decoded::Refused(Box::new(Refusal {
+            metadata: ObjectMeta {
+                name: cut(&meta.name),
+                namespace: cut(&meta.namespace),
+                uid: cut(&meta.uid),
+                resource_version: cut(&meta.resource_version),
+                ..Default::default()
+            },
+            error: why.to_string(),
+        }))
+    }
+}
+
+/// Kubernetes' own bounds: a DNS subdomain name, a label name (prefix and
+/// name), a label value, all annotations together.
+const MAX_NAME: usize = 253;
+const MAX_NAMESPACE: usize = 63;
+const MAX_LABEL_KEY: usize = 253 + 1 + 63;
+const MAX_LABEL_VALUE: usize = 63;
+const MAX_ANNOTATIONS: usize = 256 * 1024;
+/// Far more than any API server's (an etcd revision, a UID).
+const MAX_VERSION: usize = 128;
+
+/// Which of Kubernetes' bounds `meta` is past, if any.
+fn past_api_limits(meta: &ObjectMeta) -> Option<&'static str> {
+    let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    if len(&meta.name) > MAX_NAME || len(&meta.generate_name) > MAX_NAME {
+        return Some("metadata.name is longer than Kubernetes allows");
+    }
+    if len(&meta.namespace) > MAX_NAMESPACE {
+        return Some("metadata.namespace is longer than Kubernetes allows");
+    }
+    if len(&meta.uid) > MAX_VERSION || len(&meta.resource_version) > MAX_VERSION {
+        return Some("metadata.uid or resourceVersion is longer than any API server's");
+    }
+    let labels = meta.labels.iter().flatten();
+    if labels
+        .into_iter()
+        .any(|(k, v)| k.len() > MAX_LABEL_KEY || v.len() > MAX_LABEL_VALUE)
+    {
+        return Some("a label is longer than Kubernetes allows");
+    }
+    let annotations: usize = meta
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    (annotations > MAX_ANNOTATIONS).then_some("the annotations are larger than Kubernetes allows")
+}
+
 impl<'de, K: DeserializeOwned> Deserialize<'de> for Decoded<K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(d)?;
@@ -237,5 +306,35 @@ mod tests {
             Decoded::Object(c) => assert_eq!(c.data.unwrap()["k"], "v"),
             Decoded::Refused(r) => panic!("refused: {r}"),
         }
+    }
+
+    /// What no API server sends — a name of a megabyte, a label value past
+    /// 63 bytes — is refused, named by a cut name; what one sends passes.
+    #[test]
+    fn an_object_past_kubernetes_bounds_is_refused_with_its_name_cut() {
+        let object = |name: &str, label: &str| {
+            json_of(&format!(
+                r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","labels":{{"owner":"{label}"}}}}}}"#
+            ))
+        };
+        let long = "n".repeat(1 << 20);
+        for (name, label, refused) in [
+            ("web", "helm", false),
+            (&"n".repeat(253)[..], "helm", false),
+            (&long[..], "helm", true),
+            ("web", &"v".repeat(64)[..], true),
+        ] {
+            match object(name, label).within_api_limits() {
+                Decoded::Object(_) => assert!(!refused, "{} passed", name.len()),
+                Decoded::Refused(r) => {
+                    assert!(refused, "{} refused: {}", name.len(), r.error);
+                    assert!(r.metadata.name.unwrap().len() <= MAX_NAME);
+                }
+            }
+        }
+    }
+
+    fn json_of(text: &str) -> Decoded<ConfigMap> {
+        decode(text)
     }
 }

@@ -528,7 +528,7 @@ where
                 return Err(ListError::TooMany(max));
             }
             for item in page.items {
-                match item {
+                match item.within_api_limits() {
                     Decoded::Object(o) => objs.push(o),
                     Decoded::Refused(r) => {
                         self.refuse(sink, stats, &r);
@@ -642,6 +642,7 @@ where
                     self.trace(&event);
                     match event {
                         WatchEvent::Added(obj) | WatchEvent::Modified(obj) => {
+                            let obj = obj.within_api_limits();
                             last_rv = obj.resource_version().unwrap_or(last_rv);
                             match obj {
                                 Decoded::Object(obj) => {
