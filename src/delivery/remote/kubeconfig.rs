@@ -840,6 +840,21 @@ fn read_server(written: &str, field: &str) -> Result<Server, Invalid> {
     if uri.query().is_some() {
         return Err(refuse("has a query (?…): write https://host[:port][/path]"));
     }
+    // client-go names its discovery cache directory after the whole URL:
+    // a path that climbs (`/../`), doubles a slash or escapes a character
+    // could point that directory at another cluster's.
+    let path = uri.path();
+    if path.contains("//")
+        || path.contains('%')
+        || path.contains('\\')
+        || path
+            .split('/')
+            .any(|segment| segment == ".." || segment == ".")
+    {
+        return Err(refuse(
+            "has a path with a . or .. segment, a // or an escape (%): write https://host[:port][/path] with plain segments",
+        ));
+    }
     let (host, port) = host_and_port(authority.as_str()).map_err(refuse)?;
     Ok(Server {
         url: written.trim_end_matches('/').to_string(),
@@ -1617,6 +1632,10 @@ current-context: cb
             "https://[fe80::1%25eth0]",
             "https://[::1",
             "https://[::1]x",
+            "https://evil.example/../10.96.0.1_443",
+            "https://evil.example/a/./b",
+            "https://evil.example//k8s",
+            "https://evil.example/%2e%2e/x",
             "",
         ] {
             let e = refused(&with(&base, path, Value::from(server)));
