@@ -108,9 +108,11 @@ impl<K: kube::Resource> Decoded<K> {
     }
 }
 
-/// Kubernetes' own bounds: a DNS subdomain name, a label name (prefix and
-/// name), a label value, all annotations together.
-const MAX_NAME: usize = 253;
+/// Kubernetes' own bounds: a name (most kinds take a DNS subdomain, 253
+/// bytes; some — RBAC's — only a path segment, with no bound of its own:
+/// 4 KiB is far past any real one), a label name (prefix and name), a
+/// label value, all annotations together.
+const MAX_NAME: usize = 4096;
 const MAX_NAMESPACE: usize = 63;
 const MAX_LABEL_KEY: usize = 253 + 1 + 63;
 const MAX_LABEL_VALUE: usize = 63;
@@ -320,7 +322,7 @@ mod tests {
         let long = "n".repeat(1 << 20);
         for (name, label, refused) in [
             ("web", "helm", false),
-            (&"n".repeat(253)[..], "helm", false),
+            (&"n".repeat(300)[..], "helm", false),
             (&long[..], "helm", true),
             ("web", &"v".repeat(64)[..], true),
         ] {

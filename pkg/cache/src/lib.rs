@@ -25,6 +25,6 @@ pub use informer::{
     Transform, strip_bookkeeping,
 };
 pub use lister::{Lister, NamespaceLister};
-pub use reflector::{ListWatchConfig, ReflectorStats};
+pub use reflector::{ListWatchConfig, ReflectorStats, WatchRequest};
 pub use selector::{Selector, SelectorError};
 pub use store::{IndexFn, NAMESPACE_INDEX, Store, object_key};

@@ -209,6 +209,13 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for ItemsSeed<K> {
     }
 }
 
+/// Marks the requests of a reflector's watches (an `http` request
+/// extension), for a client layer that treats a watch apart — one that
+/// bounds every other answer's time, say. A mark the reflector sets, not
+/// the request's query: a name in a path can carry `?watch=1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchRequest;
+
 /// Which objects a reflector mirrors, and how it pages and watches.
 #[derive(Debug, Clone)]
 pub struct ListWatchConfig {
@@ -572,10 +579,11 @@ where
         impl futures::Stream<Item = Result<WatchEvent<Decoded<K>>, kube::Error>> + use<K>,
         kube::Error,
     > {
-        let req = self
+        let mut req = self
             .request()
             .watch(params, rv)
             .map_err(kube::Error::BuildRequest)?;
+        req.extensions_mut().insert(WatchRequest);
         self.api.clone().into_client().request_events(req).await
     }
 

@@ -7,8 +7,11 @@
 //! - size: at most [`MAX_ANSWER_BYTES`] per answer, a watch's included (a
 //!   watch cut there resumes from its last resourceVersion);
 //! - time: at most [`ANSWER_DEADLINE`] from the request to the last byte,
-//!   watches excepted (they last by design; a silent one is ended by the
-//!   reflector's progress timeout).
+//!   the informers' watches excepted (they last by design; a silent one is
+//!   ended by the reflector's progress timeout) — told by the mark the
+//!   reflector puts on them ([`cache::WatchRequest`]), never by the query:
+//!   a name from the tenant's manifests, put in a path unescaped, could say
+//!   `?watch=1`.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -46,24 +49,33 @@ pub async fn client_of(access: &RemoteAccess) -> Result<Client, String> {
     config.connect_timeout = Some(Duration::from_secs(5));
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(|e| format!("kubeConfig: no client can be made ({e})"))?
-        .with_layer(&BoundedLayer)
+        .with_layer(&BoundedLayer {
+            deadline: ANSWER_DEADLINE,
+        })
         .build())
 }
 
-/// Makes every answer of the service it wraps a [`BoundedBody`].
-struct BoundedLayer;
+/// Makes every answer of the service it wraps a [`BoundedBody`], done
+/// within `deadline` unless the reflector marked it a watch.
+struct BoundedLayer {
+    deadline: Duration,
+}
 
 impl<S> tower::Layer<S> for BoundedLayer {
     type Service = Bounded<S>;
 
     fn layer(&self, inner: S) -> Bounded<S> {
-        Bounded { inner }
+        Bounded {
+            inner,
+            deadline: self.deadline,
+        }
     }
 }
 
 /// See [`BoundedLayer`].
 struct Bounded<S> {
     inner: S,
+    deadline: Duration,
 }
 
 impl<S, B> tower::Service<http::Request<kube::client::Body>> for Bounded<S>
@@ -83,8 +95,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
-        let deadline =
-            (!is_watch(request.uri())).then(|| tokio::time::Instant::now() + ANSWER_DEADLINE);
+        let watch = request.extensions().get::<cache::WatchRequest>().is_some();
+        let deadline = (!watch).then(|| tokio::time::Instant::now() + self.deadline);
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = match deadline {
@@ -100,14 +112,6 @@ where
             }))
         })
     }
-}
-
-/// Whether `uri` asks for a watch (`watch=true` or `watch=1`).
-fn is_watch(uri: &http::Uri) -> bool {
-    uri.query().is_some_and(|q| {
-        q.split('&')
-            .any(|pair| matches!(pair, "watch=true" | "watch=1"))
-    })
 }
 
 fn late() -> BoxError {
@@ -158,16 +162,36 @@ where
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_watch_is_told_by_its_query_alone() {
-        let uri = |s: &str| s.parse::<http::Uri>().unwrap();
-        assert!(is_watch(&uri(
-            "/api/v1/secrets?watch=true&resourceVersion=1"
-        )));
-        assert!(is_watch(&uri("/api/v1/secrets?resourceVersion=1&watch=1")));
-        assert!(!is_watch(&uri("/api/v1/secrets?limit=500")));
-        assert!(!is_watch(&uri("/api/v1/namespaces/watch=true/secrets")));
-        assert!(!is_watch(&uri("/api/v1/secrets?allowWatchBookmarks=true")));
+    /// A request that says `?watch=1` in its path (a tenant's name put in
+    /// it) still has its deadline; only the reflector's mark takes it off.
+    #[tokio::test]
+    async fn only_the_reflectors_mark_takes_the_deadline_off() {
+        let silent = tower::service_fn(|_: http::Request<kube::client::Body>| {
+            futures::future::pending::<Result<http::Response<http_body_util::Empty<Bytes>>, BoxError>>(
+            )
+        });
+        let deadline = Duration::from_millis(100);
+        let mut bounded = tower::Layer::layer(&BoundedLayer { deadline }, silent);
+        let request = |mark: bool| {
+            let mut r = http::Request::get("/api/v1/namespaces/x/secrets/y?watch=1")
+                .body(kube::client::Body::empty())
+                .expect("a request");
+            if mark {
+                r.extensions_mut().insert(cache::WatchRequest);
+            }
+            r
+        };
+        let unmarked = tower::Service::call(&mut bounded, request(false));
+        let answered = tokio::time::timeout(deadline * 20, unmarked).await;
+        assert!(
+            matches!(answered, Ok(Err(_))),
+            "an unmarked request outlived its deadline"
+        );
+        let marked = tower::Service::call(&mut bounded, request(true));
+        assert!(
+            tokio::time::timeout(deadline * 20, marked).await.is_err(),
+            "a marked watch was given a deadline"
+        );
     }
 
     /// A body that never sends a byte ends, with an error, at its deadline
