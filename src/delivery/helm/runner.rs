@@ -506,6 +506,26 @@ impl Helm {
         cmd
     }
 
+    /// The kubeconfig a run on `on` is given: the operator's own (none in
+    /// a Pod), or a remote cluster's, written for this run alone — the file
+    /// is removed when the returned guard drops.
+    fn kubeconfig_for(
+        &self,
+        on: On<'_>,
+    ) -> Result<(Option<PathBuf>, Option<RunKubeconfig>), HelmError> {
+        match on {
+            On::Own => Ok((self.config.kubeconfig.clone(), None)),
+            On::Remote(remote) => {
+                let file = RunKubeconfig::write(&self.config.work_dir, &remote.kubeconfig)
+                    .map_err(|source| HelmError::Spawn {
+                        binary: self.config.binary.display().to_string(),
+                        source,
+                    })?;
+                Ok((Some(file.path.clone()), Some(file)))
+            }
+        }
+    }
+
     async fn run(
         &self,
         action: &'static str,
@@ -525,20 +545,7 @@ impl Helm {
             return Err(HelmError::Unreachable { action });
         }
         // Removed when the run ends, however it ends.
-        let _kubeconfig_file;
-        let kubeconfig = match on {
-            On::Own => self.config.kubeconfig.clone(),
-            On::Remote(remote) => {
-                let file = RunKubeconfig::write(&self.config.work_dir, &remote.kubeconfig)
-                    .map_err(|source| HelmError::Spawn {
-                        binary: self.config.binary.display().to_string(),
-                        source,
-                    })?;
-                let path = file.path.clone();
-                _kubeconfig_file = file;
-                Some(path)
-            }
-        };
+        let (kubeconfig, _kubeconfig_file) = self.kubeconfig_for(on)?;
         if let Some(k) = kubeconfig.as_ref().filter(|_| action != "show") {
             // A flag: before the `--` that starts the names.
             let at = args.iter().position(|a| a == "--").unwrap_or(args.len());

@@ -241,24 +241,7 @@ pub fn controller(
         reachability: reachability.clone(),
         helm: helm.clone(),
     });
-    let remotes = Arc::new(remote::RemoteClusters::new(remote::Shared {
-        helm: helm.clone(),
-        metrics: metrics.clone(),
-        queue: queue.clone(),
-        apps: apps.store(),
-        policy: settings.sources.policy.clone(),
-        max: settings.max_remote_clusters,
-        max_per_namespace: settings.max_remote_clusters_per_namespace,
-        running: {
-            let gauge = prometheus_client::metrics::gauge::Gauge::default();
-            manager.metrics().register(
-                "remote_clusters",
-                "Remote clusters (HelmApps' kubeConfig) served now, each with its own client and informers",
-                gauge.clone(),
-            );
-            gauge
-        },
-    }));
+    let remotes = remote_clusters(manager, &settings, &helm, &metrics, &queue, &apps.store());
     let ctx = Context {
         client: manager.client(),
         apps: apps.store(),
@@ -296,6 +279,37 @@ pub fn controller(
     wire(&to, &apps, &releases, &sets, &secrets, &configmaps);
     members.wire(&to);
     (controller, helm)
+}
+
+/// The registry of the remote clusters HelmApps name (`spec.kubeConfig`),
+/// sharing the controller's helm, metrics, queue and HelmApp cache, with
+/// its gauge `hossted_remote_clusters`.
+fn remote_clusters(
+    manager: &Manager,
+    settings: &Settings,
+    helm: &Arc<Helm>,
+    metrics: &HelmMetrics,
+    queue: &Arc<runtime::RateLimitingQueue<String>>,
+    apps: &cache::Store<HelmApp>,
+) -> Arc<remote::RemoteClusters> {
+    Arc::new(remote::RemoteClusters::new(remote::Shared {
+        helm: helm.clone(),
+        metrics: metrics.clone(),
+        queue: queue.clone(),
+        apps: apps.clone(),
+        policy: settings.sources.policy.clone(),
+        max: settings.max_remote_clusters,
+        max_per_namespace: settings.max_remote_clusters_per_namespace,
+        running: {
+            let gauge = prometheus_client::metrics::gauge::Gauge::default();
+            manager.metrics().register(
+                "remote_clusters",
+                "Remote clusters (HelmApps' kubeConfig) served now, each with its own client and informers",
+                gauge.clone(),
+            );
+            gauge
+        },
+    }))
 }
 
 /// Registers the handlers that only enqueue ([`wiring`]) on the HelmApp
