@@ -95,13 +95,34 @@ impl On<'_> {
 pub struct RemoteRun {
     /// The cluster's id (the start of its kubeconfig's digest).
     pub id: String,
-    /// The kubeconfig helm is given: one cluster, inline credentials
-    /// (`crate::delivery::remote::kubeconfig`). Written to a file of its
-    /// own for each run, mode 0600, removed when the run ends — never in
-    /// argv, the environment or a log.
-    pub kubeconfig: String,
+    /// The cluster and credentials (`crate::delivery::remote::kubeconfig`).
+    /// Each run gets them as a kubeconfig of its own, naming the address
+    /// its host resolved to at the run's start, checked against `policy`
+    /// ([`RemoteRun::kubeconfig`]) — written to a file of mode 0600,
+    /// removed when the run ends, never in argv, the environment or a log.
+    pub access: Arc<crate::delivery::remote::kubeconfig::RemoteAccess>,
+    /// `--deny-chart-source-cidrs`, for each run's address.
+    pub policy: crate::delivery::source::address::AddressPolicy,
+    /// How the host is resolved.
+    pub lookup: crate::delivery::remote::connect::Lookup,
     /// Whether that cluster's API server answers (no helm starts if not).
     pub gate: Gate,
+}
+
+impl RemoteRun {
+    /// The kubeconfig of one run: the server's host resolved now, every
+    /// address of the answer allowed, helm handed the first
+    /// (`crate::delivery::remote::connect`: helm would otherwise resolve
+    /// the name again, to wherever it answers then).
+    pub async fn kubeconfig(&self) -> Result<String, crate::delivery::remote::connect::Refusal> {
+        let addresses = crate::delivery::remote::connect::checked(
+            &self.lookup,
+            &self.policy,
+            &self.access.host,
+        )
+        .await?;
+        Ok(self.access.pinned_to(addresses[0]).helm_kubeconfig())
+    }
 }
 
 impl std::fmt::Debug for RemoteRun {
@@ -509,17 +530,28 @@ impl Helm {
     /// The kubeconfig a run on `on` is given: the operator's own (none in
     /// a Pod), or a remote cluster's, written for this run alone — the file
     /// is removed when the returned guard drops.
-    fn kubeconfig_for(
+    async fn kubeconfig_for(
         &self,
+        action: &'static str,
         on: On<'_>,
     ) -> Result<(Option<PathBuf>, Option<RunKubeconfig>), HelmError> {
         match on {
             On::Own => Ok((self.config.kubeconfig.clone(), None)),
             On::Remote(remote) => {
-                let file = RunKubeconfig::write(&self.config.work_dir, &remote.kubeconfig)
-                    .map_err(|source| HelmError::Spawn {
-                        binary: self.config.binary.display().to_string(),
-                        source,
+                let text =
+                    remote
+                        .kubeconfig()
+                        .await
+                        .map_err(|refusal| HelmError::AddressRefused {
+                            action,
+                            message: refusal.to_string(),
+                        })?;
+                let file =
+                    RunKubeconfig::write(&self.config.work_dir, &text).map_err(|source| {
+                        HelmError::Spawn {
+                            binary: self.config.binary.display().to_string(),
+                            source,
+                        }
                     })?;
                 Ok((Some(file.path.clone()), Some(file)))
             }
@@ -545,7 +577,7 @@ impl Helm {
             return Err(HelmError::Unreachable { action });
         }
         // Removed when the run ends, however it ends.
-        let (kubeconfig, _kubeconfig_file) = self.kubeconfig_for(on)?;
+        let (kubeconfig, _kubeconfig_file) = self.kubeconfig_for(action, on).await?;
         if let Some(k) = kubeconfig.as_ref().filter(|_| action != "show") {
             // A flag: before the `--` that starts the names.
             let at = args.iter().position(|a| a == "--").unwrap_or(args.len());

@@ -298,6 +298,7 @@ fn remote_clusters(
         queue: queue.clone(),
         apps: apps.clone(),
         policy: settings.sources.policy.clone(),
+        lookup: crate::delivery::remote::connect::system_lookup(),
         max: settings.max_remote_clusters,
         max_per_namespace: settings.max_remote_clusters_per_namespace,
         running: {

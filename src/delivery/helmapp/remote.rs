@@ -64,6 +64,9 @@ pub struct Shared {
     /// The networks no remote API server may be in
     /// (`--deny-chart-source-cidrs`).
     pub policy: AddressPolicy,
+    /// How host names are resolved for it (each connection's answer and
+    /// each helm run's is checked against `policy`).
+    pub lookup: crate::delivery::remote::connect::Lookup,
     /// `--max-remote-clusters`.
     pub max: usize,
     /// `--max-remote-clusters-per-namespace` (privileged namespaces are
@@ -220,17 +223,11 @@ impl RemoteClusters {
             return Err(full);
         }
         let invalid = |message: String| Waiting::until_changed(Reason::InvalidKubeConfig, message);
-        let checked = access.clone();
-        let policy = self.shared.policy.clone();
-        tokio::task::spawn_blocking(move || kubeconfig::check_address(&checked, &policy))
+        let (policy, lookup) = (&self.shared.policy, &self.shared.lookup);
+        kubeconfig::check_address(access, policy, lookup)
             .await
-            .map_err(|e| {
-                invalid(format!(
-                    "kubeConfig: the server's address was not checked ({e})"
-                ))
-            })?
             .map_err(|e| invalid(format!("kubeConfig: {e}")))?;
-        let client = super::remote_client::client_of(access)
+        let client = super::remote_client::client_of(access, policy, lookup)
             .await
             .map_err(invalid)?;
         let mut running = self.running_cluster(id, client, access);
@@ -349,7 +346,9 @@ impl RemoteClusters {
                 helm: self.shared.helm.clone(),
                 run: RemoteRun {
                     id: id.to_string(),
-                    kubeconfig: access.helm_kubeconfig(),
+                    access: Arc::new(access.clone()),
+                    policy: self.shared.policy.clone(),
+                    lookup: self.shared.lookup.clone(),
                     gate,
                 },
             }),

@@ -22,7 +22,9 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use kube::Client;
 
+use crate::delivery::remote::connect;
 use crate::delivery::remote::kubeconfig::RemoteAccess;
+use crate::delivery::source::address::AddressPolicy;
 
 /// The most bytes one answer of a remote API server may carry — a LIST
 /// page (500 objects) or a whole watch.
@@ -36,23 +38,45 @@ pub const ANSWER_DEADLINE: Duration = Duration::from_secs(30);
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The client of a remote cluster: its kubeconfig, as kube reads it, each
-/// answer bounded (see the module docs).
-pub async fn client_of(access: &RemoteAccess) -> Result<Client, String> {
-    let mut config = kube::Config::from_custom_kubeconfig(
+/// answer bounded (see the module docs), each connection's address checked
+/// against `policy` when it is made (`crate::delivery::remote::connect`).
+///
+/// kube's own stack but for the connector: base URL, server retries
+/// (429, 503, 504), the credential — under the bounds.
+pub async fn client_of(
+    access: &RemoteAccess,
+    policy: &AddressPolicy,
+    lookup: &connect::Lookup,
+) -> Result<Client, String> {
+    use kube::client::ConfigExt as _;
+    let config = kube::Config::from_custom_kubeconfig(
         access.kubeconfig(),
         &kube::config::KubeConfigOptions::default(),
     )
     .await
     .map_err(|e| format!("kubeConfig: not usable ({e})"))?;
-    // A remote cluster that does not answer is told quickly, and parks only
-    // its own HelmApps.
-    config.connect_timeout = Some(Duration::from_secs(5));
-    Ok(kube::client::ClientBuilder::try_from(config)
-        .map_err(|e| format!("kubeConfig: no client can be made ({e})"))?
-        .with_layer(&BoundedLayer {
+    let unusable = |e: kube::Error| format!("kubeConfig: no client can be made ({e})");
+    // A remote cluster that does not answer is told quickly (the
+    // connector's timeout), and parks only its own HelmApps.
+    let https = config
+        .rustls_https_connector_with_connector(connect::connector(policy.clone(), lookup.clone()))
+        .map_err(unusable)?;
+    let http: hyper_util::client::legacy::Client<_, kube::client::Body> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https);
+    let service = tower::ServiceBuilder::new()
+        .layer(BoundedLayer {
             deadline: ANSWER_DEADLINE,
         })
-        .build())
+        .layer(config.base_uri_layer())
+        .layer(tower::retry::RetryLayer::new(
+            kube::client::retry::RetryPolicy::server_retry(),
+        ))
+        .option_layer(config.auth_layer().map_err(unusable)?)
+        .layer(config.extra_headers_layer().map_err(unusable)?)
+        .map_err(BoxError::from)
+        .service(http);
+    Ok(Client::new(service, config.default_namespace))
 }
 
 /// Makes every answer of the service it wraps a [`BoundedBody`], done

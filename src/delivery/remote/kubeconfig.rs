@@ -52,7 +52,7 @@
 //! aliases is within its limit and builds 10⁸ values).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
@@ -304,6 +304,34 @@ impl RemoteAccess {
         }
     }
 
+    /// This access with its server at `address`, found allowed just now
+    /// (`super::connect::checked`): helm, which resolves names itself,
+    /// is handed no name to resolve again to somewhere else. The server's
+    /// certificate is still verified for the host name — it becomes
+    /// `tls-server-name` unless the kubeconfig named one. The path (a
+    /// proxy's) and the port are kept.
+    pub fn pinned_to(&self, address: IpAddr) -> RemoteAccess {
+        let path = self
+            .server
+            .parse::<http::Uri>()
+            .map(|uri| uri.path().trim_end_matches('/').to_string())
+            .unwrap_or_default();
+        let literal = match address {
+            IpAddr::V6(v6) => format!("[{v6}]"),
+            v4 => v4.to_string(),
+        };
+        let named = self.host.parse::<IpAddr>().is_err();
+        RemoteAccess {
+            server: format!("https://{literal}:{}{path}", self.port),
+            host: address.to_string(),
+            tls_server_name: self
+                .tls_server_name
+                .clone()
+                .or_else(|| named.then(|| self.host.clone())),
+            ..self.clone()
+        }
+    }
+
     /// kube's form of [`RemoteAccess::helm_kubeconfig`], for
     /// `kube::Config::from_custom_kubeconfig`: the same cluster, user and
     /// context, built field by field.
@@ -450,40 +478,21 @@ pub fn parse(bytes: &[u8]) -> Result<RemoteAccess, Invalid> {
     reduce(&document)
 }
 
-/// Resolves the server's host (an IP literal is not looked up) and refuses
-/// it if any of its addresses is in a network `policy` denies
-/// (`--deny-chart-source-cidrs`): the client may connect to any of them.
-/// Blocking (a DNS lookup): run it off the async runtime. It checks the
-/// answer of now; a name whose answer changes later is resolved again by
-/// whoever connects.
-pub fn check_address(access: &RemoteAccess, policy: &AddressPolicy) -> Result<(), Invalid> {
-    let index = access.cluster_index;
-    let field = format!("clusters[{index}].cluster.server");
-    let addresses: Vec<IpAddr> = match access.host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => (access.host.as_str(), access.port)
-            .to_socket_addrs()
-            .map_err(|_| Invalid::new(&field, "the server's host name does not resolve"))?
-            .map(|address| address.ip())
-            .collect(),
-    };
-    if addresses.is_empty() {
-        return Err(Invalid::new(
-            &field,
-            "the server's host name does not resolve",
-        ));
-    }
-    for ip in addresses {
-        if let Some(network) = policy.refuses(ip) {
-            return Err(Invalid::new(
-                &field,
-                format!(
-                    "the server's address {ip} is in {network}, a network --deny-chart-source-cidrs refuses: the operator does not connect there"
-                ),
-            ));
-        }
-    }
-    Ok(())
+/// Checks the server's address now (`crate::delivery::remote::connect`):
+/// refuses it if it does not resolve, or if any of its addresses is in a
+/// network `policy` denies (`--deny-chart-source-cidrs`): the client may
+/// connect to any of them. Every connection and every helm run checks its
+/// own answer again, as a name's answer may change later.
+pub async fn check_address(
+    access: &RemoteAccess,
+    policy: &AddressPolicy,
+    lookup: &super::connect::Lookup,
+) -> Result<(), Invalid> {
+    let field = format!("clusters[{}].cluster.server", access.cluster_index);
+    super::connect::checked(lookup, policy, &access.host)
+        .await
+        .map(drop)
+        .map_err(|refusal| Invalid::new(&field, refusal.to_string()))
 }
 
 /// The document's top mapping, within the bounds of the module docs. No
@@ -1828,11 +1837,14 @@ current-context: cb
         );
     }
 
-    #[test]
-    fn check_address_refuses_denied_networks() {
+    #[tokio::test]
+    async fn check_address_refuses_denied_networks() {
         let policy = AddressPolicy::default();
+        let lookup = crate::delivery::remote::connect::system_lookup();
         let access = accepted(MULTI_DOC);
-        let e = check_address(&access, &policy).expect_err("link-local");
+        let e = check_address(&access, &policy, &lookup)
+            .await
+            .expect_err("link-local");
         assert_eq!(e.field, "clusters[1].cluster.server");
         assert!(e.message.contains("169.254.0.0/16"), "{e}");
 
@@ -1844,18 +1856,70 @@ current-context: cb
             Value::from("https://[::ffff:169.254.169.254]"),
         ));
         assert_eq!(
-            check_address(&mapped, &policy).expect_err("mapped").field,
+            check_address(&mapped, &policy, &lookup)
+                .await
+                .expect_err("mapped")
+                .field,
             "clusters[0].cluster.server"
         );
         let private = accepted(&with(&base, server, Value::from("https://10.1.2.3:6443")));
-        assert_eq!(check_address(&private, &policy), Ok(()));
+        assert_eq!(check_address(&private, &policy, &lookup).await, Ok(()));
 
         // A name is resolved (localhost: from /etc/hosts) and never said.
         let loopback = AddressPolicy::parse("127.0.0.0/8,::1/128").expect("a policy");
         let named = accepted(&with(&base, server, Value::from("https://localhost:6443")));
-        let e = check_address(&named, &loopback).expect_err("loopback");
+        let e = check_address(&named, &loopback, &lookup)
+            .await
+            .expect_err("loopback");
         assert_eq!(e.field, "clusters[0].cluster.server");
         assert!(!e.to_string().contains("localhost"), "{e}");
+    }
+
+    #[test]
+    fn pinned_to_names_the_address_and_verifies_the_host_name() {
+        let base = doc(&token_text());
+        let server = "clusters.0.cluster.server";
+        let named = accepted(&with(
+            &base,
+            server,
+            Value::from("https://api.example.test:6443/k8s/clusters/c-1/"),
+        ));
+        let pinned = named.pinned_to("10.1.2.3".parse().unwrap());
+        assert_eq!(pinned.server, "https://10.1.2.3:6443/k8s/clusters/c-1");
+        assert_eq!(pinned.host, "10.1.2.3");
+        assert_eq!(pinned.tls_server_name.as_deref(), Some("api.example.test"));
+        assert_eq!(pinned.token, named.token);
+        let text = pinned.helm_kubeconfig();
+        assert!(
+            !text.contains("\"server\": \"https://api.example.test"),
+            "{text}"
+        );
+
+        let v6 = named.pinned_to("2001:db8::7".parse().unwrap());
+        assert_eq!(v6.server, "https://[2001:db8::7]:6443/k8s/clusters/c-1");
+
+        // A name the kubeconfig gave for verification is kept.
+        let mut given = accepted(&with(
+            &base,
+            server,
+            Value::from("https://api.example.test"),
+        ));
+        given.tls_server_name = Some("other.example.test".into());
+        let pinned = given.pinned_to("10.1.2.3".parse().unwrap());
+        assert_eq!(pinned.server, "https://10.1.2.3:443");
+        assert_eq!(
+            pinned.tls_server_name.as_deref(),
+            Some("other.example.test")
+        );
+
+        // An IP literal needs no name to verify against.
+        let literal = accepted(&with(&base, server, Value::from("https://10.9.8.7:6443")));
+        assert_eq!(
+            literal
+                .pinned_to("10.9.8.7".parse().unwrap())
+                .tls_server_name,
+            None
+        );
     }
 
     /// Hostile documents with a planted secret in wrong places: refused,

@@ -3,4 +3,5 @@
 //! one cluster and the inline credentials it names. The clusters
 //! themselves run in `crate::delivery::helmapp::remote`.
 
+pub mod connect;
 pub mod kubeconfig;

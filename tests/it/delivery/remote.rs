@@ -72,7 +72,12 @@ subjects: [{{ kind: ServiceAccount, name: deployer, namespace: {DEPLOYER_NS} }}]
             None,
         )
         .await;
-        let kubeconfig = std::fs::read_to_string(&path).expect("reading B's kubeconfig");
+        // B by name, not address: the operator resolves it, checks the
+        // answer, and hands helm the address with the name to verify.
+        let kubeconfig = std::fs::read_to_string(&path)
+            .expect("reading B's kubeconfig")
+            .replace("https://127.0.0.1:", "https://localhost:");
+        assert!(kubeconfig.contains("https://localhost:"), "{kubeconfig}");
         Remote {
             cp,
             audit,
@@ -205,8 +210,9 @@ fn kube_config(secret: &str, key: Option<&str>) -> serde_json::Value {
 
 /// A helm that logs each run's command line to `helm-runs.log` and, for
 /// each kubeconfig file it is given, `<mode> <path>` (`stat -c %a`; no mode
-/// when the file is not there) to `kubeconfig-modes.log`, then runs the
-/// real one; returns (wrapper, runs log, modes log).
+/// when the file is not there) to `kubeconfig-modes.log` and `<path>
+/// <server> <tls-server-name>` to `kubeconfig-modes.log.servers`, then
+/// runs the real one; returns (wrapper, runs log, modes log).
 fn remote_helm(f: &Fixture) -> (PathBuf, PathBuf, PathBuf) {
     let helm = f.cp.helm_binary();
     let log = f.cp.dir().join("helm-runs.log");
@@ -219,7 +225,10 @@ for a in "$@"; do
   k=
   case "$a" in --kubeconfig=*) k="${a#--kubeconfig=}" ;; esac
   if [ "$prev" = --kubeconfig ]; then k="$a"; fi
-  if [ -n "$k" ]; then echo "$(stat -c %a "$k" 2>/dev/null) $k" >> '@MODES@'; fi
+  if [ -n "$k" ]; then
+    echo "$(stat -c %a "$k" 2>/dev/null) $k" >> '@MODES@'
+    echo "$k $(sed -n 's/.*"server": "\([^"]*\)".*/\1/p' "$k") $(sed -n 's/.*"tls-server-name": "\([^"]*\)".*/\1/p' "$k")" >> '@MODES@.servers'
+  fi
   prev="$a"
 done
 exec '@HELM@' "$@"
@@ -253,7 +262,9 @@ fn flag_values(call: &HelmCall, flag: &str) -> Vec<String> {
 /// The helm runs on `release` the wrapper logged, each checked: given one
 /// `--kubeconfig`, a file of its own under the operator's work directory —
 /// not A's kubeconfig — there with mode 0600 when helm started, and gone
-/// once the run is over.
+/// once the run is over. B's kubeconfig names it `localhost`: each run's
+/// names the address that resolved to, with `localhost` as the name the
+/// certificate is verified for (docs/remote-clusters.md "Addresses").
 async fn runs_through_a_kubeconfig_of_their_own(
     f: &Fixture,
     log: &Path,
@@ -294,6 +305,20 @@ async fn runs_through_a_kubeconfig_of_their_own(
             "the mode of {} as helm started",
             file.display()
         );
+        let servers =
+            std::fs::read_to_string(modes.with_extension("log.servers")).unwrap_or_default();
+        let named = servers
+            .lines()
+            .map(|l| l.split(' ').collect::<Vec<_>>())
+            .find(|w| Path::new(w[0]) == file.as_path())
+            .map(|w| (w.get(1).copied(), w.get(2).copied()));
+        let (server, verified_as) =
+            named.unwrap_or_else(|| panic!("{} not logged", file.display()));
+        assert!(
+            server.is_some_and(|s| s.starts_with("https://127.0.0.1:")),
+            "helm was handed the checked address, not the name: {server:?}"
+        );
+        assert_eq!(verified_as, Some("localhost"), "tls-server-name");
         files.push(file);
     }
     eventually(

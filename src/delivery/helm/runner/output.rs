@@ -31,6 +31,14 @@ pub enum HelmError {
         action: &'static str,
         message: String,
     },
+    /// Not started: the remote API server's host resolved to an address
+    /// `--deny-chart-source-cidrs` refuses, or to none
+    /// (`crate::delivery::remote::connect`).
+    #[error("helm {action} did not start: {message}")]
+    AddressRefused {
+        action: &'static str,
+        message: String,
+    },
     /// Not started: the API server does not answer ([`Gate`]).
     #[error("helm {action} did not start: the API server does not answer")]
     Unreachable { action: &'static str },

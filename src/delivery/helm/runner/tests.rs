@@ -106,3 +106,63 @@ fn release_not_found_is_read_from_helms_last_line_only() {
     ));
     assert!(!says_release_not_found(""));
 }
+
+/// Each remote run resolves the server's host again and is handed the
+/// address it checked, never the name: a DNS answer that turns to a
+/// denied address between two runs (rebinding) refuses the second run's
+/// kubeconfig — `run` returns before any process starts — and the next
+/// allowed answer is pinned again.
+#[tokio::test]
+async fn a_remote_runs_kubeconfig_names_the_checked_address_or_is_refused() {
+    use crate::delivery::remote::connect::{Lookup, Refusal};
+    use std::net::IpAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let doc = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://api.rebinding.test:6443\n    insecure-skip-tls-verify: true\nusers:\n- name: u\n  user:\n    token: abc.def\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n";
+    let access = crate::delivery::remote::kubeconfig::parse(doc.as_bytes()).expect("a kubeconfig");
+    let answers: [&[&str]; 4] = [
+        &["10.0.0.7"],
+        &["169.254.169.254"],
+        &["10.0.0.8", "169.254.169.254"],
+        &["10.0.0.9"],
+    ];
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let lookup: Lookup = Arc::new(move |host: String| {
+        assert_eq!(host, "api.rebinding.test");
+        let at = counted.fetch_add(1, Ordering::SeqCst);
+        let answer: Vec<IpAddr> = answers[at].iter().map(|a| a.parse().unwrap()).collect();
+        Box::pin(async move { Ok(answer) })
+    });
+    let run = RemoteRun {
+        id: "c".into(),
+        access: Arc::new(access),
+        policy: Default::default(),
+        lookup,
+        gate: Arc::new(|| Box::pin(async { true })),
+    };
+    let server_of = |text: &str| -> (String, Option<String>) {
+        let v: serde_json::Value = serde_json::from_str(text).expect("JSON");
+        let cluster = &v["clusters"][0]["cluster"];
+        (
+            cluster["server"].as_str().unwrap().to_string(),
+            cluster["tls-server-name"].as_str().map(str::to_string),
+        )
+    };
+    let first = run.kubeconfig().await.expect("an allowed answer");
+    assert_eq!(
+        server_of(&first),
+        (
+            "https://10.0.0.7:6443".into(),
+            Some("api.rebinding.test".into())
+        )
+    );
+    for _ in 0..2 {
+        assert!(matches!(
+            run.kubeconfig().await,
+            Err(Refusal::Denied { address, .. }) if address.to_string() == "169.254.169.254"
+        ));
+    }
+    let again = run.kubeconfig().await.expect("allowed again");
+    assert_eq!(server_of(&again).0, "https://10.0.0.9:6443");
+    assert_eq!(calls.load(Ordering::SeqCst), 4, "one lookup per run");
+}

@@ -86,7 +86,12 @@ pub async fn run(
         return Ok(Outcome::Replan);
     };
     drop(post_render);
-    if let Err(HelmError::Unreachable { .. } | HelmError::InvalidName { .. }) = &result {
+    if let Err(
+        HelmError::Unreachable { .. }
+        | HelmError::InvalidName { .. }
+        | HelmError::AddressRefused { .. },
+    ) = &result
+    {
         // helm did not start: no revision was written under this intent.
         super::intent::withdraw(o);
     }

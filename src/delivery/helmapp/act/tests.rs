@@ -190,6 +190,7 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
             queue: queue.clone(),
             apps: apps.clone(),
             policy: settings.sources.policy.clone(),
+            lookup: crate::delivery::remote::connect::system_lookup(),
             max: settings.max_remote_clusters,
             max_per_namespace: settings.max_remote_clusters_per_namespace,
             running: Default::default(),
