@@ -115,13 +115,10 @@ impl RemoteRun {
     /// (`crate::delivery::remote::connect`: helm would otherwise resolve
     /// the name again, to wherever it answers then).
     pub async fn kubeconfig(&self) -> Result<String, crate::delivery::remote::connect::Refusal> {
-        let addresses = crate::delivery::remote::connect::checked(
-            &self.lookup,
-            &self.policy,
-            &self.access.host,
-        )
-        .await?;
-        Ok(self.access.pinned_to(addresses[0]).helm_kubeconfig())
+        use crate::delivery::remote::connect;
+        let addresses = connect::checked(&self.lookup, &self.policy, &self.access.host).await?;
+        let address = connect::first_answering(&addresses, self.access.port).await;
+        Ok(self.access.pinned_to(address).helm_kubeconfig())
     }
 }
 
@@ -491,6 +488,13 @@ impl Helm {
         let home = &self.config.work_dir;
         let mut cmd = tokio::process::Command::new(&self.config.binary);
         let remote = matches!(on, On::Remote(_));
+        if let On::Remote(run) = on {
+            // client-go's discovery and HTTP caches are keyed by the
+            // server's URL — the pinned address, which clusters behind one
+            // front end share: each remote cluster (and credential) gets
+            // its own, never another tenant's.
+            cmd.env("KUBECACHEDIR", home.join("kubecache").join(&run.id));
+        }
         cmd.args(args)
             .env_clear()
             .envs(

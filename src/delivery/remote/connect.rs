@@ -81,12 +81,35 @@ pub async fn checked(
 ) -> Result<Vec<IpAddr>, Refusal> {
     let addresses = match host.parse::<IpAddr>() {
         Ok(ip) => vec![ip],
-        Err(_) => lookup(host.to_string())
+        // A tenant's name server may never answer: the lookup holds a
+        // connection (or a helm slot) no longer than a connect may take.
+        Err(_) => tokio::time::timeout(CONNECT_TIMEOUT, lookup(host.to_string()))
             .await
+            .map_err(|_| Refusal::DoesNotResolve)?
             .map_err(|_| Refusal::DoesNotResolve)?,
     };
     allowed(addresses, policy)
 }
+
+/// Of `addresses` (checked, not empty), the first that accepts a TCP
+/// connection on `port` within [`PROBE_TIMEOUT`] — else the first. helm
+/// is handed one address, and client-go would have tried the others: a
+/// dual-stack name whose IPv6 address the pod cannot reach must not fail
+/// every run. One address is handed over unprobed.
+pub async fn first_answering(addresses: &[IpAddr], port: u16) -> IpAddr {
+    if addresses.len() > 1 {
+        for &ip in addresses {
+            let connect = tokio::net::TcpStream::connect(SocketAddr::new(ip, port));
+            if let Ok(Ok(_)) = tokio::time::timeout(PROBE_TIMEOUT, connect).await {
+                return ip;
+            }
+        }
+    }
+    addresses[0]
+}
+
+/// How long [`first_answering`] waits for each address.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `addresses` if there are some, not too many, and `policy` denies none
 /// of them: the client may try any.
@@ -300,6 +323,23 @@ mod tests {
         assert_eq!(
             checked(&many, &policy(), "many.test").await,
             Err(Refusal::TooManyAnswers)
+        );
+    }
+
+    #[tokio::test]
+    async fn helm_is_handed_the_first_address_that_answers() {
+        let listener = tokio::net::TcpListener::bind((ALLOWED, 0)).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // Nothing listens on 127.0.0.3 at that port: refused at once.
+        let answer = [ip("127.0.0.3"), ip(ALLOWED)];
+        assert_eq!(first_answering(&answer, port).await, ip(ALLOWED));
+        // None answers: the first, as helm would have tried it.
+        drop(listener);
+        assert_eq!(first_answering(&answer, port).await, ip("127.0.0.3"));
+        // One address: handed over as it is.
+        assert_eq!(
+            first_answering(&[ip("127.0.0.3")], port).await,
+            ip("127.0.0.3")
         );
     }
 

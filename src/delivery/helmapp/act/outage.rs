@@ -13,6 +13,14 @@ use crate::delivery::helmapp::context::{Context, run_key};
 use crate::delivery::helmapp::decide::observed::Observed;
 
 pub async fn outage(ctx: &Context, app: &HelmApp, o: &Observed, error: &HelmError) -> bool {
+    // Refused before starting, whatever the API's state: the release's
+    // failure to say, and no run of ours left anything behind.
+    if matches!(
+        error,
+        HelmError::InvalidName { .. } | HelmError::AddressRefused { .. }
+    ) {
+        return false;
+    }
     let unstarted = matches!(error, HelmError::Unreachable { .. });
     // The API server of the release's cluster: the operator's own, or the
     // remote one helm ran on.
