@@ -95,21 +95,31 @@ pub async fn checked(
 /// connection on `port` within [`PROBE_TIMEOUT`] — else the first. helm
 /// is handed one address, and client-go would have tried the others: a
 /// dual-stack name whose IPv6 address the pod cannot reach must not fail
-/// every run. One address is handed over unprobed.
+/// every run. One address is handed over unprobed. The probes together
+/// end within [`PROBE_BUDGET`]: a run holds a helm slot meanwhile, and a
+/// tenant's name may answer 64 addresses that never accept.
 pub async fn first_answering(addresses: &[IpAddr], port: u16) -> IpAddr {
     if addresses.len() > 1 {
-        for &ip in addresses {
-            let connect = tokio::net::TcpStream::connect(SocketAddr::new(ip, port));
-            if let Ok(Ok(_)) = tokio::time::timeout(PROBE_TIMEOUT, connect).await {
-                return ip;
+        let probes = async {
+            for &ip in addresses {
+                let connect = tokio::net::TcpStream::connect(SocketAddr::new(ip, port));
+                if let Ok(Ok(_)) = tokio::time::timeout(PROBE_TIMEOUT, connect).await {
+                    return Some(ip);
+                }
             }
+            None
+        };
+        if let Ok(Some(ip)) = tokio::time::timeout(PROBE_BUDGET, probes).await {
+            return ip;
         }
     }
     addresses[0]
 }
 
-/// How long [`first_answering`] waits for each address.
+/// How long [`first_answering`] waits for each address …
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+/// … and for all of them.
+pub const PROBE_BUDGET: Duration = Duration::from_secs(5);
 
 /// `addresses` if there are some, not too many, and `policy` denies none
 /// of them: the client may try any.
