@@ -68,11 +68,18 @@ async fn app_reason(f: &Fixture, name: &str, reason: &str) -> HelmApp {
     helmapp_with_reason(f, NS, name, reason).await
 }
 
-/// Marks Deployment `name` rolled out (no controller does it here).
+/// Marks Deployment `name` rolled out (no controller does it here), once
+/// helm has created it: a sibling's readiness says nothing of whether
+/// this app's helm has got that far.
 async fn roll_out(f: &Fixture, name: &str) {
+    let deployments = Api::<Deployment>::namespaced(f.cp.client(), NS);
+    eventually(&format!("Deployment {name} created by helm"), 90, || async {
+        deployments.get_opt(name).await.unwrap()
+    })
+    .await;
     let ready = json!({ "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
                                     "readyReplicas": 1, "availableReplicas": 1 } });
-    Api::<Deployment>::namespaced(f.cp.client(), NS)
+    deployments
         .patch_status(name, &PatchParams::default(), &Patch::Merge(&ready))
         .await
         .unwrap();
