@@ -73,9 +73,11 @@ async fn app_reason(f: &Fixture, name: &str, reason: &str) -> HelmApp {
 /// this app's helm has got that far.
 async fn roll_out(f: &Fixture, name: &str) {
     let deployments = Api::<Deployment>::namespaced(f.cp.client(), NS);
-    eventually(&format!("Deployment {name} created by helm"), 90, || async {
-        deployments.get_opt(name).await.unwrap()
-    })
+    eventually(
+        &format!("Deployment {name} created by helm"),
+        90,
+        || async { deployments.get_opt(name).await.unwrap() },
+    )
     .await;
     let ready = json!({ "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
                                     "readyReplicas": 1, "availableReplicas": 1 } });

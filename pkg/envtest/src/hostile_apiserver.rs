@@ -60,12 +60,24 @@ pub enum Mode {
     /// after page. The token is `<list>-<objects served so far>`; a
     /// request without one starts a new list.
     EndlessPages,
+    /// A server that looks healthy to the operator — every LIST an empty
+    /// page, discovery and `/version` as always — and answers every
+    /// request of helm's (a `User-Agent` starting with `helm`, any case)
+    /// with `307 Temporary Redirect` to `to` followed by the request's path
+    /// and query: where a tenant's API server would send helm, and the
+    /// credentials it carries, past every check of the server's own
+    /// address.
+    RedirectHelm { to: &'static str },
 }
 
 /// One request the server saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiRequest {
     pub method: String,
+    /// The `User-Agent` header, if any.
+    pub user_agent: Option<String>,
+    /// The request's target as sent: path and query.
+    raw_target: String,
     /// Without the query.
     pub path: String,
     /// The query's parameters, percent-decoded, in order.
@@ -73,7 +85,7 @@ pub struct ApiRequest {
 }
 
 impl ApiRequest {
-    fn parse(method: &str, target: &str) -> Self {
+    fn parse(method: &str, target: &str, user_agent: Option<String>) -> Self {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let query = query
             .split('&')
@@ -85,9 +97,16 @@ impl ApiRequest {
             .collect();
         ApiRequest {
             method: method.to_string(),
+            user_agent,
+            raw_target: target.to_string(),
             path: path.to_string(),
             query,
         }
+    }
+
+    /// The request's target as sent: path and query.
+    pub fn target(&self) -> &str {
+        &self.raw_target
     }
 
     /// The first value of query parameter `name`.
@@ -108,6 +127,14 @@ impl ApiRequest {
     /// A LIST (one page of it): a GET on a collection that is no WATCH.
     pub fn is_list(&self) -> bool {
         self.method == "GET" && collection(&self.path).is_some() && !self.is_watch()
+    }
+
+    /// Made by helm: its `User-Agent` starts with `helm` (`Helm/4.0.1`,
+    /// or client-go's default from the binary's name).
+    pub fn is_helms(&self) -> bool {
+        self.user_agent
+            .as_deref()
+            .is_some_and(|ua| ua.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("helm")))
     }
 }
 
@@ -549,11 +576,17 @@ async fn serve(mut stream: impl Conn, shared: Arc<Shared>) {
         let mut request_line = lines.next().unwrap_or_default().split(' ');
         let method = request_line.next().unwrap_or_default().to_string();
         let target = request_line.next().unwrap_or_default().to_string();
-        let length: usize = lines
-            .filter_map(|l| l.split_once(':'))
-            .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-            .and_then(|(_, v)| v.trim().parse().ok())
+        let headers: Vec<(&str, &str)> = lines.filter_map(|l| l.split_once(':')).collect();
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let length: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        let user_agent = header("user-agent");
         // A request body (none is expected) is read and dropped.
         if length > 1 << 20 {
             return;
@@ -567,7 +600,7 @@ async fn serve(mut stream: impl Conn, shared: Arc<Shared>) {
             }
         }
         buf.drain(..body_end);
-        let request = ApiRequest::parse(&method, &target);
+        let request = ApiRequest::parse(&method, &target, user_agent);
         shared.seen.lock().push(request.clone());
         match answer(&mut stream, &shared, &request).await {
             Ok(After::KeepAlive) => continue,
@@ -598,6 +631,17 @@ async fn answer(
     shared: &Shared,
     request: &ApiRequest,
 ) -> io::Result<After> {
+    if let Mode::RedirectHelm { to } = shared.mode
+        && request.is_helms()
+    {
+        let location = format!("{to}{}", request.target());
+        let head = format!(
+            "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await?;
+        stream.flush().await?;
+        return Ok(After::KeepAlive);
+    }
     if request.method != "GET" {
         let body = status(
             405,
@@ -619,6 +663,12 @@ async fn answer(
             }
             Mode::EndlessPages => {
                 page(stream, shared, &collection, request).await?;
+                Ok(After::KeepAlive)
+            }
+            Mode::RedirectHelm { .. } => {
+                let mut body = list_head(&collection, None).into_bytes();
+                body.extend_from_slice(b"]}");
+                reply(stream, 200, &body).await?;
                 Ok(After::KeepAlive)
             }
         };
@@ -823,12 +873,16 @@ mod tests {
 
     #[test]
     fn requests_are_told_apart() {
-        let list = ApiRequest::parse("GET", "/api/v1/secrets?labelSelector=owner%3Dhelm&limit=50");
+        let list = ApiRequest::parse(
+            "GET",
+            "/api/v1/secrets?labelSelector=owner%3Dhelm&limit=50",
+            None,
+        );
         assert!(list.is_list() && !list.is_watch());
         assert_eq!(list.param("labelSelector"), Some("owner=helm"));
-        let watch = ApiRequest::parse("GET", "/api/v1/secrets?&watch=true&resourceVersion=1");
+        let watch = ApiRequest::parse("GET", "/api/v1/secrets?&watch=true&resourceVersion=1", None);
         assert!(watch.is_watch() && !watch.is_list());
-        assert!(!ApiRequest::parse("GET", "/version").is_list());
+        assert!(!ApiRequest::parse("GET", "/version", None).is_list());
     }
 
     #[test]

@@ -105,6 +105,10 @@ pub struct RemoteRun {
     pub policy: crate::delivery::source::address::AddressPolicy,
     /// How the host is resolved.
     pub lookup: crate::delivery::remote::connect::Lookup,
+    /// The proxy every connection of helm goes through, its target
+    /// checked against `policy` (a redirect of the server's would
+    /// otherwise go anywhere).
+    pub egress: Arc<crate::delivery::remote::egress::Egress>,
     /// Whether that cluster's API server answers (no helm starts if not).
     pub gate: Gate,
 }
@@ -113,13 +117,31 @@ impl RemoteRun {
     /// The kubeconfig of one run: the server's host resolved now, every
     /// address of the answer allowed, helm handed the first
     /// (`crate::delivery::remote::connect`: helm would otherwise resolve
-    /// the name again, to wherever it answers then).
-    pub async fn kubeconfig(&self) -> Result<String, crate::delivery::remote::connect::Refusal> {
+    /// the name again, to wherever it answers then), through the egress
+    /// proxy (`crate::delivery::remote::egress`).
+    pub async fn kubeconfig(&self) -> Result<String, RunRefusal> {
         use crate::delivery::remote::connect;
         let addresses = connect::checked(&self.lookup, &self.policy, &self.access.host).await?;
         let address = connect::first_answering(&addresses, self.access.port).await;
-        Ok(self.access.pinned_to(address).helm_kubeconfig())
+        let proxy = self
+            .egress
+            .proxy_url(&self.id)
+            .await
+            .map_err(RunRefusal::NoProxy)?;
+        Ok(self
+            .access
+            .pinned_to(address)
+            .helm_kubeconfig_through(Some(&proxy)))
     }
+}
+
+/// Why a remote run gets no kubeconfig (and starts no helm).
+#[derive(Debug, thiserror::Error)]
+pub enum RunRefusal {
+    #[error(transparent)]
+    Address(#[from] crate::delivery::remote::connect::Refusal),
+    #[error("the operator's egress proxy for helm does not listen: {0}")]
+    NoProxy(std::io::Error),
 }
 
 impl std::fmt::Debug for RemoteRun {

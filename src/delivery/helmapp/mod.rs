@@ -292,13 +292,16 @@ fn remote_clusters(
     queue: &Arc<runtime::RateLimitingQueue<String>>,
     apps: &cache::Store<HelmApp>,
 ) -> Arc<remote::RemoteClusters> {
+    use crate::delivery::remote::{connect, egress};
+    let lookup = connect::system_lookup();
     Arc::new(remote::RemoteClusters::new(remote::Shared {
         helm: helm.clone(),
         metrics: metrics.clone(),
         queue: queue.clone(),
         apps: apps.clone(),
         policy: settings.sources.policy.clone(),
-        lookup: crate::delivery::remote::connect::system_lookup(),
+        lookup: lookup.clone(),
+        egress: egress::Egress::new(settings.sources.policy.clone(), lookup),
         max: settings.max_remote_clusters,
         max_per_namespace: settings.max_remote_clusters_per_namespace,
         running: {

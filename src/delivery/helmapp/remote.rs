@@ -67,6 +67,8 @@ pub struct Shared {
     /// How host names are resolved for it (each connection's answer and
     /// each helm run's is checked against `policy`).
     pub lookup: crate::delivery::remote::connect::Lookup,
+    /// The proxy helm's connections to every remote cluster go through.
+    pub egress: Arc<crate::delivery::remote::egress::Egress>,
     /// `--max-remote-clusters`.
     pub max: usize,
     /// `--max-remote-clusters-per-namespace` (privileged namespaces are
@@ -349,6 +351,7 @@ impl RemoteClusters {
                     access: Arc::new(access.clone()),
                     policy: self.shared.policy.clone(),
                     lookup: self.shared.lookup.clone(),
+                    egress: self.shared.egress.clone(),
                     gate,
                 },
             }),

@@ -254,6 +254,13 @@ impl RemoteAccess {
     /// reader (client-go's) never reads a token such as `yes` or `1_000` as
     /// a boolean or a number.
     pub fn helm_kubeconfig(&self) -> String {
+        self.helm_kubeconfig_through(None)
+    }
+
+    /// [`RemoteAccess::helm_kubeconfig`] with `proxy-url`: every
+    /// connection helm opens — a redirect's too — goes through that proxy
+    /// (the operator's, `super::egress`), never one a tenant named.
+    pub fn helm_kubeconfig_through(&self, proxy_url: Option<&str>) -> String {
         let file = File {
             api_version: "v1",
             kind: "Config",
@@ -267,6 +274,7 @@ impl RemoteAccess {
                         .map(|pem| STANDARD.encode(pem)),
                     insecure_skip_tls_verify: self.insecure_skip_tls_verify,
                     tls_server_name: self.tls_server_name.as_deref(),
+                    proxy_url,
                 },
             }],
             users: vec![FileUser {
@@ -433,6 +441,8 @@ struct FileClusterFields<'a> {
     insecure_skip_tls_verify: bool,
     #[serde(rename = "tls-server-name", skip_serializing_if = "Option::is_none")]
     tls_server_name: Option<&'a str>,
+    #[serde(rename = "proxy-url", skip_serializing_if = "Option::is_none")]
+    proxy_url: Option<&'a str>,
 }
 
 #[derive(Serialize)]

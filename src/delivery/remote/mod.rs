@@ -4,4 +4,5 @@
 //! themselves run in `crate::delivery::helmapp::remote`.
 
 pub mod connect;
+pub mod egress;
 pub mod kubeconfig;

@@ -1174,3 +1174,73 @@ fn lists_started_most(server: &HostileApiServer) -> usize {
     }
     started.values().copied().max().unwrap_or(0)
 }
+
+/// A tenant's API server that redirects helm — every request of helm's
+/// answered `307` to an address `--deny-chart-source-cidrs` refuses
+/// (127.0.0.2 here, 169.254.169.254 in a cloud), while the operator's own
+/// requests are answered as a healthy cluster's — sends helm nowhere:
+/// every connection of helm's goes through the operator's egress proxy,
+/// which refuses that target. Nothing ever connects to the denied
+/// listener; helm did run and was redirected (the attack was made); the
+/// install fails and nothing of it is released in A.
+#[tokio::test]
+async fn a_remote_server_redirecting_helm_sends_it_nowhere_the_policy_refuses() {
+    use hossted_operator::delivery::source::address::{AddressPolicy, DEFAULT_DENIED};
+    const DENIED: &str = "127.0.0.2";
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let denied = tokio::net::TcpListener::bind((DENIED, 0))
+        .await
+        .expect("a listener on the denied address");
+    let to: &'static str =
+        Box::leak(format!("https://{}", denied.local_addr().unwrap()).into_boxed_str());
+    let accepted = Arc::new(AtomicU64::new(0));
+    let listening = tokio::spawn({
+        let accepted = accepted.clone();
+        async move {
+            while denied.accept().await.is_ok() {
+                accepted.fetch_add(1, Relaxed);
+            }
+        }
+    });
+    let server = HostileApiServer::start(Mode::RedirectHelm { to })
+        .await
+        .expect("the hostile API server");
+    let kubeconfig = server.kubeconfig("tenant-token");
+    f.secret(NS, HOSTILE, &[("value", kubeconfig.as_str())])
+        .await;
+    let operator = f
+        .start_delivery_with(|s| {
+            s.sources.policy =
+                AddressPolicy::parse(&format!("{DEFAULT_DENIED},{DENIED}/32")).unwrap();
+        })
+        .await;
+    apply(
+        &f,
+        "hostile",
+        json!({ "chart": { "path": "reach" }, "kubeConfig": kube_config(HOSTILE, None) }),
+    )
+    .await;
+    let failed = with_reason(&f, "hostile", "InstallFailed").await;
+    assert_eq!(condition(&failed, "Ready").unwrap().0, "False");
+    let redirected = server.seen().iter().filter(|r| r.is_helms()).count();
+    eprintln!(
+        "{redirected} requests of helm's redirected to {to}; {} connections reached it",
+        accepted.load(Relaxed)
+    );
+    assert!(
+        redirected > 0,
+        "helm never asked the hostile API server: the redirect was not tried"
+    );
+    assert_eq!(
+        accepted.load(Relaxed),
+        0,
+        "helm, redirected by the remote API server, connected to an address the policy refuses"
+    );
+    assert!(
+        revisions(&f, "hostile").await.is_empty(),
+        "hostile released in A"
+    );
+    operator.stop().await;
+    listening.abort();
+}

@@ -137,7 +137,8 @@ async fn a_remote_runs_kubeconfig_names_the_checked_address_or_is_refused() {
         id: "c".into(),
         access: Arc::new(access),
         policy: Default::default(),
-        lookup,
+        lookup: lookup.clone(),
+        egress: crate::delivery::remote::egress::Egress::new(Default::default(), lookup),
         gate: Arc::new(|| Box::pin(async { true })),
     };
     let server_of = |text: &str| -> (String, Option<String>) {
@@ -149,6 +150,22 @@ async fn a_remote_runs_kubeconfig_names_the_checked_address_or_is_refused() {
         )
     };
     let first = run.kubeconfig().await.expect("an allowed answer");
+    // Every connection of helm's goes through the operator's egress proxy,
+    // on loopback, authenticated as cluster `c`.
+    let v: serde_json::Value = serde_json::from_str(&first).expect("JSON");
+    let proxy: http::Uri = v["clusters"][0]["cluster"]["proxy-url"]
+        .as_str()
+        .expect("a proxy-url")
+        .parse()
+        .expect("a URL");
+    assert_eq!(proxy.scheme_str(), Some("http"));
+    assert_eq!(proxy.host(), Some("127.0.0.1"));
+    assert!(
+        proxy
+            .authority()
+            .is_some_and(|a| a.as_str().starts_with("c:")),
+        "the proxy's user part names the cluster"
+    );
     assert_eq!(
         server_of(&first),
         (
@@ -159,7 +176,7 @@ async fn a_remote_runs_kubeconfig_names_the_checked_address_or_is_refused() {
     for _ in 0..2 {
         assert!(matches!(
             run.kubeconfig().await,
-            Err(Refusal::Denied { address, .. }) if address.to_string() == "169.254.169.254"
+            Err(RunRefusal::Address(Refusal::Denied { address, .. })) if address.to_string() == "169.254.169.254"
         ));
     }
     let again = run.kubeconfig().await.expect("allowed again");

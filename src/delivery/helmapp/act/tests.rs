@@ -191,6 +191,10 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
             apps: apps.clone(),
             policy: settings.sources.policy.clone(),
             lookup: crate::delivery::remote::connect::system_lookup(),
+            egress: crate::delivery::remote::egress::Egress::new(
+                settings.sources.policy.clone(),
+                crate::delivery::remote::connect::system_lookup(),
+            ),
             max: settings.max_remote_clusters,
             max_per_namespace: settings.max_remote_clusters_per_namespace,
             running: Default::default(),
