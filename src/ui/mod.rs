@@ -14,6 +14,7 @@
 
 mod details;
 mod live;
+pub mod oidc;
 mod pages;
 mod remedies;
 mod server;
