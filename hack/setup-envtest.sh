@@ -31,6 +31,7 @@ PINNED_PROMETHEUS="$(sed -n 's/^PROMETHEUS_VERSION=//p' "$HERE/envtest.env")"
 PINNED_COSIGN="$(sed -n 's/^COSIGN_VERSION=//p' "$HERE/envtest.env")"
 PINNED_SOPS="$(sed -n 's/^SOPS_VERSION=//p' "$HERE/envtest.env")"
 PINNED_AGE="$(sed -n 's/^AGE_VERSION=//p' "$HERE/envtest.env")"
+PINNED_HYDRA="$(sed -n 's/^HYDRA_VERSION=//p' "$HERE/envtest.env")"
 K8S_VERSION="${K8S_VERSION:-$PINNED_K8S}"
 ETCD_VERSION="${ETCD_VERSION:-$PINNED_ETCD}"
 HELM_VERSION="${HELM_VERSION:-$PINNED_HELM}"
@@ -40,12 +41,13 @@ PROMETHEUS_VERSION="${PROMETHEUS_VERSION:-$PINNED_PROMETHEUS}"
 COSIGN_VERSION="${COSIGN_VERSION:-$PINNED_COSIGN}"
 SOPS_VERSION="${SOPS_VERSION:-$PINNED_SOPS}"
 AGE_VERSION="${AGE_VERSION:-$PINNED_AGE}"
+HYDRA_VERSION="${HYDRA_VERSION:-$PINNED_HYDRA}"
 
 CACHE_ROOT="${XDG_CACHE_HOME:-$HOME/.cache}/hossted-operator/envtest/${K8S_VERSION}"
 BIN_DIR="${KUBEBUILDER_ASSETS:-$CACHE_ROOT/bin}"
 STAMP="$BIN_DIR/.complete"
-WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION} cosign=v${COSIGN_VERSION} sops=v${SOPS_VERSION} age=v${AGE_VERSION}"
-ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool cosign sops age age-keygen)
+WANT_STAMP="kubernetes=v${K8S_VERSION} etcd=v${ETCD_VERSION} helm=v${HELM_VERSION} helm3=v${HELM3_VERSION} registry=v${REGISTRY_VERSION} promtool=v${PROMETHEUS_VERSION} cosign=v${COSIGN_VERSION} sops=v${SOPS_VERSION} age=v${AGE_VERSION} hydra=v${HYDRA_VERSION}"
+ASSETS=(kube-apiserver kubectl etcd helm helm3 registry promtool cosign sops age age-keygen hydra)
 
 complete() {
   [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT_STAMP" ]] || return 1
@@ -223,6 +225,25 @@ build_sops_age() {
   mv "$gobin/sops" "$gobin/age" "$gobin/age-keygen" "$BIN_DIR/"
 }
 
+# --- hydra --------------------------------------------------------------------
+# Ory Hydra: the OIDC provider the served UI signs in with in the tests (the
+# operator verifies its tokens in Rust; hydra is never run by it). Its go.mod
+# replaces its own client with a directory the module zip leaves out, so it is
+# built as the main module of a copy with that one replace dropped (the client
+# it names is published). cgo for the in-memory SQLite store. ~6 minutes the
+# first time.
+build_hydra() {
+  log "building hydra v${HYDRA_VERSION}"
+  local dir src="$CACHE_ROOT/src/hydra-src"
+  dir=$(go mod download -json "github.com/ory/hydra/v2@v${HYDRA_VERSION}" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n "$dir" && -d "$dir" ]] || { log "FAILED: go mod download github.com/ory/hydra/v2@v${HYDRA_VERSION}"; exit 1; }
+  rm -rf "$src"
+  cp -r "$dir" "$src"
+  chmod -R u+w "$src"
+  (cd "$src" && go mod edit -dropreplace github.com/ory/hydra-client-go/v2)
+  with_heartbeat "building hydra" env -C "$src" CGO_ENABLED=1 GOFLAGS="-buildvcs=false -trimpath -mod=mod" go build -tags sqlite -ldflags "-s -w -X github.com/ory/hydra/v2/driver/config.Version=v${HYDRA_VERSION}" -o "$BIN_DIR/hydra" .
+}
+
 rm -f "$STAMP"
 log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 [[ -x "$BIN_DIR/etcd" && "$("$BIN_DIR/etcd" --version 2>/dev/null | head -1)" == *"$ETCD_VERSION"* ]] || build_etcd
@@ -235,6 +256,7 @@ log "installing test assets into $BIN_DIR ($WANT_STAMP)"
 if ! [[ -x "$BIN_DIR/kube-apiserver" && -x "$BIN_DIR/kubectl" && "$("$BIN_DIR/kube-apiserver" --version 2>/dev/null)" == *"v${K8S_VERSION}" ]]; then
   build_kubernetes
 fi
+[[ -x "$BIN_DIR/hydra" && "$("$BIN_DIR/hydra" version 2>/dev/null | head -1)" == *"v${HYDRA_VERSION}" ]] || build_hydra
 if controller_manager_wanted; then
   build_controller_manager
 fi

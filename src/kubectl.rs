@@ -40,7 +40,7 @@ pub enum PluginCmd {
     /// What of the chart was verified (chart.verify), against what and when; exit 1 when it is not verified.
     Verify(verify::VerifyArgs),
     /// A web view with your own rights: served on 127.0.0.1, opened in your browser (docs/ui.md).
-    Ui(crate::ui::UiArgs),
+    Ui(Box<crate::ui::UiArgs>),
     /// Flux HelmReleases (and their sources) from files or stdin, as HelmApps on stdout; what does not convert on stderr. No cluster needed.
     Convert {
         /// YAML files (`-` or none: stdin).

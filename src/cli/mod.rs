@@ -70,7 +70,7 @@ pub enum Cmd {
         files: Vec<std::path::PathBuf>,
     },
     /// `kubectl hossted ui`: a web view with your kubeconfig's rights, on 127.0.0.1 (docs/ui.md).
-    Ui(crate::ui::UiArgs),
+    Ui(Box<crate::ui::UiArgs>),
     /// Write the API reference (one Markdown file per CRD, from its OpenAPI
     /// schema) into `--out` (`docs/reference`).
     Docs {

@@ -17,6 +17,7 @@ mod live;
 pub mod oidc;
 mod pages;
 mod remedies;
+mod served;
 mod server;
 mod session;
 mod state;
@@ -45,6 +46,63 @@ pub struct UiArgs {
     /// The helm binary that renders a pending change's diff.
     #[arg(long, default_value = "helm")]
     pub helm_binary: PathBuf,
+    #[command(flatten)]
+    pub served: ServeArgs,
+}
+
+/// `hossted-operator ui --serve`: the view served in the cluster to every
+/// signed-in user (docs/ui.md "Served in the cluster").
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Serve the UI in the cluster: sign-in with OIDC, every request made
+    /// as the signed-in user (impersonated).
+    #[arg(long)]
+    pub serve: bool,
+    /// Where to listen (with --serve), behind TLS termination.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "HOSSTED_UI_LISTEN")]
+    pub listen: std::net::SocketAddr,
+    /// The address users open (with --serve): the OIDC redirect URI is
+    /// `<public-url>/callback`, and forms must come from its origin.
+    #[arg(long, env = "HOSSTED_UI_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// The OIDC issuer (`ui.oidc.issuer`).
+    #[arg(long, env = "HOSSTED_UI_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// The OIDC client ID (`ui.oidc.clientID`).
+    #[arg(long, env = "HOSSTED_UI_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+    /// A file holding the OIDC client secret (`ui.oidc.clientSecretRef`,
+    /// mounted): never on the command line.
+    #[arg(long, env = "HOSSTED_UI_OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// The ID token claim that names the user.
+    #[arg(long, default_value = "email")]
+    pub oidc_username_claim: String,
+    /// The ID token claim that lists the user's groups.
+    #[arg(long, default_value = "groups")]
+    pub oidc_groups_claim: String,
+    /// The scopes asked for (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "openid,email,profile")]
+    pub oidc_scopes: Vec<String>,
+    /// Put before every username (as the apiserver's
+    /// --oidc-username-prefix, so RBAC names the same users).
+    #[arg(long, default_value = "")]
+    pub oidc_username_prefix: String,
+    /// Put before every group.
+    #[arg(long, default_value = "")]
+    pub oidc_groups_prefix: String,
+    /// Without OIDC: serve read-only to anyone (`read-only` is the one
+    /// value); shows no values and nothing read from releases.
+    #[arg(long, value_parser = ["read-only"])]
+    pub anonymous: Option<String>,
+    /// The user the shared watches and the Events naming who acted are
+    /// made as (impersonated; the chart grants it read of HelmApps and
+    /// HelmAppSets and creation of Events).
+    #[arg(long, default_value = "hossted-ui:reader")]
+    pub reader_user: String,
+    /// Live streams one user may hold at once.
+    #[arg(long, default_value_t = 8)]
+    pub max_streams_per_user: usize,
 }
 
 /// Runs the UI until interrupted.
@@ -72,6 +130,9 @@ pub fn main(args: &UiArgs) -> ExitCode {
 }
 
 async fn run(args: &UiArgs) -> Result<(), String> {
+    if args.served.serve {
+        return run_served(args).await;
+    }
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot reach the cluster of the current kubeconfig context: {e}"))?;
@@ -88,9 +149,11 @@ async fn run(args: &UiArgs) -> Result<(), String> {
     let gate = session::Gate::new(at);
     let token = gate.login_token().unwrap_or_default();
     let ui = Arc::new(server::Ui {
-        client,
+        access: server::Access::Local {
+            client: client.clone(),
+            gate,
+        },
         live,
-        gate,
         kinds: details::Kinds::default(),
         helm_binary: args.helm_binary.clone(),
         diffs: Default::default(),
@@ -169,4 +232,108 @@ fn open_browser(url: &str) -> bool {
         let _ = std::fs::remove_dir_all(dir);
     });
     opened
+}
+
+/// `ui --serve`: the provider discovered, the shared watches started as
+/// the reader, then served until interrupted.
+async fn run_served(args: &UiArgs) -> Result<(), String> {
+    let a = &args.served;
+    let base = kube::Config::infer()
+        .await
+        .map_err(|e| format!("no cluster configuration (in-cluster or kubeconfig): {e}"))?;
+    let reader = served::impersonating(&base, &a.reader_user, &[])?;
+    let provider = match (&a.oidc_issuer, &a.anonymous) {
+        (Some(issuer), _) => Some(provider(a, issuer).await?),
+        (None, Some(_)) => None,
+        (None, None) => {
+            return Err(
+                "--serve needs single sign-on (--oidc-issuer, --oidc-client-id, --oidc-client-secret-file, --public-url) or --anonymous read-only"
+                    .into(),
+            );
+        }
+    };
+    let public_origin = match &a.public_url {
+        Some(url) => origin_of(url)?,
+        None if provider.is_none() => String::new(),
+        None => return Err("--serve with OIDC needs --public-url".into()),
+    };
+    let listener = tokio::net::TcpListener::bind(a.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    let live = live::Live::start(reader.clone(), &args.namespace)
+        .await
+        .map_err(|e| format!("the shared watches (as {}): {e}", a.reader_user))?;
+    runtime::memory::release_free_memory();
+    let mode = if provider.is_some() {
+        "single sign-on"
+    } else {
+        "anonymous, read-only"
+    };
+    log::info!(
+        "ui: serving on {} ({mode}); watches as {}",
+        a.listen,
+        a.reader_user
+    );
+    let ui = Arc::new(server::Ui {
+        access: server::Access::Served(served::Served::new(
+            base,
+            provider,
+            public_origin,
+            reader,
+            a.max_streams_per_user,
+        )),
+        live,
+        kinds: details::Kinds::default(),
+        helm_binary: args.helm_binary.clone(),
+        diffs: Default::default(),
+    });
+    tokio::select! {
+        () = server::serve(ui, listener) => Ok(()),
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// The OIDC provider the flags name, discovered.
+async fn provider(a: &ServeArgs, issuer: &str) -> Result<oidc::Provider, String> {
+    let client_id = a
+        .oidc_client_id
+        .clone()
+        .ok_or("--oidc-issuer needs --oidc-client-id")?;
+    let secret_file = a
+        .oidc_client_secret_file
+        .as_ref()
+        .ok_or("--oidc-issuer needs --oidc-client-secret-file")?;
+    let client_secret = std::fs::read_to_string(secret_file)
+        .map_err(|e| format!("--oidc-client-secret-file {}: {e}", secret_file.display()))?
+        .trim()
+        .to_string();
+    let public_url = a
+        .public_url
+        .as_deref()
+        .ok_or("--oidc-issuer needs --public-url")?;
+    oidc::Provider::discover(oidc::OidcConfig {
+        issuer: issuer.to_string(),
+        client_id,
+        client_secret,
+        redirect_uri: format!("{}/callback", public_url.trim_end_matches('/')),
+        scopes: a.oidc_scopes.clone(),
+        username_claim: a.oidc_username_claim.clone(),
+        groups_claim: a.oidc_groups_claim.clone(),
+        username_prefix: a.oidc_username_prefix.clone(),
+        groups_prefix: a.oidc_groups_prefix.clone(),
+    })
+    .await
+}
+
+/// `scheme://host[:port]` of `url`.
+fn origin_of(url: &str) -> Result<String, String> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| format!("--public-url {url}: {e}"))?;
+    match (uri.scheme_str(), uri.authority()) {
+        (Some(scheme @ ("http" | "https")), Some(authority)) => {
+            Ok(format!("{scheme}://{authority}"))
+        }
+        _ => Err(format!("--public-url {url}: an http(s) URL")),
+    }
 }

@@ -428,7 +428,11 @@ impl Provider {
         let username = format!("{}{raw}", c.username_prefix);
         check_name(&username).map_err(|why| format!("username {username:?}: {why}"))?;
         let groups: Vec<String> = match &claims[c.groups_claim.as_str()] {
-            Value::Array(a) => a.iter().filter_map(Value::as_str).map(String::from).collect(),
+            Value::Array(a) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect(),
             Value::String(g) => vec![g.clone()],
             _ => vec![],
         };
@@ -438,7 +442,11 @@ impl Provider {
         let groups = groups
             .into_iter()
             .map(|g| format!("{}{g}", c.groups_prefix))
-            .map(|g| check_name(&g).map(|()| g.clone()).map_err(|why| format!("group {g:?}: {why}")))
+            .map(|g| {
+                check_name(&g)
+                    .map(|()| g.clone())
+                    .map_err(|why| format!("group {g:?}: {why}"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Identity {
             username,

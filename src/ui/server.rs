@@ -25,6 +25,7 @@ use serde_json::json;
 use super::details::{self, Kinds};
 use super::live::Live;
 use super::pages::{self, Nav, Shell, overview::Filter};
+use super::served::{self, Served, Session};
 use super::session::{Gate, Refusal};
 use crate::plugin::approve::{Refused, approve};
 use crate::plugin::ask::{Ask, ask_now};
@@ -39,14 +40,60 @@ const JS: &str = include_str!("assets/ui.js");
 
 /// Everything a request handler needs.
 pub struct Ui {
-    pub client: kube::Client,
+    pub access: Access,
     pub live: Arc<Live>,
-    pub gate: Gate,
     pub kinds: Kinds,
     pub helm_binary: PathBuf,
-    /// Diffs of pending changes by (HelmApp UID, configuration hash): one
-    /// helm render per change, not one per live update.
-    pub diffs: Mutex<HashMap<(String, String), String>>,
+    /// Diffs of pending changes by (viewer, HelmApp UID, configuration
+    /// hash): one helm render per change and user, not one per live
+    /// update — and none rendered with one user's rights shown to another.
+    pub diffs: Mutex<HashMap<(String, String, String), String>>,
+}
+
+/// Who may use the UI, and how their requests reach the apiserver.
+// One value per process: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Access {
+    /// `kubectl hossted ui`: one browser, the user's kubeconfig.
+    Local { client: kube::Client, gate: Gate },
+    /// `hossted-operator ui --serve`: signed-in users, each impersonated.
+    Served(Served),
+}
+
+/// Who is asking: the client their reads and writes go through, the
+/// CSRF token their forms carry, and who they are.
+pub struct Viewer {
+    pub client: kube::Client,
+    pub csrf: String,
+    pub who: Who,
+    session: Option<Arc<Session>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Who {
+    /// The local UI's user (their kubeconfig).
+    Local,
+    /// A signed-in user of the served UI.
+    User(String),
+    /// A visitor of the served UI with `--anonymous read-only`.
+    Anonymous,
+}
+
+impl Viewer {
+    fn name(&self) -> &str {
+        match &self.who {
+            Who::Local => "",
+            Who::User(u) => u,
+            Who::Anonymous => "anonymous",
+        }
+    }
+
+    fn signed_in(&self) -> Option<&str> {
+        match &self.who {
+            Who::User(u) => Some(u),
+            _ => None,
+        }
+    }
 }
 
 /// Serves `listener` until the process ends.
@@ -163,16 +210,32 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
         .collect();
     let segs: Vec<&str> = segments.iter().map(String::as_str).collect();
     let method = req.method().clone();
-    if method == Method::GET && segs == ["login"] {
-        return login(
-            ui,
-            req.headers(),
-            params.get("token").map_or("", String::as_str),
-        );
-    }
-    if let Err(why) = ui.gate.admit(req.headers()) {
-        return refused(why);
-    }
+    let viewer = match &ui.access {
+        Access::Local { client, gate } => {
+            if method == Method::GET && segs == ["login"] {
+                return login(
+                    gate,
+                    req.headers(),
+                    params.get("token").map_or("", String::as_str),
+                );
+            }
+            if let Err(why) = gate.admit(req.headers()) {
+                return refused(why);
+            }
+            Viewer {
+                client: client.clone(),
+                csrf: gate.csrf().to_string(),
+                who: Who::Local,
+                session: None,
+            }
+        }
+        Access::Served(served) => {
+            match served_entry(served, &method, &segs, &params, req.uri(), req.headers()).await {
+                Entry::Answer(r) => return r,
+                Entry::Viewer(v) => v,
+            }
+        }
+    };
     let fragment = req.headers().contains_key("x-fragment");
     match (method, segs.as_slice()) {
         (Method::GET, ["static", "ui.css"]) => {
@@ -181,27 +244,226 @@ async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
         (Method::GET, ["static", "ui.js"]) => {
             respond(StatusCode::OK, "text/javascript; charset=utf-8", full(JS))
         }
-        (Method::GET, ["events"]) => events(ui, params.get("watch").cloned()),
+        (Method::GET, ["events"]) => events(ui, &viewer, params.get("watch").cloned()),
         (Method::GET, [""]) => {
             let filter = Filter {
                 namespace: params.get("ns").cloned().unwrap_or_default(),
                 text: params.get("q").cloned().unwrap_or_default(),
             };
-            overview(ui, &filter, fragment)
+            overview(ui, &viewer, &filter, fragment).await
         }
-        (Method::GET, ["inventory"]) => inventory_page(ui, fragment).await,
-        (Method::GET, ["set", ns, name]) => set_page(ui, ns, name, fragment),
-        (Method::GET, ["app", ns, name]) => match ui.live.app(ns, name) {
-            Some(app) => app_page(ui, &app, fragment).await,
-            None => not_found(ui, &format!("HelmApp {ns}/{name}"), fragment),
+        (Method::GET, ["inventory"]) => inventory_page(ui, &viewer, fragment).await,
+        (Method::GET, ["set", ns, name]) => set_page(ui, &viewer, ns, name, fragment).await,
+        (Method::GET, ["app", ns, name]) => match visible_app(ui, &viewer, ns, name).await {
+            Some(app) => app_page(ui, &viewer, &app, fragment).await,
+            None => not_found(ui, &viewer, &format!("HelmApp {ns}/{name}"), fragment),
         },
-        (Method::GET, ["app", ns, name, "pending"]) => match ui.live.app(ns, name) {
-            Some(app) => pending_page(ui, &app, fragment).await,
-            None => not_found(ui, &format!("HelmApp {ns}/{name}"), fragment),
-        },
-        (Method::POST, ["app", ns, name, action]) => posted(ui, req, ns, name, action).await,
-        _ => not_found(ui, &path, fragment),
+        (Method::GET, ["app", ns, name, "pending"]) => {
+            match visible_app(ui, &viewer, ns, name).await {
+                Some(app) => pending_page(ui, &viewer, &app, fragment).await,
+                None => not_found(ui, &viewer, &format!("HelmApp {ns}/{name}"), fragment),
+            }
+        }
+        (Method::POST, ["logout"]) => logout(ui, &viewer, req).await,
+        (Method::POST, ["app", ns, name, action]) => {
+            posted(ui, &viewer, req, ns, name, action).await
+        }
+        _ => not_found(ui, &viewer, &path, fragment),
     }
+}
+
+/// What the served UI does with a request before its page: answers it
+/// (sign-in, health, a refusal) or says who asks.
+enum Entry {
+    Answer(Response<Body>),
+    Viewer(Viewer),
+}
+
+async fn served_entry(
+    served: &Served,
+    method: &Method,
+    segs: &[&str],
+    params: &HashMap<String, String>,
+    uri: &http::Uri,
+    headers: &http::HeaderMap,
+) -> Entry {
+    let get = method == Method::GET;
+    match (get, segs) {
+        (true, ["healthz"]) => {
+            return Entry::Answer(respond(StatusCode::OK, "text/plain", full("ok\n")));
+        }
+        (true, ["login"]) if served.provider.is_some() => {
+            let back = params.get("return").map_or("/", String::as_str);
+            return Entry::Answer(match served.begin(back) {
+                Ok((url, state)) => {
+                    let mut r = redirect(&url);
+                    let cookie = served::set_cookie(
+                        served::SIGN_IN_COOKIE,
+                        &state,
+                        served::SIGN_IN_TIMEOUT.as_secs(),
+                    );
+                    if let Ok(v) = cookie.parse() {
+                        r.headers_mut().insert(header::SET_COOKIE, v);
+                    }
+                    r
+                }
+                Err(e) => signed_out_page(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
+            });
+        }
+        (true, ["callback"]) if served.provider.is_some() => {
+            return Entry::Answer(callback(served, params, headers).await);
+        }
+        (true, ["signed-out"]) => {
+            return Entry::Answer(signed_out_page(StatusCode::OK, "You are signed out."));
+        }
+        _ => {}
+    }
+    if let Some(session) = served.session(headers) {
+        return Entry::Viewer(Viewer {
+            client: session.client.clone(),
+            csrf: session.csrf.clone(),
+            who: Who::User(session.identity.username.clone()),
+            session: Some(session),
+        });
+    }
+    if served.provider.is_none() {
+        return Entry::Viewer(Viewer {
+            client: served.reader.clone(),
+            csrf: String::new(),
+            who: Who::Anonymous,
+            session: None,
+        });
+    }
+    // Not signed in: a page is sent to sign in and back; anything else
+    // (a live stream, a fragment, a form) is refused.
+    let page = get && !headers.contains_key("x-fragment") && segs.first() != Some(&"events");
+    if page {
+        let back = uri.path_and_query().map_or("/", |p| p.as_str());
+        return Entry::Answer(redirect(&format!("/login?return={}", form_encode(back))));
+    }
+    Entry::Answer(refused(Refusal::NoSession))
+}
+
+/// The provider sent the browser back: the session made, the sign-in
+/// cookie removed, back where the user was.
+async fn callback(
+    served: &Served,
+    params: &HashMap<String, String>,
+    headers: &http::HeaderMap,
+) -> Response<Body> {
+    if let Some(error) = params.get("error") {
+        // The provider's error code only, bounded (it is a URL's text).
+        let code: String = error
+            .chars()
+            .filter(|c| c.is_ascii_graphic())
+            .take(64)
+            .collect();
+        return signed_out_page(
+            StatusCode::FORBIDDEN,
+            &format!("The sign-in was not completed: the provider said {code}."),
+        );
+    }
+    let (state, code) = (
+        params.get("state").map_or("", String::as_str),
+        params.get("code").map_or("", String::as_str),
+    );
+    match served
+        .finish(served::cookie(headers, served::SIGN_IN_COOKIE), state, code)
+        .await
+    {
+        Ok((session, back)) => {
+            let max_age = session
+                .identity
+                .expires
+                .duration_since(std::time::SystemTime::now())
+                .map_or(0, |d| d.as_secs());
+            log::info!(
+                "ui: {} signed in ({} groups)",
+                session.identity.username,
+                session.identity.groups.len()
+            );
+            let mut r = redirect(served::local_path(&back));
+            for cookie in [
+                served::set_cookie(served::SESSION_COOKIE, &session.id, max_age),
+                served::set_cookie(served::SIGN_IN_COOKIE, "", 0),
+            ] {
+                if let Ok(v) = cookie.parse() {
+                    r.headers_mut().append(header::SET_COOKIE, v);
+                }
+            }
+            r
+        }
+        Err(e) => {
+            log::warn!("ui: a sign-in was refused: {e}");
+            signed_out_page(StatusCode::FORBIDDEN, &format!("Sign-in refused: {e}"))
+        }
+    }
+}
+
+/// A page for a browser without a session: a message and a link to sign
+/// in.
+fn signed_out_page(status: StatusCode, message: &str) -> Response<Body> {
+    let body = maud::html! {
+        (maud::DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                title { "hossted" }
+                link rel="stylesheet" href="/static/ui.css";
+            }
+            body {
+                main #main {
+                    h1 { "hossted" }
+                    p data-signed-out=(status.as_u16()) { (message) }
+                    p { a href="/login" data-action="sign-in" { "Sign in" } }
+                }
+            }
+        }
+    };
+    respond(status, "text/html; charset=utf-8", full(body.into_string()))
+}
+
+/// `application/x-www-form-urlencoded` of one value.
+fn form_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Whether `viewer` may see HelmApps in `namespace`: the served UI asks
+/// the apiserver as the user; the local UI's watches are the user's own.
+async fn may_see(ui: &Ui, viewer: &Viewer, namespace: &str) -> bool {
+    match (&ui.access, &viewer.session) {
+        (Access::Served(served), Some(session)) => served.may_list(session, namespace).await,
+        _ => true,
+    }
+}
+
+/// HelmApp `ns/name` from the watches, if `viewer` may see it.
+async fn visible_app(ui: &Ui, viewer: &Viewer, ns: &str, name: &str) -> Option<Arc<HelmApp>> {
+    let app = ui.live.app(ns, name)?;
+    may_see(ui, viewer, ns).await.then_some(app)
+}
+
+/// The namespaces of `namespaces` `viewer` may see.
+async fn visible_namespaces(
+    ui: &Ui,
+    viewer: &Viewer,
+    namespaces: impl IntoIterator<Item = String>,
+) -> std::collections::BTreeSet<String> {
+    use futures::StreamExt;
+    let distinct: std::collections::BTreeSet<String> = namespaces.into_iter().collect();
+    futures::stream::iter(distinct)
+        .map(|ns| async move { may_see(ui, viewer, &ns).await.then_some(ns) })
+        .buffer_unordered(16)
+        .filter_map(|ns| async move { ns })
+        .collect()
+        .await
 }
 
 /// A shell with no filters that any change updates.
@@ -214,8 +476,8 @@ fn plain(title: &str, nav: Nav) -> Shell<'_> {
     }
 }
 
-async fn inventory_page(ui: &Ui, fragment: bool) -> Response<Body> {
-    let projects = Api::<Hosstedproject>::all(ui.client.clone())
+async fn inventory_page(ui: &Ui, viewer: &Viewer, fragment: bool) -> Response<Body> {
+    let projects = Api::<Hosstedproject>::all(viewer.client.clone())
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
@@ -223,6 +485,7 @@ async fn inventory_page(ui: &Ui, fragment: bool) -> Response<Body> {
     let main = pages::inventory::main(&projects, chrono::Utc::now());
     html(
         ui,
+        viewer,
         StatusCode::OK,
         plain("Inventory", Nav::Inventory),
         main,
@@ -230,57 +493,123 @@ async fn inventory_page(ui: &Ui, fragment: bool) -> Response<Body> {
     )
 }
 
-fn set_page(ui: &Ui, ns: &str, name: &str, fragment: bool) -> Response<Body> {
+async fn set_page(
+    ui: &Ui,
+    viewer: &Viewer,
+    ns: &str,
+    name: &str,
+    fragment: bool,
+) -> Response<Body> {
     let title = format!("HelmAppSet {ns}/{name}");
-    match ui.live.set(ns, name) {
-        Some(set) => {
-            let main = pages::set::main(&set, &ui.live.apps());
-            html(
-                ui,
-                StatusCode::OK,
-                plain(&title, Nav::Other),
-                main,
-                fragment,
-            )
-        }
-        None => not_found(ui, &title, fragment),
-    }
+    let set = match ui.live.set(ns, name) {
+        Some(set) if may_see(ui, viewer, ns).await => set,
+        _ => return not_found(ui, viewer, &title, fragment),
+    };
+    let main = pages::set::main(&set, &ui.live.apps());
+    html(
+        ui,
+        viewer,
+        StatusCode::OK,
+        plain(&title, Nav::Other),
+        main,
+        fragment,
+    )
 }
 
 /// A form posted to `/app/<ns>/<name>/<action>`: bounded, checked for
 /// the session and CSRF token, then acted on.
 async fn posted(
     ui: &Ui,
+    viewer: &Viewer,
     req: Request<Incoming>,
     ns: &str,
     name: &str,
     action: &str,
 ) -> Response<Body> {
+    let form = match admitted_form(ui, viewer, req).await {
+        Ok(form) => form,
+        Err(r) => return r,
+    };
+    if !may_see(ui, viewer, ns).await {
+        return not_found(ui, viewer, &format!("HelmApp {ns}/{name}"), false);
+    }
+    act(ui, viewer, ns, name, action, &form).await
+}
+
+/// A posted form, bounded, once the request may change state: the local
+/// UI's gate, or the served UI's session, origin and CSRF token.
+async fn admitted_form(
+    ui: &Ui,
+    viewer: &Viewer,
+    req: Request<Incoming>,
+) -> Result<HashMap<String, String>, Response<Body>> {
     let headers = req.headers().clone();
     let form = match Limited::new(req.into_body(), MAX_FORM).collect().await {
         Ok(b) => query(&String::from_utf8_lossy(&b.to_bytes())),
         Err(_) => {
-            return respond(
+            return Err(respond(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "text/plain",
                 full("form too large\n"),
-            );
+            ));
         }
     };
-    if let Err(why) = ui
-        .gate
-        .admit_change(&headers, form.get("csrf").map(String::as_str))
-    {
-        return refused(why);
-    }
-    act(ui, ns, name, action, &form).await
+    let csrf = form.get("csrf").map(String::as_str);
+    let admitted = match &ui.access {
+        Access::Local { gate, .. } => gate.admit_change(&headers, csrf),
+        Access::Served(served) => served_change(served, viewer, &headers, csrf),
+    };
+    admitted.map(|()| form).map_err(refused)
 }
 
-fn login(ui: &Ui, headers: &http::HeaderMap, token: &str) -> Response<Body> {
-    if let Err(why) = ui.gate.check_host(headers) {
+/// Whether a signed-in user's request may change state: an `Origin`, when
+/// sent, of the public URL; the session's CSRF token.
+fn served_change(
+    served: &Served,
+    viewer: &Viewer,
+    headers: &http::HeaderMap,
+    form_csrf: Option<&str>,
+) -> Result<(), Refusal> {
+    if viewer.session.is_none() {
+        return Err(Refusal::ReadOnly);
+    }
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && origin.to_str().ok() != Some(served.public_origin.as_str())
+    {
+        return Err(Refusal::ForeignOrigin);
+    }
+    let header = headers.get("x-csrf-token").and_then(|v| v.to_str().ok());
+    match form_csrf.or(header) {
+        Some(t) if served::same(t, &viewer.csrf) => Ok(()),
+        _ => Err(Refusal::NoCsrf),
+    }
+}
+
+/// `POST /logout`: the session ended here (its cookie no longer admits
+/// anyone), the cookie removed.
+async fn logout(ui: &Ui, viewer: &Viewer, req: Request<Incoming>) -> Response<Body> {
+    let Access::Served(served) = &ui.access else {
+        return not_found(ui, viewer, "/logout", false);
+    };
+    if let Err(r) = admitted_form(ui, viewer, req).await {
+        return r;
+    }
+    if let Some(session) = &viewer.session {
+        served.end(session);
+        log::info!("ui: {} signed out", session.identity.username);
+    }
+    let mut r = redirect("/signed-out");
+    if let Ok(v) = served::set_cookie(served::SESSION_COOKIE, "", 0).parse() {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+fn login(gate: &Gate, headers: &http::HeaderMap, token: &str) -> Response<Body> {
+    if let Err(why) = gate.check_host(headers) {
         return refused(why);
     }
-    match ui.gate.redeem(token) {
+    match gate.redeem(token) {
         Ok(cookie) => {
             let mut r = redirect("/");
             if let Ok(v) = cookie.parse() {
@@ -295,6 +624,7 @@ fn login(ui: &Ui, headers: &http::HeaderMap, token: &str) -> Response<Body> {
 /// A page (or, for a live update, only its `<main>`).
 fn html(
     ui: &Ui,
+    viewer: &Viewer,
     status: StatusCode,
     frame: Shell<'_>,
     main: Markup,
@@ -304,7 +634,7 @@ fn html(
     let body = if fragment {
         main.into_string()
     } else {
-        pages::page(frame, ui.gate.csrf(), generation, main).into_string()
+        pages::page(frame, &viewer.csrf, viewer.signed_in(), generation, main).into_string()
     };
     let mut r = respond(status, "text/html; charset=utf-8", full(body));
     if let Ok(v) = generation.to_string().parse() {
@@ -313,7 +643,7 @@ fn html(
     r
 }
 
-fn not_found(ui: &Ui, what: &str, fragment: bool) -> Response<Body> {
+fn not_found(ui: &Ui, viewer: &Viewer, what: &str, fragment: bool) -> Response<Body> {
     let main = pages::error(
         404,
         &format!("{what}: not found"),
@@ -321,6 +651,7 @@ fn not_found(ui: &Ui, what: &str, fragment: bool) -> Response<Body> {
     );
     html(
         ui,
+        viewer,
         StatusCode::NOT_FOUND,
         plain("Not found", Nav::Other),
         main,
@@ -328,9 +659,19 @@ fn not_found(ui: &Ui, what: &str, fragment: bool) -> Response<Body> {
     )
 }
 
-fn overview(ui: &Ui, filter: &Filter, fragment: bool) -> Response<Body> {
-    let apps = ui.live.apps();
-    let sets = ui.live.sets();
+async fn overview(ui: &Ui, viewer: &Viewer, filter: &Filter, fragment: bool) -> Response<Body> {
+    let mut apps = ui.live.apps();
+    let mut sets = ui.live.sets();
+    if viewer.session.is_some() {
+        let seen = apps
+            .iter()
+            .filter_map(|a| a.namespace())
+            .chain(sets.iter().filter_map(|s| s.namespace()));
+        let visible = visible_namespaces(ui, viewer, seen).await;
+        let shown = |ns: Option<String>| ns.is_some_and(|ns| visible.contains(&ns));
+        apps.retain(|a| shown(a.namespace()));
+        sets.retain(|s| shown(s.namespace()));
+    }
     let mut namespaces: Vec<String> = apps.iter().filter_map(|a| a.namespace()).collect();
     if let super::live::Scope::Namespaces(ns) = &ui.live.scope {
         namespaces.extend(ns.iter().cloned());
@@ -341,6 +682,7 @@ fn overview(ui: &Ui, filter: &Filter, fragment: bool) -> Response<Body> {
     let filters = pages::overview::filters(filter, &namespaces);
     html(
         ui,
+        viewer,
         StatusCode::OK,
         Shell {
             title: "Overview",
@@ -353,26 +695,46 @@ fn overview(ui: &Ui, filter: &Filter, fragment: bool) -> Response<Body> {
     )
 }
 
-async fn app_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> {
-    let (events, inventory, drift, values) = tokio::join!(
-        details::events(&ui.client, app),
-        details::inventory(&ui.client, &ui.kinds, app),
-        details::drift(&ui.client, &ui.kinds, app),
-        details::values(&ui.client, app),
-    );
-    let d = pages::app::Details {
-        events,
-        inventory,
-        drift,
-        values,
+async fn app_page(ui: &Ui, viewer: &Viewer, app: &HelmApp, fragment: bool) -> Response<Body> {
+    let client = &viewer.client;
+    let d = if viewer.who == Who::Anonymous {
+        // Read-only to anyone: the HelmApp and its Events, nothing read
+        // from the release (its values and objects are the tenant's).
+        let hidden = || Err("not shown to anonymous visitors: sign in".to_string());
+        pages::app::Details {
+            events: details::events(client, app).await,
+            inventory: Vec::new(),
+            drift: Vec::new(),
+            values: hidden(),
+        }
+    } else {
+        let (events, inventory, drift, values) = tokio::join!(
+            details::events(client, app),
+            details::inventory(client, &ui.kinds, app),
+            details::drift(client, &ui.kinds, app),
+            details::values(client, app),
+        );
+        pages::app::Details {
+            events,
+            inventory,
+            drift,
+            values,
+        }
     };
-    let main = pages::app::main(app, &d, ui.gate.csrf(), chrono::Utc::now());
-    app_html(ui, app, "HelmApp", main, fragment)
+    let main = pages::app::main(app, &d, &viewer.csrf, chrono::Utc::now());
+    app_html(ui, viewer, app, "HelmApp", main, fragment)
 }
 
 /// A page about one HelmApp: titled `<what> <ns>/<name>`, updated by that
 /// HelmApp's changes only.
-fn app_html(ui: &Ui, app: &HelmApp, what: &str, main: Markup, fragment: bool) -> Response<Body> {
+fn app_html(
+    ui: &Ui,
+    viewer: &Viewer,
+    app: &HelmApp,
+    what: &str,
+    main: Markup,
+    fragment: bool,
+) -> Response<Body> {
     let key = format!("{}/{}", app.namespace().unwrap_or_default(), app.name_any());
     let title = format!("{what} {key}");
     let shell = Shell {
@@ -381,33 +743,45 @@ fn app_html(ui: &Ui, app: &HelmApp, what: &str, main: Markup, fragment: bool) ->
         filters: maud::html! {},
         watch: Some(format!("HelmApp/{key}")),
     };
-    html(ui, StatusCode::OK, shell, main, fragment)
+    html(ui, viewer, StatusCode::OK, shell, main, fragment)
 }
 
-async fn pending_page(ui: &Ui, app: &HelmApp, fragment: bool) -> Response<Body> {
+async fn pending_page(ui: &Ui, viewer: &Viewer, app: &HelmApp, fragment: bool) -> Response<Body> {
     let pending = app.status.as_ref().and_then(|s| s.pending_change.as_ref());
     let diff = match pending {
         None => Ok(String::new()),
-        Some(p) => pending_diff(ui, app, &p.config_hash).await,
+        Some(_) if viewer.who == Who::Anonymous => {
+            Err("not shown to anonymous visitors: sign in".to_string())
+        }
+        Some(p) => pending_diff(ui, viewer, app, &p.config_hash).await,
     };
-    let main = pages::pending::main(app, &diff, ui.gate.csrf());
-    app_html(ui, app, "Pending change of", main, fragment)
+    let main = pages::pending::main(app, &diff, &viewer.csrf);
+    app_html(ui, viewer, app, "Pending change of", main, fragment)
 }
 
 /// The masked diff of the change `hash` pending on `app`, rendered once
 /// per change (a failure is tried again on the next look).
-async fn pending_diff(ui: &Ui, app: &HelmApp, hash: &str) -> Result<String, String> {
-    let key = (app.uid().unwrap_or_default(), hash.to_string());
+async fn pending_diff(
+    ui: &Ui,
+    viewer: &Viewer,
+    app: &HelmApp,
+    hash: &str,
+) -> Result<String, String> {
+    let key = (
+        viewer.name().to_string(),
+        app.uid().unwrap_or_default(),
+        hash.to_string(),
+    );
     if let Some(d) = ui.diffs.lock().get(&key) {
         return Ok(d.clone());
     }
     // Afresh: the cached copy has no inline values.
     let ns = app.namespace().unwrap_or_default();
-    let fresh = Api::<HelmApp>::namespaced(ui.client.clone(), &ns)
+    let fresh = Api::<HelmApp>::namespaced(viewer.client.clone(), &ns)
         .get(&app.name_any())
         .await
         .map_err(|e| e.to_string())?;
-    let diff = crate::plugin::diff::masked_diff(&ui.client, &fresh, &ui.helm_binary).await?;
+    let diff = crate::plugin::diff::masked_diff(&viewer.client, &fresh, &ui.helm_binary).await?;
     ui.diffs.lock().insert(key, diff.clone());
     Ok(diff)
 }
@@ -417,17 +791,19 @@ async fn pending_diff(ui: &Ui, app: &HelmApp, hash: &str) -> Result<String, Stri
 /// words).
 async fn act(
     ui: &Ui,
+    viewer: &Viewer,
     ns: &str,
     name: &str,
     action: &str,
     form: &HashMap<String, String>,
 ) -> Response<Body> {
-    let api: Api<HelmApp> = Api::namespaced(ui.client.clone(), ns);
+    let api: Api<HelmApp> = Api::namespaced(viewer.client.clone(), ns);
     let done: Result<(), (StatusCode, String)> = match action {
         "approve" => {
             let Some(hash) = form.get("hash").filter(|h| !h.is_empty()) else {
                 return error_page(
                     ui,
+                    viewer,
                     StatusCode::BAD_REQUEST,
                     "Approve",
                     "the form names no configuration hash",
@@ -457,18 +833,29 @@ async fn act(
             .map(|_| ())
             .map_err(api_error),
         "suspend" | "resume" => {
-            let patch = json!({ "spec": { "suspend": action == "suspend" } });
+            let suspend = action == "suspend";
+            // Who suspended it, on the object, when the served UI knows
+            // (removed on resume).
+            let by = viewer.signed_in().filter(|_| suspend);
+            let patch = json!({ "metadata": { "annotations": { SUSPENDED_BY: by } },
+                                "spec": { "suspend": suspend } });
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map(|_| ())
                 .map_err(api_error)
         }
-        _ => return not_found(ui, action, false),
+        _ => return not_found(ui, viewer, action, false),
     };
     match done {
-        Ok(()) => redirect(&pages::app_href(ns, name)),
+        Ok(()) => {
+            if let (Access::Served(served), Some(user)) = (&ui.access, viewer.signed_in()) {
+                named_event(served, ns, name, action, user).await;
+            }
+            redirect(&pages::app_href(ns, name))
+        }
         Err((status, message)) => error_page(
             ui,
+            viewer,
             status,
             &format!("{action} {ns}/{name}: refused"),
             &message,
@@ -492,9 +879,80 @@ fn api_error(e: kube::Error) -> (StatusCode, String) {
     }
 }
 
-fn error_page(ui: &Ui, status: StatusCode, what: &str, detail: &str) -> Response<Body> {
+fn error_page(
+    ui: &Ui,
+    viewer: &Viewer,
+    status: StatusCode,
+    what: &str,
+    detail: &str,
+) -> Response<Body> {
     let main = pages::error(status.as_u16(), what, detail);
-    html(ui, status, plain(what, Nav::Other), main, false)
+    html(ui, viewer, status, plain(what, Nav::Other), main, false)
+}
+
+/// The annotation naming who suspended a HelmApp in the served UI.
+pub const SUSPENDED_BY: &str = "hossted.com/suspended-by";
+/// The annotation of a `…By` Event naming the user who acted.
+pub const EVENT_USER: &str = "hossted.com/user";
+
+/// The Event reason of `action` done by a named user.
+fn named_reason(action: &str) -> &'static str {
+    match action {
+        "approve" => "ApprovedBy",
+        "suspend" => "SuspendedBy",
+        "resume" => "ResumedBy",
+        "force" => "ForceRequestedBy",
+        _ => "ReconcileRequestedBy",
+    }
+}
+
+/// A Normal Event on HelmApp `ns/name` naming `user`, who did `action`
+/// (written as the reader: users may not create Events). A failure is
+/// logged: the action itself is done.
+async fn named_event(served: &Served, ns: &str, name: &str, action: &str, user: &str) {
+    use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    let uid = Api::<HelmApp>::namespaced(served.reader.clone(), ns)
+        .get_metadata(name)
+        .await
+        .ok()
+        .and_then(|m| m.metadata.uid);
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let reason = named_reason(action);
+    let event = Event {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some(format!("{name}.")),
+            namespace: Some(ns.to_string()),
+            // Who, as a field a reader can match (the message is prose).
+            annotations: Some([(EVENT_USER.to_string(), user.to_string())].into()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some(<HelmApp as kube::Resource>::api_version(&()).into_owned()),
+            kind: Some("HelmApp".into()),
+            name: Some(name.to_string()),
+            namespace: Some(ns.to_string()),
+            uid,
+            ..Default::default()
+        },
+        reason: Some(reason.into()),
+        message: Some(format!("{user}: {action}, in the web view")),
+        type_: Some("Normal".into()),
+        source: Some(EventSource {
+            component: Some("hossted-ui".into()),
+            ..Default::default()
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Default::default()
+    };
+    if let Err(e) = Api::<Event>::namespaced(served.reader.clone(), ns)
+        .create(&kube::api::PostParams::default(), &event)
+        .await
+    {
+        log::warn!("ui: the {reason} Event of {ns}/{name} was not written: {e}");
+    }
 }
 
 /// `text/event-stream`: the generation now, then each new one (changes
@@ -502,12 +960,25 @@ fn error_page(ui: &Ui, status: StatusCode, what: &str, detail: &str) -> Response
 /// 15 s so a closed browser is noticed. With `watch` (`HelmApp/ns/name`,
 /// what a page about one object asks for), only generations that touched
 /// that object are sent.
-fn events(ui: &Ui, watch: Option<String>) -> Response<Body> {
+fn events(ui: &Ui, viewer: &Viewer, watch: Option<String>) -> Response<Body> {
+    let guard = match (&ui.access, &viewer.session) {
+        (Access::Served(served), Some(session)) => match served.open_stream(session) {
+            Some(guard) => Some(guard),
+            None => {
+                let mut r = refused(Refusal::TooManyStreams);
+                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                return r;
+            }
+        },
+        _ => None,
+    };
     let mut rx = ui.live.subscribe();
     let first = *rx.borrow_and_update();
     let initial = futures::stream::once(async move { Ok::<_, Infallible>(sse(first)) });
     let live = ui.live.clone();
-    let updates = futures::stream::unfold((rx, first), move |(mut rx, mut sent)| {
+    // The guard lives as long as the stream: the session's count of open
+    // streams drops when the browser goes away.
+    let updates = futures::stream::unfold((rx, first, guard), move |(mut rx, mut sent, guard)| {
         let (live, watch) = (live.clone(), watch.clone());
         async move {
             loop {
@@ -519,11 +990,11 @@ fn events(ui: &Ui, watch: Option<String>) -> Response<Body> {
                             continue;
                         }
                         sent = g;
-                        return Some((Ok(sse(g)), (rx, sent)));
+                        return Some((Ok(sse(g)), (rx, sent, guard)));
                     }
                     () = tokio::time::sleep(Duration::from_secs(15)) => {
                         let keep_alive = Frame::data(Bytes::from_static(b": keep-alive\n\n"));
-                        return Some((Ok(keep_alive), (rx, sent)));
+                        return Some((Ok(keep_alive), (rx, sent, guard)));
                     }
                 }
             }

@@ -38,6 +38,10 @@ pub enum Refusal {
     NoCsrf,
     ForeignOrigin,
     LoginUsed,
+    /// The served UI to an anonymous visitor: nothing may be changed.
+    ReadOnly,
+    /// The served UI: this user holds as many live streams as allowed.
+    TooManyStreams,
 }
 
 impl Refusal {
@@ -54,6 +58,12 @@ impl Refusal {
             Refusal::LoginUsed => {
                 "this login link was already used: run `kubectl hossted ui` again for a new one"
             }
+            Refusal::ReadOnly => {
+                "this UI is served read-only to anonymous visitors: nothing can be changed here"
+            }
+            Refusal::TooManyStreams => {
+                "you have as many live pages open as allowed: close one, or reload without live updates"
+            }
         }
     }
 
@@ -65,6 +75,8 @@ impl Refusal {
             Refusal::NoCsrf => "NoCsrf",
             Refusal::ForeignOrigin => "ForeignOrigin",
             Refusal::LoginUsed => "LoginUsed",
+            Refusal::ReadOnly => "ReadOnly",
+            Refusal::TooManyStreams => "TooManyStreams",
         }
     }
 }

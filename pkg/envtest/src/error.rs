@@ -27,6 +27,9 @@ pub enum Error {
     Certificate(#[from] rcgen::Error),
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
+    /// A call to a test server (its API) failed.
+    #[error("{0}")]
+    Http(String),
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 }

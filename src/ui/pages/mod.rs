@@ -32,8 +32,18 @@ pub struct Shell<'a> {
     pub watch: Option<String>,
 }
 
+/// Who the served UI shows as signed in (`None`: the local UI, or an
+/// anonymous visitor).
+pub type SignedIn<'a> = Option<&'a str>;
+
 /// A whole page: the shell around `main`.
-pub fn page(shell: Shell<'_>, csrf: &str, generation: u64, main: Markup) -> Markup {
+pub fn page(
+    shell: Shell<'_>,
+    csrf: &str,
+    signed_in: SignedIn<'_>,
+    generation: u64,
+    main: Markup,
+) -> Markup {
     let Shell {
         title,
         nav,
@@ -58,6 +68,13 @@ pub fn page(shell: Shell<'_>, csrf: &str, generation: u64, main: Markup) -> Mark
                     nav aria-label="Main" {
                         a href="/" aria-current=[(nav == Nav::Overview).then_some("page")] { "Overview" }
                         a href="/inventory" aria-current=[(nav == Nav::Inventory).then_some("page")] { "Inventory" }
+                    }
+                    @if let Some(user) = signed_in {
+                        span.user data-user=(user) { (user) }
+                        form.logout method="post" action="/logout" {
+                            (csrf_field(csrf))
+                            button type="submit" data-action="logout" { "Sign out" }
+                        }
                     }
                     span #live role="status" aria-live="polite" data-live="connecting" { "connecting…" }
                 }

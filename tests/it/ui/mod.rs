@@ -5,6 +5,7 @@
 
 mod access;
 mod browser;
+mod served;
 
 use std::path::Path;
 

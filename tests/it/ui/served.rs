@@ -1,0 +1,604 @@
+//! `hossted-operator ui --serve` against a real OIDC provider (Ory Hydra,
+//! with the test's login app) and a real apiserver: signed-in users see
+//! and do what their RBAC allows, each request impersonating them; the
+//! UI's own identity may only impersonate; no session, a forged or ended
+//! one, an expired one, a missing CSRF token or another origin changes
+//! nothing.
+//!
+//! The "browser" here is a cookie jar over HTTP (every server is on
+//! 127.0.0.1, where cookies are shared across ports as in a browser).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use apis::helmapp::HelmApp;
+use envtest::Hydra;
+use k8s_openapi::api::core::v1::Event;
+use kube::Api;
+use kube::api::ListParams;
+use serde_json::json;
+
+use crate::support::*;
+
+const CLIENT_ID: &str = "hossted-ui";
+
+/// The UI's identity may impersonate users and groups, nothing else; the
+/// reader lists HelmApps and writes Events; team-a edits HelmApps in
+/// team-a, viewers only read them.
+const RBAC: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: hossted-ui-impersonator }
+rules:
+- apiGroups: [""]
+  resources: [users, groups]
+  verbs: [impersonate]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: hossted-ui-impersonator }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hossted-ui-impersonator }
+subjects: [{ kind: User, name: ui-sa, apiGroup: rbac.authorization.k8s.io }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: { name: hossted-ui-reader }
+rules:
+- apiGroups: [hossted.com]
+  resources: [helmapps, helmappsets]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: { name: hossted-ui-reader }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: hossted-ui-reader }
+subjects: [{ kind: User, name: "hossted-ui:reader", apiGroup: rbac.authorization.k8s.io }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: editor, namespace: team-a }
+rules:
+- apiGroups: [hossted.com]
+  resources: [helmapps, helmappsets]
+  verbs: [get, list, watch, patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: team-a-edits, namespace: team-a }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: editor }
+subjects: [{ kind: Group, name: team-a, apiGroup: rbac.authorization.k8s.io }]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: { name: viewer, namespace: team-a }
+rules:
+- apiGroups: [hossted.com]
+  resources: [helmapps, helmappsets]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: { name: viewers-read, namespace: team-a }
+roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: viewer }
+subjects: [{ kind: Group, name: viewers, apiGroup: rbac.authorization.k8s.io }]
+"#;
+
+/// One answer, with every cookie it set.
+#[derive(Debug)]
+struct Answer {
+    /// The URL asked.
+    url: String,
+    status: u16,
+    location: Option<String>,
+    refusal: Option<String>,
+    body: String,
+}
+
+/// A cookie jar over HTTP, redirects followed by hand.
+#[derive(Default)]
+struct Jar {
+    cookies: BTreeMap<String, String>,
+}
+
+impl Jar {
+    fn header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// One request; the cookies it sets kept (`Max-Age=0` removes).
+    async fn go(
+        &mut self,
+        method: &'static str,
+        url: &str,
+        form: Option<String>,
+        extra: &[(&str, &str)],
+    ) -> Answer {
+        let (url, cookie) = (url.to_string(), self.header());
+        let extra: Vec<(String, String)> = extra
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (answer, set) = tokio::task::spawn_blocking(move || {
+            let agent: ureq::Agent = ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .max_redirects(0)
+                .build()
+                .into();
+            let mut r = if method == "POST" {
+                let mut req = agent
+                    .post(&url)
+                    .header("Content-Type", "application/x-www-form-urlencoded");
+                if !cookie.is_empty() {
+                    req = req.header("Cookie", &cookie);
+                }
+                for (k, v) in &extra {
+                    req = req.header(k, v);
+                }
+                req.send(form.unwrap_or_default()).unwrap()
+            } else {
+                let mut req = agent.get(&url);
+                if !cookie.is_empty() {
+                    req = req.header("Cookie", &cookie);
+                }
+                for (k, v) in &extra {
+                    req = req.header(k, v);
+                }
+                req.call().unwrap()
+            };
+            let header = |name: &str| {
+                r.headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_string)
+            };
+            let set: Vec<String> = r
+                .headers()
+                .get_all("set-cookie")
+                .iter()
+                .filter_map(|v| v.to_str().ok().map(str::to_string))
+                .collect();
+            let (location, refusal) = (header("location"), header("x-refusal"));
+            let answer = Answer {
+                url: url.clone(),
+                status: r.status().as_u16(),
+                location,
+                refusal,
+                body: r.body_mut().read_to_string().unwrap_or_default(),
+            };
+            (answer, set)
+        })
+        .await
+        .unwrap();
+        for c in set {
+            let pair = c.split(';').next().unwrap_or_default();
+            let Some((name, value)) = pair.split_once('=') else {
+                continue;
+            };
+            let removed = c
+                .split(';')
+                .any(|a| a.trim().eq_ignore_ascii_case("Max-Age=0"))
+                || value.is_empty();
+            if removed {
+                self.cookies.remove(name.trim());
+            } else {
+                self.cookies
+                    .insert(name.trim().to_string(), value.to_string());
+            }
+        }
+        answer
+    }
+
+    /// GET `url`, following redirects (relative ones against `base`).
+    async fn follow(&mut self, base: &str, url: &str) -> Answer {
+        let mut url = url.to_string();
+        for _ in 0..20 {
+            let a = self.go("GET", &url, None, &[]).await;
+            match (a.status, &a.location) {
+                (301..=303 | 307 | 308, Some(next)) => {
+                    url = if next.starts_with('/') {
+                        format!("{base}{next}")
+                    } else {
+                        next.clone()
+                    };
+                }
+                _ => return a,
+            }
+        }
+        panic!("more than 20 redirects from {url}");
+    }
+}
+
+/// The value of `name="<field>" value="…"` in a form.
+fn field(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let at = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no {name} in {html}"));
+    let rest = &html[at + marker.len()..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+/// A served UI, killed when dropped.
+struct Served {
+    child: tokio::process::Child,
+    url: String,
+    log: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Served {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// The cluster, its RBAC, HelmApps in team-a and team-b, Hydra with alice
+/// (team-a) and bob (viewers), and the UI served as `ui-sa`.
+async fn setup(f: &Fixture, id_token_ttl: Option<Duration>) -> (Hydra, Served) {
+    f.helmapp_crd().await;
+    for ns in ["team-a", "team-b"] {
+        f.namespace(ns).await;
+    }
+    let file = f.cp.dir().join("served-rbac.yaml");
+    std::fs::write(&file, RBAC).unwrap();
+    f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+    apply_helmapp(f, "team-a", "web", json!({ "chart": { "path": "tiny" } })).await;
+    apply_helmapp(f, "team-b", "db", json!({ "chart": { "path": "tiny" } })).await;
+
+    let hydra = Hydra::start(
+        f.cp.assets(),
+        &[("alice", &["team-a"]), ("bob", &["viewers"])],
+        id_token_ttl,
+    )
+    .await
+    .expect("hydra starts");
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    hydra
+        .client(CLIENT_ID, "ui-client-secret", &format!("{url}/callback"))
+        .expect("the UI's client registered");
+    let secret = f.cp.dir().join("oidc-client-secret");
+    std::fs::write(&secret, "ui-client-secret\n").unwrap();
+    let kubeconfig = f.cp.kubeconfig_for_user("ui-sa", None).unwrap();
+    let log = f.cp.dir().join(format!("served-ui-{port}.log"));
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_hossted-operator"));
+    cmd.args(["ui", "--serve", "--listen"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["--public-url", &url, "--oidc-issuer", hydra.issuer()])
+        .args(["--oidc-client-id", CLIENT_ID, "--oidc-client-secret-file"])
+        .arg(&secret)
+        .args(["--oidc-scopes", "openid,email,profile,groups"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+        .kill_on_drop(true);
+    let child = cmd.spawn().expect("the UI runs");
+    let served = Served { child, url, log };
+    let health = format!("{}/healthz", served.url);
+    let mut jar = Jar::default();
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+            && jar.go("GET", &health, None, &[]).await.status == 200
+        {
+            return (hydra, served);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!(
+        "the served UI did not answer /healthz in 60 s:\n{}",
+        served.log()
+    );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Signs `user` in through the provider's login form: the jar then holds
+/// the session; the overview's HTML.
+async fn sign_in(ui: &Served, user: &str) -> (Jar, String) {
+    let mut jar = Jar::default();
+    let form_page = jar.follow(&ui.url, &format!("{}/", ui.url)).await;
+    assert_eq!(form_page.status, 200, "{form_page:?}");
+    assert!(
+        form_page.body.contains("id=\"username\""),
+        "{}",
+        form_page.body
+    );
+    let challenge = field(&form_page.body, "challenge");
+    // The form posts to `/login` of the app that served it.
+    let origin: String = form_page
+        .url
+        .split('/')
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("/");
+    let login = jar
+        .go(
+            "POST",
+            &format!("{origin}/login"),
+            Some(format!(
+                "challenge={challenge}&username={user}&password={}",
+                envtest::hydra::password_of(user)
+            )),
+            &[],
+        )
+        .await;
+    assert_eq!(login.status, 302, "{login:?}");
+    let overview = jar
+        .follow(&ui.url, login.location.as_deref().unwrap())
+        .await;
+    assert_eq!(overview.status, 200, "{overview:?}\n{}", ui.log());
+    assert!(
+        overview.body.contains(&format!("data-user=\"{user}\"")),
+        "not signed in as {user}: {}",
+        overview.body
+    );
+    (jar, overview.body)
+}
+
+fn csrf_of(html: &str) -> String {
+    super::csrf_of(html)
+}
+
+fn lists_app(html: &str, ns: &str, name: &str) -> bool {
+    super::lists_app(html, ns, name)
+}
+
+async fn events_by(f: &Fixture, ns: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(f.cp.client(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .collect()
+}
+
+fn user_of(e: &Event) -> Option<String> {
+    e.metadata
+        .annotations
+        .as_ref()?
+        .get("hossted.com/user")
+        .cloned()
+}
+
+async fn annotation(f: &Fixture, ns: &str, name: &str, key: &str) -> Option<String> {
+    let app = Api::<HelmApp>::namespaced(f.cp.client(), ns)
+        .get(name)
+        .await
+        .unwrap();
+    app.metadata.annotations?.get(key).cloned()
+}
+
+#[tokio::test]
+async fn signed_in_users_see_and_do_what_their_rbac_allows_as_themselves() {
+    let f = Fixture::new().await;
+    let (_hydra, ui) = setup(&f, None).await;
+
+    // The UI's own identity, without impersonation, reads nothing.
+    let own = f.cp.kubeconfig_for_user("ui-sa", None).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&own).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let alone = kube::Client::try_from(config).unwrap();
+    for api in [
+        Api::<HelmApp>::all(alone.clone()),
+        Api::<HelmApp>::namespaced(alone.clone(), "team-a"),
+    ] {
+        match api.list(&ListParams::default()).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 403),
+            other => panic!("the UI's identity alone listed HelmApps: {other:?}"),
+        }
+    }
+
+    let (mut alice, overview) = sign_in(&ui, "alice").await;
+    assert!(lists_app(&overview, "team-a", "web"), "{overview}");
+    assert!(
+        !lists_app(&overview, "team-b", "db"),
+        "team-b shown to alice"
+    );
+    let other = alice
+        .go("GET", &format!("{}/app/team-b/db", ui.url), None, &[])
+        .await;
+    assert_eq!(other.status, 404, "team-b's app shown to alice");
+
+    // Reconcile and suspend, as alice: written, and an Event names her.
+    let page = alice
+        .go("GET", &format!("{}/app/team-a/web", ui.url), None, &[])
+        .await;
+    assert_eq!(page.status, 200);
+    let csrf = csrf_of(&page.body);
+    for action in ["reconcile", "suspend"] {
+        let done = alice
+            .go(
+                "POST",
+                &format!("{}/app/team-a/web/{action}", ui.url),
+                Some(format!("csrf={csrf}")),
+                &[],
+            )
+            .await;
+        assert_eq!(done.status, 303, "{action}: {done:?}");
+    }
+    assert!(
+        annotation(&f, "team-a", "web", "hossted.com/reconcile-at")
+            .await
+            .is_some()
+    );
+    assert_eq!(
+        annotation(&f, "team-a", "web", "hossted.com/suspended-by")
+            .await
+            .as_deref(),
+        Some("alice")
+    );
+    for reason in ["ReconcileRequestedBy", "SuspendedBy"] {
+        let named: Vec<_> = events_by(&f, "team-a", reason)
+            .await
+            .iter()
+            .filter_map(user_of)
+            .collect();
+        assert_eq!(named, vec!["alice".to_string()], "{reason}");
+    }
+
+    // bob may read team-a, not patch: the apiserver's 403, nothing written.
+    let before = annotation(&f, "team-a", "web", "hossted.com/reconcile-at").await;
+    let (mut bob, overview) = sign_in(&ui, "bob").await;
+    assert!(lists_app(&overview, "team-a", "web"));
+    let page = bob
+        .go("GET", &format!("{}/app/team-a/web", ui.url), None, &[])
+        .await;
+    let csrf = csrf_of(&page.body);
+    let refused = bob
+        .go(
+            "POST",
+            &format!("{}/app/team-a/web/reconcile", ui.url),
+            Some(format!("csrf={csrf}")),
+            &[],
+        )
+        .await;
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(
+        refused.body.contains("data-error-status=\"403\""),
+        "{}",
+        refused.body
+    );
+    assert_eq!(
+        annotation(&f, "team-a", "web", "hossted.com/reconcile-at").await,
+        before
+    );
+    let named: Vec<_> = events_by(&f, "team-a", "ReconcileRequestedBy")
+        .await
+        .iter()
+        .filter_map(user_of)
+        .collect();
+    assert_eq!(named, vec!["alice".to_string()], "an Event named bob");
+}
+
+#[tokio::test]
+async fn no_forged_ended_expired_or_unchecked_session_changes_anything() {
+    let f = Fixture::new().await;
+    let (_hydra, ui) = setup(&f, Some(Duration::from_secs(8))).await;
+    let reconcile = format!("{}/app/team-a/web/reconcile", ui.url);
+    let written = || async { annotation(&f, "team-a", "web", "hossted.com/reconcile-at").await };
+
+    // No session: a page goes to sign in; a stream or a form is refused.
+    let mut none = Jar::default();
+    let page = none.go("GET", &format!("{}/", ui.url), None, &[]).await;
+    assert_eq!(page.status, 303);
+    assert!(
+        page.location
+            .as_deref()
+            .is_some_and(|l| l.starts_with("/login?")),
+        "{page:?}"
+    );
+    let stream = none
+        .go("GET", &format!("{}/events", ui.url), None, &[])
+        .await;
+    assert_eq!(
+        (stream.status, stream.refusal.as_deref()),
+        (403, Some("NoSession"))
+    );
+    let post = none
+        .go("POST", &reconcile, Some("csrf=x".into()), &[])
+        .await;
+    assert_eq!(
+        (post.status, post.refusal.as_deref()),
+        (403, Some("NoSession"))
+    );
+
+    // A forged session cookie: not admitted.
+    let mut forged = Jar::default();
+    forged
+        .cookies
+        .insert("hossted-ui-session".into(), "0".repeat(64));
+    let post = forged
+        .go("POST", &reconcile, Some("csrf=x".into()), &[])
+        .await;
+    assert_eq!(
+        (post.status, post.refusal.as_deref()),
+        (403, Some("NoSession"))
+    );
+
+    // Signed in, but no CSRF token, a wrong one, or another origin.
+    let (mut alice, overview) = sign_in(&ui, "alice").await;
+    let csrf = csrf_of(&overview);
+    for (form, origin, refusal) in [
+        (String::new(), None, "NoCsrf"),
+        ("csrf=wrong".to_string(), None, "NoCsrf"),
+        (
+            format!("csrf={csrf}"),
+            Some("http://evil.example"),
+            "ForeignOrigin",
+        ),
+    ] {
+        let extra: Vec<(&str, &str)> = origin.iter().map(|o| ("Origin", *o)).collect();
+        let post = alice.go("POST", &reconcile, Some(form), &extra).await;
+        assert_eq!((post.status, post.refusal.as_deref()), (403, Some(refusal)));
+    }
+    assert_eq!(written().await, None, "a refused request wrote");
+
+    // Logout ends the session on the server: the old cookie admits no one.
+    let session = alice.cookies["hossted-ui-session"].clone();
+    let out = alice
+        .go(
+            "POST",
+            &format!("{}/logout", ui.url),
+            Some(format!("csrf={csrf}")),
+            &[],
+        )
+        .await;
+    assert_eq!(out.status, 303, "{out:?}");
+    let mut replay = Jar::default();
+    replay.cookies.insert("hossted-ui-session".into(), session);
+    let post = replay
+        .go("POST", &reconcile, Some(format!("csrf={csrf}")), &[])
+        .await;
+    assert_eq!(
+        (post.status, post.refusal.as_deref()),
+        (403, Some("NoSession"))
+    );
+
+    // A session whose ID token expired (8 s) admits no one.
+    let (mut late, overview) = sign_in(&ui, "alice").await;
+    let csrf = csrf_of(&overview);
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let post = late
+        .go("POST", &reconcile, Some(format!("csrf={csrf}")), &[])
+        .await;
+    assert_eq!(
+        (post.status, post.refusal.as_deref()),
+        (403, Some("NoSession"))
+    );
+    assert_eq!(written().await, None, "a refused request wrote");
+}
