@@ -213,6 +213,24 @@ impl Live {
         touched_in(&self.recent.lock(), key, since, now)
     }
 
+    /// The keys (`kind/namespace/name`) changes after generation `since`,
+    /// up to `now`, touched — `None` when they are no longer all
+    /// remembered.
+    pub fn touched_keys(&self, since: u64, now: u64) -> Option<Vec<String>> {
+        let recent = self.recent.lock();
+        let oldest = recent.front().map_or(u64::MAX, |(g, _)| *g);
+        if since + 1 < oldest && since < now {
+            return None;
+        }
+        Some(
+            recent
+                .iter()
+                .filter(|(g, _)| *g > since && *g <= now)
+                .map(|(_, k)| k.clone())
+                .collect(),
+        )
+    }
+
     /// A receiver woken on every change.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()

@@ -188,8 +188,15 @@ impl Served {
         let (url, pending) = provider.begin(local_path(return_to));
         let mut sign_ins = self.sign_ins.lock();
         sign_ins.retain(|_, (_, at)| at.elapsed() < SIGN_IN_TIMEOUT);
-        if sign_ins.len() >= MAX_SIGN_INS {
-            return Err(SignInError::Full);
+        // Anyone may begin a sign-in: when full, the oldest goes (a flood
+        // of them refuses no one's new sign-in).
+        if sign_ins.len() >= MAX_SIGN_INS
+            && let Some(oldest) = sign_ins
+                .iter()
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            sign_ins.remove(&oldest);
         }
         let state = pending.state.clone();
         sign_ins.insert(state.clone(), (pending, Instant::now()));

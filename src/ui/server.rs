@@ -200,7 +200,7 @@ fn decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-async fn handle(ui: &Ui, req: Request<Incoming>) -> Response<Body> {
+async fn handle(ui: &Arc<Ui>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let params = query(req.uri().query().unwrap_or(""));
     let segments: Vec<String> = path
@@ -960,7 +960,7 @@ async fn named_event(served: &Served, ns: &str, name: &str, action: &str, user: 
 /// 15 s so a closed browser is noticed. With `watch` (`HelmApp/ns/name`,
 /// what a page about one object asks for), only generations that touched
 /// that object are sent.
-fn events(ui: &Ui, viewer: &Viewer, watch: Option<String>) -> Response<Body> {
+fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body> {
     let guard = match (&ui.access, &viewer.session) {
         (Access::Served(served), Some(session)) => match served.open_stream(session) {
             Some(guard) => Some(guard),
@@ -974,35 +974,77 @@ fn events(ui: &Ui, viewer: &Viewer, watch: Option<String>) -> Response<Body> {
     };
     let mut rx = ui.live.subscribe();
     let first = *rx.borrow_and_update();
-    let initial = futures::stream::once(async move { Ok::<_, Infallible>(sse(first)) });
-    let live = ui.live.clone();
-    // The guard lives as long as the stream: the session's count of open
-    // streams drops when the browser goes away.
-    let updates = futures::stream::unfold((rx, first, guard), move |(mut rx, mut sent, guard)| {
-        let (live, watch) = (live.clone(), watch.clone());
-        async move {
-            loop {
-                tokio::select! {
-                    changed = rx.changed() => {
-                        changed.ok()?;
-                        let g = *rx.borrow_and_update();
-                        if watch.as_deref().is_some_and(|key| !live.touched(key, sent, g)) {
-                            continue;
-                        }
-                        sent = g;
-                        return Some((Ok(sse(g)), (rx, sent, guard)));
+    // The stream's frames are made by a task of their own (the checks of a
+    // signed-in user's access are requests) and handed over one at a
+    // time: when the browser goes away, the next hand-over fails and the
+    // task ends, with it the guard counting the session's streams.
+    let (tx, frames) = tokio::sync::mpsc::channel::<Frame<Bytes>>(1);
+    let (live, session, ui) = (ui.live.clone(), viewer.session.clone(), ui.clone());
+    tokio::spawn(async move {
+        let _guard = guard;
+        let mut sent = first;
+        if tx.send(sse(first)).await.is_err() {
+            return;
+        }
+        loop {
+            let frame = tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return;
                     }
-                    () = tokio::time::sleep(Duration::from_secs(15)) => {
-                        let keep_alive = Frame::data(Bytes::from_static(b": keep-alive\n\n"));
-                        return Some((Ok(keep_alive), (rx, sent, guard)));
+                    let g = *rx.borrow_and_update();
+                    if watch.as_deref().is_some_and(|key| !live.touched(key, sent, g)) {
+                        continue;
                     }
+                    // A signed-in user hears of changes in namespaces they
+                    // may see only: not even when another team's app
+                    // changed.
+                    if let (Access::Served(served), Some(session)) = (&ui.access, &session)
+                        && !touched_visible(&live, served, session, sent, g).await
+                    {
+                        continue;
+                    }
+                    sent = g;
+                    sse(g)
                 }
+                () = tokio::time::sleep(Duration::from_secs(15)) => {
+                    Frame::data(Bytes::from_static(b": keep-alive\n\n"))
+                }
+            };
+            if tx.send(frame).await.is_err() {
+                return;
             }
         }
     });
-    use futures::StreamExt;
-    let body = BodyExt::boxed(StreamBody::new(initial.chain(updates)));
+    let stream = futures::stream::unfold(frames, |mut frames| async move {
+        let frame = frames.recv().await?;
+        Some((Ok::<_, Infallible>(frame), frames))
+    });
+    let body = BodyExt::boxed(StreamBody::new(stream));
     respond(StatusCode::OK, "text/event-stream", body)
+}
+
+/// Whether a change after generation `since`, up to `now`, touched an
+/// object in a namespace `session`'s user may see (`true` also when the
+/// changes since are no longer all remembered).
+async fn touched_visible(
+    live: &Live,
+    served: &Served,
+    session: &Session,
+    since: u64,
+    now: u64,
+) -> bool {
+    let Some(keys) = live.touched_keys(since, now) else {
+        return true;
+    };
+    let namespaces: std::collections::BTreeSet<&str> =
+        keys.iter().filter_map(|k| k.split('/').nth(1)).collect();
+    for ns in namespaces {
+        if served.may_list(session, ns).await {
+            return true;
+        }
+    }
+    false
 }
 
 /// One server-sent event: the generation.

@@ -372,6 +372,55 @@ fn lists_app(html: &str, ns: &str, name: &str) -> bool {
     super::lists_app(html, ns, name)
 }
 
+/// A live stream (`/events`) read as raw bytes: each `data:` line is one
+/// event.
+struct LiveStream {
+    stream: tokio::net::TcpStream,
+    buf: Vec<u8>,
+    seen: usize,
+}
+
+impl LiveStream {
+    async fn open(ui: &Served, jar: &Jar) -> LiveStream {
+        use tokio::io::AsyncWriteExt;
+        let host = ui.url.trim_start_matches("http://").to_string();
+        let mut stream = tokio::net::TcpStream::connect(&host).await.unwrap();
+        let request = format!(
+            "GET /events HTTP/1.1\r\nHost: {host}\r\nCookie: {}\r\nAccept: text/event-stream\r\n\r\n",
+            jar.header()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        LiveStream {
+            stream,
+            buf: Vec::new(),
+            seen: 0,
+        }
+    }
+
+    /// The next event's generation, if one comes within `wait`.
+    async fn next_event(&mut self, wait: Duration) -> Option<u64> {
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let text = String::from_utf8_lossy(&self.buf).into_owned();
+            let events: Vec<u64> = text
+                .split("data: ")
+                .skip(1)
+                .filter_map(|rest| rest.split('\n').next()?.trim().parse().ok())
+                .collect();
+            if events.len() > self.seen {
+                self.seen += 1;
+                return Some(events[self.seen - 1]);
+            }
+            let mut chunk = [0u8; 4096];
+            match tokio::time::timeout_at(deadline, self.stream.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
+                _ => return None,
+            }
+        }
+    }
+}
+
 async fn events_by(f: &Fixture, ns: &str, reason: &str) -> Vec<Event> {
     Api::<Event>::namespaced(f.cp.client(), ns)
         .list(&ListParams::default())
@@ -428,6 +477,31 @@ async fn signed_in_users_see_and_do_what_their_rbac_allows_as_themselves() {
     assert!(
         !lists_app(&overview, "team-b", "db"),
         "team-b shown to alice"
+    );
+
+    // Her live stream hears of team-a's changes, not of team-b's.
+    let mut stream = LiveStream::open(&ui, &alice).await;
+    stream
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("the first event");
+    let touch = |ns: &'static str, name: &'static str| {
+        let f = &f;
+        async move {
+            let labels = json!({ "metadata": { "labels": { "touched": "yes" } } });
+            patch_helmapp(f, ns, name, labels).await
+        }
+    };
+    touch("team-b", "db").await;
+    assert_eq!(
+        stream.next_event(Duration::from_secs(4)).await,
+        None,
+        "alice's stream told of a change in team-b"
+    );
+    touch("team-a", "web").await;
+    assert!(
+        stream.next_event(Duration::from_secs(15)).await.is_some(),
+        "alice's stream did not tell of a change in team-a"
     );
     let other = alice
         .go("GET", &format!("{}/app/team-b/db", ui.url), None, &[])
