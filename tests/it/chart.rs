@@ -458,3 +458,113 @@ fn shards_add_one_deployment_each_with_its_own_pods() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `ui.enabled` (docs/ui.md "Served in the cluster"): `ui --serve` with
+/// sign-in flags and the client secret as a mounted file (never an
+/// argument), a ServiceAccount whose one permission is impersonating users
+/// and groups, the reader user's read of HelmApps and HelmAppSets, a
+/// Service, the Ingress when asked; neither sign-in nor `anonymous:
+/// read-only`: refused, saying what to set.
+#[test]
+fn the_served_ui_only_impersonates_and_needs_sign_in_or_read_only() {
+    let values = [
+        "ui.enabled=true",
+        "ui.oidc.issuer=https://id.example.com",
+        "ui.oidc.clientID=hossted-ui",
+        "ui.publicURL=https://ui.example.com",
+        "ui.ingress.enabled=true",
+        "ui.ingress.host=ui.example.com",
+    ];
+    let mut lint = tool("helm");
+    lint.arg("lint").arg(chart_dir()).arg("--strict");
+    for v in values {
+        lint.args(["--set", v]);
+    }
+    output_ok(&mut lint);
+    let objects = rendered(&values);
+    let deployment = &objects["Deployment/hossted-ui"];
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "hossted-ui");
+    let args: Vec<String> = serde_json::from_value(pod["containers"][0]["args"].clone()).unwrap();
+    for want in [
+        "--serve",
+        "--oidc-issuer=https://id.example.com",
+        "--oidc-client-id=hossted-ui",
+        "--public-url=https://ui.example.com",
+        "--oidc-client-secret-file=/etc/hossted-ui/oidc/client-secret",
+    ] {
+        assert!(args.contains(&want.to_string()), "{want} not in {args:?}");
+    }
+    assert!(
+        !args.iter().any(|a| a.starts_with("--anonymous")),
+        "{args:?}"
+    );
+    assert_eq!(
+        pod["volumes"][0]["secret"]["secretName"], "hossted-ui-oidc",
+        "the client secret is mounted"
+    );
+    assert_eq!(
+        objects["ClusterRole/hossted-ui-impersonator"]["rules"],
+        json!([{ "apiGroups": [""], "resources": ["users", "groups"], "verbs": ["impersonate"] }]),
+        "the UI's identity may impersonate, nothing else"
+    );
+    let subjects = &objects["ClusterRoleBinding/hossted-ui-impersonator"]["subjects"];
+    assert_eq!(
+        subjects,
+        &json!([{ "kind": "ServiceAccount", "name": "hossted-ui", "namespace": "hossted-operator" }])
+    );
+    assert_eq!(
+        objects["ClusterRoleBinding/hossted-ui-reader"]["subjects"][0]["name"],
+        "hossted-ui:reader"
+    );
+    // No other binding names the UI's ServiceAccount.
+    let binds_ui = |o: &Value| {
+        o["subjects"].as_array().is_some_and(|s| {
+            s.iter()
+                .any(|s| s["kind"] == "ServiceAccount" && s["name"] == "hossted-ui")
+        })
+    };
+    let bindings: Vec<&String> = objects.keys().filter(|k| binds_ui(&objects[*k])).collect();
+    assert_eq!(
+        bindings,
+        vec!["ClusterRoleBinding/hossted-ui-impersonator"],
+        "the UI's ServiceAccount is bound to another role"
+    );
+    assert_eq!(
+        objects["Service/hossted-ui"]["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(
+        objects["Ingress/hossted-ui"]["spec"]["rules"][0]["host"],
+        "ui.example.com"
+    );
+    // Read-only to anyone, when asked.
+    let anonymous = rendered(&["ui.enabled=true", "ui.anonymous=read-only"]);
+    let args: Vec<String> = serde_json::from_value(
+        anonymous["Deployment/hossted-ui"]["spec"]["template"]["spec"]["containers"][0]["args"]
+            .clone(),
+    )
+    .unwrap();
+    assert!(
+        args.contains(&"--anonymous=read-only".to_string()),
+        "{args:?}"
+    );
+    // Neither: refused, saying what to set.
+    let out = tool("helm")
+        .args(["template", "x"])
+        .arg(chart_dir())
+        .args(["--set", "ui.enabled=true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set ui.oidc.issuer"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Off by default: nothing of it.
+    assert!(
+        !rendered(&[]).keys().any(|k| k.contains("hossted-ui")),
+        "the UI is rendered without ui.enabled"
+    );
+}
