@@ -28,7 +28,7 @@ fn shots_dir() -> PathBuf {
 
 /// Waits for `css` on the current page (live updates may bring it).
 /// On a timeout the page is shot (`ui-failed.png`) and its `<main>` said.
-async fn shown(b: &Browser, css: &str) -> fantoccini::elements::Element {
+pub(crate) async fn shown(b: &Browser, css: &str) -> fantoccini::elements::Element {
     match b
         .client
         .wait()
@@ -88,7 +88,7 @@ async fn low_contrast(b: &Browser) -> serde_json::Value {
     b.client.execute(script, vec![]).await.unwrap()
 }
 
-async fn shoot(b: &Browser, name: &str) {
+pub(crate) async fn shoot(b: &Browser, name: &str) {
     let png = b.client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     std::fs::write(shots_dir().join(format!("ui-{name}.png")), png).unwrap();

@@ -676,3 +676,73 @@ async fn no_forged_ended_expired_or_unchecked_session_changes_anything() {
     );
     assert_eq!(written().await, None, "a refused request wrote");
 }
+
+/// In a real Chromium: alice signs in through the provider's login form,
+/// sees team-a only, reconciles her app (the HelmApp gets the request and
+/// an Event naming her), and signs out (the page says so; the UI then
+/// sends her to sign in again).
+#[tokio::test]
+async fn in_chromium_alice_signs_in_at_the_provider_reconciles_and_signs_out() {
+    use super::browser::{shoot, shown};
+    use envtest::browser::Browser;
+    use envtest::fantoccini::Locator;
+
+    let f = Fixture::new().await;
+    let (_hydra, ui) = setup(&f, None).await;
+    let b = Browser::start(1280, 900).await.unwrap();
+    b.client.goto(&format!("{}/", ui.url)).await.unwrap();
+    // The provider's login form (the test's login app, behind Hydra).
+    shown(&b, "#username")
+        .await
+        .send_keys("alice")
+        .await
+        .unwrap();
+    shown(&b, "#password")
+        .await
+        .send_keys(&envtest::hydra::password_of("alice"))
+        .await
+        .unwrap();
+    shown(&b, "#sign-in").await.click().await.unwrap();
+    // Back in the UI, signed in: team-a's app, not team-b's.
+    shown(&b, r#"[data-user="alice"]"#).await;
+    shown(&b, r#"tr[data-app="team-a/web"]"#).await;
+    let other = b
+        .client
+        .find_all(Locator::Css(r#"tr[data-app="team-b/db"]"#))
+        .await
+        .unwrap();
+    assert!(other.is_empty(), "team-b's app shown to alice");
+    shoot(&b, "served-overview").await;
+
+    b.client
+        .goto(&format!("{}/app/team-a/web", ui.url))
+        .await
+        .unwrap();
+    shown(&b, r#"button[data-action="reconcile"]"#)
+        .await
+        .click()
+        .await
+        .unwrap();
+    eventually("the reconcile request written", 30, || async {
+        annotation(&f, "team-a", "web", "hossted.com/reconcile-at").await
+    })
+    .await;
+    let named: Vec<_> = events_by(&f, "team-a", "ReconcileRequestedBy")
+        .await
+        .iter()
+        .filter_map(user_of)
+        .collect();
+    assert_eq!(named, vec!["alice".to_string()]);
+
+    shown(&b, r#"button[data-action="logout"]"#)
+        .await
+        .click()
+        .await
+        .unwrap();
+    shown(&b, r#"[data-signed-out="200"]"#).await;
+    b.client.goto(&format!("{}/", ui.url)).await.unwrap();
+    // Signed out: the provider's form again (Hydra remembers no one here:
+    // its session is not asked to remember).
+    shown(&b, "#username").await;
+    b.close().await;
+}
