@@ -727,11 +727,16 @@ async fn in_chromium_alice_signs_in_at_the_provider_reconciles_and_signs_out() {
         annotation(&f, "team-a", "web", "hossted.com/reconcile-at").await
     })
     .await;
-    let named: Vec<_> = events_by(&f, "team-a", "ReconcileRequestedBy")
-        .await
-        .iter()
-        .filter_map(user_of)
-        .collect();
+    // The Event follows the write (the click does not wait for either).
+    let named = eventually("an Event naming who reconciled", 30, || async {
+        let named: Vec<String> = events_by(&f, "team-a", "ReconcileRequestedBy")
+            .await
+            .iter()
+            .filter_map(user_of)
+            .collect();
+        (!named.is_empty()).then_some(named)
+    })
+    .await;
     assert_eq!(named, vec!["alice".to_string()]);
 
     shown(&b, r#"button[data-action="logout"]"#)
