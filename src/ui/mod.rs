@@ -21,12 +21,20 @@ mod served;
 mod server;
 mod session;
 mod state;
+mod tree;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 pub use live::Scope;
+
+/// The annotation of a `…By` Event of the served view naming the user who
+/// acted.
+pub const EVENT_USER: &str = "hossted.com/user";
+/// The annotation of an `ApprovedBy` Event naming the configuration hash
+/// approved.
+pub const EVENT_CONFIG_HASH: &str = "hossted.com/config-hash";
 
 /// `kubectl hossted ui`.
 #[derive(Debug, clap::Args)]

@@ -27,6 +27,7 @@ use super::live::Live;
 use super::pages::{self, Nav, Shell, overview::Filter};
 use super::served::{self, Served, Session};
 use super::session::{Gate, Refusal};
+use super::{EVENT_CONFIG_HASH, EVENT_USER};
 use crate::plugin::approve::{Refused, approve};
 use crate::plugin::ask::{Ask, ask_now};
 
@@ -263,6 +264,15 @@ async fn handle(ui: &Arc<Ui>, req: Request<Incoming>) -> Response<Body> {
                 Some(app) => pending_page(ui, &viewer, &app, fragment).await,
                 None => not_found(ui, &viewer, &format!("HelmApp {ns}/{name}"), fragment),
             }
+        }
+        (Method::GET, ["logs", ns, pod]) => {
+            let container = params.get("container").cloned().unwrap_or_default();
+            let lines = params.get("lines").and_then(|l| l.parse().ok());
+            logs_page(ui, &viewer, ns, pod, &container, lines, fragment).await
+        }
+        (Method::GET, ["logs", ns, pod, "stream"]) => {
+            let container = params.get("container").cloned().unwrap_or_default();
+            logs_stream(ui, &viewer, ns, pod, &container)
         }
         (Method::POST, ["logout"]) => logout(ui, &viewer, req).await,
         (Method::POST, ["app", ns, name, action]) => {
@@ -706,19 +716,22 @@ async fn app_page(ui: &Ui, viewer: &Viewer, app: &HelmApp, fragment: bool) -> Re
             inventory: Vec::new(),
             drift: Vec::new(),
             values: hidden(),
+            tree: Ok(Vec::new()),
         }
     } else {
-        let (events, inventory, drift, values) = tokio::join!(
+        let (events, inventory, drift, values, tree) = tokio::join!(
             details::events(client, app),
             details::inventory(client, &ui.kinds, app),
             details::drift(client, &ui.kinds, app),
             details::values(client, app),
+            super::tree::tree(client, app),
         );
         pages::app::Details {
             events,
             inventory,
             drift,
             values,
+            tree,
         }
     };
     let main = pages::app::main(app, &d, &viewer.csrf, chrono::Utc::now());
@@ -849,7 +862,8 @@ async fn act(
     match done {
         Ok(()) => {
             if let (Access::Served(served), Some(user)) = (&ui.access, viewer.signed_in()) {
-                named_event(served, ns, name, action, user).await;
+                let hash = form.get("hash").filter(|_| action == "approve");
+                named_event(served, ns, name, action, user, hash.map(String::as_str)).await;
             }
             redirect(&pages::app_href(ns, name))
         }
@@ -892,8 +906,6 @@ fn error_page(
 
 /// The annotation naming who suspended a HelmApp in the served UI.
 pub const SUSPENDED_BY: &str = "hossted.com/suspended-by";
-/// The annotation of a `…By` Event naming the user who acted.
-pub const EVENT_USER: &str = "hossted.com/user";
 
 /// The Event reason of `action` done by a named user.
 fn named_reason(action: &str) -> &'static str {
@@ -909,7 +921,14 @@ fn named_reason(action: &str) -> &'static str {
 /// A Normal Event on HelmApp `ns/name` naming `user`, who did `action`
 /// (written as the reader: users may not create Events). A failure is
 /// logged: the action itself is done.
-async fn named_event(served: &Served, ns: &str, name: &str, action: &str, user: &str) {
+async fn named_event(
+    served: &Served,
+    ns: &str,
+    name: &str,
+    action: &str,
+    user: &str,
+    approved_hash: Option<&str>,
+) {
     use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     let uid = Api::<HelmApp>::namespaced(served.reader.clone(), ns)
@@ -924,7 +943,12 @@ async fn named_event(served: &Served, ns: &str, name: &str, action: &str, user: 
             generate_name: Some(format!("{name}.")),
             namespace: Some(ns.to_string()),
             // Who, as a field a reader can match (the message is prose).
-            annotations: Some([(EVENT_USER.to_string(), user.to_string())].into()),
+            annotations: Some(
+                [(EVENT_USER.to_string(), user.to_string())]
+                    .into_iter()
+                    .chain(approved_hash.map(|h| (EVENT_CONFIG_HASH.to_string(), h.to_string())))
+                    .collect(),
+            ),
             ..Default::default()
         },
         involved_object: ObjectReference {
@@ -1022,6 +1046,134 @@ fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body
     });
     let body = BodyExt::boxed(StreamBody::new(stream));
     respond(StatusCode::OK, "text/event-stream", body)
+}
+
+/// The most log lines a page shows, and its default.
+const MAX_LOG_LINES: i64 = 1000;
+const LOG_LINES: i64 = 200;
+/// The most bytes of logs a page reads, and a stream sends.
+const MAX_LOG_BYTES: i64 = 1 << 20;
+const MAX_STREAM_BYTES: usize = 16 << 20;
+/// The longest log line a stream sends whole (longer ones are cut).
+const MAX_LOG_LINE: usize = 64 << 10;
+
+/// The last lines of a container's logs, read as the viewer (never to an
+/// anonymous visitor).
+async fn logs_page(
+    ui: &Ui,
+    viewer: &Viewer,
+    ns: &str,
+    pod: &str,
+    container: &str,
+    lines: Option<i64>,
+    fragment: bool,
+) -> Response<Body> {
+    if viewer.who == Who::Anonymous {
+        return error_page(
+            ui,
+            viewer,
+            StatusCode::FORBIDDEN,
+            "Logs",
+            "not shown to anonymous visitors: sign in",
+        );
+    }
+    let params = kube::api::LogParams {
+        container: (!container.is_empty()).then(|| container.to_string()),
+        tail_lines: Some(lines.unwrap_or(LOG_LINES).clamp(1, MAX_LOG_LINES)),
+        limit_bytes: Some(MAX_LOG_BYTES),
+        ..Default::default()
+    };
+    let text = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(viewer.client.clone(), ns)
+        .logs(pod, &params)
+        .await
+        .map_err(|e| api_error(e).1);
+    let main = pages::logs::main(ns, pod, container, &text);
+    let title = format!("Logs of {ns}/{pod}");
+    // Followed by its own stream: no HelmApp change replaces the page
+    // (no HelmApp is ever noted under a Pod's key).
+    let shell = Shell {
+        title: &title,
+        nav: Nav::Other,
+        filters: maud::html! {},
+        watch: Some(format!("Pod/{ns}/{pod}")),
+    };
+    html(ui, viewer, StatusCode::OK, shell, main, fragment)
+}
+
+/// New lines of a container's logs as server-sent events, read as the
+/// viewer, each line one event (a carriage return dropped), at most
+/// [`MAX_STREAM_BYTES`]; counted among the session's streams.
+fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -> Response<Body> {
+    if viewer.who == Who::Anonymous {
+        return refused(Refusal::ReadOnly);
+    }
+    let guard = match (&ui.access, &viewer.session) {
+        (Access::Served(served), Some(session)) => match served.open_stream(session) {
+            Some(guard) => Some(guard),
+            None => {
+                let mut r = refused(Refusal::TooManyStreams);
+                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                return r;
+            }
+        },
+        _ => None,
+    };
+    let params = kube::api::LogParams {
+        container: (!container.is_empty()).then(|| container.to_string()),
+        follow: true,
+        tail_lines: Some(0),
+        ..Default::default()
+    };
+    let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(viewer.client.clone(), ns);
+    let pod = pod.to_string();
+    let (tx, frames) = tokio::sync::mpsc::channel::<Frame<Bytes>>(16);
+    tokio::spawn(async move {
+        use futures::AsyncReadExt;
+        let _guard = guard;
+        let Ok(reader) = api.log_stream(&pod, &params).await else {
+            return;
+        };
+        let mut reader = Box::pin(reader);
+        // Lines split by hand: a line is cut at MAX_LOG_LINE bytes (a
+        // container may write one without end).
+        let (mut line, mut chunk, mut sent) = (Vec::new(), vec![0u8; 8192], 0usize);
+        loop {
+            let n = match reader.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            sent += n;
+            if sent > MAX_STREAM_BYTES {
+                return;
+            }
+            for &b in &chunk[..n] {
+                if b != b'\n' && line.len() < MAX_LOG_LINE {
+                    if b != b'\r' {
+                        line.push(b);
+                    }
+                    continue;
+                }
+                let text = String::from_utf8_lossy(&line).into_owned();
+                line.clear();
+                if b != b'\n' && b != b'\r' {
+                    line.push(b);
+                }
+                let frame = Frame::data(Bytes::from(format!("data: {text}\n\n")));
+                if tx.send(frame).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let stream = futures::stream::unfold(frames, |mut frames| async move {
+        let frame = frames.recv().await?;
+        Some((Ok::<_, Infallible>(frame), frames))
+    });
+    respond(
+        StatusCode::OK,
+        "text/event-stream",
+        BodyExt::boxed(StreamBody::new(stream)),
+    )
 }
 
 /// Whether a change after generation `since`, up to `now`, touched an

@@ -829,7 +829,9 @@ fn percent_decoded(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn tls_acceptor(serving: &crate::pki::PemPair) -> Result<tokio_rustls::TlsAcceptor, crate::Error> {
+pub(crate) fn tls_acceptor(
+    serving: &crate::pki::PemPair,
+) -> Result<tokio_rustls::TlsAcceptor, crate::Error> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let bad = |e: &dyn std::fmt::Display| io::Error::other(format!("hostile API server TLS: {e}"));

@@ -45,3 +45,14 @@
     if (Number(e.data) > Number(main.dataset.generation)) refresh();
   });
 })();
+
+// A container's logs: new lines appended as text as they come.
+(function () {
+  "use strict";
+  var log = document.getElementById("log");
+  if (!log || !log.dataset.logStream || !window.EventSource) return;
+  var es = new EventSource(log.dataset.logStream);
+  es.addEventListener("message", function (e) {
+    log.appendChild(document.createTextNode(e.data + "\n"));
+  });
+})();

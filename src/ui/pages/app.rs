@@ -19,6 +19,9 @@ pub struct Details {
     pub drift: Vec<DriftRow>,
     /// The values of the deployed revision as YAML, masked.
     pub values: Result<String, String>,
+    /// The workloads, their ReplicaSets and Pods (`Ok(empty)`: none, or
+    /// not shown).
+    pub tree: Result<Vec<crate::ui::tree::Node>, String>,
 }
 
 /// The time pages are rendered at.
@@ -55,8 +58,9 @@ pub fn main(app: &HelmApp, d: &Details, csrf: &str, now: Now) -> Markup {
             }
         }
         (conditions(status, now))
-        (history(status, now))
+        (history(status, d, now))
         (inventory(d))
+        (resources(d))
         (drift(d))
         (events(d, now))
         (values(d))
@@ -86,12 +90,28 @@ fn conditions(status: &HelmAppStatus, now: Now) -> Markup {
 }
 
 /// The last operations, newest first, with how long helm ran.
-fn history(status: &HelmAppStatus, now: Now) -> Markup {
+/// Who approved configuration `hash`: the user an `ApprovedBy` Event of
+/// the served view names for it (a record, not proof: whoever may create
+/// Events in the namespace could write one too — the audit log is proof).
+fn approved_by<'e>(events: &'e [Event], hash: &str) -> Option<&'e str> {
+    events
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("ApprovedBy"))
+        .find_map(|e| {
+            let a = e.metadata.annotations.as_ref()?;
+            (a.get(crate::ui::EVENT_CONFIG_HASH)?.as_str() == hash)
+                .then(|| a.get(crate::ui::EVENT_USER).map(String::as_str))
+                .flatten()
+        })
+}
+
+fn history(status: &HelmAppStatus, d: &Details, now: Now) -> Markup {
+    let events = d.events.as_deref().unwrap_or_default();
     html! {
     section aria-labelledby="history-h" {
         h2 #history-h { "History" }
         div.scroll { table {
-            thead { tr { th scope="col" { "Revision" } th scope="col" { "Action" } th scope="col" { "Result" } th scope="col" { "Chart" } th scope="col" { "Config hash" } th scope="col" { "Digest" } th scope="col" { "Duration" } th scope="col" { "When" } } }
+            thead { tr { th scope="col" { "Revision" } th scope="col" { "Action" } th scope="col" { "Result" } th scope="col" { "Chart" } th scope="col" { "Config hash" } th scope="col" { "Digest" } th scope="col" { "Duration" } th scope="col" { "Approved by" } th scope="col" { "When" } } }
             tbody {
                 @for h in &status.history {
                     tr data-history=(h.revision) data-result=(h.result) data-duration=(h.duration) {
@@ -99,6 +119,10 @@ fn history(status: &HelmAppStatus, now: Now) -> Markup {
                         td { code title=(h.config_hash) { (short(&h.config_hash)) } }
                         td { code title=(h.release_digest) { (short(h.release_digest.trim_start_matches("sha256:"))) } }
                         td { @if h.duration.is_empty() { "-" } @else { (h.duration) } }
+                        td { @match approved_by(events, &h.config_hash) {
+                            Some(user) => span data-approved-by=(user) { (user) },
+                            None => "-",
+                        } }
                         td { (super::age(&h.time, now)) }
                     }
                 }
@@ -125,6 +149,39 @@ fn inventory(d: &Details) -> Markup {
             }
         } }
     }
+    }
+}
+
+/// The release's workloads as a tree down to their Pods, each with its
+/// kstatus, a Pod with a link to each container's logs.
+fn resources(d: &Details) -> Markup {
+    html! {
+    @match &d.tree {
+        Ok(nodes) if nodes.is_empty() => {}
+        Ok(nodes) => section aria-labelledby="tree-h" {
+            h2 #tree-h { "Resources" }
+            ul.tree { @for n in nodes { (node(n)) } }
+        },
+        Err(why) => section aria-labelledby="tree-h" {
+            h2 #tree-h { "Resources" }
+            p.error data-tree-error="" { (why) }
+        },
+    }
+    }
+}
+
+fn node(n: &crate::ui::tree::Node) -> Markup {
+    html! {
+        li data-node=(format!("{}/{}/{}", n.kind, n.namespace, n.name)) data-kstatus=(n.status) {
+            (n.kind) " " strong { (n.name) } " " span.kstatus.(n.status) { (n.status) }
+            @if !n.detail.is_empty() { " " span.detail { (n.detail) } }
+            @for c in &n.containers {
+                " " a href=(super::logs_href(&n.namespace, &n.name, c)) data-logs=(c) { "logs " (c) }
+            }
+            @if !n.children.is_empty() {
+                ul { @for child in &n.children { (node(child)) } }
+            }
+        }
     }
 }
 
@@ -223,6 +280,7 @@ mod tests {
             inventory: Vec::new(),
             drift: Vec::new(),
             values: Ok(String::new()),
+            tree: Ok(Vec::new()),
         };
         main(app, &d, "csrf", chrono::Utc::now()).into_string()
     }

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod inventory;
+pub mod logs;
 pub mod overview;
 pub mod pending;
 pub mod set;
@@ -117,6 +118,16 @@ pub fn csrf_field(csrf: &str) -> Markup {
 /// `/app/<ns>/<name>`.
 pub fn app_href(ns: &str, name: &str) -> String {
     format!("/app/{}/{}", enc(ns), enc(name))
+}
+
+/// `/logs/<ns>/<pod>?container=<c>`.
+pub fn logs_href(ns: &str, pod: &str, container: &str) -> String {
+    format!(
+        "/logs/{}/{}?container={}",
+        enc(ns),
+        enc(pod),
+        enc(container)
+    )
 }
 
 /// `/set/<ns>/<name>`.

@@ -66,8 +66,14 @@ rules:
   resources: [helmapps, helmappsets]
   verbs: [get, list, watch, patch]
 - apiGroups: [""]
-  resources: [events]
+  resources: [events, pods]
   verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
+- apiGroups: [apps]
+  resources: [deployments, replicasets]
+  verbs: [get, list]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -545,6 +551,51 @@ async fn signed_in_users_see_and_do_what_their_rbac_allows_as_themselves() {
         assert_eq!(named, vec!["alice".to_string()], "{reason}");
     }
 
+    // A change waiting for approval (as the operator writes it), and the
+    // revision it became: approved by alice, the timeline says so.
+    let pending = json!({ "status": {
+        "pendingChange": { "chartVersion": "0.1.0", "configHash": "cafe0123", "diffLines": 3 },
+        "history": [{ "action": "upgrade", "revision": 2, "chartVersion": "0.1.0",
+                      "configHash": "cafe0123", "result": "succeeded",
+                      "time": "2026-11-29T00:00:00Z", "duration": "3.1s" }] } });
+    Api::<HelmApp>::namespaced(f.cp.client(), "team-a")
+        .patch_status(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&pending),
+        )
+        .await
+        .unwrap();
+    let approved = alice
+        .go(
+            "POST",
+            &format!("{}/app/team-a/web/approve", ui.url),
+            Some(format!("csrf={csrf}&hash=cafe0123")),
+            &[],
+        )
+        .await;
+    assert_eq!(approved.status, 303, "{approved:?}");
+    assert_eq!(
+        annotation(&f, "team-a", "web", "hossted.com/approve")
+            .await
+            .as_deref(),
+        Some("cafe0123")
+    );
+    let page = alice
+        .go("GET", &format!("{}/app/team-a/web", ui.url), None, &[])
+        .await;
+    assert!(
+        page.body
+            .contains(r#"<tr data-history="2" data-result="succeeded" data-duration="3.1s">"#),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains(r#"data-approved-by="alice""#),
+        "the timeline does not say who approved: {}",
+        page.body
+    );
+
     // bob may read team-a, not patch: the apiserver's 403, nothing written.
     let before = annotation(&f, "team-a", "web", "hossted.com/reconcile-at").await;
     let (mut bob, overview) = sign_in(&ui, "bob").await;
@@ -749,5 +800,152 @@ async fn in_chromium_alice_signs_in_at_the_provider_reconciles_and_signs_out() {
     // Signed out: the provider's form again (Hydra remembers no one here:
     // its session is not asked to remember).
     shown(&b, "#username").await;
+    b.close().await;
+}
+
+/// A release's workload, its ReplicaSet and Pod (made here: no controller
+/// runs), the Pod on a node whose kubelet is the test's, and the HelmApp's
+/// inventory naming the Deployment.
+async fn running_release(f: &Fixture, kubelet: &envtest::FakeKubelet) {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Patch, PatchParams, PostParams};
+    let pp = PostParams::default();
+    let node: Node = serde_json::from_value(json!({ "metadata": { "name": "node-1" } })).unwrap();
+    let nodes = Api::<Node>::all(f.cp.client());
+    nodes.create(&pp, &node).await.unwrap();
+    nodes
+        .patch_status(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Merge(&kubelet.node("node-1")),
+        )
+        .await
+        .unwrap();
+    let labels = json!({ "app": "web" });
+    let template = json!({ "metadata": { "labels": labels },
+        "spec": { "containers": [{ "name": "app", "image": "web:1" }] } });
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": { "name": "web", "namespace": "team-a" },
+        "spec": { "selector": { "matchLabels": labels }, "template": template } }))
+    .unwrap();
+    let d = Api::<Deployment>::namespaced(f.cp.client(), "team-a")
+        .create(&pp, &deployment)
+        .await
+        .unwrap();
+    let owner = |kind: &str, name: &str, uid: Option<String>| json!([{ "apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true }]);
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": { "name": "web-abc", "namespace": "team-a",
+                      "ownerReferences": owner("Deployment", "web", d.metadata.uid.clone()) },
+        "spec": { "selector": { "matchLabels": labels }, "template": template } }))
+    .unwrap();
+    let rs = Api::<ReplicaSet>::namespaced(f.cp.client(), "team-a")
+        .create(&pp, &rs)
+        .await
+        .unwrap();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "web-abc-1", "namespace": "team-a", "labels": labels,
+                      "ownerReferences": owner("ReplicaSet", "web-abc", rs.metadata.uid.clone()) },
+        "spec": { "nodeName": "node-1", "containers": [{ "name": "app", "image": "web:1" }] } }))
+    .unwrap();
+    let pods = Api::<Pod>::namespaced(f.cp.client(), "team-a");
+    pods.create(&pp, &pod).await.unwrap();
+    let running = json!({ "status": { "phase": "Running", "containerStatuses": [
+        { "name": "app", "ready": true, "restartCount": 0, "image": "web:1", "imageID": "",
+          "state": { "running": {} } }] } });
+    pods.patch_status(
+        "web-abc-1",
+        &PatchParams::default(),
+        &Patch::Merge(&running),
+    )
+    .await
+    .unwrap();
+    let inventory = json!({ "status": { "inventory": [
+        { "apiVersion": "apps/v1", "kind": "Deployment", "namespace": "team-a", "name": "web" }] } });
+    Api::<HelmApp>::namespaced(f.cp.client(), "team-a")
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&inventory))
+        .await
+        .unwrap();
+}
+
+/// In Chromium, as alice: the release's tree (Deployment → ReplicaSet →
+/// Pod, each with its kstatus) and the Pod's logs through the apiserver
+/// (`pods/log`, as alice) — a line holding markup shown as text, a line
+/// written later streamed in.
+#[tokio::test]
+async fn in_chromium_the_resource_tree_and_pod_logs_are_shown_as_text() {
+    use super::browser::{shoot, shown};
+    use envtest::browser::Browser;
+    use envtest::fantoccini::Locator;
+
+    let f = Fixture::new().await;
+    let (_hydra, ui) = setup(&f, None).await;
+    let kubelet = envtest::FakeKubelet::start().await.unwrap();
+    running_release(&f, &kubelet).await;
+    let markup = "<b>bold</b> & <script>window.pwned=1</script>";
+    kubelet.log("team-a", "web-abc-1", "app", "listening on :8080");
+    kubelet.log("team-a", "web-abc-1", "app", markup);
+
+    let b = Browser::start(1280, 900).await.unwrap();
+    b.client.goto(&format!("{}/", ui.url)).await.unwrap();
+    shown(&b, "#username")
+        .await
+        .send_keys("alice")
+        .await
+        .unwrap();
+    shown(&b, "#password")
+        .await
+        .send_keys(&envtest::hydra::password_of("alice"))
+        .await
+        .unwrap();
+    shown(&b, "#sign-in").await.click().await.unwrap();
+    shown(&b, r#"[data-user="alice"]"#).await;
+    b.client
+        .goto(&format!("{}/app/team-a/web", ui.url))
+        .await
+        .unwrap();
+    shown(
+        &b,
+        r#"li[data-node="Deployment/team-a/web"] li[data-node="ReplicaSet/team-a/web-abc"] li[data-node="Pod/team-a/web-abc-1"][data-kstatus="Current"]"#,
+    )
+    .await;
+    shoot(&b, "served-tree").await;
+    shown(
+        &b,
+        r#"li[data-node="Pod/team-a/web-abc-1"] a[data-logs="app"]"#,
+    )
+    .await
+    .click()
+    .await
+    .unwrap();
+    let log = shown(&b, r#"#log[data-log="app"]"#).await;
+    let text = log.text().await.unwrap();
+    assert!(
+        text.contains(markup),
+        "the markup line not shown as text: {text:?}"
+    );
+    assert!(
+        b.client
+            .find_all(Locator::Css("#log b, #log script"))
+            .await
+            .unwrap()
+            .is_empty(),
+        "a log line became markup"
+    );
+    let pwned = b
+        .client
+        .execute("return window.pwned === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(pwned, json!(true), "a log line ran as script");
+    // A line written now is streamed in.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    kubelet.log("team-a", "web-abc-1", "app", "<i>later</i>");
+    eventually("the later line streamed in", 30, || async {
+        let text = log.text().await.ok()?;
+        text.contains("<i>later</i>").then_some(())
+    })
+    .await;
+    shoot(&b, "served-logs").await;
     b.close().await;
 }
