@@ -454,9 +454,57 @@ async fn annotation(f: &Fixture, ns: &str, name: &str, key: &str) -> Option<Stri
     app.metadata.annotations?.get(key).cloned()
 }
 
+/// The apiserver's audit policy: every write of a HelmApp by the UI's
+/// identity, at Metadata, once it is answered (the impersonated user is
+/// known then, not when the request is received).
+const AUDIT_POLICY: &str = r#"
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  users: [ui-sa]
+  resources: [{ group: hossted.com, resources: [helmapps] }]
+  verbs: [patch, update]
+- level: None
+"#;
+
+/// The audit log's events: (verb, resource, name, user, impersonated user).
+fn audited(log: &std::path::Path) -> Vec<(String, String, String, String, String)> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|e| {
+            let s = |p: &str| {
+                e.pointer(p)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("")
+                    .to_string()
+            };
+            (
+                s("/verb"),
+                s("/objectRef/resource"),
+                s("/objectRef/name"),
+                s("/user/username"),
+                s("/impersonatedUser/username"),
+            )
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn signed_in_users_see_and_do_what_their_rbac_allows_as_themselves() {
-    let f = Fixture::new().await;
+    let audit = std::env::temp_dir().join(format!("served-ui-audit-{}", std::process::id()));
+    std::fs::create_dir_all(&audit).unwrap();
+    let (policy, log) = (audit.join("policy.yaml"), audit.join("audit.log"));
+    std::fs::write(&policy, AUDIT_POLICY).unwrap();
+    let cp = envtest::ControlPlane::builder()
+        .apiserver_arg(format!("--audit-policy-file={}", policy.display()))
+        .apiserver_arg(format!("--audit-log-path={}", log.display()))
+        .start()
+        .await
+        .expect("a control plane with an audit log");
+    let f = Fixture::on(cp).await;
     let (_hydra, ui) = setup(&f, None).await;
 
     // The UI's own identity, without impersonation, reads nothing.
@@ -542,6 +590,24 @@ async fn signed_in_users_see_and_do_what_their_rbac_allows_as_themselves() {
             .as_deref(),
         Some("alice")
     );
+    // The apiserver's own record: the UI's identity, impersonating alice.
+    let records = eventually("the audit log's record of alice's patch", 30, || {
+        let records: Vec<_> = audited(&log)
+            .into_iter()
+            .filter(|(verb, resource, name, _, _)| {
+                verb == "patch" && resource == "helmapps" && name == "web"
+            })
+            .collect();
+        async move { (!records.is_empty()).then_some(records) }
+    })
+    .await;
+    for (_, _, _, user, impersonated) in &records {
+        assert_eq!(
+            (user.as_str(), impersonated.as_str()),
+            ("ui-sa", "alice"),
+            "a write not made as alice: {records:?}"
+        );
+    }
     for reason in ["ReconcileRequestedBy", "SuspendedBy"] {
         let named: Vec<_> = events_by(&f, "team-a", reason)
             .await
