@@ -7,6 +7,7 @@
 #
 #   hack/bench-ui.sh                    # the figures
 #   APPS=200 EDITS=5 hack/bench-ui.sh   # a quick look
+#   USERS=50 QUIET=60 SERVED_EDITS=10     # the served view's part (issue 54)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -14,7 +15,7 @@ KUBEBUILDER_ASSETS="$(hack/setup-envtest.sh)"
 export KUBEBUILDER_ASSETS
 TARGET="${CARGO_TARGET_DIR:-target}"
 echo "==> building the operator and the benchmark (release)"
-cargo build --release -q --bin hossted-operator --example bench_ui
+cargo build --release -q --bin hossted-operator --example bench_ui --example bench_ui_served
 export HOSSTED_OPERATOR_BIN="$TARGET/release/hossted-operator"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
@@ -27,3 +28,12 @@ source hack/lib/report-section.sh
 replace_report_section ui "$OUT/section.md"
 echo "==> wrote the ui section of bench/REPORT.md"
 cat "$OUT/section.md"
+
+# The served view (issue 54): 1 and USERS signed-in sessions with streams.
+"$TARGET/release/examples/bench_ui_served" --apps "${APPS:-1000}" --users "${USERS:-50}" \
+  --quiet-seconds "${QUIET:-60}" --edits "${SERVED_EDITS:-10}" \
+  --markdown "$OUT/served.md" | tee "$OUT/served.json"
+{ echo "## Web view served: \`ui --serve\` with 1 and ${USERS:-50} signed-in users at ${APPS:-1000} HelmApps"; echo; cat "$OUT/served.md"; } > "$OUT/served-section.md"
+replace_report_section ui-served "$OUT/served-section.md"
+echo "==> wrote the ui-served section of bench/REPORT.md"
+cat "$OUT/served-section.md"
