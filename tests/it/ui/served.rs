@@ -1013,5 +1013,44 @@ async fn in_chromium_the_resource_tree_and_pod_logs_are_shown_as_text() {
     })
     .await;
     shoot(&b, "served-logs").await;
+
+    // The timeline: a change that became revision 2, approved by alice in
+    // this browser (a form post with the page's CSRF token).
+    let pending = json!({ "status": {
+        "pendingChange": { "chartVersion": "0.1.1", "configHash": "cafe0123", "diffLines": 3 },
+        "history": [
+            { "action": "upgrade", "revision": 2, "chartVersion": "0.1.1", "configHash": "cafe0123",
+              "result": "succeeded", "time": "2026-11-29T10:05:00Z", "duration": "4.2s" },
+            { "action": "install", "revision": 1, "chartVersion": "0.1.0", "configHash": "beef4567",
+              "result": "succeeded", "time": "2026-11-29T09:00:00Z", "duration": "6.8s" }] } });
+    Api::<HelmApp>::namespaced(f.cp.client(), "team-a")
+        .patch_status(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&pending),
+        )
+        .await
+        .unwrap();
+    b.client
+        .goto(&format!("{}/app/team-a/web", ui.url))
+        .await
+        .unwrap();
+    shown(&b, r#"tr[data-history="2"]"#).await;
+    let status = b
+        .client
+        .execute_async(
+            r#"const done = arguments[arguments.length - 1];
+               const csrf = document.querySelector('meta[name="csrf-token"]').content;
+               fetch('/app/team-a/web/approve', { method: 'POST', redirect: 'manual',
+                     body: new URLSearchParams({ csrf, hash: 'cafe0123' }) })
+                 .then(r => done(r.type === 'opaqueredirect' ? 303 : r.status));"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(status, json!(303), "the approval was refused");
+    b.client.refresh().await.unwrap();
+    shown(&b, r#"tr[data-history="2"] [data-approved-by="alice"]"#).await;
+    shoot(&b, "served-timeline").await;
     b.close().await;
 }
