@@ -146,7 +146,10 @@ fn sign_in(ui: &str, user: &str) -> String {
         page.contains(&format!("data-user=\"{user}\"")),
         "{user} not signed in"
     );
-    format!("hossted-ui-session={}", jar["hossted-ui-session"])
+    format!(
+        "__Host-hossted-ui-session={}",
+        jar["__Host-hossted-ui-session"]
+    )
 }
 
 /// GET `path` with `cookie` over a raw connection: (ms to the first byte,

@@ -42,7 +42,7 @@ pub async fn run(client: kube::Client, a: &DiffArgs) -> Result<bool, String> {
         .get(&a.name)
         .await
         .map_err(|e| format!("HelmApp {ns}/{}: {e}", a.name))?;
-    let text = masked_diff(&client, &app, &a.helm_binary).await?;
+    let text = masked_diff(&client, &app, &a.helm_binary, None).await?;
     print!("{text}");
     Ok(!text.is_empty())
 }
@@ -50,10 +50,14 @@ pub async fn run(client: kube::Client, a: &DiffArgs) -> Result<bool, String> {
 /// The unified diff of the live release against the next one, Secret
 /// values and `valuesFrom` Secret values masked (empty: no difference).
 /// Also what `kubectl hossted ui` shows for a pending change.
+/// `as_user`: the user and groups helm impersonates (the served web view
+/// renders as its signed-in user; the local one and `kubectl hossted diff`
+/// run helm with the user's own kubeconfig: `None`).
 pub async fn masked_diff(
     client: &kube::Client,
     app: &HelmApp,
     helm_binary: &Path,
+    as_user: Option<(&str, &[String])>,
 ) -> Result<String, String> {
     let target = Target::of(app);
     // A positional of helm's argv, whatever the CRD in force let through.
@@ -64,6 +68,7 @@ pub async fn masked_diff(
     let helm = Helm {
         binary: helm_binary,
         target: &target,
+        as_user,
     };
     let live = helm.live_manifest()?;
     let live_values = helm.live_values()?;
@@ -211,12 +216,19 @@ async fn git_chart_of(
 struct Helm<'a> {
     binary: &'a Path,
     target: &'a Target,
+    as_user: Option<(&'a str, &'a [String])>,
 }
 
 impl Helm<'_> {
     fn command(&self) -> std::process::Command {
         let mut c = std::process::Command::new(self.binary);
         c.stderr(std::process::Stdio::piped());
+        if let Some((user, groups)) = self.as_user {
+            c.arg(format!("--kube-as-user={user}"));
+            for g in groups {
+                c.arg(format!("--kube-as-group={g}"));
+            }
+        }
         c
     }
 

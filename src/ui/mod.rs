@@ -14,6 +14,7 @@
 
 mod details;
 mod live;
+mod named;
 pub mod oidc;
 mod pages;
 mod remedies;
@@ -28,13 +29,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 pub use live::Scope;
-
-/// The annotation of a `…By` Event of the served view naming the user who
-/// acted.
-pub const EVENT_USER: &str = "hossted.com/user";
-/// The annotation of an `ApprovedBy` Event naming the configuration hash
-/// approved.
-pub const EVENT_CONFIG_HASH: &str = "hossted.com/config-hash";
 
 /// `kubectl hossted ui`.
 #[derive(Debug, clap::Args)]
@@ -165,6 +159,7 @@ async fn run(args: &UiArgs) -> Result<(), String> {
         kinds: details::Kinds::default(),
         helm_binary: args.helm_binary.clone(),
         diffs: Default::default(),
+        renders: tokio::sync::Semaphore::new(1),
     });
     let url = format!("http://{at}/login?token={token}");
     if args.no_open || !open_browser(&url) {
@@ -294,6 +289,7 @@ async fn run_served(args: &UiArgs) -> Result<(), String> {
         kinds: details::Kinds::default(),
         helm_binary: args.helm_binary.clone(),
         diffs: Default::default(),
+        renders: tokio::sync::Semaphore::new(1),
     });
     tokio::select! {
         () = server::serve(ui, listener) => Ok(()),
@@ -329,6 +325,7 @@ async fn provider(a: &ServeArgs, issuer: &str) -> Result<oidc::Provider, String>
         groups_claim: a.oidc_groups_claim.clone(),
         username_prefix: a.oidc_username_prefix.clone(),
         groups_prefix: a.oidc_groups_prefix.clone(),
+        reserved_users: vec![a.reader_user.clone()],
     })
     .await
 }

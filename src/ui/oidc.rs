@@ -55,6 +55,8 @@ pub struct OidcConfig {
     pub username_prefix: String,
     /// Put before every group.
     pub groups_prefix: String,
+    /// Usernames no one signs in as (the UI's reader).
+    pub reserved_users: Vec<String>,
 }
 
 impl std::fmt::Debug for OidcConfig {
@@ -167,7 +169,7 @@ pub struct Identity {
 }
 
 /// A sign-in under way: what the callback must match.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Pending {
     pub state: String,
     pub nonce: String,
@@ -425,8 +427,18 @@ impl Provider {
             .as_str()
             .filter(|u| !u.is_empty())
             .ok_or_else(|| format!("the ID token has no {} claim", c.username_claim))?;
+        // As the apiserver: an email names a user only once the provider
+        // verified it (else anyone may claim an administrator's address).
+        if c.username_claim == "email" && claims["email_verified"] != Value::Bool(true) {
+            return Err("the ID token's email is not verified (email_verified)".into());
+        }
         let username = format!("{}{raw}", c.username_prefix);
         check_name(&username).map_err(|why| format!("username {username:?}: {why}"))?;
+        if c.reserved_users.contains(&username) {
+            return Err(format!(
+                "username {username:?} is the UI's own reader: never a signed-in user"
+            ));
+        }
         let groups: Vec<String> = match &claims[c.groups_claim.as_str()] {
             Value::Array(a) => a
                 .iter()
@@ -472,6 +484,11 @@ fn check_name(name: &str) -> Result<(), &'static str> {
     }
     if name.chars().any(char::is_control) {
         return Err("holds a control character");
+    }
+    // The apiserver's HTTP reader trims what a header value starts and ends
+    // with: " system:masters" would arrive as "system:masters".
+    if name.trim() != name {
+        return Err("starts or ends with white space");
     }
     if name.starts_with("system:") {
         return Err("names a system: identity, which the UI never impersonates");

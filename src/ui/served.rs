@@ -13,9 +13,12 @@
 //!   (`HttpOnly; Secure; SameSite=Lax`), ending with the ID token or at
 //!   logout. The cookie is 244 random bits; nothing is trusted from it but
 //!   its lookup here.
-//! - A sign-in under way is bound to the browser by a second cookie
-//!   holding its `state` (no login CSRF), used once, gone after
-//!   [`SIGN_IN_TIMEOUT`].
+//! - A sign-in under way is held by the browser, not the server: a second
+//!   cookie carries its `state`, `nonce`, PKCE verifier and return path,
+//!   signed with a key of the process (HMAC-SHA256) and good for
+//!   [`SIGN_IN_TIMEOUT`] — the callback must carry that `state` (no login
+//!   CSRF), and no one can fill the server's memory, or push out others'
+//!   sign-ins, by beginning sign-ins.
 //! - What a user may see of the shared watches is decided by the
 //!   apiserver: a `SelfSubjectAccessReview` made as the user (list
 //!   HelmApps, cluster-wide first, then per namespace), remembered
@@ -35,18 +38,22 @@ use parking_lot::Mutex;
 
 use super::oidc::{Identity, Pending, Provider};
 
-/// The session cookie.
-pub const SESSION_COOKIE: &str = "hossted-ui-session";
+/// The session cookie. `__Host-`: a browser takes it only as set by this
+/// host over TLS, with `Path=/` and no `Domain` — a server on a sibling
+/// subdomain (a tenant's) cannot plant one.
+pub const SESSION_COOKIE: &str = "__Host-hossted-ui-session";
 /// The cookie binding a sign-in under way to its browser.
-pub const SIGN_IN_COOKIE: &str = "hossted-ui-sign-in";
+pub const SIGN_IN_COOKIE: &str = "__Host-hossted-ui-sign-in";
 /// How long a sign-in may take at the provider.
 pub const SIGN_IN_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long an access decision is remembered.
 pub const ACCESS_TTL: Duration = Duration::from_secs(30);
 /// Sessions held at most (expired ones are dropped first).
 pub const MAX_SESSIONS: usize = 10_000;
-/// Sign-ins under way at most.
-pub const MAX_SIGN_INS: usize = 10_000;
+/// Sessions one user holds at most (a new one ends their oldest).
+pub const MAX_SESSIONS_PER_USER: usize = 10;
+/// The longest path a sign-in goes back to (longer: the overview).
+pub const MAX_RETURN: usize = 1024;
 
 /// One signed-in browser.
 pub struct Session {
@@ -59,21 +66,57 @@ pub struct Session {
     /// the apiserver said so.
     access: Mutex<HashMap<String, (bool, Instant)>>,
     /// Live streams open now.
-    pub streams: AtomicUsize,
+    pub streams: Arc<AtomicUsize>,
+    /// Becomes `true` when the session ends (logout, or pushed out): its
+    /// streams stop.
+    ended: tokio::sync::watch::Sender<bool>,
+    started: Instant,
 }
 
 impl Session {
     fn expired(&self, now: SystemTime) -> bool {
         self.identity.expires <= now
     }
+
+    fn end(&self) {
+        self.ended.send_replace(true);
+    }
+
+    /// Resolves when the session ends: at logout, when pushed out, or when
+    /// its ID token expires — what every stream of it waits on beside its
+    /// work.
+    pub async fn ended(&self) {
+        let mut rx = self.ended.subscribe();
+        let expires = self
+            .identity
+            .expires
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        tokio::select! {
+            _ = rx.wait_for(|ended| *ended) => {}
+            () = tokio::time::sleep(expires) => {}
+        }
+    }
+}
+
+/// A sign-in under way, as its cookie carries it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SignIn {
+    pending: Pending,
+    /// Seconds since the epoch.
+    expires: u64,
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Why the served UI refuses a sign-in.
 #[derive(Debug, thiserror::Error)]
 pub enum SignInError {
-    #[error(
-        "this sign-in is not this browser's, was used already, or took longer than 10 minutes: sign in again"
-    )]
+    #[error("this sign-in is not this browser's, or took longer than 10 minutes: sign in again")]
     UnknownState,
     #[error("{0}")]
     Provider(String),
@@ -96,8 +139,10 @@ pub struct Served {
     /// Invariant: no two sessions share an id; each expired one is dropped
     /// when it is next looked up or a session is added.
     sessions: Mutex<HashMap<String, Arc<Session>>>,
-    /// `state` → the sign-in, and when it began.
-    sign_ins: Mutex<HashMap<String, (Pending, Instant)>>,
+    /// Signs the sign-in cookies: 244 random bits, for the process's life.
+    key: String,
+    /// Live streams of anonymous visitors open now.
+    anonymous_streams: Arc<AtomicUsize>,
 }
 
 /// `base` impersonating `user` in `groups`.
@@ -158,7 +203,8 @@ impl Served {
             reader,
             max_streams,
             sessions: Mutex::default(),
-            sign_ins: Mutex::default(),
+            key: random(),
+            anonymous_streams: Arc::default(),
         }
     }
 
@@ -176,67 +222,116 @@ impl Served {
         Some(session)
     }
 
-    /// Ends `session` (logout): its id is no longer admitted.
+    /// Ends `session` (logout): its id is no longer admitted, its streams
+    /// stop.
     pub fn end(&self, session: &Session) {
         self.sessions.lock().remove(&session.id);
+        session.end();
     }
 
-    /// A sign-in begun: the provider's URL, and the `state` the browser's
-    /// sign-in cookie must carry back.
+    /// A sign-in begun: the provider's URL, and the sign-in cookie's value
+    /// (the sign-in, signed).
     pub fn begin(&self, return_to: &str) -> Result<(String, String), SignInError> {
         let provider = self.provider.as_ref().ok_or(SignInError::UnknownState)?;
-        let (url, pending) = provider.begin(local_path(return_to));
-        let mut sign_ins = self.sign_ins.lock();
-        sign_ins.retain(|_, (_, at)| at.elapsed() < SIGN_IN_TIMEOUT);
-        // Anyone may begin a sign-in: when full, the oldest goes (a flood
-        // of them refuses no one's new sign-in).
-        if sign_ins.len() >= MAX_SIGN_INS
-            && let Some(oldest) = sign_ins
-                .iter()
-                .min_by_key(|(_, (_, at))| *at)
-                .map(|(k, _)| k.clone())
-        {
-            sign_ins.remove(&oldest);
-        }
-        let state = pending.state.clone();
-        sign_ins.insert(state.clone(), (pending, Instant::now()));
-        Ok((url, state))
+        let back = Some(local_path(return_to))
+            .filter(|p| p.len() <= MAX_RETURN)
+            .unwrap_or("/");
+        let (url, pending) = provider.begin(back);
+        let signed = SignIn {
+            pending,
+            expires: unix_now() + SIGN_IN_TIMEOUT.as_secs(),
+        };
+        Ok((url, self.seal(&signed)))
     }
 
-    /// The provider's answer taken: `state` must be the one in the
-    /// browser's sign-in cookie (`cookie_state`) and a sign-in under way
-    /// (used once). The new session, and where to go.
+    /// `payload.mac`, both base64url: the sign-in and its HMAC.
+    fn seal(&self, sign_in: &SignIn) -> String {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use hmac::Mac;
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(sign_in).unwrap_or_default());
+        let mac = URL_SAFE_NO_PAD.encode(
+            self.mac()
+                .chain_update(payload.as_bytes())
+                .finalize()
+                .into_bytes(),
+        );
+        format!("{payload}.{mac}")
+    }
+
+    /// The sign-in a cookie carries, if this process signed it and it is
+    /// not too old.
+    fn open(&self, cookie: &str) -> Option<SignIn> {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        use hmac::Mac;
+        let (payload, mac) = cookie.split_once('.')?;
+        let mac = URL_SAFE_NO_PAD.decode(mac).ok()?;
+        self.mac()
+            .chain_update(payload.as_bytes())
+            .verify_slice(&mac)
+            .ok()?;
+        let sign_in: SignIn =
+            serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+        (sign_in.expires > unix_now()).then_some(sign_in)
+    }
+
+    fn mac(&self) -> hmac::Hmac<sha2::Sha256> {
+        use hmac::Mac;
+        hmac::Hmac::<sha2::Sha256>::new_from_slice(self.key.as_bytes())
+            .expect("HMAC takes a key of any length")
+    }
+
+    /// The provider's answer taken: the browser's sign-in cookie
+    /// (`cookie`) must be one this process signed, not older than
+    /// [`SIGN_IN_TIMEOUT`], for this `state`. The new session, and where to
+    /// go.
     pub async fn finish(
         &self,
-        cookie_state: Option<&str>,
+        cookie: Option<&str>,
         state: &str,
         code: &str,
     ) -> Result<(Arc<Session>, String), SignInError> {
         let provider = self.provider.as_ref().ok_or(SignInError::UnknownState)?;
-        if !cookie_state.is_some_and(|c| same(c, state)) {
-            return Err(SignInError::UnknownState);
-        }
-        let pending = match self.sign_ins.lock().remove(state) {
-            Some((p, at)) if at.elapsed() < SIGN_IN_TIMEOUT => p,
-            _ => return Err(SignInError::UnknownState),
-        };
+        let pending = cookie
+            .and_then(|c| self.open(c))
+            .map(|s| s.pending)
+            .filter(|p| same(&p.state, state))
+            .ok_or(SignInError::UnknownState)?;
         let identity = provider
             .finish(&pending, code)
             .await
             .map_err(SignInError::Provider)?;
         let client = impersonating(&self.base, &identity.username, &identity.groups)
             .map_err(SignInError::Provider)?;
+        let (ended, _) = tokio::sync::watch::channel(false);
         let session = Arc::new(Session {
             id: random(),
             csrf: random(),
             identity,
             client,
             access: Mutex::default(),
-            streams: AtomicUsize::new(0),
+            streams: Arc::default(),
+            ended,
+            started: Instant::now(),
         });
         let mut sessions = self.sessions.lock();
         let now = SystemTime::now();
         sessions.retain(|_, s| !s.expired(now));
+        // One user's sign-ins end their own oldest, never someone else's
+        // chance to sign in.
+        let mut own: Vec<(Instant, String)> = sessions
+            .values()
+            .filter(|s| s.identity.username == session.identity.username)
+            .map(|s| (s.started, s.id.clone()))
+            .collect();
+        own.sort();
+        while own.len() >= MAX_SESSIONS_PER_USER {
+            let (_, id) = own.remove(0);
+            if let Some(old) = sessions.remove(&id) {
+                old.end();
+            }
+        }
         if sessions.len() >= MAX_SESSIONS {
             return Err(SignInError::Full);
         }
@@ -287,24 +382,33 @@ impl Served {
         allowed
     }
 
-    /// A live stream opened for `session`, unless it holds
-    /// `max_streams` already; closed when the guard drops.
-    pub fn open_stream(&self, session: &Arc<Session>) -> Option<StreamGuard> {
-        let held = session.streams.fetch_add(1, Ordering::SeqCst);
-        if held >= self.max_streams {
-            session.streams.fetch_sub(1, Ordering::SeqCst);
+    /// A live stream opened for `session` — or, without one, for the
+    /// anonymous visitors together — unless as many are open as allowed
+    /// (`max_streams` a session, [`MAX_ANONYMOUS_STREAMS`] in all); closed
+    /// when the guard drops.
+    pub fn open_stream(&self, session: Option<&Arc<Session>>) -> Option<StreamGuard> {
+        let (count, max) = match session {
+            Some(s) => (s.streams.clone(), self.max_streams),
+            None => (self.anonymous_streams.clone(), MAX_ANONYMOUS_STREAMS),
+        };
+        let held = count.fetch_add(1, Ordering::SeqCst);
+        if held >= max {
+            count.fetch_sub(1, Ordering::SeqCst);
             return None;
         }
-        Some(StreamGuard(session.clone()))
+        Some(StreamGuard(count))
     }
 }
 
-/// One open live stream of a session.
-pub struct StreamGuard(Arc<Session>);
+/// Live streams anonymous visitors hold at once, in all.
+pub const MAX_ANONYMOUS_STREAMS: usize = 256;
+
+/// One open live stream (of a session, or of the anonymous visitors).
+pub struct StreamGuard(Arc<AtomicUsize>);
 
 impl Drop for StreamGuard {
     fn drop(&mut self) {
-        self.0.streams.fetch_sub(1, Ordering::SeqCst);
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -336,12 +440,64 @@ mod tests {
         }
     }
 
+    fn served() -> Served {
+        let base = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let reader = kube::Client::try_from(base.clone()).unwrap();
+        Served::new(base, None, "https://ui.example.com".into(), reader, 8)
+    }
+
+    fn sign_in(state: &str, expires: u64) -> SignIn {
+        SignIn {
+            pending: Pending {
+                state: state.into(),
+                nonce: "n".into(),
+                verifier: "v".into(),
+                return_to: "/app/a/b".into(),
+            },
+            expires,
+        }
+    }
+
+    /// The sign-in cookie opens only as this process sealed it, before it
+    /// expires: a changed payload or MAC, another process's key, or an old
+    /// one is no sign-in.
+    #[tokio::test]
+    async fn a_sign_in_cookie_opens_only_sealed_here_and_in_time() {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let ui = served();
+        let sealed = ui.seal(&sign_in("s-1", unix_now() + 60));
+        let opened = ui.open(&sealed).expect("sealed here");
+        assert_eq!(opened.pending.state, "s-1");
+        assert_eq!(opened.pending.return_to, "/app/a/b");
+        // Another process (another key) did not seal it.
+        assert!(served().open(&sealed).is_none());
+        // A payload changed, with the MAC kept.
+        let (payload, mac) = sealed.split_once('.').unwrap();
+        let mut forged = sign_in("s-1", unix_now() + 60);
+        forged.pending.return_to = "//evil.example.com".into();
+        let forged_payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged).unwrap());
+        assert!(ui.open(&format!("{forged_payload}.{mac}")).is_none());
+        // Every byte of it changed in turn.
+        for i in 0..sealed.len() {
+            let mut bytes = sealed.clone().into_bytes();
+            bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+            let changed = String::from_utf8(bytes).unwrap();
+            if changed != sealed {
+                assert!(ui.open(&changed).is_none(), "byte {i} of {payload}.{mac}");
+            }
+        }
+        // Expired.
+        assert!(ui.open(&ui.seal(&sign_in("s-1", unix_now() - 1))).is_none());
+        assert!(ui.open("").is_none() && ui.open("x.y").is_none());
+    }
+
     #[test]
     fn cookies_are_found_by_name_and_set_secure() {
         let mut h = http::HeaderMap::new();
         h.append(
             http::header::COOKIE,
-            "a=1; hossted-ui-session=abc".parse().unwrap(),
+            "a=1; __Host-hossted-ui-session=abc".parse().unwrap(),
         );
         assert_eq!(cookie(&h, SESSION_COOKIE), Some("abc"));
         assert_eq!(cookie(&h, SIGN_IN_COOKIE), None);

@@ -24,10 +24,10 @@ use serde_json::json;
 
 use super::details::{self, Kinds};
 use super::live::Live;
+use super::named::{EVENT_CONFIG_HASH, EVENT_USER, SUSPENDED_BY};
 use super::pages::{self, Nav, Shell, overview::Filter};
 use super::served::{self, Served, Session};
 use super::session::{Gate, Refusal};
-use super::{EVENT_CONFIG_HASH, EVENT_USER};
 use crate::plugin::approve::{Refused, approve};
 use crate::plugin::ask::{Ask, ask_now};
 
@@ -49,6 +49,8 @@ pub struct Ui {
     /// hash): one helm render per change and user, not one per live
     /// update — and none rendered with one user's rights shown to another.
     pub diffs: Mutex<HashMap<(String, String, String), String>>,
+    /// Renders of pending diffs at once (each runs helm three times).
+    pub renders: tokio::sync::Semaphore,
 }
 
 /// Who may use the UI, and how their requests reach the apiserver.
@@ -98,20 +100,34 @@ impl Viewer {
 }
 
 /// Serves `listener` until the process ends.
+/// Connections served at once, at most (more wait to be accepted).
+const MAX_CONNECTIONS: usize = 1024;
+/// How long a request head may take to arrive.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
 pub async fn serve(ui: Arc<Ui>, listener: tokio::net::TcpListener) {
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(permit) = connections.clone().acquire_owned().await else {
+            return;
+        };
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
         let ui = ui.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let service = hyper::service::service_fn(move |req| {
                 let ui = ui.clone();
                 async move { Ok::<_, Infallible>(handle(&ui, req).await) }
             });
             let io = hyper_util::rt::TokioIo::new(stream);
+            // A client that sends no complete head in time is closed (a
+            // served UI is reachable by anyone on its network).
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
                 .serve_connection(io, service)
                 .await;
         });
@@ -683,7 +699,11 @@ async fn overview(ui: &Ui, viewer: &Viewer, filter: &Filter, fragment: bool) -> 
         sets.retain(|s| shown(s.namespace()));
     }
     let mut namespaces: Vec<String> = apps.iter().filter_map(|a| a.namespace()).collect();
-    if let super::live::Scope::Namespaces(ns) = &ui.live.scope {
+    // The namespaces the UI was started with, as choices — not to a
+    // signed-in user, who is shown those they may list only.
+    if let super::live::Scope::Namespaces(ns) = &ui.live.scope
+        && viewer.session.is_none()
+    {
         namespaces.extend(ns.iter().cloned());
     }
     namespaces.sort();
@@ -794,10 +814,35 @@ async fn pending_diff(
         .get(&app.name_any())
         .await
         .map_err(|e| e.to_string())?;
-    let diff = crate::plugin::diff::masked_diff(&viewer.client, &fresh, &ui.helm_binary).await?;
-    ui.diffs.lock().insert(key, diff.clone());
+    // helm runs as the signed-in user (the UI's own identity may only
+    // impersonate), one render at a time, off the runtime's workers (helm
+    // is waited for by blocking calls).
+    let _render = ui.renders.acquire().await.map_err(|e| e.to_string())?;
+    let identity = viewer
+        .session
+        .as_ref()
+        .map(|s| (s.identity.username.clone(), s.identity.groups.clone()));
+    let (client, binary) = (viewer.client.clone(), ui.helm_binary.clone());
+    let runtime = tokio::runtime::Handle::current();
+    let diff = tokio::task::spawn_blocking(move || {
+        let as_user = identity.as_ref().map(|(u, g)| (u.as_str(), g.as_slice()));
+        runtime.block_on(crate::plugin::diff::masked_diff(
+            &client, &fresh, &binary, as_user,
+        ))
+    })
+    .await
+    .map_err(|e| e.to_string())??;
+    let mut diffs = ui.diffs.lock();
+    // Bounded: the oldest renders are simply made again when asked.
+    if diffs.len() >= MAX_DIFFS {
+        diffs.clear();
+    }
+    diffs.insert(key, diff.clone());
     Ok(diff)
 }
+
+/// Pending diffs kept at most (per viewer, app and change).
+const MAX_DIFFS: usize = 256;
 
 /// A state-changing request, with the user's rights; on success back to
 /// the HelmApp's page, else the refusal (the apiserver's status code and
@@ -904,20 +949,6 @@ fn error_page(
     html(ui, viewer, status, plain(what, Nav::Other), main, false)
 }
 
-/// The annotation naming who suspended a HelmApp in the served UI.
-pub const SUSPENDED_BY: &str = "hossted.com/suspended-by";
-
-/// The Event reason of `action` done by a named user.
-fn named_reason(action: &str) -> &'static str {
-    match action {
-        "approve" => "ApprovedBy",
-        "suspend" => "SuspendedBy",
-        "resume" => "ResumedBy",
-        "force" => "ForceRequestedBy",
-        _ => "ReconcileRequestedBy",
-    }
-}
-
 /// A Normal Event on HelmApp `ns/name` naming `user`, who did `action`
 /// (written as the reader: users may not create Events). A failure is
 /// logged: the action itself is done.
@@ -937,7 +968,7 @@ async fn named_event(
         .ok()
         .and_then(|m| m.metadata.uid);
     let now = Time(k8s_openapi::jiff::Timestamp::now());
-    let reason = named_reason(action);
+    let reason = super::named::reason_of(action);
     let event = Event {
         metadata: kube::api::ObjectMeta {
             generate_name: Some(format!("{name}.")),
@@ -985,8 +1016,8 @@ async fn named_event(
 /// what a page about one object asks for), only generations that touched
 /// that object are sent.
 fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body> {
-    let guard = match (&ui.access, &viewer.session) {
-        (Access::Served(served), Some(session)) => match served.open_stream(session) {
+    let guard = match &ui.access {
+        Access::Served(served) => match served.open_stream(viewer.session.as_ref()) {
             Some(guard) => Some(guard),
             None => {
                 let mut r = refused(Refusal::TooManyStreams);
@@ -994,7 +1025,7 @@ fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body
                 return r;
             }
         },
-        _ => None,
+        Access::Local { .. } => None,
     };
     let mut rx = ui.live.subscribe();
     let first = *rx.borrow_and_update();
@@ -1007,11 +1038,25 @@ fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body
     tokio::spawn(async move {
         let _guard = guard;
         let mut sent = first;
+        // A page about one object of a namespace the user may not see gets
+        // nothing: no frame may tell when another team's app changed.
+        if let (Access::Served(served), Some(session), Some(ns)) = (
+            &ui.access,
+            &session,
+            watch.as_deref().and_then(|k| k.split('/').nth(1)),
+        ) && !served.may_list(session, ns).await
+        {
+            return;
+        }
         if tx.send(sse(first)).await.is_err() {
             return;
         }
+        // The stream ends with its session (logout, expiry).
+        let ended = session_ended(session.clone());
+        tokio::pin!(ended);
         loop {
             let frame = tokio::select! {
+                () = &mut ended => return,
                 changed = rx.changed() => {
                     if changed.is_err() {
                         return;
@@ -1107,8 +1152,8 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
     if viewer.who == Who::Anonymous {
         return refused(Refusal::ReadOnly);
     }
-    let guard = match (&ui.access, &viewer.session) {
-        (Access::Served(served), Some(session)) => match served.open_stream(session) {
+    let guard = match &ui.access {
+        Access::Served(served) => match served.open_stream(viewer.session.as_ref()) {
             Some(guard) => Some(guard),
             None => {
                 let mut r = refused(Refusal::TooManyStreams);
@@ -1116,7 +1161,7 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
                 return r;
             }
         },
-        _ => None,
+        Access::Local { .. } => None,
     };
     let params = kube::api::LogParams {
         container: (!container.is_empty()).then(|| container.to_string()),
@@ -1126,6 +1171,7 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
     };
     let api = Api::<k8s_openapi::api::core::v1::Pod>::namespaced(viewer.client.clone(), ns);
     let pod = pod.to_string();
+    let session = viewer.session.clone();
     let (tx, frames) = tokio::sync::mpsc::channel::<Frame<Bytes>>(16);
     tokio::spawn(async move {
         use futures::AsyncReadExt;
@@ -1134,11 +1180,20 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
             return;
         };
         let mut reader = Box::pin(reader);
+        // The stream ends with its session, or as soon as the browser goes
+        // away — not at the next line of a quiet container.
+        let ended = session_ended(session);
+        tokio::pin!(ended);
         // Lines split by hand: a line is cut at MAX_LOG_LINE bytes (a
         // container may write one without end).
         let (mut line, mut chunk, mut sent) = (Vec::new(), vec![0u8; 8192], 0usize);
         loop {
-            let n = match reader.read(&mut chunk).await {
+            let read = tokio::select! {
+                () = &mut ended => return,
+                () = tx.closed() => return,
+                read = reader.read(&mut chunk) => read,
+            };
+            let n = match read {
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
@@ -1174,6 +1229,15 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
         "text/event-stream",
         BodyExt::boxed(StreamBody::new(stream)),
     )
+}
+
+/// Resolves when `session` ends (never for the local UI or an anonymous
+/// visitor).
+async fn session_ended(session: Option<Arc<Session>>) {
+    match session {
+        Some(s) => s.ended().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Whether a change after generation `since`, up to `now`, touched an

@@ -361,7 +361,7 @@ fn answer(app: &App, method: &str, path: &str, query: &str, body: &str) -> Strin
             let accept = json!({
                 "grant_scope": request["requested_scope"],
                 "grant_access_token_audience": request["requested_access_token_audience"],
-                "session": { "id_token": { "email": subject, "groups": groups } },
+                "session": { "id_token": { "email": subject, "email_verified": true, "groups": groups } },
             });
             let url = format!(
                 "{}/admin/oauth2/auth/requests/consent/accept?consent_challenge={}",

@@ -125,7 +125,10 @@ impl RemoteRun {
         let address = connect::first_answering(&addresses, self.access.port).await;
         let proxy = self
             .egress
-            .proxy_url(&self.id)
+            .proxy_url(
+                &self.id,
+                std::net::SocketAddr::new(address, self.access.port),
+            )
             .await
             .map_err(RunRefusal::NoProxy)?;
         Ok(self

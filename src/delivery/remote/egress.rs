@@ -16,15 +16,22 @@
 //! TLS stays end to end (helm still verifies the server's certificate).
 //!
 //! Who may use it: the port is on 127.0.0.1, and each tunnel must carry
-//! `Proxy-Authorization` with the secret of this process (client-go sends
+//! `Proxy-Authorization` naming a remote cluster with that cluster's
+//! secret (an HMAC of its id under a key of this process; client-go sends
 //! it from the URL's user part, before any tunnel) — another process of
-//! the pod's network gets `407`, so the proxy relays for helm alone. The
-//! user part names the remote cluster, for the log.
+//! the pod's network gets `407`, and one cluster's run cannot pass for
+//! another's.
+//!
+//! Loopback: a remote API server on a loopback address is its own (a run
+//! tunnels to the address and port it was handed); any other loopback
+//! target — the operator's own ports, this proxy — is refused, whatever
+//! the policy, so a redirect cannot reach what listens inside the pod.
 //!
 //! Bounds: a request head of [`MAX_HEAD`] bytes read within
 //! [`HEAD_TIMEOUT`]; at most [`MAX_TUNNELS`] tunnels at once (`503`
-//! beyond); a tunnel ends when either side closes (helm is killed at its
-//! run's limit, which closes its side).
+//! beyond), [`MAX_TUNNELS_PER_CLUSTER`] of one cluster's; a tunnel ends
+//! when either side closes (helm is killed at its run's limit, which
+//! closes its side).
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -47,6 +54,10 @@ pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Tunnels open at once, at most: far above the helm processes that run
 /// at once (each opens a few), far below what would exhaust descriptors.
 pub const MAX_TUNNELS: usize = 512;
+/// Tunnels of one remote cluster's runs at once, at most: one tenant's
+/// server holding tunnels open (slow answers, redirects) leaves room for
+/// the others.
+pub const MAX_TUNNELS_PER_CLUSTER: usize = 64;
 
 /// The proxy, started when the first remote run needs it (a process that
 /// delivers to no remote cluster listens on nothing).
@@ -56,8 +67,15 @@ pub struct Egress {
     /// The port, once listening. Invariant: set at most once; the accept
     /// loop lives as long as the process.
     listening: OnceCell<SocketAddr>,
-    /// What a tunnel's `Proxy-Authorization` must carry.
-    secret: String,
+    /// The key each cluster's secret is an HMAC under.
+    key: String,
+    /// Per cluster id: the server endpoints its runs were handed (a
+    /// loopback target is allowed only if it is one of them).
+    own: parking_lot::Mutex<
+        std::collections::HashMap<String, std::collections::HashSet<SocketAddr>>,
+    >,
+    /// Per cluster id: tunnels open now.
+    open: parking_lot::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 impl Egress {
@@ -66,14 +84,39 @@ impl Egress {
             policy,
             lookup,
             listening: OnceCell::new(),
-            secret: random_secret(),
+            key: random_secret(),
+            own: Default::default(),
+            open: Default::default(),
         })
     }
 
+    /// Cluster `cluster`'s secret: hex of HMAC-SHA256(key, id).
+    fn secret_of(&self, cluster: &str) -> String {
+        use hmac::Mac;
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(self.key.as_bytes())
+            .expect("HMAC takes a key of any length");
+        mac.update(cluster.as_bytes());
+        crate::lean::hex::hex(&mac.finalize().into_bytes())
+    }
+
     /// The `proxy-url` of a run on remote cluster `cluster` (its id:
-    /// `[0-9a-f]`): `http://<cluster>:<secret>@127.0.0.1:<port>`.
-    /// Starts the proxy if it is not running.
-    pub async fn proxy_url(self: &Arc<Self>, cluster: &str) -> io::Result<String> {
+    /// `[0-9a-f]`) handed `server` (the address and port its kubeconfig
+    /// names): `http://<cluster>:<secret>@127.0.0.1:<port>`. Starts the
+    /// proxy if it is not running.
+    pub async fn proxy_url(
+        self: &Arc<Self>,
+        cluster: &str,
+        server: SocketAddr,
+    ) -> io::Result<String> {
+        {
+            let mut own = self.own.lock();
+            let endpoints = own.entry(cluster.to_string()).or_default();
+            // A cluster's server moves rarely; a bound all the same.
+            if endpoints.len() >= 64 {
+                endpoints.clear();
+            }
+            endpoints.insert(SocketAddr::new(server.ip().to_canonical(), server.port()));
+        }
         let address = self
             .listening
             .get_or_try_init(|| async {
@@ -83,7 +126,32 @@ impl Egress {
                 Ok::<_, io::Error>(address)
             })
             .await?;
-        Ok(format!("http://{cluster}:{}@{address}", self.secret))
+        Ok(format!(
+            "http://{cluster}:{}@{address}",
+            self.secret_of(cluster)
+        ))
+    }
+
+    /// Whether a loopback `target` is cluster `cluster`'s own server.
+    fn own_server(&self, cluster: &str, target: SocketAddr) -> bool {
+        self.own
+            .lock()
+            .get(cluster)
+            .is_some_and(|e| e.contains(&target))
+    }
+
+    /// A tunnel of `cluster` opened, unless it holds as many as allowed.
+    fn open_tunnel(self: &Arc<Self>, cluster: &str) -> Option<ClusterTunnel> {
+        let mut open = self.open.lock();
+        let n = open.entry(cluster.to_string()).or_default();
+        if *n >= MAX_TUNNELS_PER_CLUSTER {
+            return None;
+        }
+        *n += 1;
+        Some(ClusterTunnel {
+            egress: self.clone(),
+            cluster: cluster.to_string(),
+        })
     }
 
     /// Whether `header` (a `Proxy-Authorization` value) carries the secret;
@@ -93,7 +161,25 @@ impl Egress {
         let decoded = STANDARD.decode(encoded.trim()).ok()?;
         let decoded = String::from_utf8(decoded).ok()?;
         let (user, secret) = decoded.split_once(':')?;
-        same(secret.as_bytes(), self.secret.as_bytes()).then(|| user.to_string())
+        same(secret.as_bytes(), self.secret_of(user).as_bytes()).then(|| user.to_string())
+    }
+}
+
+/// One open tunnel of a cluster; counted down when dropped.
+struct ClusterTunnel {
+    egress: Arc<Egress>,
+    cluster: String,
+}
+
+impl Drop for ClusterTunnel {
+    fn drop(&mut self) {
+        let mut open = self.egress.open.lock();
+        if let Some(n) = open.get_mut(&self.cluster) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.cluster);
+            }
+        }
     }
 }
 
@@ -122,7 +208,7 @@ async fn accept_loop(listener: TcpListener, egress: Arc<Egress>) {
         tokio::spawn(async move {
             let mut stream = stream;
             match permit {
-                Ok(_permit) => serve(&mut stream, &egress).await,
+                Ok(_permit) => serve(&mut stream, egress).await,
                 Err(_) => {
                     let _ = refuse(&mut stream, 503, "Too many tunnels").await;
                 }
@@ -132,7 +218,7 @@ async fn accept_loop(listener: TcpListener, egress: Arc<Egress>) {
 }
 
 /// One client: its CONNECT checked, then the tunnel.
-async fn serve(client: &mut TcpStream, egress: &Egress) {
+async fn serve(client: &mut TcpStream, egress: Arc<Egress>) {
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(client)).await {
         Ok(Ok(head)) => head,
         _ => return,
@@ -152,6 +238,10 @@ async fn serve(client: &mut TcpStream, egress: &Egress) {
         let _ = refuse(client, 407, "Proxy authentication required").await;
         return;
     };
+    let Some(_tunnel) = egress.open_tunnel(&cluster) else {
+        let _ = refuse(client, 503, "Too many tunnels of this cluster").await;
+        return;
+    };
     let addresses = match connect::checked(&egress.lookup, &egress.policy, &request.host).await {
         Ok(addresses) => addresses,
         Err(refusal) => {
@@ -164,6 +254,19 @@ async fn serve(client: &mut TcpStream, egress: &Egress) {
             return;
         }
     };
+    // (An IPv4 address mapped into IPv6 is its IPv4 self here.)
+    if let Some(address) = addresses.iter().map(|a| a.to_canonical()).find(|a| {
+        a.is_loopback() && !egress.own_server(&cluster, SocketAddr::new(*a, request.port))
+    }) {
+        log::warn!(
+            "remote cluster {cluster}: helm was sent to {}:{} (a redirect of its API server?), refused: a loopback address other than the cluster's own server",
+            request.host,
+            request.port
+        );
+        let why = format!("Forbidden: {address} is a loopback address, not the cluster's server");
+        let _ = refuse(client, 403, &why).await;
+        return;
+    }
     let Some(mut server) = first_connecting(&addresses, request.port).await else {
         let _ = refuse(client, 502, "Bad gateway: no address of the host accepts").await;
         return;

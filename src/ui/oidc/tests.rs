@@ -63,6 +63,7 @@ fn config() -> OidcConfig {
         groups_claim: "groups".into(),
         username_prefix: String::new(),
         groups_prefix: String::new(),
+        reserved_users: vec!["hossted-ui:reader".into()],
     }
 }
 
@@ -84,7 +85,7 @@ fn provider(keys: Vec<Key>) -> Provider {
 
 fn claims() -> Value {
     json!({ "iss": ISSUER, "aud": CLIENT, "exp": NOW + 600, "iat": NOW, "nonce": "n-1",
-            "email": "alice@example.com", "groups": ["team-a"] })
+            "email": "alice@example.com", "email_verified": true, "groups": ["team-a"] })
 }
 
 /// The identity a token gives, all checks made as at [`NOW`].
@@ -136,6 +137,13 @@ fn another_key_algorithm_client_issuer_nonce_or_time_is_refused() {
         ("email", json!("")),
         ("email", json!("system:admin")),
         ("groups", json!(["team-a", "system:masters"])),
+        // Go's header reader trims these: " system:masters" arrives bare.
+        ("groups", json!([" system:masters"])),
+        ("groups", json!(["system:masters\t"])),
+        ("email", json!(" system:admin")),
+        ("email", json!("hossted-ui:reader")),
+        ("email_verified", json!(false)),
+        ("email_verified", json!("true")),
         ("groups", json!(vec!["g"; MAX_GROUPS + 1])),
     ] {
         let mut c = claims();

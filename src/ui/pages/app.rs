@@ -99,8 +99,8 @@ fn approved_by<'e>(events: &'e [Event], hash: &str) -> Option<&'e str> {
         .filter(|e| e.reason.as_deref() == Some("ApprovedBy"))
         .find_map(|e| {
             let a = e.metadata.annotations.as_ref()?;
-            (a.get(crate::ui::EVENT_CONFIG_HASH)?.as_str() == hash)
-                .then(|| a.get(crate::ui::EVENT_USER).map(String::as_str))
+            (a.get(crate::ui::named::EVENT_CONFIG_HASH)?.as_str() == hash)
+                .then(|| a.get(crate::ui::named::EVENT_USER).map(String::as_str))
                 .flatten()
         })
 }

@@ -732,7 +732,7 @@ async fn no_forged_ended_expired_or_unchecked_session_changes_anything() {
     let mut forged = Jar::default();
     forged
         .cookies
-        .insert("hossted-ui-session".into(), "0".repeat(64));
+        .insert("__Host-hossted-ui-session".into(), "0".repeat(64));
     let post = forged
         .go("POST", &reconcile, Some("csrf=x".into()), &[])
         .await;
@@ -760,7 +760,7 @@ async fn no_forged_ended_expired_or_unchecked_session_changes_anything() {
     assert_eq!(written().await, None, "a refused request wrote");
 
     // Logout ends the session on the server: the old cookie admits no one.
-    let session = alice.cookies["hossted-ui-session"].clone();
+    let session = alice.cookies["__Host-hossted-ui-session"].clone();
     let out = alice
         .go(
             "POST",
@@ -771,13 +771,35 @@ async fn no_forged_ended_expired_or_unchecked_session_changes_anything() {
         .await;
     assert_eq!(out.status, 303, "{out:?}");
     let mut replay = Jar::default();
-    replay.cookies.insert("hossted-ui-session".into(), session);
+    replay
+        .cookies
+        .insert("__Host-hossted-ui-session".into(), session);
     let post = replay
         .go("POST", &reconcile, Some(format!("csrf={csrf}")), &[])
         .await;
     assert_eq!(
         (post.status, post.refusal.as_deref()),
         (403, Some("NoSession"))
+    );
+
+    // One user's sessions are bounded: the eleventh sign-in ends the first
+    // (no one account can fill the server, or others' room to sign in).
+    let (first, _) = sign_in(&ui, "bob").await;
+    let first_cookie = first.cookies["__Host-hossted-ui-session"].clone();
+    for _ in 0..10 {
+        sign_in(&ui, "bob").await;
+    }
+    let mut oldest = Jar::default();
+    oldest
+        .cookies
+        .insert("__Host-hossted-ui-session".into(), first_cookie);
+    let page = oldest
+        .go("GET", &format!("{}/events", ui.url), None, &[])
+        .await;
+    assert_eq!(
+        (page.status, page.refusal.as_deref()),
+        (403, Some("NoSession")),
+        "bob's first of 11 sessions still admitted"
     );
 
     // A session whose ID token expired (8 s) admits no one.

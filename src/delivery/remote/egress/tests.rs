@@ -45,9 +45,16 @@ async fn echo(ip: &str, port: u16) -> (u16, Arc<AtomicUsize>) {
     (port, accepted)
 }
 
-/// The proxy's address and the `Proxy-Authorization` its URL stands for.
-async fn started(egress: &Arc<Egress>) -> (SocketAddr, String) {
-    let url: http::Uri = egress.proxy_url("c0ffee").await.unwrap().parse().unwrap();
+/// The proxy's address and the `Proxy-Authorization` its URL stands for,
+/// for a cluster whose server is `own` (a loopback target is allowed only
+/// if it is that).
+async fn started(egress: &Arc<Egress>, own: SocketAddr) -> (SocketAddr, String) {
+    let url: http::Uri = egress
+        .proxy_url("c0ffee", own)
+        .await
+        .unwrap()
+        .parse()
+        .unwrap();
     let authority = url.authority().unwrap().as_str().to_string();
     let (user, at) = authority.split_once('@').unwrap();
     let address = at.parse().unwrap();
@@ -134,7 +141,8 @@ proptest! {
                 })
                 .collect();
             let egress = Egress::new(policy(), scripted(answers));
-            let (proxy, authorization) = started(&egress).await;
+            let own = SocketAddr::new(ip(ALLOWED), port);
+            let (proxy, authorization) = started(&egress, own).await;
             let mut made = 0;
             for (i, t) in targets.iter().enumerate() {
                 let (host, answer) = match t {
@@ -168,7 +176,7 @@ proptest! {
 async fn a_tunnel_without_the_secret_is_refused() {
     let (port, accepts) = echo(ALLOWED, 0).await;
     let egress = Egress::new(policy(), scripted(vec![]));
-    let (proxy, authorization) = started(&egress).await;
+    let (proxy, authorization) = started(&egress, SocketAddr::new(ip(ALLOWED), port)).await;
     let target = format!("{ALLOWED}:{port}");
     let other = format!("Basic {}", STANDARD.encode("c0ffee:not-the-secret"));
     let bearer = authorization.replacen("Basic", "Bearer", 1);
@@ -194,7 +202,7 @@ async fn a_tunnel_without_the_secret_is_refused() {
 async fn a_bad_request_is_refused_and_the_proxy_goes_on() {
     let (port, _) = echo(ALLOWED, 0).await;
     let egress = Egress::new(policy(), scripted(vec![]));
-    let (proxy, authorization) = started(&egress).await;
+    let (proxy, authorization) = started(&egress, SocketAddr::new(ip(ALLOWED), port)).await;
     let get = format!(
         "GET http://{ALLOWED}:{port}/ HTTP/1.1\r\nProxy-Authorization: {authorization}\r\n\r\n"
     );
@@ -246,4 +254,52 @@ fn a_connect_is_read_with_its_target_and_what_followed_it() {
     );
     assert_eq!(split_target("[not-v6]:443"), None);
     assert_eq!(split_target(&format!("{}:443", "a".repeat(254))), None);
+}
+
+/// A loopback target other than the cluster's own server — the
+/// operator's own ports, the proxy itself — is refused, whatever the
+/// policy allows; and one cluster's secret does not pass for another's.
+#[tokio::test]
+async fn loopback_is_the_clusters_own_server_only_and_secrets_are_per_cluster() {
+    let (port, accepts) = echo(ALLOWED, 0).await;
+    let (other, other_accepts) = echo(ALLOWED, 0).await;
+    // The policy allows loopback: only the cluster's own port passes.
+    let egress = Egress::new(
+        AddressPolicy::parse("169.254.0.0/16").unwrap(),
+        scripted(vec![]),
+    );
+    let (proxy, authorization) = started(&egress, SocketAddr::new(ip(ALLOWED), port)).await;
+    let own = format!("{ALLOWED}:{port}");
+    assert_eq!(
+        ask(proxy, &connect_head(&own, &authorization), b"x").await,
+        (200, b"x".to_vec())
+    );
+    for target in [
+        format!("{ALLOWED}:{other}"),
+        format!("[::ffff:127.0.0.1]:{other}"),
+        format!("{}", proxy),
+    ] {
+        assert_eq!(
+            ask(proxy, &connect_head(&target, &authorization), b"")
+                .await
+                .0,
+            403,
+            "{target}"
+        );
+    }
+    assert_eq!(other_accepts.load(Ordering::SeqCst), 0);
+    // Cluster c0ffee's secret under another cluster's name: refused.
+    let decoded = String::from_utf8(
+        STANDARD
+            .decode(authorization.trim_start_matches("Basic "))
+            .unwrap(),
+    )
+    .unwrap();
+    let (_, secret) = decoded.split_once(':').unwrap();
+    let other_cluster = format!("Basic {}", STANDARD.encode(format!("beef:{secret}")));
+    assert_eq!(
+        ask(proxy, &connect_head(&own, &other_cluster), b"").await.0,
+        407
+    );
+    assert_eq!(accepts.load(Ordering::SeqCst), 1);
 }
