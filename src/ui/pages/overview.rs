@@ -119,8 +119,9 @@ fn approvals(pending: &[&&HelmApp]) -> Markup {
     html! {
     section #approvals aria-labelledby="approvals-h" {
         h2 #approvals-h { "Pending approvals (" (pending.len()) ")" }
+        (more(pending.len()))
         ul {
-            @for app in pending {
+            @for app in pending.iter().take(MAX_ROWS) {
                 @let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
                 @let p = app.status.as_ref().and_then(|s| s.pending_change.as_ref());
                 li data-pending=(format!("{ns}/{name}")) {
@@ -142,8 +143,9 @@ fn updates_section(updates: &[(&&HelmApp, &str)]) -> Markup {
     html! {
     section #updates aria-labelledby="updates-h" {
         h2 #updates-h { "Updates available (" (updates.len()) ")" }
+        (more(updates.len()))
         ul {
-            @for (app, version) in updates {
+            @for (app, version) in updates.iter().take(MAX_ROWS) {
                 @let (ns, name) = (app.namespace().unwrap_or_default(), app.name_any());
                 li data-update=(format!("{ns}/{name}")) {
                     a href=(app_href(&ns, &name)) { (ns) "/" (name) }
@@ -152,6 +154,20 @@ fn updates_section(updates: &[(&&HelmApp, &str)]) -> Markup {
             }
         }
     }
+    }
+}
+
+/// The most rows a list of the overview shows (its most urgent first):
+/// the page stays bounded however many apps one may see.
+pub const MAX_ROWS: usize = 200;
+
+/// What a list left out past [`MAX_ROWS`], and how to see it.
+fn more(total: usize) -> Markup {
+    let left = total.saturating_sub(MAX_ROWS);
+    html! {
+        @if left > 0 {
+            p.more data-more=(left) { "And " (left) " more: narrow the list by namespace or filter." }
+        }
     }
 }
 
@@ -164,10 +180,11 @@ fn group(state: State, apps: &[&HelmApp]) -> Markup {
             table {
                 thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Reason" } th.wide scope="col" { "Message" } th scope="col" { "Chart" } th scope="col" { "Rev" } } }
                 tbody {
-                    @for app in apps { (row(app)) }
+                    @for app in apps.iter().take(MAX_ROWS) { (row(app)) }
                 }
             }
         }
+        (more(apps.len()))
     }
     }
 }
@@ -180,7 +197,7 @@ fn sets_section(sets: &[Arc<HelmAppSet>]) -> Markup {
         table {
             thead { tr { th scope="col" { "Namespace" } th scope="col" { "Name" } th scope="col" { "Ready" } th scope="col" { "Apps" } } }
             tbody {
-                @for set in sets {
+                @for set in sets.iter().take(MAX_ROWS) {
                     @let (ns, name) = (set.namespace().unwrap_or_default(), set.name_any());
                     tr data-set=(format!("{ns}/{name}")) {
                         td { (ns) }
@@ -217,5 +234,29 @@ pub fn truncate(s: &str, n: usize) -> String {
     match s.char_indices().nth(n) {
         Some((i, _)) => format!("{}…", &s[..i]),
         None => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apis::helmapp::HelmAppSpec;
+
+    /// However many apps one may see, each list shows at most MAX_ROWS
+    /// rows and says how many more there are.
+    #[test]
+    fn a_list_is_cut_at_its_bound_and_says_how_many_more() {
+        let apps: Vec<Arc<HelmApp>> = (0..MAX_ROWS + 37)
+            .map(|i| {
+                let mut a = HelmApp::new(&format!("app-{i:04}"), HelmAppSpec::default());
+                a.metadata.namespace = Some("team".into());
+                Arc::new(a)
+            })
+            .collect();
+        let html = main(&apps, &[], &Filter::default(), chrono::Utc::now()).into_string();
+        assert_eq!(html.matches("<tr data-app=").count(), MAX_ROWS);
+        assert!(html.contains(r#"data-more="37""#), "{html}");
+        // The count says them all.
+        assert!(html.contains(&format!(r#"data-count="{}""#, MAX_ROWS + 37)));
     }
 }
