@@ -65,7 +65,9 @@ impl Kinds {
         Ok(resource)
     }
 
-    async fn get(
+    /// An object as the viewer's client reads it (`None`: not there), its
+    /// resource found by discovery once.
+    pub async fn get(
         &self,
         client: &kube::Client,
         api_version: &str,

@@ -744,7 +744,7 @@ async fn app_page(ui: &Ui, viewer: &Viewer, app: &HelmApp, fragment: bool) -> Re
             details::inventory(client, &ui.kinds, app),
             details::drift(client, &ui.kinds, app),
             details::values(client, app),
-            super::tree::tree(client, app),
+            super::tree::tree(client, &ui.kinds, app),
         );
         pages::app::Details {
             events,
@@ -1016,16 +1016,9 @@ async fn named_event(
 /// what a page about one object asks for), only generations that touched
 /// that object are sent.
 fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body> {
-    let guard = match &ui.access {
-        Access::Served(served) => match served.open_stream(viewer.session.as_ref()) {
-            Some(guard) => Some(guard),
-            None => {
-                let mut r = refused(Refusal::TooManyStreams);
-                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-                return r;
-            }
-        },
-        Access::Local { .. } => None,
+    let guard = match stream_guard(ui, viewer) {
+        Ok(guard) => guard,
+        Err(r) => return *r,
     };
     let mut rx = ui.live.subscribe();
     let first = *rx.borrow_and_update();
@@ -1085,12 +1078,7 @@ fn events(ui: &Arc<Ui>, viewer: &Viewer, watch: Option<String>) -> Response<Body
             }
         }
     });
-    let stream = futures::stream::unfold(frames, |mut frames| async move {
-        let frame = frames.recv().await?;
-        Some((Ok::<_, Infallible>(frame), frames))
-    });
-    let body = BodyExt::boxed(StreamBody::new(stream));
-    respond(StatusCode::OK, "text/event-stream", body)
+    event_stream(frames)
 }
 
 /// The most log lines a page shows, and its default.
@@ -1152,16 +1140,9 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
     if viewer.who == Who::Anonymous {
         return refused(Refusal::ReadOnly);
     }
-    let guard = match &ui.access {
-        Access::Served(served) => match served.open_stream(viewer.session.as_ref()) {
-            Some(guard) => Some(guard),
-            None => {
-                let mut r = refused(Refusal::TooManyStreams);
-                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-                return r;
-            }
-        },
-        Access::Local { .. } => None,
+    let guard = match stream_guard(ui, viewer) {
+        Ok(guard) => guard,
+        Err(r) => return *r,
     };
     let params = kube::api::LogParams {
         container: (!container.is_empty()).then(|| container.to_string()),
@@ -1220,6 +1201,31 @@ fn logs_stream(ui: &Ui, viewer: &Viewer, ns: &str, pod: &str, container: &str) -
             }
         }
     });
+    event_stream(frames)
+}
+
+/// A live stream's slot: none is counted for the local UI; the served
+/// one's refusal (429) when the session, or the anonymous visitors, hold
+/// as many as allowed.
+fn stream_guard(
+    ui: &Ui,
+    viewer: &Viewer,
+) -> Result<Option<served::StreamGuard>, Box<Response<Body>>> {
+    match &ui.access {
+        Access::Served(served) => match served.open_stream(viewer.session.as_ref()) {
+            Some(guard) => Ok(Some(guard)),
+            None => {
+                let mut r = refused(Refusal::TooManyStreams);
+                *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+                Err(Box::new(r))
+            }
+        },
+        Access::Local { .. } => Ok(None),
+    }
+}
+
+/// `text/event-stream` of the frames a task hands over on `frames`.
+fn event_stream(frames: tokio::sync::mpsc::Receiver<Frame<Bytes>>) -> Response<Body> {
     let stream = futures::stream::unfold(frames, |mut frames| async move {
         let frame = frames.recv().await?;
         Some((Ok::<_, Infallible>(frame), frames))

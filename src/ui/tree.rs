@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use apis::helmapp::HelmApp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use serde_json::Value;
 
@@ -50,7 +50,11 @@ fn workload_kind(api_version: &str, kind: &str) -> Option<&'static str> {
 }
 
 /// The tree of `app`'s workloads, or why it cannot be read.
-pub async fn tree(client: &kube::Client, app: &HelmApp) -> Result<Vec<Node>, String> {
+pub async fn tree(
+    client: &kube::Client,
+    kinds: &crate::ui::details::Kinds,
+    app: &HelmApp,
+) -> Result<Vec<Node>, String> {
     let Some(status) = &app.status else {
         return Ok(Vec::new());
     };
@@ -91,7 +95,9 @@ pub async fn tree(client: &kube::Client, app: &HelmApp) -> Result<Vec<Node>, Str
         if !namespaces.contains(e.namespace.as_str()) {
             continue;
         }
-        let live = get(client, &e.api_version, kind, &e.namespace, &e.name).await;
+        let live = kinds
+            .get(client, &e.api_version, kind, &e.namespace, &e.name)
+            .await;
         let (status, detail, uid) = match &live {
             Ok(Some(v)) => {
                 let (s, d) = judged(v);
@@ -230,24 +236,6 @@ fn pod_node(pod: &Pod) -> Node {
             .unwrap_or_default(),
         children: Vec::new(),
     }
-}
-
-async fn get(
-    client: &kube::Client,
-    api_version: &str,
-    kind: &str,
-    namespace: &str,
-    name: &str,
-) -> Result<Option<Value>, String> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let plural = format!("{}s", kind.to_lowercase());
-    let ar =
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural);
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
-    let object = api.get_opt(name).await.map_err(|e| e.to_string())?;
-    object
-        .map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
-        .transpose()
 }
 
 #[cfg(test)]
