@@ -171,7 +171,7 @@ impl HelmApps {
         if !refused {
             ctx.refused.lock().remove(&context::run_key(&app));
         }
-        if observed.done.helm_ran {
+        if observed.done.helm_ran && !observed.done.recorded {
             act::record_storage(ctx, &app, &mut observed).await;
         }
         if settled && !deleting {

@@ -392,3 +392,89 @@ async fn with_wait_a_custom_resource_with_conditions_holds_ready_and_its_depende
     );
     operator.stop().await;
 }
+
+/// Every version of HelmApp `name` the API server stores from now on, in
+/// order (a watch delivers each write), until `done` holds of one.
+async fn versions_until(
+    client: kube::Client,
+    name: &str,
+    done: impl Fn(&HelmApp) -> bool,
+) -> Vec<HelmApp> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+    let api = Api::<HelmApp>::namespaced(client, NS);
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(60);
+    let mut stream = api.watch(&params, "0").await.unwrap().boxed();
+    let mut seen = Vec::new();
+    while let Some(event) = stream.try_next().await.unwrap() {
+        let app = match event {
+            WatchEvent::Added(a) | WatchEvent::Modified(a) => a,
+            WatchEvent::Error(e) => panic!("watch: {e:?}"),
+            _ => continue,
+        };
+        let finished = done(&app);
+        seen.push(app);
+        if finished {
+            return seen;
+        }
+    }
+    panic!("{name}: not done within 60 s: {} versions seen", seen.len());
+}
+
+/// `(status, reason)` of a version's Ready condition.
+fn ready_of(app: &HelmApp) -> Option<(String, String)> {
+    let status = app.status.as_ref()?;
+    let c = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+/// With `wait`, a release whose objects are ready as soon as helm made
+/// them is reported Ready by the run's own status write: what the run
+/// left is recorded (its objects listed) before the report, so no
+/// `Progressing` write comes between the run's intent and `Ready` (issue
+/// 55: a write per release fewer). Red with the report before the record.
+#[tokio::test]
+async fn a_release_ready_at_once_is_reported_ready_in_its_run_s_own_status_write() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let watching = {
+        let client = f.cp.client();
+        tokio::spawn(async move {
+            versions_until(client, "quick", |a| {
+                ready_of(a).is_some_and(|(s, _)| s == "True")
+            })
+            .await
+        })
+    };
+    // (The watch is open before the HelmApp exists: its first version is
+    // seen.)
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    apply(
+        &f,
+        "quick",
+        json!({ "chart": { "path": "tiny" }, "wait": true }),
+    )
+    .await;
+    let versions = watching.await.unwrap();
+    let readies: Vec<_> = versions.iter().filter_map(ready_of).collect();
+    assert!(
+        !readies.iter().any(|(_, reason)| reason == "Progressing"),
+        "{readies:?}"
+    );
+    assert_eq!(
+        readies.last(),
+        Some(&("True".to_string(), "InstallSucceeded".to_string()))
+    );
+    // The status written twice: the run's intent, then its record with
+    // Ready (the finalizer is a write of the HelmApp itself).
+    let statuses: Vec<_> = versions
+        .iter()
+        .map(|a| serde_json::to_value(&a.status).unwrap())
+        .collect();
+    let status_writes = statuses.windows(2).filter(|w| w[0] != w[1]).count();
+    assert_eq!(status_writes, 2, "{readies:?}");
+    operator.stop().await;
+}

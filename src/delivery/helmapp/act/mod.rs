@@ -106,6 +106,10 @@ pub async fn run(
             revision,
             before,
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
+        Step::RecordRun => {
+            release::record_storage(ctx, app, o).await;
+            Ok(Outcome::Replan)
+        }
         Step::ReportReleased {
             revision,
             not_ready,

@@ -172,6 +172,7 @@ fn ended(
 /// objects of a revision it deployed go in the same status write. Storage
 /// that cannot be read now is recorded by the next reconcile that can.
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    o.done.recorded = true;
     match crate::delivery::helmapp::observe::storage::record_after_run(&ctx.on(o).client, o).await {
         Some((entries, newest)) => {
             // The newest revision's objects, from this read: drift's record

@@ -217,6 +217,10 @@ pub struct Done {
     /// A helm install or upgrade ran in this reconcile: what it and the
     /// steps after it left in the storage is recorded after the last step.
     pub helm_ran: bool,
+    /// What the runs left was recorded (`plan::Step::RecordRun`): the
+    /// storage's digests and the deployed revision's objects, in
+    /// `status`; nothing is left to record after the last step.
+    pub recorded: bool,
     /// An adoption's dry run against the live manifest, once rendered
     /// (`super::act::adopt`): whether taking the release over changes any
     /// of its objects.

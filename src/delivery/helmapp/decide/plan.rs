@@ -99,6 +99,11 @@ pub enum Step {
         revision: i64,
         before: i64,
     },
+    /// Record what the runs of this reconcile left — Helm's storage and
+    /// the objects of the revision deployed — before the report, so that
+    /// `wait` judges those objects now and the report is the run's one
+    /// status write, `Ready` included when they are (then plan again).
+    RecordRun,
     /// Report the revision a run of this reconcile made: done, or with
     /// `wait`, `not_ready` (`Progressing` until its objects are judged).
     ReportReleased {
@@ -334,6 +339,7 @@ pub fn next(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
             revision: *revision,
             before: *before,
         },
+        ReleaseState::JustReleased { .. } if !o.done.recorded => Step::RecordRun,
         ReleaseState::JustReleased { revision, .. } => Step::ReportReleased {
             revision: *revision,
             not_ready: app
@@ -906,8 +912,12 @@ mod tests {
             run: RunKind::Install,
             revision: 1,
         };
+        // What the run left is recorded first, then reported.
+        assert_eq!(next(&released, &observed(), &plain), Step::RecordRun);
+        let mut recorded = observed();
+        recorded.done.recorded = true;
         assert_eq!(
-            next(&released, &observed(), &plain),
+            next(&released, &recorded, &plain),
             Step::ReportReleased {
                 revision: 1,
                 not_ready: None
@@ -1024,6 +1034,7 @@ mod tests {
             revision: 1,
         };
         let mut waiting = observed();
+        waiting.done.recorded = true;
         waiting.timeout = Duration::from_secs(300);
         waiting.pending = vec!["Deployment web".into()];
         // Without wait, a revision helm made is reported as released.

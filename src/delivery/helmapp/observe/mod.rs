@@ -123,7 +123,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
 /// it released (with `wait`), and, after a failed run whose remedy runs
 /// helm, Helm's storage read again.
 pub async fn after_step(ctx: &Context, app: &HelmApp, o: &mut Observed) {
-    readiness::after_run(ctx, app, o);
+    readiness::after_run(ctx, app, o).await;
     release::recheck_after_failure(ctx, app, o).await;
 }
 

@@ -55,9 +55,12 @@ pub fn pending(cluster: &Cluster, target: &Target, jobs: bool) -> Vec<String> {
 }
 
 /// After a run of this reconcile released a revision, with `wait`: its
-/// workloads not done yet, and its objects — judged once the next
-/// reconcile lists them — pending, for the plan's report.
-pub fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+/// workloads not done yet, and its objects pending until what the run
+/// left is recorded (`plan::Step::RecordRun` lists them in
+/// `status.inventory`); from then on they are judged as any reconcile
+/// judges them ([`others`]) — a release whose objects are ready at once
+/// is reported `Ready` in the run's one status write.
+pub async fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let (RunEnded::Released { revision, .. } | RunEnded::Tested { revision, .. }) =
         o.done.run_ended.as_ref().map_or(&RunEnded::SlotBusy, |e| e)
     else {
@@ -69,9 +72,13 @@ pub fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let revision = *revision;
     let jobs = app.spec.waits_for_jobs(&o.status.last_action);
     o.pending = pending(&ctx.on(o), &o.target, jobs);
-    o.pending
-        .push(format!("the objects of revision {revision}"));
     o.readiness_polled = true;
+    if o.done.recorded {
+        o.readiness_failed = others(ctx, app, o).await;
+    } else {
+        o.pending
+            .push(format!("the objects of revision {revision}"));
+    }
 }
 
 /// With `wait`, while the release is not Ready: its objects of kinds no
