@@ -202,6 +202,20 @@ impl Upgrade<'_> {
         switch(&mut args, self.create_namespace, "--create-namespace");
         switch(&mut args, self.skip_crds, "--skip-crds");
         flags(&mut args, self.flags, cli);
+        // Applied server-side, each object is validated by the server,
+        // field by field (helm sends `fieldValidation=Strict` whatever this
+        // flag says): helm's download of the OpenAPI schema would only ask
+        // the server whether it validates — a request and a schema read
+        // per run that change nothing applied (docs/delivery.md "What helm
+        // is asked"). An install's or upgrade's flag: `helm rollback` has
+        // none.
+        let applied_server_side =
+            cli == HelmCli::V4 && server_side(self.flags) == Some(ServerSide::Enabled);
+        switch(
+            &mut args,
+            applied_server_side && !self.flags.disable_openapi_validation,
+            "--disable-openapi-validation",
+        );
         if let Some(p) = &self.post_renderer {
             let config = p.config.display().to_string();
             args.extend(match cli {
@@ -354,6 +368,17 @@ fn history_max(args: &mut Vec<String>, max: i32) {
     args.push(max.max(0).to_string());
 }
 
+/// helm 4 replaces objects client-side only: it refuses `--force-replace`
+/// with server-side apply, so a forced run applies client-side (and
+/// `auto` keeps that until an upgrade says `enabled`).
+fn server_side(f: Flags) -> Option<ServerSide> {
+    if f.force {
+        Some(ServerSide::Disabled)
+    } else {
+        f.server_side
+    }
+}
+
 fn switch(args: &mut Vec<String>, on: bool, flag: &str) {
     if on {
         args.push(flag.into());
@@ -374,14 +399,7 @@ fn flags(args: &mut Vec<String>, f: Flags, cli: HelmCli) {
         f.disable_openapi_validation,
         "--disable-openapi-validation",
     );
-    // helm 4 replaces objects client-side only: it refuses
-    // `--force-replace` with server-side apply, so a forced run applies
-    // client-side (and `auto` keeps that until an upgrade says `enabled`).
-    let server_side = if f.force {
-        Some(ServerSide::Disabled)
-    } else {
-        f.server_side
-    };
+    let server_side = server_side(f);
     if let (HelmCli::V4, Some(s)) = (cli, server_side) {
         args.push(format!("--server-side={}", s.flag_value()));
         switch(
@@ -617,6 +635,35 @@ mod tests {
     }
 
     #[test]
+    fn the_openapi_download_is_skipped_where_the_server_validates_each_object() {
+        const FLAG: &str = "--disable-openapi-validation";
+        for (cli, side, force, skipped) in [
+            // Applied server-side: the server validates field by field.
+            (HelmCli::V4, Some(ServerSide::Enabled), false, true),
+            // Anything else: as the spec asks (here: not).
+            (HelmCli::V4, Some(ServerSide::Enabled), true, false),
+            (HelmCli::V4, Some(ServerSide::Disabled), false, false),
+            (HelmCli::V4, Some(ServerSide::Auto), false, false),
+            (HelmCli::V4, None, false, false),
+            (HelmCli::V3, Some(ServerSide::Enabled), false, false),
+        ] {
+            let flags = Flags {
+                server_side: side,
+                force,
+                ..Flags::default()
+            };
+            let args = upgrade(flags, cli);
+            assert_eq!(has(&args, FLAG), skipped, "{cli:?} {side:?} force {force}");
+            let asked = Flags {
+                disable_openapi_validation: true,
+                ..flags
+            };
+            let args = upgrade(asked, cli);
+            assert_eq!(args.iter().filter(|a| *a == FLAG).count(), 1, "{cli:?}");
+        }
+    }
+
+    #[test]
     fn conflicts_are_forced_only_where_helm_applies_server_side() {
         for (side, said) in [
             (Some(ServerSide::Enabled), true),
@@ -739,6 +786,14 @@ mod tests {
                 !has(&plain, "--wait") && !has(&plain, "--wait-for-jobs"),
                 "no wait unless asked, and jobs only with it"
             );
+            // helm rollback has no OpenAPI flag: never given, however
+            // the rollback applies.
+            let server_side = r(Flags {
+                server_side: Some(ServerSide::Enabled),
+                ..Flags::default()
+            })
+            .args(cli);
+            assert!(!has(&server_side, "--disable-openapi-validation"));
             let waits = waiting(true, true).args(cli);
             assert!(has(&waits, "--wait") && has(&waits, "--wait-for-jobs"));
             let no_jobs = waiting(true, false).args(cli);

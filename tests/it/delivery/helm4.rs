@@ -424,3 +424,53 @@ async fn an_hpa_s_replicas_are_reset_by_the_upgrade_unless_told_not_to_force() {
     );
     operator.stop().await;
 }
+
+/// Applied server-side, helm is not asked to download the OpenAPI schema
+/// (`--disable-openapi-validation`, docs/delivery.md "What helm is
+/// asked"): the server still refuses an object with a field its kind
+/// lacks — nothing is validated less. Red if the server took the object
+/// (its unknown field dropped with a warning): the install would succeed.
+#[tokio::test]
+async fn a_field_its_kind_lacks_is_refused_by_the_server_without_helm_s_schema_download() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting(&f, &f.cp.helm_binary());
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "strict",
+        json!({ "chart": { "path": "tiny" }, "values": { "unknownField": true } }),
+    )
+    .await;
+    let failed = with_reason(&f, "strict", "InstallFailed").await;
+    let condition = failed
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"))
+        .expect("a Ready condition");
+    assert!(
+        // The server's words for a field no ConfigMap has.
+        condition
+            .message
+            .contains(".notAField: field not declared in schema"),
+        "the server's strict validation refused it: {}",
+        condition.message
+    );
+    let install = helm_calls(&log)
+        .into_iter()
+        .find(|c| c.on("strict") && c.subcommand == "upgrade")
+        .expect("an install ran");
+    for flag in ["--server-side=true", "--disable-openapi-validation"] {
+        assert!(
+            install.words.iter().any(|w| w == flag),
+            "{flag}: {:?}",
+            install.words
+        );
+    }
+    // The same chart without that field installs: the refusal is the field's.
+    apply(&f, "lenient", json!({ "chart": { "path": "tiny" } })).await;
+    ready(&f, "lenient", "InstallSucceeded", 1).await;
+    operator.stop().await;
+}
