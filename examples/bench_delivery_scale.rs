@@ -116,11 +116,13 @@ fn verb_resource_agent(v: &Value) -> String {
         "" => String::new(),
         sub => format!("/{sub}"),
     };
-    format!(
-        "{} {}{sub} by {agent}",
-        s("/verb"),
-        s("/objectRef/resource")
-    )
+    // A request for no resource (discovery, OpenAPI, /version) is named
+    // by its path: which of them a helm run asks for is the figure.
+    let what = match s("/objectRef/resource") {
+        "" => s("/requestURI").split('?').next().unwrap_or("").to_string(),
+        resource => format!("{resource}{sub}"),
+    };
+    format!("{} {what} by {agent}", s("/verb"))
 }
 
 /// How long after all are Ready the operator's requests are counted.
@@ -459,7 +461,7 @@ async fn run_one(
     let (cp, _kcm, audit, kubeconfig) = control_plane(&dir).await;
     let client = cp.client();
     let charts = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/charts");
-    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo")], None)
+    let repo = ChartRepo::start(&cp, &[&charts.join("podinfo"), &charts.join("reach")], None)
         .await
         .expect("repo");
     let tgz = repo.dir().join("podinfo-6.7.0.tgz");
@@ -543,6 +545,7 @@ async fn run_one(
         "after_ready": after_ready,
     });
     if detailed {
+        result["refused"] = refused(&client, repo.url(), &log).await;
         let (paths, runs) = (
             Paths {
                 kubeconfig: &kubeconfig,
@@ -570,9 +573,94 @@ async fn run_one(
         op.stop();
     }
     drop(cp);
-    let _ = std::fs::remove_dir_all(&dir);
+    // BENCH_KEEP_DIR=1: the audit log and the operator's log stay, to be
+    // read after the run.
+    if std::env::var_os("BENCH_KEEP_DIR").is_some() {
+        eprintln!("bench-delivery-scale: kept {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     println!("{result}");
     result
+}
+
+/// How long the refused tenant app is watched.
+const REFUSED_SECS: u64 = 60;
+
+/// A tenant's app whose chart RBAC refuses (issue 55): in `apps-00`, helm
+/// impersonating a ServiceAccount whose Role may not make the
+/// ClusterRoleBinding `reach` renders — no retry can succeed until RBAC or
+/// the app changes. Its helm runs in [`REFUSED_SECS`] are counted: the
+/// operator's backoff for refusals (seconds apart, growing), never the
+/// work queue's milliseconds.
+async fn refused(client: &kube::Client, repo: &str, log: &Path) -> Value {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let meta = json!({ "name": "bench-tenant", "namespace": "apps-00" });
+    let sa: ServiceAccount = serde_json::from_value(json!({ "metadata": meta })).expect("sa");
+    // Helm's storage and what a namespaced chart makes: never a
+    // ClusterRoleBinding.
+    let role: Role = serde_json::from_value(json!({ "metadata": meta, "rules": [{
+        "apiGroups": [""], "resources": ["secrets", "configmaps", "services"],
+        "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"] }] }))
+    .expect("role");
+    let binding: RoleBinding = serde_json::from_value(json!({ "metadata": meta,
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "bench-tenant" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "bench-tenant", "namespace": "apps-00" }] }))
+    .expect("binding");
+    let pp = PostParams::default();
+    Api::<ServiceAccount>::namespaced(client.clone(), "apps-00")
+        .create(&pp, &sa)
+        .await
+        .expect("sa");
+    Api::<Role>::namespaced(client.clone(), "apps-00")
+        .create(&pp, &role)
+        .await
+        .expect("role");
+    Api::<RoleBinding>::namespaced(client.clone(), "apps-00")
+        .create(&pp, &binding)
+        .await
+        .expect("binding");
+    let app: HelmApp = serde_json::from_value(json!({
+        "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+        "metadata": { "name": "refused", "namespace": "apps-00" },
+        "spec": { "chart": { "repo": repo, "name": "reach" }, "serviceAccountName": "bench-tenant",
+                  "values": { "clusterAdmin": true } }
+    }))
+    .expect("HelmApp");
+    let api: Api<HelmApp> = Api::namespaced(client.clone(), "apps-00");
+    let runs = || {
+        log_lines(log)
+            .iter()
+            .filter(|l| l.split_whitespace().any(|w| w == "refused"))
+            .count()
+    };
+    let before = runs();
+    api.create(&PostParams::default(), &app)
+        .await
+        .expect("create");
+    tokio::time::sleep(Duration::from_secs(REFUSED_SECS)).await;
+    let reason = api
+        .get("refused")
+        .await
+        .ok()
+        .and_then(|a| a.status)
+        .and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.reason)
+        .unwrap_or_default();
+    let helm_runs = runs() - before;
+    // Gone before the restart is measured: its uninstall is refused too
+    // (the ClusterRoleBinding it would delete), so the finalizer is taken
+    // off by hand.
+    let _ = api.delete("refused", &Default::default()).await;
+    let unheld = json!({ "metadata": { "finalizers": null } });
+    let _ = api
+        .patch("refused", &PatchParams::default(), &Patch::Merge(&unheld))
+        .await;
+    while api.get_opt("refused").await.ok().flatten().is_some() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    json!({ "secs": REFUSED_SECS, "helm_runs": helm_runs, "reason": reason })
 }
 
 /// Where a run keeps what a restart needs.
@@ -955,6 +1043,64 @@ fn table(runs: &[Value]) -> String {
     out
 }
 
+/// A run's requests per release (see [`per_release`]).
+struct PerRelease {
+    ours: f64,
+    /// Of `ours`, those of the operator's helm children.
+    helm: f64,
+    bare: f64,
+    writes_ours: f64,
+    writes_bare: f64,
+    /// The operator's own requests per release, by verb and resource.
+    own_by_what: String,
+}
+
+/// Requests per release of run `r`, told apart by program (the audit
+/// log's user agent: helm's say `Helm`).
+fn per_release(r: &Value) -> PerRelease {
+    let n = r["apps"].as_f64().unwrap_or(1.0).max(1.0);
+    let sum = |v: &Value| {
+        v.as_object()
+            .map_or(0.0, |m| m.values().filter_map(Value::as_f64).sum::<f64>())
+    };
+    let writes = |v: &Value| {
+        v.as_object().map_or(0.0, |m| {
+            m.iter()
+                .filter(|(verb, _)| {
+                    ["create", "update", "patch", "delete", "deletecollection"]
+                        .contains(&verb.as_str())
+                })
+                .filter_map(|(_, c)| c.as_f64())
+                .sum::<f64>()
+        })
+    };
+    let by_what = r["requests_ours_by_what"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    let helm: f64 = by_what
+        .iter()
+        .filter(|(what, _)| what.ends_with(" by Helm"))
+        .filter_map(|(_, c)| c.as_f64())
+        .sum();
+    let own: Vec<String> = by_what
+        .iter()
+        .filter(|(what, _)| !what.ends_with(" by Helm"))
+        .filter_map(|(what, c)| {
+            let per = c.as_f64()? / n;
+            (per >= 0.05).then(|| format!("{} {per:.2}", what.trim_end_matches(" by ")))
+        })
+        .collect();
+    PerRelease {
+        ours: sum(&r["requests_ours"]) / n,
+        helm: helm / n,
+        bare: sum(&r["requests_bare"]) / n,
+        writes_ours: writes(&r["requests_ours"]) / n,
+        writes_bare: writes(&r["requests_bare"]) / n,
+        own_by_what: own.join(", "),
+    }
+}
+
 /// The quiet after all were Ready, and the restart and the edits of the
 /// run that made them.
 fn details(runs: &[Value]) -> String {
@@ -975,6 +1121,20 @@ fn details(runs: &[Value]) -> String {
         out.push_str(&format!(
             "\nSettled when Ready — the operator's requests in the {QUIET_SECS} s after all were Ready (target: no writes): {}.\n",
             quiet.join("; ")
+        ));
+    }
+    for r in runs {
+        let per = per_release(r);
+        out.push_str(&format!(
+            "\nRequests per release at {} apps, {} at once: ours {:.1} (helm {:.1} + the operator {:.1}) / bare helm {:.1}; writes ours {:.1} / bare {:.1}. The operator's own, by what: {}.\n",
+            r["apps"], r["concurrency"], per.ours, per.helm, per.ours - per.helm, per.bare,
+            per.writes_ours, per.writes_bare, per.own_by_what
+        ));
+    }
+    if let Some(refused) = runs.iter().find_map(|r| r.get("refused")) {
+        out.push_str(&format!(
+            "\nA tenant's app RBAC refuses (its chart makes a ClusterRoleBinding; helm as a ServiceAccount whose Role may not): {} helm runs in {} s, Ready reason {}.\n",
+            refused["helm_runs"], refused["secs"], refused["reason"]
         ));
     }
     if let Some(d) = runs.iter().find(|r| r.get("restart").is_some()) {
