@@ -629,10 +629,16 @@ async fn refused(client: &kube::Client, repo: &str, log: &Path) -> Value {
     }))
     .expect("HelmApp");
     let api: Api<HelmApp> = Api::namespaced(client.clone(), "apps-00");
+    // Its installs (no dry run, no other subcommand).
     let runs = || {
         log_lines(log)
             .iter()
-            .filter(|l| l.split_whitespace().any(|w| w == "refused"))
+            .filter(|l| {
+                let words: Vec<&str> = l.split_whitespace().collect();
+                words.contains(&"upgrade")
+                    && words.contains(&"refused")
+                    && !words.iter().any(|w| w.starts_with("--dry-run"))
+            })
             .count()
     };
     let before = runs();

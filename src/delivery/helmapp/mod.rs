@@ -56,9 +56,11 @@ pub use cluster::Members;
 pub use context::Context;
 pub use decide::target::Target;
 
-/// The most steps one reconcile takes: unlock, record or render a run of
-/// ours, then install or upgrade, test, and what its end calls for.
-const MAX_STEPS: usize = 6;
+/// The most steps one reconcile takes: unlock, render and record a run of
+/// ours left unrecorded, then install or upgrade, test, record what the
+/// runs left, and report it (or what a failure calls for) — seven; one
+/// spare.
+const MAX_STEPS: usize = 8;
 
 /// The HelmApp controller's [`Reconciler`].
 pub struct HelmApps {

@@ -478,3 +478,78 @@ async fn a_release_ready_at_once_is_reported_ready_in_its_run_s_own_status_write
     assert_eq!(status_writes, 2, "{readies:?}");
     operator.stop().await;
 }
+
+/// The status of a Deployment of 0 replicas that has rolled out
+/// `generation` (the test control plane has no controllers).
+async fn rolled_out(f: &Fixture, name: &str, generation: i64) {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let status = json!({ "status": { "observedGeneration": generation, "replicas": 0,
+                                     "updatedReplicas": 0, "readyReplicas": 0, "availableReplicas": 0 } });
+    Api::<Deployment>::namespaced(f.cp.client(), NS)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+/// With `wait`, an upgrade's workloads are judged in the run's own
+/// reconcile (its report follows the record): the new generation not
+/// rolled out keeps the new revision from Ready — every version the watch
+/// delivers says so, until it rolls out. (That a workload the cache holds
+/// only at the generation before, rolled out, is pending too is
+/// `readiness::tests`: the watch here is rarely behind the record.)
+#[tokio::test]
+async fn an_upgrade_is_not_ready_on_the_last_generation_s_rollout() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "rolling",
+        json!({ "chart": { "path": "podinfo" }, "wait": true }),
+    )
+    .await;
+    with_reason(&f, "rolling", "Progressing").await;
+    rolled_out(&f, "rolling-podinfo", 1).await;
+    ready(&f, "rolling", "UpToDate", 1).await;
+    let watching = {
+        let client = f.cp.client();
+        tokio::spawn(async move {
+            versions_until(client, "rolling", |a| {
+                let revision = a.status.as_ref().map_or(0, |s| s.revision);
+                revision == 2 && ready_of(a).is_some_and(|(_, r)| r == "Progressing")
+            })
+            .await
+        })
+    };
+    patch(
+        &f,
+        "rolling",
+        json!({ "spec": { "values": { "image": { "tag": "6.7.1" } } } }),
+    )
+    .await;
+    let versions = watching.await.unwrap();
+    let early: Vec<_> = versions
+        .iter()
+        .filter(|a| a.status.as_ref().is_some_and(|s| s.revision == 2))
+        .filter_map(ready_of)
+        .filter(|(status, _)| status == "True")
+        .collect();
+    assert!(
+        early.is_empty(),
+        "Ready before the new generation rolled out: {early:?}"
+    );
+    // Still waiting while it does not roll out; Ready once it does.
+    operator.settle().await;
+    assert_eq!(
+        get(&f, "rolling").await.as_ref().and_then(ready_of),
+        Some(("False".to_string(), "Progressing".to_string()))
+    );
+    rolled_out(&f, "rolling-podinfo", 2).await;
+    eventually("Ready at revision 2", 30, || async {
+        let app = get(&f, "rolling").await?;
+        let revision = app.status.as_ref()?.revision;
+        (revision == 2 && ready_of(&app)?.0 == "True").then_some(())
+    })
+    .await;
+    operator.stop().await;
+}

@@ -168,9 +168,11 @@ fn ended(
 }
 
 /// Records what helm left in the storage — what the next check expects —
-/// once the steps after a run (its tests, its remediation) are done; the
-/// objects of a revision it deployed go in the same status write. Storage
-/// that cannot be read now is recorded by the next reconcile that can.
+/// once the steps after a run (its tests, its remediation) are done: before
+/// the report of a revision released (`plan::Step::RecordRun`), else after
+/// the last step. The objects of a revision it deployed go in the same
+/// status write. Storage that cannot be read now is recorded by the next
+/// reconcile that can.
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     o.done.recorded = true;
     match crate::delivery::helmapp::observe::storage::record_after_run(&ctx.on(o).client, o).await {

@@ -1,7 +1,8 @@
 //! The report of a revision a run of this reconcile made (and tested, if
-//! asked): done — or, with `wait`, `Ready=False` as the plan judged it
-//! (`Progressing` until its objects are known and judged: the next
-//! reconcile lists them; the run's storage event re-queues, and so does
+//! asked), once what the run left is recorded (`plan::Step::RecordRun`):
+//! done — or, with `wait`, `Ready=False` as the plan judged it
+//! (`Progressing` while an object is not ready, or not yet in the cache
+//! at the generation helm applied; its event re-queues, and so does
 //! this).
 
 use runtime::Action;

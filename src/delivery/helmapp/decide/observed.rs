@@ -215,12 +215,18 @@ pub struct Done {
     /// What a helm run of this reconcile came to (`None`: none ran yet).
     pub run_ended: Option<RunEnded>,
     /// A helm install or upgrade ran in this reconcile: what it and the
-    /// steps after it left in the storage is recorded after the last step.
+    /// steps after it left in the storage is recorded before the report
+    /// of a release (`plan::Step::RecordRun`), else after the last step.
     pub helm_ran: bool,
     /// What the runs left was recorded (`plan::Step::RecordRun`): the
     /// storage's digests and the deployed revision's objects, in
     /// `status`; nothing is left to record after the last step.
     pub recorded: bool,
+    /// The workloads of the revision deployed as the record read them
+    /// just after the run (`None`: not read — drift disabled, or a read
+    /// that failed): a workload is judged from the cache only once the
+    /// cache holds that generation of it.
+    pub applied_workloads: Option<Vec<AppliedWorkload>>,
     /// An adoption's dry run against the live manifest, once rendered
     /// (`super::act::adopt`): whether taking the release over changes any
     /// of its objects.
@@ -237,6 +243,16 @@ pub struct Done {
     /// (`observe::storage::record`). `false` as observed: an intent found
     /// in the status is a leftover, proving nothing by itself.
     pub run_live: bool,
+}
+
+/// A workload a run applied, as read right after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppliedWorkload {
+    /// `Deployment`, `StatefulSet`, `DaemonSet` or `Job`.
+    pub kind: String,
+    /// `namespace/name`.
+    pub key: String,
+    pub generation: i64,
 }
 
 /// The cluster a release was read in, as a decision sees it: only that

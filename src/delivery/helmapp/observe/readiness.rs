@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::kstatus::Readiness;
-use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
+use crate::delivery::helmapp::decide::observed::{AppliedWorkload, Observed, RunEnded};
 use crate::delivery::helmapp::decide::target::Target;
 use crate::delivery::helmapp::observe::drift::check::Object;
 use crate::delivery::helmapp::observe::expressions::ExprError;
@@ -71,13 +71,54 @@ pub async fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     let revision = *revision;
     let jobs = app.spec.waits_for_jobs(&o.status.last_action);
-    o.pending = pending(&ctx.on(o), &o.target, jobs);
+    let cluster = ctx.on(o);
+    o.pending = pending(&cluster, &o.target, jobs);
     o.readiness_polled = true;
-    if o.done.recorded {
-        o.readiness_failed = others(ctx, app, o).await;
-    } else {
-        o.pending
-            .push(format!("the objects of revision {revision}"));
+    let applied = match (o.done.recorded, &o.done.applied_workloads) {
+        (true, Some(applied)) => applied.clone(),
+        _ => {
+            o.pending
+                .push(format!("the objects of revision {revision}"));
+            return;
+        }
+    };
+    for said in not_cached_yet(&applied, jobs, |w| cached_generation(&cluster, w)) {
+        if !o.pending.contains(&said) {
+            o.pending.push(said);
+        }
+    }
+    o.pending.sort();
+    o.readiness_failed = others(ctx, app, o).await;
+}
+
+/// Of the workloads a run `applied`, those the cache does not hold at the
+/// generation helm applied yet (`cached`: the generation it holds) — one
+/// just made, or the last generation's, rolled out — as `Kind name`:
+/// pending until it does (its event looks again). Jobs only when waited
+/// for (`jobs`).
+fn not_cached_yet(
+    applied: &[AppliedWorkload],
+    jobs: bool,
+    cached: impl Fn(&AppliedWorkload) -> Option<i64>,
+) -> Vec<String> {
+    applied
+        .iter()
+        .filter(|w| jobs || w.kind != "Job")
+        .filter(|w| cached(w) < Some(w.generation))
+        .map(|w| format!("{} {}", w.kind, w.key.rsplit('/').next().unwrap_or("")))
+        .collect()
+}
+
+/// The generation of `workload` in the cache that follows its kind.
+fn cached_generation(cluster: &Cluster, workload: &AppliedWorkload) -> Option<i64> {
+    let m = &cluster.members;
+    let key = &workload.key;
+    match workload.kind.as_str() {
+        "Deployment" => m.deployments.get(key)?.metadata.generation,
+        "StatefulSet" => m.statefulsets.get(key)?.metadata.generation,
+        "DaemonSet" => m.daemonsets.get(key)?.metadata.generation,
+        "Job" => m.jobs.get(key)?.metadata.generation,
+        _ => None,
     }
 }
 
@@ -177,4 +218,47 @@ enum Judged {
     Is(Readiness),
     /// No expression slot was free: not judged.
     Busy,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn applied(kind: &str, name: &str, generation: i64) -> AppliedWorkload {
+        AppliedWorkload {
+            kind: kind.into(),
+            key: format!("apps/{name}"),
+            generation,
+        }
+    }
+
+    #[test]
+    fn a_workload_is_judged_from_the_cache_only_at_the_generation_helm_applied() {
+        let runs = [
+            applied("Deployment", "web", 2),
+            applied("StatefulSet", "db", 1),
+            applied("Job", "migrate", 1),
+        ];
+        // Not in the cache yet, or the generation before (rolled out as it
+        // may be): pending.
+        let cache = |w: &AppliedWorkload| match w.key.as_str() {
+            "apps/web" => Some(1),
+            "apps/db" => None,
+            _ => Some(1),
+        };
+        assert_eq!(
+            not_cached_yet(&runs, true, cache),
+            ["Deployment web", "StatefulSet db"]
+        );
+        // At that generation or past it (an edit since): judged from the
+        // cache, as any reconcile judges it.
+        let caught_up = |w: &AppliedWorkload| Some(w.generation + i64::from(w.kind == "Job"));
+        assert!(not_cached_yet(&runs, true, caught_up).is_empty());
+        // Jobs left out when they are not waited for.
+        let behind = |_: &AppliedWorkload| None;
+        assert_eq!(
+            not_cached_yet(&runs, false, behind),
+            ["Deployment web", "StatefulSet db"]
+        );
+    }
 }

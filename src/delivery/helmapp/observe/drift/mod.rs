@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::decide::observed::{Drifted, Observed, Stored};
+use crate::delivery::helmapp::decide::observed::{AppliedWorkload, Drifted, Observed, Stored};
 use crate::lean::fingerprint::{Fingerprint, Fingerprinted};
 use check::{Object, with_helm_metadata};
 use futures::StreamExt;
@@ -201,8 +201,19 @@ pub async fn record_deployed(
         .release
         .as_ref()
         .is_ok_and(|r| r.status == HelmStatus::Deployed);
+    // The objects of a revision whose content the record just refused
+    // (rewritten after helm's last write: its labels may be copied) are
+    // not listed — nor judged ready from its manifest: the next
+    // reconcile's storage check says what it is.
+    let recorded = newest.digest_string().is_some_and(|digest| {
+        o.status
+            .storage_digests
+            .iter()
+            .any(|d| d.revision == newest.version() && d.digest == digest)
+    });
     if ours
         && deployed
+        && recorded
         && let Some(secret) = &newest.metadata.name
     {
         let digest = newest.digest_string();
@@ -264,6 +275,7 @@ async fn record_revision(
             .buffered(READS_AT_ONCE)
             .collect()
             .await;
+        o.done.applied_workloads = applied_workloads(&entries, &live);
         let rules = rules::Rules::of(app).ok();
         for (entry, live) in entries.iter_mut().zip(live) {
             // What is not proven as applied is not left without a digest:
@@ -295,6 +307,37 @@ async fn record_revision(
     o.status.inventory_revision = revision;
     o.status.drift.clear();
     cluster.drift.polls.forget(&cache::object_key(app));
+}
+
+/// The generation of each workload among `entries` as `live` read it
+/// right after the run; `None` if one could not be read (its readiness is
+/// then left to the next reconcile).
+fn applied_workloads(
+    entries: &[InventoryEntry],
+    live: &[Result<Option<Value>, String>],
+) -> Option<Vec<AppliedWorkload>> {
+    let mut applied = Vec::new();
+    for (entry, live) in entries.iter().zip(live) {
+        let workload = matches!(
+            (entry.api_version.as_str(), entry.kind.as_str()),
+            ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet") | ("batch/v1", "Job")
+        );
+        if !workload {
+            continue;
+        }
+        let generation = live
+            .as_ref()
+            .ok()?
+            .as_ref()?
+            .pointer("/metadata/generation")?
+            .as_i64()?;
+        applied.push(AppliedWorkload {
+            kind: entry.kind.clone(),
+            key: format!("{}/{}", entry.namespace, entry.name),
+            generation,
+        });
+    }
+    Some(applied)
 }
 
 /// Whether `live` holds what the manifest (`objects`) sets for `entry`,
