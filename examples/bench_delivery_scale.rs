@@ -473,10 +473,12 @@ async fn run_one(
     let helm_bin = helm_of(&cp, env);
     // Bare helm's processes are this process's children: their CPU.
     let bare_cpu0 = tree_cpu_seconds(std::process::id()) - cpu_seconds(std::process::id());
+    let cp_cpu0 = control_plane_cpu(cp.dir());
     let bare_secs =
         tokio::task::block_in_place(|| bare_helm(&cp, &helm_bin, &kubeconfig, &tgz, n, conc));
     let bare_cpu =
         tree_cpu_seconds(std::process::id()) - cpu_seconds(std::process::id()) - bare_cpu0;
+    let cp_cpu_bare = control_plane_cpu(cp.dir()) - cp_cpu0;
     let (from_ours, bare_requests) = audit_by_verb(&audit, from);
     let (_, bare_what) = audit_by(&audit, from, verb_resource_agent);
     eprintln!("bench-delivery-scale:   bare helm {bare_secs:.1}s");
@@ -487,6 +489,7 @@ async fn run_one(
     let sampler = Sampler::start(op.pid());
     let cpu0 = cpu_seconds(op.pid());
     let tree_cpu0 = tree_cpu_seconds(op.pid());
+    let cp_cpu1 = control_plane_cpu(cp.dir());
     let all: Api<HelmApp> = Api::all(client.clone());
     let started = Instant::now();
     let created = {
@@ -519,6 +522,7 @@ async fn run_one(
     let ours_secs = done.duration_since(started).as_secs_f64();
     let cpu = cpu_seconds(op.pid()) - cpu0;
     let tree_cpu = tree_cpu_seconds(op.pid()) - tree_cpu0;
+    let cp_cpu_ours = control_plane_cpu(cp.dir()) - cp_cpu1;
     let (_, ours_requests) = audit_by_verb(&audit, from_ours);
     let (_, ours_what) = audit_by(&audit, from_ours, verb_resource_agent);
     let (peak_own, peak_total) = sampler.peaks();
@@ -539,6 +543,7 @@ async fn run_one(
         "operator_rss_peak_mib": peak_own, "operator_rss_steady_mib": steady, "tree_rss_peak_mib": peak_total,
         "tree_pss_peak_mib": peak_total_pss,
         "operator_cpu_secs": cpu, "tree_cpu_secs": tree_cpu, "bare_cpu_secs": bare_cpu,
+        "control_plane_cpu_secs": { "ours": cp_cpu_ours, "bare": cp_cpu_bare },
         "requests_ours": ours_requests, "requests_bare": bare_requests,
         "requests_ours_by_what": ours_what, "requests_bare_by_what": bare_what,
         "helm_runs": log_lines(&log).len(),
@@ -582,6 +587,27 @@ async fn run_one(
     }
     println!("{result}");
     result
+}
+
+/// CPU seconds so far of this control plane's kube-apiserver and etcd
+/// (their command lines name its directory).
+fn control_plane_cpu(dir: &Path) -> f64 {
+    let needle = dir.display().to_string();
+    let pids: Vec<u32> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.into_iter()
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd);
+            let exe = cmd.split('\0').next().unwrap_or("");
+            (exe.ends_with("kube-apiserver") || exe.ends_with("etcd")) && cmd.contains(&needle)
+        })
+        .map(cpu_seconds)
+        .sum()
 }
 
 /// How long the refused tenant app is watched.
@@ -1132,9 +1158,11 @@ fn details(runs: &[Value]) -> String {
     for r in runs {
         let per = per_release(r);
         out.push_str(&format!(
-            "\nRequests per release at {} apps, {} at once: ours {:.1} (helm {:.1} + the operator {:.1}) / bare helm {:.1}; writes ours {:.1} / bare {:.1}. The operator's own, by what: {}.\n",
+            "\nRequests per release at {} apps, {} at once: ours {:.1} (helm {:.1} + the operator {:.1}) / bare helm {:.1}; writes ours {:.1} / bare {:.1}. The operator's own, by what: {}. kube-apiserver + etcd CPU during the run: ours {:.1} s / bare {:.1} s ({:.2}×).\n",
             r["apps"], r["concurrency"], per.ours, per.helm, per.ours - per.helm, per.bare,
-            per.writes_ours, per.writes_bare, per.own_by_what
+            per.writes_ours, per.writes_bare, per.own_by_what,
+            f(&r["control_plane_cpu_secs"], "ours"), f(&r["control_plane_cpu_secs"], "bare"),
+            f(&r["control_plane_cpu_secs"], "ours") / f(&r["control_plane_cpu_secs"], "bare"),
         ));
     }
     if let Some(refused) = runs.iter().find_map(|r| r.get("refused")) {
