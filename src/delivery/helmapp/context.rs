@@ -59,6 +59,21 @@ pub struct Context {
     /// while the HelmApp exists): drift trusts the objects of a revision at
     /// first sight only when it is this one — they were just applied.
     pub produced: parking_lot::Mutex<std::collections::HashMap<String, i64>>,
+    /// Per HelmApp key: the revision this process's last run deployed and
+    /// the workloads it applied, at the generation read just after it.
+    /// With `wait`, a workload is judged from the cache only once the cache
+    /// holds that generation — by every reconcile of that revision, not
+    /// only the run's (a storage event queues one at once, when the cache
+    /// may still hold the last generation, rolled out).
+    pub applied: parking_lot::Mutex<
+        std::collections::HashMap<
+            String,
+            (
+                i64,
+                Vec<crate::delivery::helmapp::decide::observed::AppliedWorkload>,
+            ),
+        >,
+    >,
     /// HelmApp keys whose helm run the API server's outage cut off, or
     /// whose storage could not be read after it: what that helm left (a
     /// revision superseded, one pending) is recorded as after any action
@@ -92,6 +107,7 @@ impl Context {
         let mine = |k: &String| k.split_once('#').is_some_and(|(name, _)| name == key);
         self.made.lock().retain(|k, _| !mine(k));
         self.produced.lock().retain(|k, _| !mine(k));
+        self.applied.lock().retain(|k, _| !mine(k));
         self.interrupted.lock().retain(|k| !mine(k));
         self.refused.lock().retain(|k, _| !mine(k));
     }

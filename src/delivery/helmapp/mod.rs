@@ -265,6 +265,7 @@ pub fn controller(
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),
         produced: Default::default(),
+        applied: Default::default(),
         interrupted: Default::default(),
         refused: Default::default(),
     };

@@ -108,6 +108,16 @@ pub async fn run(
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
         Step::RecordRun => {
             release::record_storage(ctx, app, o).await;
+            let key = crate::delivery::helmapp::context::run_key(app);
+            match &o.done.applied_workloads {
+                Some(applied) => {
+                    let kept = (o.status.revision, applied.clone());
+                    ctx.applied.lock().insert(key, kept);
+                }
+                None => {
+                    ctx.applied.lock().remove(&key);
+                }
+            }
             Ok(Outcome::Replan)
         }
         Step::ReportReleased {

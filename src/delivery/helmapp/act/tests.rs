@@ -224,6 +224,7 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
         leading_since: std::sync::OnceLock::new(),
         made: Default::default(),
         produced: Default::default(),
+        applied: Default::default(),
         interrupted: Default::default(),
         refused: Default::default(),
     }

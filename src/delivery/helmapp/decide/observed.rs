@@ -223,9 +223,9 @@ pub struct Done {
     /// `status`; nothing is left to record after the last step.
     pub recorded: bool,
     /// The workloads of the revision deployed as the record read them
-    /// just after the run (`None`: not read — drift disabled, or a read
-    /// that failed): a workload is judged from the cache only once the
-    /// cache holds that generation of it.
+    /// just after the run (`None`: not read — drift disabled, a read that
+    /// failed, a workload gone): a workload is judged from the cache only
+    /// once the cache holds that generation of it.
     pub applied_workloads: Option<Vec<AppliedWorkload>>,
     /// An adoption's dry run against the live manifest, once rendered
     /// (`super::act::adopt`): whether taking the release over changes any

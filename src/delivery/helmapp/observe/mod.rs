@@ -97,6 +97,7 @@ pub async fn gather(ctx: &Context, app: &HelmApp) -> Result<Observed, kube::Erro
     if app.spec.wait {
         let jobs = app.spec.waits_for_jobs(&o.status.last_action);
         o.pending = readiness::pending(&on, &o.target, jobs);
+        readiness::applied_not_cached(ctx, app, &mut o);
     }
     if app.spec.drift_mode() != DriftMode::Disabled
         && !o.busy

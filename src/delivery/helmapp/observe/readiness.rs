@@ -91,6 +91,25 @@ pub async fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     o.readiness_failed = others(ctx, app, o).await;
 }
 
+/// With `wait`, in any reconcile: the workloads this process's last run
+/// applied at `o`'s revision that the cache does not hold at the
+/// generation helm applied yet are pending too ([`not_cached_yet`]).
+pub fn applied_not_cached(ctx: &Context, app: &HelmApp, o: &mut Observed) {
+    let key = crate::delivery::helmapp::context::run_key(app);
+    let applied = match ctx.applied.lock().get(&key) {
+        Some((revision, applied)) if *revision == o.status.revision => applied.clone(),
+        _ => return,
+    };
+    let jobs = app.spec.waits_for_jobs(&o.status.last_action);
+    let cluster = ctx.on(o);
+    for said in not_cached_yet(&applied, jobs, |w| cached_generation(&cluster, w)) {
+        if !o.pending.contains(&said) {
+            o.pending.push(said);
+        }
+    }
+    o.pending.sort();
+}
+
 /// Of the workloads a run `applied`, those the cache does not hold at the
 /// generation helm applied yet (`cached`: the generation it holds) — one
 /// just made, or the last generation's, rolled out — as `Kind name`:

@@ -309,9 +309,10 @@ async fn record_revision(
     cluster.drift.polls.forget(&cache::object_key(app));
 }
 
-/// The generation of each workload among `entries` as `live` read it
-/// right after the run; `None` if one could not be read (its readiness is
-/// then left to the next reconcile).
+/// The generation of each workload among `entries` that the member caches
+/// can hold (helm's label) as `live` read it right after the run; `None`
+/// if one could not be read or was gone (its readiness is then left to
+/// the next reconcile).
 fn applied_workloads(
     entries: &[InventoryEntry],
     live: &[Result<Option<Value>, String>],
@@ -325,12 +326,17 @@ fn applied_workloads(
         if !workload {
             continue;
         }
-        let generation = live
-            .as_ref()
-            .ok()?
-            .as_ref()?
-            .pointer("/metadata/generation")?
-            .as_i64()?;
+        let live = live.as_ref().ok()?.as_ref()?;
+        // The member caches hold only what carries helm's label (the
+        // chart's to write): one without it was never judged from them.
+        let cached = live
+            .pointer("/metadata/labels/app.kubernetes.io~1managed-by")
+            .and_then(Value::as_str)
+            == Some("Helm");
+        if !cached {
+            continue;
+        }
+        let generation = live.pointer("/metadata/generation")?.as_i64()?;
         applied.push(AppliedWorkload {
             kind: entry.kind.clone(),
             key: format!("{}/{}", entry.namespace, entry.name),
