@@ -71,23 +71,16 @@ pub async fn after_run(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     }
     let revision = *revision;
     let jobs = app.spec.waits_for_jobs(&o.status.last_action);
-    let cluster = ctx.on(o);
-    o.pending = pending(&cluster, &o.target, jobs);
+    o.pending = pending(&ctx.on(o), &o.target, jobs);
     o.readiness_polled = true;
-    let applied = match (o.done.recorded, &o.done.applied_workloads) {
-        (true, Some(applied)) => applied.clone(),
-        _ => {
-            o.pending
-                .push(format!("the objects of revision {revision}"));
-            return;
-        }
-    };
-    for said in not_cached_yet(&applied, jobs, |w| cached_generation(&cluster, w)) {
-        if !o.pending.contains(&said) {
-            o.pending.push(said);
-        }
+    if !o.done.recorded || o.done.applied_workloads.is_none() {
+        o.pending
+            .push(format!("the objects of revision {revision}"));
+        return;
     }
-    o.pending.sort();
+    // `Step::RecordRun` kept what the run applied (`Context::applied`):
+    // judged as any later reconcile of this revision judges it.
+    applied_not_cached(ctx, app, o);
     o.readiness_failed = others(ctx, app, o).await;
 }
 
