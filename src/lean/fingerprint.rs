@@ -40,15 +40,28 @@ const CONTROLLER_ANNOTATIONS: [&str; 2] = [
 /// More keys than this under `spec` or `data`: hashed as one section.
 const MAX_SECTIONS: usize = 32;
 
-/// A live object's sections, hashed (see the module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A live object's sections, hashed (see the module docs). Two are equal
+/// when their sections and drift annotation are: where the object is
+/// [`kept`](Fingerprint::kept) is not what it is.
+#[derive(Clone, Debug, Default)]
 pub struct Fingerprint {
     /// `(hash of the top-level pointer, hash of the section's pointer,
     /// hash of its value)`, sorted.
     sections: Box<[(u32, u32, u64)]>,
     /// The object carries `hossted.com/drift: disabled`.
     pub drift_disabled: bool,
+    /// The number the whole object was kept under by
+    /// [`super::recent::keep`] when it was decoded (0: not kept).
+    pub kept: u64,
 }
+
+impl PartialEq for Fingerprint {
+    fn eq(&self, other: &Self) -> bool {
+        self.sections == other.sections && self.drift_disabled == other.drift_disabled
+    }
+}
+
+impl Eq for Fingerprint {}
 
 impl Fingerprint {
     /// The fingerprint of `object` (as the API serves it).
@@ -89,6 +102,7 @@ impl Fingerprint {
         Fingerprint {
             sections: sections.into_boxed_slice(),
             drift_disabled,
+            kept: 0,
         }
     }
 

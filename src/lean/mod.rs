@@ -15,6 +15,7 @@ pub mod marker;
 pub mod members;
 pub mod objects;
 pub mod quantity;
+pub mod recent;
 pub mod storage;
 pub mod trivy;
 pub mod workloads;

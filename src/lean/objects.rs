@@ -243,7 +243,8 @@ impl HelmAnnotations {
 /// Reads `T` from `d` through a [`serde_json::Value`], and the
 /// [`Fingerprint`](super::fingerprint::Fingerprint) of it: for the kinds
 /// whose drift delivery notices (one parse; the value lives only while
-/// the object is read).
+/// the object is read, unless a run of ours is in flight:
+/// [`super::recent`]).
 pub(super) fn with_fingerprint<'de, D, T>(
     d: D,
 ) -> Result<(T, crate::lean::fingerprint::Fingerprint), D::Error>
@@ -252,9 +253,22 @@ where
     T: serde::de::DeserializeOwned,
 {
     let value = serde_json::Value::deserialize(d)?;
-    let fingerprint = crate::lean::fingerprint::Fingerprint::of(&value);
-    let raw = T::deserialize(value).map_err(serde::de::Error::custom)?;
+    let mut fingerprint = crate::lean::fingerprint::Fingerprint::of(&value);
+    if !crate::lean::recent::capturing() || is_helm_storage(&value) {
+        let raw = T::deserialize(value).map_err(serde::de::Error::custom)?;
+        return Ok((raw, fingerprint));
+    }
+    // A run of ours is in flight: the object is kept whole a while, for
+    // the record after it (`super::recent`).
+    let raw = T::deserialize(&value).map_err(serde::de::Error::custom)?;
+    fingerprint.kept = crate::lean::recent::keep(value);
     Ok((raw, fingerprint))
+}
+
+/// A Secret of Helm's storage: never one of a release's objects, and its
+/// payload the heaviest Secret there is — not kept by `super::recent`.
+fn is_helm_storage(value: &serde_json::Value) -> bool {
+    value.get("type").and_then(serde_json::Value::as_str) == Some("helm.sh/release.v1")
 }
 
 /// Implements `kube::Resource` for a lean type standing for a real kind.

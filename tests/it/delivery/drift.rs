@@ -517,6 +517,73 @@ async fn the_ready_write_carries_the_inventory_and_nothing_is_written_after_it()
     operator.stop().await;
 }
 
+/// The record after a run proves the run's objects from what the caches
+/// decoded while it ran (`lean::recent`), not by a GET of each: from the
+/// apiserver's audit log, the operator's own GETs (helm's excluded by its
+/// user agent) of the releases' objects are fewer than their objects —
+/// each one was read once per record before — and every object still
+/// keeps a digest (none left unverified). How many were read is printed:
+/// an object the cache had not seen yet when the run ended is read, which
+/// timing decides.
+#[tokio::test]
+async fn the_record_after_a_run_proves_its_objects_from_the_cache_without_a_get_of_each() {
+    let (cp, audit) = audited_control_plane().await;
+    let f = Fixture::on(cp).await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let names = ["proven-a", "proven-b", "proven-c"];
+    for name in names {
+        let spec = json!({ "chart": { "path": "full" }, "drift": { "mode": "enabled" } });
+        apply(&f, name, spec).await;
+    }
+    let mut objects = Vec::new();
+    for name in names {
+        let app = ready(&f, name, "InstallSucceeded", 1).await;
+        let status = app.status.unwrap();
+        assert_eq!(status.inventory_revision, 1);
+        let unverified: Vec<&str> = status
+            .inventory
+            .iter()
+            .filter(|e| e.checked.is_empty() || e.checked == "unverified")
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(
+            unverified,
+            Vec::<&str>::new(),
+            "{name}: objects without a digest"
+        );
+        objects.extend(status.inventory.into_iter().map(|e| (e.kind, e.name)));
+    }
+    operator.settle().await;
+    let gets = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["verb"] == "get" && e["objectRef"]["namespace"] == NS)
+        .filter(|e| {
+            !e["userAgent"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Helm")
+        })
+        .filter(|e| {
+            let name = e["objectRef"]["name"].as_str().unwrap_or_default();
+            objects.iter().any(|(_, n)| n == name)
+        })
+        .count();
+    println!(
+        "the operator's GETs of the releases' {} objects: {gets}",
+        objects.len()
+    );
+    assert!(objects.len() >= 3 * 6, "{objects:?}");
+    assert!(
+        gets < objects.len(),
+        "{gets} GETs for {} objects: each was read",
+        objects.len()
+    );
+    operator.stop().await;
+}
+
 #[tokio::test]
 async fn random_output_of_a_chart_is_not_drift_the_stored_manifest_is_the_reference() {
     let f = Fixture::new().await;

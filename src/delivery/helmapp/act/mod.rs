@@ -108,6 +108,7 @@ pub async fn run(
         } => Ok(test::run(ctx, app, o, run, revision, before).await),
         Step::RecordRun => {
             release::record_storage(ctx, app, o).await;
+            o.done.capturing = None;
             let key = crate::delivery::helmapp::context::run_key(app);
             match &o.done.applied_workloads {
                 Some(applied) => {

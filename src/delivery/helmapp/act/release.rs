@@ -69,6 +69,11 @@ pub async fn run(
         timeout: o.timeouts.of_run(kind),
     };
     super::intent::declare(ctx, app, o, kind.action()).await?;
+    if app.spec.drift_mode() != apis::helmapp::DriftMode::Disabled {
+        // The record after the run proves its objects from what the
+        // caches decode meanwhile (`observe::drift::record_revision`).
+        o.done.capturing = Some(crate::lean::recent::Capturing::start());
+    }
     let upgrade = request(ctx, app, o, parts);
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) =

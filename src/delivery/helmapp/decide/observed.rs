@@ -227,6 +227,10 @@ pub struct Done {
     /// failed, a workload gone): a workload is judged from the cache only
     /// once the cache holds that generation of it.
     pub applied_workloads: Option<Vec<AppliedWorkload>>,
+    /// Held from before a helm run until its record: the caches keep
+    /// whole what they decode meanwhile, for the record to prove the
+    /// run's objects from (`lean::recent`).
+    pub capturing: Option<crate::lean::recent::Capturing>,
     /// An adoption's dry run against the live manifest, once rendered
     /// (`super::act::adopt`): whether taking the release over changes any
     /// of its objects.

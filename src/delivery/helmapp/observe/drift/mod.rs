@@ -21,6 +21,7 @@ pub mod compare;
 pub mod rules;
 
 use crate::lean::helm::HelmStatus;
+use std::sync::Arc;
 use std::time::Duration;
 
 use apis::helmapp::{DriftMode, DriftedObject, HelmApp, InventoryEntry};
@@ -264,20 +265,48 @@ async fn record_revision(
             .read(&cluster.client, &o.target.namespace, secret, digest)
             .await
             .ok();
+        let rules = rules::Rules::of(app).ok();
+        let docs: Vec<Option<&Value>> = entries
+            .iter()
+            .map(|entry| {
+                manifest
+                    .as_deref()
+                    .and_then(|objects| document(objects, entry, &o.target))
+            })
+            .collect();
+        // Most objects are proven from what the caches decoded during the
+        // run (`lean::recent`), without a request; the rest — not cached
+        // yet, cached at a version that does not hold its manifest (the
+        // cache may be behind helm), in another namespace (read as the
+        // HelmApp's identity) — are read now.
+        let kept: Vec<Option<Proven>> = entries
+            .iter()
+            .zip(&docs)
+            .map(|(entry, doc)| proven_from_cache(cluster, o, entry, (*doc)?, rules.as_ref()?))
+            .collect();
         let user = o.identity.user();
         // The futures are made first: a stream that maps with a closure
         // over borrowed entries is not provably `Send` to the compiler.
         let reads: Vec<_> = entries
             .iter()
-            .map(|entry| read_live(cluster, entry, user.as_deref()))
+            .zip(&kept)
+            .filter(|(_, kept)| kept.is_none())
+            .map(|(entry, _)| read_live(cluster, entry, user.as_deref()))
             .collect();
-        let live: Vec<_> = futures::stream::iter(reads)
+        let mut read = futures::stream::iter(reads)
             .buffered(READS_AT_ONCE)
-            .collect()
-            .await;
+            .collect::<Vec<_>>()
+            .await
+            .into_iter();
+        let live: Vec<Result<Option<Arc<Value>>, String>> = kept
+            .iter()
+            .map(|kept| match kept {
+                Some(proven) => Ok(Some(proven.live.clone())),
+                None => read.next().unwrap_or(Ok(None)).map(|v| v.map(Arc::new)),
+            })
+            .collect();
         o.done.applied_workloads = applied_workloads(&entries, &live);
-        let rules = rules::Rules::of(app).ok();
-        for (entry, live) in entries.iter_mut().zip(live) {
+        for (((entry, live), doc), kept) in entries.iter_mut().zip(live).zip(docs).zip(kept) {
             // What is not proven as applied is not left without a digest:
             // an object of a kind cached by helm's label, absent from the
             // cache with no digest, would be taken for one never labelled
@@ -285,11 +314,12 @@ async fn record_revision(
             // right after our run (gone now, or edited now and deleted
             // later) must be read by the next reconcile instead.
             entry.checked = UNVERIFIED.into();
+            if let Some(kept) = kept {
+                entry.checked = kept.digest;
+                continue;
+            }
             match live {
                 Ok(Some(live)) => {
-                    let doc = manifest
-                        .as_deref()
-                        .and_then(|objects| document(objects, entry, &o.target));
                     let (Some(doc), Some(rules)) = (doc, &rules) else {
                         continue;
                     };
@@ -315,7 +345,7 @@ async fn record_revision(
 /// the next reconcile).
 fn applied_workloads(
     entries: &[InventoryEntry],
-    live: &[Result<Option<Value>, String>],
+    live: &[Result<Option<Arc<Value>>, String>],
 ) -> Option<Vec<AppliedWorkload>> {
     let mut applied = Vec::new();
     for (entry, live) in entries.iter().zip(live) {
@@ -377,6 +407,39 @@ fn document<'v>(
         &entry.name,
         &target.namespace,
     )
+}
+
+/// An object of a run proven as helm applied it from the version the
+/// cache holds, kept whole since it was decoded (`lean::recent`).
+struct Proven {
+    /// Its digest, without the sections its ignore rules cover.
+    digest: String,
+    live: Arc<Value>,
+}
+
+/// `entry`'s object proven from the cache: the version the cache holds
+/// now, kept whole because it was decoded during the run, holds what `doc`
+/// (its manifest) sets. `None` — read it — when it is not cached, was not
+/// kept, does not hold its manifest (the cache may not have seen helm's
+/// write yet), or lies outside the release's namespace (read as the
+/// HelmApp's identity, which the caches are not).
+fn proven_from_cache(
+    cluster: &Cluster,
+    o: &Observed,
+    entry: &InventoryEntry,
+    doc: &Value,
+    rules: &rules::Rules,
+) -> Option<Proven> {
+    if entry.namespace != o.target.namespace {
+        return None;
+    }
+    let fingerprint = cached_fingerprint(cluster, entry)?.0?;
+    let live = crate::lean::recent::get(fingerprint.kept)?;
+    let ignored = rules.ignored(entry, Some(doc));
+    as_helm_applied(doc, &live, &ignored, &o.target).then(|| Proven {
+        digest: fingerprint.digest(&ignored),
+        live,
+    })
 }
 
 /// The object of `entry` as the API has it now, read as `user`.
@@ -580,41 +643,44 @@ fn cached(cluster: &Cluster, entry: &InventoryEntry) -> Cached {
     // seen, so its absence is read (gone, or never labelled) — never left
     // to the slow poll of unwatched kinds.
     let seen = !entry.checked.is_empty();
-    let of = |found: Option<Fingerprint>, whole: bool| match found {
-        Some(f) => Cached::Live(f),
-        None if whole || seen => Cached::Absent,
-        None => Cached::NotWatched,
-    };
-    fn fp<K: Fingerprinted>(found: Option<std::sync::Arc<K>>) -> Option<Fingerprint> {
+    match cached_fingerprint(cluster, entry) {
+        Some((Some(f), _)) => Cached::Live(f),
+        Some((None, whole)) if whole || seen => Cached::Absent,
+        _ => Cached::NotWatched,
+    }
+}
+
+/// The fingerprint the cache of `entry`'s kind holds of it, and whether
+/// that cache holds every object of the kind (Secrets, ConfigMaps) or only
+/// those with helm's label; `None` when no cache holds the kind.
+fn cached_fingerprint(
+    cluster: &Cluster,
+    entry: &InventoryEntry,
+) -> Option<(Option<Fingerprint>, bool)> {
+    fn fp<K: Fingerprinted>(found: Option<Arc<K>>) -> Option<Fingerprint> {
         found.map(|o| o.fingerprint().clone())
     }
     let key = format!("{}/{}", entry.namespace, entry.name);
     let m = &cluster.members;
-    match (entry.api_version.as_str(), entry.kind.as_str()) {
-        ("apps/v1", "Deployment") => of(fp(m.deployments.get(&key)), false),
-        ("apps/v1", "StatefulSet") => of(fp(m.statefulsets.get(&key)), false),
-        ("apps/v1", "DaemonSet") => of(fp(m.daemonsets.get(&key)), false),
-        ("batch/v1", "Job") => of(fp(m.jobs.get(&key)), false),
-        ("v1", "Service") => of(fp(m.services.get(&key)), false),
-        ("networking.k8s.io/v1", "Ingress") => of(fp(m.ingresses.get(&key)), false),
-        ("v1", "ServiceAccount") => of(fp(m.drift_only.service_accounts.get(&key)), false),
-        ("autoscaling/v2", "HorizontalPodAutoscaler") => {
-            of(fp(m.drift_only.autoscalers.get(&key)), false)
-        }
-        ("policy/v1", "PodDisruptionBudget") => {
-            of(fp(m.drift_only.disruption_budgets.get(&key)), false)
-        }
-        ("rbac.authorization.k8s.io/v1", "Role") => of(fp(m.drift_only.roles.get(&key)), false),
-        ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
-            of(fp(m.drift_only.role_bindings.get(&key)), false)
-        }
-        ("networking.k8s.io/v1", "NetworkPolicy") => {
-            of(fp(m.drift_only.network_policies.get(&key)), false)
-        }
-        ("v1", "Secret") => of(fp(cluster.secrets.get(&key)), true),
-        ("v1", "ConfigMap") => of(fp(cluster.configmaps.get(&key)), true),
-        _ => Cached::NotWatched,
-    }
+    let d = &m.drift_only;
+    let found = match (entry.api_version.as_str(), entry.kind.as_str()) {
+        ("apps/v1", "Deployment") => fp(m.deployments.get(&key)),
+        ("apps/v1", "StatefulSet") => fp(m.statefulsets.get(&key)),
+        ("apps/v1", "DaemonSet") => fp(m.daemonsets.get(&key)),
+        ("batch/v1", "Job") => fp(m.jobs.get(&key)),
+        ("v1", "Service") => fp(m.services.get(&key)),
+        ("networking.k8s.io/v1", "Ingress") => fp(m.ingresses.get(&key)),
+        ("v1", "ServiceAccount") => fp(d.service_accounts.get(&key)),
+        ("autoscaling/v2", "HorizontalPodAutoscaler") => fp(d.autoscalers.get(&key)),
+        ("policy/v1", "PodDisruptionBudget") => fp(d.disruption_budgets.get(&key)),
+        ("rbac.authorization.k8s.io/v1", "Role") => fp(d.roles.get(&key)),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => fp(d.role_bindings.get(&key)),
+        ("networking.k8s.io/v1", "NetworkPolicy") => fp(d.network_policies.get(&key)),
+        ("v1", "Secret") => return Some((fp(cluster.secrets.get(&key)), true)),
+        ("v1", "ConfigMap") => return Some((fp(cluster.configmaps.get(&key)), true)),
+        _ => return None,
+    };
+    Some((found, false))
 }
 
 /// The objects of the revision stored in `secret`, as inventory entries
