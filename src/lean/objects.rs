@@ -254,12 +254,12 @@ where
 {
     let value = serde_json::Value::deserialize(d)?;
     let mut fingerprint = crate::lean::fingerprint::Fingerprint::of(&value);
-    if !crate::lean::recent::capturing() || is_helm_storage(&value) {
+    if !crate::lean::recent::wanted(&value) || is_helm_storage(&value) {
         let raw = T::deserialize(value).map_err(serde::de::Error::custom)?;
         return Ok((raw, fingerprint));
     }
-    // A run of ours is in flight: the object is kept whole a while, for
-    // the record after it (`super::recent`).
+    // A run of ours is in flight for its release: the object is kept
+    // whole a while, for the record after it (`super::recent`).
     let raw = T::deserialize(&value).map_err(serde::de::Error::custom)?;
     fingerprint.kept = crate::lean::recent::keep(value);
     Ok((raw, fingerprint))

@@ -1,23 +1,31 @@
-//! The objects the caches decoded while a helm run of ours was in flight,
-//! kept whole for a short while — what the record after the run proves
-//! the run's objects from instead of a GET of each (docs/delivery.md,
-//! "What the record reads").
+//! The objects of releases whose helm run of ours is in flight, kept whole
+//! for a short while as the caches decode them — what the record after the
+//! run proves the run's objects and reads Helm's storage from, instead of
+//! a GET of each object and a LIST of the storage (docs/delivery.md, "What
+//! the record reads").
 //!
 //! The caches keep a [`Fingerprint`](super::fingerprint::Fingerprint) of
 //! each object, never its content; proving that a live object holds what
-//! its manifest sets needs the content. An object decoded while at least
-//! one [`Capturing`] guard is alive is kept here, and its fingerprint
-//! carries the number it is kept under ([`Fingerprint::kept`]): the
-//! record looks the number up from the object the cache holds now, so the
-//! content it proves is the content of that very cached version — never
-//! another cluster's object, never an older version of it.
+//! its manifest sets needs the content. While a [`Capturing`] guard names
+//! a release, an object the caches decode that helm's annotations
+//! (`meta.helm.sh/release-name`, `-namespace`) put in it — or a revision of
+//! its storage (label `name`, its namespace) — is kept here, and the cached
+//! version carries the number it is kept under ([`Fingerprint::kept`],
+//! `HelmRelease::kept`). The record looks the number up from the version
+//! the cache holds now, so the content it reads is that very version's —
+//! never another cluster's object, never another version of it — and
+//! [`Capturing::decoded_since`] tells a version decoded during the run
+//! from one decoded before it.
 //!
 //! Who controls it: whoever may write the object (a tenant, its chart, a
-//! remote cluster's owner). Its bound: [`MAX_BYTES`] in all (estimated by
-//! [`weight`]), [`MAX_ONE`] for one object (a larger one is not kept: the
-//! record reads it by GET), [`MAX_AGE`]; nothing is kept while no run is
-//! in flight (a restart's LIST keeps nothing). It is only ever read by the
-//! record, in this process; nothing here is written anywhere.
+//! remote cluster's owner). Its bound: [`MAX_BYTES`] in all (as [`weight`]
+//! estimates the memory an object takes), [`MAX_ONE`] for one object (a
+//! heavier one is not kept: the record reads it), [`MAX_AGE`]; nothing of
+//! a release no run of ours is in flight for (another tenant's writes
+//! cannot push a run's objects out, and no other Secret is kept); nothing
+//! at all while no run is (a restart's LIST keeps nothing). It is only
+//! ever read by the record, in this process; nothing here is written
+//! anywhere.
 //!
 //! [`Fingerprint::kept`]: super::fingerprint::Fingerprint::kept
 
@@ -29,39 +37,58 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use serde_json::Value;
 
-/// At most this many bytes (as [`weight`] counts them) are kept.
-pub const MAX_BYTES: usize = 4 << 20;
+/// At most this many bytes (as [`weight`] estimates them) are kept.
+pub const MAX_BYTES: usize = 8 << 20;
 /// An object heavier than this is not kept.
-pub const MAX_ONE: usize = 256 << 10;
+pub const MAX_ONE: usize = 512 << 10;
 /// An object kept longer than this is dropped.
 pub const MAX_AGE: Duration = Duration::from_secs(120);
 
-/// Guards alive now: objects are kept only while this is above zero.
+/// Guards alive now — a hint read without the lock, so that a decode
+/// while no run is in flight costs one atomic load. [`STATE`] decides.
 static CAPTURING: AtomicUsize = AtomicUsize::new(0);
 /// The number the next object is kept under (0 is "not kept").
 static NEXT: AtomicU64 = AtomicU64::new(1);
-static KEPT: Mutex<Kept> = Mutex::new(Kept {
+static STATE: Mutex<State> = Mutex::new(State {
+    releases: None,
     order: VecDeque::new(),
     objects: None,
     bytes: 0,
 });
 
-/// Invariants: `order` holds the number of every object in `objects`,
-/// oldest first; `bytes` is the sum of their weights and at most
-/// [`MAX_BYTES`] once [`Kept::insert`] returns.
-struct Kept {
+/// What is kept of one decoded object.
+#[derive(Clone)]
+enum Whole {
+    /// An object as the API served it.
+    Object(Arc<Value>),
+    /// A revision of Helm's storage: its payload as stored (compressed).
+    Payload(Arc<[u8]>),
+}
+
+/// Invariants: `releases` counts the live guards of each release
+/// (`namespace/name`), none at zero; nothing is in `objects` while it is
+/// empty; `order` holds the number of every object in `objects`, oldest
+/// first; `bytes` is the sum of their weights and at most [`MAX_BYTES`]
+/// once [`State::insert`] returns. (`Option`s: a `static` cannot build a
+/// `HashMap`.)
+struct State {
+    releases: Option<HashMap<String, usize>>,
     order: VecDeque<(u64, Instant, usize)>,
-    /// `None` until the first object is kept (a `static` cannot build a
-    /// `HashMap`).
-    objects: Option<HashMap<u64, Arc<Value>>>,
+    objects: Option<HashMap<u64, Whole>>,
     bytes: usize,
 }
 
-impl Kept {
-    fn insert(&mut self, number: u64, value: Value, weight: usize, now: Instant) {
+impl State {
+    fn in_flight(&self, release: &str) -> bool {
+        self.releases
+            .as_ref()
+            .is_some_and(|r| r.contains_key(release))
+    }
+
+    fn insert(&mut self, number: u64, whole: Whole, weight: usize, now: Instant) {
         self.objects
             .get_or_insert_with(HashMap::new)
-            .insert(number, Arc::new(value));
+            .insert(number, whole);
         self.order.push_back((number, now, weight));
         self.bytes += weight;
         self.expire(now);
@@ -83,75 +110,165 @@ impl Kept {
     }
 }
 
-/// While alive, the caches keep what they decode (see the module docs).
-/// Held by a reconcile from before its helm run starts until the run is
-/// recorded.
+/// While alive, the caches keep whole what they decode of one release
+/// (see the module docs). Held by a reconcile from before its helm run
+/// starts until the run is recorded.
 #[must_use]
 #[derive(Debug)]
-pub struct Capturing(());
+pub struct Capturing {
+    /// `namespace/name` of the release.
+    release: String,
+    /// Every object kept from now on is kept under a number at least
+    /// this: what was decoded after the guard was taken.
+    since: u64,
+}
 
 impl Capturing {
-    pub fn start() -> Self {
+    /// Starts keeping what the caches decode of release `name` in
+    /// `namespace`.
+    pub fn start(namespace: &str, name: &str) -> Self {
+        let release = format!("{namespace}/{name}");
+        let mut state = STATE.lock();
+        *state
+            .releases
+            .get_or_insert_with(HashMap::new)
+            .entry(release.clone())
+            .or_default() += 1;
         CAPTURING.fetch_add(1, Relaxed);
-        Capturing(())
+        Capturing {
+            release,
+            since: NEXT.load(Relaxed),
+        }
+    }
+
+    /// Whether the object kept under `number` was decoded after this
+    /// guard was taken.
+    pub fn decoded_since(&self, number: u64) -> bool {
+        number >= self.since
     }
 }
 
 impl Drop for Capturing {
     fn drop(&mut self) {
-        if CAPTURING.fetch_sub(1, Relaxed) == 1 {
+        let mut state = STATE.lock();
+        if let Some(releases) = &mut state.releases
+            && let Some(count) = releases.get_mut(&self.release)
+        {
+            *count -= 1;
+            if *count == 0 {
+                releases.remove(&self.release);
+            }
+        }
+        CAPTURING.fetch_sub(1, Relaxed);
+        if state.releases.as_ref().is_none_or(HashMap::is_empty) {
             // The last run recorded: what is kept serves no one now.
-            let mut kept = KEPT.lock();
-            kept.order.clear();
-            kept.objects = None;
-            kept.bytes = 0;
+            state.order.clear();
+            state.objects = None;
+            state.bytes = 0;
         }
     }
 }
 
-/// Whether a decoded object would be kept now.
+/// Whether a decoded object might be kept now (a hint: [`keep`] decides).
 pub fn capturing() -> bool {
     CAPTURING.load(Relaxed) > 0
 }
 
-/// Keeps `value` if a run is in flight and it is light enough: the number
-/// it is kept under, or 0.
-pub fn keep(value: Value) -> u64 {
+/// The release (`namespace/name`) helm's annotations put `object` in.
+fn release_of(object: &Value) -> Option<String> {
+    let annotations = object.pointer("/metadata/annotations")?;
+    let name = annotations.get("meta.helm.sh/release-name")?.as_str()?;
+    let namespace = annotations
+        .get("meta.helm.sh/release-namespace")?
+        .as_str()?;
+    Some(format!("{namespace}/{name}"))
+}
+
+/// Whether [`keep`] would keep `object` now: it is light enough and of a
+/// release a run is in flight for. Asked before the decode, which then
+/// reads the object without consuming it.
+pub fn wanted(object: &Value) -> bool {
+    if !capturing() || weight(object, MAX_ONE) > MAX_ONE {
+        return false;
+    }
+    release_of(object).is_some_and(|r| STATE.lock().in_flight(&r))
+}
+
+/// Keeps `object` if [`wanted`]: the number it is kept under, or 0.
+pub fn keep(object: Value) -> u64 {
     if !capturing() {
         return 0;
     }
-    let weight = weight(&value, MAX_ONE);
+    let (Some(release), weight) = (release_of(&object), weight(&object, MAX_ONE)) else {
+        return 0;
+    };
+    insert(&release, Whole::Object(Arc::new(object)), weight)
+}
+
+/// Keeps the payload of a revision of release `name` in `namespace`'s
+/// storage, as [`keep`] does an object.
+pub fn keep_payload(namespace: &str, name: &str, payload: &[u8]) -> u64 {
+    if !capturing() || payload.len() > MAX_ONE {
+        return 0;
+    }
+    let release = format!("{namespace}/{name}");
+    insert(&release, Whole::Payload(payload.into()), payload.len())
+}
+
+fn insert(release: &str, whole: Whole, weight: usize) -> u64 {
     if weight > MAX_ONE {
         return 0;
     }
+    let mut state = STATE.lock();
+    // Decided under the lock the last guard's drop clears under: nothing
+    // is kept once no run is in flight.
+    if !state.in_flight(release) {
+        return 0;
+    }
     let number = NEXT.fetch_add(1, Relaxed);
-    KEPT.lock().insert(number, value, weight, Instant::now());
+    state.insert(number, whole, weight, Instant::now());
     number
+}
+
+fn whole(number: u64) -> Option<Whole> {
+    if number == 0 {
+        return None;
+    }
+    let mut state = STATE.lock();
+    state.expire(Instant::now());
+    state.objects.as_ref()?.get(&number).cloned()
 }
 
 /// The object kept under `number`, if it still is.
 pub fn get(number: u64) -> Option<Arc<Value>> {
-    if number == 0 {
-        return None;
+    match whole(number)? {
+        Whole::Object(o) => Some(o),
+        Whole::Payload(_) => None,
     }
-    let mut kept = KEPT.lock();
-    kept.expire(Instant::now());
-    kept.objects.as_ref()?.get(&number).cloned()
 }
 
-/// About the bytes `value` takes as JSON text (each string's length, 8 for
-/// any other node), counted no further than past `limit`.
+/// The payload kept under `number`, if it still is.
+pub fn payload(number: u64) -> Option<Arc<[u8]>> {
+    match whole(number)? {
+        Whole::Payload(p) => Some(p),
+        Whole::Object(_) => None,
+    }
+}
+
+/// About the memory `value` takes once parsed, in bytes: 32 a node (a
+/// `Value`), a string's bytes, 64 and the key's bytes a member of an
+/// object (its map entry) — counted no further than past `limit`.
 pub fn weight(value: &Value, limit: usize) -> usize {
     let mut total = 0usize;
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
-        total += 8;
+        total += 32;
         match v {
             Value::String(s) => total += s.len(),
             Value::Array(items) => stack.extend(items),
             Value::Object(fields) => {
                 for (k, v) in fields {
-                    total += k.len();
+                    total += 64 + k.len();
                     stack.push(v);
                 }
             }
@@ -169,56 +286,102 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn the_oldest_go_first_once_over_the_byte_bound() {
-        let mut kept = Kept {
+    fn empty() -> State {
+        State {
+            releases: None,
             order: VecDeque::new(),
             objects: None,
             bytes: 0,
-        };
+        }
+    }
+
+    fn of(release: &str, name: &str) -> Value {
+        let (ns, rel) = release.split_once('/').unwrap();
+        json!({ "metadata": { "name": name, "namespace": ns, "annotations": {
+            "meta.helm.sh/release-name": rel, "meta.helm.sh/release-namespace": ns } } })
+    }
+
+    #[test]
+    fn the_oldest_go_first_once_over_the_byte_bound() {
+        let mut state = empty();
         let now = Instant::now();
         let each = MAX_BYTES / 4;
         for number in 1..=5 {
-            kept.insert(number, json!(number), each, now);
+            let whole = Whole::Object(Arc::new(json!(number)));
+            state.insert(number, whole, each, now);
         }
-        assert!(kept.bytes <= MAX_BYTES);
-        let objects = kept.objects.as_ref().unwrap();
+        assert!(state.bytes <= MAX_BYTES);
+        let objects = state.objects.as_ref().unwrap();
         assert!(!objects.contains_key(&1), "the oldest is dropped");
         assert!((2..=5).all(|n| objects.contains_key(&n)));
-        assert_eq!(kept.order.len(), objects.len());
+        assert_eq!(state.order.len(), objects.len());
     }
 
     #[test]
     fn an_object_older_than_the_age_bound_is_dropped() {
-        let mut kept = Kept {
-            order: VecDeque::new(),
-            objects: None,
-            bytes: 0,
-        };
+        let mut state = empty();
         let then = Instant::now();
-        kept.insert(1, json!(1), 10, then);
-        kept.expire(then + MAX_AGE + Duration::from_secs(1));
-        assert!(kept.objects.as_ref().unwrap().is_empty());
-        assert_eq!(kept.bytes, 0);
+        state.insert(1, Whole::Payload(b"x"[..].into()), 10, then);
+        state.expire(then + MAX_AGE + Duration::from_secs(1));
+        assert!(state.objects.as_ref().unwrap().is_empty());
+        assert_eq!(state.bytes, 0);
     }
 
     #[test]
-    fn an_object_heavier_than_its_bound_is_not_kept_a_light_one_is_as_decoded() {
-        let _run = Capturing::start();
-        let heavy = json!({ "metadata": { "annotations": { "a": "x".repeat(MAX_ONE) } } });
+    fn only_objects_of_a_release_in_flight_and_light_enough_are_kept() {
+        let _run = Capturing::start("recent-a", "web");
+        let heavy = json!({ "metadata": { "annotations": {
+            "meta.helm.sh/release-name": "web", "meta.helm.sh/release-namespace": "recent-a",
+            "a": "x".repeat(MAX_ONE) } } });
+        assert!(!wanted(&heavy));
         assert_eq!(keep(heavy), 0, "read by GET instead");
-        let light = json!({ "metadata": { "name": "web" }, "spec": { "replicas": 2 } });
+        let other = of("recent-a/db", "db-0");
+        assert!(!wanted(&other), "another release: not in flight");
+        assert_eq!(keep(other), 0);
+        assert_eq!(keep(json!({ "metadata": { "name": "unlabelled" } })), 0);
+        let light = of("recent-a/web", "web-0");
+        assert!(wanted(&light));
         let number = keep(light.clone());
         assert_ne!(number, 0);
         assert_eq!(get(number).as_deref(), Some(&light));
         assert_eq!(get(0), None, "0 is never a kept object");
+        assert_eq!(payload(number), None, "an object is no payload");
     }
 
     #[test]
-    fn weight_stops_counting_past_its_limit() {
+    fn a_release_is_kept_while_a_guard_names_it_and_no_longer() {
+        let first = Capturing::start("recent-b", "web");
+        let second = Capturing::start("recent-b", "web");
+        drop(first);
+        assert_ne!(keep(of("recent-b/web", "still")), 0, "one guard left");
+        drop(second);
+        assert_eq!(keep(of("recent-b/web", "after")), 0, "no guard left");
+        assert_eq!(keep_payload("recent-b", "web", b"after"), 0);
+    }
+
+    #[test]
+    fn a_guard_tells_what_was_decoded_after_it_was_taken() {
+        let _other = Capturing::start("recent-c", "web");
+        let before = keep_payload("recent-c", "web", b"before");
+        let run = Capturing::start("recent-c", "web");
+        let after = keep_payload("recent-c", "web", b"after");
+        assert_ne!(before, 0);
+        assert!(!run.decoded_since(before));
+        assert!(run.decoded_since(after));
+        assert_eq!(payload(after).as_deref(), Some(&b"after"[..]));
+        assert_eq!(keep_payload("recent-c", "web", &vec![0; MAX_ONE + 1]), 0);
+    }
+
+    #[test]
+    fn weight_counts_what_a_parsed_object_takes_and_stops_past_its_limit() {
         let huge = json!({ "a": "x".repeat(1 << 20), "b": vec!["y"; 1000] });
         let w = weight(&huge, 1024);
-        assert!(w > 1024 && w < (1 << 20) + 64, "{w}");
-        assert!(weight(&json!({"k": "vv"}), usize::MAX) >= 3);
+        assert!(w > 1024 && w < (1 << 20) + 256, "{w}");
+        // 24,000 three-byte keys with empty values: ~72 KB of key text,
+        // about 2.6 MB parsed — weighed as at least 100 bytes a member.
+        let keys: serde_json::Map<String, Value> = (0..24_000)
+            .map(|i| (format!("{i:03}"), json!("")))
+            .collect();
+        assert!(weight(&Value::Object(keys), usize::MAX) >= 24_000 * 100);
     }
 }

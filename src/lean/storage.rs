@@ -52,6 +52,10 @@ pub struct HelmRelease {
     /// [`content_digest`] of the payload: only in a fresh read
     /// ([`FreshRelease`]), never in the cache.
     pub content: Option<String>,
+    /// The number its payload is kept under by
+    /// [`super::recent::keep_payload`] — decoded by the cache while a run
+    /// of ours was in flight, of a revision a HelmApp owns (0: not kept).
+    pub kept: u64,
 }
 
 /// The digest delivery records of a release revision: `sha256:<hex>` of
@@ -88,6 +92,7 @@ impl HelmRelease {
             release,
             digest,
             content: None,
+            kept: 0,
         }
     }
 
@@ -102,9 +107,22 @@ impl<'de> Deserialize<'de> for HelmRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawSecret::deserialize(d)?;
         let owned = !label(&raw.metadata, HELMAPP_UID_LABEL).is_empty();
+        let payload = secret_entry(&raw.data, "release");
+        // A run of ours in flight for the release: what it writes is kept
+        // for its record (`super::recent`).
+        let kept = match (owned && super::recent::capturing(), &payload) {
+            (true, Some(Ok(payload))) => super::recent::keep_payload(
+                raw.metadata.namespace.as_deref().unwrap_or_default(),
+                label(&raw.metadata, "name"),
+                payload,
+            ),
+            _ => 0,
+        };
         // Only a revision a HelmApp owns has its objects listed in the
         // cache: the inventory reads none.
-        Ok(read_entry(raw, owned))
+        let mut entry = read_entry(raw.metadata, payload, owned);
+        entry.kept = kept;
+        Ok(entry)
     }
 }
 
@@ -122,9 +140,13 @@ struct RawSecret {
 /// payload agree), its objects listed when `list_objects`. Every entry is
 /// digested (SHA-256 runs far faster than the gunzip the decoding does):
 /// delivery compares each revision helm may read with what it recorded.
-fn read_entry(raw: RawSecret, list_objects: bool) -> HelmRelease {
+fn read_entry(
+    metadata: LeanMeta,
+    payload: Option<Result<Vec<u8>, String>>,
+    list_objects: bool,
+) -> HelmRelease {
     let mut sum = None;
-    let release = match secret_entry(&raw.data, "release") {
+    let release = match payload {
         None => Err("the Secret has no data.release".to_string()),
         Some(Err(e)) => Err(e),
         Some(Ok(payload)) => {
@@ -132,10 +154,10 @@ fn read_entry(raw: RawSecret, list_objects: bool) -> HelmRelease {
             sum = Some(sha2::Sha256::digest(&payload).into());
             decode_release_with(&payload, list_objects)
                 .map_err(|e| e.to_string())
-                .and_then(|r| plausible(r, &raw.metadata))
+                .and_then(|r| plausible(r, &metadata))
         }
     };
-    HelmRelease::new(raw.metadata, release, sum)
+    HelmRelease::new(metadata, release, sum)
 }
 
 /// A storage Secret read afresh from the API (not the cache): always
@@ -149,9 +171,10 @@ pub struct FreshRelease(pub HelmRelease, pub Option<Vec<u8>>);
 impl<'de> Deserialize<'de> for FreshRelease {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = RawSecret::deserialize(d)?;
-        let payload = secret_entry(&raw.data, "release").and_then(Result::ok);
+        let read = secret_entry(&raw.data, "release");
+        let payload = read.as_ref().and_then(|r| r.as_ref().ok()).cloned();
         let content = payload.as_deref().and_then(content_digest);
-        let mut entry = read_entry(raw, true);
+        let mut entry = read_entry(raw.metadata, read, true);
         entry.content = content;
         Ok(FreshRelease(entry, payload))
     }

@@ -16,6 +16,7 @@ use crate::delivery::helmapp::decide::conditions::{
 };
 use crate::delivery::helmapp::decide::observed::{Inputs, Observed, RunEnded, RunKind};
 use crate::delivery::helmapp::decide::run_flags;
+use crate::delivery::helmapp::observe::storage;
 use crate::delivery::names::{HASH_LABEL, UID_LABEL};
 
 /// The longest chart name kept in the status and shown (a Kubernetes
@@ -69,11 +70,14 @@ pub async fn run(
         timeout: o.timeouts.of_run(kind),
     };
     super::intent::declare(ctx, app, o, kind.action()).await?;
-    if app.spec.drift_mode() != apis::helmapp::DriftMode::Disabled {
-        // The record after the run proves its objects from what the
-        // caches decode meanwhile (`observe::drift::record_revision`).
-        o.done.capturing = Some(crate::lean::recent::Capturing::start());
-    }
+    // The record after the run reads the storage helm wrote and proves
+    // its objects from what the caches decode meanwhile
+    // (`observe::storage::after_run_from_cache`,
+    // `observe::drift::record_revision`).
+    o.done.capturing = Some(crate::lean::recent::Capturing::start(
+        &o.target.namespace,
+        &o.target.release,
+    ));
     let upgrade = request(ctx, app, o, parts);
     if app.spec.crds == CrdPolicy::CreateReplace
         && let Err(message) =
@@ -180,7 +184,20 @@ fn ended(
 /// reconcile that can.
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     o.done.recorded = true;
-    match crate::delivery::helmapp::observe::storage::record_after_run(&ctx.on(o).client, o).await {
+    let cluster = ctx.on(o);
+    let cached = o.done.capturing.as_ref().and_then(|run| {
+        let entries =
+            crate::delivery::helmapp::observe::release::storage_entries(&cluster, &o.target);
+        storage::after_run_from_cache(&entries, o, run)
+    });
+    let read = match cached {
+        Some((entries, newest)) => {
+            storage::record(o, &entries);
+            Some((entries, newest))
+        }
+        None => storage::record_after_run(&cluster.client, o).await,
+    };
+    match read {
         Some((entries, newest)) => {
             // The newest revision's objects, from this read: drift's record
             // of them reads its Secret no second time.

@@ -203,10 +203,7 @@ pub async fn record_after_action(client: &Client, o: &mut Observed) -> Option<Ve
 /// [`record_after_action`], with the newest entry's Secret name and
 /// manifest (as read in the same request: what drift records the run's
 /// objects from, read no second time).
-pub async fn record_after_run(
-    client: &Client,
-    o: &mut Observed,
-) -> Option<(Vec<HelmRelease>, Option<(String, String)>)> {
+pub async fn record_after_run(client: &Client, o: &mut Observed) -> Option<AfterRun> {
     match read_fresh(client, &o.target).await {
         Ok(fresh) => {
             let (entries, payloads): (Vec<HelmRelease>, Vec<Option<Vec<u8>>>) =
@@ -229,6 +226,58 @@ pub async fn record_after_run(
             None
         }
     }
+}
+
+/// The storage as read after a run: every entry, and the newest's Secret
+/// name and manifest.
+pub type AfterRun = (Vec<HelmRelease>, Option<(String, String)>);
+
+/// What [`record_after_run`] reads, taken from the cache instead of a LIST
+/// when the cache provably holds the run's last write: the run released
+/// `revision` (no test or remedy wrote after it), and the cache holds that
+/// revision `deployed` — helm's last write of an install or upgrade —
+/// decoded after `run` started (so not an earlier release's revision of
+/// the same number, left in a cache behind its deletion). The watch of
+/// Helm's storage delivers writes in order, so every write helm made
+/// before it (the revision it superseded, those it pruned) is there too.
+/// Each revision whose digest is recorded keeps the content recorded;
+/// another one needs its payload kept while the run was in flight
+/// (`lean::recent`), as does the newest, whose manifest is returned.
+/// `None`: read the storage instead.
+pub fn after_run_from_cache(
+    entries: &[std::sync::Arc<HelmRelease>],
+    o: &Observed,
+    run: &crate::lean::recent::Capturing,
+) -> Option<AfterRun> {
+    use crate::delivery::helmapp::decide::observed::RunEnded;
+    let Some(RunEnded::Released { revision, .. }) = o.done.run_ended else {
+        return None;
+    };
+    let mut entries: Vec<HelmRelease> = entries.iter().map(|e| (**e).clone()).collect();
+    let newest = newest_of(&entries)?;
+    let last_write = newest.version() == revision
+        && newest
+            .release
+            .as_ref()
+            .is_ok_and(|r| r.status == HelmStatus::Deployed)
+        && run.decoded_since(newest.kept);
+    if !last_write {
+        return None;
+    }
+    let json = crate::lean::helm::release_json(&crate::lean::recent::payload(newest.kept)?).ok()?;
+    let newest_secret = newest.metadata.name.clone()?;
+    let manifest = crate::lean::helm::release_manifest_of_json(&json).ok()?;
+    for e in entries.iter_mut().filter(|e| e.release.is_ok()) {
+        let digest = e.digest_string();
+        let recorded = o.status.storage_digests.iter().find(|b| {
+            b.revision == e.version() && Some(&b.digest) == digest.as_ref() && !b.content.is_empty()
+        });
+        e.content = match recorded {
+            Some(b) => Some(b.content.clone()),
+            None => crate::lean::storage::content_digest(&crate::lean::recent::payload(e.kept)?),
+        };
+    }
+    Some((entries, Some((newest_secret, manifest))))
 }
 
 /// Records `entries`, read after a helm action, as [`recorded_after`] has

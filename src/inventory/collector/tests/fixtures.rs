@@ -61,6 +61,7 @@ pub(super) fn release(
         }),
         digest: None,
         content: None,
+        kept: 0,
     })
 }
 

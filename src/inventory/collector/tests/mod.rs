@@ -188,6 +188,7 @@ fn a_corrupt_latest_revision_is_reported_and_the_others_still_collected() {
         release: Err("the release's gzip stream is corrupt".into()),
         digest: None,
         content: None,
+        kept: 0,
     }));
     let got = collect(&c, &ctx(&[], &Known::default()));
     assert_eq!(

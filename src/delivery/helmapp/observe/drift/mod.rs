@@ -418,11 +418,16 @@ struct Proven {
 }
 
 /// `entry`'s object proven from the cache: the version the cache holds
-/// now, kept whole because it was decoded during the run, holds what `doc`
-/// (its manifest) sets. `None` — read it — when it is not cached, was not
-/// kept, does not hold its manifest (the cache may not have seen helm's
-/// write yet), or lies outside the release's namespace (read as the
-/// HelmApp's identity, which the caches are not).
+/// now was decoded during this run (`lean::recent`, kept whole so) and
+/// holds what `doc`, its manifest, sets. `None` — read it — when it is
+/// not cached, was not kept, was decoded before the run (a version from
+/// before helm's apply), does not hold its manifest (the cache may not
+/// have seen helm's write yet), or lies outside the release's namespace
+/// (read as the HelmApp's identity, which the caches are not). A workload
+/// the last revision had is read too: a version the cache took during the
+/// run but before helm's apply holds a manifest that only removes a field,
+/// and its generation — the one readiness waits for — would be the last
+/// one's.
 fn proven_from_cache(
     cluster: &Cluster,
     o: &Observed,
@@ -430,10 +435,27 @@ fn proven_from_cache(
     doc: &Value,
     rules: &rules::Rules,
 ) -> Option<Proven> {
+    let run = o.done.capturing.as_ref()?;
     if entry.namespace != o.target.namespace {
         return None;
     }
+    let workload = matches!(
+        (entry.api_version.as_str(), entry.kind.as_str()),
+        ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet") | ("batch/v1", "Job")
+    );
+    let had = |e: &InventoryEntry| {
+        e.kind == entry.kind
+            && e.api_version == entry.api_version
+            && e.namespace == entry.namespace
+            && e.name == entry.name
+    };
+    if workload && o.status.inventory.iter().any(had) {
+        return None;
+    }
     let fingerprint = cached_fingerprint(cluster, entry)?.0?;
+    if !run.decoded_since(fingerprint.kept) {
+        return None;
+    }
     let live = crate::lean::recent::get(fingerprint.kept)?;
     let ignored = rules.ignored(entry, Some(doc));
     as_helm_applied(doc, &live, &ignored, &o.target).then(|| Proven {

@@ -452,3 +452,181 @@ fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
         Some(Untrusted::Unrecorded { revision: 2, .. })
     ));
 }
+
+/// The storage Secret of `release` JSON (release `web` in `apps`).
+fn secret_of(release: &serde_json::Value, uid: &str) -> serde_json::Value {
+    let version = release["version"].as_i64().unwrap();
+    let payload = encode_release(&serde_json::to_vec(release).unwrap());
+    json!({
+        "metadata": {
+            "name": format!("sh.helm.release.v1.web.v{version}"), "namespace": "apps",
+            "labels": { "owner": "helm", "name": "web", "version": version.to_string(),
+                        HELMAPP_UID_LABEL: uid }
+        },
+        "data": { "release": base64::engine::general_purpose::STANDARD.encode(&payload) }
+    })
+}
+
+/// An entry of `release` as the cache decodes it (kept by a guard of
+/// `apps/web` alive then).
+fn cached_of(release: &serde_json::Value, uid: &str) -> std::sync::Arc<HelmRelease> {
+    std::sync::Arc::new(serde_json::from_value::<HelmRelease>(secret_of(release, uid)).unwrap())
+}
+
+fn released(o: &mut Observed, revision: i64) {
+    use crate::delivery::helmapp::decide::observed::{RunEnded, RunKind};
+    o.done.run_ended = Some(RunEnded::Released {
+        run: RunKind::Upgrade,
+        revision,
+        before: revision - 1,
+    });
+    o.done.run_live = true;
+    o.status.run_intent = Some(intent(revision));
+}
+
+#[test]
+fn the_record_from_the_cache_is_the_record_of_a_fresh_read_of_the_same_storage() {
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, &[fresh_of(release(1, "deployed", "a"), "u")]);
+    let run = crate::lean::recent::Capturing::start("apps", "web");
+    let now = [release(1, "superseded", "a"), release(2, "deployed", "b")];
+    let cached: Vec<_> = now.iter().map(|r| cached_of(r, "u")).collect();
+    let mut from_cache = observed_with(status.clone());
+    released(&mut from_cache, 2);
+    let (entries, newest) =
+        after_run_from_cache(&cached, &from_cache, &run).expect("from the cache");
+    assert_eq!(
+        newest,
+        Some(("sh.helm.release.v1.web.v2".to_string(), "b".to_string()))
+    );
+    record(&mut from_cache, &entries);
+    let mut fresh = observed_with(status);
+    released(&mut fresh, 2);
+    let read: Vec<_> = now.iter().map(|r| fresh_of(r.clone(), "u")).collect();
+    record(&mut fresh, &read);
+    assert_eq!(
+        from_cache.status.storage_digests,
+        fresh.status.storage_digests
+    );
+    assert_eq!(
+        from_cache
+            .status
+            .storage_digests
+            .iter()
+            .map(|d| d.revision)
+            .collect::<Vec<_>>(),
+        [2, 1]
+    );
+}
+
+#[test]
+fn the_cache_is_not_read_unless_it_provably_holds_the_runs_last_write() {
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, &[fresh_of(release(1, "deployed", "a"), "u")]);
+    let earlier = crate::lean::recent::Capturing::start("apps", "web");
+    // Decoded before this run's guard: perhaps an earlier release's
+    // revision 2, its deletion not seen yet.
+    let stale = cached_of(&release(2, "deployed", "b"), "u");
+    let run = crate::lean::recent::Capturing::start("apps", "web");
+    drop(earlier);
+    let one = cached_of(&release(1, "superseded", "a"), "u");
+    let mut o = observed_with(status.clone());
+    released(&mut o, 2);
+    let none = |entries: Vec<std::sync::Arc<HelmRelease>>, o: &Observed| {
+        after_run_from_cache(&entries, o, &run).is_none()
+    };
+    assert!(none(vec![one.clone(), stale], &o), "decoded before the run");
+    let pending = cached_of(&release(2, "pending-upgrade", "b"), "u");
+    assert!(
+        none(vec![one.clone(), pending], &o),
+        "not helm's last write"
+    );
+    assert!(none(vec![one.clone()], &o), "the run's revision not seen");
+    let two = cached_of(&release(2, "deployed", "b"), "u");
+    assert!(!none(vec![one.clone(), two.clone()], &o));
+    // A revision neither recorded nor kept: its content is unknown.
+    let unkept = std::sync::Arc::new(
+        serde_json::from_value::<HelmRelease>(secret_of(&release(1, "superseded", "z"), "u"))
+            .map(|mut e| {
+                e.kept = 0;
+                e
+            })
+            .unwrap(),
+    );
+    assert!(none(vec![unkept, two.clone()], &o), "content unknown");
+    // Tested after the run: helm wrote the revision again.
+    use crate::delivery::helmapp::decide::observed::{RunEnded, RunKind};
+    o.done.run_ended = Some(RunEnded::Tested {
+        run: RunKind::Upgrade,
+        revision: 2,
+    });
+    assert!(none(vec![one, two], &o), "a test step wrote after the run");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Hunts storages a run may leave — revisions of any status, content
+    /// changed or not, planted ones with or without the owner's label,
+    /// kept or not — for one where the record from the cache differs
+    /// from the record of a fresh read of the same storage.
+    #[test]
+    fn whenever_the_cache_is_read_it_records_what_a_fresh_read_would(
+        revisions in proptest::collection::vec(
+            (
+                0usize..5,
+                0usize..3,
+                proptest::bool::ANY,
+                proptest::bool::weighted(0.8),
+                proptest::bool::weighted(0.9),
+            ),
+            1..6,
+        ),
+        newest_deployed in proptest::bool::weighted(0.8),
+        run_is_newest in proptest::bool::weighted(0.8),
+    ) {
+        const STATUSES: [&str; 5] =
+            ["deployed", "superseded", "failed", "pending-upgrade", "uninstalled"];
+        let mut status = HelmAppStatus::default();
+        let mut now = Vec::new();
+        let mut before = Vec::new();
+        for (i, (s, manifest, recorded, owned, kept)) in revisions.iter().enumerate() {
+            let version = i as i64 + 1;
+            let newest = i + 1 == revisions.len();
+            let s = if newest && newest_deployed { "deployed" } else { STATUSES[*s] };
+            let r = release(version, s, ["a", "b", "planted"][*manifest]);
+            let uid = if *owned { "u" } else { "" };
+            if *recorded {
+                before.push(fresh_of(release(version, "deployed", "a"), "u"));
+            }
+            now.push((r, uid, *kept));
+        }
+        trust(&mut status, &before);
+        let run_revision = revisions.len() as i64 + i64::from(!run_is_newest);
+        let run = crate::lean::recent::Capturing::start("apps", "web");
+        let cached: Vec<_> = now
+            .iter()
+            .map(|(r, uid, kept)| {
+                let mut e = (*cached_of(r, uid)).clone();
+                if !kept {
+                    e.kept = 0;
+                }
+                std::sync::Arc::new(e)
+            })
+            .collect();
+        let mut from_cache = observed_with(status.clone());
+        released(&mut from_cache, run_revision);
+        if let Some((entries, _)) = after_run_from_cache(&cached, &from_cache, &run) {
+            record(&mut from_cache, &entries);
+            let mut fresh = observed_with(status);
+            released(&mut fresh, run_revision);
+            let read: Vec<_> = now.iter().map(|(r, uid, _)| fresh_of(r.clone(), uid)).collect();
+            record(&mut fresh, &read);
+            proptest::prop_assert_eq!(
+                &from_cache.status.storage_digests,
+                &fresh.status.storage_digests
+            );
+            proptest::prop_assert_eq!(&from_cache.status.run_intent, &fresh.status.run_intent);
+        }
+    }
+}
