@@ -19,13 +19,17 @@
 //!
 //! Who controls it: whoever may write the object (a tenant, its chart, a
 //! remote cluster's owner). Its bound: [`MAX_BYTES`] in all (as [`weight`]
-//! estimates the memory an object takes), [`MAX_ONE`] for one object (a
-//! heavier one is not kept: the record reads it), [`MAX_AGE`]; nothing of
-//! a release no run of ours is in flight for (another tenant's writes
-//! cannot push a run's objects out, and no other Secret is kept); nothing
-//! at all while no run is (a restart's LIST keeps nothing). It is only
-//! ever read by the record, in this process; nothing here is written
-//! anywhere.
+//! estimates the memory an object takes), [`MAX_RELEASE_BYTES`] of one
+//! release (one whose objects churn pushes out its own oldest), [`MAX_ONE`]
+//! for one object (a heavier one is not kept: the record reads it),
+//! [`MAX_AGE`]; nothing of a release no run is in flight for and nothing
+//! outside the release's namespace (no other Secret is kept, and writers
+//! elsewhere fill no release's share); nothing at all while no run is (a
+//! restart's LIST keeps nothing). The guard is taken before the run waits
+//! for its helm slot, so "decoded during the run" may mean before helm
+//! applied anything: the record checks what it reads against the
+//! manifest, and reads a workload of an upgrade. It is only ever read by
+//! the record, in this process; nothing here is written anywhere.
 //!
 //! [`Fingerprint::kept`]: super::fingerprint::Fingerprint::kept
 
@@ -39,6 +43,9 @@ use serde_json::Value;
 
 /// At most this many bytes (as [`weight`] estimates them) are kept.
 pub const MAX_BYTES: usize = 8 << 20;
+/// At most this many of one release: a release whose objects churn while
+/// its run is in flight pushes out its own, not the others' beyond this.
+pub const MAX_RELEASE_BYTES: usize = 2 << 20;
 /// An object heavier than this is not kept.
 pub const MAX_ONE: usize = 512 << 10;
 /// An object kept longer than this is dropped.
@@ -66,16 +73,32 @@ enum Whole {
 }
 
 /// Invariants: `releases` counts the live guards of each release
-/// (`namespace/name`), none at zero; nothing is in `objects` while it is
-/// empty; `order` holds the number of every object in `objects`, oldest
-/// first; `bytes` is the sum of their weights and at most [`MAX_BYTES`]
-/// once [`State::insert`] returns. (`Option`s: a `static` cannot build a
-/// `HashMap`.)
+/// (`namespace/name`) and the bytes kept of it, none at zero guards;
+/// nothing is in `objects` while it is empty; `order` holds the number of
+/// every object in `objects`, oldest first, with its release and weight;
+/// `bytes` is the sum of their weights and at most [`MAX_BYTES`], and a
+/// release's at most [`MAX_RELEASE_BYTES`], once [`State::insert`]
+/// returns. (`Option`s: a `static` cannot build a `HashMap`.)
 struct State {
-    releases: Option<HashMap<String, usize>>,
-    order: VecDeque<(u64, Instant, usize)>,
+    releases: Option<HashMap<String, Release>>,
+    order: VecDeque<Entry>,
     objects: Option<HashMap<u64, Whole>>,
     bytes: usize,
+}
+
+/// A release with a run in flight.
+#[derive(Default)]
+struct Release {
+    guards: usize,
+    bytes: usize,
+}
+
+/// One kept object, in [`State::order`].
+struct Entry {
+    number: u64,
+    at: Instant,
+    weight: usize,
+    release: Arc<str>,
 }
 
 impl State {
@@ -85,27 +108,58 @@ impl State {
             .is_some_and(|r| r.contains_key(release))
     }
 
-    fn insert(&mut self, number: u64, whole: Whole, weight: usize, now: Instant) {
+    fn insert(&mut self, release: &str, number: u64, whole: Whole, weight: usize, now: Instant) {
         self.objects
             .get_or_insert_with(HashMap::new)
             .insert(number, whole);
-        self.order.push_back((number, now, weight));
+        let release: Arc<str> = release.into();
+        if let Some(r) = self.releases.as_mut().and_then(|r| r.get_mut(&*release)) {
+            r.bytes += weight;
+        }
+        self.order.push_back(Entry {
+            number,
+            at: now,
+            weight,
+            release: release.clone(),
+        });
         self.bytes += weight;
         self.expire(now);
+        while self.release_bytes(&release) > MAX_RELEASE_BYTES {
+            let Some(at) = self.order.iter().position(|e| e.release == release) else {
+                break;
+            };
+            self.drop_at(at);
+        }
+    }
+
+    fn release_bytes(&self, release: &str) -> usize {
+        self.releases
+            .as_ref()
+            .and_then(|r| r.get(release))
+            .map_or(0, |r| r.bytes)
     }
 
     /// Drops the oldest objects while over [`MAX_BYTES`] or older than
     /// [`MAX_AGE`].
     fn expire(&mut self, now: Instant) {
-        while let Some(&(number, at, weight)) = self.order.front() {
-            if self.bytes <= MAX_BYTES && now.duration_since(at) <= MAX_AGE {
+        while let Some(front) = self.order.front() {
+            if self.bytes <= MAX_BYTES && now.duration_since(front.at) <= MAX_AGE {
                 break;
             }
-            self.order.pop_front();
-            self.bytes -= weight;
-            if let Some(objects) = &mut self.objects {
-                objects.remove(&number);
-            }
+            self.drop_at(0);
+        }
+    }
+
+    fn drop_at(&mut self, at: usize) {
+        let Some(e) = self.order.remove(at) else {
+            return;
+        };
+        self.bytes -= e.weight;
+        if let Some(r) = self.releases.as_mut().and_then(|r| r.get_mut(&*e.release)) {
+            r.bytes = r.bytes.saturating_sub(e.weight);
+        }
+        if let Some(objects) = &mut self.objects {
+            objects.remove(&e.number);
         }
     }
 }
@@ -129,11 +183,12 @@ impl Capturing {
     pub fn start(namespace: &str, name: &str) -> Self {
         let release = format!("{namespace}/{name}");
         let mut state = STATE.lock();
-        *state
+        state
             .releases
             .get_or_insert_with(HashMap::new)
             .entry(release.clone())
-            .or_default() += 1;
+            .or_default()
+            .guards += 1;
         CAPTURING.fetch_add(1, Relaxed);
         Capturing {
             release,
@@ -152,10 +207,10 @@ impl Drop for Capturing {
     fn drop(&mut self) {
         let mut state = STATE.lock();
         if let Some(releases) = &mut state.releases
-            && let Some(count) = releases.get_mut(&self.release)
+            && let Some(r) = releases.get_mut(&self.release)
         {
-            *count -= 1;
-            if *count == 0 {
+            r.guards -= 1;
+            if r.guards == 0 {
                 releases.remove(&self.release);
             }
         }
@@ -174,24 +229,32 @@ pub fn capturing() -> bool {
     CAPTURING.load(Relaxed) > 0
 }
 
-/// The release (`namespace/name`) helm's annotations put `object` in.
+/// The release (`namespace/name`) helm's annotations put `object` in —
+/// only an object in the release's own namespace: the record proves no
+/// other from the cache, and another namespace's writer cannot fill a
+/// release's share.
 fn release_of(object: &Value) -> Option<String> {
     let annotations = object.pointer("/metadata/annotations")?;
     let name = annotations.get("meta.helm.sh/release-name")?.as_str()?;
     let namespace = annotations
         .get("meta.helm.sh/release-namespace")?
         .as_str()?;
-    Some(format!("{namespace}/{name}"))
+    let own = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        == Some(namespace);
+    own.then(|| format!("{namespace}/{name}"))
 }
 
-/// Whether [`keep`] would keep `object` now: it is light enough and of a
-/// release a run is in flight for. Asked before the decode, which then
+/// Whether [`keep`] would keep `object` now: of a release a run is in
+/// flight for, and light enough. Asked before the decode, which then
 /// reads the object without consuming it.
 pub fn wanted(object: &Value) -> bool {
-    if !capturing() || weight(object, MAX_ONE) > MAX_ONE {
+    if !capturing() {
         return false;
     }
     release_of(object).is_some_and(|r| STATE.lock().in_flight(&r))
+        && weight(object, MAX_ONE) <= MAX_ONE
 }
 
 /// Keeps `object` if [`wanted`]: the number it is kept under, or 0.
@@ -226,7 +289,7 @@ fn insert(release: &str, whole: Whole, weight: usize) -> u64 {
         return 0;
     }
     let number = NEXT.fetch_add(1, Relaxed);
-    state.insert(number, whole, weight, Instant::now());
+    state.insert(release, number, whole, weight, Instant::now());
     number
 }
 
@@ -308,7 +371,7 @@ mod tests {
         let each = MAX_BYTES / 4;
         for number in 1..=5 {
             let whole = Whole::Object(Arc::new(json!(number)));
-            state.insert(number, whole, each, now);
+            state.insert(&format!("ns/r{number}"), number, whole, each, now);
         }
         assert!(state.bytes <= MAX_BYTES);
         let objects = state.objects.as_ref().unwrap();
@@ -318,10 +381,40 @@ mod tests {
     }
 
     #[test]
+    fn a_release_over_its_share_pushes_out_its_own_oldest_not_the_others() {
+        let mut state = empty();
+        let releases = state.releases.get_or_insert_with(HashMap::new);
+        for r in ["ns/churn", "ns/quiet"] {
+            releases.insert(
+                r.into(),
+                Release {
+                    guards: 1,
+                    bytes: 0,
+                },
+            );
+        }
+        let now = Instant::now();
+        let quiet = Whole::Object(Arc::new(json!("quiet")));
+        state.insert("ns/quiet", 1, quiet, 1000, now);
+        for number in 2..40 {
+            let churn = Whole::Payload(b"churn"[..].into());
+            state.insert("ns/churn", number, churn, MAX_RELEASE_BYTES / 8, now);
+        }
+        let objects = state.objects.as_ref().unwrap();
+        assert!(objects.contains_key(&1), "the other release's object stays");
+        assert!(!objects.contains_key(&2), "its own oldest went");
+        assert!(state.release_bytes("ns/churn") <= MAX_RELEASE_BYTES);
+        assert_eq!(
+            state.bytes,
+            state.order.iter().map(|e| e.weight).sum::<usize>()
+        );
+    }
+
+    #[test]
     fn an_object_older_than_the_age_bound_is_dropped() {
         let mut state = empty();
         let then = Instant::now();
-        state.insert(1, Whole::Payload(b"x"[..].into()), 10, then);
+        state.insert("ns/r", 1, Whole::Payload(b"x"[..].into()), 10, then);
         state.expire(then + MAX_AGE + Duration::from_secs(1));
         assert!(state.objects.as_ref().unwrap().is_empty());
         assert_eq!(state.bytes, 0);
@@ -338,6 +431,10 @@ mod tests {
         let other = of("recent-a/db", "db-0");
         assert!(!wanted(&other), "another release: not in flight");
         assert_eq!(keep(other), 0);
+        let mut elsewhere = of("recent-a/web", "planted");
+        elsewhere["metadata"]["namespace"] = json!("tenant-b");
+        assert!(!wanted(&elsewhere), "outside the release's namespace");
+        assert_eq!(keep(elsewhere), 0);
         assert_eq!(keep(json!({ "metadata": { "name": "unlabelled" } })), 0);
         let light = of("recent-a/web", "web-0");
         assert!(wanted(&light));

@@ -235,7 +235,8 @@ pub type AfterRun = (Vec<HelmRelease>, Option<(String, String)>);
 /// What [`record_after_run`] reads, taken from the cache instead of a LIST
 /// when the cache provably holds the run's last write: the run released
 /// `revision` (no test or remedy wrote after it), and the cache holds that
-/// revision `deployed` — helm's last write of an install or upgrade —
+/// revision, in helm's own Secret and no other, `deployed` — helm's last
+/// write of an install or upgrade —
 /// decoded after `run` started (so not an earlier release's revision of
 /// the same number, left in a cache behind its deletion). The watch of
 /// Helm's storage delivers writes in order, so every write helm made
@@ -254,6 +255,15 @@ pub fn after_run_from_cache(
         return None;
     };
     let mut entries: Vec<HelmRelease> = entries.iter().map(|e| (**e).clone()).collect();
+    // helm's own Secret of the revision, and no other of that number (one
+    // planted beside it under another name would leave the order saying
+    // nothing of helm's).
+    let helms = format!("sh.helm.release.v1.{}.v{revision}", o.target.release);
+    let at_revision: Vec<&HelmRelease> =
+        entries.iter().filter(|e| e.version() == revision).collect();
+    if at_revision.len() != 1 || at_revision[0].metadata.name.as_deref() != Some(helms.as_str()) {
+        return None;
+    }
     let newest = newest_of(&entries)?;
     let last_write = newest.version() == revision
         && newest

@@ -29,7 +29,9 @@ use serde_json::Value;
 
 use crate::delivery::helmapp::cluster::Cluster;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::decide::observed::{AppliedWorkload, Drifted, Observed, Stored};
+use crate::delivery::helmapp::decide::observed::{
+    AppliedWorkload, Drifted, Observed, RunEnded, RunKind, Stored,
+};
 use crate::lean::fingerprint::{Fingerprint, Fingerprinted};
 use check::{Object, with_helm_metadata};
 use futures::StreamExt;
@@ -424,10 +426,11 @@ struct Proven {
 /// before helm's apply), does not hold its manifest (the cache may not
 /// have seen helm's write yet), or lies outside the release's namespace
 /// (read as the HelmApp's identity, which the caches are not). A workload
-/// the last revision had is read too: a version the cache took during the
-/// run but before helm's apply holds a manifest that only removes a field,
+/// is read too unless the run installed the release: a version the cache
+/// took during the run but before helm's apply (an upgrade's, perhaps
+/// waiting for its helm slot) holds a manifest that only removes a field,
 /// and its generation — the one readiness waits for — would be the last
-/// one's.
+/// one's. (Another kind's digest taken so is only checked once more.)
 fn proven_from_cache(
     cluster: &Cluster,
     o: &Observed,
@@ -443,13 +446,14 @@ fn proven_from_cache(
         (entry.api_version.as_str(), entry.kind.as_str()),
         ("apps/v1", "Deployment" | "StatefulSet" | "DaemonSet") | ("batch/v1", "Job")
     );
-    let had = |e: &InventoryEntry| {
-        e.kind == entry.kind
-            && e.api_version == entry.api_version
-            && e.namespace == entry.namespace
-            && e.name == entry.name
-    };
-    if workload && o.status.inventory.iter().any(had) {
+    let installed = matches!(
+        o.done.run_ended,
+        Some(RunEnded::Released {
+            run: RunKind::Install,
+            ..
+        })
+    );
+    if workload && !installed {
         return None;
     }
     let fingerprint = cached_fingerprint(cluster, entry)?.0?;

@@ -554,6 +554,14 @@ fn the_cache_is_not_read_unless_it_provably_holds_the_runs_last_write() {
             .unwrap(),
     );
     assert!(none(vec![unkept, two.clone()], &o), "content unknown");
+    // A second revision 2 planted beside helm's, under another name.
+    let mut planted = secret_of(&release(2, "pending-upgrade", "planted"), "u");
+    planted["metadata"]["name"] = json!("sh.helm.release.v1.web.v2-planted");
+    let planted = std::sync::Arc::new(serde_json::from_value::<HelmRelease>(planted).unwrap());
+    assert!(
+        none(vec![one.clone(), two.clone(), planted], &o),
+        "two revisions 2"
+    );
     // Tested after the run: helm wrote the revision again.
     use crate::delivery::helmapp::decide::observed::{RunEnded, RunKind};
     o.done.run_ended = Some(RunEnded::Tested {
@@ -584,6 +592,7 @@ proptest::proptest! {
         ),
         newest_deployed in proptest::bool::weighted(0.8),
         run_is_newest in proptest::bool::weighted(0.8),
+        planted in proptest::option::weighted(0.3, (1i64..6, 0usize..5)),
     ) {
         const STATUSES: [&str; 5] =
             ["deployed", "superseded", "failed", "pending-upgrade", "uninstalled"];
@@ -602,6 +611,14 @@ proptest::proptest! {
             now.push((r, uid, *kept));
         }
         trust(&mut status, &before);
+        // A revision planted beside helm's, under a name helm never
+        // writes, with the owner's label.
+        let planted = planted.map(|(version, s)| {
+            let version = version.min(revisions.len() as i64);
+            let mut secret = secret_of(&release(version, STATUSES[s], "planted"), "u");
+            secret["metadata"]["name"] = json!(format!("sh.helm.release.v1.web.v{version}-x"));
+            secret
+        });
         let run_revision = revisions.len() as i64 + i64::from(!run_is_newest);
         let run = crate::lean::recent::Capturing::start("apps", "web");
         let cached: Vec<_> = now
@@ -613,6 +630,9 @@ proptest::proptest! {
                 }
                 std::sync::Arc::new(e)
             })
+            .chain(planted.iter().map(|p| {
+                std::sync::Arc::new(serde_json::from_value::<HelmRelease>(p.clone()).unwrap())
+            }))
             .collect();
         let mut from_cache = observed_with(status.clone());
         released(&mut from_cache, run_revision);
@@ -620,7 +640,13 @@ proptest::proptest! {
             record(&mut from_cache, &entries);
             let mut fresh = observed_with(status);
             released(&mut fresh, run_revision);
-            let read: Vec<_> = now.iter().map(|(r, uid, _)| fresh_of(r.clone(), uid)).collect();
+            let read: Vec<_> = now
+                .iter()
+                .map(|(r, uid, _)| fresh_of(r.clone(), uid))
+                .chain(planted.iter().map(|p| {
+                    serde_json::from_value::<FreshRelease>(p.clone()).unwrap().0
+                }))
+                .collect();
             record(&mut fresh, &read);
             proptest::prop_assert_eq!(
                 &from_cache.status.storage_digests,
