@@ -257,88 +257,111 @@ async fn record_revision(
     };
     // With drift disabled no digest is compared: none is read.
     if app.spec.drift_mode() != DriftMode::Disabled {
-        // What helm applied, to tell it from an edit made between helm's
-        // apply and this read: an object that differs from its manifest
-        // keeps no digest and is checked by the next reconcile. Without
-        // the manifest, nothing is recorded: everything is checked.
-        let manifest = cluster
-            .drift
-            .manifests
-            .read(&cluster.client, &o.target.namespace, secret, digest)
-            .await
-            .ok();
-        let rules = rules::Rules::of(app).ok();
-        let docs: Vec<Option<&Value>> = entries
-            .iter()
-            .map(|entry| {
-                manifest
-                    .as_deref()
-                    .and_then(|objects| document(objects, entry, &o.target))
-            })
-            .collect();
-        // Most objects are proven from what the caches decoded during the
-        // run (`lean::recent`), without a request; the rest — not cached
-        // yet, cached at a version that does not hold its manifest (the
-        // cache may be behind helm), in another namespace (read as the
-        // HelmApp's identity) — are read now.
-        let kept: Vec<Option<Proven>> = entries
-            .iter()
-            .zip(&docs)
-            .map(|(entry, doc)| proven_from_cache(cluster, o, entry, (*doc)?, rules.as_ref()?))
-            .collect();
-        let user = o.identity.user();
-        // The futures are made first: a stream that maps with a closure
-        // over borrowed entries is not provably `Send` to the compiler.
-        let reads: Vec<_> = entries
-            .iter()
-            .zip(&kept)
-            .filter(|(_, kept)| kept.is_none())
-            .map(|(entry, _)| read_live(cluster, entry, user.as_deref()))
-            .collect();
-        let mut read = futures::stream::iter(reads)
-            .buffered(READS_AT_ONCE)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter();
-        let live: Vec<Result<Option<Arc<Value>>, String>> = kept
-            .iter()
-            .map(|kept| match kept {
-                Some(proven) => Ok(Some(proven.live.clone())),
-                None => read.next().unwrap_or(Ok(None)).map(|v| v.map(Arc::new)),
-            })
-            .collect();
-        o.done.applied_workloads = applied_workloads(&entries, &live);
-        for (((entry, live), doc), kept) in entries.iter_mut().zip(live).zip(docs).zip(kept) {
-            // What is not proven as applied is not left without a digest:
-            // an object of a kind cached by helm's label, absent from the
-            // cache with no digest, would be taken for one never labelled
-            // and polled once per interval — a deletion made during or
-            // right after our run (gone now, or edited now and deleted
-            // later) must be read by the next reconcile instead.
-            entry.checked = UNVERIFIED.into();
-            if let Some(kept) = kept {
-                entry.checked = kept.digest;
-                continue;
-            }
-            match live {
-                Ok(Some(live)) => {
-                    let (Some(doc), Some(rules)) = (doc, &rules) else {
-                        continue;
-                    };
-                    let ignored = rules.ignored(entry, Some(doc));
-                    if as_helm_applied(doc, &live, &ignored, &o.target) {
-                        entry.checked = Fingerprint::of(&live).digest(&ignored);
-                    }
-                }
-                Ok(None) => {}
-                Err(e) => log::warn!("{}: {e}", o.target.key()),
-            }
-        }
+        record_digests(cluster, app, o, &mut entries, (secret, digest)).await;
     }
     o.status.inventory = entries;
     o.status.inventory_revision = revision;
     o.status.drift.clear();
     cluster.drift.polls.forget(&cache::object_key(app));
+}
+
+/// The digest of each of `entries` that holds what its manifest sets, as
+/// helm has just applied it (`checked`; [`UNVERIFIED`] for the others),
+/// and the generations of its workloads (`Done::applied_workloads`).
+async fn record_digests(
+    cluster: &Cluster,
+    app: &HelmApp,
+    o: &mut Observed,
+    entries: &mut [InventoryEntry],
+    (secret, digest): (&str, Option<&str>),
+) {
+    // What helm applied, to tell it from an edit made between helm's
+    // apply and this read: an object that differs from its manifest
+    // keeps no digest and is checked by the next reconcile. Without
+    // the manifest, nothing is recorded: everything is checked.
+    let manifest = cluster
+        .drift
+        .manifests
+        .read(&cluster.client, &o.target.namespace, secret, digest)
+        .await
+        .ok();
+    let rules = rules::Rules::of(app).ok();
+    let docs: Vec<Option<&Value>> = entries
+        .iter()
+        .map(|entry| {
+            manifest
+                .as_deref()
+                .and_then(|objects| document(objects, entry, &o.target))
+        })
+        .collect();
+    // Most objects are proven from what the caches decoded during the
+    // run (`lean::recent`), without a request; the rest — not cached
+    // yet, cached at a version that does not hold its manifest (the
+    // cache may be behind helm), in another namespace (read as the
+    // HelmApp's identity) — are read now.
+    let kept: Vec<Option<Proven>> = entries
+        .iter()
+        .zip(&docs)
+        .map(|(entry, doc)| proven_from_cache(cluster, o, entry, (*doc)?, rules.as_ref()?))
+        .collect();
+    let live = read_unproven(cluster, o, entries, &kept).await;
+    o.done.applied_workloads = applied_workloads(entries, &live);
+    for (((entry, live), doc), kept) in entries.iter_mut().zip(live).zip(docs).zip(kept) {
+        // What is not proven as applied is not left without a digest:
+        // an object of a kind cached by helm's label, absent from the
+        // cache with no digest, would be taken for one never labelled
+        // and polled once per interval — a deletion made during or
+        // right after our run (gone now, or edited now and deleted
+        // later) must be read by the next reconcile instead.
+        entry.checked = UNVERIFIED.into();
+        if let Some(kept) = kept {
+            entry.checked = kept.digest;
+            continue;
+        }
+        match live {
+            Ok(Some(live)) => {
+                let (Some(doc), Some(rules)) = (doc, &rules) else {
+                    continue;
+                };
+                let ignored = rules.ignored(entry, Some(doc));
+                if as_helm_applied(doc, &live, &ignored, &o.target) {
+                    entry.checked = Fingerprint::of(&live).digest(&ignored);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => log::warn!("{}: {e}", o.target.key()),
+        }
+    }
+}
+
+/// The objects of `entries` as [`proven_from_cache`] kept them, and the
+/// others (`kept` is `None`) read now, as the HelmApp's identity.
+async fn read_unproven(
+    cluster: &Cluster,
+    o: &Observed,
+    entries: &[InventoryEntry],
+    kept: &[Option<Proven>],
+) -> Vec<Result<Option<Arc<Value>>, String>> {
+    let user = o.identity.user();
+    // The futures are made first: a stream that maps with a closure
+    // over borrowed entries is not provably `Send` to the compiler.
+    let reads: Vec<_> = entries
+        .iter()
+        .zip(kept)
+        .filter(|(_, kept)| kept.is_none())
+        .map(|(entry, _)| read_live(cluster, entry, user.as_deref()))
+        .collect();
+    let mut read = futures::stream::iter(reads)
+        .buffered(READS_AT_ONCE)
+        .collect::<Vec<_>>()
+        .await
+        .into_iter();
+    kept.iter()
+        .map(|kept| match kept {
+            Some(proven) => Ok(Some(proven.live.clone())),
+            None => read.next().unwrap_or(Ok(None)).map(|v| v.map(Arc::new)),
+        })
+        .collect()
 }
 
 /// The generation of each workload among `entries` that the member caches
