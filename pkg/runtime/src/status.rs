@@ -22,6 +22,14 @@
 //! its own entries — and the rest of the status by merge patch without the
 //! `conditions` key. Neither can clobber the other's condition from a stale
 //! copy.
+//!
+//! A controller may also *hold* a status back for a while
+//! ([`StatusWriter::hold`]): this process reads it as the object's status
+//! ([`StatusWriter::current`]), nothing is sent, and the next
+//! [`StatusWriter::write`] sends it with whatever changed since — two
+//! changes a moment apart in one request. What a held status says is lost
+//! if the process stops first: only a status the controller can rebuild
+//! from the cluster may be held.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -55,6 +63,14 @@ pub struct StatusWriter<K, S> {
     /// not caught up with that write; it goes at the first read that shows
     /// it has.
     written: Arc<Mutex<HashMap<String, (String, S)>>>,
+    /// Per object key: a status held back ([`StatusWriter::hold`]) for the
+    /// object of that UID until that instant. Invariants: at most
+    /// [`MAX_HELD`] entries of [`MAX_HELD_BYTES`] in all; an entry goes at
+    /// the next write to its object that the server answered, when its
+    /// object is forgotten, and when read for another UID. Past its
+    /// instant it is still this process's newest status: only a write
+    /// replaces it.
+    held: Arc<Mutex<HeldStatuses<S>>>,
     /// The followed informer's store (set by [`StatusWriter::follow`]):
     /// [`StatusWriter::current`] reads an object's newest copy there, not
     /// the caller's — a reconcile holds the copy it started with, and the
@@ -75,6 +91,61 @@ struct OwnedConditions {
     /// The whole status (its owned conditions included) is applied in one
     /// request: see [`StatusWriter::applying_whole_status`].
     whole: bool,
+}
+
+/// How many statuses one writer holds back at once, and how many bytes
+/// they weigh serialized: past either, [`StatusWriter::hold`] refuses and
+/// the caller writes. (A status is as large as its object may be: a
+/// count alone would not bound the memory.)
+pub const MAX_HELD: usize = 512;
+pub const MAX_HELD_BYTES: usize = 16 << 20;
+
+/// A status held back ([`StatusWriter::hold`]).
+#[derive(Debug, Clone)]
+struct Held<S> {
+    uid: Option<String>,
+    until: std::time::Instant,
+    status: S,
+    /// Its size serialized, counted in [`HeldStatuses::bytes`].
+    bytes: usize,
+}
+
+/// The statuses held back, by object key. Invariant: `bytes` is the sum
+/// of their `bytes`.
+struct HeldStatuses<S> {
+    by_key: HashMap<String, Held<S>>,
+    bytes: usize,
+}
+
+impl<S> Default for HeldStatuses<S> {
+    fn default() -> Self {
+        HeldStatuses {
+            by_key: HashMap::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<S> HeldStatuses<S> {
+    fn remove(&mut self, key: &str) {
+        if let Some(gone) = self.by_key.remove(key) {
+            self.bytes -= gone.bytes;
+        }
+    }
+
+    /// Holds `held` under `key` (replacing what was), unless the bounds
+    /// would be passed.
+    fn insert(&mut self, key: String, held: Held<S>) -> bool {
+        let replaced = self.by_key.get(&key).map(|h| h.bytes);
+        let count = self.by_key.len() + usize::from(replaced.is_none());
+        let bytes = self.bytes - replaced.unwrap_or(0) + held.bytes;
+        if count > MAX_HELD || bytes > MAX_HELD_BYTES {
+            return false;
+        }
+        self.bytes = bytes;
+        self.by_key.insert(key, held);
+        true
+    }
 }
 
 /// What [`StatusWriter::write`] did.
@@ -100,6 +171,7 @@ where
             status_of,
             unchanged: |a, b| a == b,
             written: Arc::default(),
+            held: Arc::default(),
             store: Arc::default(),
             conditions: None,
         }
@@ -164,9 +236,27 @@ where
         self
     }
 
-    /// The newest status of `obj` (a lister's copy): its own, or the one
-    /// written last when the lister has not caught up with that write.
+    /// The newest status of `obj` in this process: the one held back
+    /// ([`StatusWriter::hold`]), else [`StatusWriter::published`].
     pub fn current(&self, obj: &K) -> S {
+        let key = key_of(obj);
+        {
+            let mut held = self.held.lock();
+            match held.by_key.get(&key) {
+                Some(h) if h.uid == obj.meta().uid => return h.status.clone(),
+                Some(_) => {
+                    held.remove(&key);
+                }
+                None => {}
+            }
+        }
+        self.published(obj)
+    }
+
+    /// The newest status of `obj` on the server as this process knows it
+    /// (a lister's copy): its own, or the one written last when the lister
+    /// has not caught up with that write. A held status is not in it.
+    pub fn published(&self, obj: &K) -> S {
         let key = key_of(obj);
         let newest = self
             .store
@@ -192,7 +282,43 @@ where
     /// [`StatusWriter::owning_conditions`], the owned conditions are applied
     /// instead (a request only for the part that changed).
     pub async fn write(&self, obj: &K, status: &S) -> Result<Written, kube::Error> {
-        let current = self.current(obj);
+        let written = self.send(obj, status).await?;
+        // Sent, or on the server already: whatever was held is in it (the
+        // caller's status was made from it). After a failed write it stays
+        // held: the retry starts from it again.
+        self.held.lock().remove(&key_of(obj));
+        Ok(written)
+    }
+
+    /// Holds `status` back as `obj`'s until `until` (see the module docs):
+    /// [`StatusWriter::current`] reads it, nothing is sent. `false` when
+    /// the bounds are reached ([`MAX_HELD`], [`MAX_HELD_BYTES`]): the caller
+    /// writes instead.
+    pub fn hold(&self, obj: &K, status: S, until: std::time::Instant) -> bool {
+        let Ok(bytes) = serde_json::to_vec(&status).map(|b| b.len()) else {
+            return false;
+        };
+        let held = Held {
+            uid: obj.meta().uid.clone(),
+            until,
+            status,
+            bytes,
+        };
+        self.held.lock().insert(key_of(obj), held)
+    }
+
+    /// Until when `obj`'s status is held back (`None`: it is not).
+    pub fn held_until(&self, obj: &K) -> Option<std::time::Instant> {
+        let held = self.held.lock();
+        held.by_key
+            .get(&key_of(obj))
+            .filter(|h| h.uid == obj.meta().uid)
+            .map(|h| h.until)
+    }
+
+    /// [`StatusWriter::write`]'s request, against the published status.
+    async fn send(&self, obj: &K, status: &S) -> Result<Written, kube::Error> {
+        let current = self.published(obj);
         if (self.unchanged)(&current, status) {
             return Ok(Written::Unchanged);
         }
@@ -321,6 +447,7 @@ where
     /// or `name` for a cluster-scoped kind).
     pub fn forget_key(&self, key: &str) {
         self.written.lock().remove(key);
+        self.held.lock().remove(key);
     }
 }
 
@@ -540,6 +667,66 @@ mod tests {
             written,
             "the copy the reconcile started with is older than the store's"
         );
+    }
+
+    /// A held status is what this process reads, never what a write is
+    /// compared with: the write that follows sends it (and goes through
+    /// even when the caller's status equals the held one); it is only
+    /// for the object of the UID it was held for; past [`MAX_HELD`] a
+    /// hold is refused.
+    #[tokio::test]
+    async fn a_held_status_is_read_as_current_but_written_against_the_published_one() {
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
+                .unwrap();
+        let data = |d: &ConfigMap| d.data.clone();
+        let writer: StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> =
+            StatusWriter::new(client, data);
+        let mut obj = (*cm("11")).clone();
+        obj.metadata.uid = Some("u1".into());
+        let held = std::collections::BTreeMap::from([("revision".to_string(), "1".to_string())]);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        assert!(writer.hold(&obj, held.clone(), until));
+        assert_eq!(writer.current(&obj), held, "read as the newest");
+        assert_eq!(
+            writer.published(&obj),
+            Default::default(),
+            "not on the server"
+        );
+        assert_eq!(writer.held_until(&obj), Some(until));
+        // The write of the same status is not "unchanged": it is sent
+        // (here to an address that refuses) and, failed, stays held.
+        assert!(writer.write(&obj, &held).await.is_err(), "sent");
+        assert_eq!(writer.current(&obj), held, "kept after a failed write");
+        // Another object of the same name (deleted and made again).
+        let mut other = obj.clone();
+        other.metadata.uid = Some("u2".into());
+        assert_eq!(writer.held_until(&other), None);
+        assert_eq!(writer.current(&other), Default::default());
+        assert_eq!(
+            writer.held_until(&obj),
+            None,
+            "dropped once read for another UID"
+        );
+        // Bounded.
+        for i in 0..MAX_HELD {
+            let mut o = obj.clone();
+            o.metadata.name = Some(format!("c{i}"));
+            assert!(writer.hold(&o, held.clone(), until));
+        }
+        assert!(!writer.hold(&obj, held.clone(), until), "full");
+        writer.forget_key("ns/c0");
+        assert!(writer.hold(&obj, held.clone(), until), "room again");
+        // And by weight: one status past the bytes left is refused.
+        let all = writer.held.lock().bytes;
+        assert_eq!(all, MAX_HELD * serde_json::to_vec(&held).unwrap().len());
+        for i in 0..MAX_HELD {
+            writer.forget_key(&format!("ns/c{i}"));
+        }
+        let heavy =
+            std::collections::BTreeMap::from([("x".to_string(), "y".repeat(MAX_HELD_BYTES))]);
+        assert!(!writer.hold(&other, heavy, until), "too heavy");
+        assert_eq!(writer.held.lock().by_key.len(), 1);
     }
 
     #[test]

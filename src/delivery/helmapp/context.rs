@@ -110,6 +110,8 @@ impl Context {
         self.applied.lock().retain(|k, _| !mine(k));
         self.interrupted.lock().retain(|k| !mine(k));
         self.refused.lock().retain(|k, _| !mine(k));
+        // A status held back for it (`decide::ready::hold`) goes with it.
+        self.status.forget_key(key);
     }
 
     /// The cluster `o` was observed in: its release's.

@@ -179,15 +179,19 @@ impl HelmApps {
         if settled && !deleting {
             act::settle_approval(&app, &mut observed);
         }
+        let mut held_for = None;
         if !deleting {
             observe::updates::notice(ctx, &app, &mut observed);
-            ctx.status.write(&app, &observed.status).await?;
+            held_for = self.hold_or_write(&app, &observed).await?;
         }
         match outcome? {
             Outcome::Finished(mut action) => {
-                if observed.done.helm_ran
-                    && let Some(soon) = observe::drift::recheck_unverified(&app, &observed)
-                {
+                let recheck = observed
+                    .done
+                    .helm_ran
+                    .then(|| observe::drift::recheck_unverified(&app, &observed))
+                    .flatten();
+                for soon in recheck.into_iter().chain(held_for) {
                     action.requeue_after = Some(action.requeue_after.map_or(soon, |a| a.min(soon)));
                 }
                 Ok(action)
@@ -198,6 +202,29 @@ impl HelmApps {
                 "plan again",
             )),
         }
+    }
+}
+
+impl HelmApps {
+    /// Writes the reconcile's status, or holds it back when
+    /// `decide::ready::hold` says so: then for how long (the key comes
+    /// back by then at the latest).
+    async fn hold_or_write(
+        &self,
+        app: &HelmApp,
+        observed: &decide::observed::Observed,
+    ) -> Result<Option<Duration>, DeliveryError> {
+        let status = &self.ctx.status;
+        let now = std::time::Instant::now();
+        let published = status.published(app);
+        let until = decide::ready::hold(observed, &published, status.held_until(app), now);
+        if let Some(until) = until
+            && status.hold(app, observed.status.clone(), until)
+        {
+            return Ok(Some(until - now));
+        }
+        status.write(app, &observed.status).await?;
+        Ok(None)
     }
 }
 

@@ -479,6 +479,109 @@ async fn a_release_ready_at_once_is_reported_ready_in_its_run_s_own_status_write
     operator.stop().await;
 }
 
+/// With `wait`, a first release whose workload rolls out a moment after
+/// its run is reported Ready by the status write that records it: the
+/// record is held in the operator (`decide::ready::hold`) instead of
+/// written with `Progressing` and again with `Ready` (issue 55: a write
+/// per release fewer). Red with the hold off: revision 1 is seen
+/// `Progressing`, in three status writes.
+#[tokio::test]
+async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_ready_in_one_write() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    let watching = {
+        let client = f.cp.client();
+        tokio::spawn(async move {
+            versions_until(client, "settling", |a| {
+                ready_of(a).is_some_and(|(s, _)| s == "True")
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    apply(
+        &f,
+        "settling",
+        json!({ "chart": { "path": "podinfo" }, "wait": true }),
+    )
+    .await;
+    eventually("helm's last write of revision 1", 60, || async {
+        let storage = revisions(&f, "settling").await;
+        (storage.get(&1)?.get("status")? == "deployed").then_some(())
+    })
+    .await;
+    // The run is recorded meanwhile, its Deployment not rolled out yet.
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    rolled_out(&f, "settling-podinfo", 1).await;
+    let versions = watching.await.unwrap();
+    let progressing: Vec<_> = versions
+        .iter()
+        .filter(|a| a.status.as_ref().is_some_and(|s| s.revision == 1))
+        .filter_map(ready_of)
+        .filter(|(_, reason)| reason == "Progressing")
+        .collect();
+    assert!(
+        progressing.is_empty(),
+        "recorded Progressing: {progressing:?}"
+    );
+    let statuses: Vec<_> = versions
+        .iter()
+        .map(|a| serde_json::to_value(&a.status).unwrap())
+        .collect();
+    let status_writes = statuses.windows(2).filter(|w| w[0] != w[1]).count();
+    assert_eq!(status_writes, 2, "the intent, then the record with Ready");
+    let last = versions.last().and_then(|a| a.status.as_ref()).unwrap();
+    assert_eq!((last.revision, last.inventory_revision), (1, 1), "recorded");
+    operator.stop().await;
+}
+
+/// An operator that stops while it holds a first release's record loses
+/// the record, never the release: the published status has the run's
+/// intent and no revision, and the next operator proves revision 1 its
+/// own by a render and records it — no second install, no
+/// `StorageTampered`.
+#[tokio::test]
+async fn a_record_held_when_the_operator_stops_is_proven_and_recorded_by_the_next() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let operator = f.start_delivery().await;
+    apply(
+        &f,
+        "unsettled",
+        json!({ "chart": { "path": "podinfo" }, "wait": true }),
+    )
+    .await;
+    eventually("helm's last write of revision 1", 60, || async {
+        let storage = revisions(&f, "unsettled").await;
+        (storage.get(&1)?.get("status")? == "deployed").then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let published = get(&f, "unsettled").await.unwrap().status.unwrap();
+    assert_eq!(published.revision, 0, "held, not written");
+    assert_eq!(published.run_intent.as_ref().map(|i| i.revision), Some(1));
+    operator.stop().await;
+    rolled_out(&f, "unsettled-podinfo", 1).await;
+    let operator = f.start_delivery().await;
+    eventually("revision 1 recorded and Ready", 60, || async {
+        let app = get(&f, "unsettled").await?;
+        let status = app.status.as_ref()?;
+        (status.revision == 1 && ready_of(&app)?.0 == "True").then_some(())
+    })
+    .await;
+    assert_eq!(
+        revisions(&f, "unsettled")
+            .await
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![1],
+        "no second run"
+    );
+    operator.stop().await;
+}
+
 /// The status of a Deployment of 0 replicas that has rolled out
 /// `generation` (the test control plane has no controllers).
 async fn rolled_out(f: &Fixture, name: &str, generation: i64) {

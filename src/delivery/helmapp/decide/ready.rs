@@ -2,10 +2,12 @@
 //! objects (`Observed::pending`, `readiness_failed`), and when a release
 //! in sync is looked at again. Pure.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::delivery::helmapp::decide::conditions::Reason;
-use crate::delivery::helmapp::decide::observed::Observed;
+use apis::helmapp::HelmAppStatus;
+
+use crate::delivery::helmapp::decide::conditions::{self, READY, Reason};
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 
 /// Why the release is not Ready yet, and when to look again.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,6 +71,51 @@ pub fn verdict(o: &Observed, timeout: Duration) -> Option<NotReady> {
     })
 }
 
+/// How long the record of a first release waits unwritten for its
+/// rollout ([`hold`]).
+pub const HOLD: Duration = Duration::from_secs(5);
+
+/// Whether this reconcile's status is held back in this process rather
+/// than written, and until when (`None`: written now).
+///
+/// A run that released a revision is recorded in the status; with `wait`
+/// the release is `Progressing` until its workloads have rolled out, and
+/// then `Ready` is written: two writes a moment apart. Instead the record
+/// is held, from its run for [`HOLD`], and written with `Ready` in one
+/// request when the rollout ends first (a workload's event re-queues),
+/// else at the first reconcile after the hold (the report's own requeue
+/// is due by then).
+///
+/// Held only while the published status has no `Ready` condition or
+/// `Ready=False` for `Progressing` (a first install), so nobody — a
+/// `dependsOn`, a HelmAppSet's rollout, a user — reads a stale
+/// `Ready=True` or an old failure meanwhile. A stop of the process loses
+/// the held record, never the release: the next process proves the run
+/// its own as after a stop during helm (`Step::RenderOwnRun`).
+pub fn hold(
+    o: &Observed,
+    published: &HelmAppStatus,
+    held_until: Option<Instant>,
+    now: Instant,
+) -> Option<Instant> {
+    let progressing = |s: &HelmAppStatus| conditions::has(s, READY, false, Reason::Progressing);
+    let unjudged = crate::condition::status(&published.conditions, READY).is_none();
+    if !(unjudged || progressing(published)) || !progressing(&o.status) {
+        return None;
+    }
+    let released_now = o.done.recorded
+        && matches!(
+            o.done.run_ended,
+            Some(RunEnded::Released { .. } | RunEnded::Tested { .. })
+        );
+    match held_until {
+        Some(until) if until > now => Some(until),
+        Some(_) => None,
+        None if released_now => Some(now + HOLD),
+        None => None,
+    }
+}
+
 /// A release in sync is looked at again when an object of a kind no
 /// informer watches is due for its drift look, or the chart's range and
 /// newest version are due to be resolved again — whichever comes first.
@@ -78,5 +125,108 @@ pub fn next_look(o: &Observed) -> NextLook {
         (Some(d), _) => Some((d, "up to date; next drift look")),
         (None, Some(r)) => Some((r, "up to date; next resolution")),
         (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::helmapp::decide::observed::RunKind;
+    use crate::delivery::helmapp::decide::state::tests::observed;
+
+    fn with_ready(value: Option<(bool, Reason)>) -> HelmAppStatus {
+        let mut s = HelmAppStatus::default();
+        if let Some((value, reason)) = value {
+            conditions::set(&mut s, READY, value, reason, "m");
+        }
+        s
+    }
+
+    fn reported(ready: Option<(bool, Reason)>, released_now: bool) -> Observed {
+        let mut o = observed();
+        o.status = with_ready(ready);
+        if released_now {
+            o.done.recorded = true;
+            o.done.run_ended = Some(RunEnded::Released {
+                run: RunKind::Install,
+                revision: 1,
+                before: 0,
+            });
+        }
+        o
+    }
+
+    /// The rows of the rule: held only after a run released, only while
+    /// the release is `Progressing` and nothing else was published, and
+    /// never past its instant.
+    #[test]
+    fn a_record_is_held_only_for_a_first_rollout_and_never_past_its_hold() {
+        let now = Instant::now();
+        let progressing = Some((false, Reason::Progressing));
+        let nothing = HelmAppStatus::default();
+        let (o, published) = (reported(progressing, true), &nothing);
+        assert_eq!(
+            hold(&o, published, None, now),
+            Some(now + HOLD),
+            "a first install's record"
+        );
+        let published_progressing = with_ready(progressing);
+        assert_eq!(
+            hold(&o, &published_progressing, None, now),
+            Some(now + HOLD),
+            "Progressing published (a hold that ended and was written, a run again)"
+        );
+        for published in [
+            with_ready(Some((true, Reason::UpgradeSucceeded))),
+            with_ready(Some((false, Reason::InstallFailed))),
+        ] {
+            assert_eq!(
+                hold(&o, &published, None, now),
+                None,
+                "{published:?}: not stale"
+            );
+        }
+        assert_eq!(
+            hold(&reported(progressing, false), published, None, now),
+            None,
+            "no run of this reconcile: nothing starts a hold"
+        );
+        for status in [
+            Some((true, Reason::InstallSucceeded)),
+            Some((false, Reason::ReadinessFailed)),
+            Some((false, Reason::InstallFailed)),
+            None,
+        ] {
+            let o = reported(status, true);
+            assert_eq!(
+                hold(&o, published, None, now),
+                None,
+                "{status:?}: written at once"
+            );
+        }
+        // A hold in place: kept until its instant, for a reconcile without a run.
+        let later = now + HOLD / 2;
+        let o = reported(progressing, false);
+        assert_eq!(
+            hold(&o, published, Some(now + HOLD), later),
+            Some(now + HOLD)
+        );
+        assert_eq!(
+            hold(&o, published, Some(now + HOLD), now + HOLD),
+            None,
+            "ended"
+        );
+        let o = reported(progressing, true);
+        assert_eq!(
+            hold(&o, published, Some(now), now + HOLD),
+            None,
+            "a hold that ended is not restarted"
+        );
+        let ready = reported(Some((true, Reason::InstallSucceeded)), false);
+        assert_eq!(
+            hold(&ready, published, Some(now + HOLD), later),
+            None,
+            "Ready: written"
+        );
     }
 }
