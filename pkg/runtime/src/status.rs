@@ -97,7 +97,7 @@ struct OwnedConditions {
 /// they weigh serialized: past either, [`StatusWriter::hold`] refuses and
 /// the caller writes. (A status is as large as its object may be: a
 /// count alone would not bound the memory.)
-pub const MAX_HELD: usize = 512;
+pub const MAX_HELD: usize = 4096;
 pub const MAX_HELD_BYTES: usize = 16 << 20;
 
 /// A status held back ([`StatusWriter::hold`]).
