@@ -85,6 +85,15 @@ pub trait Reconciler: Send + Sync + 'static {
 
     /// Reconciles one key.
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Called on a clean shutdown once the workers have stopped (the
+    /// queue drained, or its timeout passed), within what is left of the
+    /// drain timeout: what the reconciler keeps in memory for a later
+    /// write is written now. Never called when the leader lease is lost
+    /// (another leader may be writing). Default: nothing.
+    fn drained(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// Counters a test (or a benchmark) can watch to know that a reconcile which
@@ -371,6 +380,7 @@ impl<R: Reconciler> Runnable for Controller<R> {
                 "{}: shutting down, finishing in-flight reconciles",
                 self.name
             );
+            let draining = tokio::time::Instant::now();
             if tokio::time::timeout(drain, self.queue.shutdown_with_drain())
                 .await
                 .is_err()
@@ -381,6 +391,13 @@ impl<R: Reconciler> Runnable for Controller<R> {
                 );
             }
             tasks.abort_all();
+            let left = drain.saturating_sub(draining.elapsed());
+            if tokio::time::timeout(left, self.reconciler.drained())
+                .await
+                .is_err()
+            {
+                log::warn!("{}: the drain timeout ended its last writes", self.name);
+            }
         })
     }
 }

@@ -27,9 +27,10 @@
 //! ([`StatusWriter::hold`]): this process reads it as the object's status
 //! ([`StatusWriter::current`]), nothing is sent, and the next
 //! [`StatusWriter::write`] sends it with whatever changed since — two
-//! changes a moment apart in one request. What a held status says is lost
-//! if the process stops first: only a status the controller can rebuild
-//! from the cluster may be held.
+//! changes a moment apart in one request. A clean shutdown writes what is
+//! held ([`StatusWriter::flush_held`], from the reconciler's
+//! `Reconciler::drained`); a crash loses it: only a status the controller
+//! can rebuild from the cluster may be held.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -94,11 +95,13 @@ struct OwnedConditions {
 }
 
 /// How many statuses one writer holds back at once, and how many bytes
-/// they weigh serialized: past either, [`StatusWriter::hold`] refuses and
-/// the caller writes. (A status is as large as its object may be: a
+/// they weigh serialized: past either (or [`MAX_HELD_ONE`] for one),
+/// [`StatusWriter::hold`] refuses and the caller writes. (A status is as large as its object may be: a
 /// count alone would not bound the memory.)
 pub const MAX_HELD: usize = 4096;
 pub const MAX_HELD_BYTES: usize = 16 << 20;
+/// The heaviest one status held back may be (serialized).
+pub const MAX_HELD_ONE: usize = 256 << 10;
 
 /// A status held back ([`StatusWriter::hold`]).
 #[derive(Debug, Clone)]
@@ -139,7 +142,7 @@ impl<S> HeldStatuses<S> {
         let replaced = self.by_key.get(&key).map(|h| h.bytes);
         let count = self.by_key.len() + usize::from(replaced.is_none());
         let bytes = self.bytes - replaced.unwrap_or(0) + held.bytes;
-        if count > MAX_HELD || bytes > MAX_HELD_BYTES {
+        if count > MAX_HELD || bytes > MAX_HELD_BYTES || held.bytes > MAX_HELD_ONE {
             return false;
         }
         self.bytes = bytes;
@@ -224,8 +227,10 @@ where
     {
         let _ = self.store.set(informer.store());
         let written = self.written.clone();
+        let held = self.held.clone();
         informer.add_event_handler(cache::HandlerFn(move |e: &cache::Event<K>| {
             observed(&written, e);
+            forget_held_of_gone(&held, e);
         }));
     }
 
@@ -292,8 +297,8 @@ where
 
     /// Holds `status` back as `obj`'s until `until` (see the module docs):
     /// [`StatusWriter::current`] reads it, nothing is sent. `false` when
-    /// the bounds are reached ([`MAX_HELD`], [`MAX_HELD_BYTES`]): the caller
-    /// writes instead.
+    /// the bounds are reached ([`MAX_HELD`], [`MAX_HELD_BYTES`],
+    /// [`MAX_HELD_ONE`]): the caller writes instead.
     pub fn hold(&self, obj: &K, status: S, until: std::time::Instant) -> bool {
         let Ok(bytes) = serde_json::to_vec(&status).map(|b| b.len()) else {
             return false;
@@ -305,6 +310,42 @@ where
             bytes,
         };
         self.held.lock().insert(key_of(obj), held)
+    }
+
+    /// Writes every status held back (a clean shutdown: they would go with
+    /// the process), each to its object as the followed store holds it, a
+    /// few at once; one whose object is gone, or is another UID now, is
+    /// dropped. How many were written.
+    pub async fn flush_held(&self) -> usize {
+        use futures::StreamExt;
+        let held: Vec<(String, Held<S>)> = self
+            .held
+            .lock()
+            .by_key
+            .iter()
+            .map(|(k, h)| (k.clone(), h.clone()))
+            .collect();
+        let Some(store) = self.store.get() else {
+            return 0;
+        };
+        let writes = held.into_iter().map(|(key, h)| async move {
+            let Some(obj) = store.get(&key).filter(|o| o.meta().uid == h.uid) else {
+                self.held.lock().remove(&key);
+                return false;
+            };
+            match self.write(&obj, &h.status).await {
+                Ok(_) => true,
+                Err(e) => {
+                    log::warn!("status of {key}: the held status was not written: {e}");
+                    false
+                }
+            }
+        });
+        futures::stream::iter(writes)
+            .buffer_unordered(8)
+            .filter(|w| std::future::ready(*w))
+            .count()
+            .await
     }
 
     /// Until when `obj`'s status is held back (`None`: it is not).
@@ -536,6 +577,15 @@ fn observed<K: Resource, S>(written: &Mutex<HashMap<String, (String, S)>>, e: &c
     }
 }
 
+/// An object gone from the followed informer (deleted, or out of this
+/// process's selection: a shard moved it): what was held for it is not
+/// this process's to write any more.
+fn forget_held_of_gone<K: Resource, S>(held: &Mutex<HeldStatuses<S>>, e: &cache::Event<K>) {
+    if let cache::Event::Delete(o) = e {
+        held.lock().remove(&key_of(o.as_ref()));
+    }
+}
+
 /// Whether a lister showing `listed` at `listed_rv` has seen the write that
 /// returned `written_rv` with `written` (or something after it).
 fn caught_up<S: PartialEq>(written_rv: &str, written: &S, listed_rv: &str, listed: &S) -> bool {
@@ -717,16 +767,45 @@ mod tests {
         assert!(!writer.hold(&obj, held.clone(), until), "full");
         writer.forget_key("ns/c0");
         assert!(writer.hold(&obj, held.clone(), until), "room again");
-        // And by weight: one status past the bytes left is refused.
         let all = writer.held.lock().bytes;
         assert_eq!(all, MAX_HELD * serde_json::to_vec(&held).unwrap().len());
         for i in 0..MAX_HELD {
             writer.forget_key(&format!("ns/c{i}"));
         }
-        let heavy =
-            std::collections::BTreeMap::from([("x".to_string(), "y".repeat(MAX_HELD_BYTES))]);
-        assert!(!writer.hold(&other, heavy, until), "too heavy");
-        assert_eq!(writer.held.lock().by_key.len(), 1);
+        // By weight: one heavier than its bound is refused; statuses up to
+        // it are held until the next would pass the bound of all.
+        let weighing =
+            |n: usize| std::collections::BTreeMap::from([("x".to_string(), "y".repeat(n))]);
+        assert!(
+            !writer.hold(&other, weighing(MAX_HELD_ONE), until),
+            "one too heavy"
+        );
+        let one = MAX_HELD_ONE - 64;
+        let mut kept = 0;
+        for i in 0.. {
+            let mut o = obj.clone();
+            o.metadata.name = Some(format!("w{i}"));
+            if !writer.hold(&o, weighing(one), until) {
+                break;
+            }
+            kept += 1;
+        }
+        let each = serde_json::to_vec(&weighing(one)).unwrap().len();
+        assert_eq!(kept, (MAX_HELD_BYTES - all / MAX_HELD) / each);
+        assert!(writer.held.lock().bytes <= MAX_HELD_BYTES);
+        // Gone from the followed informer (deleted, or out of a shard's
+        // selection): its held status goes.
+        assert!(writer.held_until(&obj).is_some());
+        forget_held_of_gone(
+            &writer.held,
+            &cache::Event::Update {
+                old: Arc::new(obj.clone()),
+                new: Arc::new(obj.clone()),
+            },
+        );
+        assert!(writer.held_until(&obj).is_some(), "updated: still held");
+        forget_held_of_gone(&writer.held, &cache::Event::Delete(Arc::new(obj.clone())));
+        assert_eq!(writer.held_until(&obj), None);
     }
 
     #[test]

@@ -117,6 +117,16 @@ impl Reconciler for HelmApps {
             result => result,
         }
     }
+
+    /// A clean shutdown: the records held for their rollout
+    /// (`decide::ready::hold`) are written, not left for the next process
+    /// to prove by a render.
+    async fn drained(&self) {
+        let written = self.ctx.status.flush_held().await;
+        if written > 0 {
+            log::info!("helmapp: wrote {written} records held for their rollout");
+        }
+    }
 }
 
 impl HelmApps {
@@ -146,6 +156,13 @@ impl HelmApps {
                 crate::delivery::finalizer::set(&ctx.api_of(&app), &app, FINALIZER, true).await?
             }
             _ => {}
+        }
+        if deleting && ctx.status.held_until(&app).is_some() {
+            // A record held for its rollout (`decide::ready::hold`) goes to
+            // the server before anything of the uninstall: a stop during it
+            // must find the run recorded, not prove it by a render of a
+            // chart a deleting app no longer reads.
+            ctx.status.write(&app, &ctx.status.current(&app)).await?;
         }
         let mut observed = observe::gather(ctx, &app).await?;
         let mut outcome = Ok(Outcome::Replan);

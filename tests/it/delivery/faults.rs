@@ -830,3 +830,88 @@ async fn a_revision_finished_as_the_pod_died_is_proven_ours_by_its_render() {
     assert_eq!(revisions(&f, "edited").await.len(), 2, "no helm ran on it");
     operator.stop().await;
 }
+
+/// The pod is SIGKILLed while it holds a first release's record for its
+/// rollout (`decide::ready::hold`; no drain writes it): the server has the
+/// run's intent and no revision. The next operator proves revision 1 its
+/// own by a render (a `--dry-run` of helm's in its log) and records it —
+/// no second install, never `StorageTampered`.
+#[tokio::test]
+async fn a_record_held_when_the_operator_dies_is_proven_by_a_render_and_recorded() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    f.helmapp_crd().await;
+    let (helm, log) = counting_helm(&f);
+    let mut pod = delivery_pod(&f, &helm, "work-first");
+    apply(
+        &f,
+        "orphaned",
+        json!({ "chart": { "path": "podinfo" }, "wait": true }),
+    )
+    .await;
+    eventually("helm's last write of revision 1", 60, || async {
+        let storage = revisions(&f, "orphaned").await;
+        (storage.get(&1)?.get("status")? == "deployed").then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let published = get(&f, "orphaned").await.unwrap().status.unwrap();
+    assert_eq!(published.revision, 0, "held, not written");
+    assert_eq!(published.run_intent.as_ref().map(|i| i.revision), Some(1));
+    pod.kill().unwrap();
+    pod.wait().unwrap();
+    let runs_before = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
+    let rolled_out = json!({ "status": { "observedGeneration": 1, "replicas": 0,
+                                         "updatedReplicas": 0, "readyReplicas": 0, "availableReplicas": 0 } });
+    Api::<Deployment>::namespaced(f.cp.client(), NS)
+        .patch_status(
+            "orphaned-podinfo",
+            &PatchParams::default(),
+            &Patch::Merge(&rolled_out),
+        )
+        .await
+        .unwrap();
+    let mut pod = delivery_pod(&f, &helm, "work-next");
+    let app = eventually("revision 1 recorded and Ready", 60, || async {
+        let app = get(&f, "orphaned").await?;
+        let status = app.status.as_ref()?;
+        let ready = status.conditions.iter().find(|c| c.type_ == "Ready")?;
+        (status.revision == 1 && ready.status == "True").then_some(app)
+    })
+    .await;
+    pod.kill().unwrap();
+    pod.wait().unwrap();
+    let status = app.status.unwrap();
+    assert!(status.run_intent.is_none(), "recorded: the intent cleared");
+    assert_eq!(
+        revisions(&f, "orphaned")
+            .await
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![1],
+        "no second run"
+    );
+    let next_runs: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .skip(runs_before)
+        .map(String::from)
+        .collect();
+    assert!(
+        next_runs
+            .iter()
+            .any(|l| l.split_whitespace().any(|a| a == "--dry-run=client")),
+        "proven by a render: {next_runs:?}"
+    );
+    let writing: Vec<_> = next_runs
+        .iter()
+        .filter(|l| matches!(l.split_whitespace().next(), Some("install" | "upgrade")))
+        .filter(|l| !l.split_whitespace().any(|a| a == "--dry-run=client"))
+        .collect();
+    assert!(writing.is_empty(), "a helm run that writes: {writing:?}");
+}

@@ -506,11 +506,7 @@ async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_rea
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    eventually("helm's last write of revision 1", 60, || async {
-        let storage = revisions(&f, "settling").await;
-        (storage.get(&1)?.get("status")? == "deployed").then_some(())
-    })
-    .await;
+    helm_deployed(&f, "settling", 1).await;
     // The run is recorded meanwhile, its Deployment not rolled out yet.
     tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
     rolled_out(&f, "settling-podinfo", 1).await;
@@ -536,13 +532,16 @@ async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_rea
     operator.stop().await;
 }
 
-/// An operator that stops while it holds a first release's record loses
-/// the record, never the release: the published status has the run's
-/// intent and no revision, and the next operator proves revision 1 its
-/// own by a render and records it — no second install, no
-/// `StorageTampered`.
+/// An operator that stops cleanly while it holds a first release's record
+/// writes it as it drains; a HelmApp deleted while its record is held has
+/// it written before anything of the uninstall. Both are on the server
+/// whatever comes next (a crash during the hold: `faults::a_record_held_
+/// when_the_operator_dies_is_proven_by_a_render_and_recorded`). Red
+/// without the drain's writes (revision 0 after the stop), and without
+/// the write before the uninstall (no version of the deleting app shows
+/// revision 1).
 #[tokio::test]
-async fn a_record_held_when_the_operator_stops_is_proven_and_recorded_by_the_next() {
+async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstall() {
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let operator = f.start_delivery().await;
@@ -552,34 +551,63 @@ async fn a_record_held_when_the_operator_stops_is_proven_and_recorded_by_the_nex
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    eventually("helm's last write of revision 1", 60, || async {
-        let storage = revisions(&f, "unsettled").await;
-        (storage.get(&1)?.get("status")? == "deployed").then_some(())
-    })
-    .await;
+    helm_deployed(&f, "unsettled", 1).await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let published = get(&f, "unsettled").await.unwrap().status.unwrap();
     assert_eq!(published.revision, 0, "held, not written");
     assert_eq!(published.run_intent.as_ref().map(|i| i.revision), Some(1));
     operator.stop().await;
-    rolled_out(&f, "unsettled-podinfo", 1).await;
+    let published = get(&f, "unsettled").await.unwrap().status.unwrap();
+    assert_eq!(
+        (published.revision, published.inventory_revision),
+        (1, 1),
+        "written by the drain"
+    );
+
     let operator = f.start_delivery().await;
-    eventually("revision 1 recorded and Ready", 60, || async {
-        let app = get(&f, "unsettled").await?;
-        let status = app.status.as_ref()?;
-        (status.revision == 1 && ready_of(&app)?.0 == "True").then_some(())
+    apply(
+        &f,
+        "leaving",
+        json!({ "chart": { "path": "podinfo" }, "wait": true }),
+    )
+    .await;
+    helm_deployed(&f, "leaving", 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        get(&f, "leaving").await.unwrap().status.unwrap().revision,
+        0
+    );
+    let watching = {
+        let client = f.cp.client();
+        tokio::spawn(async move {
+            versions_until(client, "leaving", |a| {
+                a.metadata.deletion_timestamp.is_some()
+                    && a.status.as_ref().is_some_and(|s| s.revision == 1)
+            })
+            .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    Api::<HelmApp>::namespaced(f.cp.client(), NS)
+        .delete("leaving", &DeleteParams::default())
+        .await
+        .unwrap();
+    watching.await.unwrap();
+    eventually("uninstalled and gone", 60, || async {
+        (get(&f, "leaving").await.is_none() && revisions(&f, "leaving").await.is_empty())
+            .then_some(())
     })
     .await;
-    assert_eq!(
-        revisions(&f, "unsettled")
-            .await
-            .keys()
-            .copied()
-            .collect::<Vec<_>>(),
-        vec![1],
-        "no second run"
-    );
     operator.stop().await;
+}
+
+/// Until helm's last write of `revision` of `release` (`deployed`).
+async fn helm_deployed(f: &Fixture, release: &str, revision: i64) {
+    eventually("helm's last write of the revision", 60, || async {
+        let storage = revisions(f, release).await;
+        (storage.get(&revision)?.get("status")? == "deployed").then_some(())
+    })
+    .await;
 }
 
 /// The status of a Deployment of 0 replicas that has rolled out

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use apis::helmapp::HelmAppStatus;
 
 use crate::delivery::helmapp::decide::conditions::{self, READY, Reason};
-use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
+use crate::delivery::helmapp::decide::observed::{Observed, RunEnded, RunKind};
 
 /// Why the release is not Ready yet, and when to look again.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,20 +78,23 @@ pub const HOLD: Duration = Duration::from_secs(5);
 /// Whether this reconcile's status is held back in this process rather
 /// than written, and until when (`None`: written now).
 ///
-/// A run that released a revision is recorded in the status; with `wait`
-/// the release is `Progressing` until its workloads have rolled out, and
-/// then `Ready` is written: two writes a moment apart. Instead the record
-/// is held, from its run for [`HOLD`], and written with `Ready` in one
-/// request when the rollout ends first (a workload's event re-queues),
-/// else at the first reconcile after the hold (the report's own requeue
-/// is due by then).
+/// A first install is recorded in the status; with `wait` it is
+/// `Progressing` until its workloads have rolled out, and then `Ready` is
+/// written: two writes a moment apart. Instead the record is held from
+/// its run for [`HOLD`], and written with `Ready` in one request when the
+/// rollout ends first (a workload's event re-queues); else by the first
+/// reconcile after the hold (the report's requeue is due by then, though a
+/// long queue may bring it later), before anything of an uninstall, or
+/// when the controller drains on a shutdown.
 ///
-/// Held only while the published status has no `Ready` condition or
-/// `Ready=False` for `Progressing` (a first install), so nobody — a
-/// `dependsOn`, a HelmAppSet's rollout, a user — reads a stale
-/// `Ready=True` or an old failure meanwhile. A stop of the process loses
-/// the held record, never the release: the next process proves the run
-/// its own as after a stop during helm (`Step::RenderOwnRun`).
+/// Held only for an install whose published status shows no revision and
+/// no `Ready` but `Progressing` — nobody (a `dependsOn`, a HelmAppSet's
+/// rollout, a user) reads a stale `Ready=True`, an old failure or an
+/// older revision meanwhile — and only when this reconcile handled no
+/// annotation (`reconcile-at`, `force-at`, an approval): what it consumed
+/// is written at once, never lost with a held status. A stop without the
+/// drain (a crash) loses the held record, never the release: the next
+/// process proves the run its own by a render (`Step::RenderOwnRun`).
 pub fn hold(
     o: &Observed,
     published: &HelmAppStatus,
@@ -100,18 +103,30 @@ pub fn hold(
 ) -> Option<Instant> {
     let progressing = |s: &HelmAppStatus| conditions::has(s, READY, false, Reason::Progressing);
     let unjudged = crate::condition::status(&published.conditions, READY).is_none();
-    if !(unjudged || progressing(published)) || !progressing(&o.status) {
+    let first = published.revision == 0 && (unjudged || progressing(published));
+    let consumed = o.status.last_handled_reconcile_at != published.last_handled_reconcile_at
+        || o.status.last_handled_force_at != published.last_handled_force_at
+        || o.status.pending_change != published.pending_change;
+    if !first || consumed || !progressing(&o.status) {
         return None;
     }
-    let released_now = o.done.recorded
+    let installed_now = o.done.recorded
         && matches!(
             o.done.run_ended,
-            Some(RunEnded::Released { .. } | RunEnded::Tested { .. })
+            Some(
+                RunEnded::Released {
+                    run: RunKind::Install,
+                    ..
+                } | RunEnded::Tested {
+                    run: RunKind::Install,
+                    ..
+                }
+            )
         );
     match held_until {
         Some(until) if until > now => Some(until),
         Some(_) => None,
-        None if released_now => Some(now + HOLD),
+        None if installed_now => Some(now + HOLD),
         None => None,
     }
 }
@@ -131,7 +146,6 @@ pub fn next_look(o: &Observed) -> NextLook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::helmapp::decide::observed::RunKind;
     use crate::delivery::helmapp::decide::state::tests::observed;
 
     fn with_ready(value: Option<(bool, Reason)>) -> HelmAppStatus {
@@ -142,13 +156,15 @@ mod tests {
         s
     }
 
-    fn reported(ready: Option<(bool, Reason)>, released_now: bool) -> Observed {
+    /// An observation reporting `ready`, after a run of `ran` in this
+    /// reconcile (recorded) or none.
+    fn reported(ready: Option<(bool, Reason)>, ran: Option<RunKind>) -> Observed {
         let mut o = observed();
         o.status = with_ready(ready);
-        if released_now {
+        if let Some(run) = ran {
             o.done.recorded = true;
             o.done.run_ended = Some(RunEnded::Released {
-                run: RunKind::Install,
+                run,
                 revision: 1,
                 before: 0,
             });
@@ -156,25 +172,32 @@ mod tests {
         o
     }
 
-    /// The rows of the rule: held only after a run released, only while
-    /// the release is `Progressing` and nothing else was published, and
-    /// never past its instant.
+    /// The rows of the rule: held only after an install of this
+    /// reconcile, only while it is `Progressing` and the published status
+    /// has neither a revision nor a judgement, never when the reconcile
+    /// consumed an annotation, and never past its instant.
     #[test]
     fn a_record_is_held_only_for_a_first_rollout_and_never_past_its_hold() {
         let now = Instant::now();
         let progressing = Some((false, Reason::Progressing));
         let nothing = HelmAppStatus::default();
-        let (o, published) = (reported(progressing, true), &nothing);
+        let o = reported(progressing, Some(RunKind::Install));
         assert_eq!(
-            hold(&o, published, None, now),
+            hold(&o, &nothing, None, now),
             Some(now + HOLD),
-            "a first install's record"
+            "a first install"
         );
-        let published_progressing = with_ready(progressing);
+        let mut published = with_ready(progressing);
         assert_eq!(
-            hold(&o, &published_progressing, None, now),
+            hold(&o, &published, None, now),
             Some(now + HOLD),
-            "Progressing published (a hold that ended and was written, a run again)"
+            "Progressing published, no revision yet (a hold of a run before, written)"
+        );
+        published.revision = 1;
+        assert_eq!(
+            hold(&o, &published, None, now),
+            None,
+            "a revision published"
         );
         for published in [
             with_ready(Some((true, Reason::UpgradeSucceeded))),
@@ -186,45 +209,61 @@ mod tests {
                 "{published:?}: not stale"
             );
         }
-        assert_eq!(
-            hold(&reported(progressing, false), published, None, now),
-            None,
-            "no run of this reconcile: nothing starts a hold"
-        );
+        for ran in [Some(RunKind::Upgrade), Some(RunKind::Repair), None] {
+            let o = reported(progressing, ran);
+            assert_eq!(
+                hold(&o, &nothing, None, now),
+                None,
+                "{ran:?}: no first install"
+            );
+        }
         for status in [
             Some((true, Reason::InstallSucceeded)),
             Some((false, Reason::ReadinessFailed)),
             Some((false, Reason::InstallFailed)),
             None,
         ] {
-            let o = reported(status, true);
+            let o = reported(status, Some(RunKind::Install));
             assert_eq!(
-                hold(&o, published, None, now),
+                hold(&o, &nothing, None, now),
                 None,
                 "{status:?}: written at once"
             );
         }
-        // A hold in place: kept until its instant, for a reconcile without a run.
+        // What the reconcile consumed is written at once.
+        for consume in [
+            (|o: &mut Observed| o.status.last_handled_reconcile_at = "t".into())
+                as fn(&mut Observed),
+            |o| o.status.last_handled_force_at = "t".into(),
+            |o| {
+                o.status.pending_change = Some(Default::default());
+            },
+        ] {
+            let mut o = reported(progressing, Some(RunKind::Install));
+            consume(&mut o);
+            assert_eq!(hold(&o, &nothing, None, now), None, "{:?}", o.status);
+        }
+        // A hold in place: kept until its instant, by a reconcile without a run.
         let later = now + HOLD / 2;
-        let o = reported(progressing, false);
+        let o = reported(progressing, None);
         assert_eq!(
-            hold(&o, published, Some(now + HOLD), later),
+            hold(&o, &nothing, Some(now + HOLD), later),
             Some(now + HOLD)
         );
         assert_eq!(
-            hold(&o, published, Some(now + HOLD), now + HOLD),
+            hold(&o, &nothing, Some(now + HOLD), now + HOLD),
             None,
             "ended"
         );
-        let o = reported(progressing, true);
+        let o = reported(progressing, Some(RunKind::Install));
         assert_eq!(
-            hold(&o, published, Some(now), now + HOLD),
+            hold(&o, &nothing, Some(now), now + HOLD),
             None,
             "a hold that ended is not restarted"
         );
-        let ready = reported(Some((true, Reason::InstallSucceeded)), false);
+        let ready = reported(Some((true, Reason::InstallSucceeded)), None);
         assert_eq!(
-            hold(&ready, published, Some(now + HOLD), later),
+            hold(&ready, &nothing, Some(now + HOLD), later),
             None,
             "Ready: written"
         );
