@@ -313,6 +313,33 @@ impl EncodeMetric for DependencyInformers {
 
 /// Registers the gauge of running dependency informers and the counter of
 /// those started (docs/dependencies.md), read from `counts`.
+/// `helmapp_records_held`: first installs' records held in memory for
+/// their rollout (`decide::ready::hold`), read at each scrape.
+pub fn register_records_held(manager: &Manager, held: runtime::HeldCount) {
+    manager.metrics().register(
+        "helmapp_records_held",
+        "First installs' records held in memory until their rollout, to be written with Ready in one status write",
+        RecordsHeld(held),
+    );
+}
+
+#[derive(Debug)]
+struct RecordsHeld(runtime::HeldCount);
+
+impl TypedMetric for RecordsHeld {
+    const TYPE: MetricType = MetricType::Gauge;
+}
+
+impl EncodeMetric for RecordsHeld {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        ConstGauge::new(self.0.get() as i64).encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Gauge
+    }
+}
+
 pub fn register_dependency_informers(manager: &Manager, counts: InformerCounts) {
     let r = manager.metrics();
     r.register(

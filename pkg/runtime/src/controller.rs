@@ -86,11 +86,12 @@ pub trait Reconciler: Send + Sync + 'static {
     /// Reconciles one key.
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
-    /// Called on a clean shutdown once the workers have stopped (the
-    /// queue drained, or its timeout passed), within what is left of the
-    /// drain timeout: what the reconciler keeps in memory for a later
-    /// write is written now. Never called when the leader lease is lost
-    /// (another leader may be writing). Default: nothing.
+    /// Called on a clean shutdown once the workers are gone (the queue
+    /// drained, or its share of the drain timeout passed and they were
+    /// aborted), within what is left of the drain timeout — at least a
+    /// fifth of it, up to 5 s: what the reconciler keeps in memory for a
+    /// later write is written now. Never called when the leader lease is
+    /// lost (another leader may be writing). Default: nothing.
     fn drained(&self) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -380,17 +381,24 @@ impl<R: Reconciler> Runnable for Controller<R> {
                 "{}: shutting down, finishing in-flight reconciles",
                 self.name
             );
+            // A fifth of the drain (at most 5 s) is kept for the
+            // reconciler's last writes, after the workers.
+            let last_writes = (drain / 5).min(Duration::from_secs(5));
+            let workers = drain - last_writes;
             let draining = tokio::time::Instant::now();
-            if tokio::time::timeout(drain, self.queue.shutdown_with_drain())
+            if tokio::time::timeout(workers, self.queue.shutdown_with_drain())
                 .await
                 .is_err()
             {
                 log::warn!(
-                    "{}: reconciles still running after {drain:?}; stopping anyway",
+                    "{}: reconciles still running after {workers:?}; stopping anyway",
                     self.name
                 );
             }
             tasks.abort_all();
+            // Every worker is gone before the last writes: none of its
+            // requests is still on its way behind them.
+            while tasks.join_next().await.is_some() {}
             let left = drain.saturating_sub(draining.elapsed());
             if tokio::time::timeout(left, self.reconciler.drained())
                 .await

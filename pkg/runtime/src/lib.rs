@@ -44,7 +44,8 @@ pub use manager::{
 pub use metrics::Metrics;
 pub use server::ServerOptions;
 pub use status::{
-    StatusWriter, Written, ignore_not_found, is_conflict, is_not_found, status_merge_patch,
+    HeldCount, StatusWriter, Written, ignore_not_found, is_conflict, is_not_found,
+    status_merge_patch,
 };
 /// The queue type a [`Controller`] hands to its handlers.
 pub use workqueue::RateLimitingQueue;

@@ -131,9 +131,13 @@ impl<S> Default for HeldStatuses<S> {
 
 impl<S> HeldStatuses<S> {
     fn remove(&mut self, key: &str) {
-        if let Some(gone) = self.by_key.remove(key) {
-            self.bytes -= gone.bytes;
-        }
+        let _ = self.take(key);
+    }
+
+    fn take(&mut self, key: &str) -> Option<Held<S>> {
+        let gone = self.by_key.remove(key)?;
+        self.bytes -= gone.bytes;
+        Some(gone)
     }
 
     /// Holds `held` under `key` (replacing what was), unless the bounds
@@ -148,6 +152,23 @@ impl<S> HeldStatuses<S> {
         self.bytes = bytes;
         self.by_key.insert(key, held);
         true
+    }
+}
+
+/// How many statuses a [`StatusWriter`] holds back now
+/// ([`StatusWriter::held_count`]).
+#[derive(Clone)]
+pub struct HeldCount(std::sync::Arc<dyn Fn() -> usize + Send + Sync>);
+
+impl HeldCount {
+    pub fn get(&self) -> usize {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for HeldCount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HeldCount({})", self.get())
     }
 }
 
@@ -287,12 +308,29 @@ where
     /// [`StatusWriter::owning_conditions`], the owned conditions are applied
     /// instead (a request only for the part that changed).
     pub async fn write(&self, obj: &K, status: &S) -> Result<Written, kube::Error> {
-        let written = self.send(obj, status).await?;
-        // Sent, or on the server already: whatever was held is in it (the
-        // caller's status was made from it). After a failed write it stays
-        // held: the retry starts from it again.
-        self.held.lock().remove(&key_of(obj));
-        Ok(written)
+        // Taken out before the request: whatever was held is in `status`
+        // (the caller made it from it), and nothing may send the held one
+        // after this write (a drain's flush). Put back if the write fails:
+        // the retry starts from it again.
+        let key = key_of(obj);
+        let held = self.held.lock().take(&key);
+        let written = self.send(obj, status).await;
+        if written.is_err()
+            && let Some(held) = held
+        {
+            self.held.lock().insert(key, held);
+        }
+        written
+    }
+
+    /// How many statuses are held back now, to read from anywhere (a
+    /// metric).
+    pub fn held_count(&self) -> HeldCount
+    where
+        S: Send + 'static,
+    {
+        let held = self.held.clone();
+        HeldCount(std::sync::Arc::new(move || held.lock().by_key.len()))
     }
 
     /// Holds `status` back as `obj`'s until `until` (see the module docs):

@@ -39,6 +39,9 @@ pub struct Context {
     /// HelmApp when it ends.
     pub queue: Arc<RateLimitingQueue<String>>,
     pub status: StatusWriter<HelmApp, HelmAppStatus>,
+    /// Set once the process shuts down: no status is held back then
+    /// (`decide::ready::hold`); the drain writes what was.
+    pub stopping: runtime::Stopping,
     pub recorder: EventRecorder,
     pub settings: Settings,
     /// The kinds `dependsOn` names beyond HelmApps: their informers.

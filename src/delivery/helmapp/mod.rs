@@ -235,7 +235,8 @@ impl HelmApps {
         let now = std::time::Instant::now();
         let published = status.published(app);
         let until = decide::ready::hold(observed, &published, status.held_until(app), now);
-        if let Some(until) = until
+        // Shutting down: nothing more is held (the drain writes what was).
+        if let Some(until) = until.filter(|_| !self.ctx.stopping.is_set())
             && status.hold(app, observed.status.clone(), until)
         {
             return Ok(Some(until - now));
@@ -301,8 +302,10 @@ pub fn controller(
         status: {
             let writer = StatusWriter::new(manager.client(), |a: &HelmApp| a.status.clone());
             writer.follow(&apps);
+            crate::delivery::metrics::register_records_held(manager, writer.held_count());
             writer
         },
+        stopping: manager.stopping(),
         recorder: manager.recorder(),
         settings: settings.clone(),
         watched: watched_kinds(manager, apps.store(), queue.clone()),

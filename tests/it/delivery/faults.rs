@@ -354,6 +354,16 @@ fn running(log: &std::path::Path) -> Vec<i32> {
 /// The operator binary as its own process — a pod the test can kill —
 /// running delivery alone with `helm` as the wrapper `helm`.
 fn delivery_pod(f: &Fixture, helm: &std::path::Path, work: &str) -> std::process::Child {
+    delivery_pod_serving(f, helm, work, "0")
+}
+
+/// [`delivery_pod`] serving its metrics at `metrics` (`0`: none).
+fn delivery_pod_serving(
+    f: &Fixture,
+    helm: &std::path::Path,
+    work: &str,
+    metrics: &str,
+) -> std::process::Child {
     f.operator_command(f.cp.kubeconfig_path())
         .args([
             "run",
@@ -363,7 +373,7 @@ fn delivery_pod(f: &Fixture, helm: &std::path::Path, work: &str) -> std::process
         ])
         .args([
             "--metrics-bind-address",
-            "0",
+            metrics,
             "--health-probe-bind-address",
             "0",
         ])
@@ -843,19 +853,19 @@ async fn a_record_held_when_the_operator_dies_is_proven_by_a_render_and_recorded
     f.namespace(NS).await;
     f.helmapp_crd().await;
     let (helm, log) = counting_helm(&f);
-    let mut pod = delivery_pod(&f, &helm, "work-first");
+    let port = free_port();
+    let mut pod = delivery_pod_serving(&f, &helm, "work-first", &format!("127.0.0.1:{port}"));
     apply(
         &f,
         "orphaned",
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    eventually("helm's last write of revision 1", 60, || async {
-        let storage = revisions(&f, "orphaned").await;
-        (storage.get(&1)?.get("status")? == "deployed").then_some(())
+    eventually("its record held", 60, || async {
+        let (_, body) = http_get(&format!("http://127.0.0.1:{port}/metrics")).await?;
+        (sample(&body, "hossted_helmapp_records_held") == Some(1.0)).then_some(())
     })
     .await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let published = get(&f, "orphaned").await.unwrap().status.unwrap();
     assert_eq!(published.revision, 0, "held, not written");
     assert_eq!(published.run_intent.as_ref().map(|i| i.revision), Some(1));

@@ -506,9 +506,8 @@ async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_rea
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    helm_deployed(&f, "settling", 1).await;
-    // The run is recorded meanwhile, its Deployment not rolled out yet.
-    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    // The run is recorded, its Deployment not rolled out yet: held.
+    gauge_reaches(&operator, "hossted_helmapp_records_held", 1.0).await;
     rolled_out(&f, "settling-podinfo", 1).await;
     let versions = watching.await.unwrap();
     let progressing: Vec<_> = versions
@@ -551,8 +550,7 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    helm_deployed(&f, "unsettled", 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    gauge_reaches(&operator, "hossted_helmapp_records_held", 1.0).await;
     let published = get(&f, "unsettled").await.unwrap().status.unwrap();
     assert_eq!(published.revision, 0, "held, not written");
     assert_eq!(published.run_intent.as_ref().map(|i| i.revision), Some(1));
@@ -571,12 +569,6 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    helm_deployed(&f, "leaving", 1).await;
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert_eq!(
-        get(&f, "leaving").await.unwrap().status.unwrap().revision,
-        0
-    );
     let watching = {
         let client = f.cp.client();
         tokio::spawn(async move {
@@ -587,27 +579,28 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
             .await
         })
     };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    gauge_reaches(&operator, "hossted_helmapp_records_held", 1.0).await;
     Api::<HelmApp>::namespaced(f.cp.client(), NS)
         .delete("leaving", &DeleteParams::default())
         .await
         .unwrap();
-    watching.await.unwrap();
+    let versions = watching.await.unwrap();
+    let deleting: Vec<i64> = versions
+        .iter()
+        .filter(|a| a.metadata.deletion_timestamp.is_some())
+        .map(|a| a.status.as_ref().map_or(0, |s| s.revision))
+        .collect();
+    assert_eq!(
+        deleting.first(),
+        Some(&0),
+        "held when deleted (else this proves nothing): {deleting:?}"
+    );
     eventually("uninstalled and gone", 60, || async {
         (get(&f, "leaving").await.is_none() && revisions(&f, "leaving").await.is_empty())
             .then_some(())
     })
     .await;
     operator.stop().await;
-}
-
-/// Until helm's last write of `revision` of `release` (`deployed`).
-async fn helm_deployed(f: &Fixture, release: &str, revision: i64) {
-    eventually("helm's last write of the revision", 60, || async {
-        let storage = revisions(f, release).await;
-        (storage.get(&revision)?.get("status")? == "deployed").then_some(())
-    })
-    .await;
 }
 
 /// The status of a Deployment of 0 replicas that has rolled out

@@ -214,6 +214,7 @@ fn context(helm: Arc<ScriptedHelm>, requests: Arc<Mutex<Vec<String>>>) -> Contex
         )),
         queue: queue.clone(),
         status: runtime::StatusWriter::new(client.clone(), |a: &HelmApp| a.status.clone()),
+        stopping: manager.stopping(),
         recorder: manager.recorder(),
         watched: Arc::new(crate::delivery::helmapp::watched_kinds::WatchedKinds::new(
             client.clone(),

@@ -84,11 +84,11 @@ pub const HOLD: Duration = Duration::from_secs(5);
 /// its run for [`HOLD`], and written with `Ready` in one request when the
 /// rollout ends first (a workload's event re-queues); else by the first
 /// reconcile after the hold (the report's requeue is due by then, though a
-/// long queue may bring it later), before anything of an uninstall, or
-/// when the controller drains on a shutdown.
+/// long queue may bring it later), before the uninstall of a deleted
+/// HelmApp, or when the controller drains on a shutdown.
 ///
-/// Held only for an install whose published status shows no revision and
-/// no `Ready` but `Progressing` — nobody (a `dependsOn`, a HelmAppSet's
+/// Held only for an install whose published status shows no revision,
+/// and no `Ready` or `Ready=False` for `Progressing` — nobody (a `dependsOn`, a HelmAppSet's
 /// rollout, a user) reads a stale `Ready=True`, an old failure or an
 /// older revision meanwhile — and only when this reconcile handled no
 /// annotation (`reconcile-at`, `force-at`, an approval): what it consumed
