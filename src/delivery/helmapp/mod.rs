@@ -220,9 +220,7 @@ impl HelmApps {
             )),
         }
     }
-}
 
-impl HelmApps {
     /// Writes the reconcile's status, or holds it back when
     /// `decide::ready::hold` says so: then for how long (the key comes
     /// back by then at the latest).
