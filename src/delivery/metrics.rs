@@ -311,8 +311,6 @@ impl EncodeMetric for DependencyInformers {
     }
 }
 
-/// Registers the gauge of running dependency informers and the counter of
-/// those started (docs/dependencies.md), read from `counts`.
 /// `helmapp_records_held`: first installs' records held in memory for
 /// their rollout (`decide::ready::hold`), read at each scrape.
 pub fn register_records_held(manager: &Manager, held: runtime::HeldCount) {
@@ -340,6 +338,8 @@ impl EncodeMetric for RecordsHeld {
     }
 }
 
+/// Registers the gauge of running dependency informers and the counter of
+/// those started (docs/dependencies.md), read from `counts`.
 pub fn register_dependency_informers(manager: &Manager, counts: InformerCounts) {
     let r = manager.metrics();
     r.register(

@@ -86,12 +86,17 @@ pub trait Reconciler: Send + Sync + 'static {
     /// Reconciles one key.
     fn reconcile(&self, key: &str) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
+    /// Whether [`Reconciler::drained`] writes something: then a fifth of
+    /// the drain timeout (at most 5 s) is kept for it, and the workers
+    /// drain for the rest.
+    const LAST_WRITES: bool = false;
+
     /// Called on a clean shutdown once the workers are gone (the queue
-    /// drained, or its share of the drain timeout passed and they were
-    /// aborted), within what is left of the drain timeout — at least a
-    /// fifth of it, up to 5 s: what the reconciler keeps in memory for a
-    /// later write is written now. Never called when the leader lease is
-    /// lost (another leader may be writing). Default: nothing.
+    /// drained, or their share of the drain timeout passed and they were
+    /// aborted), within what is left of the drain timeout: what the
+    /// reconciler keeps in memory for a later write is written now. Never
+    /// called when the leader lease is lost (another leader may be
+    /// writing). Default: nothing.
     fn drained(&self) -> impl Future<Output = ()> + Send {
         async {}
     }
@@ -382,8 +387,11 @@ impl<R: Reconciler> Runnable for Controller<R> {
                 self.name
             );
             // A fifth of the drain (at most 5 s) is kept for the
-            // reconciler's last writes, after the workers.
-            let last_writes = (drain / 5).min(Duration::from_secs(5));
+            // reconciler's last writes, if it has any, after the workers.
+            let last_writes = match R::LAST_WRITES {
+                true => (drain / 5).min(Duration::from_secs(5)),
+                false => Duration::ZERO,
+            };
             let workers = drain - last_writes;
             let draining = tokio::time::Instant::now();
             if tokio::time::timeout(workers, self.queue.shutdown_with_drain())
@@ -397,8 +405,10 @@ impl<R: Reconciler> Runnable for Controller<R> {
             }
             tasks.abort_all();
             // Every worker is gone before the last writes: none of its
-            // requests is still on its way behind them.
-            while tasks.join_next().await.is_some() {}
+            // requests is still on its way behind them. (An aborted task
+            // ends at its next await; the bound is for one that would not.)
+            let joined = async { while tasks.join_next().await.is_some() {} };
+            let _ = tokio::time::timeout(drain.saturating_sub(draining.elapsed()), joined).await;
             let left = drain.saturating_sub(draining.elapsed());
             if tokio::time::timeout(left, self.reconciler.drained())
                 .await

@@ -113,6 +113,32 @@ struct Held<S> {
     bytes: usize,
 }
 
+/// A write whose request was sent with a held status taken out: dropped
+/// before its answer (a shutdown aborting the reconcile), the write may or
+/// may not have landed, so the status it sent — the held one and more —
+/// is held again in its place, for a drain's flush to send (never the
+/// older held one, which could undo a write that landed).
+struct Unanswered<'a, S> {
+    held: &'a Mutex<HeldStatuses<S>>,
+    key: String,
+    /// `None` once answered.
+    newer: Option<Held<S>>,
+}
+
+impl<S> Unanswered<'_, S> {
+    fn answered(&mut self) {
+        self.newer = None;
+    }
+}
+
+impl<S> Drop for Unanswered<'_, S> {
+    fn drop(&mut self) {
+        if let Some(newer) = self.newer.take() {
+            let _ = self.held.lock().insert(self.key.clone(), newer);
+        }
+    }
+}
+
 /// The statuses held back, by object key. Invariant: `bytes` is the sum
 /// of their `bytes`.
 struct HeldStatuses<S> {
@@ -310,15 +336,29 @@ where
     pub async fn write(&self, obj: &K, status: &S) -> Result<Written, kube::Error> {
         // Taken out before the request: whatever was held is in `status`
         // (the caller made it from it), and nothing may send the held one
-        // after this write (a drain's flush). Put back if the write fails:
-        // the retry starts from it again.
+        // after this write (a drain's flush).
         let key = key_of(obj);
-        let held = self.held.lock().take(&key);
+        let taken = self.held.lock().take(&key);
+        let mut unanswered = taken.as_ref().map(|held| Unanswered {
+            held: &self.held,
+            key: key.clone(),
+            newer: Some(Held {
+                uid: held.uid.clone(),
+                until: held.until,
+                status: status.clone(),
+                bytes: serde_json::to_vec(status).map_or(held.bytes, |b| b.len()),
+            }),
+        });
         let written = self.send(obj, status).await;
+        if let Some(unanswered) = unanswered.as_mut() {
+            unanswered.answered();
+        }
         if written.is_err()
-            && let Some(held) = held
+            && let Some(held) = taken
+            && !self.held.lock().insert(key.clone(), held)
         {
-            self.held.lock().insert(key, held);
+            // Full meanwhile: the retry reads the published status.
+            log::warn!("status of {key}: the held status could not be kept after a failed write");
         }
         written
     }
@@ -844,6 +884,38 @@ mod tests {
         assert!(writer.held_until(&obj).is_some(), "updated: still held");
         forget_held_of_gone(&writer.held, &cache::Event::Delete(Arc::new(obj.clone())));
         assert_eq!(writer.held_until(&obj), None);
+    }
+
+    /// A write dropped before its answer (a shutdown aborting the
+    /// reconcile) may have landed: what it sent is held in place of the
+    /// older held status, so a drain's flush can never undo it.
+    #[tokio::test]
+    async fn a_write_dropped_before_its_answer_leaves_what_it_sent_held() {
+        // Accepts, never answers.
+        let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", silent.local_addr().unwrap());
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let data = |d: &ConfigMap| d.data.clone();
+        let writer: StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> =
+            StatusWriter::new(client, data);
+        let mut obj = (*cm("11")).clone();
+        obj.metadata.uid = Some("u1".into());
+        let older = std::collections::BTreeMap::from([("revision".to_string(), "1".to_string())]);
+        let mut newer = older.clone();
+        newer.insert("ready".into(), "True".into());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        assert!(writer.hold(&obj, older, until));
+        let dropped = tokio::time::timeout(
+            std::time::Duration::from_millis(300),
+            writer.write(&obj, &newer),
+        )
+        .await;
+        assert!(dropped.is_err(), "not answered");
+        assert_eq!(writer.current(&obj), newer);
+        assert_eq!(writer.held_until(&obj), Some(until));
+        let all = writer.held.lock().bytes;
+        assert_eq!(all, serde_json::to_vec(&newer).unwrap().len());
+        drop(silent);
     }
 
     #[test]

@@ -118,6 +118,8 @@ impl Reconciler for HelmApps {
         }
     }
 
+    const LAST_WRITES: bool = true;
+
     /// A clean shutdown: the records held for their rollout
     /// (`decide::ready::hold`) are written, not left for the next process
     /// to prove by a render.

@@ -507,7 +507,7 @@ async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_rea
     )
     .await;
     // The run is recorded, its Deployment not rolled out yet: held.
-    gauge_reaches(&operator, "hossted_helmapp_records_held", 1.0).await;
+    record_held(&operator).await;
     rolled_out(&f, "settling-podinfo", 1).await;
     let versions = watching.await.unwrap();
     let progressing: Vec<_> = versions
@@ -550,7 +550,7 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    gauge_reaches(&operator, "hossted_helmapp_records_held", 1.0).await;
+    record_held(&operator).await;
     let published = get(&f, "unsettled").await.unwrap().status.unwrap();
     assert_eq!(published.revision, 0, "held, not written");
     assert_eq!(published.run_intent.as_ref().map(|i| i.revision), Some(1));
@@ -579,7 +579,7 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
             .await
         })
     };
-    gauge_reaches(&operator, "hossted_helmapp_records_held", 1.0).await;
+    record_held(&operator).await;
     Api::<HelmApp>::namespaced(f.cp.client(), NS)
         .delete("leaving", &DeleteParams::default())
         .await
@@ -601,6 +601,15 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
     })
     .await;
     operator.stop().await;
+}
+
+/// Until `operator` holds one record for its rollout (its install may
+/// take a while on a busy machine; the hold then lasts 5 s at least).
+async fn record_held(operator: &Operator) {
+    eventually("a record held", 60, || async {
+        (sample(&operator.scrape(), "hossted_helmapp_records_held") == Some(1.0)).then_some(())
+    })
+    .await;
 }
 
 /// The status of a Deployment of 0 replicas that has rolled out
