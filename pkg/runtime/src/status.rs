@@ -723,6 +723,14 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
 
+    /// A writer of ConfigMaps' `data` as their status, against `url`.
+    fn map_writer(
+        url: &str,
+    ) -> StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> {
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        StatusWriter::new(client, |d: &ConfigMap| d.data.clone())
+    }
+
     fn cm(rv: &str) -> Arc<ConfigMap> {
         let mut c = ConfigMap::default();
         c.metadata.name = Some("c".into());
@@ -758,12 +766,7 @@ mod tests {
     /// goes), then the reconcile asks again with the copy it started with.
     #[tokio::test]
     async fn current_reads_the_newest_copy_not_the_one_a_reconcile_started_with() {
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
-        let data = |d: &ConfigMap| d.data.clone();
-        let writer: StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> =
-            StatusWriter::new(client, data);
+        let writer = map_writer("http://127.0.0.1:9");
         let store = cache::Store::<ConfigMap>::new();
         let _ = writer.store.set(store.clone());
         let started_with = cm("11");
@@ -804,12 +807,7 @@ mod tests {
     /// hold is refused.
     #[tokio::test]
     async fn a_held_status_is_read_as_current_but_written_against_the_published_one() {
-        let client =
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap()))
-                .unwrap();
-        let data = |d: &ConfigMap| d.data.clone();
-        let writer: StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> =
-            StatusWriter::new(client, data);
+        let writer = map_writer("http://127.0.0.1:9");
         let mut obj = (*cm("11")).clone();
         obj.metadata.uid = Some("u1".into());
         let held = std::collections::BTreeMap::from([("revision".to_string(), "1".to_string())]);
@@ -894,10 +892,7 @@ mod tests {
         // Accepts, never answers.
         let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", silent.local_addr().unwrap());
-        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
-        let data = |d: &ConfigMap| d.data.clone();
-        let writer: StatusWriter<ConfigMap, std::collections::BTreeMap<String, String>> =
-            StatusWriter::new(client, data);
+        let writer = map_writer(&url);
         let mut obj = (*cm("11")).clone();
         obj.metadata.uid = Some("u1".into());
         let older = std::collections::BTreeMap::from([("revision".to_string(), "1".to_string())]);

@@ -159,12 +159,8 @@ impl HelmApps {
             }
             _ => {}
         }
-        if deleting && ctx.status.held_until(&app).is_some() {
-            // A record held for its rollout (`decide::ready::hold`) goes to
-            // the server before anything of the uninstall: a stop during it
-            // must find the run recorded, not prove it by a render of a
-            // chart a deleting app no longer reads.
-            ctx.status.write(&app, &ctx.status.current(&app)).await?;
+        if deleting {
+            self.write_held(&app).await?;
         }
         let mut observed = observe::gather(ctx, &app).await?;
         let mut outcome = Ok(Outcome::Replan);
@@ -204,23 +200,25 @@ impl HelmApps {
             held_for = self.hold_or_write(&app, &observed).await?;
         }
         match outcome? {
-            Outcome::Finished(mut action) => {
-                let recheck = observed
-                    .done
-                    .helm_ran
-                    .then(|| observe::drift::recheck_unverified(&app, &observed))
-                    .flatten();
-                for soon in recheck.into_iter().chain(held_for) {
-                    action.requeue_after = Some(action.requeue_after.map_or(soon, |a| a.min(soon)));
-                }
-                Ok(action)
-            }
+            Outcome::Finished(action) => Ok(come_back_by(action, &app, &observed, held_for)),
             Outcome::Retry { reason, message } => Err(DeliveryError::Failed { reason, message }),
             Outcome::Replan => Ok(Action::requeue_after(
                 decide::plan::HELM_HOLDS,
                 "plan again",
             )),
         }
+    }
+
+    /// A record held for its rollout (`decide::ready::hold`) goes to the
+    /// server before anything of the uninstall: a stop during it must find
+    /// the run recorded, not prove it by a render of a chart a deleting app
+    /// no longer reads.
+    async fn write_held(&self, app: &HelmApp) -> Result<(), DeliveryError> {
+        let status = &self.ctx.status;
+        if status.held_until(app).is_some() {
+            status.write(app, &status.current(app)).await?;
+        }
+        Ok(())
     }
 
     /// Writes the reconcile's status, or holds it back when
@@ -244,6 +242,26 @@ impl HelmApps {
         status.write(app, &observed.status).await?;
         Ok(None)
     }
+}
+
+/// `action`, back no later than a look at objects the record after a run
+/// could not prove (`drift::recheck_unverified`) or the end of a hold
+/// (`held_for`).
+fn come_back_by(
+    mut action: Action,
+    app: &HelmApp,
+    observed: &decide::observed::Observed,
+    held_for: Option<Duration>,
+) -> Action {
+    let recheck = observed
+        .done
+        .helm_ran
+        .then(|| observe::drift::recheck_unverified(app, observed))
+        .flatten();
+    for soon in recheck.into_iter().chain(held_for) {
+        action.requeue_after = Some(action.requeue_after.map_or(soon, |a| a.min(soon)));
+    }
+    action
 }
 
 /// The HelmApp controller, its informers requested from `manager`'s shared

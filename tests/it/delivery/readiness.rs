@@ -423,6 +423,15 @@ async fn versions_until(
     panic!("{name}: not done within 60 s: {} versions seen", seen.len());
 }
 
+/// How many times the status changed from one version to the next.
+fn status_writes(versions: &[HelmApp]) -> usize {
+    let statuses: Vec<_> = versions
+        .iter()
+        .map(|a| serde_json::to_value(&a.status).unwrap())
+        .collect();
+    statuses.windows(2).filter(|w| w[0] != w[1]).count()
+}
+
 /// `(status, reason)` of a version's Ready condition.
 fn ready_of(app: &HelmApp) -> Option<(String, String)> {
     let status = app.status.as_ref()?;
@@ -470,11 +479,7 @@ async fn a_release_ready_at_once_is_reported_ready_in_its_run_s_own_status_write
     );
     // The status written twice: the run's intent, then its record with
     // Ready (the finalizer is a write of the HelmApp itself).
-    let statuses: Vec<_> = versions
-        .iter()
-        .map(|a| serde_json::to_value(&a.status).unwrap())
-        .collect();
-    let status_writes = statuses.windows(2).filter(|w| w[0] != w[1]).count();
+    let status_writes = status_writes(&versions);
     assert_eq!(status_writes, 2, "{readies:?}");
     operator.stop().await;
 }
@@ -520,11 +525,7 @@ async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_rea
         progressing.is_empty(),
         "recorded Progressing: {progressing:?}"
     );
-    let statuses: Vec<_> = versions
-        .iter()
-        .map(|a| serde_json::to_value(&a.status).unwrap())
-        .collect();
-    let status_writes = statuses.windows(2).filter(|w| w[0] != w[1]).count();
+    let status_writes = status_writes(&versions);
     assert_eq!(status_writes, 2, "the intent, then the record with Ready");
     let last = versions.last().and_then(|a| a.status.as_ref()).unwrap();
     assert_eq!((last.revision, last.inventory_revision), (1, 1), "recorded");
