@@ -314,6 +314,8 @@ impl Helm<'_> {
         let uid = app.metadata.uid.clone().unwrap_or_default();
         let labels = [(crate::delivery::UID_LABEL, uid.as_str())];
         let request = args::Upgrade {
+            // A preview: a dry run reads no storage either way.
+            absent: false,
             release: &self.target.release,
             namespace: &self.target.namespace,
             chart,

@@ -82,9 +82,16 @@ pub struct Flags {
 }
 
 /// `helm upgrade --install`: an install when no release exists, else an
-/// upgrade — `flags` are the ones of that action.
+/// upgrade — `flags` are the ones of that action. With `absent`, `helm
+/// install`.
 #[derive(Debug, Clone)]
 pub struct Upgrade<'a> {
+    /// No revision of the release exists (nothing in Helm's storage,
+    /// nothing recorded): `helm install`, which refuses the name if a
+    /// revision appeared since the operator looked — helm never reads, let
+    /// alone upgrades from, a revision nobody checked — and makes one
+    /// history read and one version probe fewer than `upgrade --install`.
+    pub absent: bool,
     pub release: &'a str,
     pub namespace: &'a str,
     /// A local chart (directory or `.tgz`).
@@ -181,9 +188,12 @@ impl Upgrade<'_> {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(",");
-        let mut args = strings(&[
-            "upgrade",
-            "--install",
+        let mut args = if self.absent {
+            strings(&["install"])
+        } else {
+            strings(&["upgrade", "--install"])
+        };
+        args.extend(strings(&[
             "--namespace",
             self.namespace,
             "--values",
@@ -192,16 +202,27 @@ impl Upgrade<'_> {
             &labels,
             "--output",
             "json",
+        ]));
+        if !self.absent {
             // The values are the HelmApp's alone: never the stored
             // revision's (helm reuses them when the ones given are empty —
-            // and the stored ones are whatever Helm's storage says).
-            "--reset-values",
-        ]);
+            // and the stored ones are whatever Helm's storage says). An
+            // upgrade's flags, as the history bound is: `helm install`
+            // reads no revision and refuses both.
+            args.push("--reset-values".into());
+        }
         timeout(&mut args, self.timeout);
-        history_max(&mut args, self.history_max);
+        if !self.absent {
+            history_max(&mut args, self.history_max);
+        }
         switch(&mut args, self.create_namespace, "--create-namespace");
         switch(&mut args, self.skip_crds, "--skip-crds");
-        flags(&mut args, self.flags, cli);
+        let flags_said = if self.absent {
+            install_flags(self.flags)
+        } else {
+            self.flags
+        };
+        flags(&mut args, flags_said, cli);
         // Applied server-side, each object is validated by the server,
         // field by field (helm sends `fieldValidation=Strict` whatever this
         // flag says): helm's download of the OpenAPI schema would only ask
@@ -210,10 +231,10 @@ impl Upgrade<'_> {
         // is asked"). An install's or upgrade's flag: `helm rollback` has
         // none.
         let applied_server_side =
-            cli == HelmCli::V4 && server_side(self.flags) == Some(ServerSide::Enabled);
+            cli == HelmCli::V4 && server_side(flags_said) == Some(ServerSide::Enabled);
         switch(
             &mut args,
-            applied_server_side && !self.flags.disable_openapi_validation,
+            applied_server_side && !flags_said.disable_openapi_validation,
             "--disable-openapi-validation",
         );
         if let Some(p) = &self.post_renderer {
@@ -368,6 +389,20 @@ fn history_max(args: &mut Vec<String>, max: i32) {
     args.push(max.max(0).to_string());
 }
 
+/// What of `f` `helm install` takes: no `--cleanup-on-fail` (an upgrade's
+/// flag), and helm 4's `--server-side` is a switch there — `auto` (helm's
+/// default for `upgrade --install`) installs server-side.
+fn install_flags(f: Flags) -> Flags {
+    Flags {
+        cleanup_on_fail: false,
+        server_side: f.server_side.map(|s| match s {
+            ServerSide::Auto => ServerSide::Enabled,
+            said => said,
+        }),
+        ..f
+    }
+}
+
 /// helm 4 replaces objects client-side only: it refuses `--force-replace`
 /// with server-side apply, so a forced run applies client-side (and
 /// `auto` keeps that until an upgrade says `enabled`).
@@ -445,8 +480,13 @@ mod tests {
     }
 
     fn upgrade(flags: Flags, cli: HelmCli) -> Vec<String> {
+        release(false, flags, cli)
+    }
+
+    fn release(absent: bool, flags: Flags, cli: HelmCli) -> Vec<String> {
         let values = serde_json::json!({ "password": "never-on-a-command-line" });
         Upgrade {
+            absent,
             release: "web",
             namespace: "apps",
             chart: Path::new("/work/charts/web.tgz"),
@@ -483,6 +523,7 @@ mod tests {
         let values = serde_json::json!({});
         for cli in BOTH {
             let u = Upgrade {
+                absent: false,
                 release,
                 namespace: "apps",
                 chart: Path::new("--chart"),
@@ -635,6 +676,63 @@ mod tests {
     }
 
     #[test]
+    fn a_release_without_a_revision_is_installed_with_only_the_flags_install_takes() {
+        let every = Flags {
+            no_hooks: true,
+            force: false,
+            cleanup_on_fail: true,
+            skip_schema_validation: true,
+            disable_openapi_validation: false,
+            server_side: Some(ServerSide::Auto),
+            force_conflicts: true,
+        };
+        for cli in BOTH {
+            let install = release(true, every, cli);
+            assert_eq!(install[0], "install", "{install:?}");
+            // An upgrade's flags: `helm install` refuses them.
+            for upgrade_only in [
+                "--install",
+                "--reset-values",
+                "--history-max",
+                "--cleanup-on-fail",
+            ] {
+                assert!(!has(&install, upgrade_only), "{cli:?}: {install:?}");
+            }
+            for kept in ["--no-hooks", "--skip-schema-validation", "--timeout"] {
+                assert!(has(&install, kept), "{cli:?}: {install:?}");
+            }
+            assert_eq!(after(&install, "--output"), ["json"]);
+            assert_eq!(after(&install, "--values"), ["-"]);
+            assert_eq!(positionals(&install), ["web", "/work/charts/web.tgz"]);
+            let upgrade = release(false, every, cli);
+            assert_eq!(upgrade[..2], ["upgrade", "--install"], "{upgrade:?}");
+            for upgrade_only in ["--reset-values", "--history-max", "--cleanup-on-fail"] {
+                assert!(has(&upgrade, upgrade_only), "{cli:?}: {upgrade:?}");
+            }
+            match cli {
+                // install's `--server-side` is a switch: `auto` installs
+                // server-side, as `upgrade --install` of no release does,
+                // and conflicts are forced and validated by the server.
+                HelmCli::V4 => {
+                    assert_eq!(
+                        install
+                            .iter()
+                            .filter(|a| a.starts_with("--server-side"))
+                            .collect::<Vec<_>>(),
+                        ["--server-side=true"]
+                    );
+                    assert!(has(&install, "--force-conflicts"), "{install:?}");
+                    assert!(has(&install, "--disable-openapi-validation"), "{install:?}");
+                    assert!(has(&upgrade, "--server-side=auto"), "{upgrade:?}");
+                }
+                HelmCli::V3 => {
+                    assert!(!install.iter().any(|a| a.starts_with("--server-side")));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn the_openapi_download_is_skipped_where_the_server_validates_each_object() {
         const FLAG: &str = "--disable-openapi-validation";
         for (cli, side, force, skipped) in [
@@ -710,6 +808,7 @@ mod tests {
     fn post_rendered(cli: HelmCli) -> Vec<String> {
         let values = serde_json::json!({});
         Upgrade {
+            absent: false,
             release: "web",
             namespace: "apps",
             chart: Path::new("/c"),

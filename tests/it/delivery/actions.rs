@@ -111,6 +111,9 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
     let runs = runs_of(&log, "flags");
     assert_eq!(runs.len(), 5, "an install and 4 upgrades: {runs:?}");
     let install = &runs[0];
+    // Over nothing: `helm install`, which keeps a single revision.
+    assert_eq!(install[0], "install", "{install:?}");
+    assert_eq!(value_of(install, "--history-max"), None, "{install:?}");
     assert!(
         has(install, "--no-hooks")
             && has(install, "--skip-schema-validation")
@@ -131,7 +134,8 @@ async fn each_setting_is_the_helm_flag_of_its_own_action(helm: HelmUnderTest) {
                 && !has(upgrade, "--disable-openapi-validation")
         );
     }
-    for run in &runs {
+    for run in &runs[1..] {
+        assert_eq!(run[0], "upgrade", "{run:?}");
         assert_eq!(value_of(run, "--history-max"), Some("2"), "{run:?}");
     }
 
@@ -263,7 +267,8 @@ async fn retries_minus_one_keeps_retrying_with_growing_waits() {
         .lines()
         .filter(|l| {
             let call = HelmCall::parse(l);
-            call.subcommand == "upgrade" && call.on("forever")
+            // A render proving a failed attempt's revision ours is none.
+            call.releases() && !call.dry_run() && call.on("forever")
         })
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect();
@@ -514,7 +519,7 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
     assert_eq!(
         kinds,
         [
-            "upgrade tested",
+            "install tested",
             "test tested",
             "upgrade tested",
             "test tested",
@@ -555,7 +560,7 @@ async fn a_failed_helm_test_is_remediated_unless_ignored(helm: HelmUnderTest) {
         .collect();
     assert_eq!(
         kinds,
-        ["upgrade lenient", "test lenient"],
+        ["install lenient", "test lenient"],
         "no uninstall, no retry"
     );
     an_event(&f, NS, "lenient", "TestFailed").await;
@@ -694,7 +699,7 @@ async fn an_upgrade_fails_at_its_own_timeout_and_the_install_had_its_own() {
     let runs = runs_of(&log, "timed");
     let timeouts: Vec<&str> = runs
         .iter()
-        .filter(|r| r[0] == "upgrade")
+        .filter(|r| r[0] == "install" || r[0] == "upgrade")
         .filter_map(|r| value_of(r, "--timeout"))
         .collect();
     // The install with its own, each upgrade (retries too) with its own.

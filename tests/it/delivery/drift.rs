@@ -641,7 +641,7 @@ async fn an_edit_racing_the_end_of_helms_run_is_put_back_not_recorded() {
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\n{passthrough}'{helm}' \"$@\"\nrc=$?\ncase \"$*\" in *--dry-run*) ;; *upgrade*) [ -e '{marker}' ] || {{ touch '{marker}'; KUBECONFIG='{kubeconfig}' '{kubectl}' patch configmap raced-env -n {NS} --type merge -p '{{\"data\":{{\"LOG_LEVEL\":\"debug\"}}}}' --field-manager kubectl-edit >/dev/null; }} ;; esac\nexit $rc\n",
+            "#!/bin/sh\n{passthrough}'{helm}' \"$@\"\nrc=$?\ncase \"$*\" in *--dry-run*) ;; install\\ *|upgrade\\ *) [ -e '{marker}' ] || {{ touch '{marker}'; KUBECONFIG='{kubeconfig}' '{kubectl}' patch configmap raced-env -n {NS} --type merge -p '{{\"data\":{{\"LOG_LEVEL\":\"debug\"}}}}' --field-manager kubectl-edit >/dev/null; }} ;; esac\nexit $rc\n",
             passthrough = version_passes_through(&f.cp.helm_binary()),
             helm = f.cp.helm_binary().display(),
             marker = marker.display(),

@@ -12,15 +12,16 @@ pub(super) fn now() -> f64 {
         .as_secs_f64()
 }
 
-/// The start times of the `upgrade` runs the wrapper logged.
-fn upgrade_starts(log: &std::path::Path) -> Vec<f64> {
+/// The start times of the runs that write a revision (`install`,
+/// `upgrade`) the wrapper logged.
+fn release_starts(log: &std::path::Path) -> Vec<f64> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| {
             let mut words = l.split_whitespace();
             let at: f64 = words.next()?.parse().ok()?;
-            (words.next()? == "upgrade").then_some(at)
+            matches!(words.next()?, "install" | "upgrade").then_some(at)
         })
         .collect()
 }
@@ -71,7 +72,7 @@ async fn no_helm_starts_while_the_api_server_is_down_and_every_app_converges_aft
     }
     let installs = names.len();
     eventually("three upgrades at the gate", 60, || async {
-        (upgrade_starts(&log).len() == installs + names.len()).then_some(())
+        (release_starts(&log).len() == installs + names.len()).then_some(())
     })
     .await;
     f.cp.stop_apiserver();
@@ -79,7 +80,7 @@ async fn no_helm_starts_while_the_api_server_is_down_and_every_app_converges_aft
     std::fs::remove_file(&gate).unwrap();
     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
     let up_at = now();
-    let during: Vec<f64> = upgrade_starts(&log)
+    let during: Vec<f64> = release_starts(&log)
         .into_iter()
         .filter(|t| *t > down_at && *t < up_at)
         .collect();
@@ -99,7 +100,7 @@ async fn no_helm_starts_while_the_api_server_is_down_and_every_app_converges_aft
         );
     }
     // One more upgrade each, after the outage: none failed for it.
-    assert_eq!(upgrade_starts(&log).len(), installs + 2 * names.len());
+    assert_eq!(release_starts(&log).len(), installs + 2 * names.len());
     assert_eq!(
         sample(&operator.scrape(), "hossted_api_reachable"),
         Some(1.0),

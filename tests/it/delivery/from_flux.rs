@@ -100,10 +100,14 @@ async fn a_converted_helmrelease_adopts_flux_s_release_without_a_new_revision() 
     let upgrades: Vec<String> = std::fs::read_to_string(&log)
         .unwrap_or_default()
         .lines()
-        .filter(|l| l.starts_with("upgrade") && !l.contains("--dry-run"))
+        .filter(|l| HelmCall::parse(l).releases() && !l.contains("--dry-run"))
         .map(str::to_string)
         .collect();
-    assert_eq!(upgrades, Vec::<String>::new(), "no helm upgrade ran");
+    assert_eq!(
+        upgrades,
+        Vec::<String>::new(),
+        "no helm install or upgrade ran"
+    );
 
     // A change afterwards upgrades it as any HelmApp's.
     patch(

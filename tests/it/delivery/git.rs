@@ -683,7 +683,7 @@ async fn a_signed_commit_or_tag_installs_and_an_unsigned_one_on_top_is_refused()
     assert_eq!(revisions(&f, "head").await.len(), 1);
     let helm_on_head = helm_calls(&log)
         .iter()
-        .filter(|c| c.subcommand == "upgrade" && c.on("head"))
+        .filter(|c| c.releases() && c.on("head"))
         .count();
     assert_eq!(helm_on_head, 1, "only the signed commit's install ran");
     assert_ne!(unsigned, signed);

@@ -321,11 +321,6 @@ fn replicas_managers(d: &Deployment) -> Vec<String> {
         .collect()
 }
 
-/// A `helm upgrade --dry-run=…` (a render, not a run).
-fn dry_run(call: &HelmCall) -> bool {
-    call.words.iter().any(|w| w.starts_with("--dry-run"))
-}
-
 /// Issue 52, HPA-owned `replicas`: the chart (`deploy`) sets
 /// `spec.replicas: 1`; another manager scales the Deployment to 5 through
 /// its `scale` subresource, as an HPA does. As docs/helm.md says: with the
@@ -381,7 +376,7 @@ async fn an_hpa_s_replicas_are_reset_by_the_upgrade_unless_told_not_to_force() {
     );
     let upgrade = helm_calls(&log)
         .into_iter()
-        .rfind(|c| c.subcommand == "upgrade" && c.on("scaled") && !dry_run(c))
+        .rfind(|c| c.subcommand == "upgrade" && c.on("scaled") && !c.dry_run())
         .unwrap();
     for flag in ["--server-side=true", "--force-conflicts"] {
         assert!(
@@ -416,7 +411,7 @@ async fn an_hpa_s_replicas_are_reset_by_the_upgrade_unless_told_not_to_force() {
     );
     let upgrade = helm_calls(&log)
         .into_iter()
-        .rfind(|c| c.subcommand == "upgrade" && c.on("scaled") && !dry_run(c))
+        .rfind(|c| c.subcommand == "upgrade" && c.on("scaled") && !c.dry_run())
         .unwrap();
     assert!(
         !upgrade.words.iter().any(|w| w == "--force-conflicts"),
@@ -460,7 +455,7 @@ async fn a_field_its_kind_lacks_is_refused_by_the_server_without_helm_s_schema_d
     );
     let install = helm_calls(&log)
         .into_iter()
-        .find(|c| c.on("strict") && c.subcommand == "upgrade")
+        .find(|c| c.on("strict") && c.subcommand == "install")
         .expect("an install ran");
     for flag in ["--server-side=true", "--disable-openapi-validation"] {
         assert!(

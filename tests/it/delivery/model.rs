@@ -537,8 +537,8 @@ fn open_runs(log: &std::path::Path, since: f64) -> Vec<i32> {
     open
 }
 
-/// The helm runs of `log` that change the release (upgrade, rollback,
-/// uninstall; a dry run does not).
+/// The helm runs of `log` that change the release (install, upgrade,
+/// rollback, uninstall; a dry run does not).
 fn changing_runs(log: &std::path::Path) -> usize {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -547,7 +547,7 @@ fn changing_runs(log: &std::path::Path) -> usize {
             let mut words = l.split_whitespace().skip(1);
             words.next() == Some("start") && {
                 let call = HelmCall::parse(&words.skip(1).collect::<Vec<_>>().join(" "));
-                ["upgrade", "rollback", "uninstall"].contains(&call.subcommand.as_str())
+                ["install", "upgrade", "rollback", "uninstall"].contains(&call.subcommand.as_str())
                     && !call.words.iter().any(|w| w == "--dry-run=client")
             }
         })

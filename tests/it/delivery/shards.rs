@@ -113,7 +113,7 @@ fn releases_run(log: &std::path::Path) -> Vec<(String, String)> {
         .filter_map(|line| {
             let (process, rest) = line.split_once(' ')?;
             let call = HelmCall::parse(rest);
-            if call.subcommand != "upgrade" {
+            if !call.releases() {
                 return None;
             }
             Some((process.to_string(), call.release()?.to_string()))

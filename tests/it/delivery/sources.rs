@@ -231,7 +231,7 @@ async fn charts_from_an_oci_registry_over_tls_with_its_ca_and_over_plain_http() 
     // helm never saw a registry: every chart it was given is a local file.
     let lines = std::fs::read_to_string(&log).unwrap();
     assert!(!lines.is_empty());
-    for line in lines.lines().filter(|l| l.starts_with("upgrade")) {
+    for line in lines.lines().filter(|l| HelmCall::parse(l).releases()) {
         assert!(
             !line.contains("oci://"),
             "helm was given a registry: {line}"

@@ -332,6 +332,137 @@ async fn a_revision_planted_before_the_first_install_with_the_uid_label_runs_no_
     operator.stop().await;
 }
 
+/// The moment between the storage check and helm's own read of the
+/// storage, on a first install: a helm wrapper plants revision 1 (the
+/// tiny chart's manifest plus the kube-system ConfigMap, the HelmApp's UID
+/// label copied) just before the run starts, after the operator found the
+/// storage empty. Over nothing the operator asks for `helm install`, which
+/// refuses a name in use: helm never upgrades from the planted revision
+/// (which would delete what it lists and ours does not), the next check
+/// finds it (`StorageTampered`), and no helm acts on it after.
+#[tokio::test]
+async fn a_revision_planted_the_moment_before_the_first_install_is_never_upgraded_from() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let (counting, log) = counting_helm(&f);
+    let planted_file = f.cp.dir().join("planted-revision-1.json");
+    let armed = f.cp.dir().join("plant-on-next-release");
+    let plants = f.cp.dir().join("plants.log");
+    let racing = f.cp.dir().join("planting-helm.sh");
+    // Before the next run that writes a revision (whichever command the
+    // operator picks), not before a dry run: the plant.
+    std::fs::write(
+        &racing,
+        format!(
+            "#!/bin/sh
+case \"$1\" in install|upgrade) case \"$*\" in *--dry-run*) ;; *) if rm '{armed}' 2>/dev/null; then '{kubectl}' --kubeconfig '{kubeconfig}' create -f '{planted}' >> '{plants}' 2>&1; fi ;; esac ;; esac\nexec '{counting}' \"$@\"\n",
+            armed = armed.display(),
+            kubectl = f.cp.kubectl_binary().display(),
+            kubeconfig = f.cp.kubeconfig_path().display(),
+            planted = planted_file.display(),
+            plants = plants.display(),
+            counting = counting.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&racing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = racing.clone();
+        })
+        .await;
+    let kube_system = precious(&f).await;
+    let spec = |deps: serde_json::Value| json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT, "dependsOn": deps });
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "first",
+        spec(json!([{ "name": "absent" }])),
+    )
+    .await;
+    let app = helmapp_with_reason(&f, OPERATOR_NS, "first", "DependencyNotFound").await;
+    let uid = app.metadata.uid.unwrap();
+    privileged_app(&f, "donor", json!({})).await;
+    let donor = stored(&f, TENANT, "donor", 1).await;
+    let mut release = payload(&donor);
+    release["name"] = json!("first");
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let mut planted = with_payload(donor.clone(), &release);
+    let mut labels = donor.metadata.labels.clone().unwrap();
+    labels.insert("name".into(), "first".into());
+    labels.insert("hossted.com/helmapp-uid".into(), uid);
+    planted.metadata = kube::api::ObjectMeta {
+        name: Some("sh.helm.release.v1.first.v1".into()),
+        namespace: Some(TENANT.into()),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    std::fs::write(&planted_file, serde_json::to_vec(&planted).unwrap()).unwrap();
+    std::fs::write(&armed, "").unwrap();
+    let before = lines(&log);
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "first",
+        json!({ "spec": { "dependsOn": [] } }),
+    )
+    .await;
+    helmapp_with_reason(&f, OPERATOR_NS, "first", "StorageTampered").await;
+    assert!(
+        !armed.exists(),
+        "the wrapper planted before the run: {}",
+        std::fs::read_to_string(&plants).unwrap_or_default()
+    );
+    an_event(&f, OPERATOR_NS, "first", "StorageTampered").await;
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "first",
+        json!({ "spec": { "values": { "greeting": "again" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    // The one run, refused by helm; then no helm but the client dry run
+    // that tries to prove the planted revision ours.
+    let acted: Vec<String> = runs_since(&log, before, "first")
+        .into_iter()
+        .filter(|l| !l.split_whitespace().any(|w| w == "--dry-run=client"))
+        .map(|l| HelmCall::parse(&l).subcommand)
+        .collect();
+    assert_eq!(
+        kube_system
+            .get_opt("precious")
+            .await
+            .unwrap()
+            .and_then(|cm| cm.data)
+            .map(|d| d["keep"].clone())
+            .as_deref(),
+        Some("me"),
+        "the object only the planted revision lists: {acted:?}"
+    );
+    assert_eq!(acted, ["install"], "one install, refused; nothing after");
+    let storage: Vec<String> = Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .list(&kube::api::ListParams::default().labels("name=first"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    assert_eq!(storage, ["sh.helm.release.v1.first.v1"], "no revision 2");
+    assert_eq!(
+        payload(&stored(&f, TENANT, "first", 1).await)["manifest"],
+        release["manifest"],
+        "the planted revision as it was planted"
+    );
+    operator.stop().await;
+}
+
 /// The hole the run intent left open: an operator died while its helm ran
 /// (its intent, revision 2, in the status); the revision that run left —
 /// pending or failed — is rewritten by the tenant to list a kube-system
@@ -577,9 +708,13 @@ async fn a_rollback_target_edited_while_the_failing_upgrade_runs_is_not_rolled_b
         (remedy.action.as_str(), remedy.result.as_str()),
         ("rollback", "refused")
     );
+    // (A render that proves the failed upgrade's revision ours writes
+    // nothing.)
     let subcommands: Vec<String> = runs_since(&log, before, "raced")
         .iter()
-        .map(|l| l.split_whitespace().next().unwrap_or_default().to_string())
+        .map(|l| HelmCall::parse(l))
+        .filter(|c| !c.dry_run())
+        .map(|c| c.subcommand)
         .collect();
     assert_eq!(subcommands, ["upgrade"], "the failed upgrade, no rollback");
     assert_eq!(
@@ -597,7 +732,13 @@ async fn a_rollback_target_edited_while_the_failing_upgrade_runs_is_not_rolled_b
     .await;
     operator.reconciled_since(mark).await;
     helmapp_with_reason(&f, OPERATOR_NS, "raced", "StorageTampered").await;
-    assert_eq!(runs_since(&log, before, "raced").len(), 1);
+    // The failed upgrade, and the one render that proved its revision
+    // ours (recorded since: the edit of revision 2 is all that is found).
+    let (renders, runs): (Vec<HelmCall>, Vec<HelmCall>) = runs_since(&log, before, "raced")
+        .iter()
+        .map(|l| HelmCall::parse(l))
+        .partition(HelmCall::dry_run);
+    assert_eq!((runs.len(), renders.len()), (1, 1), "{runs:?} {renders:?}");
     operator.stop().await;
 }
 

@@ -49,14 +49,20 @@ subjects: [{{ kind: ServiceAccount, name: hossted-deployer, namespace: {TENANT} 
     f.kubectl(&["apply", "-f", file.to_str().unwrap()]);
 }
 
-/// The command lines the wrapper logged for `release` (`<subcommand> …`).
-fn lines_for(log: &std::path::Path, subcommand: &str, release: &str) -> Vec<String> {
+/// The subcommands that write a revision: `install` (over nothing) and
+/// `upgrade --install`.
+const RELEASING: &[&str] = &["install", "upgrade"];
+
+/// The command lines the wrapper logged for `release` (`<subcommand> …`,
+/// one of `subcommands`).
+fn lines_for(log: &std::path::Path, subcommands: &[&str], release: &str) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
         .filter(|l| {
             let mut words = l.split_whitespace().filter(|w| !w.starts_with("--"));
-            words.next() == Some(subcommand) && l.split_whitespace().any(|w| w == release)
+            words.next().is_some_and(|w| subcommands.contains(&w))
+                && l.split_whitespace().any(|w| w == release)
         })
         .map(str::to_string)
         .collect()
@@ -127,14 +133,15 @@ fn assert_waits_grow(gaps: &[f64]) {
     assert!(gaps[2] >= 3.5, "the waits do not grow: {gaps:?}");
 }
 
-/// When each `subcommand` run on `release` started, by [`timed_helm`]'s log.
-fn starts_of(log: &std::path::Path, subcommand: &str, release: &str) -> Vec<f64> {
+/// When each run of one of `subcommands` on `release` started, by
+/// [`timed_helm`]'s log.
+fn starts_of(log: &std::path::Path, subcommands: &[&str], release: &str) -> Vec<f64> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
         .lines()
         .filter(|l| {
             let call = HelmCall::parse(l);
-            call.subcommand == subcommand && call.on(release)
+            subcommands.contains(&call.subcommand.as_str()) && call.on(release)
         })
         .filter_map(|l| l.split_whitespace().next()?.parse().ok())
         .collect()
@@ -203,7 +210,7 @@ async fn a_refused_uninstall_backs_off_warns_once_and_goes_through_once_allowed(
         .delete("keep", &DeleteParams::default())
         .await
         .unwrap();
-    let uninstalls = || starts_of(&log, "uninstall", "keep");
+    let uninstalls = || starts_of(&log, &["uninstall"], "keep");
     eventually("five refused uninstalls", 90, || async {
         (uninstalls().len() >= 5).then_some(())
     })
@@ -260,7 +267,7 @@ async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs()
     )
     .await;
     helmapp_with_reason(&f, TENANT, "admin", "Forbidden").await;
-    let starts = || starts_of(&log, "upgrade", "admin");
+    let starts = || starts_of(&log, RELEASING, "admin");
     // It is tried again (the positive control) …
     eventually("four refused runs", 90, || async {
         (starts().len() >= 4).then_some(())
@@ -377,8 +384,8 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     )
     .await;
     helmapp_with_reason(&f, TENANT, "depends", "CrossNamespaceRef").await;
-    assert!(lines_for(&log, "upgrade", "target").is_empty());
-    assert!(lines_for(&log, "upgrade", "depends").is_empty());
+    assert!(lines_for(&log, RELEASING, "target").is_empty());
+    assert!(lines_for(&log, RELEASING, "depends").is_empty());
 
     // The platform's own namespace keeps the operator's rights.
     apply_helmapp(
@@ -391,7 +398,7 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     helmapp_ready(&f, OPERATOR_NS, "platform", "InstallSucceeded", 1).await;
     let roles: Api<ClusterRole> = Api::all(f.cp.client());
     assert!(roles.get_opt("platform-reader").await.unwrap().is_some());
-    let platform_runs = lines_for(&log, "upgrade", "platform");
+    let platform_runs = lines_for(&log, RELEASING, "platform");
     assert!(!platform_runs.is_empty() && !platform_runs.iter().any(|l| impersonates(l)));
 
     // A tenant HelmApp that carries the project label gains nothing by it.
@@ -427,7 +434,7 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     )
     .await;
     helmapp_with_reason(&f, TENANT, "rolled", "RetriesExhausted").await;
-    assert_eq!(lines_for(&log, "rollback", "rolled").len(), 1);
+    assert_eq!(lines_for(&log, &["rollback"], "rolled").len(), 1);
 
     // Deleting a tenant app: its uninstall runs as the deployer too.
     Api::<HelmApp>::namespaced(f.cp.client(), TENANT)
@@ -443,16 +450,17 @@ async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     .await;
     // Every helm command line of a tenant release carried the deployer.
     for release in ["plain", "admin", "elsewhere", "labelled", "rolled"] {
-        let lines: Vec<String> = ["upgrade", "uninstall", "rollback"]
-            .iter()
-            .flat_map(|s| lines_for(&log, s, release))
-            .collect();
+        let lines = lines_for(
+            &log,
+            &["install", "upgrade", "uninstall", "rollback"],
+            release,
+        );
         assert!(!lines.is_empty(), "{release} ran helm");
         for line in &lines {
             assert!(runs_as(line, DEPLOYER), "{release}: {line}");
         }
     }
-    assert_eq!(lines_for(&log, "uninstall", "plain").len(), 1);
+    assert_eq!(lines_for(&log, &["uninstall"], "plain").len(), 1);
     operator.stop().await;
 }
 
@@ -589,7 +597,7 @@ async fn tampered_storage_runs_no_helm_and_a_deletion_leaves_it_alone() {
     })
     .await;
     assert!(
-        lines_for(&log, "uninstall", "doomed").is_empty(),
+        lines_for(&log, &["uninstall"], "doomed").is_empty(),
         "no helm uninstall ran"
     );
     operator.stop().await;

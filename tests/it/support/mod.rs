@@ -433,6 +433,18 @@ pub fn runs_in(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// [`runs_in`] but the dry runs (renders that write nothing — a proof
+/// that a revision a failed run left is ours among them).
+pub fn writing_runs_in(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(HelmCall::parse)
+        .filter(|call| !call.dry_run())
+        .map(|call| format!("{} {}", call.subcommand, call.release().unwrap_or("")))
+        .collect()
+}
+
 /// A control plane whose apiserver writes an audit log (one JSON event
 /// per completed request, `Metadata` level) to the returned path: what a
 /// test decides about requests it reads from there, not from log text.
@@ -704,7 +716,8 @@ pub fn ready(hp: &Hosstedproject) -> Option<(String, String)> {
 /// first word after it — never found by position among the flags.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HelmCall {
-    /// `upgrade`, `rollback`, `uninstall`, `test`, `get`, `show`, …
+    /// `install`, `upgrade`, `rollback`, `uninstall`, `test`, `get`,
+    /// `show`, …
     pub subcommand: String,
     /// Every word, the subcommand's included (the time stamp not).
     pub words: Vec<String>,
@@ -735,6 +748,17 @@ impl HelmCall {
             "show" => None,
             _ => self.positionals.first().map(String::as_str),
         }
+    }
+
+    /// Whether it is an install or upgrade: `install` (the operator's
+    /// over nothing) or `upgrade --install` — a dry run too.
+    pub fn releases(&self) -> bool {
+        matches!(self.subcommand.as_str(), "install" | "upgrade")
+    }
+
+    /// Whether it is a dry run (`--dry-run=…`): a render, nothing written.
+    pub fn dry_run(&self) -> bool {
+        self.words.iter().any(|w| w.starts_with("--dry-run"))
     }
 
     /// Whether it acts on `release`.

@@ -182,7 +182,8 @@ pub struct HelmAppSpec {
         regex(pattern = r"^(Skip|Create|CreateReplace)$")
     )]
     pub crds: CrdPolicy,
-    /// Settings of the install (the first `helm upgrade --install`).
+    /// Settings of the install (the first run: `helm install` of a release
+    /// with no revision).
     #[serde(default)]
     pub install: InstallSettings,
     /// Settings of every upgrade (drift repair by helm included).

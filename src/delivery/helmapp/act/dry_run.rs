@@ -59,6 +59,7 @@ async fn run(
         post_render: post_render.as_ref(),
         flags: crate::delivery::helmapp::decide::run_flags::of_run(app, o, kind, false),
         timeout: o.timeouts.of_run(kind),
+        absent: crate::delivery::helmapp::decide::run_flags::over_nothing(o, kind),
     };
     let upgrade = release::request(ctx, app, o, parts);
     let get = GetManifest {

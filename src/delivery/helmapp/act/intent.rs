@@ -79,6 +79,7 @@ pub fn printed(o: &mut Observed, revision: i64, content: &str) {
     if let Some(intent) = o.status.run_intent.as_mut() {
         intent.revision = revision;
         intent.content = content.to_string();
+        o.done.run_printed = true;
     }
 }
 
@@ -86,6 +87,7 @@ pub fn printed(o: &mut Observed, revision: i64, content: &str) {
 pub fn withdraw(o: &mut Observed) {
     o.status.run_intent = None;
     o.done.run_live = false;
+    o.done.run_printed = false;
 }
 
 /// Our own `helm test` rewrote the run's revision (its hooks' last runs):

@@ -105,12 +105,15 @@ pub async fn record(
     }
     storage::record_proven(o, &entries, revision, &content);
     log::info!(
-        "{}: revision {revision}, made by a helm of ours whose operator stopped before recording it, renders as this configuration does: recorded",
+        "{}: revision {revision}, which a helm of ours made without printing it (it failed, or its operator stopped before recording it), renders as this configuration does: recorded",
         o.target.key()
     );
     o.own_unrecorded = None;
     o.tampered = storage::first_untrusted(&entries, &o.status.storage_digests)
         .map(|u| u.message(&o.target.key()));
+    // After a failed run: the storage is checked again, now with its
+    // revision recorded, before the remedy reads it.
+    o.storage_recheck = None;
     Ok(Outcome::Replan)
 }
 

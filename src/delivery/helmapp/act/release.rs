@@ -1,4 +1,5 @@
-//! Install, upgrade or repair: one `helm upgrade --install` with the merged
+//! Install, upgrade or repair: one `helm upgrade --install` (`helm install`
+//! when no revision exists: `run_flags::over_nothing`) with the merged
 //! values on stdin and the config hash and owner UID as storage labels. It
 //! records how the run ended (`Observed::run_ended`, the history, the
 //! status) and hands back to the plan: the tests, the report, or what a
@@ -68,6 +69,7 @@ pub async fn run(
         post_render: post_render.as_ref(),
         flags: run_flags::of_run(app, o, kind, forced),
         timeout: o.timeouts.of_run(kind),
+        absent: run_flags::over_nothing(o, kind),
     };
     super::intent::declare(ctx, app, o, kind.action()).await?;
     // The record after the run reads the storage helm wrote and proves
@@ -236,10 +238,12 @@ pub(super) struct Parts<'a> {
     pub flags: Flags,
     /// helm's `--timeout` for this run (the install's or the upgrade's).
     pub timeout: std::time::Duration,
+    /// `helm install`: no revision exists (`run_flags::over_nothing`).
+    pub absent: bool,
 }
 
-/// The `helm upgrade --install` of `app` — the one an approval's dry run
-/// previews, too.
+/// The `helm upgrade --install` (or, over nothing, `helm install`) of
+/// `app` — the one an approval's dry run previews, too.
 pub(super) fn request<'a>(
     ctx: &'a Context,
     app: &HelmApp,
@@ -247,6 +251,7 @@ pub(super) fn request<'a>(
     parts: Parts<'a>,
 ) -> Upgrade<'a> {
     Upgrade {
+        absent: parts.absent,
         release: &o.target.release,
         namespace: &o.target.namespace,
         chart: parts.chart,

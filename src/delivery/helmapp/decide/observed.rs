@@ -155,6 +155,9 @@ pub enum StorageRecheck {
     Untrusted(String),
     /// It could not be read: why.
     Unreadable(String),
+    /// The failed run's revision, named by its intent, which helm did not
+    /// print: proven ours by a render before a remedy reads it.
+    OwnRunUnproven { revision: i64 },
 }
 
 /// Why `dependsOn` holds a release back.
@@ -242,11 +245,18 @@ pub struct Done {
     /// was read for the proof: only that content is recorded.
     pub own_proven: Option<String>,
     /// The run intent in the status is this reconcile's own, for a helm
-    /// that is about to run or just ended (`super::act::intent::declare`):
-    /// what that helm wrote may be recorded by the intent's number
-    /// (`observe::storage::record`). `false` as observed: an intent found
-    /// in the status is a leftover, proving nothing by itself.
+    /// that is about to run or just ended (`super::act::intent::declare`).
+    /// `false` as observed: an intent found in the status is a leftover,
+    /// proving nothing by itself.
     pub run_live: bool,
+    /// That helm ended and printed the release it stored
+    /// (`super::act::intent::printed`): its revision is ours by the
+    /// intent's number even after our own `helm test` rewrote it. A run
+    /// that printed nothing — it failed, or was a rollback — proves
+    /// nothing by number: a Secret's writer may have put that number there
+    /// first (helm refusing the name, or failing on it), so its revision is
+    /// proven by a render (`observe::storage::record`, `act::own_run`).
+    pub run_printed: bool,
 }
 
 /// A workload a run applied, as read right after it.

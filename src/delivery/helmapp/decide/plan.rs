@@ -10,7 +10,7 @@ use crate::delivery::helmapp::decide::conditions::Reason;
 use crate::delivery::helmapp::decide::failure::{
     AfterFailure, Remedy, after_failure, remedy, remedy_after,
 };
-use crate::delivery::helmapp::decide::observed::{Observed, RunKind, StorageRecheck};
+use crate::delivery::helmapp::decide::observed::{Observed, Rendering, RunKind, StorageRecheck};
 use crate::delivery::helmapp::decide::ready::{self, NextLook, NotReady};
 use crate::delivery::helmapp::decide::state::{Change, ReleaseState};
 
@@ -374,6 +374,22 @@ fn after_run_failed(
         // changed meanwhile, or not read again since.
         match &o.storage_recheck {
             Some(StorageRecheck::Trusted) => {}
+            Some(StorageRecheck::OwnRunUnproven { revision }) => {
+                let revision = *revision;
+                return match o.done.own_render {
+                    None => Step::RenderOwnRun { revision },
+                    Some(Rendering::Same) => Step::RecordOwnRun { revision },
+                    Some(Rendering::Differs) => Step::RemedyRefused {
+                        remedy,
+                        run,
+                        failure: message,
+                        refused: format!(
+                            "{remedy} not run: revision {revision} of release {}, where the failed run would have written, is not what this configuration renders: someone else wrote it",
+                            o.target.key()
+                        ),
+                    },
+                };
+            }
             Some(StorageRecheck::Untrusted(why)) => {
                 return Step::RemedyRefused {
                     remedy,
@@ -968,6 +984,29 @@ mod tests {
                 );
             }
         }
+        // The revision the failed run left, helm printing none: proven
+        // ours by a render, recorded, then the remedy — or refused.
+        let unproven = || with(Some(StorageRecheck::OwnRunUnproven { revision: 1 }));
+        let install = failed(RunKind::Install, 1, 0);
+        assert_eq!(
+            next(&install, &unproven(), &plain),
+            Step::RenderOwnRun { revision: 1 }
+        );
+        let mut rendered = unproven();
+        rendered.done.own_render = Some(Rendering::Same);
+        assert_eq!(
+            next(&install, &rendered, &plain),
+            Step::RecordOwnRun { revision: 1 }
+        );
+        rendered.done.own_render = Some(Rendering::Differs);
+        assert!(matches!(
+            next(&install, &rendered, &plain),
+            Step::RemedyRefused {
+                remedy: Remedy::Uninstall,
+                run: RunKind::Install,
+                ..
+            }
+        ));
         // A remedy that runs no helm does not wait for the storage.
         assert!(matches!(
             next(&failed(RunKind::Upgrade, 4, 0), &with(None), &plain),

@@ -56,6 +56,21 @@ pub fn test_filters(filters: &[TestFilter]) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// Whether `kind` runs over nothing: an install of a release with no
+/// revision in Helm's storage (as the cache holds it) nor in the status
+/// (recorded, held, or named by an earlier run's intent). Then helm is
+/// asked for `helm install` (`helm::Upgrade::absent`), which refuses the
+/// name if a revision appeared since: what a Secret's writer plants in the
+/// moment before the run is never upgraded from (its objects never
+/// deleted by our helm), only found by the next storage check.
+pub fn over_nothing(o: &Observed, kind: RunKind) -> bool {
+    kind == RunKind::Install
+        && o.newest.is_none()
+        && o.status.revision == 0
+        && o.status.storage_digests.is_empty()
+        && o.status.run_intent.is_none()
+}
+
 /// An install's or an upgrade's (and a drift repair's, an upgrade) flags —
 /// `--force` too when `hossted.com/force-at` asked.
 pub fn of_run(app: &HelmApp, o: &Observed, kind: RunKind, forced: bool) -> Flags {
@@ -161,6 +176,39 @@ mod tests {
         });
         o.server_side_revisions = server_side.iter().copied().collect();
         o
+    }
+
+    #[test]
+    fn only_an_install_over_no_revision_anywhere_is_helm_install() {
+        let nothing = observed();
+        assert!(over_nothing(&nothing, RunKind::Install));
+        for kind in [RunKind::Upgrade, RunKind::Repair] {
+            assert!(!over_nothing(&nothing, kind), "{kind:?}");
+        }
+        // Anything in the storage (a failed try, an `uninstalled` entry a
+        // kept history left: `upgrade --install` replaces it), anything
+        // recorded or held, an earlier run's intent: an upgrade's command.
+        let mut somewhere: Vec<(&str, Observed)> = Vec::new();
+        somewhere.push(("stored", stored(1, &[])));
+        let mut recorded = observed();
+        recorded.status.revision = 1;
+        somewhere.push(("recorded", recorded));
+        let mut digests = observed();
+        digests.status.storage_digests = vec![apis::helmapp::StorageDigest {
+            revision: 1,
+            ..Default::default()
+        }];
+        somewhere.push(("digests", digests));
+        let mut intent = observed();
+        intent.status.run_intent = Some(apis::helmapp::RunIntent {
+            action: "install".into(),
+            revision: 1,
+            ..Default::default()
+        });
+        somewhere.push(("intent", intent));
+        for (what, o) in &somewhere {
+            assert!(!over_nothing(o, RunKind::Install), "{what}");
+        }
     }
 
     #[test]

@@ -199,9 +199,9 @@ pub async fn tampered(
 /// its helm ran). Its labels and the intent only select it: it is
 /// trusted once this configuration is found to render it
 /// (`decide::state`, `act::own_run`).
-pub fn own_unrecorded(
+pub fn own_unrecorded<R: AsRef<HelmRelease>>(
     o: &Observed,
-    entries: &[Arc<HelmRelease>],
+    entries: &[R],
     untrusted: &storage::Untrusted,
 ) -> Option<i64> {
     let storage::Untrusted::Unrecorded { revision, .. } = untrusted else {
@@ -221,7 +221,7 @@ pub fn own_unrecorded(
         .run_intent
         .as_ref()
         .is_some_and(|i| i.revision == *revision);
-    let newest = newest_of(entries)?;
+    let newest: &HelmRelease = newest_of(entries)?.as_ref();
     let candidate = newest.version() == *revision
         && *revision == recorded + 1
         && label(&newest.metadata, UID_LABEL) == o.uid
@@ -298,7 +298,10 @@ pub fn owned_by_live(ctx: &Context, owner: &str, app: &HelmApp) -> bool {
 /// After a failed run of this reconcile whose remedy runs helm
 /// (`decide::failure::remedy_after`): Helm's storage read again and recorded as after
 /// the run ([`storage::changed_during_run`]) — an edit made while helm ran
-/// is found before the remedy's helm reads it.
+/// is found before the remedy's helm reads it, and the revision the failed
+/// run left (helm printed none) waits for the render that proves it ours
+/// (`act::own_run`): whoever writes Secrets there may have put that number
+/// there first.
 pub async fn recheck_after_failure(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     let Some(RunEnded::Failed { run, .. }) = &o.done.run_ended else {
         return;
@@ -309,8 +312,14 @@ pub async fn recheck_after_failure(ctx: &Context, app: &HelmApp, o: &mut Observe
     }
     o.storage_recheck = Some(
         match storage::changed_during_run(&ctx.on(o).client, o).await {
-            Ok(None) => StorageRecheck::Trusted,
-            Ok(Some(untrusted)) => StorageRecheck::Untrusted(untrusted.message(&o.target.key())),
+            Ok((None, _)) => StorageRecheck::Trusted,
+            Ok((Some(untrusted), entries)) => match own_unrecorded(o, &entries, &untrusted) {
+                Some(revision) => {
+                    o.own_unrecorded = Some(revision);
+                    StorageRecheck::OwnRunUnproven { revision }
+                }
+                None => StorageRecheck::Untrusted(untrusted.message(&o.target.key())),
+            },
             Err(e) => StorageRecheck::Unreadable(e.to_string()),
         },
     );

@@ -293,21 +293,24 @@ pub fn after_run_from_cache(
 /// Records `entries`, read after a helm action, as [`recorded_after`] has
 /// it; the newest's digest goes on the newest history entry.
 ///
-/// The run intent proves the revision it names only for the run this
-/// reconcile started (`o.run_live`: its helm just ended, nothing else
-/// wrote the revision since we last looked) or with the content helm
-/// printed or a render proved. An intent left by a run that ended
-/// unrecorded — its operator died — names a number, not a content: it
-/// proves nothing here, and stays in the status while its revision is
-/// unrecorded, for the render that can prove it (`act::own_run`).
+/// The run intent proves the revision it names with the content helm
+/// printed or a render proved, or — for the run this reconcile started,
+/// whose helm printed the release it stored (`Done::run_printed`), since
+/// rewritten by our own `helm test` — by its number. An intent whose helm
+/// printed nothing (a failed run, a rollback: a Secret's writer may have
+/// put that number there first) or left by a run that ended unrecorded —
+/// its operator died — names a number, not a content: it proves nothing
+/// here, and stays in the status while its revision is unrecorded, for
+/// the render that can prove it (`act::own_run`).
 pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let before = std::mem::take(&mut o.status.storage_digests);
     let intent = o.status.run_intent.take();
     let proving = intent
         .as_ref()
-        .filter(|i| o.done.run_live || !i.content.is_empty());
+        .filter(|i| !i.content.is_empty() || (o.done.run_live && o.done.run_printed));
     o.status.storage_digests = recorded_after(entries, &before, proving);
     o.done.run_live = false;
+    o.done.run_printed = false;
     if proving.is_none()
         && let Some(left) = intent
         && !o
@@ -384,14 +387,18 @@ pub async fn record_own_revision(client: &Client, o: &mut Observed, made: (i64, 
 /// what the run left, as [`record_after_action`] does, and says why the
 /// storage cannot be trusted now, if it cannot — a revision edited while
 /// helm ran keeps its earlier record, so it is found here, before helm
-/// reads it. A failed read records nothing: the caller runs no remedy.
+/// reads it — and the entries it read. A failed read records nothing: the
+/// caller runs no remedy.
 pub async fn changed_during_run(
     client: &Client,
     o: &mut Observed,
-) -> Result<Option<Untrusted>, kube::Error> {
+) -> Result<(Option<Untrusted>, Vec<HelmRelease>), kube::Error> {
     let entries = read(client, &o.target).await?;
     record(o, &entries);
-    Ok(first_untrusted(&entries, &o.status.storage_digests))
+    Ok((
+        first_untrusted(&entries, &o.status.storage_digests),
+        entries,
+    ))
 }
 
 /// What is recorded after a helm action, from the storage read then

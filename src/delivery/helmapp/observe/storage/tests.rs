@@ -372,9 +372,32 @@ fn a_leftover_intent_records_nothing_of_its_revision_and_stays_until_a_render_pr
         first_untrusted(&left, &o.status.storage_digests),
         Some(Untrusted::Unrecorded { revision: 2, .. })
     ));
-    // The run this reconcile started records its revision by number.
+    // Nor does the run this reconcile started when its helm printed
+    // nothing (it failed, or rolled back): the number may be a Secret
+    // writer's, put there before helm wrote (helm then refusing the name,
+    // or failing on it).
+    let mut failed = observed_with(status.clone());
+    failed.done.run_live = true;
+    record(&mut failed, &left);
+    assert_eq!(
+        failed
+            .status
+            .storage_digests
+            .iter()
+            .map(|d| d.revision)
+            .collect::<Vec<_>>(),
+        [1],
+        "a failed run's revision is proven by a render, not its number"
+    );
+    assert_eq!(
+        failed.status.run_intent.as_ref().map(|i| i.revision),
+        Some(2)
+    );
+    // A run whose helm printed the release it stored, rewritten since by
+    // our own `helm test` (the content it printed let go): by number.
     let mut live = observed_with(status.clone());
     live.done.run_live = true;
+    live.done.run_printed = true;
     record(&mut live, &left);
     assert_eq!(
         live.status
@@ -385,7 +408,10 @@ fn a_leftover_intent_records_nothing_of_its_revision_and_stays_until_a_render_pr
         [2, 1]
     );
     assert_eq!(live.status.run_intent, None);
-    assert!(!live.done.run_live, "live for one record only");
+    assert!(
+        !live.done.run_live && !live.done.run_printed,
+        "live for one record only"
+    );
     // Proven by a render (the content it rendered): recorded.
     let mut proven = observed_with(status);
     record_proven(&mut proven, &left, 2, left[1].content.as_deref().unwrap());
@@ -481,6 +507,8 @@ fn released(o: &mut Observed, revision: i64) {
         before: revision - 1,
     });
     o.done.run_live = true;
+    // helm printed the release it stored (`act::intent::printed`).
+    o.done.run_printed = true;
     o.status.run_intent = Some(intent(revision));
 }
 
