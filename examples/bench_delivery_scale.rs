@@ -655,13 +655,14 @@ async fn refused(client: &kube::Client, repo: &str, log: &Path) -> Value {
     }))
     .expect("HelmApp");
     let api: Api<HelmApp> = Api::namespaced(client.clone(), "apps-00");
-    // Its installs (no dry run, no other subcommand).
+    // Its installs (`helm install` over nothing, or `upgrade --install`;
+    // no dry run, no other subcommand).
     let runs = || {
         log_lines(log)
             .iter()
             .filter(|l| {
                 let words: Vec<&str> = l.split_whitespace().collect();
-                words.contains(&"upgrade")
+                (words.contains(&"install") || words.contains(&"upgrade"))
                     && words.contains(&"refused")
                     && !words.iter().any(|w| w.starts_with("--dry-run"))
             })

@@ -90,14 +90,15 @@ fn tree_rss_mib(pid: u32) -> f64 {
     kb as f64 / 1024.0
 }
 
-/// `helm upgrade` starts (not dry runs) logged in `(from, to)`.
+/// `helm install` / `helm upgrade` starts (not dry runs) logged in
+/// `(from, to)`.
 fn upgrades_between(log: &Path, from: f64, to: f64) -> usize {
     log_lines(log)
         .iter()
         .filter(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let t: f64 = f.first().and_then(|t| t.parse().ok()).unwrap_or(0.0);
-            t > from && t < to && f.get(1) == Some(&"upgrade") && !l.contains("dry-run")
+            t > from && t < to && common::writes_release(f.get(1)) && !l.contains("dry-run")
         })
         .count()
 }
@@ -125,13 +126,14 @@ fn helm_logging_ends(helm: &Path, dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     (wrapper, starts, ends)
 }
 
-/// `helm upgrade` runs (not dry runs) that ended with exit status 0.
+/// `helm install` / `helm upgrade` runs (not dry runs) that ended with
+/// exit status 0.
 fn upgrades_succeeded(ends: &Path) -> usize {
     log_lines(ends)
         .iter()
         .filter(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            f.first() == Some(&"0") && f.get(1) == Some(&"upgrade") && !l.contains("dry-run")
+            f.first() == Some(&"0") && common::writes_release(f.get(1)) && !l.contains("dry-run")
         })
         .count()
 }

@@ -264,7 +264,7 @@ async fn main() {
         .iter()
         .filter(|l| {
             let w: Vec<&str> = l.split_whitespace().collect();
-            w.get(1) == Some(&"upgrade") && !l.contains("--dry-run")
+            common::writes_release(w.get(1)) && !l.contains("--dry-run")
         })
         .count();
     eprintln!("soak: churn over; {quiet:?} of quiet");

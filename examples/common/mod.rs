@@ -356,14 +356,20 @@ pub fn log_lines(log: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
-/// The first start of `helm upgrade --install <release>` logged after
-/// `since` (epoch seconds), not a dry run.
+/// Whether a logged helm subcommand writes a release: `install` (the
+/// operator's over nothing) or `upgrade --install`.
+pub fn writes_release(subcommand: Option<&&str>) -> bool {
+    matches!(subcommand, Some(&"install" | &"upgrade"))
+}
+
+/// The first start of `helm install` or `helm upgrade --install
+/// <release>` logged after `since` (epoch seconds), not a dry run.
 pub fn helm_started(log: &std::path::Path, release: &str, since: f64) -> Option<f64> {
     log_lines(log).iter().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         let t: f64 = f.first()?.parse().ok()?;
         (t > since
-            && f.get(1) == Some(&"upgrade")
+            && writes_release(f.get(1))
             && released(&f) == Some(release)
             && !l.contains("dry-run"))
         .then_some(t)

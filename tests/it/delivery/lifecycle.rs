@@ -337,6 +337,79 @@ async fn settled_helmapps_run_no_helm_across_a_restart_and_forced_reconciles() {
     operator.stop().await;
 }
 
+/// A configuration that does not render fails before helm writes anything;
+/// the rollback that remedies it writes a revision helm prints nothing of.
+/// That revision is proven ours by holding exactly what the revision it
+/// returned to holds — no render of the configuration, which cannot be
+/// made — and recorded: `RetriesExhausted`, never `StorageTampered`, and
+/// a later change runs helm on it.
+#[tokio::test]
+async fn a_rollback_after_a_configuration_that_does_not_render_is_proven_by_its_target() {
+    let f = Fixture::new().await;
+    f.namespace(NS).await;
+    let (wrapper, log) = counting_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "unrendered",
+        json!({ "chart": { "path": "tiny" },
+                "remediation": { "retries": 0, "onFailure": "rollback" } }),
+    )
+    .await;
+    ready(&f, "unrendered", "InstallSucceeded", 1).await;
+    patch(
+        &f,
+        "unrendered",
+        json!({ "spec": { "values": { "renderFails": true } } }),
+    )
+    .await;
+    let app = with_reason(&f, "unrendered", "RetriesExhausted").await;
+    let rolled_back = app.status.as_ref().unwrap().history[0].clone();
+    assert_eq!(
+        (rolled_back.action.as_str(), rolled_back.result.as_str()),
+        ("rollback", "succeeded")
+    );
+    assert_eq!(
+        revisions(&f, "unrendered")
+            .await
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [1, 2],
+        "the failed upgrade wrote nothing; the rollback wrote revision 2"
+    );
+    let recorded = eventually("revision 2 recorded", 60, || async {
+        let status = get(&f, "unrendered").await?.status?;
+        let recorded: Vec<i64> = status.storage_digests.iter().map(|d| d.revision).collect();
+        recorded.contains(&2).then_some(status)
+    })
+    .await;
+    assert_eq!(recorded.run_intent, None, "its intent let go once recorded");
+    let reasons = event_reasons(&f, NS, "unrendered").await;
+    assert!(
+        !reasons.iter().any(|r| r == "StorageTampered"),
+        "{reasons:?}"
+    );
+    // Fixed: upgraded from the rollback's revision.
+    patch(
+        &f,
+        "unrendered",
+        json!({ "spec": { "values": { "renderFails": false, "greeting": "fixed" } } }),
+    )
+    .await;
+    ready(&f, "unrendered", "UpgradeSucceeded", 3).await;
+    assert!(
+        writing_runs_in(&log)
+            .iter()
+            .any(|r| r == "rollback unrendered"),
+        "{:?}",
+        writing_runs_in(&log)
+    );
+    operator.stop().await;
+}
+
 #[tokio::test]
 async fn failures_are_remediated_then_retries_stop_until_the_spec_changes() {
     let f = Fixture::new().await;

@@ -5,7 +5,12 @@
 //! configuration rendering exactly what the revision holds — its manifest
 //! and its hooks, what helm would act on — and then recorded as after any
 //! run of ours; otherwise it is tampered with, as any unrecorded revision.
-//! A revision that renders as ours can do nothing ours would not.
+//! A revision that renders as ours can do nothing ours would not. The
+//! same proof is asked of a revision a failed run of this process left
+//! (helm printed nothing: someone may have put that number there first),
+//! before its remedy reads it. A rollback's revision needs no render: it
+//! is ours if it holds exactly the manifest and hooks of the recorded
+//! revision it returned to, which `helm rollback` copies.
 //!
 //! When the configuration changed while the operator was stopped (or the
 //! run was a rollback, or a template draws random values), the render
@@ -40,45 +45,85 @@ pub async fn render(
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
     let Some((stored, content)) = stored_manifests(ctx, o, revision).await? else {
-        o.done.own_render = Some(Rendering::Differs);
+        o.done.own_render = Some((revision, Rendering::Differs));
         return Ok(Outcome::Replan);
     };
-    let found = match dry_run::next(ctx, app, o).await {
-        Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
-        Ok(next) if declared(o, revision) => {
+    let found = if copies_its_rollback_target(ctx, o, revision, &stored).await? {
+        Rendering::Same
+    } else {
+        match dry_run::next(ctx, app, o).await {
+            Ok(next) if renders(&stored, &next.manifest, &next.hooks) => Rendering::Same,
             // Made from an earlier configuration (changed while the
-            // operator was stopped), or a rollback's: ours if it names
-            // nothing but what is ours anyway — the recorded revisions
-            // before it and this render.
-            let before = recorded_manifests(ctx, o, &known_revisions(o, revision)).await?;
-            let (known, known_hooks) = known(&before, &next.manifest, &next.hooks);
-            let (manifest, hooks) = stored
-                .split_first()
-                .map_or(("", &[][..]), |(m, h)| (m.as_str(), h));
-            if manifest_bound::within(manifest, hooks, &known, &known_hooks) {
+            // operator was stopped): ours if it names nothing but what is
+            // ours anyway — the recorded revisions before it and this
+            // render.
+            Ok(next) if declared(o, revision) => {
+                bound(ctx, o, revision, &stored, (&next.manifest, &next.hooks)).await?
+            }
+            Ok(_) => Rendering::Differs,
+            Err(message) => {
                 log::info!(
-                    "{}: revision {revision} renders an earlier configuration; it names only objects and hooks of the revision before it and of this configuration",
+                    "{}: revision {revision} cannot be rendered to be proven ours ({message}); only the recorded revisions it may name bound it",
                     o.target.key()
                 );
-                Rendering::Same
-            } else {
-                Rendering::Differs
+                match declared(o, revision) {
+                    true => bound(ctx, o, revision, &stored, ("", &[])).await?,
+                    false => Rendering::Differs,
+                }
             }
-        }
-        Ok(_) => Rendering::Differs,
-        Err(message) => {
-            log::info!(
-                "{}: revision {revision} cannot be proven ours, the render failed: {message}",
-                o.target.key()
-            );
-            Rendering::Differs
         }
     };
     // The content the proof read: what `record` accepts, and nothing read
     // after it (a Secret flipped back and forth while helm rendered).
-    o.done.own_proven = (found == Rendering::Same).then_some(content);
-    o.done.own_render = Some(found);
+    o.done.own_proven = (found == Rendering::Same).then_some((revision, content));
+    o.done.own_render = Some((revision, found));
     Ok(Outcome::Replan)
+}
+
+/// Whether `stored` — the revision a rollback of ours was declared to
+/// write — holds exactly the manifest and hooks of the recorded revision
+/// it returned to (`helm rollback` copies them), read with the content
+/// recorded: no render needed, so a configuration that no longer renders
+/// (the failure the rollback remedied) or a deleted HelmApp's proves it.
+async fn copies_its_rollback_target(
+    ctx: &Context,
+    o: &Observed,
+    revision: i64,
+    stored: &[String],
+) -> Result<bool, DeliveryError> {
+    let Some(target) = rollback_target(o, revision) else {
+        return Ok(false);
+    };
+    let recorded = recorded_manifests(ctx, o, &[target]).await?;
+    Ok(recorded.iter().any(|r| {
+        r.split_first()
+            .is_some_and(|(manifest, hooks)| renders(stored, manifest, hooks))
+    }))
+}
+
+/// Whether `stored`, which a run intent names, names only objects and
+/// hooks of the recorded revisions it may name ([`known_revisions`]) and
+/// of `render` (empty when none could be made).
+async fn bound(
+    ctx: &Context,
+    o: &Observed,
+    revision: i64,
+    stored: &[String],
+    render: (&str, &[String]),
+) -> Result<Rendering, DeliveryError> {
+    let before = recorded_manifests(ctx, o, &known_revisions(o, revision)).await?;
+    let (known, known_hooks) = known(&before, render.0, render.1);
+    let (manifest, hooks) = stored
+        .split_first()
+        .map_or(("", &[][..]), |(m, h)| (m.as_str(), h));
+    if !manifest_bound::within(manifest, hooks, &known, &known_hooks) {
+        return Ok(Rendering::Differs);
+    }
+    log::info!(
+        "{}: revision {revision} names only objects and hooks of the revision before it and of this configuration",
+        o.target.key()
+    );
+    Ok(Rendering::Same)
 }
 
 /// Records the storage as after a run of ours, if `revision` is still the
@@ -89,8 +134,13 @@ pub async fn record(
     o: &mut Observed,
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
-    let Some(content) = o.done.own_proven.take() else {
-        o.done.own_render = Some(Rendering::Differs);
+    let Some(content) = o
+        .done
+        .own_proven
+        .take()
+        .and_then(|(of, content)| (of == revision).then_some(content))
+    else {
+        o.done.own_render = Some((revision, Rendering::Differs));
         return Ok(Outcome::Replan);
     };
     // One read: the revision must still hold the content the proof read,
@@ -100,7 +150,7 @@ pub async fn record(
         .iter()
         .any(|e| e.version() == revision && e.content.as_deref() == Some(content.as_str()));
     if !same {
-        o.done.own_render = Some(Rendering::Differs);
+        o.done.own_render = Some((revision, Rendering::Differs));
         return Ok(Outcome::Replan);
     }
     storage::record_proven(o, &entries, revision, &content);
@@ -124,15 +174,20 @@ pub async fn record(
 /// since, must not be named.
 fn known_revisions(o: &Observed, revision: i64) -> Vec<i64> {
     let mut known = vec![revision - 1];
+    known.extend(rollback_target(o, revision).filter(|t| *t != revision - 1));
+    known
+}
+
+/// The revision a rollback declared to write `revision` returned to: the
+/// status's revision — the last that succeeded, which a rollback's record
+/// does not move.
+fn rollback_target(o: &Observed, revision: i64) -> Option<i64> {
     let rollback = o
         .status
         .run_intent
         .as_ref()
         .is_some_and(|i| i.revision == revision && i.action == "rollback");
-    if rollback && o.status.revision > 0 && o.status.revision != revision - 1 {
-        known.push(o.status.revision);
-    }
-    known
+    (rollback && o.status.revision > 0).then_some(o.status.revision)
 }
 
 /// Whether the run intent in the status names `revision`: a run of ours

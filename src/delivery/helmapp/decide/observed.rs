@@ -240,10 +240,12 @@ pub struct Done {
     pub adoption_render: Option<Rendering>,
     /// The render of this configuration against the revision
     /// `Observed::own_unrecorded` names, once made (`act::own_run`).
-    pub own_render: Option<Rendering>,
-    /// The content digest of the revision the render proved ours, as it
+    /// Keyed by the revision it is of: one reconcile may prove two (a dead
+    /// operator's leftover, then its own failed run's).
+    pub own_render: Option<(i64, Rendering)>,
+    /// The revision the render proved ours and its content digest, as it
     /// was read for the proof: only that content is recorded.
-    pub own_proven: Option<String>,
+    pub own_proven: Option<(i64, String)>,
     /// The run intent in the status is this reconcile's own, for a helm
     /// that is about to run or just ended (`super::act::intent::declare`).
     /// `false` as observed: an intent found in the status is a leftover,
@@ -257,6 +259,15 @@ pub struct Done {
     /// first (helm refusing the name, or failing on it), so its revision is
     /// proven by a render (`observe::storage::record`, `act::own_run`).
     pub run_printed: bool,
+}
+
+impl Done {
+    /// The verdict of the render of `revision`, if one was made.
+    pub fn own_render_of(&self, revision: i64) -> Option<Rendering> {
+        self.own_render
+            .filter(|(of, _)| *of == revision)
+            .map(|(_, rendering)| rendering)
+    }
 }
 
 /// A workload a run applied, as read right after it.

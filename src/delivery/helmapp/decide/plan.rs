@@ -376,7 +376,7 @@ fn after_run_failed(
             Some(StorageRecheck::Trusted) => {}
             Some(StorageRecheck::OwnRunUnproven { revision }) => {
                 let revision = *revision;
-                return match o.done.own_render {
+                return match o.done.own_render_of(revision) {
                     None => Step::RenderOwnRun { revision },
                     Some(Rendering::Same) => Step::RecordOwnRun { revision },
                     Some(Rendering::Differs) => Step::RemedyRefused {
@@ -993,12 +993,20 @@ mod tests {
             Step::RenderOwnRun { revision: 1 }
         );
         let mut rendered = unproven();
-        rendered.done.own_render = Some(Rendering::Same);
+        rendered.done.own_render = Some((1, Rendering::Same));
         assert_eq!(
             next(&install, &rendered, &plain),
             Step::RecordOwnRun { revision: 1 }
         );
-        rendered.done.own_render = Some(Rendering::Differs);
+        // The verdict of another revision (one proven earlier in the same
+        // reconcile) is not this one's.
+        let mut earlier = with(Some(StorageRecheck::OwnRunUnproven { revision: 4 }));
+        earlier.done.own_render = Some((3, Rendering::Same));
+        assert_eq!(
+            next(&failed(RunKind::Upgrade, 4, 2), &earlier, &plain),
+            Step::RenderOwnRun { revision: 4 }
+        );
+        rendered.done.own_render = Some((1, Rendering::Differs));
         assert!(matches!(
             next(&install, &rendered, &plain),
             Step::RemedyRefused {

@@ -436,11 +436,13 @@ fn tampered(o: &Observed, app: &HelmApp) -> Option<ReleaseState> {
     // renders no upgrade of a pending release.
     if let Some(revision) = o.own_unrecorded {
         if let Some(newest) = o.newest.as_ref().filter(|n| {
-            n.revision == revision && n.status.is_pending() && o.done.own_render.is_none()
+            n.revision == revision
+                && n.status.is_pending()
+                && o.done.own_render_of(revision).is_none()
         }) {
             return Some(pending(o, app, newest));
         }
-        match o.done.own_render {
+        match o.done.own_render_of(revision) {
             // The render needs the chart and the values: their lack is
             // the state until they are had (a restart fetches the chart
             // again), not a verdict on the revision.

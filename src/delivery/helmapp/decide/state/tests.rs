@@ -1180,7 +1180,7 @@ fn an_unrecorded_run_of_ours_waits_for_its_inputs_before_its_render() {
             plain.clone(),
             Observed {
                 done: crate::delivery::helmapp::decide::observed::Done {
-                    own_render: Some(Rendering::Differs),
+                    own_render: Some((2, Rendering::Differs)),
                     ..Default::default()
                 },
                 ..unrecorded()
@@ -1230,7 +1230,7 @@ fn an_unfinished_run_of_ours_is_unlocked_then_proven_by_its_render() {
             app(|a| a.metadata.deletion_timestamp = Some(deleted())),
             Observed {
                 done: crate::delivery::helmapp::decide::observed::Done {
-                    own_render: Some(Rendering::Differs),
+                    own_render: Some((2, Rendering::Differs)),
                     ..Default::default()
                 },
                 ..left("failed")
