@@ -96,6 +96,23 @@ fn identities<'a>(manifests: impl IntoIterator<Item = &'a str>) -> Option<BTreeS
     Some(out)
 }
 
+/// Whether `stored` and `rendered` name the same objects — by group,
+/// kind, namespace and name, each once — every piece of `stored` read
+/// strictly (see the module docs): what a lenient reader would skip or
+/// fold (a document that does not parse, a name twice, another API
+/// group) is a difference.
+pub fn same_names(stored: &str, rendered: &str) -> bool {
+    let names = |m: &str| -> Option<Vec<String>> {
+        let mut out: Vec<String> = pieces(m)?.iter().map(identity).collect::<Option<_>>()?;
+        out.sort();
+        Some(out)
+    };
+    match (names(stored), names(rendered)) {
+        (Some(s), Some(r)) => s == r && s.windows(2).all(|w| w[0] != w[1]),
+        _ => false,
+    }
+}
+
 /// Whether the objects of `candidate` are all named in `known`, and its
 /// hooks all among `known_hooks` field for field (see the module docs).
 /// Known manifests that cannot be read count as naming nothing.

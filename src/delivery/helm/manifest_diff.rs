@@ -35,10 +35,16 @@ impl ManifestDiff {
     }
 }
 
-/// The objects of a manifest by `Kind namespace/name`.
+/// The objects of a manifest by `Kind namespace/name`, up to the first
+/// document that does not parse: after a syntax error the YAML reader's
+/// documents may never end (a hostile manifest must not spin a thread).
+/// Lossy by design — a diff to show; what decides trust reads strictly
+/// (`super::manifest_bound`).
 fn objects(manifest: &str) -> BTreeMap<String, Value> {
     serde_yaml_ng::Deserializer::from_str(manifest)
-        .filter_map(|d| Value::deserialize(d).ok())
+        .map(Value::deserialize)
+        .take_while(Result::is_ok)
+        .filter_map(Result::ok)
         .filter(Value::is_object)
         .map(|o| (key_of(&o), o))
         .collect()
@@ -194,5 +200,20 @@ mod tests {
     #[test]
     fn the_same_release_is_no_difference() {
         assert_eq!(diff(LIVE, LIVE, "apps/web"), ManifestDiff::default());
+    }
+
+    #[test]
+    fn a_manifest_that_does_not_parse_is_read_to_its_first_error_and_no_further() {
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let read = objects(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\na: [b\n---\nkind: ConfigMap\nmetadata:\n  name: c\n",
+            );
+            let _ = done.send(read.keys().cloned().collect::<Vec<_>>());
+        });
+        let read = finished
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the read ends");
+        assert_eq!(read, ["ConfigMap a"]);
     }
 }

@@ -387,6 +387,19 @@ async fn a_rollback_after_a_configuration_that_does_not_render_is_proven_by_its_
     })
     .await;
     assert_eq!(recorded.run_intent, None, "its intent let go once recorded");
+    let calls = helm_calls(&log);
+    let rollback = calls
+        .iter()
+        .position(|c| c.subcommand == "rollback" && c.on("unrendered"))
+        .expect("a rollback ran");
+    let rendered: Vec<&HelmCall> = calls[rollback..]
+        .iter()
+        .filter(|c| c.on("unrendered") && c.dry_run())
+        .collect();
+    assert!(
+        rendered.is_empty(),
+        "proven by its target, without a render: {rendered:?}"
+    );
     let reasons = event_reasons(&f, NS, "unrendered").await;
     assert!(
         !reasons.iter().any(|r| r == "StorageTampered"),

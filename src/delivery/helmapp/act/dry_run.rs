@@ -50,7 +50,7 @@ async fn run(
     let uid = o.uid.clone();
     let labels = [(HASH_LABEL, hash.as_str()), (UID_LABEL, uid.as_str())];
     let user = o.identity.user();
-    let (kind, absent) = crate::delivery::helmapp::decide::run_flags::rendered_run(o);
+    let kind = crate::delivery::helmapp::decide::run_flags::previewed_run(o);
     let parts = Parts {
         chart: &chart.path,
         values: &values,
@@ -59,7 +59,7 @@ async fn run(
         post_render: post_render.as_ref(),
         flags: crate::delivery::helmapp::decide::run_flags::of_run(app, o, kind, false),
         timeout: o.timeouts.of_run(kind),
-        absent,
+        absent: crate::delivery::helmapp::decide::run_flags::over_nothing(o, kind),
     };
     let upgrade = release::request(ctx, app, o, parts);
     let get = GetManifest {

@@ -48,7 +48,7 @@ pub async fn render(
         o.done.own_render = Some((revision, Rendering::Differs));
         return Ok(Outcome::Replan);
     };
-    let found = if copies_its_rollback_target(ctx, o, revision, &stored).await? {
+    let found = if copies_its_rollback_target(ctx, o, revision).await? {
         Rendering::Same
     } else {
         match dry_run::next(ctx, app, o).await {
@@ -80,25 +80,64 @@ pub async fn render(
     Ok(Outcome::Replan)
 }
 
-/// Whether `stored` — the revision a rollback of ours was declared to
-/// write — holds exactly the manifest and hooks of the recorded revision
-/// it returned to (`helm rollback` copies them), read with the content
-/// recorded: no render needed, so a configuration that no longer renders
-/// (the failure the rollback remedied) or a deleted HelmApp's proves it.
+/// Whether `revision` — which a rollback of ours was declared to write —
+/// is, field for field, what `helm rollback` copies of the recorded
+/// revision it returned to, read with the content recorded
+/// ([`rollback_copy`]): no render needed, so a configuration that no
+/// longer renders (the failure the rollback remedied) or a deleted
+/// HelmApp's proves it.
 async fn copies_its_rollback_target(
     ctx: &Context,
     o: &Observed,
     revision: i64,
-    stored: &[String],
 ) -> Result<bool, DeliveryError> {
     let Some(target) = rollback_target(o, revision) else {
         return Ok(false);
     };
-    let recorded = recorded_manifests(ctx, o, &[target]).await?;
-    Ok(recorded.iter().any(|r| {
-        r.split_first()
-            .is_some_and(|(manifest, hooks)| renders(stored, manifest, hooks))
-    }))
+    let Some(recorded) = o
+        .status
+        .storage_digests
+        .iter()
+        .find(|d| d.revision == target && !d.content.is_empty())
+    else {
+        return Ok(false);
+    };
+    let (Some(copy), Some(original)) = (
+        stored_payload(ctx, o, revision).await?,
+        stored_payload(ctx, o, target).await?,
+    ) else {
+        return Ok(false);
+    };
+    if content_digest(&original).as_deref() != Some(recorded.content.as_str()) {
+        return Ok(false);
+    }
+    Ok(rollback_copy(&copy).is_some_and(|c| Some(c) == rollback_copy(&original)))
+}
+
+/// What `helm rollback` copies of the revision it returns to: the whole
+/// release but its `info`, its number, how it was applied
+/// (`apply_method`: the rollback's own) and its hooks' last runs. `None`:
+/// no release helm reads as this reader does (a key Go's JSON folds onto a
+/// field, `crate::lean::go_keys`).
+fn rollback_copy(payload: &[u8]) -> Option<serde_json::Value> {
+    let json = crate::lean::helm::release_json(payload).ok()?;
+    crate::lean::go_keys::check(&json).ok()?;
+    let mut release: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    let fields = release.as_object_mut()?;
+    for field in ["info", "version", "apply_method"] {
+        fields.remove(field);
+    }
+    for hook in fields
+        .get_mut("hooks")
+        .and_then(serde_json::Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        if let Some(hook) = hook.as_object_mut() {
+            hook.remove("last_run");
+        }
+    }
+    Some(release)
 }
 
 /// Whether `stored`, which a run intent names, names only objects and
@@ -239,13 +278,19 @@ fn known<'a>(
 }
 
 /// Whether `stored` (the manifest, then each hook's) is what `manifest`
-/// and `hooks` render.
+/// and `hooks` render: the same objects, named the same — read strictly
+/// (`manifest_bound::same_names`: a document a lenient reader would skip,
+/// a name twice or another API group is a difference) — and field for
+/// field the same.
 fn renders(stored: &[String], manifest: &str, hooks: &[String]) -> bool {
     let Some((stored_manifest, stored_hooks)) = stored.split_first() else {
         return false;
     };
-    manifest_diff::same_objects(stored_manifest, manifest, &[])
-        && manifest_diff::same_objects(&stored_hooks.join("\n---\n"), &hooks.join("\n---\n"), &[])
+    let (stored_hooks, hooks) = (stored_hooks.join("\n---\n"), hooks.join("\n---\n"));
+    manifest_bound::same_names(stored_manifest, manifest)
+        && manifest_bound::same_names(&stored_hooks, &hooks)
+        && manifest_diff::same_objects(stored_manifest, manifest, &[])
+        && manifest_diff::same_objects(&stored_hooks, &hooks, &[])
 }
 
 /// The manifests (rendered, then hooks) and the content digest of
@@ -256,20 +301,113 @@ async fn stored_manifests(
     o: &Observed,
     revision: i64,
 ) -> Result<Option<(Vec<String>, String)>, DeliveryError> {
-    let name = format!("sh.helm.release.v1.{}.v{revision}", o.target.release);
-    let secret = Api::<Secret>::namespaced(ctx.on(o).client.clone(), &o.target.namespace)
-        .get_opt(&name)
-        .await?;
-    let Some(payload) = secret
-        .and_then(|s| s.data)
-        .and_then(|mut d| d.remove("release"))
-    else {
+    let Some(payload) = stored_payload(ctx, o, revision).await? else {
         return Ok(None);
     };
-    let (Ok(manifests), Some(content)) =
-        (release_manifests(&payload.0), content_digest(&payload.0))
+    let (Ok(manifests), Some(content)) = (release_manifests(&payload), content_digest(&payload))
     else {
         return Ok(None);
     };
     Ok(Some((manifests, content)))
+}
+
+/// The payload (`data.release`) of `revision`'s Secret as it is now;
+/// `None` when it is gone.
+async fn stored_payload(
+    ctx: &Context,
+    o: &Observed,
+    revision: i64,
+) -> Result<Option<Vec<u8>>, DeliveryError> {
+    let name = format!("sh.helm.release.v1.{}.v{revision}", o.target.release);
+    let secret = Api::<Secret>::namespaced(ctx.on(o).client.clone(), &o.target.namespace)
+        .get_opt(&name)
+        .await?;
+    Ok(secret
+        .and_then(|s| s.data)
+        .and_then(|mut d| d.remove("release"))
+        .map(|p| p.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const OURS: &str =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-env\ndata:\n  greeting: hello\n";
+    const HOOK: &str = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: web-migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\n";
+    /// A kube-system object behind a tag a lenient YAML reader skips.
+    const TAGGED: &str = "\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\ndata:\n  keep: !foo me\n";
+
+    fn payload(release: &serde_json::Value) -> Vec<u8> {
+        crate::lean::helm::encode_release(&serde_json::to_vec(release).unwrap())
+    }
+
+    fn release(version: i64, manifest: &str) -> serde_json::Value {
+        json!({
+            "name": "web", "namespace": "apps", "version": version,
+            "info": { "status": "deployed", "description": "Install complete" },
+            "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
+            "config": { "greeting": "hello" },
+            "manifest": manifest,
+            "hooks": [{ "name": "web-migrate", "kind": "Job", "manifest": HOOK,
+                        "events": ["pre-upgrade"], "last_run": { "phase": "Succeeded" } }],
+            "apply_method": "ssa"
+        })
+    }
+
+    #[test]
+    fn a_rollback_copies_all_of_its_target_but_its_number_info_method_and_hook_runs() {
+        let target = release(3, OURS);
+        let mut copy = release(6, OURS);
+        copy["info"] = json!({ "status": "deployed", "description": "Rollback to 3" });
+        copy["apply_method"] = json!("csa");
+        copy["hooks"][0]["last_run"] = json!({ "phase": "Running" });
+        let original = rollback_copy(&payload(&target));
+        assert!(original.is_some());
+        assert_eq!(rollback_copy(&payload(&copy)), original);
+        // What a Secret's writer changes, helm never copies so.
+        let mut forged: Vec<(&str, serde_json::Value)> = Vec::new();
+        forged.push(("a tagged document", release(6, &format!("{OURS}{TAGGED}"))));
+        let mut events = copy.clone();
+        events["hooks"][0]["events"] = json!(["pre-delete"]);
+        forged.push(("a hook's events", events));
+        let mut values = copy.clone();
+        values["config"] = json!({ "greeting": "planted" });
+        forged.push(("the values", values));
+        let mut hooks = copy.clone();
+        hooks["hooks"] = json!([]);
+        forged.push(("a hook gone", hooks));
+        for (what, f) in forged {
+            assert_ne!(rollback_copy(&payload(&f)), original, "{what}");
+        }
+        // A key Go's JSON folds onto a field: not read as helm reads it.
+        let mut folded = copy;
+        folded["Manifest"] = json!("kind: Namespace\nmetadata:\n  name: kube-system\n");
+        assert_eq!(rollback_copy(&payload(&folded)), None);
+    }
+
+    #[test]
+    fn a_render_matches_only_what_a_strict_reader_finds_the_same() {
+        let hooks = [HOOK.to_string()];
+        let stored = |manifest: &str| vec![manifest.to_string(), HOOK.to_string()];
+        assert!(renders(&stored(OURS), OURS, &hooks));
+        // A lenient reader drops the tagged document, or keys objects
+        // without their API group, or lets a second of one name replace
+        // the first: each is a difference here.
+        let other_group = "\n---\napiVersion: evil.io/v1\nkind: ConfigMap\nmetadata:\n  name: web-env\ndata:\n  greeting: hello\n";
+        for forged in [
+            format!("{OURS}{TAGGED}"),
+            format!("{OURS}{other_group}"),
+            format!("{OURS}---\n{OURS}"),
+            format!("{OURS}---\na: [b\n"),
+        ] {
+            assert!(!renders(&stored(&forged), OURS, &hooks), "{forged}");
+        }
+        assert!(!renders(
+            &[OURS.to_string(), format!("{HOOK}{TAGGED}")],
+            OURS,
+            &hooks
+        ));
+    }
 }

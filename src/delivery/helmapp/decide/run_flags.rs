@@ -56,24 +56,6 @@ pub fn test_filters(filters: &[TestFilter]) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// The run a render of this configuration stands for, and whether over
-/// nothing: when it proves revision 1, which a first install of ours was
-/// declared to write (`Observed::own_unrecorded`), that install as it ran
-/// (`helm install`: `.Release.IsInstall`, revision 1 — an upgrade's render
-/// would be revision 2), else [`previewed_run`].
-pub fn rendered_run(o: &Observed) -> (RunKind, bool) {
-    let first_install = o.own_unrecorded == Some(1)
-        && o.status
-            .run_intent
-            .as_ref()
-            .is_some_and(|i| i.revision == 1 && i.action == RunKind::Install.action());
-    if first_install {
-        return (RunKind::Install, true);
-    }
-    let kind = previewed_run(o);
-    (kind, over_nothing(o, kind))
-}
-
 /// Whether `kind` runs over nothing: an install of a release with no
 /// revision in Helm's storage (as the cache holds it) nor in the status
 /// (recorded, held, or named by an earlier run's intent). Then helm is
@@ -227,24 +209,6 @@ mod tests {
         for (what, o) in &somewhere {
             assert!(!over_nothing(o, RunKind::Install), "{what}");
         }
-    }
-
-    #[test]
-    fn a_first_installs_revision_is_rendered_as_that_install_was_run() {
-        assert_eq!(rendered_run(&observed()), (RunKind::Install, true));
-        // The failed first install's revision 1, to be proven.
-        let mut o = stored(1, &[]);
-        o.status.run_intent = Some(apis::helmapp::RunIntent {
-            action: "install".into(),
-            revision: 1,
-            ..Default::default()
-        });
-        assert_eq!(rendered_run(&o), (RunKind::Upgrade, false), "not selected");
-        o.own_unrecorded = Some(1);
-        assert_eq!(rendered_run(&o), (RunKind::Install, true));
-        // An upgrade's revision, or an intent of another run: an upgrade.
-        o.status.run_intent.as_mut().unwrap().action = "upgrade".into();
-        assert_eq!(rendered_run(&o), (RunKind::Upgrade, false));
     }
 
     #[test]
