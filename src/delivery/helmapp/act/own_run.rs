@@ -44,11 +44,19 @@ pub async fn render(
     o: &mut Observed,
     revision: i64,
 ) -> Result<Outcome, DeliveryError> {
-    let Some((stored, content)) = stored_manifests(ctx, o, revision).await? else {
+    // One read of the revision: every check below is of these bytes, and
+    // only their content is recorded (a Secret flipped between two reads
+    // proves nothing).
+    let Some(payload) = stored_payload(ctx, o, revision).await? else {
         o.done.own_render = Some((revision, Rendering::Differs));
         return Ok(Outcome::Replan);
     };
-    let found = if copies_its_rollback_target(ctx, o, revision).await? {
+    let (Ok(stored), Some(content)) = (release_manifests(&payload), content_digest(&payload))
+    else {
+        o.done.own_render = Some((revision, Rendering::Differs));
+        return Ok(Outcome::Replan);
+    };
+    let found = if copies_its_rollback_target(ctx, o, revision, &payload).await? {
         Rendering::Same
     } else {
         match dry_run::next(ctx, app, o).await {
@@ -80,8 +88,8 @@ pub async fn render(
     Ok(Outcome::Replan)
 }
 
-/// Whether `revision` — which a rollback of ours was declared to write —
-/// is, field for field, what `helm rollback` copies of the recorded
+/// Whether `copy` — `revision` as read for its proof, which a rollback of
+/// ours was declared to write — is, field for field, what `helm rollback` copies of the recorded
 /// revision it returned to, read with the content recorded
 /// ([`rollback_copy`]): no render needed, so a configuration that no
 /// longer renders (the failure the rollback remedied) or a deleted
@@ -90,6 +98,7 @@ async fn copies_its_rollback_target(
     ctx: &Context,
     o: &Observed,
     revision: i64,
+    copy: &[u8],
 ) -> Result<bool, DeliveryError> {
     let Some(target) = rollback_target(o, revision) else {
         return Ok(false);
@@ -102,16 +111,13 @@ async fn copies_its_rollback_target(
     else {
         return Ok(false);
     };
-    let (Some(copy), Some(original)) = (
-        stored_payload(ctx, o, revision).await?,
-        stored_payload(ctx, o, target).await?,
-    ) else {
+    let Some(original) = stored_payload(ctx, o, target).await? else {
         return Ok(false);
     };
     if content_digest(&original).as_deref() != Some(recorded.content.as_str()) {
         return Ok(false);
     }
-    Ok(rollback_copy(&copy).is_some_and(|c| Some(c) == rollback_copy(&original)))
+    Ok(rollback_copy(copy).is_some_and(|c| Some(c) == rollback_copy(&original)))
 }
 
 /// What `helm rollback` copies of the revision it returns to: the whole
