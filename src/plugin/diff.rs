@@ -314,7 +314,8 @@ impl Helm<'_> {
         let uid = app.metadata.uid.clone().unwrap_or_default();
         let labels = [(crate::delivery::UID_LABEL, uid.as_str())];
         let request = args::Upgrade {
-            // A preview: a dry run reads no storage either way.
+            // A preview of an upgrade: `upgrade --install --dry-run=client`
+            // (which still reads the history, under helm 4).
             absent: false,
             release: &self.target.release,
             namespace: &self.target.namespace,
