@@ -92,6 +92,39 @@ async fn privileged_app(f: &Fixture, name: &str, extra: serde_json::Value) -> He
     helmapp_ready(f, OPERATOR_NS, name, "InstallSucceeded", 1).await
 }
 
+/// HelmApp `name` (privileged, into the tenant's namespace) held back by a
+/// dependency that does not exist, and its revision 1 as a tenant forges
+/// it: a release of the tiny chart as helm stores it, made by another app,
+/// renamed, with the waiting app's UID label copied and the kube-system
+/// ConfigMap added. Not created: the payload and the Secret.
+async fn waiting_app_and_its_forged_revision(
+    f: &Fixture,
+    name: &str,
+) -> (serde_json::Value, Secret) {
+    let spec = json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT,
+                       "dependsOn": [{ "name": "absent" }] });
+    apply_helmapp(f, OPERATOR_NS, name, spec).await;
+    let app = helmapp_with_reason(f, OPERATOR_NS, name, "DependencyNotFound").await;
+    let uid = app.metadata.uid.unwrap();
+    privileged_app(f, "donor", json!({})).await;
+    let donor = stored(f, TENANT, "donor", 1).await;
+    let mut release = payload(&donor);
+    release["name"] = json!(name);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let mut planted = with_payload(donor.clone(), &release);
+    let mut labels = donor.metadata.labels.clone().unwrap();
+    labels.insert("name".into(), name.into());
+    labels.insert("hossted.com/helmapp-uid".into(), uid);
+    planted.metadata = kube::api::ObjectMeta {
+        name: Some(format!("sh.helm.release.v1.{name}.v1")),
+        namespace: Some(TENANT.into()),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    (release, planted)
+}
+
 async fn setup() -> (Fixture, std::path::PathBuf, Operator) {
     let f = Fixture::new().await;
     f.namespace(TENANT).await;
@@ -259,34 +292,7 @@ async fn a_planted_unfinished_revision_with_the_owner_label_copied_runs_no_helm(
 async fn a_revision_planted_before_the_first_install_with_the_uid_label_runs_no_helm() {
     let (f, log, operator) = setup().await;
     let kube_system = precious(&f).await;
-    let spec = |deps: serde_json::Value| json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT, "dependsOn": deps });
-    apply_helmapp(
-        &f,
-        OPERATOR_NS,
-        "early",
-        spec(json!([{ "name": "absent" }])),
-    )
-    .await;
-    let app = helmapp_with_reason(&f, OPERATOR_NS, "early", "DependencyNotFound").await;
-    let uid = app.metadata.uid.unwrap();
-    // A release of the tiny chart as helm stores it, made elsewhere, with
-    // the waiting app's UID label and the kube-system ConfigMap.
-    privileged_app(&f, "donor", json!({})).await;
-    let donor = stored(&f, TENANT, "donor", 1).await;
-    let mut release = payload(&donor);
-    release["name"] = json!("early");
-    let manifest = release["manifest"].as_str().unwrap().to_string();
-    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
-    let mut planted = with_payload(donor.clone(), &release);
-    let mut labels = donor.metadata.labels.clone().unwrap();
-    labels.insert("name".into(), "early".into());
-    labels.insert("hossted.com/helmapp-uid".into(), uid);
-    planted.metadata = kube::api::ObjectMeta {
-        name: Some("sh.helm.release.v1.early.v1".into()),
-        namespace: Some(TENANT.into()),
-        labels: Some(labels),
-        ..Default::default()
-    };
+    let (_, planted) = waiting_app_and_its_forged_revision(&f, "early").await;
     Api::<Secret>::namespaced(f.cp.client(), TENANT)
         .create(&PostParams::default(), &planted)
         .await
@@ -375,32 +381,7 @@ case \"$1\" in install|upgrade) case \"$*\" in *--dry-run*) ;; *) if rm '{armed}
         })
         .await;
     let kube_system = precious(&f).await;
-    let spec = |deps: serde_json::Value| json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT, "dependsOn": deps });
-    apply_helmapp(
-        &f,
-        OPERATOR_NS,
-        "first",
-        spec(json!([{ "name": "absent" }])),
-    )
-    .await;
-    let app = helmapp_with_reason(&f, OPERATOR_NS, "first", "DependencyNotFound").await;
-    let uid = app.metadata.uid.unwrap();
-    privileged_app(&f, "donor", json!({})).await;
-    let donor = stored(&f, TENANT, "donor", 1).await;
-    let mut release = payload(&donor);
-    release["name"] = json!("first");
-    let manifest = release["manifest"].as_str().unwrap().to_string();
-    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
-    let mut planted = with_payload(donor.clone(), &release);
-    let mut labels = donor.metadata.labels.clone().unwrap();
-    labels.insert("name".into(), "first".into());
-    labels.insert("hossted.com/helmapp-uid".into(), uid);
-    planted.metadata = kube::api::ObjectMeta {
-        name: Some("sh.helm.release.v1.first.v1".into()),
-        namespace: Some(TENANT.into()),
-        labels: Some(labels),
-        ..Default::default()
-    };
+    let (release, planted) = waiting_app_and_its_forged_revision(&f, "first").await;
     std::fs::write(&planted_file, serde_json::to_vec(&planted).unwrap()).unwrap();
     std::fs::write(&armed, "").unwrap();
     let before = lines(&log);
