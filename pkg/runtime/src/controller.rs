@@ -331,6 +331,11 @@ impl<R: Reconciler> Controller<R> {
         if let Some(hook) = self.after_each_item {
             hook();
         }
+        // A queue full of keys whose reconciles never wait (a restart: a
+        // thousand settled apps) would otherwise run them all back to back
+        // on the runtime's threads before the watches, the probes or a
+        // chart fetch they wait for get a turn.
+        tokio::task::yield_now().await;
         true
     }
 }

@@ -73,7 +73,8 @@ pub struct ManagerOptions {
     /// Run after every reconcile of every controller, and once when the
     /// caches have synced: what the process wants done at those quiet
     /// points (the operator returns free heap pages to the kernel with
-    /// [`crate::memory::release_free_memory`]). `None`: nothing.
+    /// [`crate::memory::release_free_memory`], which trims at most once a
+    /// second whatever the rate of calls). `None`: nothing.
     pub after_each_item: Option<fn()>,
 }
 

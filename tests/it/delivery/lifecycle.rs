@@ -38,7 +38,18 @@ async fn a_helmapp_installs_then_each_values_change_is_one_revision_and_a_label_
         .get("tiny-tiny")
         .await;
     assert!(cm.is_ok(), "the chart's ConfigMap was installed: {cm:?}");
-    an_event(&f, NS, "tiny", "InstallSucceeded").await;
+    // The install is in the status: its history entry, with the digest of
+    // what it stored (and no Event: see the end).
+    assert_eq!(st.history.len(), 1);
+    let installed = &st.history[0];
+    assert_eq!(
+        (installed.revision, installed.result.clone()),
+        (1, apis::helmapp::HistoryResult::Succeeded)
+    );
+    assert!(
+        installed.release_digest.starts_with("sha256:"),
+        "{installed:?}"
+    );
     let table = f.kubectl(&["get", "happ", "-n", NS]);
     for column in [
         "RELEASE",
@@ -112,6 +123,15 @@ async fn a_helmapp_installs_then_each_values_change_is_one_revision_and_a_label_
         .await
         .unwrap();
     assert!(cm.is_none(), "the release's objects remain");
+    // An install or upgrade that succeeded makes no Event (docs/delivery.md:
+    // the status holds it); its uninstall does.
+    let reasons = event_reasons(&f, NS, "tiny").await;
+    assert!(
+        !reasons
+            .iter()
+            .any(|r| r == "InstallSucceeded" || r == "UpgradeSucceeded"),
+        "{reasons:?}"
+    );
     operator.stop().await;
 }
 

@@ -605,7 +605,7 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
 }
 
 /// Until `operator` holds one record for its rollout (its install may
-/// take a while on a busy machine; the hold then lasts 5 s at least).
+/// take a while on a busy machine; the hold then lasts 20 s at least).
 async fn record_held(operator: &Operator) {
     eventually("a record held", 60, || async {
         (sample(&operator.scrape(), "hossted_helmapp_records_held") == Some(1.0)).then_some(())

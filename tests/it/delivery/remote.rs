@@ -463,20 +463,6 @@ async fn a_release_goes_to_the_cluster_its_kubeconfig_names() {
         "requests to B impersonated someone: {impersonated:?}"
     );
 
-    // Status and Events on the HelmApp in A; no Event about it in B.
-    an_event(&f, NS, "web", "InstallSucceeded").await;
-    let events_in_b = Api::<Event>::all(b.cp.client())
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    assert!(
-        !events_in_b
-            .items
-            .iter()
-            .any(|e| e.involved_object.kind.as_deref() == Some("HelmApp")),
-        "an Event about the HelmApp in B"
-    );
-
     // An edit in B is reported (warn, the default), and left as it is.
     operator.settle().await;
     edit_greeting_in(&b, "web-reach", "edited-in-b").await;
@@ -522,6 +508,18 @@ async fn a_release_goes_to_the_cluster_its_kubeconfig_names() {
     })
     .await;
     an_event(&f, NS, "web", "DriftRepaired").await;
+    // Status and Events on the HelmApp in A; no Event about it in B.
+    let events_in_b = Api::<Event>::all(b.cp.client())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        !events_in_b
+            .items
+            .iter()
+            .any(|e| e.involved_object.kind.as_deref() == Some("HelmApp")),
+        "an Event about the HelmApp in B"
+    );
 
     // Deleted: uninstalled from B.
     Api::<HelmApp>::namespaced(f.cp.client(), NS)

@@ -187,11 +187,10 @@ fn ended(
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     o.done.recorded = true;
     let cluster = ctx.on(o);
-    let cached = o.done.capturing.as_ref().and_then(|run| {
-        let entries =
-            crate::delivery::helmapp::observe::release::storage_entries(&cluster, &o.target);
-        storage::after_run_from_cache(&entries, o, run)
-    });
+    let cached = match o.done.capturing.as_ref() {
+        Some(run) => after_run_cached(&cluster, o, run).await,
+        None => None,
+    };
     let read = match cached {
         Some((entries, newest)) => {
             storage::record(o, &entries);
@@ -223,6 +222,44 @@ pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         None => {
             ctx.interrupted.lock().insert(run_key(app));
         }
+    }
+}
+
+/// How long the record after a run waits for the storage cache to hold
+/// helm's last write before it reads the storage instead: the watch
+/// delivers it a moment after helm exits, later on a busy control plane.
+const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The storage after the run from the cache (`storage::after_run_from_cache`),
+/// waiting up to [`CACHE_CATCH_UP`] while the cache has not yet seen the
+/// revision the run released `deployed` — never when it has and still
+/// proves nothing (that is no lag: the storage is read).
+async fn after_run_cached(
+    cluster: &crate::delivery::helmapp::cluster::Cluster,
+    o: &Observed,
+    run: &crate::lean::recent::Capturing,
+) -> Option<storage::AfterRun> {
+    use crate::delivery::helmapp::observe::release::storage_entries;
+    let released = match o.done.run_ended {
+        Some(RunEnded::Released { revision, .. }) => revision,
+        _ => return None,
+    };
+    let deadline = std::time::Instant::now() + CACHE_CATCH_UP;
+    loop {
+        let entries = storage_entries(cluster, &o.target);
+        if let Some(found) = storage::after_run_from_cache(&entries, o, run) {
+            return Some(found);
+        }
+        let seen = entries.iter().any(|e| {
+            e.version() == released
+                && e.release
+                    .as_ref()
+                    .is_ok_and(|r| r.status == crate::lean::helm::HelmStatus::Deployed)
+        });
+        if seen || std::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 
@@ -408,11 +445,16 @@ fn succeeded(
     );
     conditions::set(status, READY, true, reason, &message);
     conditions::set(status, RELEASED, true, reason, &message);
+    // An install or upgrade that succeeded is in the status (the
+    // conditions above, the history entry with its time and digest) and
+    // makes no Event: in a wave of installs it was the one request per
+    // release beyond helm's own that no write which happens anyway could
+    // carry (docs/delivery.md). A repair is news the status does not keep.
     if kind == RunKind::Repair {
         conditions::set(status, DRIFTED, false, Reason::DriftRepaired, &message);
+        ctx.recorder
+            .event(app, EventType::Normal, reason.as_str(), &message);
     }
-    ctx.recorder
-        .event(app, EventType::Normal, reason.as_str(), &message);
 }
 
 /// A Warning when `spec.timeout` was clamped to `--max-helm-timeout`.
