@@ -56,7 +56,7 @@ pub fn release_free_memory() {
             .compare_exchange(next, now + TRIM_EVERY.as_millis() as u64, Relaxed, Relaxed)
             .is_ok()
     {
-        OWED.store(false, Relaxed);
+        // (An owed trim's task clears its own flag when it wakes.)
         trim();
         return;
     }

@@ -231,9 +231,11 @@ pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
 const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The storage after the run from the cache (`storage::after_run_from_cache`),
-/// waiting up to [`CACHE_CATCH_UP`] while the cache has not yet seen the
-/// revision the run released `deployed` — never when it has and still
-/// proves nothing (that is no lag: the storage is read).
+/// waiting up to [`CACHE_CATCH_UP`] only while the cache holds nothing of
+/// the revision the run released or only helm's own first write of it
+/// (`pending-*`, which helm's last write replaces) — lag. Whatever else
+/// it holds there (`deployed` that still proves nothing, `failed`, another
+/// status a writer put) is no lag: the storage is read at once, as before.
 async fn after_run_cached(
     cluster: &crate::delivery::helmapp::cluster::Cluster,
     o: &Observed,
@@ -244,19 +246,17 @@ async fn after_run_cached(
         Some(RunEnded::Released { revision, .. }) => revision,
         _ => return None,
     };
-    let deadline = std::time::Instant::now() + CACHE_CATCH_UP;
+    let deadline = tokio::time::Instant::now() + CACHE_CATCH_UP;
     loop {
         let entries = storage_entries(cluster, &o.target);
         if let Some(found) = storage::after_run_from_cache(&entries, o, run) {
             return Some(found);
         }
-        let seen = entries.iter().any(|e| {
-            e.version() == released
-                && e.release
-                    .as_ref()
-                    .is_ok_and(|r| r.status == crate::lean::helm::HelmStatus::Deployed)
-        });
-        if seen || std::time::Instant::now() >= deadline {
+        let lag = entries
+            .iter()
+            .filter(|e| e.version() == released)
+            .all(|e| e.release.as_ref().is_ok_and(|r| r.status.is_pending()));
+        if !lag || tokio::time::Instant::now() >= deadline {
             return None;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -387,7 +387,8 @@ fn start_afresh_if_asked(o: &mut Observed, hash: &str) {
     o.status.last_handled_reconcile_at = o.reconcile_at.clone();
 }
 
-/// The run succeeded: the status, the history and a Normal Event say so.
+/// The run succeeded: the status and the history say so (a repair, an
+/// Event too).
 fn succeeded(
     ctx: &Context,
     app: &HelmApp,
