@@ -187,10 +187,11 @@ fn ended(
 pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
     o.done.recorded = true;
     let cluster = ctx.on(o);
-    let cached = match o.done.capturing.as_ref() {
-        Some(run) => after_run_cached(&cluster, o, run).await,
-        None => None,
-    };
+    let cached = o.done.capturing.as_ref().and_then(|run| {
+        let entries =
+            crate::delivery::helmapp::observe::release::storage_entries(&cluster, &o.target);
+        storage::after_run_from_cache(&entries, o, run)
+    });
     let read = match cached {
         Some((entries, newest)) => {
             storage::record(o, &entries);
@@ -222,44 +223,6 @@ pub async fn record_storage(ctx: &Context, app: &HelmApp, o: &mut Observed) {
         None => {
             ctx.interrupted.lock().insert(run_key(app));
         }
-    }
-}
-
-/// How long the record after a run waits for the storage cache to hold
-/// helm's last write before it reads the storage instead: the watch
-/// delivers it a moment after helm exits, later on a busy control plane.
-const CACHE_CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// The storage after the run from the cache (`storage::after_run_from_cache`),
-/// waiting up to [`CACHE_CATCH_UP`] only while the cache holds nothing of
-/// the revision the run released or only helm's own first write of it
-/// (`pending-*`, which helm's last write replaces) — lag. Whatever else
-/// it holds there (`deployed` that still proves nothing, `failed`, another
-/// status a writer put) is no lag: the storage is read at once, as before.
-async fn after_run_cached(
-    cluster: &crate::delivery::helmapp::cluster::Cluster,
-    o: &Observed,
-    run: &crate::lean::recent::Capturing,
-) -> Option<storage::AfterRun> {
-    use crate::delivery::helmapp::observe::release::storage_entries;
-    let released = match o.done.run_ended {
-        Some(RunEnded::Released { revision, .. }) => revision,
-        _ => return None,
-    };
-    let deadline = tokio::time::Instant::now() + CACHE_CATCH_UP;
-    loop {
-        let entries = storage_entries(cluster, &o.target);
-        if let Some(found) = storage::after_run_from_cache(&entries, o, run) {
-            return Some(found);
-        }
-        let lag = entries
-            .iter()
-            .filter(|e| e.version() == released)
-            .all(|e| e.release.as_ref().is_ok_and(|r| r.status.is_pending()));
-        if !lag || tokio::time::Instant::now() >= deadline {
-            return None;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 }
 

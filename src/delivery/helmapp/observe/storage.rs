@@ -409,8 +409,7 @@ pub async fn changed_during_run(
 /// - a revision recorded before whose content changed (an edit made while
 ///   helm ran): its earlier record stays, so the next check flags it;
 /// - the revision new since that `intent` names (the run's), with the
-///   content helm printed when it printed one, and then not `pending-*`:
-///   recorded;
+///   content helm printed when it printed one: recorded;
 /// - anything else (planted while helm ran, whatever its labels, or put
 ///   in the place of the run's revision after helm printed it): not
 ///   recorded.
@@ -446,15 +445,10 @@ pub fn recorded_after(
                     Some(now)
                 }
                 Some(b) => Some(b.clone()),
-                // The run's own revision: its content as helm printed it —
-                // and then never `pending-*`, which a helm that ended and
-                // printed does not leave (a writer making our revision look
-                // unfinished steers what helm next takes as its base) — or,
-                // helm having printed nothing, proven since by a render.
                 None => intent
                     .is_some_and(|i| {
                         i.revision == now.revision
-                            && (i.content.is_empty() || (i.content == now.content && !pending(e)))
+                            && (i.content.is_empty() || i.content == now.content)
                     })
                     .then_some(now),
             }
@@ -462,10 +456,6 @@ pub fn recorded_after(
         .collect();
     out.sort_by_key(|d| std::cmp::Reverse(d.revision));
     out
-}
-
-fn pending(e: &HelmRelease) -> bool {
-    e.release.as_ref().is_ok_and(|r| r.status.is_pending())
 }
 
 /// Whether `e`'s status is one helm (or the operator's unlock) writes into

@@ -226,38 +226,6 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
     assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
 }
 
-/// A run whose helm ended and printed what it stored: its revision is
-/// recorded as printed — but not once someone made it look unfinished
-/// (`pending-*`, same content), which no helm that printed leaves and
-/// which steers what helm next takes as its base.
-#[test]
-fn a_printed_revision_made_to_look_pending_is_not_recorded() {
-    let mut status = HelmAppStatus::default();
-    trust(&mut status, &[fresh_of(release(1, "deployed", "a"), "u")]);
-    let before = status.storage_digests.clone();
-    let made = fresh_of(release(2, "deployed", "b"), "u");
-    let ran = RunIntent {
-        content: made.content.clone().expect("a fresh read has its content"),
-        ..intent(2)
-    };
-    let superseded = || fresh_of(release(1, "superseded", "a"), "u");
-    let recorded = recorded_after(&[superseded(), made], &before, Some(&ran));
-    assert_eq!(
-        recorded.iter().map(|d| d.revision).collect::<Vec<_>>(),
-        [2, 1],
-        "as helm left it"
-    );
-    for steered in ["pending-upgrade", "pending-install", "pending-rollback"] {
-        let after = [superseded(), fresh_of(release(2, steered, "b"), "u")];
-        let recorded = recorded_after(&after, &before, Some(&ran));
-        assert_eq!(
-            recorded.iter().map(|d| d.revision).collect::<Vec<_>>(),
-            [1],
-            "{steered}"
-        );
-    }
-}
-
 #[test]
 fn a_revision_helm_superseded_before_its_run_was_killed_is_still_ours_and_an_edit_is_not() {
     // Recorded after the run that made revision 1; the next run (intent 2)
