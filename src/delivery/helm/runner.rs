@@ -690,8 +690,12 @@ async fn read_capped(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8>
 
 /// The variables of the operator's environment that helm gets: how to
 /// find binaries and its home, how to reach the cluster (a kubeconfig, or
-/// the in-cluster service), and helm's own settings.
+/// the in-cluster service), and helm's own settings — but never where
+/// helm keeps its releases (`HELM_DRIVER*`): the operator watches and
+/// checks Helm's storage in Secrets (docs/tenancy.md), and a release
+/// stored elsewhere would be one it never saw nor checked.
 fn helm_needs(name: &str) -> bool {
+    let storage = name.starts_with("HELM_DRIVER");
     matches!(
         name,
         "PATH" | "HOME" | "KUBECONFIG" | "KUBERNETES_SERVICE_HOST" | "KUBERNETES_SERVICE_PORT"
@@ -699,7 +703,7 @@ fn helm_needs(name: &str) -> bool {
     // operator's container to bound what its helm children hold, or how
     // many threads each may run at once).
         | "GOGC" | "GOMEMLIMIT" | "GOMAXPROCS"
-    ) || name.starts_with("HELM_")
+    ) || (name.starts_with("HELM_") && !storage)
 }
 
 /// Whether helm reads `name` to choose a cluster or an identity: never
