@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-/// Parses a Go duration; a bare `0` is zero. Negative durations are refused.
 /// An age the way kubectl prints one: `45s`, `12m`, `5h`, `3d`.
 pub fn short(secs: i64) -> String {
     match secs.max(0) {
@@ -14,6 +13,7 @@ pub fn short(secs: i64) -> String {
     }
 }
 
+/// Parses a Go duration; a bare `0` is zero. Negative durations are refused.
 pub fn parse(s: &str) -> Result<Duration, String> {
     let err = || format!("invalid duration {s:?}: use Go syntax such as 10m, 30s or 1h30m");
     let mut rest = s.trim();

@@ -63,6 +63,15 @@ async fn set_ready(f: &Fixture, name: &str, want: &str) {
     .await;
 }
 
+/// Once helm has stored a revision of release `name` (its HelmApp shows
+/// `Progressing` from the run's intent on, before that).
+async fn released(f: &Fixture, name: &str) {
+    eventually(&format!("{name} released"), 90, || async {
+        releases(f).await.contains_key(name).then_some(())
+    })
+    .await;
+}
+
 /// The child HelmApp once its Ready reason is `reason`.
 async fn app_reason(f: &Fixture, name: &str, reason: &str) -> HelmApp {
     helmapp_with_reason(f, NS, name, reason).await
@@ -116,7 +125,7 @@ async fn a_sequenced_set_installs_each_app_after_the_one_before_is_ready_and_uni
     .await;
 
     // a is installed; b waits for a to be Ready, c for b.
-    app_reason(&f, "stack-a", "Progressing").await;
+    released(&f, "stack-a").await;
     set_ready(&f, "stack", "0/3").await;
     app_reason(&f, "stack-b", "DependencyNotReady").await;
     assert_eq!(
@@ -126,14 +135,14 @@ async fn a_sequenced_set_installs_each_app_after_the_one_before_is_ready_and_uni
     );
     roll_out(&f, "stack-a").await;
     set_ready(&f, "stack", "1/3").await;
-    app_reason(&f, "stack-b", "Progressing").await;
+    released(&f, "stack-b").await;
     assert!(
         !releases(&f).await.contains_key("stack-c"),
         "c installed before b was Ready"
     );
     roll_out(&f, "stack-b").await;
     set_ready(&f, "stack", "2/3").await;
-    app_reason(&f, "stack-c", "Progressing").await;
+    released(&f, "stack-c").await;
     roll_out(&f, "stack-c").await;
     set_ready(&f, "stack", "3/3").await;
     let table = f.kubectl(&["get", "happset", "-n", NS]);

@@ -6,11 +6,12 @@
 //! run only when this names it; nothing in Helm's storage (labels, owner
 //! UID) is evidence of that.
 
-use apis::helmapp::{HelmApp, RunIntent};
+use apis::helmapp::{HelmApp, HelmAppStatus, RunIntent};
 
 use super::outcome::DeliveryError;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::decide::observed::Observed;
+use crate::delivery::helmapp::decide::conditions::{self, READY, Reason};
+use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
 use crate::delivery::helmapp::observe::storage;
 
 /// Writes the intent of a run of `action` into `o`'s status and the API
@@ -57,6 +58,7 @@ pub async fn declare(
     let mut written = ctx.status.current(app);
     written.run_intent = o.status.run_intent.clone();
     written.storage_digests = o.status.storage_digests.clone();
+    say_first_install_runs(&mut written, app, o, action, newest + 1);
     let answered = ctx.status.write(app, &written).await;
     if let Err(e) = answered {
         // Not on the server, so no helm starts: nor may the reconcile's
@@ -71,6 +73,34 @@ pub async fn declare(
     }
     o.done.run_live = true;
     Ok(())
+}
+
+/// A first install's intent says so in `Ready` (`False`, `Progressing`):
+/// its record may be held until its readiness verdict
+/// (`decide::ready::hold`), and meanwhile this is what `kubectl get`
+/// shows. Only when nothing was judged yet: an older verdict stays until
+/// the run's own report replaces it. Written with the intent only — the
+/// reconcile's own status carries the run's report, or nothing when helm
+/// did not start after all.
+fn say_first_install_runs(
+    written: &mut HelmAppStatus,
+    app: &HelmApp,
+    o: &Observed,
+    action: &str,
+    revision: i64,
+) {
+    let unjudged = crate::condition::status(&written.conditions, READY).is_none();
+    if action != RunKind::Install.action() || written.revision != 0 || !unjudged {
+        return;
+    }
+    let mut message = format!("{action} of revision {revision} running");
+    if app.spec.wait {
+        let timeout = crate::duration::short(o.timeout.as_secs() as i64);
+        message.push_str(&format!(
+            "; Ready once its objects are (spec.wait, up to {timeout})"
+        ));
+    }
+    conditions::set(written, READY, false, Reason::Progressing, &message);
 }
 
 /// helm ended and printed the release it stored (`revision`, `content`):

@@ -71,28 +71,27 @@ pub fn verdict(o: &Observed, timeout: Duration) -> Option<NotReady> {
     })
 }
 
-/// How long the record of a first release waits unwritten for its
-/// rollout ([`hold`]).
-///
-/// Long enough for a small workload's rollout on a busy control plane: in
-/// the delivery benchmark (2 cores shared by 4 helm processes and
-/// kube-controller-manager) a Deployment of its chart was rolled out 7 to
-/// 12 s after its run's intent, and a 5 s hold wrote most records twice,
-/// `Progressing` and then `Ready`.
-/// Meanwhile the published status shows the run's intent and no verdict.
-pub const HOLD: Duration = Duration::from_secs(20);
+/// How far past the readiness timeout the record of a first release may
+/// stay held ([`hold`]): the verdict's clock starts at the run's history
+/// entry (whole seconds), a little before the hold's; at the hold's end
+/// the verdict is `ReadinessTimeout`, written once, not `Progressing` and
+/// then the timeout.
+const PAST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Whether this reconcile's status is held back in this process rather
 /// than written, and until when (`None`: written now).
 ///
 /// A first install is recorded in the status; with `wait` it is
-/// `Progressing` until its workloads have rolled out, and then `Ready` is
-/// written: two writes a moment apart. Instead the record is held from
-/// its run for [`HOLD`], and written with `Ready` in one request when the
-/// rollout ends first (a workload's event re-queues); else by the first
-/// reconcile after the hold (the report's requeue is due by then, though a
-/// long queue may bring it later), before the uninstall of a deleted
-/// HelmApp, or when the controller drains on a shutdown.
+/// `Progressing` until its objects are ready, and then `Ready` is
+/// written: two writes, minutes apart on a busy cluster. Instead the
+/// record is held from its run until its readiness verdict — `Ready`, a
+/// failed object, or `timeout` (plus [`PAST_TIMEOUT`]) — and written with
+/// it in one request, as helm's own `--wait` reports a release once (a
+/// workload's event re-queues; so does the verdict's own look again).
+/// Also written before the uninstall of a deleted HelmApp, and when the
+/// controller drains on a shutdown. Meanwhile the published status shows
+/// the run's intent with `Ready=False`, `Progressing`, "install of
+/// revision N running" (`act::intent`).
 ///
 /// Held only for an install whose published status shows no revision,
 /// and no `Ready` or `Ready=False` for `Progressing` — nobody (a `dependsOn`, a HelmAppSet's
@@ -133,7 +132,7 @@ pub fn hold(
     match held_until {
         Some(until) if until > now => Some(until),
         Some(_) => None,
-        None if installed_now => Some(now + HOLD),
+        None if installed_now => Some(now + o.timeout + PAST_TIMEOUT),
         None => None,
     }
 }
@@ -180,7 +179,7 @@ mod tests {
     }
 
     /// The rows of the rule: held only after an install of this
-    /// reconcile, only while it is `Progressing` and the published status
+    /// reconcile, until its readiness times out, only while it is `Progressing` and the published status
     /// has neither a revision nor a judgement, never when the reconcile
     /// consumed an annotation, and never past its instant.
     #[test]
@@ -189,15 +188,13 @@ mod tests {
         let progressing = Some((false, Reason::Progressing));
         let nothing = HelmAppStatus::default();
         let o = reported(progressing, Some(RunKind::Install));
-        assert_eq!(
-            hold(&o, &nothing, None, now),
-            Some(now + HOLD),
-            "a first install"
-        );
+        // Until its verdict: readiness times out after `timeout`.
+        let end = now + o.timeout + PAST_TIMEOUT;
+        assert_eq!(hold(&o, &nothing, None, now), Some(end), "a first install");
         let mut published = with_ready(progressing);
         assert_eq!(
             hold(&o, &published, None, now),
-            Some(now + HOLD),
+            Some(end),
             "Progressing published, no revision yet (a hold of a run before, written)"
         );
         published.revision = 1;
@@ -251,26 +248,19 @@ mod tests {
             assert_eq!(hold(&o, &nothing, None, now), None, "{:?}", o.status);
         }
         // A hold in place: kept until its instant, by a reconcile without a run.
-        let later = now + HOLD / 2;
+        let later = now + o.timeout / 2;
         let o = reported(progressing, None);
-        assert_eq!(
-            hold(&o, &nothing, Some(now + HOLD), later),
-            Some(now + HOLD)
-        );
-        assert_eq!(
-            hold(&o, &nothing, Some(now + HOLD), now + HOLD),
-            None,
-            "ended"
-        );
+        assert_eq!(hold(&o, &nothing, Some(end), later), Some(end));
+        assert_eq!(hold(&o, &nothing, Some(end), end), None, "ended");
         let o = reported(progressing, Some(RunKind::Install));
         assert_eq!(
-            hold(&o, &nothing, Some(now), now + HOLD),
+            hold(&o, &nothing, Some(now), end),
             None,
             "a hold that ended is not restarted"
         );
         let ready = reported(Some((true, Reason::InstallSucceeded)), None);
         assert_eq!(
-            hold(&ready, &nothing, Some(now + HOLD), later),
+            hold(&ready, &nothing, Some(end), later),
             None,
             "Ready: written"
         );
