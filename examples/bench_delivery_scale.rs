@@ -10,7 +10,8 @@
 //!   time from the first apply to all Ready against bare helm's wall time;
 //!   operator RSS (peak, steady) and the peak of operator + helm children;
 //!   operator CPU seconds; apiserver requests by verb (audit log of the
-//!   one user both sides run as);
+//!   one user both sides run as; the operator's counted from its caches
+//!   synced, its start — LISTs, discovery — reported apart, once);
 //! - at 1,000 / 4 also: a restart with every app settled (helm runs and
 //!   API writes, time from caches synced until every app was reconciled),
 //!   and one values edit on each of 100 apps (spec change → helm started);

@@ -13,6 +13,18 @@ pub fn short(secs: i64) -> String {
     }
 }
 
+/// A duration the way Go prints one, to the second: `5m0s`, `2m30s`,
+/// `1h0m0s`, `45s` — how `spec.timeout` is written.
+pub fn go(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m{s}s"),
+        _ => format!("{h}h{m}m{s}s"),
+    }
+}
+
 /// Parses a Go duration; a bare `0` is zero. Negative durations are refused.
 pub fn parse(s: &str) -> Result<Duration, String> {
     let err = || format!("invalid duration {s:?}: use Go syntax such as 10m, 30s or 1h30m");
@@ -53,6 +65,15 @@ pub fn parse(s: &str) -> Result<Duration, String> {
 mod tests {
     use super::parse;
     use std::time::Duration;
+
+    #[test]
+    fn printed_as_go_prints_it_and_parsed_back() {
+        for (secs, printed) in [(45, "45s"), (150, "2m30s"), (300, "5m0s"), (3601, "1h0m1s")] {
+            let d = Duration::from_secs(secs);
+            assert_eq!(super::go(d), printed);
+            assert_eq!(parse(printed), Ok(d));
+        }
+    }
 
     #[test]
     fn go_duration_syntax() {

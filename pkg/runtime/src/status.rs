@@ -396,13 +396,16 @@ where
     /// dropped. How many were written.
     pub async fn flush_held(&self) -> usize {
         use futures::StreamExt;
-        let held: Vec<(String, Held<S>)> = self
+        let mut held: Vec<(String, Held<S>)> = self
             .held
             .lock()
             .by_key
             .iter()
             .map(|(k, h)| (k.clone(), h.clone()))
             .collect();
+        // The nearest to its end first: when the drain's time runs out,
+        // what is left unwritten is what was held the shortest.
+        held.sort_by_key(|(_, h)| h.until);
         let Some(store) = self.store.get() else {
             return 0;
         };

@@ -121,7 +121,7 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
     assert!(
         ready_condition
             .message
-            .starts_with("install of revision 1 running; Ready once its objects are"),
+            .starts_with("installing revision 1; Ready once its objects are ready"),
         "{}",
         ready_condition.message
     );
@@ -172,7 +172,8 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
 /// With `wait`, a first install whose objects do not roll out within its
 /// `timeout` is written once, `ReadinessTimeout`, naming what it waits
 /// for; each rollout after that shortens the list, and the last makes it
-/// Ready. Red without the hold (recorded `Progressing` first).
+/// Ready. Red without the hold, and with a fixed hold of 20 s (recorded
+/// `Progressing` first).
 #[tokio::test]
 async fn with_wait_a_first_install_past_its_timeout_names_what_it_waits_for() {
     use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -182,7 +183,7 @@ async fn with_wait_a_first_install_past_its_timeout_names_what_it_waits_for() {
     apply(
         &f,
         "waits",
-        json!({ "chart": { "path": "full" }, "wait": true, "timeout": "20s" }),
+        json!({ "chart": { "path": "full" }, "wait": true, "timeout": "40s" }),
     )
     .await;
     let watching = {
@@ -515,7 +516,7 @@ async fn versions_until(
     let api = Api::<HelmApp>::namespaced(client, NS);
     let params = WatchParams::default()
         .fields(&format!("metadata.name={name}"))
-        .timeout(60);
+        .timeout(150);
     let mut stream = api.watch(&params, "0").await.unwrap().boxed();
     let mut seen = Vec::new();
     while let Some(event) = stream.try_next().await.unwrap() {
@@ -530,7 +531,10 @@ async fn versions_until(
             return seen;
         }
     }
-    panic!("{name}: not done within 60 s: {} versions seen", seen.len());
+    panic!(
+        "{name}: not done within 150 s: {} versions seen",
+        seen.len()
+    );
 }
 
 /// How many times the status changed from one version to the next.

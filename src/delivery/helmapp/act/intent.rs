@@ -10,7 +10,7 @@ use apis::helmapp::{HelmApp, HelmAppStatus, RunIntent};
 
 use super::outcome::DeliveryError;
 use crate::delivery::helmapp::context::Context;
-use crate::delivery::helmapp::decide::conditions::{self, READY, Reason};
+use crate::delivery::helmapp::decide::conditions::{READY, Reason};
 use crate::delivery::helmapp::decide::observed::{Observed, RunKind};
 use crate::delivery::helmapp::observe::storage;
 
@@ -75,13 +75,13 @@ pub async fn declare(
     Ok(())
 }
 
-/// A first install's intent says so in `Ready` (`False`, `Progressing`):
-/// its record may be held until its readiness verdict
-/// (`decide::ready::hold`), and meanwhile this is what `kubectl get`
-/// shows. Only when nothing was judged yet: an older verdict stays until
-/// the run's own report replaces it. Written with the intent only — the
-/// reconcile's own status carries the run's report, or nothing when helm
-/// did not start after all.
+/// A first install's intent says so in `Ready` (`False`, `Progressing`,
+/// "installing revision N"): its record may be held until its readiness
+/// verdict (`decide::ready::hold`), and meanwhile this is what `kubectl
+/// get` shows. Only when nothing was judged yet: an older verdict stays
+/// until the run's own report replaces it. Written with the intent only —
+/// the reconcile's own status carries the run's report, or nothing when
+/// helm did not start after all.
 fn say_first_install_runs(
     written: &mut HelmAppStatus,
     app: &HelmApp,
@@ -93,14 +93,23 @@ fn say_first_install_runs(
     if action != RunKind::Install.action() || written.revision != 0 || !unjudged {
         return;
     }
-    let mut message = format!("{action} of revision {revision} running");
+    let mut message = format!("installing revision {revision}");
     if app.spec.wait {
-        let timeout = crate::duration::short(o.timeout.as_secs() as i64);
+        let timeout = crate::duration::go(o.timeout);
         message.push_str(&format!(
-            "; Ready once its objects are (spec.wait, up to {timeout})"
+            "; Ready once its objects are ready (spec.wait, up to {timeout})"
         ));
     }
-    conditions::set(written, READY, false, Reason::Progressing, &message);
+    // The condition's generation is the spec this run installs; the
+    // status's own `observedGeneration` is the record's to write.
+    crate::condition::set(
+        &mut written.conditions,
+        READY,
+        false,
+        Reason::Progressing.as_str(),
+        &message,
+        app.metadata.generation,
+    );
 }
 
 /// helm ended and printed the release it stored (`revision`, `content`):

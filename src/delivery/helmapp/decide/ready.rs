@@ -78,6 +78,18 @@ pub fn verdict(o: &Observed, timeout: Duration) -> Option<NotReady> {
 /// then the timeout.
 const PAST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The longest a record is held ([`hold`]), whatever the `timeout`.
+///
+/// A held record exists in this process only: a crash, a lost lease or a
+/// move to another shard loses it, and the next operator must prove the
+/// run its own by a render (`Step::RenderOwnRun`) — a proof a spec edited
+/// meanwhile weakens to the objects' names. The cap bounds that window.
+/// Two minutes cover the rollouts of the delivery benchmark's wave of
+/// 1,000 installs, which kube-controller-manager finishes up to 92 s after
+/// their run; a slower rollout is written `Progressing` at the cap, then
+/// with its verdict.
+pub const HOLD_CAP: Duration = Duration::from_secs(120);
+
 /// Whether this reconcile's status is held back in this process rather
 /// than written, and until when (`None`: written now).
 ///
@@ -85,13 +97,13 @@ const PAST_TIMEOUT: Duration = Duration::from_secs(2);
 /// `Progressing` until its objects are ready, and then `Ready` is
 /// written: two writes, minutes apart on a busy cluster. Instead the
 /// record is held from its run until its readiness verdict — `Ready`, a
-/// failed object, or `timeout` (plus [`PAST_TIMEOUT`]) — and written with
-/// it in one request, as helm's own `--wait` reports a release once (a
+/// failed object, or `timeout` (plus [`PAST_TIMEOUT`]), at most
+/// [`HOLD_CAP`] — and written with it in one request, as helm's own `--wait` reports a release once (a
 /// workload's event re-queues; so does the verdict's own look again).
 /// Also written before the uninstall of a deleted HelmApp, and when the
 /// controller drains on a shutdown. Meanwhile the published status shows
-/// the run's intent with `Ready=False`, `Progressing`, "install of
-/// revision N running" (`act::intent`).
+/// the run's intent with `Ready=False`, `Progressing`, "installing
+/// revision N" (`act::intent`).
 ///
 /// Held only for an install whose published status shows no revision,
 /// and no `Ready` or `Ready=False` for `Progressing` — nobody (a `dependsOn`, a HelmAppSet's
@@ -132,7 +144,7 @@ pub fn hold(
     match held_until {
         Some(until) if until > now => Some(until),
         Some(_) => None,
-        None if installed_now => Some(now + o.timeout + PAST_TIMEOUT),
+        None if installed_now => Some(now + (o.timeout + PAST_TIMEOUT).min(HOLD_CAP)),
         None => None,
     }
 }
@@ -166,6 +178,8 @@ mod tests {
     /// reconcile (recorded) or none.
     fn reported(ready: Option<(bool, Reason)>, ran: Option<RunKind>) -> Observed {
         let mut o = observed();
+        // A timeout below the hold's cap.
+        o.timeout = Duration::from_secs(60);
         o.status = with_ready(ready);
         if let Some(run) = ran {
             o.done.recorded = true;
@@ -188,7 +202,9 @@ mod tests {
         let progressing = Some((false, Reason::Progressing));
         let nothing = HelmAppStatus::default();
         let o = reported(progressing, Some(RunKind::Install));
-        // Until its verdict: readiness times out after `timeout`.
+        // Until its verdict: readiness times out after `timeout` (at most
+        // the cap; the cap's own row is below).
+        assert!(o.timeout + PAST_TIMEOUT <= HOLD_CAP, "{:?}", o.timeout);
         let end = now + o.timeout + PAST_TIMEOUT;
         assert_eq!(hold(&o, &nothing, None, now), Some(end), "a first install");
         let mut published = with_ready(progressing);
@@ -264,5 +280,9 @@ mod tests {
             None,
             "Ready: written"
         );
+        // A long timeout: held no longer than the cap.
+        let mut slow = reported(progressing, Some(RunKind::Install));
+        slow.timeout = Duration::from_secs(1800);
+        assert_eq!(hold(&slow, &nothing, None, now), Some(now + HOLD_CAP));
     }
 }
