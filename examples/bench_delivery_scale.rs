@@ -490,8 +490,9 @@ async fn run_one(
     let (helm, log) = logging_helm(&helm_bin, &dir);
     let op = start_operator(bin, &kubeconfig, &helm, &dir, conc, env, "operator.log");
     op.ready().await;
-    // Its start (informers' LISTs and WATCHes, discovery) is counted on
-    // its own: a fixed cost, not one of each release.
+    // Its start (informers' LISTs, discovery) is counted on its own: a
+    // fixed cost, not one of each release. (A WATCH is logged when it
+    // ends: the informers' first ones fall in the wave or later.)
     let (from_wave, startup_requests) = audit_by_verb(&audit, from_ours);
     let (_, startup_what) = audit_by(&audit, from_ours, verb_resource_agent);
     let sampler = Sampler::start(op.pid());

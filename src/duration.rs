@@ -13,11 +13,25 @@ pub fn short(secs: i64) -> String {
     }
 }
 
-/// A duration the way Go prints one, to the second: `5m0s`, `2m30s`,
-/// `1h0m0s`, `45s` — how `spec.timeout` is written.
+/// A duration the way Go prints one: `5m0s`, `2m30s`, `1h0m0s`,
+/// `1.5s`, `500ms` — how `spec.timeout` is written.
 pub fn go(d: Duration) -> String {
+    if d.is_zero() {
+        return "0s".into();
+    }
+    if d < Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
     let secs = d.as_secs();
-    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let (h, m) = (secs / 3600, secs / 60 % 60);
+    // Seconds with the fraction Go keeps (to the millisecond here).
+    let millis = d.subsec_millis();
+    let s = match millis {
+        0 => format!("{}", secs % 60),
+        _ => format!("{}.{millis:03}", secs % 60)
+            .trim_end_matches('0')
+            .to_string(),
+    };
     match (h, m) {
         (0, 0) => format!("{s}s"),
         (0, _) => format!("{m}m{s}s"),
@@ -68,8 +82,17 @@ mod tests {
 
     #[test]
     fn printed_as_go_prints_it_and_parsed_back() {
-        for (secs, printed) in [(45, "45s"), (150, "2m30s"), (300, "5m0s"), (3601, "1h0m1s")] {
-            let d = Duration::from_secs(secs);
+        for (millis, printed) in [
+            (0, "0s"),
+            (500, "500ms"),
+            (1_500, "1.5s"),
+            (45_000, "45s"),
+            (90_500, "1m30.5s"),
+            (150_000, "2m30s"),
+            (300_000, "5m0s"),
+            (3_601_000, "1h0m1s"),
+        ] {
+            let d = Duration::from_millis(millis);
             assert_eq!(super::go(d), printed);
             assert_eq!(parse(printed), Ok(d));
         }

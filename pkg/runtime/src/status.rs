@@ -404,7 +404,7 @@ where
             .map(|(k, h)| (k.clone(), h.clone()))
             .collect();
         // The nearest to its end first: when the drain's time runs out,
-        // what is left unwritten is what was held the shortest.
+        // what is left unwritten is what would have been held longest.
         held.sort_by_key(|(_, h)| h.until);
         let Some(store) = self.store.get() else {
             return 0;

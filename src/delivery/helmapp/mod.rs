@@ -111,6 +111,12 @@ impl Reconciler for HelmApps {
                     && !remote.reachability.answers().await =>
             {
                 log::debug!("{key}: its remote cluster does not answer ({e}): waits");
+                // Parked, it is not reconciled until the remote answers:
+                // a record held for its rollout goes to this cluster's
+                // API now, not after the outage.
+                if let Some(app) = ctx.apps.get(key) {
+                    self.write_held(&app).await?;
+                }
                 remote.reachability.park(key);
                 Ok(Action::done("the remote cluster does not answer: waits"))
             }
@@ -159,7 +165,14 @@ impl HelmApps {
             }
             _ => {}
         }
-        if deleting {
+        // A record held past its end is written before anything that may
+        // fail (a read, a remote cluster): an error's retries never keep
+        // it longer.
+        let hold_ended = ctx
+            .status
+            .held_until(&app)
+            .is_some_and(|until| until <= std::time::Instant::now());
+        if deleting || hold_ended {
             self.write_held(&app).await?;
         }
         let mut observed = observe::gather(ctx, &app).await?;

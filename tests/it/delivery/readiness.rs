@@ -89,8 +89,8 @@ async fn a_helmapp_waits_for_what_it_depends_on_to_exist_and_be_ready() {
 
 /// With `wait`, a first install is `Progressing` from its run's intent
 /// on, and its record is held (`decide::ready::hold`) until its workloads
-/// have all rolled out, however long that takes: then written with
-/// `Ready`. Red with a fixed 20 s hold (revision 1 written `Progressing`
+/// have all rolled out (at most two minutes, `ready::HOLD_CAP`): then
+/// written with `Ready`. Red with a fixed 20 s hold (revision 1 written `Progressing`
 /// while the StatefulSet waits), and without the intent's condition.
 #[tokio::test]
 async fn with_wait_ready_follows_the_workloads_rollout() {
@@ -136,9 +136,8 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
         )
         .await
         .unwrap();
-    // However long the StatefulSet takes: still held past the 20 s a
-    // fixed hold gave (late in a wave of installs the benchmark's rollouts
-    // come 70 to 90 s after their run).
+    // Still held past the 20 s a fixed hold gave (late in a wave of
+    // installs the benchmark's rollouts come 70 to 90 s after their run).
     tokio::time::sleep(std::time::Duration::from_secs(25)).await;
     operator.settle().await;
     let st = get(&f, "waits").await.unwrap().status.unwrap();

@@ -781,6 +781,64 @@ async fn an_unreachable_cluster_parks_its_apps_and_no_helm_starts() {
     operator.stop().await;
 }
 
+/// A first install in B whose record is held for its rollout
+/// (`decide::ready::hold`): B stops answering, and the app is parked —
+/// not reconciled until B answers again. Its record goes to A's API with
+/// the report that parks it (`ClusterUnreachable`, no `Progressing`),
+/// long before the hold's cap, not after the outage. (A request to B
+/// that goes unanswered later in a reconcile parks the app from
+/// `reconcile`'s error arm, which writes the held record too; that race
+/// is not staged here.)
+#[tokio::test]
+async fn a_record_held_for_a_rollout_in_a_cluster_that_stops_answering_is_written_when_parked() {
+    let (f, b) = tokio::join!(Fixture::new(), Remote::start());
+    f.namespace(NS).await;
+    b.namespace(NS).await;
+    b.kubeconfig_secret(&f, CLUSTER_B, "value").await;
+    let (wrapper, _log, _) = remote_helm(&f);
+    let operator = f
+        .start_delivery_with(|s| s.helm.binary = wrapper.clone())
+        .await;
+    apply(
+        &f,
+        "slow-b",
+        json!({ "chart": { "path": "podinfo" }, "wait": true,
+                "kubeConfig": kube_config(CLUSTER_B, Some("value")) }),
+    )
+    .await;
+    // B has no controllers: its Deployment never rolls out; held.
+    eventually("a record held", 90, || async {
+        (sample(&operator.scrape(), "hossted_helmapp_records_held") == Some(1.0)).then_some(())
+    })
+    .await;
+    assert_eq!(get(&f, "slow-b").await.unwrap().status.unwrap().revision, 0);
+    assert_eq!(b.storage(NS, "slow-b").await, [1]);
+
+    b.cp.freeze_apiserver();
+    // A change brings a reconcile, which finds B not answering.
+    patch(
+        &f,
+        "slow-b",
+        json!({ "spec": { "values": { "replicaCount": 0 } } }),
+    )
+    .await;
+    with_reason(&f, "slow-b", "ClusterUnreachable").await;
+    // Well within the hold's two minutes.
+    let app = eventually("the held record written", 30, || async {
+        let app = get(&f, "slow-b").await?;
+        (app.status.as_ref()?.revision == 1).then_some(app)
+    })
+    .await;
+    let status = app.status.unwrap();
+    assert_eq!(status.inventory_revision, 1, "the run's record");
+    assert_eq!(
+        sample(&operator.scrape(), "hossted_helmapp_records_held"),
+        Some(0.0)
+    );
+    b.cp.thaw_apiserver();
+    operator.stop().await;
+}
+
 /// One context, `a`, current.
 const ONE_CONTEXT: &str =
     "- name: a\n  context:\n    cluster: a\n    user: u\ncurrent-context: a\n";
