@@ -259,16 +259,22 @@ impl HelmApps {
 
 /// `action`, back no later than a look at objects the record after a run
 /// could not prove (`drift::recheck_unverified`) or the end of a hold
-/// (`held_for`).
+/// (`held_for`). Only after a run that released: a refused run's wait
+/// (`plan::refused_again_after`) is never cut short by it — a refused
+/// uninstall whose app's inventory had an unverified object ran helm
+/// again a second later.
 fn come_back_by(
     mut action: Action,
     app: &HelmApp,
     observed: &decide::observed::Observed,
     held_for: Option<Duration>,
 ) -> Action {
-    let recheck = observed
-        .done
-        .helm_ran
+    use decide::observed::RunEnded;
+    let released = matches!(
+        observed.done.run_ended,
+        Some(RunEnded::Released { .. } | RunEnded::Tested { .. })
+    );
+    let recheck = (observed.done.helm_ran && released)
         .then(|| observe::drift::recheck_unverified(app, observed))
         .flatten();
     for soon in recheck.into_iter().chain(held_for) {
@@ -492,4 +498,53 @@ fn index_helmapps(apps: &cache::Store<HelmApp>) {
         TARGET_INDEX,
         Arc::new(|a: &HelmApp| vec![Target::of(a).index_key()]),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::helmapp::decide::observed::{RunEnded, RunKind};
+    use crate::delivery::helmapp::decide::state::tests::observed;
+
+    /// An unverified object brings a released app back within a second;
+    /// a refused run keeps the wait its plan chose.
+    #[test]
+    fn only_a_release_cuts_the_wait_short_for_an_unverified_object() {
+        // The spec's defaults (drift detection on) as the API server gives them.
+        let app: HelmApp = serde_json::from_value(serde_json::json!({
+            "apiVersion": "hossted.com/v1alpha1", "kind": "HelmApp",
+            "metadata": { "name": "a", "namespace": "n" },
+            "spec": { "chart": { "path": "tiny" } }
+        }))
+        .unwrap();
+        assert_ne!(app.spec.drift_mode(), apis::helmapp::DriftMode::Disabled);
+        let mut o = observed();
+        o.status.inventory.push(apis::helmapp::InventoryEntry {
+            kind: "ConfigMap".into(),
+            api_version: "v1".into(),
+            name: "c".into(),
+            checked: observe::drift::UNVERIFIED.into(),
+            ..Default::default()
+        });
+        o.done.helm_ran = true;
+        let wait = || Action::requeue_after(Duration::from_secs(2), "refused");
+        o.done.run_ended = Some(RunEnded::Forbidden {
+            message: "m".into(),
+        });
+        assert_eq!(
+            come_back_by(wait(), &app, &o, None).requeue_after,
+            Some(Duration::from_secs(2)),
+            "a refusal"
+        );
+        o.done.run_ended = Some(RunEnded::Released {
+            run: RunKind::Upgrade,
+            revision: 2,
+            before: 1,
+        });
+        assert_eq!(
+            come_back_by(wait(), &app, &o, None).requeue_after,
+            Some(Duration::from_secs(1)),
+            "a release"
+        );
+    }
 }
