@@ -75,6 +75,16 @@ async fn gauge_reaches(operator: &Operator, series: &str, value: f64) {
     .await;
 }
 
+/// Until `operator` holds one record for its rollout
+/// (`decide::ready::hold`; its install may take a while on a busy
+/// machine, the hold lasts until the release's readiness verdict).
+async fn record_held(operator: &Operator) {
+    eventually("a record held", 90, || async {
+        (sample(&operator.scrape(), "hossted_helmapp_records_held") == Some(1.0)).then_some(())
+    })
+    .await;
+}
+
 async fn reasons_of_events(f: &Fixture, name: &str) -> Vec<String> {
     event_reasons(f, NS, name).await
 }

@@ -126,16 +126,11 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
         ready_condition.message
     );
     // The Deployment rolls out; the StatefulSet not yet: still held.
-    let ready_status = json!({ "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
-                                           "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1 } });
-    Api::<Deployment>::namespaced(f.cp.client(), NS)
-        .patch_status(
-            "waits-app",
-            &PatchParams::default(),
-            &Patch::Merge(&ready_status),
-        )
-        .await
-        .unwrap();
+    replicas_ready(
+        Api::<Deployment>::namespaced(f.cp.client(), NS),
+        "waits-app",
+    )
+    .await;
     // Still held past the 20 s a fixed hold gave (late in a wave of
     // installs the benchmark's rollouts come 70 to 90 s after their run).
     tokio::time::sleep(std::time::Duration::from_secs(25)).await;
@@ -146,14 +141,11 @@ async fn with_wait_ready_follows_the_workloads_rollout() {
         sample(&operator.scrape(), "hossted_helmapp_records_held"),
         Some(1.0)
     );
-    Api::<StatefulSet>::namespaced(f.cp.client(), NS)
-        .patch_status(
-            "waits-db",
-            &PatchParams::default(),
-            &Patch::Merge(&ready_status),
-        )
-        .await
-        .unwrap();
+    replicas_ready(
+        Api::<StatefulSet>::namespaced(f.cp.client(), NS),
+        "waits-db",
+    )
+    .await;
     let app = eventually("Ready at revision 1", 60, || async {
         let app = get(&f, "waits").await?;
         (ready_of(&app)?.0 == "True").then_some(app)
@@ -228,16 +220,11 @@ async fn with_wait_a_first_install_past_its_timeout_names_what_it_waits_for() {
         "released, not yet ready"
     );
     // The Deployment rolls out; the StatefulSet not yet.
-    let ready_status = json!({ "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
-                                           "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1 } });
-    Api::<Deployment>::namespaced(f.cp.client(), NS)
-        .patch_status(
-            "waits-app",
-            &PatchParams::default(),
-            &Patch::Merge(&ready_status),
-        )
-        .await
-        .unwrap();
+    replicas_ready(
+        Api::<Deployment>::namespaced(f.cp.client(), NS),
+        "waits-app",
+    )
+    .await;
     eventually("only the StatefulSet left", 30, || async {
         let app = get(&f, "waits").await?;
         let c = app
@@ -248,14 +235,11 @@ async fn with_wait_a_first_install_past_its_timeout_names_what_it_waits_for() {
         (!c.message.contains("Deployment") && c.message.contains("StatefulSet")).then_some(())
     })
     .await;
-    Api::<StatefulSet>::namespaced(f.cp.client(), NS)
-        .patch_status(
-            "waits-db",
-            &PatchParams::default(),
-            &Patch::Merge(&ready_status),
-        )
-        .await
-        .unwrap();
+    replicas_ready(
+        Api::<StatefulSet>::namespaced(f.cp.client(), NS),
+        "waits-db",
+    )
+    .await;
     let app = with_reason(&f, "waits", "UpToDate").await;
     assert_eq!(app.status.unwrap().revision, 1, "readiness ran no helm");
     operator.stop().await;
@@ -347,6 +331,19 @@ async fn with_disable_wait_for_jobs_a_running_job_does_not_hold_ready() {
         "the Job completed"
     );
     operator.stop().await;
+}
+
+/// Workload `name` of one replica rolled out at generation 1, as its
+/// controller would write it (no controller runs here).
+async fn replicas_ready<K>(api: Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let status = json!({ "status": { "observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                                     "readyReplicas": 1, "availableReplicas": 1, "currentReplicas": 1 } });
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
 }
 
 /// The agent chart's DaemonSet `agents-agent` rolled out, as its
@@ -730,16 +727,6 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
     })
     .await;
     operator.stop().await;
-}
-
-/// Until `operator` holds one record for its rollout (its install may
-/// take a while on a busy machine; the hold then lasts until the
-/// release's readiness verdict).
-async fn record_held(operator: &Operator) {
-    eventually("a record held", 60, || async {
-        (sample(&operator.scrape(), "hossted_helmapp_records_held") == Some(1.0)).then_some(())
-    })
-    .await;
 }
 
 /// The status of a Deployment of 0 replicas that has rolled out

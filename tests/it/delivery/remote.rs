@@ -807,10 +807,7 @@ async fn a_record_held_for_a_rollout_in_a_cluster_that_stops_answering_is_writte
     )
     .await;
     // B has no controllers: its Deployment never rolls out; held.
-    eventually("a record held", 90, || async {
-        (sample(&operator.scrape(), "hossted_helmapp_records_held") == Some(1.0)).then_some(())
-    })
-    .await;
+    record_held(&operator).await;
     assert_eq!(get(&f, "slow-b").await.unwrap().status.unwrap().revision, 0);
     assert_eq!(b.storage(NS, "slow-b").await, [1]);
 
