@@ -177,15 +177,10 @@ async fn with_wait_a_first_install_past_its_timeout_names_what_it_waits_for() {
         json!({ "chart": { "path": "full" }, "wait": true, "timeout": "40s" }),
     )
     .await;
-    let watching = {
-        let client = f.cp.client();
-        tokio::spawn(async move {
-            versions_until(client, "waits", |a| {
-                ready_of(a).is_some_and(|(_, r)| r == "ReadinessTimeout")
-            })
-            .await
-        })
-    };
+    let watching = versions_until(f.cp.client(), "waits", |a| {
+        ready_of(a).is_some_and(|(_, r)| r == "ReadinessTimeout")
+    })
+    .await;
     let app = with_reason(&f, "waits", "ReadinessTimeout").await;
     let recorded: Vec<_> = watching
         .await
@@ -500,13 +495,17 @@ async fn with_wait_a_custom_resource_with_conditions_holds_ready_and_its_depende
     operator.stop().await;
 }
 
-/// Every version of HelmApp `name` the API server stores from now on, in
-/// order (a watch delivers each write), until `done` holds of one.
+/// Every version of HelmApp `name` the API server stores from the moment
+/// this returns, in order, until `done` holds of one: its current state
+/// first (if it exists), then each write. The watch is open on the server
+/// when this returns — a write made after it is never missed, however
+/// late the collecting task runs (a spawned watch a 300 ms sleep was to
+/// open missed a whole install on a loaded machine).
 async fn versions_until(
     client: kube::Client,
     name: &str,
-    done: impl Fn(&HelmApp) -> bool,
-) -> Vec<HelmApp> {
+    done: impl Fn(&HelmApp) -> bool + Send + 'static,
+) -> tokio::task::JoinHandle<Vec<HelmApp>> {
     use futures::{StreamExt, TryStreamExt};
     use kube::api::{WatchEvent, WatchParams};
     let api = Api::<HelmApp>::namespaced(client, NS);
@@ -514,23 +513,26 @@ async fn versions_until(
         .fields(&format!("metadata.name={name}"))
         .timeout(150);
     let mut stream = api.watch(&params, "0").await.unwrap().boxed();
-    let mut seen = Vec::new();
-    while let Some(event) = stream.try_next().await.unwrap() {
-        let app = match event {
-            WatchEvent::Added(a) | WatchEvent::Modified(a) => a,
-            WatchEvent::Error(e) => panic!("watch: {e:?}"),
-            _ => continue,
-        };
-        let finished = done(&app);
-        seen.push(app);
-        if finished {
-            return seen;
+    let name = name.to_string();
+    tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Some(event) = stream.try_next().await.unwrap() {
+            let app = match event {
+                WatchEvent::Added(a) | WatchEvent::Modified(a) => a,
+                WatchEvent::Error(e) => panic!("watch: {e:?}"),
+                _ => continue,
+            };
+            let finished = done(&app);
+            seen.push(app);
+            if finished {
+                return seen;
+            }
         }
-    }
-    panic!(
-        "{name}: not done within 150 s: {} versions seen",
-        seen.len()
-    );
+        panic!(
+            "{name}: not done within 150 s: {} versions seen",
+            seen.len()
+        );
+    })
 }
 
 /// How many times the status changed from one version to the next.
@@ -559,18 +561,10 @@ async fn a_release_ready_at_once_is_reported_ready_in_its_run_s_own_status_write
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let operator = f.start_delivery().await;
-    let watching = {
-        let client = f.cp.client();
-        tokio::spawn(async move {
-            versions_until(client, "quick", |a| {
-                ready_of(a).is_some_and(|(s, _)| s == "True")
-            })
-            .await
-        })
-    };
-    // (The watch is open before the HelmApp exists: its first version is
-    // seen.)
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let watching = versions_until(f.cp.client(), "quick", |a| {
+        ready_of(a).is_some_and(|(s, _)| s == "True")
+    })
+    .await;
     apply(
         &f,
         "quick",
@@ -620,16 +614,10 @@ async fn a_first_release_rolling_out_a_moment_after_its_run_is_recorded_with_rea
     let f = Fixture::new().await;
     f.namespace(NS).await;
     let operator = f.start_delivery().await;
-    let watching = {
-        let client = f.cp.client();
-        tokio::spawn(async move {
-            versions_until(client, "settling", |a| {
-                ready_of(a).is_some_and(|(s, _)| s == "True")
-            })
-            .await
-        })
-    };
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let watching = versions_until(f.cp.client(), "settling", |a| {
+        ready_of(a).is_some_and(|(s, _)| s == "True")
+    })
+    .await;
     apply(
         &f,
         "settling",
@@ -695,16 +683,11 @@ async fn a_held_record_is_written_when_the_operator_stops_and_before_an_uninstal
         json!({ "chart": { "path": "podinfo" }, "wait": true }),
     )
     .await;
-    let watching = {
-        let client = f.cp.client();
-        tokio::spawn(async move {
-            versions_until(client, "leaving", |a| {
-                a.metadata.deletion_timestamp.is_some()
-                    && a.status.as_ref().is_some_and(|s| s.revision == 1)
-            })
-            .await
-        })
-    };
+    let watching = versions_until(f.cp.client(), "leaving", |a| {
+        a.metadata.deletion_timestamp.is_some()
+            && a.status.as_ref().is_some_and(|s| s.revision == 1)
+    })
+    .await;
     record_held(&operator).await;
     Api::<HelmApp>::namespaced(f.cp.client(), NS)
         .delete("leaving", &DeleteParams::default())
@@ -761,16 +744,11 @@ async fn an_upgrade_is_not_ready_on_the_last_generation_s_rollout() {
     record_held(&operator).await;
     rolled_out(&f, "rolling-podinfo", 1).await;
     ready(&f, "rolling", "UpToDate", 1).await;
-    let watching = {
-        let client = f.cp.client();
-        tokio::spawn(async move {
-            versions_until(client, "rolling", |a| {
-                let revision = a.status.as_ref().map_or(0, |s| s.revision);
-                revision == 2 && ready_of(a).is_some_and(|(_, r)| r == "Progressing")
-            })
-            .await
-        })
-    };
+    let watching = versions_until(f.cp.client(), "rolling", |a| {
+        let revision = a.status.as_ref().map_or(0, |s| s.revision);
+        revision == 2 && ready_of(a).is_some_and(|(_, r)| r == "Progressing")
+    })
+    .await;
     patch(
         &f,
         "rolling",
