@@ -82,13 +82,26 @@ pub struct Context {
     /// revision superseded, one pending) is recorded as after any action
     /// of ours, by the first reconcile that can read the storage.
     pub interrupted: parking_lot::Mutex<std::collections::HashSet<String>>,
-    /// Per HelmApp key: since when helm's runs for it have been refused by
-    /// RBAC, and the last refusal's message — kept while every reconcile
-    /// ends refused, whether or not the status can say so (a HelmApp being
-    /// deleted gets no status write: its refused uninstall backs off by
-    /// this, and warns once per message).
-    pub refused:
-        parking_lot::Mutex<std::collections::HashMap<String, (std::time::Instant, String)>>,
+    /// Per HelmApp key: helm's runs for it refused by RBAC, in a row —
+    /// kept while every reconcile ends refused, whether or not the status
+    /// can say so (a HelmApp being deleted gets no status write: its
+    /// refused uninstall backs off by this, and warns once per message).
+    pub refused: parking_lot::Mutex<std::collections::HashMap<String, Refusal>>,
+}
+
+/// What this process remembers of a HelmApp's refused runs
+/// ([`Context::refused`]).
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    /// When the first refusal of the row was.
+    pub since: std::time::Instant,
+    /// The last refusal's message (a Warning Event once per message).
+    pub message: String,
+    /// What the last refused run was decided from
+    /// (`decide::refusal::inputs`) …
+    pub inputs: String,
+    /// … and not before when a run of the same inputs is tried again.
+    pub again_at: std::time::Instant,
 }
 
 /// The key of what this process remembers of `app`'s helm runs (`made`,

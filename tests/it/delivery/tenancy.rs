@@ -294,6 +294,144 @@ async fn a_refused_release_runs_helm_seconds_apart_and_a_change_still_installs()
     assert!(starts().len() > before);
 }
 
+/// A refused run waits out its refusal whatever else wakes its HelmApp:
+/// a seeded random sequence of events that change none of its inputs —
+/// its own ConfigMap edited, labelled or deleted, the HelmApp labelled or
+/// annotated, its values Secret labelled, another ConfigMap made — keeps
+/// the refused upgrades seconds apart, as without them. Red without
+/// `decide::refusal::gate`: each event ran helm again (fractions of a
+/// second apart). A change of the values Secret still runs at once and
+/// upgrades. `HUNT_SEED=<n>` replays a sequence.
+#[tokio::test]
+async fn events_that_change_no_input_do_not_run_a_refused_upgrade_again() {
+    let seed = std::env::var("HUNT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let (f, _operator, log) = tenant_operator_with_timed_helm().await;
+    f.secret(
+        TENANT,
+        "churn-values",
+        &[("values.yaml", "greeting: one\n")],
+    )
+    .await;
+    apply_helmapp(
+        &f,
+        TENANT,
+        "churn",
+        json!({
+            "chart": { "path": "reach" },
+            "valuesFrom": [{ "kind": "Secret", "name": "churn-values" }]
+        }),
+    )
+    .await;
+    helmapp_ready(&f, TENANT, "churn", "InstallSucceeded", 1).await;
+    let secrets = Api::<Secret>::namespaced(f.cp.client(), TENANT);
+    let values = |yaml: &str| json!({ "stringData": { "values.yaml": yaml } });
+    secrets
+        .patch(
+            "churn-values",
+            &PatchParams::default(),
+            &Patch::Merge(&values("clusterAdmin: true\n")),
+        )
+        .await
+        .unwrap();
+    helmapp_with_reason(&f, TENANT, "churn", "Forbidden").await;
+    let configmaps = Api::<ConfigMap>::namespaced(f.cp.client(), TENANT);
+    let apps = Api::<HelmApp>::namespaced(f.cp.client(), TENANT);
+    let merge = |body: serde_json::Value| Patch::Merge(body);
+    let mut rng = super::model::Rng::new(seed);
+    let mut done = Vec::new();
+    let churn = std::time::Instant::now();
+    let mut n = 0u64;
+    while churn.elapsed() < std::time::Duration::from_secs(20) {
+        n += 1;
+        let what = match rng.below(7) {
+            0 => {
+                let body = merge(json!({ "data": { "greeting": format!("edited {n}") } }));
+                let _ = configmaps
+                    .patch("churn-reach", &PatchParams::default(), &body)
+                    .await;
+                "the release's ConfigMap edited"
+            }
+            1 => {
+                let body = merge(json!({ "metadata": { "labels": { "churn": n.to_string() } } }));
+                let _ = configmaps
+                    .patch("churn-reach", &PatchParams::default(), &body)
+                    .await;
+                "the release's ConfigMap labelled"
+            }
+            2 => {
+                let _ = configmaps
+                    .delete("churn-reach", &DeleteParams::default())
+                    .await;
+                "the release's ConfigMap deleted"
+            }
+            3 => {
+                let body = merge(json!({ "metadata": { "labels": { "churn": n.to_string() } } }));
+                apps.patch("churn", &PatchParams::default(), &body)
+                    .await
+                    .unwrap();
+                "the HelmApp labelled"
+            }
+            4 => {
+                let body =
+                    merge(json!({ "metadata": { "annotations": { "churn": n.to_string() } } }));
+                apps.patch("churn", &PatchParams::default(), &body)
+                    .await
+                    .unwrap();
+                "the HelmApp annotated"
+            }
+            5 => {
+                let body = merge(json!({ "metadata": { "labels": { "churn": n.to_string() } } }));
+                secrets
+                    .patch("churn-values", &PatchParams::default(), &body)
+                    .await
+                    .unwrap();
+                "the values Secret labelled"
+            }
+            _ => {
+                let other = ConfigMap {
+                    metadata: kube::api::ObjectMeta {
+                        name: Some(format!("unrelated-{n}")),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                };
+                configmaps
+                    .create(&PostParams::default(), &other)
+                    .await
+                    .unwrap();
+                "another ConfigMap made"
+            }
+        };
+        done.push(what);
+        tokio::time::sleep(std::time::Duration::from_millis(50 + rng.below(450))).await;
+    }
+    // The refused upgrades (the install aside), each at least 2 s after
+    // the one before: only the waits ran them.
+    let runs = starts_of(&log, RELEASING, "churn");
+    let refused: Vec<f64> = runs[1..].to_vec();
+    let gaps: Vec<f64> = refused.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter().all(|gap| *gap >= 1.9),
+        "seed {seed} (HUNT_SEED={seed} to replay): helm ran again sooner than the refusal's wait: gaps {gaps:?} over {} events: {done:?}",
+        done.len()
+    );
+    // The positive control: the refusals were tried again meanwhile.
+    assert!(refused.len() >= 3, "refused runs {refused:?}");
+    // A change of an input runs at once, and upgrades.
+    secrets
+        .patch(
+            "churn-values",
+            &PatchParams::default(),
+            &Patch::Merge(&values("greeting: two\n")),
+        )
+        .await
+        .unwrap();
+    helmapp_with_reason(&f, TENANT, "churn", "UpgradeSucceeded").await;
+}
+
 #[tokio::test]
 async fn a_tenant_helmapp_can_do_only_what_its_namespace_rbac_allows() {
     let f = Fixture::new().await;

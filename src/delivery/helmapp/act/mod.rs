@@ -88,7 +88,11 @@ pub async fn run(
             Ok(not_ready::refuse(ctx, app, o, reason, &message))
         }
         Step::ReportSuspended => Ok(not_ready::suspended(ctx, app, o)),
-        Step::Forbidden { message, after } => Ok(outcome::forbidden(ctx, app, o, &message, after)),
+        Step::Forbidden {
+            message,
+            after,
+            inputs,
+        } => Ok(outcome::forbidden(ctx, app, o, &message, after, inputs)),
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }

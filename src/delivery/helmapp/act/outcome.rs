@@ -7,7 +7,7 @@ use apis::helmapp::HelmApp;
 use record::EventType;
 use runtime::Action;
 
-use crate::delivery::helmapp::context::Context;
+use crate::delivery::helmapp::context::{Context, Refusal};
 use crate::delivery::helmapp::decide::conditions::{self, READY, RELEASED, Reason};
 use crate::delivery::helmapp::decide::observed::{Observed, RunEnded};
 
@@ -108,6 +108,7 @@ pub fn forbidden(
     o: &mut Observed,
     message: &str,
     after: Duration,
+    inputs: String,
 ) -> Outcome {
     // New to the status (kept over restarts) and to this process (which
     // keeps it for a HelmApp being deleted, whose status is not written).
@@ -115,12 +116,18 @@ pub fn forbidden(
         c.type_ == READY && c.reason == Reason::Forbidden.as_str() && c.message == message
     });
     let key = super::super::context::run_key(app);
+    let now = std::time::Instant::now();
     let seen = {
         let mut refused = ctx.refused.lock();
-        let entry = refused
-            .entry(key)
-            .or_insert_with(|| (std::time::Instant::now(), String::new()));
-        std::mem::replace(&mut entry.1, message.to_string()) == message
+        let entry = refused.entry(key).or_insert_with(|| Refusal {
+            since: now,
+            message: String::new(),
+            inputs: String::new(),
+            again_at: now,
+        });
+        entry.inputs = inputs;
+        entry.again_at = now + after;
+        std::mem::replace(&mut entry.message, message.to_string()) == message
     };
     let new = !said && !seen;
     conditions::set(&mut o.status, READY, false, Reason::Forbidden, message);

@@ -15,6 +15,7 @@ pub mod kstatus;
 pub mod observed;
 pub mod plan;
 pub mod ready;
+pub mod refusal;
 pub mod release_state;
 pub mod run_flags;
 pub mod state;

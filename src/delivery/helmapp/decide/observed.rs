@@ -190,6 +190,22 @@ impl Waiting {
     }
 }
 
+/// Helm's runs refused by RBAC in a row, as this process remembers them
+/// (`context::Refusal`), in durations from the observation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// How long the refusals have gone on.
+    pub lasted: std::time::Duration,
+    /// The last refusal's message.
+    pub message: String,
+    /// What the last refused run was decided from
+    /// (`decide::refusal::inputs`).
+    pub inputs: String,
+    /// How long until a run of the same inputs may be tried again (zero:
+    /// now).
+    pub again_in: std::time::Duration,
+}
+
 /// The chart and the hash of every input, or why they could not be had.
 #[derive(Debug)]
 pub enum Inputs {
@@ -328,9 +344,12 @@ pub struct Observed {
     pub dependency: Option<Waiting>,
     /// `None`: not gathered, as something above already holds it back.
     pub inputs: Option<Inputs>,
-    /// How long helm's runs for this HelmApp have been refused by RBAC, as
-    /// this process saw them (`None`: the last reconcile was not refused).
-    pub refused_for: Option<std::time::Duration>,
+    /// Helm's runs for this HelmApp refused by RBAC, as this process saw
+    /// them (`None`: the last reconcile was not refused).
+    pub refused: Option<Refused>,
+    /// The remote cluster's id (its kubeconfig's digest), `None` for the
+    /// operator's own: new credentials are new inputs to a refused run.
+    pub cluster_id: Option<String>,
     /// The newest revision in Helm's storage.
     pub newest: Option<Stored>,
     /// The revisions helm 4 applied server-side (`apply_method: ssa`): an

@@ -12,6 +12,7 @@ use crate::delivery::helmapp::decide::failure::{
 };
 use crate::delivery::helmapp::decide::observed::{Observed, Rendering, RunKind, StorageRecheck};
 use crate::delivery::helmapp::decide::ready::{self, NextLook, NotReady};
+use crate::delivery::helmapp::decide::refusal;
 use crate::delivery::helmapp::decide::state::{Change, ReleaseState};
 
 /// One thing to do about a HelmApp's release.
@@ -74,9 +75,14 @@ pub enum Step {
     /// looked at again when something changes — no retry fixes it.
     RefuseUntilChanged { reason: Reason, message: String },
     /// `Ready=False` and `Released=False`, `Forbidden`: helm's identity
-    /// may not do what the chart needs; tried again after `after` (RBAC
-    /// is not watched), and at once when the HelmApp changes.
-    Forbidden { message: String, after: Duration },
+    /// may not do what the chart needs; a run of the same `inputs`
+    /// (`refusal::inputs`) tried again after `after` (RBAC is not
+    /// watched), and at once when they change (`refusal::waiting`).
+    Forbidden {
+        message: String,
+        after: Duration,
+        inputs: String,
+    },
     /// Show the change that waits for approval (computed once per
     /// configuration) and run nothing; `stale`: an approval of another
     /// configuration, said so.
@@ -149,6 +155,19 @@ pub enum Step {
 }
 
 impl Step {
+    /// Whether this starts helm as the HelmApp's identity — what RBAC
+    /// can refuse (`RunEnded::Forbidden`).
+    pub fn may_be_refused(&self) -> bool {
+        matches!(
+            self,
+            Step::Install
+                | Step::Upgrade
+                | Step::Repair { .. }
+                | Step::Reinstall { .. }
+                | Step::Uninstall
+        )
+    }
+
     /// Whether this step runs (or finds running) the configuration the
     /// spec asks for: after it, nothing waits for approval.
     pub fn settles_approval(&self) -> bool {
@@ -207,8 +226,23 @@ fn in_sync(revision: Option<i64>, o: &Observed) -> Step {
 }
 
 /// The next step for a release in `state`; `o` is what it was decided
-/// from (what a report says of readiness is read from it).
+/// from (what a report says of readiness is read from it). A helm run
+/// refused before waits out its refusal unless its inputs changed
+/// ([`refusal::waiting`]): said again, helm not started.
 pub fn next(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
+    let step = chosen(state, o, app);
+    match refusal::waiting(o, app) {
+        Some(refused) if step.may_be_refused() => Step::Forbidden {
+            message: refused.message.clone(),
+            after: refused.again_in,
+            inputs: refused.inputs.clone(),
+        },
+        _ => step,
+    }
+}
+
+/// The step `state` calls for, refusals aside.
+fn chosen(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
     let refuse = |reason, message: &String| Step::RefuseUntilChanged {
         reason,
         message: message.clone(),
@@ -246,6 +280,7 @@ pub fn next(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
         ReleaseState::Forbidden { message, waited } => Step::Forbidden {
             message: message.clone(),
             after: refused_again_after(*waited),
+            inputs: refusal::inputs(o, app),
         },
         ReleaseState::FetchingChart => Step::Nothing {
             why: "fetching the chart; its end re-queues",
@@ -658,6 +693,48 @@ mod tests {
             let step = next(&state, &observed(), &plain);
             assert_eq!(touches_the_release(&step), wanted, "{state:?} → {step:?}");
         }
+    }
+
+    /// Every step that starts helm waits out a refusal of the same inputs
+    /// (`refusal::waiting`), saying it again and back when the wait ends;
+    /// a step that starts no helm goes ahead. Red without the gate: a
+    /// watched event ran a refused upgrade again each time.
+    #[test]
+    fn a_step_that_starts_helm_waits_out_a_refusal_of_the_same_inputs() {
+        use crate::delivery::helmapp::decide::refusal::tests::{app, refused, with_hash};
+        let app = app();
+        let o = refused(with_hash("h1"), &app, Duration::from_secs(7));
+        let from = |state: ReleaseState| next(&state, &o, &app);
+        for state in [
+            ReleaseState::Absent,
+            ReleaseState::Deleting { uninstall: true },
+        ] {
+            assert!(
+                matches!(
+                    from(state.clone()),
+                    Step::Forbidden { ref message, after, .. }
+                        if message == "no" && after == Duration::from_secs(7)
+                ),
+                "{state:?}"
+            );
+        }
+        assert_eq!(
+            from(ReleaseState::Deleting { uninstall: false }),
+            Step::RemoveFinalizer
+        );
+        let due = refused(with_hash("h1"), &app, Duration::ZERO);
+        assert_eq!(next(&ReleaseState::Absent, &due, &app), Step::Install);
+        let steps = [
+            Step::Install,
+            Step::Upgrade,
+            Step::Repair { objects: vec![] },
+            Step::Reinstall {
+                from: "a".into(),
+                to: "b".into(),
+            },
+            Step::Uninstall,
+        ];
+        assert!(steps.iter().all(Step::may_be_refused));
     }
 
     /// A refusal is looked at again seconds apart, as long again as it has

@@ -70,7 +70,8 @@ fn after_run(ended: &RunEnded, o: &Observed, app: &HelmApp) -> ReleaseState {
         // HelmApp being deleted gets no status write.
         RunEnded::Forbidden { message } => ReleaseState::Forbidden {
             message: message.clone(),
-            waited: held::waited(o, Reason::Forbidden).max(o.refused_for.unwrap_or_default()),
+            waited: held::waited(o, Reason::Forbidden)
+                .max(o.refused.as_ref().map(|r| r.lasted).unwrap_or_default()),
         },
     }
 }

@@ -26,7 +26,7 @@ use super::context::{Context, run_key};
 use super::remote::Resolved;
 use crate::delivery::helmapp::decide::desired::config_hash;
 use crate::delivery::helmapp::decide::observed::{
-    Inputs, Observed, ReleaseCluster, Stored, timeout_of,
+    Inputs, Observed, Refused, ReleaseCluster, Stored, timeout_of,
 };
 use crate::delivery::helmapp::decide::state;
 use crate::delivery::helmapp::decide::target::Target;
@@ -174,11 +174,16 @@ fn first_look(
         chart_name: None,
         dependency: None,
         inputs: None,
-        refused_for: ctx
-            .refused
-            .lock()
-            .get(&run_key(app))
-            .map(|(since, _)| since.elapsed()),
+        refused: ctx.refused.lock().get(&run_key(app)).map(|r| {
+            let now = std::time::Instant::now();
+            Refused {
+                lasted: now - r.since,
+                message: r.message.clone(),
+                inputs: r.inputs.clone(),
+                again_in: r.again_at.saturating_duration_since(now),
+            }
+        }),
+        cluster_id: on.remote.clone(),
         busy: on.helm.is_busy(&target.namespace, &target.release),
         our_helm_ended: on.helm.last_ended(&target.namespace, &target.release),
         produced: ctx.produced.lock().get(&run_key(app)).copied(),

@@ -68,7 +68,8 @@ pub(crate) fn observed() -> Observed {
             },
             hash: HASH.into(),
         }),
-        refused_for: None,
+        refused: None,
+        cluster_id: None,
         newest: None,
         server_side_revisions: Default::default(),
         owner_is_live: false,
@@ -1269,14 +1270,21 @@ fn a_busy_helm_slot_is_looked_at_again_and_counts_nothing() {
 fn a_refused_run_waits_by_the_longer_of_the_status_and_the_process() {
     use crate::delivery::helmapp::decide::observed::RunEnded;
     use ReleaseState as S;
-    let refused = |refused_for: Option<Duration>| Observed {
+    let refused = |lasted: Option<Duration>| Observed {
         done: crate::delivery::helmapp::decide::observed::Done {
             run_ended: Some(RunEnded::Forbidden {
                 message: "no".into(),
             }),
             ..Default::default()
         },
-        refused_for,
+        refused: lasted.map(
+            |lasted| crate::delivery::helmapp::decide::observed::Refused {
+                lasted,
+                message: "no".into(),
+                inputs: String::new(),
+                again_in: Duration::ZERO,
+            },
+        ),
         newest: stored(3, "deployed", UID, HASH),
         ..observed()
     };
