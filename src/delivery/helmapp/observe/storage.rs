@@ -305,10 +305,9 @@ pub fn after_run_from_cache(
 pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let before = std::mem::take(&mut o.status.storage_digests);
     let intent = o.status.run_intent.take();
-    let proving = intent
-        .as_ref()
-        .filter(|i| !i.content.is_empty() || (o.done.run_live && o.done.run_printed));
-    o.status.storage_digests = recorded_after(entries, &before, proving);
+    let printed = o.done.run_live && o.done.run_printed;
+    let proving = intent.as_ref().filter(|i| !i.content.is_empty() || printed);
+    o.status.storage_digests = recorded_after(entries, &before, proving, printed);
     o.done.run_live = false;
     o.done.run_printed = false;
     if proving.is_none()
@@ -358,10 +357,7 @@ pub async fn record_own_revision(client: &Client, o: &mut Observed, made: (i64, 
     let Ok(entries) = read(client, &o.target).await else {
         return false;
     };
-    let ours = entries
-        .iter()
-        .find(|e| e.version() == revision && e.content.as_deref() == Some(content.as_str()));
-    if let Some(e) = ours
+    if let Some(e) = own_stored(&entries, revision, &content)
         && let Some(digest) = e.digest_string()
     {
         o.status.storage_digests.push(StorageDigest {
@@ -380,6 +376,25 @@ pub async fn record_own_revision(client: &Client, o: &mut Observed, made: (i64, 
     }
     // Remembered until a status write is seen to hold it.
     false
+}
+
+/// Revision `revision` of `entries` as our successful run left it: the
+/// content helm printed (`content`), and `info` as helm left it
+/// ([`as_helm_left`]) — its content alone is no proof that a status
+/// another writer gave it is ours.
+fn own_stored<'e>(
+    entries: &'e [HelmRelease],
+    revision: i64,
+    content: &str,
+) -> Option<&'e HelmRelease> {
+    let newest = entries
+        .iter()
+        .map(HelmRelease::version)
+        .max()
+        .unwrap_or(revision);
+    entries.iter().find(|e| {
+        e.version() == revision && e.content.as_deref() == Some(content) && as_helm_left(e, newest)
+    })
 }
 
 /// Before a remediation that follows a failed run (a rollback reads the
@@ -409,7 +424,8 @@ pub async fn changed_during_run(
 /// - a revision recorded before whose content changed (an edit made while
 ///   helm ran): its earlier record stays, so the next check flags it;
 /// - the revision new since that `intent` names (the run's), with the
-///   content helm printed when it printed one: recorded;
+///   content helm printed when it printed one (`printed`: and the `info`
+///   helm leaves there, [`as_helm_left`]) or a render proved: recorded;
 /// - anything else (planted while helm ran, whatever its labels, or put
 ///   in the place of the run's revision after helm printed it): not
 ///   recorded.
@@ -417,6 +433,7 @@ pub fn recorded_after(
     entries: &[HelmRelease],
     before: &[StorageDigest],
     intent: Option<&RunIntent>,
+    printed: bool,
 ) -> Vec<StorageDigest> {
     // The newest revision as we know it — recorded, or our run's — not
     // whatever number a Secret planted beside them carries.
@@ -448,7 +465,9 @@ pub fn recorded_after(
                 None => intent
                     .is_some_and(|i| {
                         i.revision == now.revision
-                            && (i.content.is_empty() || i.content == now.content)
+                            && (i.content.is_empty()
+                                || (i.content == now.content
+                                    && (!printed || as_helm_left(e, newest))))
                     })
                     .then_some(now),
             }
@@ -466,6 +485,21 @@ pub fn recorded_after(
 /// `deployed` or `pending-*`: a revision made current again, or made to
 /// look unfinished, is how a writer steers which of our revisions helm
 /// takes as its base — no helm run does that to an existing revision.
+/// Whether `e`, a revision a run of ours made whose content helm printed
+/// (so the run ended: helm prints the release it stored last — a
+/// revision a render proved may be a killed run's, `pending-*` as helm
+/// left it, for the unlock), has the
+/// `info` helm leaves there: `deployed` as the run wrote it, or a status
+/// helm writes into it later ([`helm_rewrites_info`]). Made `pending-*`
+/// by another writer — helm would take it for a run under way, and the
+/// operator for one to unlock — it is not the run's.
+fn as_helm_left(e: &HelmRelease, newest: i64) -> bool {
+    e.release
+        .as_ref()
+        .is_ok_and(|r| r.status == HelmStatus::Deployed)
+        || helm_rewrites_info(e, newest)
+}
+
 fn helm_rewrites_info(e: &HelmRelease, newest: i64) -> bool {
     e.release.as_ref().is_ok_and(|r| match r.status {
         HelmStatus::Superseded => r.version < newest,
@@ -542,7 +576,7 @@ pub async fn check(
     if untrusted.is_none() {
         // What changed in its `info` alone is recorded as it is now: the
         // cache agrees again, and no fresh read is made for it next time.
-        o.status.storage_digests = recorded_after(&fresh, &o.status.storage_digests, None);
+        o.status.storage_digests = recorded_after(&fresh, &o.status.storage_digests, None, false);
     }
     Ok(untrusted)
 }

@@ -165,7 +165,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
         fresh_of(release(1, "superseded", "a"), "u"),
         fresh_of(release(2, "deployed", "b"), "u"),
     ];
-    let recorded = recorded_after(&after, &before, Some(&ran));
+    let recorded = recorded_after(&after, &before, Some(&ran), true);
     assert_eq!(recorded.len(), 2);
     assert_eq!(first_untrusted(&after, &recorded), None);
     // Revision 1's manifest edited while helm ran: its old record stays.
@@ -173,7 +173,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
         fresh_of(release(1, "superseded", "a\n---\nplanted"), "u"),
         fresh_of(release(2, "deployed", "b"), "u"),
     ];
-    let recorded = recorded_after(&edited, &before, Some(&ran));
+    let recorded = recorded_after(&edited, &before, Some(&ran), true);
     assert!(
         matches!(
             first_untrusted(&edited, &recorded),
@@ -189,8 +189,8 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
             fresh_of(release(1, one, "a"), "u"),
             fresh_of(release(2, two, "b"), "u"),
         ];
-        let mut recorded_two = recorded_after(&after, &before, Some(&ran));
-        recorded_two = recorded_after(&steered, &recorded_two, None);
+        let mut recorded_two = recorded_after(&after, &before, Some(&ran), true);
+        recorded_two = recorded_after(&steered, &recorded_two, None, false);
         assert!(
             first_untrusted(&steered, &recorded_two).is_some(),
             "{one}/{two}: {recorded_two:?}"
@@ -202,7 +202,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
         fresh_of(release(1, "superseded", "a"), "u"),
         fresh_of(release(999, "deployed", "x"), "u"),
     ];
-    let recorded = recorded_after(&planted_above, &before, None);
+    let recorded = recorded_after(&planted_above, &before, None, false);
     assert!(
         recorded.iter().any(|d| before.contains(d)),
         "revision 1's earlier record stays: {recorded:?}"
@@ -214,7 +214,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
             fresh_of(release(1, "deployed", "a"), "u"),
             fresh_of(release(3, "deployed", "x"), owner),
         ];
-        let recorded = recorded_after(&planted, &before, Some(&ran));
+        let recorded = recorded_after(&planted, &before, Some(&ran), true);
         assert_eq!(
             recorded.iter().map(|d| d.revision).collect::<Vec<_>>(),
             [1],
@@ -222,7 +222,7 @@ fn after_an_action_helms_own_rewrite_is_recorded_and_an_edit_is_not() {
         );
     }
     // No run declared: nothing new is recorded.
-    let recorded = recorded_after(&after, &before, None);
+    let recorded = recorded_after(&after, &before, None, false);
     assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
 }
 
@@ -460,7 +460,7 @@ fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
         ..intent(2)
     };
     let after = [fresh_of(release(1, "superseded", "a"), "u"), ours];
-    let recorded = recorded_after(&after, &before, Some(&printed));
+    let recorded = recorded_after(&after, &before, Some(&printed), true);
     assert_eq!(
         recorded.iter().map(|d| d.revision).collect::<Vec<_>>(),
         [2, 1]
@@ -471,12 +471,60 @@ fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
         fresh_of(release(1, "superseded", "a"), "u"),
         fresh_of(release(2, "deployed", "b\n---\nplanted"), "u"),
     ];
-    let recorded = recorded_after(&swapped, &before, Some(&printed));
+    let recorded = recorded_after(&swapped, &before, Some(&printed), true);
     assert_eq!(recorded.iter().map(|d| d.revision).collect::<Vec<_>>(), [1]);
     assert!(matches!(
         first_untrusted(&swapped, &recorded),
         Some(Untrusted::Unrecorded { revision: 2, .. })
     ));
+}
+
+/// The run's own revision, its content what helm printed, is recorded
+/// only with the `info` helm leaves there: made `pending-*` by another
+/// writer (the content unchanged: `info` is not content), it is not the
+/// run's — after the run, and when the record is made again later
+/// (`record_own_revision`). Red with the content alone as proof.
+#[test]
+fn the_runs_revision_made_to_look_unfinished_is_not_recorded() {
+    let before_one = fresh_of(release(1, "deployed", "a"), "u");
+    let mut status = HelmAppStatus::default();
+    trust(&mut status, std::slice::from_ref(&before_one));
+    let before = status.storage_digests.clone();
+    let ours = fresh_of(release(2, "deployed", "b"), "u");
+    let printed = RunIntent {
+        content: ours.content.clone().unwrap(),
+        ..intent(2)
+    };
+    for (stored, ours_still) in [
+        ("deployed", true),
+        ("failed", true),
+        ("uninstalled", true),
+        ("pending-upgrade", false),
+        ("pending-install", false),
+        ("pending-rollback", false),
+        ("unknown", false),
+    ] {
+        let after = [
+            fresh_of(release(1, "superseded", "a"), "u"),
+            fresh_of(release(2, stored, "b"), "u"),
+        ];
+        assert_eq!(after[1].content, ours.content, "info is not content");
+        let recorded = recorded_after(&after, &before, Some(&printed), true);
+        assert_eq!(
+            recorded.iter().any(|d| d.revision == 2),
+            ours_still,
+            "{stored}: {recorded:?}"
+        );
+        assert_eq!(
+            own_stored(&after, 2, &printed.content).is_some(),
+            ours_still,
+            "{stored}"
+        );
+        // Proved by a render instead (a killed run's revision, left
+        // `pending-*` by helm itself): recorded, for the unlock.
+        let rendered = recorded_after(&after, &before, Some(&printed), false);
+        assert!(rendered.iter().any(|d| d.revision == 2), "{stored}");
+    }
 }
 
 /// The storage Secret of `release` JSON (release `web` in `apps`).
