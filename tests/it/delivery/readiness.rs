@@ -583,6 +583,12 @@ async fn a_release_ready_at_once_is_reported_ready_in_its_run_s_own_status_write
         Some(("False".to_string(), "Progressing".to_string()))
     );
     assert_eq!(intent.status.as_ref().unwrap().revision, 0);
+    // `kubectl get` shows where it goes meanwhile.
+    let shown = intent.status.as_ref().unwrap();
+    assert_eq!(
+        (shown.release_name.as_str(), shown.target_namespace.as_str()),
+        ("quick", NS)
+    );
     let recorded: Vec<_> = versions
         .iter()
         .filter(|a| a.status.as_ref().is_some_and(|s| s.revision == 1))

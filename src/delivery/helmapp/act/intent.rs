@@ -58,6 +58,11 @@ pub async fn declare(
     let mut written = ctx.status.current(app);
     written.run_intent = o.status.run_intent.clone();
     written.storage_digests = o.status.storage_digests.clone();
+    // Where the run goes, for `kubectl get`'s RELEASE and NAMESPACE while
+    // a first install's record is held (the spec's, read by nothing that
+    // decides).
+    written.release_name = o.status.release_name.clone();
+    written.target_namespace = o.status.target_namespace.clone();
     say_first_install_runs(&mut written, app, o, action, newest + 1);
     let answered = ctx.status.write(app, &written).await;
     if let Err(e) = answered {
