@@ -178,9 +178,9 @@ impl HelmApps {
         let mut observed = observe::gather(ctx, &app).await?;
         let mut outcome = Ok(Outcome::Replan);
         let mut settled = false;
-        // Whether the last step was a refusal by RBAC: otherwise what
-        // this process remembers of the refusals is let go.
-        let mut refused = false;
+        // The last step: it says whether what this process remembers of
+        // the app's refusals is let go.
+        let mut last = decide::plan::Step::Nothing { why: "no step" };
         for _ in 0..MAX_STEPS {
             let decided = decide::state::decide(&observed, &app);
             log::debug!(
@@ -191,14 +191,14 @@ impl HelmApps {
             );
             let step = decide::plan::next(&decided, &observed, &app);
             settled |= step.settles_approval();
-            refused = matches!(step, decide::plan::Step::Forbidden { .. });
+            last = step.clone();
             outcome = act::run(ctx, &app, &mut observed, step).await;
             if !matches!(outcome, Ok(Outcome::Replan)) {
                 break;
             }
             observe::after_step(ctx, &app, &mut observed).await;
         }
-        if !refused {
+        if decide::plan::refusals_let_go(&last, &observed) {
             ctx.refused.lock().remove(&context::run_key(&app));
         }
         if observed.done.helm_ran && !observed.done.recorded {

@@ -420,7 +420,14 @@ async fn events_that_change_no_input_do_not_run_a_refused_upgrade_again() {
     );
     // The positive control: the refusals were tried again meanwhile.
     assert!(refused.len() >= 3, "refused runs {refused:?}");
-    // A change of an input runs at once, and upgrades.
+    // A change of an input runs at once, and upgrades: made as a refused
+    // run starts, whose wait would be as long as the refusals have lasted
+    // (over 20 s by now).
+    let seen = starts_of(&log, RELEASING, "churn").len();
+    eventually("the next refused run", 120, || async {
+        (starts_of(&log, RELEASING, "churn").len() > seen).then_some(())
+    })
+    .await;
     secrets
         .patch(
             "churn-values",
@@ -430,6 +437,15 @@ async fn events_that_change_no_input_do_not_run_a_refused_upgrade_again() {
         .await
         .unwrap();
     helmapp_with_reason(&f, TENANT, "churn", "UpgradeSucceeded").await;
+    let runs = starts_of(&log, RELEASING, "churn");
+    let (first, last, next) = (runs[1], runs[seen], runs[seen + 1]);
+    assert!(
+        next - last < last - first,
+        "the changed values waited for the refusal's wait: a run at {:.1} s, the next {:.1} s later, the refusals had lasted {:.1} s",
+        last,
+        next - last,
+        last - first
+    );
 }
 
 #[tokio::test]

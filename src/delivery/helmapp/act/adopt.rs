@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::dry_run;
 use super::outcome::{DeliveryError, Outcome};
-use crate::delivery::helm::manifest_diff;
+use crate::delivery::helm::{manifest_bound, manifest_diff};
 use crate::delivery::helmapp::context::Context;
 use crate::delivery::helmapp::decide::conditions::{Reason, push_history};
 use crate::delivery::helmapp::decide::observed::{Inputs, Observed, Rendering};
@@ -36,9 +36,7 @@ pub const FLUX_ORIGIN_LABELS: [&str; 2] = [
 /// new plan.
 pub async fn render(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Outcome {
     let found = match dry_run::live_and_next(ctx, app, o).await {
-        Ok((live, next)) if manifest_diff::same_objects(&live, &next, &FLUX_ORIGIN_LABELS) => {
-            Rendering::Same
-        }
+        Ok((live, next)) if adopts_as_is(&live, &next) => Rendering::Same,
         Ok(_) => Rendering::Differs,
         Err(message) => {
             log::info!(
@@ -50,6 +48,19 @@ pub async fn render(ctx: &Context, app: &HelmApp, o: &mut Observed) -> Outcome {
     };
     o.done.adoption_render = Some(found);
     Outcome::Replan
+}
+
+/// Whether the release found (`live`, its stored manifest) is what this
+/// configuration renders (`next`), so it is taken over without an
+/// upgrade: the same objects, named the same — read strictly
+/// (`manifest_bound::same_names`, as a proof of our own run is: a document
+/// a lenient reader would skip, a name twice or another API group is a
+/// difference, never an object hidden from the comparison that helm's
+/// next upgrade would delete) — and field for field the same, Flux's
+/// origin labels aside.
+fn adopts_as_is(live: &str, next: &str) -> bool {
+    manifest_bound::same_names(live, next)
+        && manifest_diff::same_objects(live, next, &FLUX_ORIGIN_LABELS)
 }
 
 /// Labels the release's storage ours (as the HelmApp's identity, as helm
@@ -114,4 +125,34 @@ pub async fn take_over(
         HistoryResult::Succeeded,
     );
     Ok(Outcome::Replan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NEXT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: apps\nspec:\n  replicas: 1\n";
+
+    /// A release whose stored manifest hides an object from a lenient
+    /// comparison — the same kind and name in another API group, the
+    /// same object twice, a document that does not parse — is upgraded,
+    /// not taken over as it is; Flux's origin labels alone are no
+    /// difference. Red with `same_objects` alone: it keys objects by kind
+    /// and name and reads up to the first bad document.
+    #[test]
+    fn a_release_hiding_an_object_from_the_comparison_is_not_taken_over_as_it_is() {
+        let flux_labelled = NEXT.replace(
+            "  name: web\n",
+            "  name: web\n  labels:\n    helm.toolkit.fluxcd.io/name: web\n",
+        );
+        assert!(adopts_as_is(&flux_labelled, NEXT));
+        let other_group = NEXT.replace("apps/v1", "example.com/v1");
+        for live in [
+            format!("{other_group}---\n{NEXT}"),
+            format!("{NEXT}---\n{NEXT}"),
+            format!("{NEXT}---\nkind: [unclosed\n---\n{other_group}"),
+        ] {
+            assert!(!adopts_as_is(&live, NEXT), "{live}");
+        }
+    }
 }

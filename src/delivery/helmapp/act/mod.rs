@@ -93,6 +93,7 @@ pub async fn run(
             after,
             inputs,
         } => Ok(outcome::forbidden(ctx, app, o, &message, after, inputs)),
+        Step::StillRefused { message, after } => Ok(outcome::still_refused(o, &message, after)),
         Step::AwaitApproval { hash, stale, .. } => {
             approval::run(ctx, app, o, &hash, stale.as_deref()).await
         }

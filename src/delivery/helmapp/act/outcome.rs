@@ -139,6 +139,18 @@ pub fn forbidden(
     Outcome::Finished(Action::requeue_after(after, "Forbidden: looked at again"))
 }
 
+/// A refusal waited out: `Ready=False` and `Released=False`, `Forbidden`,
+/// as the refusal said (no Event: it was warned), and looked at again when
+/// its wait ends — what this process remembers of it left as it was.
+pub fn still_refused(o: &mut Observed, message: &str, after: Duration) -> Outcome {
+    conditions::set(&mut o.status, READY, false, Reason::Forbidden, message);
+    conditions::set(&mut o.status, RELEASED, false, Reason::Forbidden, message);
+    Outcome::Finished(Action::requeue_after(
+        after,
+        "Forbidden: waits for its inputs to change or its wait to end",
+    ))
+}
+
 /// A failed attempt: `Ready=False` and `Released=False` with `reason` and
 /// the (redacted) message, a Warning Event, and a retry with backoff.
 pub fn failed(

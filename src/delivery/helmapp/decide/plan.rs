@@ -83,6 +83,10 @@ pub enum Step {
         after: Duration,
         inputs: String,
     },
+    /// A refusal waited out (`refusal::waiting`): said again as it was,
+    /// helm not started, and looked at again after `after` — the end of
+    /// the wait as the refusal set it, never moved by this reconcile.
+    StillRefused { message: String, after: Duration },
     /// Show the change that waits for approval (computed once per
     /// configuration) and run nothing; `stale`: an approval of another
     /// configuration, said so.
@@ -232,13 +236,25 @@ fn in_sync(revision: Option<i64>, o: &Observed) -> Step {
 pub fn next(state: &ReleaseState, o: &Observed, app: &HelmApp) -> Step {
     let step = chosen(state, o, app);
     match refusal::waiting(o, app) {
-        Some(refused) if step.may_be_refused() => Step::Forbidden {
+        Some(refused) if step.may_be_refused() => Step::StillRefused {
             message: refused.message.clone(),
             after: refused.again_in,
-            inputs: refused.inputs.clone(),
         },
         _ => step,
     }
+}
+
+/// Whether what this process remembers of a HelmApp's refusals
+/// (`Observed::refused`) is let go after a reconcile whose last step was
+/// `last`: once a helm run ended otherwise than refused, or the release
+/// is reported in sync. A reconcile that started no helm — a dependency
+/// waited for, a change window, a chart fetch, a busy slot — keeps it:
+/// the wait holds through them.
+pub fn refusals_let_go(last: &Step, o: &Observed) -> bool {
+    use crate::delivery::helmapp::decide::observed::RunEnded;
+    let ran_unrefused =
+        o.done.helm_ran && !matches!(o.done.run_ended, Some(RunEnded::Forbidden { .. }));
+    ran_unrefused || matches!(last, Step::ReportInSync { .. })
 }
 
 /// The step `state` calls for, refusals aside.
@@ -709,12 +725,12 @@ mod tests {
             ReleaseState::Absent,
             ReleaseState::Deleting { uninstall: true },
         ] {
-            assert!(
-                matches!(
-                    from(state.clone()),
-                    Step::Forbidden { ref message, after, .. }
-                        if message == "no" && after == Duration::from_secs(7)
-                ),
+            assert_eq!(
+                from(state.clone()),
+                Step::StillRefused {
+                    message: "no".into(),
+                    after: Duration::from_secs(7)
+                },
                 "{state:?}"
             );
         }
@@ -724,17 +740,61 @@ mod tests {
         );
         let due = refused(with_hash("h1"), &app, Duration::ZERO);
         assert_eq!(next(&ReleaseState::Absent, &due, &app), Step::Install);
-        let steps = [
-            Step::Install,
-            Step::Upgrade,
-            Step::Repair { objects: vec![] },
-            Step::Reinstall {
-                from: "a".into(),
-                to: "b".into(),
+    }
+
+    /// A refusal is remembered through reconciles that start no helm (a
+    /// dependency, a window, a chart fetch, the refusal said again) and
+    /// let go once helm ran unrefused or the release is in sync. Red with
+    /// any other last step letting it go: a dependency's flapping ran the
+    /// refused run again at once.
+    #[test]
+    fn a_refusal_is_let_go_only_by_a_run_that_was_not_refused_or_a_release_in_sync() {
+        use crate::delivery::helmapp::decide::observed::RunEnded;
+        let quiet = observed();
+        let waits = [
+            Step::StillRefused {
+                message: "no".into(),
+                after: Duration::from_secs(3),
             },
-            Step::Uninstall,
+            Step::RecheckLater {
+                reason: Reason::DependencyNotReady,
+                message: "waits".into(),
+                after: Duration::from_secs(3),
+            },
+            Step::QuietRecheck {
+                after: HELM_HOLDS,
+                why: "busy",
+            },
+            Step::Nothing { why: "fetching" },
         ];
-        assert!(steps.iter().all(Step::may_be_refused));
+        for step in &waits {
+            assert!(!refusals_let_go(step, &quiet), "{step:?}");
+        }
+        let in_sync = Step::ReportInSync {
+            revision: Some(1),
+            not_ready: None,
+            next_look: None,
+        };
+        assert!(refusals_let_go(&in_sync, &quiet));
+        let mut refused = observed();
+        refused.done.helm_ran = true;
+        refused.done.run_ended = Some(RunEnded::Forbidden {
+            message: "no".into(),
+        });
+        let forbidden = Step::Forbidden {
+            message: "no".into(),
+            after: Duration::from_secs(2),
+            inputs: "i".into(),
+        };
+        assert!(!refusals_let_go(&forbidden, &refused));
+        let mut released = observed();
+        released.done.helm_ran = true;
+        released.done.run_ended = Some(RunEnded::Released {
+            run: RunKind::Upgrade,
+            revision: 2,
+            before: 1,
+        });
+        assert!(refusals_let_go(&waits[1], &released));
     }
 
     /// A refusal is looked at again seconds apart, as long again as it has

@@ -14,7 +14,8 @@ use crate::lean::hex::hex;
 
 /// What a helm run is decided from, as far as a refusal goes: the
 /// HelmApp's generation (any change of its spec, `serviceAccountName` and
-/// `kubeConfig` among them), whether it is being deleted, the hash of its
+/// `kubeConfig` among them), the identity helm runs as (a label can change
+/// it), whether it is being deleted, the hash of its
 /// chart and values (a `valuesFrom` Secret edited), the remote cluster's
 /// credentials, and the annotations that ask for a run (`reconcile-at`,
 /// `force-at`, an approval) — hashed: the annotations are the tenant's,
@@ -24,13 +25,12 @@ pub fn inputs(o: &Observed, app: &HelmApp) -> String {
         Some(Inputs::Ready { hash, .. }) => hash.as_str(),
         _ => "",
     };
+    let generation = app.metadata.generation.unwrap_or_default().to_string();
+    let identity = format!("{:?}", o.identity);
     let mut hasher = Sha256::new();
     for part in [
-        app.metadata
-            .generation
-            .unwrap_or_default()
-            .to_string()
-            .as_str(),
+        generation.as_str(),
+        &identity,
         if app.metadata.deletion_timestamp.is_some() {
             "deleting"
         } else {
@@ -133,6 +133,12 @@ pub(crate) mod tests {
             edit(&mut asked);
             assert_eq!(waiting(&asked, &app), None, "an annotation");
         }
+        let mut identity = before();
+        identity.identity = crate::delivery::Identity::ServiceAccount {
+            namespace: "ns".into(),
+            name: "deployer".into(),
+        };
+        assert_eq!(waiting(&identity, &app), None, "the identity");
         let mut deleting = app.clone();
         deleting.metadata.deletion_timestamp = Some(deleted());
         assert_eq!(waiting(&before(), &deleting), None, "a deletion");
