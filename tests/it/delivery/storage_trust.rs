@@ -723,6 +723,135 @@ async fn a_rollback_target_edited_while_the_failing_upgrade_runs_is_not_rolled_b
     operator.stop().await;
 }
 
+/// A revision rewritten by a tenant while our own `helm test` of it runs
+/// is not recorded as the run's: helm test writes back what it loaded
+/// (the planted kube-system ConfigMap with it), and the record compares
+/// the revision read after the test with what helm printed, its hooks'
+/// last runs aside — never its number alone, and a status whose run left
+/// its revision unproven is never taken on first sight. Red when the test
+/// cleared the printed content (recorded by number), and red with the
+/// first-sight rule as it was: either way revision 1 was recorded as ours,
+/// `Ready`, with kube-system/precious in its inventory — the object the
+/// next upgrade as the operator would delete.
+#[tokio::test]
+async fn a_revision_rewritten_while_our_helm_test_runs_is_never_recorded_as_ours() {
+    let f = Fixture::new().await;
+    f.namespace(TENANT).await;
+    f.namespace(OPERATOR_NS).await;
+    let (counting, log) = counting_helm(&f);
+    let armed = f.cp.dir().join("hold-next-test");
+    let testing = f.cp.dir().join("test-held");
+    let go = f.cp.dir().join("test-go");
+    let holding = f.cp.dir().join("holding-helm.sh");
+    std::fs::write(
+        &holding,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = test ] && rm '{armed}' 2>/dev/null; then\n  touch '{testing}'\n  while [ ! -e '{go}' ]; do sleep 0.1; done\nfi\nexec '{counting}' \"$@\"\n",
+            armed = armed.display(),
+            testing = testing.display(),
+            go = go.display(),
+            counting = counting.display(),
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&holding, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&armed, "").unwrap();
+    let operator = f
+        .start_delivery_with(|s| {
+            secure_by_default(s);
+            s.helm.binary = holding.clone();
+        })
+        .await;
+    // The test hook Pods succeed, as a kubelet would say.
+    let pods = {
+        let client = f.cp.client();
+        tokio::spawn(async move {
+            let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, TENANT);
+            loop {
+                for p in pods
+                    .list(&Default::default())
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default()
+                {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let done = p
+                        .status
+                        .and_then(|s| s.phase)
+                        .is_some_and(|ph| ph == "Succeeded");
+                    if !done && (name.ends_with("-test") || name.ends_with("-smoke")) {
+                        let body = json!({ "status": { "phase": "Succeeded" } });
+                        let _ = pods
+                            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
+                            .await;
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let kube_system = precious(&f).await;
+    apply_helmapp(
+        &f,
+        OPERATOR_NS,
+        "probed",
+        json!({ "chart": { "path": "tiny" }, "targetNamespace": TENANT,
+                "test": { "enable": true } }),
+    )
+    .await;
+    // The install ran; its test is about to: the tenant rewrites revision 1.
+    eventually("the test held", 120, || async {
+        testing.exists().then_some(())
+    })
+    .await;
+    let target = stored(&f, TENANT, "probed", 1).await;
+    let mut release = payload(&target);
+    let manifest = release["manifest"].as_str().unwrap().to_string();
+    release["manifest"] = json!(format!("{manifest}{PLANTED}"));
+    let edited = with_payload(target, &release);
+    Api::<Secret>::namespaced(f.cp.client(), TENANT)
+        .replace(
+            "sh.helm.release.v1.probed.v1",
+            &PostParams::default(),
+            &edited,
+        )
+        .await
+        .unwrap();
+    std::fs::write(&go, "").unwrap();
+    helmapp_with_reason(&f, OPERATOR_NS, "probed", "StorageTampered").await;
+    // helm test wrote back what it loaded: the planted object is stored.
+    assert_eq!(
+        payload(&stored(&f, TENANT, "probed", 1).await)["manifest"],
+        release["manifest"]
+    );
+    // A change asks for an upgrade: none runs on that storage.
+    let before = lines(&log);
+    let mark = operator.mark();
+    patch_helmapp(
+        &f,
+        OPERATOR_NS,
+        "probed",
+        json!({ "spec": { "values": { "greeting": "two" } } }),
+    )
+    .await;
+    operator.reconciled_since(mark).await;
+    helmapp_with_reason(&f, OPERATOR_NS, "probed", "StorageTampered").await;
+    let upgrades: Vec<String> = runs_since(&log, before, "probed")
+        .iter()
+        .map(|l| HelmCall::parse(l))
+        .filter(|c| !c.dry_run())
+        .map(|c| c.subcommand)
+        .collect();
+    assert!(upgrades.is_empty(), "{upgrades:?}");
+    assert_eq!(
+        kube_system.get("precious").await.unwrap().data.unwrap()["keep"],
+        "me"
+    );
+    pods.abort();
+    operator.stop().await;
+}
+
 /// Test 3: a release planted by a tenant (no owner label) whose manifest
 /// names a ConfigMap in kube-system is not adopted by a privileged
 /// HelmApp; the same release planted without foreign objects is.

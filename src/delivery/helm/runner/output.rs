@@ -103,6 +103,10 @@ pub struct Released {
     /// ([`crate::lean::storage::content_digest_of_json`]): what the
     /// revision it stored has, read from our own helm, not the storage.
     pub content: String,
+    /// The same with its hooks' last runs left out
+    /// ([`crate::lean::storage::content_digest_untested`]): what the
+    /// revision still has after our own `helm test` rewrote it.
+    pub untested: String,
 }
 
 /// The `manifest` of the release helm printed as JSON.
@@ -183,6 +187,8 @@ pub(super) fn parse_release(action: &'static str, out: &str) -> Result<Released,
         app_version: r.chart.metadata.app_version,
         chart_name: r.chart.metadata.name,
         content: crate::lean::storage::content_digest_of_json(out.trim().as_bytes())
+            .unwrap_or_default(),
+        untested: crate::lean::storage::content_digest_untested(out.trim().as_bytes())
             .unwrap_or_default(),
     })
 }

@@ -56,6 +56,8 @@ fn helms_json_release_gives_revision_status_and_versions() {
             app_version: "1.27.3".into(),
             chart_name: "web".into(),
             content: crate::lean::storage::content_digest_of_json(out.as_bytes()).unwrap(),
+            // No hooks: the same release.
+            untested: crate::lean::storage::content_digest_of_json(out.as_bytes()).unwrap(),
         }
     );
     assert!(parse_release("upgrade", "Error: nope").is_err());

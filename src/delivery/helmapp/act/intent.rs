@@ -134,10 +134,11 @@ pub fn withdraw(o: &mut Observed) {
     o.done.run_printed = false;
 }
 
-/// Our own `helm test` rewrote the run's revision (its hooks' last runs):
-/// the content helm printed no longer proves it, its number does.
-pub fn tested(o: &mut Observed) {
+/// Our own `helm test` rewrote the run's revision (its hooks' last runs)
+/// and `content` is its content as read since, found to be what helm
+/// printed in all but those (`act::test`): the record matches that now.
+pub fn tested(o: &mut Observed, content: String) {
     if let Some(intent) = o.status.run_intent.as_mut() {
-        intent.content.clear();
+        intent.content = content;
     }
 }

@@ -319,7 +319,7 @@ async fn stored_manifests(
 
 /// The payload (`data.release`) of `revision`'s Secret as it is now;
 /// `None` when it is gone.
-async fn stored_payload(
+pub(super) async fn stored_payload(
     ctx: &Context,
     o: &Observed,
     revision: i64,

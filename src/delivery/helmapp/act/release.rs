@@ -163,6 +163,7 @@ fn ended(
                 let made = (released.revision, released.content.clone());
                 ctx.made.lock().insert(run_key(app), made);
                 super::intent::printed(o, released.revision, &released.content);
+                o.done.printed_untested = Some((released.revision, released.untested.clone()));
             }
             let before = o.status.revision;
             let revision = released.revision;

@@ -48,6 +48,50 @@ pub async fn run(
     Outcome::Replan
 }
 
+/// helm test rewrote `revision` (its hooks' last runs): the content helm
+/// printed after the run is no longer what is stored. Read again, the
+/// revision is the run's when all but its hooks' last runs is what helm
+/// printed ([`tested_content`]) — the record then matches its content as
+/// read now. Otherwise (rewritten by another writer while the tests ran,
+/// or unreadable) the printed content stays: the record refuses the
+/// revision, and only a render of this configuration proves it
+/// (`own_run`) — never its number alone, which a Secret's writer could
+/// fill with anything while the test hooks ran.
+async fn reread(ctx: &Context, app: &HelmApp, o: &mut Observed, revision: i64) {
+    let Some((printed, untested)) = o.done.printed_untested.clone() else {
+        return;
+    };
+    if printed != revision {
+        return;
+    }
+    let payload = match super::own_run::stored_payload(ctx, o, revision).await {
+        Ok(payload) => payload,
+        Err(e) => {
+            log::info!(
+                "{}: revision {revision} not read after its test ({e}): proven by a render",
+                o.target.key()
+            );
+            return;
+        }
+    };
+    if let Some(content) = payload.and_then(|p| tested_content(&p, &untested)) {
+        let key = crate::delivery::helmapp::context::run_key(app);
+        ctx.made.lock().insert(key, (revision, content.clone()));
+        super::intent::tested(o, content);
+    }
+}
+
+/// The content digest of `payload` — a revision read after our own
+/// `helm test` of it — when it is, but for its hooks' last runs, the
+/// release helm printed (`untested`). `None`: something else changed.
+fn tested_content(payload: &[u8], untested: &str) -> Option<String> {
+    let json = crate::lean::helm::release_json(payload).ok()?;
+    let now = crate::lean::storage::content_digest_untested(&json)?;
+    (!untested.is_empty() && now == untested)
+        .then(|| crate::lean::storage::content_digest_of_json(&json))
+        .flatten()
+}
+
 /// How a `helm test` ended.
 enum TestRun {
     /// They passed, or their failure is ignored.
@@ -87,10 +131,7 @@ async fn tested(
                 }
             }
         };
-    // helm test rewrites the revision it ran (its hooks' last runs): the
-    // content helm printed after the upgrade is no longer what is stored.
-    // The run's revision is recorded by the intent's number alone.
-    super::intent::tested(o);
+    reread(ctx, app, o, revision).await;
     let version = o.status.chart_version.clone();
     let result = if failure.is_some() {
         HistoryResult::Failed
@@ -132,5 +173,84 @@ async fn tested(
     match failure {
         Some(_) if !settings.ignore_failures => TestRun::Failed(message),
         _ => TestRun::Passed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn payload(release: &serde_json::Value) -> Vec<u8> {
+        crate::lean::helm::encode_release(&serde_json::to_vec(release).unwrap())
+    }
+
+    fn release(
+        manifest: &str,
+        last_run: serde_json::Value,
+        extra: Option<(&str, &str)>,
+    ) -> serde_json::Value {
+        let mut hook = json!({
+            "name": "web-test", "kind": "Pod", "path": "web/templates/test.yaml",
+            "manifest": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web-test\n",
+            "events": ["test"], "last_run": last_run
+        });
+        if let Some((key, value)) = extra {
+            hook[key] = json!(value);
+        }
+        json!({
+            "name": "web", "namespace": "apps", "version": 2,
+            "info": { "status": "deployed" },
+            "chart": { "metadata": { "name": "web", "version": "1.0.0" } },
+            "manifest": manifest, "hooks": [hook]
+        })
+    }
+
+    /// A revision read after our own `helm test` of it is the run's only
+    /// when all but its hooks' last runs is the release helm printed: the
+    /// test's own rewrite passes, a manifest changed meanwhile (a
+    /// kube-system object added), a hook changed, or a key Go would fold
+    /// onto `last_run` does not. Red with the number alone as proof (the
+    /// content was cleared after a test).
+    #[test]
+    fn a_tested_revision_is_the_runs_only_if_its_test_alone_rewrote_it() {
+        let ours = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n";
+        let printed = release(ours, json!({}), None);
+        let untested =
+            crate::lean::storage::content_digest_untested(&serde_json::to_vec(&printed).unwrap())
+                .unwrap();
+        let ran = json!({ "started_at": "2026-11-30T10:00:00Z", "phase": "Succeeded" });
+        let after_test = payload(&release(ours, ran.clone(), None));
+        assert_eq!(
+            tested_content(&after_test, &untested),
+            crate::lean::storage::content_digest(&after_test),
+            "the test's own rewrite"
+        );
+        assert_ne!(
+            crate::lean::storage::content_digest(&after_test),
+            crate::lean::storage::content_digest(&payload(&printed)),
+            "the test changed the content as digested"
+        );
+        let planted = format!(
+            "{ours}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\n"
+        );
+        for (what, hostile) in [
+            ("a manifest", release(&planted, ran.clone(), None)),
+            (
+                "a hook",
+                release(ours, ran.clone(), Some(("manifest", "kind: Secret\n"))),
+            ),
+            (
+                "a folded key",
+                release(ours, ran.clone(), Some(("Last_Run", "x"))),
+            ),
+        ] {
+            assert_eq!(
+                tested_content(&payload(&hostile), &untested),
+                None,
+                "{what}"
+            );
+        }
+        assert_eq!(tested_content(&after_test, ""), None, "nothing printed");
     }
 }

@@ -239,6 +239,7 @@ fn released(revision: i64) -> Released {
         app_version: "1".into(),
         chart_name: "web".into(),
         content: format!("content-{revision}"),
+        untested: format!("untested-{revision}"),
     }
 }
 

@@ -268,13 +268,19 @@ pub struct Done {
     /// proving nothing by itself.
     pub run_live: bool,
     /// That helm ended and printed the release it stored
-    /// (`super::act::intent::printed`): its revision is ours by the
-    /// intent's number even after our own `helm test` rewrote it. A run
+    /// (`super::act::intent::printed`): its revision is ours by that
+    /// content — after our own `helm test` rewrote it, by the content read
+    /// again when all but its hooks' last runs is the printed one
+    /// (`act::test`). A run
     /// that printed nothing — it failed, or was a rollback — proves
     /// nothing by number: a Secret's writer may have put that number there
     /// first (helm refusing the name, or failing on it), so its revision is
     /// proven by a render (`observe::storage::record`, `act::own_run`).
     pub run_printed: bool,
+    /// The revision helm printed and its content with its hooks' last runs
+    /// left out (`Released::untested`): what our own `helm test` of it
+    /// must leave (`act::test`).
+    pub printed_untested: Option<(i64, String)>,
 }
 
 impl Done {

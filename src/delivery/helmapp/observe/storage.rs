@@ -294,14 +294,13 @@ pub fn after_run_from_cache(
 /// it; the newest's digest goes on the newest history entry.
 ///
 /// The run intent proves the revision it names with the content helm
-/// printed or a render proved, or — for the run this reconcile started,
-/// whose helm printed the release it stored (`Done::run_printed`), since
-/// rewritten by our own `helm test` — by its number. An intent whose helm
-/// printed nothing (a failed run, a rollback: a Secret's writer may have
-/// put that number there first) or left by a run that ended unrecorded —
-/// its operator died — names a number, not a content: it proves nothing
-/// here, and stays in the status while its revision is unrecorded, for
-/// the render that can prove it (`act::own_run`).
+/// printed (after our own `helm test`, the content read again, `act::test`)
+/// or a render proved. An intent whose helm printed nothing (a failed run,
+/// a rollback: a Secret's writer may have put that number there first),
+/// left by a run that ended unrecorded — its operator died — or whose
+/// content the stored revision does not have proves nothing here, and
+/// stays in the status while its revision is unrecorded, for the render
+/// that can prove it (`act::own_run`) or refuse it.
 pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     let before = std::mem::take(&mut o.status.storage_digests);
     let intent = o.status.run_intent.take();
@@ -310,8 +309,11 @@ pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     o.status.storage_digests = recorded_after(entries, &before, proving, printed);
     o.done.run_live = false;
     o.done.run_printed = false;
-    if proving.is_none()
-        && let Some(left) = intent
+    // The run's revision not recorded — what its helm printed does not
+    // prove it, or nothing did: the intent stays, so the next reconcile
+    // proves it by a render or refuses it, and never takes the storage on
+    // first sight (`check`'s rule for statuses from before digests).
+    if let Some(left) = intent
         && !o
             .status
             .storage_digests
@@ -321,7 +323,14 @@ pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     {
         o.status.run_intent = Some(left);
     }
-    if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(entries)) {
+    // The newest's digest on the history only when it is recorded: that
+    // digest is what a status from before digests is trusted by.
+    if let (Some(h), Some(n)) = (o.status.history.first_mut(), newest(entries))
+        && o.status
+            .storage_digests
+            .iter()
+            .any(|d| d.revision == n.revision && d.digest == n.digest)
+    {
         h.release_digest = n.digest;
     }
 }
@@ -533,7 +542,9 @@ pub async fn check(
     // (A Hosstedproject's HelmApp — only the operator makes one, in its own
     // namespace — moved there from the earlier rule finds its storage
     // relabelled to it by the operator itself.)
-    let legacy = o.status.revision > 0 || operator_made;
+    // A run intent left in the status is this version's: a revision it
+    // could not prove is no legacy (`record`).
+    let legacy = (o.status.revision > 0 || operator_made) && o.status.run_intent.is_none();
     if o.status.storage_digests.is_empty() && ours && !legacy {
         let fresh = match fresh {
             Some(f) => f,
