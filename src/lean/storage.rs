@@ -221,24 +221,44 @@ pub fn content_digest(payload: &[u8]) -> Option<String> {
     content_digest_of_json(&crate::lean::helm::release_json(payload).ok()?)
 }
 
-/// [`content_digest_of_json`] with each hook's `last_run` left out too:
-/// what `helm test` rewrites (with `info`) in the revision it tests. A
-/// revision read after our own test whose digest this is agrees with the
-/// release helm printed before the test in all that helm acts on. `None`:
-/// not a release, or one with a key Go's JSON would fold onto a field
+/// [`content_digest_of_json`] with what `helm test` rewrites (with
+/// `info`) in the revision it tests left out: each hook's `last_run`, a
+/// hook's missing `delete_policies` (helm gives a hook without one
+/// `before-hook-creation` as it runs it, the default it stands for), and
+/// the hooks' order (with `--filter`, helm stores the skipped hooks
+/// first). A revision read after our own test whose digest this is agrees
+/// with the release helm printed before the test in all that helm acts
+/// on — every hook's manifest, events, weight and policies. `None`: not a
+/// release, or one with a key Go's JSON would fold onto a field
 /// (`crate::lean::go_keys`: a `Last_Run` is not taken off as `last_run`).
 pub fn content_digest_untested(json: &[u8]) -> Option<String> {
+    use serde_json::{Value, json};
     crate::lean::go_keys::check(json).ok()?;
-    let mut release: serde_json::Value = serde_json::from_slice(json).ok()?;
-    for hook in release
-        .get_mut("hooks")
-        .and_then(serde_json::Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(hook) = hook.as_object_mut() {
-            hook.remove("last_run");
+    let mut release: Value = serde_json::from_slice(json).ok()?;
+    if let Some(hooks) = release.get_mut("hooks").and_then(Value::as_array_mut) {
+        for hook in hooks.iter_mut() {
+            if let Some(hook) = hook.as_object_mut() {
+                hook.remove("last_run");
+                let unset = hook
+                    .get("delete_policies")
+                    .is_none_or(|p| p.is_null() || p.as_array().is_some_and(Vec::is_empty));
+                if unset {
+                    hook.insert("delete_policies".into(), json!(["before-hook-creation"]));
+                }
+            }
         }
+        // In an order of their own: canonical text, so no two hooks that
+        // differ compare the same.
+        let mut keyed: Vec<(String, Value)> = hooks
+            .drain(..)
+            .map(|h| {
+                let mut text = String::new();
+                canonical(&h, &mut text);
+                (text, h)
+            })
+            .collect();
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        hooks.extend(keyed.into_iter().map(|(_, h)| h));
     }
     content_digest_of_json(&serde_json::to_vec(&release).ok()?)
 }

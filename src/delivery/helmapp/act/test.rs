@@ -231,6 +231,32 @@ mod tests {
             crate::lean::storage::content_digest(&payload(&printed)),
             "the test changed the content as digested"
         );
+        // What real helm test also does: the default delete policy set on
+        // a hook that had none, and (with --filter) the hooks reordered.
+        let mut second = printed["hooks"][0].clone();
+        second["name"] = json!("web-smoke");
+        let mut printed_two = printed.clone();
+        printed_two["hooks"] = json!([printed["hooks"][0].clone(), second.clone()]);
+        let untested_two = crate::lean::storage::content_digest_untested(
+            &serde_json::to_vec(&printed_two).unwrap(),
+        )
+        .unwrap();
+        let mut rewritten = printed_two.clone();
+        let mut first = printed["hooks"][0].clone();
+        first["last_run"] = ran.clone();
+        first["delete_policies"] = json!(["before-hook-creation"]);
+        rewritten["hooks"] = json!([second.clone(), first.clone()]);
+        assert!(
+            tested_content(&payload(&rewritten), &untested_two).is_some(),
+            "helm's own rewrite"
+        );
+        first["delete_policies"] = json!(["hook-succeeded"]);
+        rewritten["hooks"] = json!([second, first]);
+        assert_eq!(
+            tested_content(&payload(&rewritten), &untested_two),
+            None,
+            "another policy"
+        );
         let planted = format!(
             "{ours}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\n"
         );

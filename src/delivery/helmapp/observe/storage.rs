@@ -313,13 +313,17 @@ pub fn record(o: &mut Observed, entries: &[HelmRelease]) {
     // prove it, or nothing did: the intent stays, so the next reconcile
     // proves it by a render or refuses it, and never takes the storage on
     // first sight (`check`'s rule for statuses from before digests).
+    // (Also when the revision is missing from this read while the status
+    // says it was released: a Secret relabelled or deleted for the read
+    // and put back planted must find the intent still there.)
     if let Some(left) = intent
         && !o
             .status
             .storage_digests
             .iter()
             .any(|d| d.revision == left.revision)
-        && entries.iter().any(|e| e.version() == left.revision)
+        && (entries.iter().any(|e| e.version() == left.revision)
+            || o.status.revision >= left.revision)
     {
         o.status.run_intent = Some(left);
     }

@@ -732,3 +732,31 @@ proptest::proptest! {
         }
     }
 }
+
+/// A run's revision the read after it does not find — relabelled or
+/// deleted for the read, to be put back planted — leaves the intent in a
+/// status that says it was released: the status is never taken for one
+/// from before digests (`check` trusts those on first sight), and the
+/// history carries no digest of it. Red with the intent dropped.
+#[test]
+fn a_released_revision_missing_from_the_read_keeps_its_intent() {
+    let mut status = HelmAppStatus {
+        revision: 1,
+        run_intent: Some(RunIntent {
+            content: "sha256:printed".into(),
+            ..intent(1)
+        }),
+        history: vec![Default::default()],
+        ..Default::default()
+    };
+    let mut o = observed_with(std::mem::take(&mut status));
+    record(&mut o, &[]);
+    assert_eq!(o.status.run_intent.as_ref().map(|i| i.revision), Some(1));
+    assert!(o.status.storage_digests.is_empty());
+    // Found, but not what helm printed: kept too, and no digest on the
+    // history.
+    let planted = fresh_of(release(1, "deployed", "planted"), "u");
+    record(&mut o, &[planted]);
+    assert_eq!(o.status.run_intent.as_ref().map(|i| i.revision), Some(1));
+    assert!(o.status.history[0].release_digest.is_empty());
+}
