@@ -225,8 +225,8 @@ pub fn content_digest(payload: &[u8]) -> Option<String> {
 /// `info`) in the revision it tests left out: each hook's `last_run`, a
 /// hook's missing `delete_policies` (helm gives a hook without one
 /// `before-hook-creation` as it runs it, the default it stands for), and
-/// the hooks' order (with `--filter`, helm stores the skipped hooks
-/// first). A revision read after our own test whose digest this is agrees
+/// the order of hooks of different names (with `--filter`, helm stores the
+/// skipped hooks first). A revision read after our own test whose digest this is agrees
 /// with the release helm printed before the test in all that helm acts
 /// on — every hook's manifest, events, weight and policies. `None`: not a
 /// release, or one with a key Go's JSON would fold onto a field
@@ -247,18 +247,18 @@ pub fn content_digest_untested(json: &[u8]) -> Option<String> {
                 }
             }
         }
-        // In an order of their own: canonical text, so no two hooks that
-        // differ compare the same.
-        let mut keyed: Vec<(String, Value)> = hooks
-            .drain(..)
-            .map(|h| {
-                let mut text = String::new();
-                canonical(&h, &mut text);
-                (text, h)
-            })
-            .collect();
-        keyed.sort_by(|a, b| a.0.cmp(&b.0));
-        hooks.extend(keyed.into_iter().map(|(_, h)| h));
+        // By name, stably: helm's reorder moves hooks by name and keeps
+        // the order among those of one name — which helm runs in that
+        // order when their weights tie, so a swap of them is a change.
+        hooks.sort_by(|a, b| {
+            let name = |h: &Value| {
+                h.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            name(a).cmp(&name(b))
+        });
     }
     content_digest_of_json(&serde_json::to_vec(&release).ok()?)
 }

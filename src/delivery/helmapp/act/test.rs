@@ -257,6 +257,22 @@ mod tests {
             None,
             "another policy"
         );
+        // Two hooks of one name (run in their stored order when their
+        // weights tie) swapped: a change.
+        let mut twin = printed["hooks"][0].clone();
+        twin["kind"] = json!("ServiceAccount");
+        let mut pair = printed.clone();
+        pair["hooks"] = json!([twin.clone(), printed["hooks"][0].clone()]);
+        let untested_pair =
+            crate::lean::storage::content_digest_untested(&serde_json::to_vec(&pair).unwrap())
+                .unwrap();
+        let mut swapped = printed.clone();
+        swapped["hooks"] = json!([printed["hooks"][0].clone(), twin]);
+        assert_eq!(
+            tested_content(&payload(&swapped), &untested_pair),
+            None,
+            "hooks of one name swapped"
+        );
         let planted = format!(
             "{ours}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: precious\n  namespace: kube-system\n"
         );
