@@ -448,17 +448,24 @@ fn a_status_label_that_differs_from_the_payload_is_no_release() {
     );
 }
 
-#[test]
-fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
+/// Revision 1 recorded (`deployed`, manifest `a`), then a run of ours
+/// that made revision 2 (manifest `b`): what was recorded before it, the
+/// revision as stored, and its intent with the content helm printed.
+fn revision_2_printed() -> (Vec<StorageDigest>, HelmRelease, RunIntent) {
     let before_one = fresh_of(release(1, "deployed", "a"), "u");
     let mut status = HelmAppStatus::default();
     trust(&mut status, std::slice::from_ref(&before_one));
-    let before = status.storage_digests.clone();
     let ours = fresh_of(release(2, "deployed", "b"), "u");
     let printed = RunIntent {
         content: ours.content.clone().unwrap(),
         ..intent(2)
     };
+    (status.storage_digests, ours, printed)
+}
+
+#[test]
+fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
+    let (before, ours, printed) = revision_2_printed();
     let after = [fresh_of(release(1, "superseded", "a"), "u"), ours];
     let recorded = recorded_after(&after, &before, Some(&printed), true);
     assert_eq!(
@@ -486,15 +493,7 @@ fn the_runs_revision_is_recorded_only_with_the_content_helm_printed() {
 /// (`record_own_revision`). Red with the content alone as proof.
 #[test]
 fn the_runs_revision_made_to_look_unfinished_is_not_recorded() {
-    let before_one = fresh_of(release(1, "deployed", "a"), "u");
-    let mut status = HelmAppStatus::default();
-    trust(&mut status, std::slice::from_ref(&before_one));
-    let before = status.storage_digests.clone();
-    let ours = fresh_of(release(2, "deployed", "b"), "u");
-    let printed = RunIntent {
-        content: ours.content.clone().unwrap(),
-        ..intent(2)
-    };
+    let (before, ours, printed) = revision_2_printed();
     for (stored, ours_still) in [
         ("deployed", true),
         ("failed", true),
